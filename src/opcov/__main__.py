@@ -1,0 +1,3 @@
+from opcov.cli import main
+
+raise SystemExit(main())

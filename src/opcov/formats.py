@@ -1,0 +1,100 @@
+"""Plain-text and machine formats for the catalogue, backend list and coverage summaries."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from opcov.data import RESOLVED
+
+LABELS = {
+    "registered": "registered, unverified",
+    "fallback": "fallback only",
+    "missing": "missing",
+    "unresolved": "composite, reach unresolved",
+    "not_applicable": "host-only (n/a)",
+}
+
+
+def table(rows, headers, out=sys.stdout) -> None:
+    """A left-aligned text table; the last column is not padded."""
+    rows = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths[:-1]) + "  {}"
+    print(fmt.format(*headers).rstrip(), file=out)
+    print(fmt.format(*("-" * w for w in widths)).rstrip(), file=out)
+    for r in rows:
+        print(fmt.format(*r).rstrip(), file=out)
+
+
+def print_ops(ops, catalog, fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps({"torch": catalog.torch_version, "modules": list(catalog.modules),
+                          "ops": [op.as_dict() for op in ops]}, indent=1))
+        return
+    if fmt == "yaml":
+        import yaml
+
+        print(yaml.safe_dump({"torch": catalog.torch_version, "modules": list(catalog.modules),
+                              "ops": [op.as_dict() for op in ops]}, sort_keys=False, width=120), end="")
+        return
+    table([(op.name, op.composite or "-", op.structured_delegate or "-", ",".join(op.tags) or "-")
+           for op in ops], ("op", "composite", "structured delegate", "tags"))
+    core = sum(op.is_core for op in ops)
+    print(f"\n{len(ops)} op overload(s) ({core} core ATen) of {len(catalog)} in torch {catalog.torch_version}")
+
+
+def print_backends(backends, fmt: str) -> None:
+    rows = []
+    for b in backends:
+        version = b.installed_version()
+        if version and not b.available_in_build():
+            version = f"no: torch {version} is built without {b.dispatch_key}"
+        if b.module and version is None:
+            import importlib.util
+
+            version = "importable" if importlib.util.find_spec(b.module.split(".")[0]) else None
+        rows.append({"name": b.name, "device_type": b.device_type, "dispatch_key": b.dispatch_key,
+                     "package": b.package or "torch", "installed": version, "note": b.note})
+    if fmt == "json":
+        print(json.dumps(rows, indent=1))
+        return
+    table([(r["name"], r["dispatch_key"], r["package"], r["installed"] or "not installed", r["note"])
+           for r in rows], ("backend", "dispatch key", "package", "installed", "note"))
+    print("\nListing imports no backend. cuda and mps kernels exist only in torch builds that include them.")
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100 * n / total:.1f}%" if total else "-"
+
+
+def print_summary(docs) -> None:
+    """Per coverage file: aten overloads and core ATen ops per resolved status."""
+    for path, doc in docs:
+        b, prov, summ = doc["backend"], doc["provenance"], doc["summary"]
+        print(f"{b['name']} ({b['package']} {b['version']}, dispatch key {b['dispatch_key']}) "
+              f"- {doc['evidence']} evidence, torch {prov['torch']}, {prov['created']}")
+        print(f"  file: {path}")
+        rows = []
+        for section, label in (("aten", "aten overloads"), ("core", "core ATen")):
+            s = summ[section]
+            total = s["overloads"]
+            applicable = total - s["res"].get("not_applicable", 0)
+            for status in RESOLVED:
+                if status == "not_applicable":
+                    continue
+                n = s["res"].get(status, 0)
+                rows.append((label, f"forward {LABELS[status]}", n, _pct(n, applicable)))
+            rows.append((label, "  paths", ", ".join(f"{k} {v}" for k, v in s["fwd"].items()), ""))
+            if "bwd_res" in s:
+                rows.append((label, "backward", ", ".join(f"{k} {v}" for k, v in s["bwd_res"].items()), ""))
+        table(rows, ("set", "status", "count", "share"))
+        fb = prov.get("fallback") or {}
+        if fb.get("present"):
+            state = {True: "ENABLED: ops on it run (slowly)", False: "DISABLED: ops reaching it raise",
+                     None: "state unknown"}[fb.get("enabled")]
+            print(f"  backend fallback: kind {fb.get('kind')}, {state}")
+        print(f"  aten base names with an own kernel: {summ['aten'].get('base_names_with_kernel')}")
+        for note in prov.get("notes", []):
+            print(f"  note: {note}")
+        print(f"  reproduce: {prov['command']}\n")

@@ -1,0 +1,324 @@
+"""What a composite op reaches, forward and backward, recorded on meta tensors.
+
+A composite kernel (CompositeImplicitAutograd or CompositeExplicitAutograd) runs on
+any backend by calling other ops; whether it runs on a given backend depends on
+those. We call it once on meta tensors built from its schema, under a recording
+TorchDispatchMode, and keep the overloads it dispatched. The same for its backward
+(autograd.grad with ones as grad_outputs). The recording depends on the inputs:
+where no synthesized input is accepted the reach stays unresolved and says why.
+Reach does not depend on the backend, so one recording serves every scan: it runs
+in a child process that has no backend loaded (some ops query the current
+accelerator, and torch_tpu aborts the process when its runtime starts without a
+TPU; a synthesized call may also crash), and is cached per torch and opcov version.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from opcov import __version__
+from opcov.catalog import import_catalog_modules, resolve_overload
+from opcov.torchenv import AUTOLOAD_ENV, import_torch
+
+# Shapes tried in turn for every Tensor argument.
+SHAPES = ((3, 3), (2, 3, 4), (2, 3, 4, 5), (3,), (1, 2, 3, 4, 5))
+_INT_TENSOR_ARGS = {"index", "indices", "offsets", "lengths", "target", "counts", "indices_or_sections",
+                    "per_sample_weights_idx", "batch_sizes", "repeats"}
+_BOOL_TENSOR_ARGS = {"mask", "condition"}
+_STR_ARGS = {"reduce": "sum", "approximate": "none", "padding": "same", "reduction": "mean",
+             "side": "left", "mode": "reflect", "interpolation": "linear", "indexing": "ij",
+             "UPLO": "L", "driver": None, "rounding_mode": None, "reduce_op": "sum",
+             "reduceOp": "sum", "norm": None}
+
+
+@dataclass(frozen=True)
+class Reach:
+    """Ops one call dispatched. ``ops`` is None when the call could not be made."""
+
+    ops: tuple[str, ...] | None
+    error: str | None = None
+
+
+class _Unsynthesizable(Exception):
+    pass
+
+
+def _dispatcher_name(func) -> str:
+    schema = func._schema
+    return schema.name + ("." + schema.overload_name if schema.overload_name else "")
+
+
+def _recorder(torch):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = _dispatcher_name(func)
+            if name not in self.ops:
+                self.ops.append(name)
+            return func(*args, **(kwargs or {}))
+
+    return Recorder
+
+
+def _normalize_type(t: str) -> str:
+    """Python-registered ops spell types as List[Tensor] / Optional[int]; use the schema spelling."""
+    m = re.fullmatch(r"Optional\[(.*)\]", t)
+    if m:
+        return _normalize_type(m.group(1)) + "?"
+    m = re.fullmatch(r"List\[(.*)\]", t)
+    if m:
+        return _normalize_type(m.group(1)) + "[]"
+    return t
+
+
+def _value(torch, arg, shape):
+    """A meta-device value for one schema argument, or raise _Unsynthesizable."""
+    t = _normalize_type(str(arg.type))
+    name = arg.name
+    optional = t.endswith("?")
+    base = t.rstrip("?")
+
+    def tensor(dtype=torch.float32, s=shape):
+        return torch.empty(s, dtype=dtype, device="meta")
+
+    if base == "Tensor":
+        if name in _INT_TENSOR_ARGS:
+            return tensor(torch.int64)
+        if name in _BOOL_TENSOR_ARGS:
+            return tensor(torch.bool)
+        if name in ("weight", "bias") and optional:
+            return None
+        return tensor()
+    if base in ("Tensor[]", "Tensor?[]"):
+        if name == "indices":
+            return [tensor(torch.int64, (2,))]
+        return [tensor(), tensor()]
+    if base in ("int", "SymInt"):
+        if "dim" in name:
+            return 0
+        return 1
+    if base.startswith(("int[", "SymInt[")):
+        if "dim" in name:
+            return [0]
+        if name in ("padding", "output_padding"):
+            return [0] * (len(shape) - 2 or 1)
+        if name in ("kernel_size", "stride", "dilation"):
+            return [1] * (len(shape) - 2 or 1)
+        return list(shape)
+    if base in ("number[]", "float[]", "Scalar[]"):
+        return [1]
+    if base == "bool[]" or base.startswith("bool["):
+        return [True, True, True]
+    if base == "float":
+        return 0.5
+    if base == "bool":
+        return False
+    if base in ("Scalar", "number"):
+        return 1
+    if base == "ScalarType":
+        return torch.float32
+    if base == "str":
+        if name in _STR_ARGS:
+            return _STR_ARGS[name]
+        if optional:
+            return None
+        raise _Unsynthesizable(f"no value for str argument {name!r}")
+    if base == "Device":
+        return torch.device("meta")
+    if base == "Layout":
+        return torch.strided
+    if base == "MemoryFormat":
+        return torch.contiguous_format
+    if base == "Generator" and optional:
+        return None
+    if optional:
+        return None
+    raise _Unsynthesizable(f"no value for {t} argument {name!r}")
+
+
+def _synthesize(torch, schema, shape):
+    args, kwargs = [], {}
+    for arg in schema.arguments:
+        writes = arg.alias_info is not None and arg.alias_info.is_write
+        if arg.has_default_value() and not writes:
+            continue
+        value = _value(torch, arg, shape)
+        if arg.kwarg_only:
+            kwargs[arg.name] = value
+        else:
+            args.append(value)
+    return args, kwargs
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+
+
+def _call_forward(torch, overload, composite, args, kwargs):
+    C = torch._C
+    if composite == "implicit":
+        return overload.decompose(*args, **kwargs)
+    key = {"explicit": C.DispatchKey.CompositeExplicitAutograd,
+           "explicit_nonfunctional": C.DispatchKey.CompositeExplicitAutogradNonFunctional}.get(composite)
+    if key is None:
+        return overload(*args, **kwargs)
+    return overload._op_dk(key, *args, **kwargs)
+
+
+def _flat_tensors(torch, value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _flat_tensors(torch, v)]
+    return []
+
+
+def _backward(torch, Recorder, overload, args, kwargs):
+    """Record the ops the backward of one call dispatches, or None when nothing is differentiable."""
+    leaves = []
+
+    def grad_input(v):
+        if isinstance(v, torch.Tensor) and v.is_floating_point():
+            leaf = torch.empty(v.shape, dtype=v.dtype, device="meta", requires_grad=True)
+            leaves.append(leaf)
+            return leaf.clone()
+        if isinstance(v, list):
+            return [grad_input(x) for x in v]
+        return v
+
+    writes = {a.name for a in overload._schema.arguments
+              if a.alias_info is not None and a.alias_info.is_write and a.kwarg_only}
+    gargs = [grad_input(a) for a in args]
+    gkwargs = {k: (v if k in writes else grad_input(v)) for k, v in kwargs.items()}
+    if not leaves:
+        return None
+    outs = [t for t in _flat_tensors(torch, overload(*gargs, **gkwargs))
+            if t.requires_grad and t.grad_fn is not None]
+    if not outs:
+        return None
+    rec = Recorder()
+    with rec:
+        torch.autograd.grad(outs, leaves, [torch.ones_like(t) for t in outs], allow_unused=True)
+    return tuple(rec.ops)
+
+
+def _record_one(torch, Recorder, name: str, composite) -> tuple[Reach, Reach | None]:
+    """Call one op on meta tensors (trying each shape) and record its forward and backward."""
+    try:
+        overload = resolve_overload(torch, name)
+    except (AttributeError, RuntimeError) as exc:
+        return Reach(None, _first_line(exc)), None
+    error = "no input shape tried"
+    for shape in SHAPES:
+        try:
+            args, kwargs = _synthesize(torch, overload._schema, shape)
+        except _Unsynthesizable as exc:
+            return Reach(None, f"input synthesis: {exc}"), None
+        rec = Recorder()
+        try:
+            with rec:
+                _call_forward(torch, overload, composite, args, kwargs)
+        except Exception as exc:  # noqa: BLE001 - any failure means "try the next shape"
+            error = _first_line(exc)
+            continue
+        fwd = Reach(tuple(o for o in rec.ops if o != name))
+        try:
+            ops = _backward(torch, Recorder, overload, args, kwargs)
+            bwd = Reach(ops) if ops is not None else None
+        except Exception as exc:  # noqa: BLE001
+            bwd = Reach(None, _first_line(exc))
+        return fwd, bwd
+    return Reach(None, error), None
+
+
+def _record_here(items, out) -> None:
+    """Reach for (name, composite kind) pairs; one JSON line per op to ``out`` as it goes."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    torch = import_torch()
+    import_catalog_modules()  # the same op names as the catalogue that asked
+    Recorder = _recorder(torch)
+    for name, composite in items:
+        fwd, bwd = _record_one(torch, Recorder, name, composite)
+        out.write(json.dumps([name, _as_json(fwd), _as_json(bwd)]) + "\n")
+        out.flush()
+
+
+def _as_json(r: Reach | None):
+    if r is None:
+        return None
+    return {"ops": list(r.ops) if r.ops is not None else None, "error": r.error}
+
+
+def _from_json(d) -> Reach | None:
+    if d is None:
+        return None
+    return Reach(tuple(d["ops"]) if d["ops"] is not None else None, d["error"])
+
+
+def cache_path(torch_version: str) -> str:
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "opcov", f"reach-torch{torch_version}-opcov{__version__}.json")
+
+
+def record(names, catalog) -> tuple[dict[str, Reach], dict[str, Reach]]:
+    """Forward and backward reach for each op name (cached; recorded in a clean child process)."""
+    path = cache_path(catalog.torch_version)
+    try:
+        with open(path) as f:
+            cache = json.load(f)
+    except (OSError, ValueError):
+        cache = {}
+    todo = [(n, catalog.get(n).composite if catalog.get(n) else None) for n in names if n not in cache]
+    if todo:
+        cache.update(_record_isolated(todo))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            json.dump(cache, f, sort_keys=True)
+        os.replace(tmp, path)
+    fwd, bwd = {}, {}
+    for n in names:
+        f, b = cache.get(n, [None, None])
+        if f is not None:
+            fwd[n] = _from_json(f)
+        if b is not None:
+            bwd[n] = _from_json(b)
+    return fwd, bwd
+
+
+def _record_isolated(todo) -> dict:
+    """Run the recorder in child processes; an op whose call kills the child is recorded as such."""
+    env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
+    done: dict = {}
+    while todo:
+        proc = subprocess.run([sys.executable, "-m", "opcov.reach"], input=json.dumps(todo),
+                              capture_output=True, text=True, env=env)
+        for line in proc.stdout.splitlines():
+            try:
+                name, f, b = json.loads(line)
+            except ValueError:
+                continue
+            done[name] = [f, b]
+        todo = [t for t in todo if t[0] not in done]
+        if proc.returncode == 0 or not todo:
+            break
+        crashed = todo.pop(0)[0]  # the op being recorded when the child died
+        done[crashed] = [{"ops": None, "error": f"recording crashed the process (exit {proc.returncode})"}, None]
+    return done
+
+
+if __name__ == "__main__":  # the child process of record()
+    _record_here([tuple(x) for x in json.load(sys.stdin)], sys.stdout)

@@ -1,0 +1,27 @@
+"""Importing torch under opcov's control.
+
+Once an out-of-tree backend such as torch-tpu is installed, every ``import torch``
+autoloads it through the ``torch.backends`` entry point: that takes seconds, prints
+noise and claims PrivateUse1. opcov imports backends explicitly instead, so that a
+cpu or meta scan never carries another backend's registrations.
+"""
+
+from __future__ import annotations
+
+import os
+
+AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+
+
+def import_torch():
+    """Import torch with backend autoload off unless the caller set it."""
+    os.environ.setdefault(AUTOLOAD_ENV, "0")
+    import torch
+
+    return torch
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__

@@ -1,0 +1,48 @@
+"""Shared fixtures: run opcov in a child process (PrivateUse1 can be claimed once per process)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.join(ROOT, "src")
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")  # keep torch_tpu out of this process
+
+
+def child_env(**extra):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def run_opcov(*args, timeout=600, **env):
+    """``python -m opcov ARGS`` in a fresh process; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True,
+                          env=child_env(**env), timeout=timeout, cwd=ROOT)
+
+
+@pytest.fixture
+def opcov():
+    return run_opcov
+
+
+@pytest.fixture(scope="session")
+def reach_cache(tmp_path_factory):
+    """One reach cache for the whole test session, so the recording runs once."""
+    return str(tmp_path_factory.mktemp("xdg-cache"))
+
+
+def load_yaml(path):
+    import yaml
+
+    with open(path) as f:
+        return yaml.safe_load(f)
+
+
+def dumps(obj):
+    return json.dumps(obj, sort_keys=True)

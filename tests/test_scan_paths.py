@@ -1,0 +1,102 @@
+"""Every registered path, on a real dispatcher: the Python test backend with planted kernels.
+
+Each scan runs in a child process, since PrivateUse1 can be claimed once per process.
+"""
+
+import pytest
+
+from conftest import dumps, load_yaml, run_opcov
+
+SPEC = {
+    "kernels": {
+        "aten::add.out": "pass",  # add.Tensor / add_.Tensor reach it: out_variant
+        "aten::mm": "pass",  # an own kernel
+        "aten::relu": "pass",
+        "aten::linear": "pass",  # overrides a CompositeImplicitAutograd op that has an autograd kernel
+        "aten::layer_norm": "pass",  # overrides one that has none: derivative lost
+    },
+    "autograd": ["aten::relu"],  # the backend's own autograd kernel
+}
+
+
+def scan(tmp_path, reach_cache, spec, *extra):
+    out = tmp_path / "scan.yaml"
+    proc = run_opcov("scan", "opcovtest", "--import", "opcov.testing.pybackend", "--out", str(out),
+                     *extra, OPCOV_PYBACKEND_SPEC=dumps(spec), XDG_CACHE_HOME=reach_cache)
+    assert proc.returncode == 0, proc.stderr
+    return load_yaml(out), proc
+
+
+@pytest.fixture(scope="module")
+def raise_fallback(tmp_path_factory, reach_cache):
+    return scan(tmp_path_factory.mktemp("a"), reach_cache, dict(SPEC, fallback="raise"))[0]
+
+
+def test_own_kernel_keeps_its_registration_site(raise_fallback):
+    mm = raise_fallback["ops"]["aten::mm"]
+    assert mm["fwd"] == "kernel" and mm["res"] == "registered"
+    assert "pybackend.py" in mm["src"]
+
+
+def test_structured_op_reaches_backend_through_out_kernel(raise_fallback):
+    ops = raise_fallback["ops"]
+    assert ops["aten::add.Tensor"]["fwd"] == "out_variant"
+    assert ops["aten::add.Tensor"]["via"] == ["aten::add.out"]
+    assert ops["aten::add.Tensor"]["res"] == "registered"
+    # mul.out is not planted: mul.Tensor reaches only the (disabled) fallback
+    assert ops["aten::mul.Tensor"]["fwd"] == "out_variant"
+    assert ops["aten::mul.Tensor"]["res"] == "fallback"
+
+
+def test_composite_resolves_to_what_it_reaches(raise_fallback):
+    ops = raise_fallback["ops"]
+    # matmul is CompositeImplicitAutograd: on 2-d inputs it reaches mm, which is planted
+    assert ops["aten::matmul"]["fwd"] == "composite"
+    assert "aten::mm" in ops["aten::matmul"]["via"]
+    assert ops["aten::matmul"]["res"] == "registered"
+    # a composite whose reach meets an op without a kernel is no better than that op
+    reached = [ops[v]["res"] for v in ops["aten::softmax.int"]["via"]]
+    assert ops["aten::softmax.int"]["res"] in reached
+
+
+def test_fallback_is_recorded_with_its_state(raise_fallback):
+    prov = raise_fallback["provenance"]
+    assert prov["fallback"]["present"] is True
+    assert prov["fallback"]["enabled"] is False
+    assert raise_fallback["ops"]["aten::abs.out"]["fwd"] == "fallback"
+
+
+def test_autograd_override_and_lost_derivative(raise_fallback):
+    ops = raise_fallback["ops"]
+    assert ops["aten::relu"]["bwd"] == "backend_kernel"
+    assert ops["aten::relu"]["bwd_res"] == "registered"
+    # layer_norm is CompositeImplicitAutograd with no autograd kernel of its own: a direct
+    # backend kernel bypasses the decomposition and with it the derivative
+    assert ops["aten::layer_norm"]["fwd"] == "kernel"
+    assert ops["aten::layer_norm"]["bwd"] == "lost"
+    assert ops["aten::layer_norm"]["bwd_res"] == "missing"
+    # linear is CompositeImplicitAutograd too, but torch registers an autograd kernel for it
+    assert ops["aten::linear"]["fwd"] == "kernel"
+    assert ops["aten::linear"]["bwd"] == "formula"
+    # the generic formula path elsewhere, with what its backward reaches
+    assert ops["aten::mm"]["bwd"] == "formula"
+    assert "aten::mm" in ops["aten::mm"]["bwd_via"]
+
+
+def test_host_only_ops_are_not_applicable(raise_fallback):
+    assert raise_fallback["ops"]["aten::sym_size.int"]["fwd"] == "not_applicable"
+
+
+def test_without_fallback_unplanted_ops_are_missing(tmp_path, reach_cache):
+    doc, proc = scan(tmp_path, reach_cache, dict(SPEC, fallback=None))
+    ops = doc["ops"]
+    assert ops["aten::abs.out"]["fwd"] == "missing"
+    assert ops["aten::mul.Tensor"]["res"] == "missing"
+    assert doc["provenance"]["fallback"] == {"present": False}
+    assert "registered, unverified" in proc.stdout
+
+
+def test_enabled_cpu_fallback_is_recorded(tmp_path, reach_cache):
+    doc, proc = scan(tmp_path, reach_cache, dict(SPEC, fallback="cpu"))
+    assert doc["provenance"]["fallback"]["enabled"] is True
+    assert "ENABLED" in proc.stdout
