@@ -136,6 +136,7 @@ def load(backend: Backend):
                 f"backend {backend.name!r}: this torch {torch.__version__} build has no "
                 f"{backend.dispatch_key} kernels; scan it with a torch build that includes them")
     if backend.module:
+        before = set(torch._C._dispatch_get_all_op_names())
         try:
             importlib.import_module(backend.module)
         except ImportError as exc:
@@ -147,7 +148,16 @@ def load(backend: Backend):
             raise BackendImportError(
                 f"backend {backend.name!r}: importing {backend.module!r} failed: "
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+        _ADDED_OPS[backend.name] = frozenset(set(torch._C._dispatch_get_all_op_names()) - before)
     return torch
+
+
+_ADDED_OPS: dict[str, frozenset] = {}
+
+
+def added_ops(backend: Backend) -> frozenset:
+    """Op names that appeared when ``load`` imported the backend (its own namespaces)."""
+    return _ADDED_OPS.get(backend.name, frozenset())
 
 
 def settings(backend: Backend, torch) -> dict:

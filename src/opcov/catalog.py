@@ -179,17 +179,50 @@ def import_catalog_modules(modules=CATALOG_MODULES) -> tuple[str, ...]:
     return tuple(done)
 
 
-def build_catalog(extra_modules: tuple[str, ...] = ()) -> Catalog:
-    """Enumerate every overload the dispatcher knows, after the fixed imports.
+def canonical_names(torch_version: str) -> frozenset[str]:
+    """Op names of a clean interpreter after ``CATALOG_MODULES`` (cached per torch version).
 
-    ``extra_modules`` names what else was imported (a backend), for provenance.
+    Taken in a child process, so whatever this process imported before (OpInfo adds
+    ``_test::``, dynamo adds ``streams::`` and ``onnx::``) cannot change the catalogue.
+    """
+    import json
+    import subprocess
+    import sys
+
+    from opcov.torchenv import AUTOLOAD_ENV, cache_dir
+
+    path = os.path.join(cache_dir(), f"ops-torch{torch_version}.json")
+    try:
+        with open(path) as f:
+            return frozenset(json.load(f))
+    except (OSError, ValueError):
+        pass
+    code = ("import json, sys, torch; from opcov.catalog import import_catalog_modules; "
+            "import_catalog_modules(); json.dump(sorted(torch._C._dispatch_get_all_op_names()), sys.stdout)")
+    env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    names = json.loads(proc.stdout)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(names, f)
+    os.replace(tmp, path)
+    return frozenset(names)
+
+
+def build_catalog(extra_modules: tuple[str, ...] = (), backend_ops: frozenset[str] = frozenset()) -> Catalog:
+    """Every overload of the canonical set, plus the ops a loaded backend registered.
+
+    ``extra_modules`` names the backend modules imported, for provenance;
+    ``backend_ops`` the names that appeared when they were imported.
     """
     torch = import_torch()
     C = torch._C
     modules = import_catalog_modules() + tuple(extra_modules)
     delegates = structured_delegates()
+    wanted = canonical_names(str(torch.__version__)) | backend_ops
     ops = {}
-    for name in sorted(C._dispatch_get_all_op_names()):
+    for name in sorted(n for n in C._dispatch_get_all_op_names() if n in wanted):
         ns = name.split("::", 1)[0]
         if ns in TEST_NAMESPACES:
             continue

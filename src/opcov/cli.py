@@ -80,7 +80,7 @@ def cmd_ops(args) -> int:
     import re
 
     from opcov import formats
-    from opcov.backends import BackendImportError
+    from opcov.backends import added_ops, get_backend, load
     from opcov.catalog import build_catalog
 
     if args.pattern:
@@ -88,19 +88,12 @@ def cmd_ops(args) -> int:
             re.compile(args.pattern)
         except re.error as exc:
             raise UsageError(f"bad pattern {args.pattern!r}: {exc}") from None
-    extra = ()
     if args.import_module:
-        import importlib
-
-        from opcov.torchenv import import_torch
-
-        import_torch()
-        try:
-            importlib.import_module(args.import_module)
-        except Exception as exc:  # noqa: BLE001
-            raise BackendImportError(f"cannot import {args.import_module!r}: {exc}") from None
-        extra = (args.import_module,)
-    catalog = build_catalog(extra)
+        backend = get_backend(args.import_module.split(".")[0], args.import_module)
+        load(backend)
+        catalog = build_catalog((args.import_module,), added_ops(backend))
+    else:
+        catalog = build_catalog()
     ops = catalog.select(args.pattern, core=args.core, tags=tuple(args.tag), namespace=args.namespace)
     formats.print_ops(ops, catalog, args.format)
     return EXIT_OK

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from opcov import __version__
 from opcov.catalog import import_catalog_modules, resolve_overload
-from opcov.torchenv import AUTOLOAD_ENV, import_torch
+from opcov.torchenv import AUTOLOAD_ENV, cache_dir, import_torch
 
 # Shapes tried in turn for every Tensor argument.
 SHAPES = ((3, 3), (2, 3, 4), (2, 3, 4, 5), (3,), (1, 2, 3, 4, 5))
@@ -207,9 +207,10 @@ def _backward(torch, Recorder, overload, args, kwargs):
             if t.requires_grad and t.grad_fn is not None]
     if not outs:
         return None
+    grads = [torch.ones_like(t) for t in outs]  # made outside the recording
     rec = Recorder()
     with rec:
-        torch.autograd.grad(outs, leaves, [torch.ones_like(t) for t in outs], allow_unused=True)
+        torch.autograd.grad(outs, leaves, grads, allow_unused=True)
     return tuple(rec.ops)
 
 
@@ -269,8 +270,12 @@ def _from_json(d) -> Reach | None:
 
 
 def cache_path(torch_version: str) -> str:
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "opcov", f"reach-torch{torch_version}-opcov{__version__}.json")
+    """Keyed by torch version and by this recorder's source, so a changed recorder re-records."""
+    import hashlib
+
+    with open(__file__, "rb") as f:
+        recorder = hashlib.sha256(f.read()).hexdigest()[:12]
+    return os.path.join(cache_dir(), f"reach-torch{torch_version}-opcov{__version__}-{recorder}.json")
 
 
 def record(names, catalog) -> tuple[dict[str, Reach], dict[str, Reach]]:

@@ -169,7 +169,8 @@ def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = No
          reach: bool = True) -> dict:
     """The registered-coverage document for ``backend`` (already loaded)."""
     torch = torch or _backends.load(backend)
-    catalog = catalog or build_catalog((backend.module,) if backend.module else ())
+    catalog = catalog or build_catalog((backend.module,) if backend.module else (),
+                                       _backends.added_ops(backend))
     scanner = Scanner(torch, backend, catalog, Derivatives.load())
     scanner.classify(op.name for op in catalog)
     reach_note = "not recorded (--no-reach)"

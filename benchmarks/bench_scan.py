@@ -1,0 +1,63 @@
+"""Scan speed: where the time of a registered scan goes, and `opcov backends` wall time.
+
+Usage: python benchmarks/bench_scan.py [BACKEND]   (default tpu; needs torch-tpu installed)
+Prints figures; asserts nothing. Goals (issue 2): full tpu scan <= 3 s after import torch,
+`opcov backends` <= 0.3 s wall.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+
+
+def wall(cmd, n=5):
+    best = float("inf")
+    for _ in range(n):
+        t = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src")))
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def main():
+    name = sys.argv[1] if len(sys.argv) > 1 else "tpu"
+    print(f"opcov backends wall (best of 5): {wall([sys.executable, '-m', 'opcov', 'backends']):.3f} s")
+    t0 = time.perf_counter()
+    import torch  # noqa: F401
+
+    t1 = time.perf_counter()
+    from opcov import backends, scan
+    from opcov.catalog import build_catalog
+    from opcov.reach import cache_path
+
+    backend = backends.get_backend(name)
+    torch = backends.load(backend)
+    t2 = time.perf_counter()
+    catalog = build_catalog((backend.module,) if backend.module else (), backends.added_ops(backend))
+    t3 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["XDG_CACHE_HOME"] = cache
+        scan.scan(backend, torch, catalog=catalog)
+        t4 = time.perf_counter()
+        scan.scan(backend, torch, catalog=catalog)
+        t5 = time.perf_counter()
+        size = os.path.getsize(cache_path(catalog.torch_version))
+    doc_ops = len(catalog)
+    print(f"import torch:                  {t1 - t0:.2f} s")
+    print(f"import backend {name!r}:         {t2 - t1:.2f} s")
+    print(f"catalogue ({doc_ops} ops):        {t3 - t2:.2f} s")
+    print(f"scan, cold reach cache:        {t4 - t3:.2f} s (records composites in a child process)")
+    print(f"scan, warm reach cache:        {t5 - t4:.2f} s (reach cache {size / 1e6:.1f} MB)")
+    print(f"after import torch, warm:      {(t3 - t1) + (t5 - t4):.2f} s "
+          f"(backend import + catalogue + scan; goal 3 s)")
+    print(f"after import torch, cold:      {(t3 - t1) + (t4 - t3):.2f} s")
+
+
+if __name__ == "__main__":
+    main()
