@@ -189,8 +189,13 @@ def settings(backend: Backend, torch) -> dict:
     return dict(sorted(out.items()))
 
 
-def fallback_kind(backend: Backend) -> str:
-    """What a boxed fallback on this key does, where opcov knows it."""
+def fallback_kind(backend: Backend) -> tuple[str, bool | None]:
+    """What a boxed fallback on this key does, and whether it can be switched on, where opcov knows it.
+
+    Returns (kind, enabled) with enabled None where only the backend's settings can tell.
+    """
     if backend.name in ("tpu", "mps"):
-        return "cpu"
-    return "unknown"
+        return "cpu", None
+    if backend.name == "meta":
+        return "error", False  # MetaFallbackKernel: "no fake impl or Meta kernel registered"
+    return "unknown", None

@@ -231,9 +231,10 @@ def _provenance(torch, backend, catalog, scanner, ops, command, reach_note) -> d
     fallback = {"present": fallback_present}
     if fallback_present:
         sources = Counter(r["src"] for r in ops.values() if r["fwd"] == "fallback" and "src" in r)
+        kind, enabled = _backends.fallback_kind(backend)
         fallback.update({
-            "kind": settings.get("fallback_kind", _backends.fallback_kind(backend)),
-            "enabled": settings.get("cpu_fallback_enabled"),
+            "kind": settings.get("fallback_kind", kind),
+            "enabled": settings.get("cpu_fallback_enabled", enabled),
             "source": sources.most_common(1)[0][0] if sources else None,
         })
     kernel_sources = Counter(r["src"] for r in ops.values() if r["fwd"] == "kernel")
