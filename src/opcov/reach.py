@@ -25,7 +25,7 @@ from opcov import __version__
 from opcov.catalog import import_catalog_modules, resolve_overload
 from opcov.torchenv import AUTOLOAD_ENV, cache_dir, import_torch
 
-# Shapes tried in turn for every Tensor argument.
+# Shapes tried in turn for every Tensor argument (float32 first, then other dtypes).
 SHAPES = ((3, 3), (2, 3, 4), (2, 3, 4, 5), (3,), (1, 2, 3, 4, 5))
 _INT_TENSOR_ARGS = {"index", "indices", "offsets", "lengths", "target", "counts", "indices_or_sections",
                     "per_sample_weights_idx", "batch_sizes", "repeats"}
@@ -81,15 +81,15 @@ def _normalize_type(t: str) -> str:
     return t
 
 
-def _value(torch, arg, shape):
+def _value(torch, arg, shape, dtype):
     """A meta-device value for one schema argument, or raise _Unsynthesizable."""
     t = _normalize_type(str(arg.type))
     name = arg.name
     optional = t.endswith("?")
     base = t.rstrip("?")
 
-    def tensor(dtype=torch.float32, s=shape):
-        return torch.empty(s, dtype=dtype, device="meta")
+    def tensor(dt=dtype, s=shape):
+        return torch.empty(s, dtype=dt, device="meta")
 
     if base == "Tensor":
         if name in _INT_TENSOR_ARGS:
@@ -110,13 +110,15 @@ def _value(torch, arg, shape):
     if base.startswith(("int[", "SymInt[")):
         if "dim" in name:
             return [0]
+        if name == "output_size":
+            return list(shape[2:]) or [1]
         if name in ("padding", "output_padding"):
             return [0] * (len(shape) - 2 or 1)
         if name in ("kernel_size", "stride", "dilation"):
             return [1] * (len(shape) - 2 or 1)
         return list(shape)
     if base in ("number[]", "float[]", "Scalar[]"):
-        return [1]
+        return None if optional else [1]
     if base == "bool[]" or base.startswith("bool["):
         return [True, True, True]
     if base == "float":
@@ -146,13 +148,13 @@ def _value(torch, arg, shape):
     raise _Unsynthesizable(f"no value for {t} argument {name!r}")
 
 
-def _synthesize(torch, schema, shape):
+def _synthesize(torch, schema, shape, dtype):
     args, kwargs = [], {}
     for arg in schema.arguments:
         writes = arg.alias_info is not None and arg.alias_info.is_write
         if arg.has_default_value() and not writes:
             continue
-        value = _value(torch, arg, shape)
+        value = _value(torch, arg, shape, dtype)
         if arg.kwarg_only:
             kwargs[arg.name] = value
         else:
@@ -221,9 +223,11 @@ def _record_one(torch, Recorder, name: str, composite) -> tuple[Reach, Reach | N
     except (AttributeError, RuntimeError) as exc:
         return Reach(None, _first_line(exc)), None
     error = "no input shape tried"
-    for shape in SHAPES:
+    attempts = [(shape, torch.float32) for shape in SHAPES]
+    attempts += [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
+    for shape, dtype in attempts:
         try:
-            args, kwargs = _synthesize(torch, overload._schema, shape)
+            args, kwargs = _synthesize(torch, overload._schema, shape, dtype)
         except _Unsynthesizable as exc:
             return Reach(None, f"input synthesis: {exc}"), None
         rec = Recorder()
