@@ -21,12 +21,6 @@ def import_torch():
     return torch
 
 
-def torch_version() -> str:
-    import torch
-
-    return torch.__version__
-
-
 def cache_dir() -> str:
     """Where recordings that depend only on the torch version are kept."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
