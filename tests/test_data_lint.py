@@ -59,7 +59,7 @@ def test_wrong_schema_and_broken_yaml(tmp_path):
         data.load(str(path))
     broken = tmp_path / "broken.yaml"
     broken.write_text("ops:\n  aten::mm: {fwd: kernel\n")
-    with pytest.raises(DataError, match=r"broken.yaml:\d+: not valid YAML"):
+    with pytest.raises(DataError, match=r"broken.yaml:\d+: error: not valid YAML"):
         data.load(str(broken))
 
 

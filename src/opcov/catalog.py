@@ -189,24 +189,18 @@ def canonical_names(torch_version: str) -> frozenset[str]:
     import subprocess
     import sys
 
-    from opcov.torchenv import AUTOLOAD_ENV, cache_dir
+    from opcov.torchenv import AUTOLOAD_ENV, read_cache, write_cache
 
-    path = os.path.join(cache_dir(), f"ops-torch{torch_version}.json")
-    try:
-        with open(path) as f:
-            return frozenset(json.load(f))
-    except (OSError, ValueError):
-        pass
-    code = ("import json, sys, torch; from opcov.catalog import import_catalog_modules; "
-            "import_catalog_modules(); json.dump(sorted(torch._C._dispatch_get_all_op_names()), sys.stdout)")
-    env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    names = json.loads(proc.stdout)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(names, f)
-    os.replace(tmp, path)
+    cache_name = f"ops-torch{torch_version}.json"
+    names = read_cache(cache_name, None)
+    if names is None:
+        code = ("import json, sys, torch; from opcov.catalog import import_catalog_modules; "
+                "import_catalog_modules(); json.dump(sorted(torch._C._dispatch_get_all_op_names()), sys.stdout)")
+        env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                              check=True)
+        names = json.loads(proc.stdout)
+        write_cache(cache_name, names)
     return frozenset(names)
 
 

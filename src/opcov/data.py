@@ -179,20 +179,25 @@ def _op_problems(name, rec):
             yield (key,), f"{name}: {key} is {value!r}; expected one of {', '.join(allowed)}"
 
 
-def load(path: str) -> dict:
-    """Parse and validate a coverage file; DataError names file:line of the first problem."""
+def parse(path: str):
+    """(document, None), or (None, Problem) when the file cannot be read or is not YAML."""
     import yaml
 
     try:
         with open(path) as f:
-            doc = yaml.load(f, Loader=_loader())
+            return yaml.load(f, Loader=_loader()), None
     except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror}") from None
+        return None, Problem(path, None, f"cannot read: {exc.strerror}")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else path
-        raise DataError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    problems = validate(doc, path)
+        return None, Problem(path, mark.line + 1 if mark else None,
+                             f"not valid YAML: {getattr(exc, 'problem', exc)}")
+
+
+def load(path: str) -> dict:
+    """Parse and validate a coverage file; DataError names file:line of the first problem."""
+    doc, problem = parse(path)
+    problems = [problem] if problem else validate(doc, path)
     if problems:
         more = f" (and {len(problems) - 1} more; run 'opcov lint {path}')" if len(problems) > 1 else ""
         raise DataError(f"{problems[0]}{more}")

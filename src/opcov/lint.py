@@ -12,25 +12,11 @@ from opcov import data
 from opcov.data import Problem
 
 
-def _parse(path: str):
-    import yaml
-
-    try:
-        with open(path) as f:
-            return yaml.load(f, Loader=data._loader()), None
-    except OSError as exc:
-        return None, Problem(path, None, f"cannot read: {exc.strerror}")
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        return None, Problem(path, mark.line + 1 if mark else None,
-                             f"not valid YAML: {getattr(exc, 'problem', exc)}")
-
-
 def lint_files(files, *, check_catalog: bool = True) -> list[Problem]:
     problems: list[Problem] = []
     catalog = None
     for path in files:
-        doc, err = _parse(path)
+        doc, err = data.parse(path)
         if err:
             problems.append(err)
             continue

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from opcov import __version__
 from opcov.catalog import import_catalog_modules, resolve_overload
-from opcov.torchenv import AUTOLOAD_ENV, cache_dir, import_torch
+from opcov.torchenv import AUTOLOAD_ENV, import_torch, read_cache, write_cache
 
 # Shapes tried in turn for every Tensor argument (float32 first, then other dtypes).
 SHAPES = ((3, 3), (2, 3, 4), (2, 3, 4, 5), (3,), (1, 2, 3, 4, 5))
@@ -273,31 +273,23 @@ def _from_json(d) -> Reach | None:
     return Reach(tuple(d["ops"]) if d["ops"] is not None else None, d["error"])
 
 
-def cache_path(torch_version: str) -> str:
+def cache_name(torch_version: str) -> str:
     """Keyed by torch version and by this recorder's source, so a changed recorder re-records."""
     import hashlib
 
     with open(__file__, "rb") as f:
         recorder = hashlib.sha256(f.read()).hexdigest()[:12]
-    return os.path.join(cache_dir(), f"reach-torch{torch_version}-opcov{__version__}-{recorder}.json")
+    return f"reach-torch{torch_version}-opcov{__version__}-{recorder}.json"
 
 
 def record(names, catalog) -> tuple[dict[str, Reach], dict[str, Reach]]:
     """Forward and backward reach for each op name (cached; recorded in a clean child process)."""
-    path = cache_path(catalog.torch_version)
-    try:
-        with open(path) as f:
-            cache = json.load(f)
-    except (OSError, ValueError):
-        cache = {}
+    name = cache_name(catalog.torch_version)
+    cache = read_cache(name, {})
     todo = [(n, catalog.get(n).composite if catalog.get(n) else None) for n in names if n not in cache]
     if todo:
         cache.update(_record_isolated(todo))
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(cache, f, sort_keys=True)
-        os.replace(tmp, path)
+        write_cache(name, cache)
     fwd, bwd = {}, {}
     for n in names:
         f, b = cache.get(n, [None, None])

@@ -25,3 +25,26 @@ def cache_dir() -> str:
     """Where recordings that depend only on the torch version are kept."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(root, "opcov")
+
+
+def read_cache(name: str, default):
+    """A JSON recording from the cache folder, or ``default`` when absent or unreadable."""
+    import json
+
+    try:
+        with open(os.path.join(cache_dir(), name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return default
+
+
+def write_cache(name: str, value) -> None:
+    """Write a JSON recording atomically, so concurrent runs never read half a file."""
+    import json
+
+    path = os.path.join(cache_dir(), name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(value, f, sort_keys=True)
+    os.replace(tmp, path)
