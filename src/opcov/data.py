@@ -25,8 +25,13 @@ EVIDENCE_KINDS = ("registered",)
 
 OP_KEYS = {
     "fwd": FWD_PATHS, "res": RESOLVED, "bwd": BWD_PATHS, "bwd_res": RESOLVED,
-    "via": list, "bwd_via": list, "src": str, "bwd_src": str, "why": str,
+    "via": list, "bwd_via": list, "src": str, "bwd_src": str, "why": str, "tags": list,
 }
+# Catalogue tags kept in registered files, so that readers (check, site) need no torch import.
+# Compiler-facing tags (pt2_compliant_tag, needs_*_strides, generated...) are left out.
+DATA_TAGS = ("core", "pointwise", "reduction", "inplace", "out", "view", "view_copy", "inplace_view",
+             "mutating", "maybe_aliasing_or_mutating", "nondeterministic_seeded",
+             "dynamic_output_shape", "data_dependent_output", "host_only")
 REQUIRED_OP_KEYS = ("fwd", "res", "bwd", "bwd_res")
 TOP_KEYS = {"schema_version", "evidence", "backend", "provenance", "summary", "ops"}
 BACKEND_KEYS = {"name", "device_type", "dispatch_key", "package", "version"}
@@ -171,7 +176,7 @@ def _op_problems(name, rec):
             yield (key,), f"{name}: unknown key {key!r}; expected one of {sorted(OP_KEYS)}"
         elif allowed is list:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                yield (key,), f"{name}: {key} must be a list of op names"
+                yield (key,), f"{name}: {key} must be a list of strings"
         elif allowed is str:
             if not isinstance(value, str):
                 yield (key,), f"{name}: {key} must be a string"

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import Catalog, build_catalog
-from opcov.data import SCHEMA_VERSION, worst
+from opcov.data import DATA_TAGS, SCHEMA_VERSION, worst
 from opcov.derivatives import Derivatives
 from opcov.reach import record
 
@@ -207,6 +207,9 @@ def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = No
         why = [w for w in (rec.pop("why", None), rec.pop("why_bwd", None)) if w]
         if why:
             rec["why"] = "; ".join(why)
+        tags = [t for t in op.tags if t in DATA_TAGS]
+        if tags:
+            rec["tags"] = tags
         ops[op.name] = rec
     return {
         "schema_version": SCHEMA_VERSION,
