@@ -118,6 +118,8 @@ def _value(torch, arg, shape, dtype):
             return [1] * (len(shape) - 2 or 1)
         return list(shape)
     if base in ("number[]", "float[]", "Scalar[]"):
+        if name == "scalars":  # _foreach_*.ScalarList: one scalar per tensor of the lists above
+            return [1, 1]
         return None if optional else [1]
     if base == "bool[]" or base.startswith("bool["):
         return [True, True, True]
