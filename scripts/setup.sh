@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test,tpu]'
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test,tpu,models]'

@@ -57,6 +57,86 @@ def build_parser() -> argparse.ArgumentParser:
     su = sub.add_parser("summary", help="per backend, how many ops fall on each path (from coverage files)")
     su.add_argument("paths", nargs="*", help=f"files or folders (default: {DEFAULT_COVERAGE}/)")
     su.add_argument("--format", choices=("table", "json"), default="table")
+
+    ck = sub.add_parser("check", help="can MODEL run on a backend? a verdict op by op; exit 1 when it fails")
+    ck.add_argument("model", help="op-set file, folder of op sets, zoo model name (coverage/models/NAME), "
+                    "or anything 'opcov trace' accepts (traced now)")
+    ck.add_argument("--backend", "-b", action="append", required=True, help="backend to judge (repeatable)")
+    ck.add_argument("--mode", choices=("inference", "training"), action="append",
+                    help="only this mode (default: every mode the op sets hold)")
+    ck.add_argument("--coverage", default=DEFAULT_COVERAGE, help="coverage data folder (default: %(default)s)")
+    ck.add_argument("--format", choices=("text", "json", "junit", "markdown", "github"), default="text")
+    ck.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    ck.add_argument("--strict", action="store_true", help="also fail on CPU fallbacks and unknown ops")
+    ck.add_argument("--fail-on", choices=("unknown",), action="append", default=[],
+                    help="also fail the gate on unknown ops")
+    ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
+
+    df = sub.add_parser("diff", help="what changed between two coverage snapshots of a backend")
+    df.add_argument("old")
+    df.add_argument("new")
+    df.add_argument("--fail-on-regression", action="store_true", help="exit 1 on any real regression")
+    df.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+
+    gp = sub.add_parser("gaps", help="a backend's failing or missing ops, ranked by zoo models blocked")
+    gp.add_argument("backend")
+    gp.add_argument("--coverage", default=DEFAULT_COVERAGE, help="coverage data folder (default: %(default)s)")
+    gp.add_argument("--mode", choices=("inference", "training"), action="append")
+    gp.add_argument("--top", type=int, default=30, help="show this many ops (default: %(default)s)")
+    gp.add_argument("--format", choices=("text", "json"), default="text")
+
+    pr = sub.add_parser("probe", help="run OpInfo samples on a backend against a CPU reference (probed coverage)")
+    pr.add_argument("backend")
+    pr.add_argument("--import", dest="import_module", metavar="MODULE",
+                    help="module that registers the backend's kernels (PrivateUse1 backends)")
+    pr.add_argument("--ops", metavar="PATTERN",
+                    help="regular expression searched in OpInfo names ('mul', 'nn.functional.relu') and 'aten::<name>'")
+    pr.add_argument("--core", action="store_true", help="only OpInfos of core ATen ops")
+    pr.add_argument("--dtypes", help="comma-separated (default: float32,bfloat16,float16,float64,int64,bool)")
+    pr.add_argument("--directions", help="forward,backward (default: both)")
+    pr.add_argument("--jobs", type=int, default=1, help="worker processes (devices) (default: 1)")
+    pr.add_argument("--timeout", type=float, default=60.0, help="seconds per case phase (default: 60)")
+    pr.add_argument("--shard", metavar="I/N", help="run only shard I of N (split by case group id)")
+    pr.add_argument("--traces", metavar="MODELS",
+                    help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)")
+    pr.add_argument("--resume", action="store_true", help="continue an interrupted probe from its journal")
+    pr.add_argument("--out", help="file to write (default: coverage/<backend>/probed-...yaml)")
+
+    mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
+    mg.add_argument("files", nargs="+")
+    mg.add_argument("--out", required=True, help="file to write")
+
+    st = sub.add_parser("site", help="render the static coverage website from coverage/ data (no torch import)")
+    st.add_argument("--coverage", default=DEFAULT_COVERAGE, help="coverage data folder (default: %(default)s)")
+    st.add_argument("--out", default="site", help="output folder (default: %(default)s)")
+    tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
+    tr.add_argument("model", help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
+                    "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
+                    "or a saved op-set file")
+    tr.add_argument("--mode", choices=("inference", "training"), default="training")
+    tr.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
+                    help="parameter and floating-input dtype")
+    tr.add_argument("--autocast", action="store_true", help="run the forward under bfloat16 autocast")
+    tr.add_argument("--device", default="accelerator",
+                    help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)")
+    tr.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
+    tr.add_argument("--real", action="store_true",
+                    help="trace small real CPU tensors (models with data-dependent ops) instead of fake ones")
+    tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
+    tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
+    tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
+    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)")
+    tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
+
+    zo = sub.add_parser("zoo", help="the bundled model zoo: list it, or re-trace it into coverage/models/")
+    zo.add_argument("action", choices=("list", "trace"))
+    zo.add_argument("--only", action="append", default=[], metavar="NAMES",
+                    help="comma-separated zoo names (repeatable; default: all)")
+    zo.add_argument("--mode", choices=("inference", "training"), action="append",
+                    help="only this mode (repeatable; default: both)")
+    zo.add_argument("--root", default=os.path.join(DEFAULT_COVERAGE, "models"),
+                    help="folder of <model>/<mode>.yaml files (default: %(default)s)")
     return p
 
 
@@ -133,14 +213,14 @@ def default_scan_path(doc) -> str:
     return os.path.join(DEFAULT_COVERAGE, b["name"], name + ".yaml")
 
 
-def coverage_files(paths) -> list[str]:
-    """Coverage YAML files under the given files or folders, sorted."""
+def coverage_files(paths, *, models: bool = False) -> list[str]:
+    """Coverage YAML files under the given files or folders, sorted (with models/ op sets if ``models``)."""
     paths = paths or [DEFAULT_COVERAGE]
     found = []
     for path in paths:
         if os.path.isdir(path):
             for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d != "models")  # model op sets have their own schema
+                dirs[:] = sorted(d for d in dirs if models or d != "models")  # op sets have their own schema
                 found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml")))
         elif os.path.exists(path):
             found.append(path)
@@ -152,7 +232,7 @@ def coverage_files(paths) -> list[str]:
 def cmd_lint(args) -> int:
     from opcov.lint import lint_files
 
-    files = coverage_files(args.paths)
+    files = coverage_files(args.paths, models=True)
     problems = lint_files(files, check_catalog=not args.no_catalog)
     for p in problems:
         print(p)
@@ -176,5 +256,175 @@ def cmd_summary(args) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"ops": cmd_ops, "backends": cmd_backends, "scan": cmd_scan, "lint": cmd_lint,
-             "summary": cmd_summary}
+def cmd_check(args) -> int:
+    from opcov import check, reports, verdict
+
+    verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
+    text = reports.render(args.format, verdicts, model)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    failed = verdict.gate_failed(verdicts, strict=args.strict, fail_on_unknown="unknown" in args.fail_on)
+    return EXIT_GATE if failed else EXIT_OK
+
+
+def cmd_diff(args) -> int:
+    from opcov import diff
+
+    result = diff.diff_files(args.old, args.new)
+    sys.stdout.write(diff.render(result, args.format))
+    return EXIT_GATE if args.fail_on_regression and result.regressions else EXIT_OK
+
+
+def cmd_gaps(args) -> int:
+    from opcov import gaps
+
+    ranked = gaps.rank(args.backend, args.coverage, args.mode)
+    sys.stdout.write(gaps.render(ranked, args.backend, args.top, args.format))
+    return EXIT_OK
+
+
+def cmd_site(args) -> int:
+    from opcov.sitegen import render_site
+
+    stats = render_site(args.coverage, args.out)
+    print(f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
+          f"{stats['models']} models), {stats['written']} written, {stats['removed']} removed; "
+          f"{stats['catalog_note']}")
+    return EXIT_OK
+
+
+def cmd_probe(args) -> int:
+    from opcov import formats
+    from opcov.backends import get_backend
+    from opcov.probe import KNOWN_DTYPES
+    from opcov.probe.cases import parse_directions, parse_dtypes, parse_shard, parse_traces
+    from opcov.probe.runner import probe
+    from opcov.scan import command_line
+
+    dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
+    directions = parse_directions(args.directions)
+    shard = parse_shard(args.shard)
+    traces = parse_traces(args.traces)
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be positive, not {args.timeout:g}")
+    if args.ops:
+        import re
+
+        try:
+            re.compile(args.ops)
+        except re.error as exc:
+            raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
+    backend = get_backend(args.backend, args.import_module)
+    out = args.out or default_probe_path(backend, shard)
+    doc, figures = probe(backend, out=out, pattern=args.ops, core=args.core, dtypes=dtypes,
+                         directions=directions, jobs=args.jobs, timeout=args.timeout, shard=shard,
+                         resume=args.resume, command=command_line(), traces=traces)
+    formats.print_summary([(out, doc)])
+    print(f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
+          f"({figures['groups']} groups, {figures['restarts']} worker restarts)")
+    return EXIT_OK
+
+
+def default_probe_path(backend, shard=None) -> str:
+    """coverage/<backend>/probed-torch-<ver>[-<pkg>-<ver>][-shard-I-of-N].yaml (as default_scan_path)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = "unknown"
+    name = f"probed-torch-{torch_version}"
+    if backend.package and backend.package != "torch":
+        name += f"-{backend.package}-{backend.installed_version() or 'unknown'}"
+    if shard:
+        name += f"-shard-{shard[0]}-of-{shard[1]}"
+    return os.path.join(DEFAULT_COVERAGE, backend.name, name + ".yaml")
+
+
+def cmd_merge(args) -> int:
+    from opcov import data, formats
+    from opcov.probe.merge import merge_files
+    from opcov.scan import command_line
+
+    doc = merge_files(args.files, command=command_line())
+    data.save(doc, args.out)
+    formats.print_summary([(args.out, doc)])
+    print(f"wrote {args.out} from {len(args.files)} file(s)")
+    return EXIT_OK
+
+
+def cmd_trace(args) -> int:
+    import shlex
+
+    from opcov import models, opset, zoo
+
+    if args.model.endswith((".yaml", ".yml")) and os.path.isfile(args.model):
+        doc = opset.load(args.model)
+        if args.out:
+            opset.save(doc, args.out)
+        _print_opset(args.model, doc)
+        if args.out:
+            print(f"wrote {args.out}")
+        return EXIT_OK
+    from opcov.trace import trace
+
+    sizes = models.Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set))
+    entry = zoo.BY_NAME.get(args.model)
+    spec = entry.spec if entry else args.model
+    real = args.real or bool(entry and entry.real)
+    built = models.build(spec, sizes, mode=args.mode, real=real, zoo_entry=entry)
+    command = "opcov " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    out = args.out or zoo.path_for(built.name.replace("/", "_"), args.mode)
+    result = trace(built.model, built.inputs, mode=args.mode, dtype=args.dtype, autocast=args.autocast,
+                   device=args.device, optimizer=args.optimizer, real=real, name=entry.name if entry else built.name,
+                   source=built.source, config=built.config, command=command, notes=built.notes)
+    result.save(out)
+    _print_opset(out, result.doc)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _overrides(pairs) -> dict:
+    import yaml
+
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set num_hidden_layers=4")
+        out[key] = yaml.safe_load(value)
+    return out
+
+
+def _print_opset(path, doc) -> None:
+    m, s = doc["model"], doc.get("summary", {})
+    calls = s.get("calls", {})
+    print(f"{path}: {m.get('name')} ({m.get('source', '?')}), {doc['mode']}, {doc['dtype']}, "
+          f"target {doc['provenance'].get('target_device', '?')}, {doc['provenance'].get('tracing', '?')} tensors: "
+          f"{s.get('distinct_ops', len(doc['ops']))} distinct ops; calls "
+          + ", ".join(f"{k} {v}" for k, v in calls.items() if v))
+
+
+def cmd_zoo(args) -> int:
+    from opcov import zoo
+
+    entries = zoo.select(args.only)
+    if args.action == "list":
+        for e in entries:
+            print(f"{e.name:16} {e.spec:16} {e.dtype:9} {'real' if e.real else 'fake'}  "
+                  + "; ".join(e.notes))
+        return EXIT_OK
+    modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
+    failures = zoo.trace_all(entries, modes, root=args.root)
+    for name, mode, why in failures:
+        print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
+    return EXIT_GATE if failures else EXIT_OK
+
+
+_COMMANDS = {"site": cmd_site, "check": cmd_check, "diff": cmd_diff, "gaps": cmd_gaps, "ops": cmd_ops, "backends": cmd_backends, "scan": cmd_scan, "lint": cmd_lint,
+             "summary": cmd_summary, "probe": cmd_probe, "merge": cmd_merge, "trace": cmd_trace, "zoo": cmd_zoo}

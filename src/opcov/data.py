@@ -21,7 +21,16 @@ BWD_PATHS = ("backend_kernel", "formula", "composite", "lost", "not_implemented"
              "not_applicable")
 # What a path resolves to once the ops it reaches are followed; worst first.
 RESOLVED = ("missing", "fallback", "unresolved", "registered", "not_applicable")
-EVIDENCE_KINDS = ("registered",)
+EVIDENCE_KINDS = ("registered", "probed")
+
+# Probed evidence (executed on a device against a CPU reference; see opcov.probe), worst first.
+PROBED_STATUSES = ("crash", "timeout", "error", "unsupported", "mismatch", "pass_low_precision", "pass",
+                   "not_comparable", "no_reference", "skipped")
+# A probed cell: ``fwd`` (required) and ``bwd`` statuses, evidence beside them (bwd_* for the backward).
+_PROBED_SLOT_KEYS = {"err": "err", "tol": str, "why": str, "blame": str, "case": str, "cases": int,
+                     "strides": int}
+PROBED_CELL_KEYS = {"fwd": PROBED_STATUSES, "bwd": PROBED_STATUSES, "samples": list,
+                    **_PROBED_SLOT_KEYS, **{f"bwd_{k}": v for k, v in _PROBED_SLOT_KEYS.items()}}
 
 OP_KEYS = {
     "fwd": FWD_PATHS, "res": RESOLVED, "bwd": BWD_PATHS, "bwd_res": RESOLVED,
@@ -36,7 +45,8 @@ REQUIRED_OP_KEYS = ("fwd", "res", "bwd", "bwd_res")
 TOP_KEYS = {"schema_version", "evidence", "backend", "provenance", "summary", "ops"}
 BACKEND_KEYS = {"name", "device_type", "dispatch_key", "package", "version"}
 PROVENANCE_KEYS = {"torch", "opcov", "created", "command", "host", "device", "catalog_modules",
-                   "mode", "settings", "fallback", "reach", "notes", "kernel_sources"}
+                   "mode", "settings", "fallback", "reach", "notes", "kernel_sources",
+                   "probe", "merged_from"}
 
 
 def worst(statuses) -> str:
@@ -77,7 +87,7 @@ def dumps(doc: dict) -> str:
     head = {k: v for k, v in doc.items() if k != "ops"}
     text = yaml.safe_dump(head, sort_keys=True, default_flow_style=False, width=100,
                           allow_unicode=True)
-    lines = [text.rstrip("\n"), "ops:"]
+    lines = [text.rstrip("\n"), "ops:" if doc.get("ops") else "ops: {}"]
     for name in sorted(doc.get("ops", {})):
         lines.append(f"  {_flow(name)}: {_flow(doc['ops'][name])}")
     return "\n".join(lines) + "\n"
@@ -155,8 +165,9 @@ def validate(doc, path: str) -> list[Problem]:
         if not prov.get(key):
             raw.append((("provenance",), f"provenance lacks {key!r}: data without it cannot be reproduced"))
     ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
+    check = _probed_op_problems if doc.get("evidence") == "probed" else _op_problems
     for name, rec in ops.items():
-        raw.extend(((("ops", name) + k), m) for k, m in _op_problems(name, rec))
+        raw.extend(((("ops", name) + k), m) for k, m in check(name, rec))
     root = _compose(path) if raw else None
     return [Problem(path, _line_of(root, keys), msg) for keys, msg in raw]
 
@@ -184,6 +195,48 @@ def _op_problems(name, rec):
             yield (key,), f"{name}: {key} is {value!r}; expected one of {', '.join(allowed)}"
 
 
+def _probed_op_problems(name, rec):
+    """A probed op: ``{skipped: reason}``, or ``{dtype key: cell}`` (see docs/DATA.md)."""
+    if not isinstance(name, str) or "::" not in name:
+        yield (), f"op name {name!r} is not of the form namespace::op[.overload]"
+    if not isinstance(rec, dict) or not rec:
+        yield (), f"{name}: record must be a non-empty mapping of dtype -> cell, or {{skipped: reason}}"
+        return
+    if "skipped" in rec:
+        if len(rec) != 1 or not isinstance(rec["skipped"], str):
+            yield ("skipped",), f"{name}: a skipped op is exactly {{skipped: <reason>}}"
+        return
+    for dkey, cell in rec.items():
+        if not isinstance(dkey, str) or not dkey.isidentifier():
+            yield (dkey,), f"{name}: dtype key {dkey!r} is not a dtype name (float32, int64, none...)"
+            continue
+        if not isinstance(cell, dict):
+            yield (dkey,), f"{name}: {dkey}: cell must be a mapping with 'fwd'"
+            continue
+        if "fwd" not in cell:
+            yield (dkey,), f"{name}: {dkey}: missing 'fwd'"
+        for key, value in cell.items():
+            allowed = PROBED_CELL_KEYS.get(key)
+            where = (dkey, key)
+            if allowed is None:
+                yield where, f"{name}: {dkey}: unknown key {key!r}; expected one of {sorted(PROBED_CELL_KEYS)}"
+            elif allowed == "err":
+                if not (isinstance(value, list) and len(value) == 2
+                        and all(isinstance(v, (int, float)) for v in value)):
+                    yield where, f"{name}: {dkey}: {key} must be [max abs error, max rel error]"
+            elif allowed is list:
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    yield where, f"{name}: {dkey}: {key} must be a list of names"
+            elif allowed is int:
+                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                    yield where, f"{name}: {dkey}: {key} must be a count"
+            elif allowed is str:
+                if not isinstance(value, str):
+                    yield where, f"{name}: {dkey}: {key} must be a string"
+            elif value not in allowed:
+                yield where, f"{name}: {dkey}: {key} is {value!r}; expected one of {', '.join(allowed)}"
+
+
 def parse(path: str):
     """(document, None), or (None, Problem) when the file cannot be read or is not YAML."""
     import yaml
@@ -207,3 +260,51 @@ def load(path: str) -> dict:
         more = f" (and {len(problems) - 1} more; run 'opcov lint {path}')" if len(problems) > 1 else ""
         raise DataError(f"{problems[0]}{more}")
     return doc
+
+
+# ---------------------------------------------------------------- reading a few ops fast
+
+def load_subset(path: str, names) -> dict:
+    """The header plus only the named ops' records, validated; ops the file lacks are simply absent.
+
+    ``opcov check`` needs a hundred-odd ops out of ~3,700: parsing just those lines
+    (files are written one op per line) is several times faster than a full parse.
+    A file not in that layout (hand-edited, say) is read in full instead.
+    """
+    import yaml
+
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read: {exc.strerror}") from None
+    cut = text.find("\nops:\n")
+    if cut < 0:
+        return _restrict(load(path), names)
+    wanted = set(names)
+    try:
+        doc = yaml.load(text[:cut + 1], Loader=_loader())
+        ops = {}
+        for line in text[cut + 6:].splitlines():
+            key, sep, _ = line[2:].partition(": ")
+            if not line.startswith("  ") or not sep:
+                return _restrict(load(path), names)
+            if key[:1] in "'\"":
+                key = yaml.load(key, Loader=_loader())
+            if key in wanted:
+                ops.update(yaml.load(line, Loader=_loader()))
+    except yaml.YAMLError:
+        return _restrict(load(path), names)  # full parse reports the problem with its line
+    if not isinstance(doc, dict):
+        return _restrict(load(path), names)
+    doc["ops"] = ops
+    problems = validate(doc, path)
+    if problems:
+        more = f" (and {len(problems) - 1} more; run 'opcov lint {path}')" if len(problems) > 1 else ""
+        raise DataError(f"{problems[0]}{more}")
+    return doc
+
+
+def _restrict(doc: dict, names) -> dict:
+    wanted = set(names)
+    return {**doc, "ops": {k: v for k, v in doc["ops"].items() if k in wanted}}

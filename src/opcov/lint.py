@@ -1,6 +1,6 @@
 """``opcov lint``: every problem in a set of coverage files, each with file:line, in one run.
 
-Schema problems come from data.validate. Op names are checked against the running
+Schema problems come from data.validate (opset.validate for model op sets, ``kind: opset``). Op names are checked against the running
 torch's catalogue when the file was made with the same torch version (an unknown
 name is then an error); with another version an unknown name is only flagged,
 since op sets change between releases.
@@ -8,7 +8,7 @@ since op sets change between releases.
 
 from __future__ import annotations
 
-from opcov import data
+from opcov import data, opset
 from opcov.data import Problem
 
 
@@ -20,7 +20,7 @@ def lint_files(files, *, check_catalog: bool = True) -> list[Problem]:
         if err:
             problems.append(err)
             continue
-        problems.extend(data.validate(doc, path))
+        problems.extend(opset.validate(doc, path) if opset.is_opset(doc) else data.validate(doc, path))
         if not check_catalog or not isinstance(doc, dict) or not isinstance(doc.get("ops"), dict):
             continue
         if catalog is None:

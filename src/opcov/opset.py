@@ -11,10 +11,22 @@ One file holds one model in one mode (see docs/DATA.md):
     dtype: bfloat16           # the model's parameter dtype
     autocast: null            # or the autocast dtype
     optimizer: adamw          # or sgd / none (training only)
-    provenance: {torch: ..., opcov: ..., created: ..., command: ..., host: ..., tracing: fake, target_device: ...}
-    parents: {aten::scaled_dot_product_attention: {...}, ...}   # device-neutral parent calls
+    provenance: {torch: ..., opcov: ..., created: ..., command: ..., host: ..., tracing: fake, target_device: ...,
+                 traced_on: ..., notes: [...]}
+    parents:                  # device-neutral parent calls, see below
+      aten::scaled_dot_product_attention: {forward: {bfloat16: {calls: 2, shape: '...', args: '...',
+                                                                traced_as: [aten::bmm, aten::_safe_softmax, ...]}}}
+      torch.optim.AdamW.step: {optimizer: {bfloat16: {calls: 1, args: foreach=True, traced_as: [...]}}}
+    summary: {distinct_ops: 61, calls: {forward: 266, backward: 345, optimizer: 50}}
     ops:
       aten::mm: {backward: {bfloat16: {calls: 24}}, forward: {bfloat16: {calls: 12, grad: true, shape: '...'}}}
+
+``ops`` is what a backend's kernels receive. ``parents`` records the calls whose path depends on
+the device (scaled_dot_product_attention, dropout, linear: a backend may register its own kernel
+for a composite, or answer ``_fused_sdp_choice``) and the optimizer step, each per phase and
+dtype key of its first tensor argument, with ``calls``, an example ``shape``, the arguments that
+choose the path (``args``) and ``traced_as``: the ops (already in ``ops``) it decomposed into on
+the tracing device, in order of first call. A verdict can re-derive the target's path from it.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ PHASES = ("forward", "backward", "optimizer")
 TOP_KEYS = {"schema_version", "kind", "model", "mode", "dtype", "autocast", "optimizer",
             "provenance", "parents", "summary", "ops"}
 CALL_KEYS = {"calls": int, "shape": str, "grad": bool}
+PARENT_KEYS = {"calls": int, "shape": str, "args": str, "traced_as": list}
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,9 @@ def validate(doc, path: str) -> list[Problem]:
             raw.append((("provenance",), f"provenance lacks {key!r}: an op set without it cannot be reproduced"))
     if "parents" in doc and not isinstance(doc["parents"], dict):
         raw.append((("parents",), "parents must be a mapping of op name to record"))
+    elif isinstance(doc.get("parents"), dict):
+        for name, rec in doc["parents"].items():
+            raw.extend(((("parents", name) + k), m) for k, m in _parent_problems(name, rec))
     ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
     for name, rec in ops.items():
         raw.extend(((("ops", name) + k), m) for k, m in _op_problems(name, rec))
@@ -116,6 +132,27 @@ def _op_problems(name, rec):
                         " of at least 1" if want is int else "")
 
 
+def _parent_problems(name, rec):
+    if not isinstance(rec, dict) or not rec:
+        yield (), f"parent {name}: record must map phase to dtype to {{calls, traced_as, ...}}"
+        return
+    for phase, cells in rec.items():
+        if phase not in PHASES or not isinstance(cells, dict):
+            yield (phase,), f"parent {name}: {phase!r} must be one of {', '.join(PHASES)} mapping dtype to a record"
+            continue
+        for dtype, cell in cells.items():
+            if not isinstance(cell, dict):
+                yield (phase,), f"parent {name}: {phase}.{dtype} must be a mapping"
+                continue
+            for key, value in cell.items():
+                want = PARENT_KEYS.get(key)
+                if want is None:
+                    yield (phase,), f"parent {name}: {phase}.{dtype}: unknown key {key!r}"
+                elif not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
+                    yield (phase,), f"parent {name}: {phase}.{dtype}.{key} must be a {want.__name__}" + (
+                        " of op names" if want is list else "")
+
+
 def is_opset(doc) -> bool:
     return isinstance(doc, dict) and doc.get("kind") == KIND
 
@@ -136,3 +173,33 @@ def save(doc: dict, path: str) -> None:
     if problems:  # a bug in the writer, not a user mistake: never write a file we could not read back
         raise ValueError(f"refusing to write an invalid op set: {problems[0]}")
     data.save(doc, path)
+
+
+class OpSet:
+    """An op-set document with the questions a notebook asks of it (``opcov.trace`` returns one)."""
+
+    def __init__(self, doc: dict):
+        self.doc = doc
+
+    @property
+    def ops(self) -> dict:
+        return self.doc["ops"]
+
+    @property
+    def parents(self) -> dict:
+        return self.doc.get("parents", {})
+
+    def calls(self) -> list[Call]:
+        return calls(self.doc)
+
+    def names(self, phase: str | None = None) -> set[str]:
+        """Op names, optionally only those called in one phase."""
+        return {op for op, rec in self.ops.items() if phase is None or phase in rec}
+
+    def save(self, path: str) -> None:
+        save(self.doc, path)
+
+    def __repr__(self) -> str:
+        s = self.doc.get("summary", {})
+        return (f"<OpSet {self.doc.get('model', {}).get('name')} {self.doc.get('mode')} {self.doc.get('dtype')}: "
+                f"{s.get('distinct_ops')} ops, calls {s.get('calls')}>")

@@ -1,0 +1,67 @@
+"""Tracing speed and memory: a Llama-3-8B-shaped model (fake tensors) and the whole bundled zoo.
+
+Prints figures; asserts nothing. Targets from the issue: 8B forward + backward + AdamW step
+in <= 10 s at <= 1 GB peak RSS (real weights and Adam state would need > 60 GB); the whole
+zoo (both modes) in <= 5 minutes on 2 cores.
+
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 python benchmarks/bench_trace.py [--skip-zoo]
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+LLAMA3_8B = dict(num_hidden_layers=32, hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
+                 num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0)
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_8b() -> None:
+    from opcov import models
+    from opcov.trace import trace
+
+    t0 = time.perf_counter()
+    built = models.build("hf:llama", models.Sizes(batch=1, seq=2048, overrides=LLAMA3_8B), mode="training",
+                         real=False)
+    t1 = time.perf_counter()
+    result = trace(built.model, built.inputs, mode="training", dtype="bfloat16", optimizer="adamw",
+                   name="llama-3-8b-shape", source=built.source, config=built.config)
+    t2 = time.perf_counter()
+    params = result.doc["model"]["params"]
+    s = result.doc["summary"]
+    print(f"llama-3-8b shape ({params / 1e9:.2f} B params, bf16, batch 1 x seq 2048): build on meta (incl. importing transformers) "
+          f"{t1 - t0:.2f} s, trace forward+backward+AdamW {t2 - t1:.2f} s (target <= 10 s); "
+          f"{s['distinct_ops']} ops, calls {s['calls']}; peak RSS {peak_rss_mb():.0f} MB (target <= 1024 MB)")
+
+
+def bench_zoo() -> None:
+    from opcov import zoo
+
+    with tempfile.TemporaryDirectory() as root, open(os.devnull, "w") as quiet:
+        t0 = time.perf_counter()
+        failures = zoo.trace_all(list(zoo.ZOO), ("inference", "training"), root=root, out=quiet)
+        took = time.perf_counter() - t0
+    n = 2 * len(zoo.ZOO)
+    print(f"zoo: {len(zoo.ZOO)} models x 2 modes = {n} op sets in {took:.1f} s (target <= 300 s), "
+          f"{len(failures)} failed; {os.cpu_count()} CPUs; peak RSS {peak_rss_mb():.0f} MB")
+    for name, mode, why in failures:
+        print(f"  failed: {name} {mode}: {why}")
+
+
+if __name__ == "__main__":
+    t = time.perf_counter()
+    import torch  # noqa: F401 - import time is not tracing time
+
+    print(f"import torch: {time.perf_counter() - t:.2f} s")
+    bench_8b()
+    if "--skip-zoo" not in sys.argv:
+        bench_zoo()

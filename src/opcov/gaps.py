@@ -1,0 +1,63 @@
+"""``opcov gaps BACKEND``: what a backend team should implement next.
+
+Every op set under coverage/models/ is judged on the backend; ops that fail (or
+are unknown) are ranked by how many models they block, naming the models.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from opcov import opset, verdict
+from opcov.errors import UsageError
+
+
+def model_files(coverage_dir: str) -> list[str]:
+    root = os.path.join(coverage_dir, "models")
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs.sort()
+        found.extend(os.path.join(folder, f) for f in sorted(files) if f.endswith((".yaml", ".yml")))
+    return found
+
+
+def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
+    files = model_files(coverage_dir)
+    if not files:
+        raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
+    blocked: dict[tuple[str, str], dict] = {}
+    for path in files:
+        doc = opset.load(path)
+        if modes and doc["mode"] not in modes:
+            continue
+        cov = verdict.load_coverage(backend, doc["ops"], coverage_dir, str(doc["provenance"].get("torch")))
+        v = verdict.judge(doc, cov)
+        for r in v.ops:
+            if r.outcome in ("fails", "unknown"):
+                entry = blocked.setdefault((r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(),
+                                                               "calls": 0, "why": set()})
+                entry["models"].add(f"{doc['model']['name']} ({doc['mode']})")
+                entry["calls"] += r.calls
+                entry["why"].update(f.why for f in r.problems())
+    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -len(e["models"]), -e["calls"],
+                                                     e["op"]))
+    for e in ranked:
+        e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
+    return ranked
+
+
+def render(ranked: list[dict], backend: str, top: int, fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(ranked[:top], indent=2, sort_keys=True) + "\n"
+    fails = [e for e in ranked if e["outcome"] == "fails"]
+    lines = [f"opcov gaps {backend}: {len(fails)} failing op(s), {len(ranked) - len(fails)} unknown; "
+             f"ranked by zoo models blocked (model op sets in coverage/models/)", ""]
+    for e in ranked[:top]:
+        lines.append(f"  {len(e['models']):3d} models  {e['outcome']:7s}  {e['op']}  ({e['calls']} calls)")
+        lines.append(f"               why: {e['why'][0]}" + (f" (+{len(e['why']) - 1} more)" if len(e["why"]) > 1
+                                                            else ""))
+        lines.append(f"               blocks: {', '.join(e['models'])}")
+    if len(ranked) > top:
+        lines.append(f"  ... {len(ranked) - top} more (--top N)")
+    return "\n".join(lines) + "\n"

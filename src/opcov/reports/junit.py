@@ -1,0 +1,31 @@
+"""JUnit XML: one testsuite per backend and mode, one testcase per op (CI systems render these)."""
+
+from __future__ import annotations
+
+from xml.etree import ElementTree as ET
+
+from opcov.reports import fixes, headline, problem_lines
+
+
+def report(verdicts, model: dict) -> str:
+    root = ET.Element("testsuites", name=f"opcov check {model['name']}")
+    for v in verdicts:
+        c = v.counts()
+        suite = ET.SubElement(root, "testsuite", name=f"{model['name']}.{v.backend}.{v.mode}",
+                              tests=str(len(v.ops)), failures=str(c["fails"]),
+                              skipped=str(c["unknown"] + c["not_judged"]))
+        ET.SubElement(suite, "properties")
+        for key, value in (("verdict", v.verdict), ("headline", headline(v)), ("data", ", ".join(v.sources))):
+            ET.SubElement(suite[0], "property", name=key, value=value)
+        for r in v.ops:
+            case = ET.SubElement(suite, "testcase", classname=f"{v.backend}.{v.mode}", name=r.op)
+            text = "\n".join(problem_lines(r) + [f"fix: {x}" for x in fixes(r)])
+            if r.outcome == "fails":
+                ET.SubElement(case, "failure", message=problem_lines(r)[0], type="fails").text = text
+            elif r.outcome in ("unknown", "not_judged"):
+                msg = problem_lines(r)[0] if r.problems() else r.findings[0].why
+                ET.SubElement(case, "skipped", message=f"{r.outcome}: {msg}")
+            elif r.outcome == "fallback":
+                ET.SubElement(case, "system-out").text = text
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,32 @@
+"""Markdown for a pull-request comment or a CI step summary."""
+
+from __future__ import annotations
+
+from opcov.reports import fixes, headline, problem_lines
+
+ICON = {"runs": "✅ runs", "runs_with_fallback": "🐢 runs with fallback", "unknown": "❔ unknown",
+        "fails": "❌ fails"}
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def report(verdicts, model: dict) -> str:
+    out = [f"### opcov check: `{model['name']}` ({model['describe']})", "",
+           "| backend | mode | verdict | summary |", "|---|---|---|---|"]
+    for v in verdicts:
+        out.append(f"| {v.backend} | {v.mode} | {ICON[v.verdict]} | {_cell(headline(v))} |")
+    for v in verdicts:
+        problems = [r for r in v.ops if r.outcome in ("fails", "unknown", "fallback")]
+        if not problems:
+            continue
+        out += ["", f"<details><summary>{v.backend} ({v.mode}): {len(problems)} problem op(s)</summary>", "",
+                "| op | outcome | calls | why | fix |", "|---|---|---|---|---|"]
+        for r in problems:
+            out.append(f"| `{r.op}` | {r.outcome} | {r.calls} | {_cell('; '.join(problem_lines(r)))} | "
+                       f"{_cell('; '.join(fixes(r)))} |")
+        out += ["", "</details>"]
+    notes = sorted({n for v in verdicts for n in v.notes})
+    out += [""] + [f"- {n}" for n in notes]
+    return "\n".join(out) + "\n"

@@ -1,0 +1,43 @@
+"""Plain text for a terminal: a side-by-side table of backends, then each backend's problem ops."""
+
+from __future__ import annotations
+
+from opcov.reports import fixes, headline, problem_lines
+
+MARK = {"fails": "FAIL", "unknown": "????", "fallback": "SLOW", "not_judged": "----"}
+
+
+def report(verdicts, model: dict) -> str:
+    lines = [f"opcov check: {model['name']} ({model['describe']})", ""]
+    rows = [("backend", "mode", "verdict", "ops", "supported", "calls", "probed", "registered", "unknown",
+             "fallback", "failing")]
+    for v in verdicts:
+        c = v.counts()
+        rows.append((v.backend, v.mode, v.verdict, str(c["ops"]),
+                     f"{100.0 * c['ok'] / c['ops'] if c['ops'] else 100:.1f}%",
+                     f"{100.0 * c['ok_calls'] / c['calls'] if c['calls'] else 100:.1f}%",
+                     str(c["ok_probed"]), str(c["ok_registered"]), str(c["unknown"]), str(c["fallback"]),
+                     str(c["fails"])))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    for v in verdicts:
+        lines += ["", f"{v.backend} ({v.mode}): {v.verdict.upper()}: {headline(v)}"]
+        for r in v.ops:
+            if r.outcome in ("ok", "not_judged"):
+                continue
+            lines.append(f"  {MARK[r.outcome]}  {r.op}  x{r.calls} ({', '.join(sorted(r.phases))})")
+            for why in problem_lines(r):
+                lines.append(f"          {why}")
+            for fix in fixes(r):
+                lines.append(f"          fix: {fix}")
+        skipped = [r.op for r in v.ops if r.outcome == "not_judged"]
+        if skipped:
+            lines.append(f"  not judged (outside the data: custom namespaces, collectives): {', '.join(skipped)}")
+        flagged = [r.op for r in v.ops if r.flags]
+        if flagged:
+            lines.append(f"  host sync or data-dependent shape: {', '.join(flagged)}")
+        for note in v.notes:
+            lines.append(f"  note: {note}")
+        lines.append(f"  data: {', '.join(v.sources)}")
+    return "\n".join(lines) + "\n"

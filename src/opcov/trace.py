@@ -1,0 +1,547 @@
+"""Trace a model's op set: the ATen ops (per phase and dtype key) it sends to a target device.
+
+Why this shape:
+
+* No weights, no hardware: parameters and inputs become fake tensors (``FakeTensorMode``),
+  so a Llama-3-8B shape costs metadata only. ``real=True`` uses small real CPU tensors for
+  models whose ops depend on data (``nonzero``, MoE routing), which fake tensors refuse.
+* What the device receives, not what the CPU tracer did: for an accelerator target, the fake
+  tensors live on a stand-in PrivateUse1 device (``target.py``), so device checks inside
+  composite kernels take the accelerator's path (``dropout`` -> ``native_dropout``, sdpa's
+  math path), and ``--autocast`` applies an accelerator policy (autocast.py). Where that
+  stand-in is not available (the process already has a PrivateUse1 backend, autograd started
+  before it was registered, or ``real=True``), the trace runs on CPU, dropout is run as
+  ``native_dropout``, and the notes say so. Either way device-dependent parent calls are
+  recorded with what they decomposed into (``PARENTS``), so a verdict can re-derive the path.
+* The optimizer step is what the target would run: ``foreach=True`` on accelerators (what
+  ``torch.optim`` picks by default on cuda/xpu/PrivateUse1 with plain tensors; under fake
+  tensors it would otherwise take the single-tensor path because a FakeTensor is not a plain
+  tensor), the single-tensor path on CPU (CPU's default).
+* Transformers models: the training loss is the model's own (``labels`` given); with fake
+  tensors transformers cannot read the attention mask's values, so it builds the full causal
+  mask where eager on real tensors would check ``mask.all()`` on the host and use
+  ``is_causal`` (the one difference from eager, see tests/test_trace.py).
+* Recorded by a ``TorchDispatchMode`` below autograd, so forward, backward and optimizer calls
+  are what the dispatcher hands to a backend kernel. Dropped, each with a count in
+  ``provenance.notes``: ``prim::`` metadata queries such as ``prim::device`` (answered by the
+  tensor object; ~1,400 calls in a 2-layer Llama training step), ``profiler::`` record_function
+  markers, ``aten::sym_*`` size queries (host only), ``aten::detach`` (autograd
+  bookkeeping served by the CompositeExplicitAutograd alias kernel for every backend), and
+  calls that touch no tensor on the target device (the optimizer's CPU step counters).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import logging
+import platform
+import sys
+import types
+from collections import Counter
+from dataclasses import dataclass, field
+
+from opcov import __version__
+from opcov import dtypes as _dtypes
+from opcov.errors import UsageError
+from opcov.opset import KIND, MODES, OpSet
+from opcov.torchenv import import_torch
+
+DTYPES = ("float32", "bfloat16", "float16")
+OPTIMIZERS = ("adamw", "sgd", "none")
+# Dropped: need no backend kernel (see the module docstring).
+NO_KERNEL_OPS = frozenset({"aten::detach"})
+NO_KERNEL_NAMESPACES = frozenset({"prim", "profiler"})  # metadata queries; record_function markers
+# Device-neutral parent calls recorded with what they decomposed into when traced.
+PARENTS = {
+    "scaled_dot_product_attention": "aten::scaled_dot_product_attention",
+    "dropout": "aten::dropout",
+    "linear": "aten::linear",
+}
+SHAPE_CHARS = 80
+
+
+@dataclass
+class Options:
+    """How to trace: mode, parameter dtype, autocast, target device, optimizer, fake or real."""
+
+    mode: str = "training"
+    dtype: str = "float32"
+    autocast: bool = False
+    device: str = "accelerator"  # target device type: cpu, or an accelerator name (tpu, cuda, ...)
+    optimizer: str = "adamw"
+    real: bool = False
+
+    def check(self) -> None:
+        if self.mode not in MODES:
+            raise UsageError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        if self.dtype not in DTYPES:
+            raise UsageError(f"dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise UsageError(f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
+        if self.autocast and self.dtype != "float32":
+            raise UsageError("--autocast keeps float32 parameters and computes in bfloat16; "
+                             "drop --dtype (or drop --autocast)")
+
+    @property
+    def accelerator(self) -> bool:
+        return self.device != "cpu"
+
+
+def op_name(func) -> str:
+    """Dispatcher name of an OpOverload: ``aten::add.Tensor``, ``aten::mm`` for the default."""
+    over = func._overloadname
+    return f"{func.namespace}::{func._opname}" + ("" if over == "default" else f".{over}")
+
+
+# ---------------------------------------------------------------- recording
+
+@dataclass
+class _Cell:
+    calls: int = 0
+    shape: str = ""
+    grad: bool = False
+
+
+@dataclass
+class Recording:
+    """What the dispatch mode saw, before it becomes an op-set document."""
+
+    ops: dict = field(default_factory=dict)  # (op, phase, dtype) -> _Cell
+    parents: dict = field(default_factory=dict)  # (name, phase, dtype) -> {calls, shape, args, traced_as}
+    dropped: Counter = field(default_factory=Counter)  # op (prefixed "host:" when off the device) -> calls
+    phase: str = "forward"
+    stack: list = field(default_factory=list)  # open parent calls: lists of ops seen inside
+
+
+def _tensors(obj, torch):
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x, torch)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x, torch)
+
+
+def _shape(tensors) -> str:
+    text = ", ".join(str(list(t.shape)) for t in tensors[:4])
+    return text if len(text) <= SHAPE_CHARS else text[:SHAPE_CHARS - 3] + "..."
+
+
+def _make_recorder(torch, rec: Recording, target_type: str):
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Recorder(TorchDispatchMode):
+        """Files each op call under (op, phase, dtype key); see the module docstring for drops."""
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            name = op_name(func)
+            try:
+                out = func(*args, **kwargs)
+            except Exception as exc:
+                if not hasattr(exc, "opcov_op"):
+                    exc.opcov_op = name  # the innermost op that failed, for the one-line error
+                raise
+            if func.namespace in NO_KERNEL_NAMESPACES or name in NO_KERNEL_OPS or func._opname.startswith("sym_"):
+                rec.dropped[name] += 1
+                return out
+            ins = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
+            outs = list(_tensors(out, torch))
+            if (ins or outs) and not any(t.device.type == target_type for t in ins + outs):
+                rec.dropped["host:" + name] += 1
+                return out
+            key = _dtypes.call_dtype([_dtypes.dtype_name(t.dtype) for t in ins],
+                                     [_dtypes.dtype_name(t.dtype) for t in outs])
+            cell = rec.ops.setdefault((name, rec.phase, key), _Cell())
+            cell.calls += 1
+            if not cell.shape:
+                cell.shape = _shape(ins or outs)
+            if rec.phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins):
+                cell.grad = True
+            for seen in rec.stack:
+                if name not in seen:
+                    seen.append(name)
+            return out
+
+    return Recorder()
+
+
+def _make_parent_mode(torch, rec: Recording, substitute_dropout: bool):
+    """Records device-neutral parent calls; on a CPU stand-in, runs dropout as an accelerator would."""
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    funcs = {getattr(F, n): op for n, op in PARENTS.items()}
+
+    class Parents(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            parent = funcs.get(func)
+            if parent is None or rec.stack:
+                return func(*args, **kwargs)
+            first = args[0] if args else next(iter(kwargs.values()), None)
+            seen: list = []
+            rec.stack.append(seen)
+            try:
+                if parent == "aten::dropout" and substitute_dropout:
+                    out = _accelerator_dropout(torch, *args, **kwargs)
+                else:
+                    out = func(*args, **kwargs)
+            finally:
+                rec.stack.pop()
+            if not seen:  # dropout in eval mode, p == 0: nothing reached the device
+                return out
+            tensors = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
+            key = _dtypes.dtype_name(first.dtype) if isinstance(first, torch.Tensor) else _dtypes.NONE
+            cell = rec.parents.setdefault((parent, rec.phase, key),
+                                          {"calls": 0, "shape": _shape(tensors), "traced_as": seen})
+            cell["calls"] += 1
+            args_text = _parent_args(parent, args, kwargs)
+            if args_text:
+                cell.setdefault("args", args_text)
+            for name in seen:
+                if name not in cell["traced_as"]:
+                    cell["traced_as"].append(name)
+            return out
+
+    return Parents()
+
+
+def _accelerator_dropout(torch, input, p=0.5, training=True, inplace=False):
+    """What ``aten::dropout`` runs on cuda/xpu/PrivateUse1: the fused ``native_dropout``."""
+    if not training or p == 0 or p == 1 or input.numel() == 0:
+        return torch.nn.functional.dropout(input, p, training, inplace)
+    out = torch.ops.aten.native_dropout(input, p, True)[0]
+    return input.copy_(out) if inplace else out
+
+
+def _parent_args(parent, args, kwargs) -> str:
+    if parent == "aten::scaled_dot_product_attention":
+        names = ("attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
+        vals = dict(zip(names, args[3:]))
+        vals.update({k: v for k, v in kwargs.items() if k in names})
+        mask = vals.get("attn_mask")
+        return (f"mask={'none' if mask is None else str(mask.dtype).rsplit('.', 1)[-1]}, "
+                f"dropout_p={vals.get('dropout_p', 0.0)}, is_causal={bool(vals.get('is_causal', False))}, "
+                f"enable_gqa={bool(vals.get('enable_gqa', False))}")
+    if parent == "aten::dropout":
+        p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+        return f"p={p}"
+    return ""
+
+
+# ---------------------------------------------------------------- the driver
+
+@dataclass
+class Traced:
+    """The model under trace: parameters as (fake) leaves on the device, inputs, how to get a loss."""
+
+    module: object
+    inputs: object  # tuple of positional args, dict of keyword args, or one tensor
+    loss: object = None  # callable(output) -> scalar tensor; default: the model's own loss, else a sum
+
+
+def trace(model, inputs=(), *, mode="training", dtype="float32", autocast=False, device="accelerator",
+          optimizer="adamw", real=False, loss=None, name=None, source=None, config=None,
+          command=None, notes=()) -> OpSet:
+    """The op set ``model`` dispatches on ``device`` when called with ``inputs``.
+
+    ``model`` may hold real or meta parameters; it is never modified. ``inputs``: a tuple
+    of positional arguments, a dict of keyword arguments, or a tensor. For notebooks:
+    ``opcov.trace(model, (x,), mode="training").save("my.yaml")``.
+    """
+    opts = Options(mode, dtype, autocast, device, optimizer, real)
+    opts.check()
+    torch = import_torch()
+    doc = _run(torch, opts, Traced(model, inputs, loss))
+    params = sum(p.numel() for p in _unique_params(model))
+    header = {"name": name or type(model).__name__, "source": source or f"python:{type(model).__qualname__}",
+              "params": params}
+    if config:
+        header["config"] = config
+    doc["model"] = {**header, **_hf_header(model)}
+    doc["provenance"].update(command=command or "opcov.trace(...) from Python: no command reproduces it",
+                             created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    doc["provenance"]["notes"] = list(notes) + doc["provenance"]["notes"]
+    return OpSet(doc)
+
+
+def _unique_params(model):
+    seen = set()
+    for t in list(model.parameters()) + list(model.buffers()):
+        if id(t) not in seen:
+            seen.add(id(t))
+            yield t
+
+
+def _hf_header(model) -> dict:
+    cfg = getattr(model, "config", None)
+    if cfg is None or not hasattr(cfg, "to_dict"):
+        return {}
+    import transformers
+
+    return {"transformers": transformers.__version__,
+            "attn_implementation": str(getattr(cfg, "_attn_implementation", None) or "eager")}
+
+
+def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None) -> dict:
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from opcov import target
+
+    stand_in = None if opts.real or not opts.accelerator or cpu_why else target.ensure(torch)
+    dev_type = stand_in or "cpu"
+    notes = []
+    if opts.accelerator and stand_in is None:
+        why = cpu_why or ("--real traces real CPU tensors" if opts.real
+                          else "PrivateUse1 is taken by another backend in this process")
+        notes.append(f"traced on cpu for target {opts.device} ({why}): dropout was run as native_dropout; "
+                     "other device-dependent paths are recorded under parents as the CPU took them")
+    fake = contextlib.nullcontext() if opts.real else FakeTensorMode(allow_non_fake_inputs=True)
+    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # errors become one line
+    rec = Recording()
+    with fake:
+        params, buffers = _leaves(torch, traced.module, dev_type, opts)
+        args, kwargs = _move_inputs(torch, traced.inputs, dev_type, opts)
+    try:
+        with fake, _make_parent_mode(torch, rec, substitute_dropout=opts.accelerator and stand_in is None), \
+                _make_recorder(torch, rec, dev_type):
+            _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type)
+    except Exception as exc:  # noqa: BLE001 - turned into one line naming the op
+        if stand_in and "device_ready_queues_" in str(exc):
+            # autograd started its device threads before the stand-in device existed (a backward ran
+            # earlier in this process); it cannot run a backward on it now, so trace on CPU instead
+            return _run(torch, opts, traced, cpu_why="autograd had already started in this process "
+                        "before the stand-in device was registered")
+        raise _explain(torch, exc, opts) from None
+    return _document(torch, opts, rec, dev_type, stand_in, notes)
+
+
+def _leaves(torch, module, dev_type, opts):
+    """Parameters (leaves requiring grad as in the model) and buffers as tensors on the device."""
+    want = getattr(torch, opts.dtype)
+    made: dict = {}
+
+    def convert(t, is_param):
+        if id(t) in made:
+            return made[id(t)]
+        dtype = want if t.is_floating_point() else t.dtype
+        if opts.real:
+            new = t.detach().to(device=dev_type, dtype=dtype, copy=True)
+            if t.device.type == "meta":
+                raise UsageError("--real needs a model with real weights; this one was built on meta")
+        else:
+            new = torch.empty_strided(t.shape, t.stride(), dtype=dtype, device=dev_type)
+        if is_param and t.requires_grad and opts.mode == "training":
+            new.requires_grad_(True)
+        made[id(t)] = new
+        return new
+
+    params = {n: convert(p, True) for n, p in module.named_parameters(remove_duplicate=False)}
+    buffers = {n: convert(b, False) for n, b in module.named_buffers(remove_duplicate=False)}
+    return params, buffers
+
+
+def _move_inputs(torch, inputs, dev_type, opts):
+    want = getattr(torch, opts.dtype)
+
+    def move(x):
+        if isinstance(x, torch.Tensor):
+            dtype = want if x.is_floating_point() else x.dtype
+            if opts.real:
+                return x.to(device=dev_type, dtype=dtype)
+            return torch.empty_strided(x.shape, x.stride(), dtype=dtype, device=dev_type)
+        if isinstance(x, (list, tuple)):
+            return type(x)(move(v) for v in x)
+        if isinstance(x, dict):
+            return {k: move(v) for k, v in x.items()}
+        return x
+
+    if isinstance(inputs, dict):
+        return (), move(inputs)
+    if isinstance(inputs, torch.Tensor):
+        return (move(inputs),), {}
+    return tuple(move(v) for v in inputs), {}
+
+
+def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
+    from torch.func import functional_call
+
+    module = traced.module
+    was_training = module.training
+    module.train(opts.mode == "training")
+    try:
+        amp = (torch.autocast(device_type=dev_type, dtype=torch.bfloat16) if opts.autocast
+               else contextlib.nullcontext())
+        grad = torch.enable_grad() if opts.mode == "training" else torch.no_grad()
+        rec.phase = "forward"
+        with grad, amp:
+            out = functional_call(module, {**buffers, **params}, args, kwargs, tie_weights=False)
+            if opts.mode == "inference":
+                return
+            loss = traced.loss(out) if traced.loss else _default_loss(torch, out)
+        rec.phase = "backward"
+        loss.backward()
+        if opts.optimizer == "none":
+            return
+        leaves = list({id(p): p for p in params.values() if p.requires_grad and p.grad is not None}.values())
+        if not leaves:
+            return
+        rec.phase = "optimizer"
+        opt = _optimizer(torch, opts, leaves)
+        seen: list = []
+        rec.stack.append(seen)
+        try:
+            opt.step()
+        finally:
+            rec.stack.pop()
+        rec.parents[(f"torch.optim.{type(opt).__name__}.step", "optimizer",
+                     _dtypes.dtype_name(leaves[0].dtype))] = {
+            "calls": 1, "shape": f"{len(leaves)} parameters", "traced_as": seen,
+            "args": "foreach=True" if opts.accelerator else "foreach=False (CPU default: single-tensor)"}
+    finally:
+        module.train(was_training)
+
+
+def _optimizer(torch, opts, leaves):
+    """The implementation the target picks by default: foreach on accelerators, single-tensor on CPU."""
+    foreach = bool(opts.accelerator)
+    if opts.optimizer == "sgd":
+        return torch.optim.SGD(leaves, lr=1e-3, momentum=0.9, foreach=foreach)
+    return torch.optim.AdamW(leaves, lr=1e-3, foreach=foreach)
+
+
+def _default_loss(torch, out):
+    """The model's own loss (HF outputs given labels), else the sum of its floating outputs."""
+    own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
+    if isinstance(own, torch.Tensor):
+        return own
+    parts = [t.sum() for t in _tensors(out if not hasattr(out, "to_tuple") else out.to_tuple(), torch)
+             if t.requires_grad and t.is_floating_point()]
+    if not parts:
+        raise UsageError("the model's outputs do not depend on its parameters, so training has no "
+                         "backward; trace with --mode inference")
+    total = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    return total
+
+
+def _explain(torch, exc, opts):
+    """One line naming the op that could not be traced and what to do."""
+    from opcov.errors import OpcovError
+
+    if isinstance(exc, OpcovError):
+        return exc
+    outer = root = exc
+    while root.__context__ is not None and "no fake impl" in str(root.__context__):
+        root = root.__context__  # FakeTensorMode's own fallback failed after the real cause
+    chain = " ".join(str(e) for e in (exc, root)) + " " + type(root).__name__
+    exc = root
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    func = getattr(exc, "func", None)
+    op = op_name(func) if func is not None and hasattr(func, "_overloadname") else None
+    op = op or getattr(exc, "opcov_op", None) or getattr(outer, "opcov_op", None)
+    if op is None:
+        import re
+
+        m = re.search(r"\b(aten|prims)[.:]+([A-Za-z0-9_]+)(?:\.([A-Za-z0-9_]+))?", str(exc))
+        if m:
+            over = m.group(3)
+            op = f"{m.group(1)}::{m.group(2)}" + (f".{over}" if over and over != "default" else "")
+    where = f" at {op}" if op else ""
+    if op is None:
+        hint = "the model's own code raised, not an op: check its inputs and config"
+    elif opts.real:
+        hint = "the model itself fails on CPU with these inputs; check the inputs and sizes"
+    elif "no fake impl or Meta kernel" in chain:
+        hint = "the op has no fake-tensor (meta) implementation; trace with --real (small real CPU tensors)"
+    elif "DataDependent" in chain or "data-dependent" in chain or "data dependent" in chain:
+        hint = ("fake tensors carry no values, so data-dependent ops cannot run; trace with --real "
+                "(small real CPU tensors)")
+    else:
+        hint = ("the op refused these inputs under fake tensors; try --dtype bfloat16 if it lacks a float32 "
+                "path, or --real (small real CPU tensors)")
+    return UsageError(f"cannot trace{where}: {type(exc).__name__}: {text[:200]} ({hint})")
+
+
+def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
+    ops: dict = {}
+    for (name, phase, key), cell in sorted(rec.ops.items()):
+        rec_cell = {"calls": cell.calls}
+        if cell.shape:
+            rec_cell["shape"] = cell.shape
+        if cell.grad:
+            rec_cell["grad"] = True
+        ops.setdefault(name, {}).setdefault(phase, {})[key] = rec_cell
+    parents: dict = {}
+    for (name, phase, key), cell in sorted(rec.parents.items()):
+        parents.setdefault(name, {}).setdefault(phase, {})[key] = dict(cell, traced_as=list(cell["traced_as"]))
+    dropped = Counter()
+    host = Counter()
+    for name, n in rec.dropped.items():
+        (host if name.startswith("host:") else dropped)[name.removeprefix("host:")] += n
+    if dropped:
+        notes.append("dropped (need no backend kernel): " + ", ".join(
+            f"{k} x{v}" for k, v in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))))
+    if host:
+        notes.append("dropped (no tensor on the target device, run by the host): " + ", ".join(
+            f"{k} x{v}" for k, v in sorted(host.items(), key=lambda kv: (-kv[1], kv[0]))))
+    if "aten::scaled_dot_product_attention" in parents and opts.accelerator:
+        took = ("core torch's math fallback, which a PrivateUse1 device takes" if stand_in
+                else "the CPU's (_scaled_dot_product_flash_attention_for_cpu); an accelerator takes another")
+        notes.append(f"scaled_dot_product_attention: the traced path is {took}; a backend that registers "
+                     "_fused_sdp_choice or its own sdpa kernel takes its own (see parents)")
+    if opts.autocast and opts.accelerator and stand_in:
+        notes.append("autocast: CUDA's autocast policy applied on the stand-in device (core torch has no "
+                     "AutocastPrivateUse1 policy; a backend brings its own, torch_tpu does, and it may differ)")
+    elif opts.autocast and opts.accelerator:
+        notes.append(f"autocast: the CPU's autocast policy (traced on cpu); the {opts.device} policy may differ")
+    summary = {"distinct_ops": len(ops), "calls": {p: sum(c.calls for (_, ph, _), c in rec.ops.items() if ph == p)
+                                                   for p in ("forward", "backward", "optimizer")}}
+    return {
+        "schema_version": 1, "kind": KIND, "mode": opts.mode, "dtype": opts.dtype,
+        "autocast": "bfloat16" if opts.autocast else None,
+        "optimizer": opts.optimizer if opts.mode == "training" else "none",
+        "provenance": {
+            "torch": str(torch.__version__), "opcov": __version__,
+            "host": {"platform": platform.platform(terse=True), "machine": platform.machine(),
+                     "python": platform.python_version()},
+            "tracing": "real" if opts.real else "fake",
+            "target_device": opts.device,
+            "traced_on": stand_in and f"{stand_in} (stand-in PrivateUse1 device)" or "cpu",
+            "notes": notes,
+        },
+        "parents": parents, "summary": summary, "ops": ops,
+    }
+
+
+def trace_model_ref(model: str, *, mode: str = "training", dtype: str | None = None, device: str = "accelerator",
+                    real: bool = False, sizes=None) -> dict:
+    """The op-set document for anything ``opcov trace MODEL`` accepts (a zoo name, hf:TYPE,
+    config.json, package.module:function, nn:NAME); used by ``opcov check`` on unsaved models."""
+    from opcov import models, zoo
+
+    entry = zoo.BY_NAME.get(model)
+    real = real or bool(entry and entry.real)
+    built = models.build(entry.spec if entry else model, sizes or models.Sizes(), mode=mode, real=real,
+                         zoo_entry=entry)
+    result = trace(built.model, built.inputs, mode=mode, dtype=dtype or (entry.dtype if entry else "float32"),
+                   device=device, real=real, name=entry.name if entry else built.name, source=built.source,
+                   config=built.config, notes=built.notes,
+                   command=f"opcov trace {model} --mode {mode}" + (f" --dtype {dtype}" if dtype else ""))
+    return result.doc
+
+
+class _CallableModule(types.ModuleType):
+    """``opcov.trace(model, inputs, ...)`` calls ``opcov.trace.trace``: the module and the notebook
+    function share the name, and a package attribute can only be one of them."""
+
+    def __call__(self, *args, **kwargs):
+        return trace(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,366 @@
+"""Op set x coverage -> "can this model run on backend X?", op by op, with reasons.
+
+Torch-free: ``opcov check`` on a saved op set must be a fast CI gate.
+
+Each call in the op set becomes requirements: its forward kernel at its dtype key
+(in every phase), and for a forward call whose inputs required grad in training,
+the op's backward too.  A requirement is judged from probed evidence when a probe
+has a cell for that op and dtype (probes see dtypes and values), else from
+registered evidence (a claim, dtype-blind), else it is unknown.  Outcomes, worst
+first: fails, unknown, fallback, ok; ``not_judged`` (ops outside what the data
+covers, e.g. a custom namespace) stays apart and never decides the verdict.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+
+from opcov import data, opset
+from opcov.errors import DataError, UsageError
+
+OUTCOMES = ("fails", "unknown", "fallback", "ok")  # worst first
+NOT_JUDGED = "not_judged"
+VERDICTS = {"fails": "fails", "unknown": "unknown", "fallback": "runs_with_fallback", "ok": "runs"}
+VERDICT_ORDER = ("fails", "unknown", "runs_with_fallback", "runs")
+
+PROBED_OK = {"pass": "probed pass", "pass_low_precision": "passes only at reduced precision",
+             "not_comparable": "ran (values not comparable)",
+             "no_reference": "ran (the CPU reference failed, so the values are unchecked)"}
+PROBED_FAIL = {"mismatch": "wrong results", "unsupported": "no kernel", "error": "raises",
+               "crash": "crashes the process", "timeout": "times out"}
+HOST_SYNC_TAGS = ("data_dependent_output", "dynamic_output_shape")
+HOST_SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero")
+
+
+def _worst(outcomes) -> str:
+    found = [o for o in outcomes if o in OUTCOMES]
+    return min(found, key=OUTCOMES.index) if found else NOT_JUDGED
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One requirement judged: an op's forward or backward at one dtype."""
+
+    direction: str  # forward | backward
+    dtype: str
+    outcome: str  # fails | unknown | fallback | ok | not_judged
+    evidence: str  # probed | registered | none
+    why: str
+    source: str = ""  # coverage file the evidence came from
+    fix: str = ""
+
+
+@dataclass
+class OpResult:
+    op: str
+    calls: int = 0
+    phases: set = field(default_factory=set)
+    dtypes: set = field(default_factory=set)
+    findings: list = field(default_factory=list)
+    flags: list = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        return _worst(f.outcome for f in self.findings)
+
+    @property
+    def evidence(self) -> str:
+        """probed when every finding is probed, registered when any is registered-only, else none."""
+        kinds = {f.evidence for f in self.findings}
+        return "none" if "none" in kinds else "registered" if "registered" in kinds else "probed"
+
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.outcome in ("fails", "unknown", "fallback")]
+
+
+@dataclass
+class BackendVerdict:
+    backend: str
+    mode: str
+    verdict: str
+    ops: list  # OpResult, worst first
+    sources: list  # coverage files used
+    notes: list
+
+    def counts(self) -> dict:
+        """The headline: distinct ops and calls, by outcome and by evidence kind."""
+        judged = [r for r in self.ops if r.outcome != NOT_JUDGED]
+        out = {"ops": len(judged), "calls": sum(r.calls for r in judged),
+               "not_judged": len(self.ops) - len(judged)}
+        for o in OUTCOMES:
+            rs = [r for r in judged if r.outcome == o]
+            out[o] = len(rs)
+            out[f"{o}_calls"] = sum(r.calls for r in rs)
+        ok = [r for r in judged if r.outcome == "ok"]
+        for kind in ("probed", "registered"):
+            out[f"ok_{kind}"] = sum(1 for r in ok if r.evidence == kind)
+        return out
+
+
+# ---------------------------------------------------------------- coverage for one backend
+
+@dataclass
+class Coverage:
+    """The coverage data of one backend: a registered and/or a probed file, read only for the ops needed."""
+
+    backend: str
+    registered: dict | None
+    probed: dict | None
+    paths: list
+
+    @property
+    def torch(self) -> str:
+        for doc in (self.registered, self.probed):
+            if doc:
+                return str(doc["provenance"].get("torch", "?"))
+        return "?"
+
+    def fallback(self) -> tuple[str, bool]:
+        fb = (self.registered or self.probed or {}).get("provenance", {}).get("fallback") or {}
+        settings = (self.registered or {}).get("provenance", {}).get("settings") or {}
+        enabled = fb.get("enabled")
+        if enabled is None:
+            enabled = settings.get("cpu_fallback_enabled", False)
+        return str(fb.get("kind", "unknown")), bool(enabled)
+
+
+_SNAPSHOT = re.compile(r"^(registered|probed)-torch-(?P<torch>[^-]+(?:\+[^-]+)?)(?:-.*)?\.ya?ml$")
+
+
+def coverage_files(coverage_dir: str, backend: str) -> dict[str, list[str]]:
+    """Snapshots of a backend under coverage_dir/<backend>/, by evidence kind, newest name last."""
+    folder = os.path.join(coverage_dir, backend)
+    out: dict[str, list[str]] = {"registered": [], "probed": []}
+    if os.path.isdir(folder):
+        for name in sorted(os.listdir(folder)):
+            m = _SNAPSHOT.match(name)
+            if m:
+                out[m.group(1)].append(os.path.join(folder, name))
+    return out
+
+
+def pick(files: list[str], torch_version: str) -> str | None:
+    """The snapshot made with the op set's torch version, else the last by name."""
+    if not files:
+        return None
+    same = [f for f in files if _SNAPSHOT.match(os.path.basename(f)).group("torch") == torch_version]
+    return (same or files)[-1]
+
+
+def load_coverage(backend: str, names, coverage_dir: str, torch_version: str,
+                  registered: str | None = None, probed: str | None = None) -> Coverage:
+    files = coverage_files(coverage_dir, backend)
+    registered = registered or pick(files["registered"], torch_version)
+    probed = probed or pick(files["probed"], torch_version)
+    if not registered and not probed:
+        raise UsageError(
+            f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "
+            f"'opcov scan {backend}' (registered, no device needed) or 'opcov probe {backend}' (on the device)")
+    docs = {}
+    for kind, path in (("registered", registered), ("probed", probed)):
+        if path:
+            doc = data.load_subset(path, names)
+            if doc.get("evidence") != kind:
+                raise DataError(f"{path}: evidence is {doc.get('evidence')!r}, expected {kind!r}")
+            docs[kind] = doc
+    return Coverage(backend, docs.get("registered"), docs.get("probed"),
+                    [p for p in (registered, probed) if p])
+
+
+# ---------------------------------------------------------------- judging
+
+def _fix_fallback(backend: str) -> str:
+    hint = " (torch_tpu: its CPU fallback setting)" if backend == "tpu" else (
+        " (PYTORCH_ENABLE_MPS_FALLBACK=1)" if backend == "mps" else "")
+    return f"enable the CPU fallback{hint}: the op then runs on the CPU, slowly"
+
+
+def _err_text(err) -> str:
+    """' (max error 0.003)' from a probe cell's err: a number, or [absolute, relative]."""
+    if isinstance(err, bool) or err is None:
+        return ""
+    if isinstance(err, (int, float)):
+        return f" (max error {err:.3g})"
+    if isinstance(err, list) and len(err) == 2 and all(isinstance(e, (int, float)) for e in err):
+        return f" (max error {err[0]:.3g} absolute, {err[1]:.3g} relative)"
+    return ""
+
+
+def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, opset_torch: str) -> Finding:
+    key = "fwd" if direction == "forward" else "bwd"
+    probed = (cov.probed or {}).get("ops", {}).get(op)
+    cell = probed.get(dtype) if isinstance(probed, dict) else None
+    status = cell.get(key) if isinstance(cell, dict) else None
+    src = cov.paths[-1] if cov.probed else ""
+    if status and status != "skipped":
+        err = _err_text(cell.get("bwd_err" if key == "bwd" else "err"))
+        why_line = f": {cell['why']}" if cell.get("why") else ""
+        if status in PROBED_OK:
+            fix = ("set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) "
+                   "if the error matters" if status == "pass_low_precision" else "")
+            return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}{err}", src, fix)
+        if status in PROBED_FAIL:
+            fix = ""
+            if dtype == "float16":
+                other = probed.get("bfloat16") if isinstance(probed, dict) else None
+                if isinstance(other, dict) and other.get(key) in ("pass", "pass_low_precision"):
+                    fix = "use bfloat16 instead of float16 (it passes; no GradScaler needed)"
+            return Finding(direction, dtype, "fails", "probed",
+                           f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}", src, fix)
+    rec = (cov.registered or {}).get("ops", {}).get(op)
+    reg_src = cov.paths[0] if cov.registered else ""
+    note = ""
+    if status == "skipped" or (isinstance(probed, dict) and cell is None and cov.probed):
+        note = f"; no probe evidence in {dtype}"
+    if rec is None:
+        if cov.registered is None:
+            return Finding(direction, dtype, "unknown", "none",
+                           f"no registered data and no probe of this op in {dtype}")
+        if cov.torch != opset_torch:
+            return Finding(direction, dtype, "unknown", "none",
+                           f"not in the {cov.backend} data for torch {cov.torch} (the op set was traced "
+                           f"with torch {opset_torch}: versions differ)", reg_src)
+        if not op.startswith("aten::"):
+            return Finding(direction, dtype, NOT_JUDGED, "none",
+                           f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data", reg_src)
+        return Finding(direction, dtype, "unknown", "none", "not in the coverage data", reg_src)
+    path = rec.get(key)
+    if key == "bwd":
+        return _judge_backward_path(cov, path, dtype, note, reg_src)
+    res = rec.get("res")
+    if res == "registered" or res == "not_applicable":
+        what = {"kernel": "own kernel", "out_variant": "kernel via its .out variant",
+                "composite": "composite of registered ops", "backend_kernel": "backend autograd kernel",
+                "formula": "derivative formula over registered ops", "none": "not differentiable",
+                "not_applicable": "needs no kernel"}.get(path, path)
+        return Finding(direction, dtype, "ok", "registered", f"{what} (registered, unverified){note}", reg_src)
+    if res == "fallback":
+        kind, enabled = cov.fallback()
+        if kind == "cpu" and enabled:
+            return Finding(direction, dtype, "fallback", "registered",
+                           f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}", reg_src)
+        return Finding(direction, dtype, "fails", "registered",
+                       f"no kernel; only the backend fallback ({kind}, "
+                       f"{'enabled' if enabled else 'disabled'}) catches it{note}", reg_src,
+                       _fix_fallback(cov.backend) if kind == "cpu" and not enabled else "")
+    if res == "missing":
+        why = ("derivative not implemented" if path == "not_implemented" else
+               "backward lost: the backend overrides the op without an autograd kernel" if path == "lost"
+               else "no kernel")
+        return Finding(direction, dtype, "fails", "registered", f"{why}{note}", reg_src)
+    via = rec.get("via" if key == "fwd" else "bwd_via") or []
+    reason = rec.get("why") or (f"reaches {', '.join(via[:3])}" if via else "path not resolved")
+    return Finding(direction, dtype, "unknown", "registered",
+                   f"{direction} path not resolved by the scan ({reason}){note}", reg_src)
+
+
+def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: str) -> Finding:
+    """Whether autograd has a way back through the op on this backend.
+
+    The ops that way runs are not judged here: a traced op set lists them in its
+    backward phase, where each is judged as a forward kernel like any other call.
+    """
+    if path in ("not_implemented", "lost"):
+        why = ("derivative not implemented" if path == "not_implemented" else
+               "backward lost: the backend overrides the op without an autograd kernel")
+        return Finding("backward", dtype, "fails", "registered", f"{why}{note}", src)
+    what = {"backend_kernel": "the backend's autograd kernel", "formula": "derivative formula",
+            "composite": "differentiated through its composite", "none": "not differentiable",
+            "not_applicable": "needs no kernel"}.get(path, str(path))
+    return Finding("backward", dtype, "ok", "registered",
+                   f"{what} (registered, unverified; the ops it runs are judged in the backward phase){note}",
+                   src)
+
+
+def judge(doc: dict, cov: Coverage) -> BackendVerdict:
+    """The verdict of one op set (one mode) on one backend."""
+    opset_torch = str(doc["provenance"].get("torch", "?"))
+    training = doc.get("mode") == "training"
+    results: dict[str, OpResult] = {}
+    seen = set()
+    for call in opset.calls(doc):
+        r = results.setdefault(call.op, OpResult(call.op))
+        r.calls += call.calls
+        r.phases.add(call.phase)
+        r.dtypes.add(call.dtype)
+        wanted = [("forward", call.dtype)]
+        if training and call.phase == "forward" and call.grad:
+            wanted.append(("backward", call.dtype))
+        for direction, dtype in wanted:
+            if (call.op, direction, dtype) not in seen:
+                seen.add((call.op, direction, dtype))
+                r.findings.append(judge_requirement(cov, call.op, dtype, direction, opset_torch))
+    for parent, phases in _own_kernel_parents(doc, cov):
+        r = results.setdefault(parent, OpResult(parent))
+        for phase, dtype, n in phases:
+            r.calls += n
+            r.phases.add(phase)
+            r.dtypes.add(dtype)
+            wanted = ["forward"] + (["backward"] if training and phase == "forward" else [])
+            for direction in wanted:
+                if (parent, direction, dtype) not in seen:
+                    seen.add((parent, direction, dtype))
+                    r.findings.append(judge_requirement(cov, parent, dtype, direction, opset_torch))
+    for r in results.values():
+        rec = (cov.registered or {}).get("ops", {}).get(r.op) or {}
+        if set(rec.get("tags", ())) & set(HOST_SYNC_TAGS) or r.op in HOST_SYNC_OPS:
+            r.flags.append("host sync / data-dependent shape: stalls a deferred-execution device")
+        if any(k in r.op for k in ("scaled_dot_product", "flash_attention", "efficient_attention")):
+            r.findings = [replace(f, fix="try another attn_implementation (e.g. 'eager')")
+                          if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]
+    ops = sorted(results.values(), key=lambda r: (OUTCOMES.index(r.outcome) if r.outcome in OUTCOMES
+                                                 else len(OUTCOMES), -r.calls, r.op))
+    worst = _worst(r.outcome for r in ops)
+    notes = ["eager mode: the torch.compile path is not judged"]
+    if cov.torch != opset_torch:
+        notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
+                     f"{opset_torch}: ops that differ between versions come out unknown")
+    if cov.probed is None:
+        notes.append(f"no probe data for {cov.backend}: registered evidence only (a claim, dtype-blind)")
+    else:
+        notes.extend(n for n in cov.probed["provenance"].get("notes", ()) if "self-test" in n)
+    notes.extend(parent_notes(doc, cov))
+    return BackendVerdict(cov.backend, doc.get("mode", "?"), VERDICTS.get(worst, "runs"), ops, cov.paths,
+                          notes)
+
+
+def _own_kernel_parents(doc: dict, cov: Coverage):
+    """(parent op, [(phase, dtype, calls)]) for parents the backend has its own kernel for."""
+    for parent, rec in sorted((doc.get("parents") or {}).items()):
+        reg = (cov.registered or {}).get("ops", {}).get(parent)
+        if reg and reg.get("fwd") == "kernel" and isinstance(rec, dict):
+            yield parent, [(phase, dtype, int(cell.get("calls", 1))) for phase, cells in sorted(rec.items())
+                           if isinstance(cells, dict) for dtype, cell in sorted(cells.items())
+                           if isinstance(cell, dict)]
+
+
+def parent_notes(doc: dict, cov: Coverage) -> list[str]:
+    """Device-neutral parent calls the backend takes another way than the trace did.
+
+    The op set records what each parent (linear, sdpa, dropout) decomposed into where
+    it was traced; a backend with its own kernel for the parent runs that kernel
+    instead, so the traced decomposition may not be what runs there.
+    """
+    out = []
+    for parent, rec in sorted((doc.get("parents") or {}).items()):
+        reg = (cov.registered or {}).get("ops", {}).get(parent)
+        if not reg or reg.get("fwd") != "kernel":
+            continue
+        traced = sorted({op for cells in rec.values() if isinstance(cells, dict)
+                         for cell in cells.values() if isinstance(cell, dict) for op in cell.get("traced_as", ())})
+        out.append(f"{parent}: {cov.backend} registers its own kernel, so it may not run the decomposition "
+                   f"traced here ({', '.join(traced[:4])}{', ...' if len(traced) > 4 else ''}); "
+                   f"the kernel and the decomposition are both judged")
+    return out
+
+
+def gate_failed(verdicts, *, strict: bool = False, fail_on_unknown: bool = False) -> bool:
+    """Exit 1 when any verdict fails; --strict also on fallbacks and unknowns."""
+    bad = {"fails"}
+    if strict:
+        bad |= {"unknown", "runs_with_fallback"}
+    if fail_on_unknown:
+        bad.add("unknown")
+    return any(v.verdict in bad for v in verdicts)

@@ -1,0 +1,334 @@
+"""Model op sets: traced ops match eager execution, the target device's paths are taken, the zoo
+data is reproducible, and user mistakes give one line.
+
+Tracing for an accelerator claims PrivateUse1 (a stand-in device), which can happen once per
+process, so every trace here runs in a child process.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT, child_env, load_yaml
+
+ZOO_DIR = os.path.join(ROOT, "coverage", "models")
+
+
+def run_child(code: str, timeout=600) -> dict:
+    """Run ``code`` in a fresh Python; it prints one JSON document as its last line."""
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=child_env(HF_HUB_OFFLINE="1"), timeout=timeout, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# Eager reference: real CPU tensors, the model called directly, recorded by a dispatch mode
+# written here (not opcov's), with what opcov documents it drops removed.
+EAGER = """
+import json, os, torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from opcov import models, zoo
+from opcov.trace import trace
+
+class Eager(TorchDispatchMode):
+    phase = "forward"
+    def __init__(self):
+        super().__init__(); self.seen = set()
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        over = func._overloadname
+        self.seen.add((self.phase, f"{func.namespace}::{func._opname}" + ("" if over == "default" else "." + over)))
+        return func(*args, **(kwargs or {}))
+
+def eager(entry):
+    torch.manual_seed(0)
+    b = models.build(entry.spec, models.Sizes(), mode="training", real=True, zoo_entry=entry)
+    b.model.train()
+    rec = Eager()
+    with rec:
+        out = b.model(**b.inputs) if isinstance(b.inputs, dict) else b.model(*b.inputs)
+        loss = out.loss if hasattr(out, "loss") else out.sum()
+        rec.phase = "backward"
+        loss.backward()
+    return {(p, n) for p, n in rec.seen
+            if not n.startswith(("prim::", "profiler::")) and n != "aten::detach" and "::sym_" not in n}
+
+out = {}
+for name in NAMES:
+    e = zoo.BY_NAME[name]
+    b = models.build(e.spec, models.Sizes(), mode="training", real=False, zoo_entry=e)
+    traced = trace(b.model, b.inputs, mode="training", device="cpu", optimizer="none")
+    fake = {(p, op) for op, rec in traced.ops.items() for p in rec}
+    ref = eager(e)
+    out[name] = {"only_traced": sorted(map(list, fake - ref)), "only_eager": sorted(map(list, ref - fake)),
+                 "n": len(fake)}
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def eager_vs_traced():
+    return run_child("NAMES = ['nn-convnet', 'bert', 'llama']\n" + EAGER)
+
+
+@pytest.mark.parametrize("name", ["nn-convnet", "bert"])
+def test_fake_trace_equals_eager_cpu_forward_and_backward(eager_vs_traced, name):
+    got = eager_vs_traced[name]
+    assert got["n"] > 10
+    assert got["only_traced"] == [] and got["only_eager"] == []
+
+
+def test_llama_differs_from_eager_only_by_transformers_mask_shortcut(eager_vs_traced):
+    """transformers reads the attention mask's values on real tensors (``mask.all()`` -> host sync) and,
+    when it is all ones, skips the mask and asks sdpa for is_causal; fake tensors have no values, so
+    it builds the full causal mask instead. Every other forward and backward op is the same."""
+    got = eager_vs_traced["llama"]
+    mask_building = {"aten::bitwise_and.Tensor", "aten::eq.Tensor", "aten::index.Tensor", "aten::le.Tensor",
+                     "aten::new_ones", "aten::scalar_tensor", "aten::where.self"}
+    mask_reading = {"aten::_local_scalar_dense", "aten::all", "aten::eq.Scalar", "aten::select.int"}
+    only_traced = {op for phase, op in got["only_traced"] if phase == "forward"}
+    assert only_traced <= mask_building
+    # applying the full mask in sdpa's math path changes one view in its backward
+    assert {tuple(x) for x in got["only_traced"] if x[0] == "backward"} <= {("backward", "aten::squeeze.dim")}
+    assert {op for _, op in got["only_eager"]} <= mask_reading
+    assert got["n"] > 40
+
+
+@pytest.fixture(scope="module")
+def targets():
+    return run_child("""
+        import json, torch
+        import opcov
+        from opcov import models, zoo
+
+        def names(doc, phase):
+            return sorted(op for op, rec in doc.ops.items() if phase in rec)
+
+        class Drop(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 8)
+            def forward(self, x):
+                return torch.nn.functional.dropout(self.lin(x), 0.1, self.training)
+
+        with torch.device("meta"):
+            m, x = Drop(), torch.randn(4, 8)
+        out = {}
+        for device in ("tpu", "cpu"):  # the stand-in device must exist before autograd first runs
+            t = opcov.trace(m, (x,), mode="training", device=device)
+            out[device] = {p: names(t, p) for p in ("forward", "backward", "optimizer")}
+            out[device + "_doc"] = t.doc
+        bf = opcov.trace(m, (x,), mode="inference", dtype="bfloat16")
+        out["bf16"] = bf.doc
+        out["autocast"] = opcov.trace(m, (x,), mode="inference", autocast=True, device="tpu").doc
+        e = zoo.BY_NAME["nn-convnet"]
+        b = models.build(e.spec, models.Sizes(), mode="training", real=False, zoo_entry=e)
+        out["conv_acc"] = names(opcov.trace(b.model, b.inputs, device="tpu"), "forward")
+        out["conv_cpu"] = names(opcov.trace(b.model, b.inputs, device="cpu"), "forward")
+        print(json.dumps(out))
+    """)
+
+
+def test_dropout_takes_the_accelerator_path(targets):
+    assert "aten::native_dropout" in targets["tpu"]["forward"]
+    assert "aten::native_dropout_backward" in targets["tpu"]["backward"]
+    assert "aten::bernoulli_.float" not in targets["tpu"]["forward"]
+    assert "aten::native_dropout" not in targets["cpu"]["forward"]  # the CPU composite: bernoulli_ then div_
+    assert any(op.startswith("aten::bernoulli_") for op in targets["cpu"]["forward"])
+    parent = targets["tpu_doc"]["parents"]["aten::dropout"]["forward"]["float32"]
+    assert parent["calls"] == 1 and "aten::native_dropout" in parent["traced_as"]
+
+
+def test_optimizer_is_what_the_target_runs(targets):
+    acc, cpu = targets["tpu"]["optimizer"], targets["cpu"]["optimizer"]
+    assert acc and all(op.startswith("aten::_foreach_") or op == "aten::zeros_like" for op in acc), acc
+    assert "aten::addcdiv_.default" in cpu or "aten::addcdiv_" in cpu  # CPU default: single-tensor AdamW
+    assert not any(op.startswith("aten::_foreach_") for op in cpu)
+    step = targets["tpu_doc"]["parents"]["torch.optim.AdamW.step"]["optimizer"]["float32"]
+    assert step["args"] == "foreach=True" and step["traced_as"]
+
+
+def test_convolution_is_recorded_where_the_backend_receives_it(targets):
+    """aten::convolution has its own autograd kernel, so a backend receives it (then its
+    CompositeExplicitAutograd kernel or the backend's own); the scan's ``via`` resolves the rest."""
+    assert "aten::convolution" in targets["conv_acc"] and "aten::convolution" in targets["conv_cpu"]
+
+
+def test_stand_in_registered_after_autograd_started_falls_back_to_cpu_and_says_so():
+    got = run_child("""
+        import json, torch
+        import opcov
+        with torch.device("meta"):
+            m, x = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)), torch.randn(4, 8)
+        first = opcov.trace(m, (x,), device="cpu")  # autograd starts without the stand-in device
+        late = opcov.trace(m, (x,), device="tpu")
+        print(json.dumps({"notes": late.doc["provenance"]["notes"], "ops": sorted(late.ops)}))
+    """)
+    assert any("traced on cpu for target tpu (autograd had already started" in n for n in got["notes"])
+    assert "aten::native_dropout" in got["ops"]  # dropout still run as the accelerator would
+
+
+def test_header_drops_grad_and_dtype_keys(targets):
+    doc = targets["tpu_doc"]
+    assert doc["provenance"]["target_device"] == "tpu" and doc["provenance"]["tracing"] == "fake"
+    assert "prim::device" not in json.dumps(doc["ops"])
+    assert any(n.startswith("dropped (need no backend kernel): prim::device x") for n in doc["provenance"]["notes"])
+    assert doc["ops"]["aten::addmm"]["forward"]["float32"].get("grad") is True  # training needs its backward
+    assert doc["summary"]["calls"]["backward"] > 0 and doc["model"]["params"] == 8 * 8 + 8
+    bf = targets["bf16"]
+    assert bf["optimizer"] == "none" and set(bf["ops"]) and all(
+        set(rec) == {"forward"} for rec in bf["ops"].values())
+    assert set(bf["ops"]["aten::addmm"]["forward"]) == {"bfloat16"}
+    assert not any(c.get("grad") for rec in bf["ops"].values() for c in rec["forward"].values())
+
+
+def test_autocast_casts_matmuls_on_the_accelerator(targets):
+    doc = targets["autocast"]
+    assert doc["autocast"] == "bfloat16" and doc["dtype"] == "float32"
+    assert set(doc["ops"]["aten::addmm"]["forward"]) == {"bfloat16"}  # float32 weights, bf16 compute
+    assert "float32" in doc["ops"]["aten::_to_copy"]["forward"]  # the casts themselves reach the device
+    assert any(n.startswith("autocast: CUDA's autocast policy") for n in doc["provenance"]["notes"])
+
+
+# ---------------------------------------------------------------- CLI and bad input
+
+def test_local_config_json_and_set_overrides(opcov, tmp_path):
+    cfg = tmp_path / "mybert" / "config.json"
+    cfg.parent.mkdir()
+    cfg.write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 1, "hidden_size": 32,
+                               "intermediate_size": 64, "num_attention_heads": 2, "vocab_size": 100}))
+    out = tmp_path / "o.yaml"
+    r = opcov("trace", str(cfg), "--mode", "inference", "--set", "num_hidden_layers=2", "--seq", "8",
+              "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = load_yaml(out)
+    assert doc["model"]["source"] == f"config:{cfg}" and doc["model"]["name"] == "mybert"
+    assert doc["model"]["config"]["num_hidden_layers"] == 2 and doc["model"]["config"]["hidden_size"] == 32
+    assert doc["model"]["config"]["seq"] == 8
+    assert "aten::embedding" in doc["ops"] and doc["optimizer"] == "none"
+    (tmp_path / "bad.json").write_text('{"hidden_size": 3}')
+    r = opcov("trace", str(tmp_path / "bad.json"))
+    assert r.returncode == 2 and "no 'model_type' key" in r.stderr
+
+
+
+def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
+    mod = tmp_path / "nzmodel.py"
+    mod.write_text(textwrap.dedent("""
+        import torch
+
+        class NZ(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+            def forward(self, x):
+                y = self.lin(x)
+                return y[torch.nonzero(y > 0, as_tuple=True)]
+
+        def build():
+            return NZ(), (torch.randn(3, 4),)
+    """))
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}"}
+    r = opcov("trace", "nzmodel:build", "--out", str(tmp_path / "a.yaml"), **env)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and "Traceback" not in line
+    assert "aten::nonzero" in line and "--real" in line
+    r = opcov("trace", "nzmodel:build", "--real", "--out", str(tmp_path / "b.yaml"), **env)
+    assert r.returncode == 0, r.stderr
+    doc = load_yaml(tmp_path / "b.yaml")
+    assert "aten::nonzero" in doc["ops"] and doc["provenance"]["tracing"] == "real"
+    assert doc["provenance"]["command"].startswith("opcov trace nzmodel:build --real")
+
+
+@pytest.mark.parametrize("model, expect", [
+    ("no_such_module_xyz:build", "cannot import no_such_module_xyz"),
+    ("json:no_function_here", "has no function 'no_function_here'"),
+    ("llamma", "unknown model type 'llamma'"),
+])
+def test_bad_model_is_one_line(opcov, model, expect):
+    r = opcov("trace", model, "--out", os.devnull)
+    assert r.returncode == 2
+    assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+    if model == "llamma":
+        assert "did you mean llama" in r.stderr
+
+
+def test_factory_that_raises_is_one_line(opcov, tmp_path):
+    (tmp_path / "badfactory.py").write_text("def build():\n    raise RuntimeError('no GPU here')\n")
+    r = opcov("trace", "badfactory:build", PYTHONPATH=f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}")
+    assert r.returncode == 2
+    assert "factory badfactory:build raised RuntimeError: no GPU here" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_saved_op_set_as_model_and_bad_set_option(opcov, tmp_path):
+    src = os.path.join(ZOO_DIR, "bert", "inference.yaml")
+    r = opcov("trace", src, "--out", str(tmp_path / "copy.yaml"))
+    assert r.returncode == 0, r.stderr
+    assert load_yaml(tmp_path / "copy.yaml")["ops"] == load_yaml(src)["ops"]
+    r = opcov("trace", "bert", "--set", "novalue")
+    assert r.returncode == 2 and "expected KEY=VALUE" in r.stderr
+
+
+def test_import_opcov_stays_torch_free_and_trace_is_lazy():
+    out = subprocess.run([sys.executable, "-c", "import sys, opcov; a = 'torch' in sys.modules; "
+                          "f = opcov.trace; print(a, 'torch' in sys.modules, f.__name__, callable(f))"],
+                         capture_output=True, text=True, env=child_env(), cwd=ROOT)
+    assert out.stdout.split() == ["False", "False", "opcov.trace", "True"], out.stderr
+
+
+# ---------------------------------------------------------------- the bundled zoo
+
+def test_zoo_is_committed_and_lints_clean(opcov):
+    from opcov import opset, zoo
+
+    hf = {e.spec for e in zoo.ZOO if e.spec.startswith("hf:")}
+    nn = {e.spec for e in zoo.ZOO if e.spec.startswith("nn:")}
+    assert len(hf) >= 25 and {"nn:transformer", "nn:lstm", "nn:gru", "nn:convnet"} <= nn
+    for e in zoo.ZOO:
+        for mode in ("inference", "training"):
+            doc = opset.load(zoo.path_for(e.name, mode, ZOO_DIR))
+            assert doc["provenance"]["command"] == zoo.command_for(e, mode), e.name
+            assert doc["mode"] == mode and doc["ops"], e.name
+            if e.spec.startswith("hf:"):
+                assert doc["model"]["transformers"] and doc["model"]["attn_implementation"]
+            if mode == "training":
+                assert doc["summary"]["calls"]["backward"] > 0 and doc["summary"]["calls"]["optimizer"] > 0, e.name
+    r = opcov("lint", "coverage/models")
+    assert r.returncode == 0, r.stdout[-2000:]
+    assert f"{2 * len(zoo.ZOO)} file(s) checked: 0 error(s)" in r.stdout
+
+
+def test_zoo_trace_reproduces_the_committed_files(opcov, tmp_path):
+    r = opcov("zoo", "trace", "--only", "nn-convnet,gpt2", "--mode", "training", "--root", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert "2/2 traced" in r.stderr
+    for name in ("nn-convnet", "gpt2"):
+        new = load_yaml(tmp_path / name / "training.yaml")
+        old = load_yaml(os.path.join(ZOO_DIR, name, "training.yaml"))
+        assert new["ops"] == old["ops"] and new["parents"] == old["parents"]
+
+
+def test_zoo_unknown_name_is_a_usage_error(opcov):
+    r = opcov("zoo", "trace", "--only", "nn-convnet,notamodel")
+    assert r.returncode == 2 and "not in the zoo: notamodel" in r.stderr
+
+
+def test_privateuse1_taken_by_another_backend_traces_on_cpu_and_says_so():
+    got = run_child("""
+        import json, torch
+        import opcov.testing.pybackend  # claims PrivateUse1 as 'opcovtest'
+        import opcov
+        with torch.device("meta"):
+            m, x = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)), torch.randn(4, 8)
+        t = opcov.trace(m, (x,), device="tpu")
+        print(json.dumps({"notes": t.doc["provenance"]["notes"], "ops": sorted(t.ops),
+                          "on": t.doc["provenance"]["traced_on"]}))
+    """)
+    assert got["on"] == "cpu"
+    assert any("PrivateUse1 is taken by another backend" in n for n in got["notes"])
+    assert "aten::native_dropout" in got["ops"] and not any(op.startswith("aten::bernoulli") for op in got["ops"])
