@@ -160,6 +160,29 @@ class Scanner:
         return worst(self.resolve_forward(v) for v in via)
 
 
+# Composites whose path depends on the device, where the reach recorded on meta shows the
+# wrong one: ATen's convolution picks its "Overrideable" backend for any device that is not
+# CPU, CUDA, MPS or another built-in (aten/src/ATen/native/Convolution.cpp, select_conv_backend).
+PRIVATEUSE1_REACH = {
+    "aten::_convolution": ["aten::convolution_overrideable"],
+    "aten::convolution_backward": ["aten::convolution_backward_overrideable"],
+}
+
+
+def _device_paths(scanner, backend, fwd_reach) -> None:
+    """Correct what meta tensors cannot show: device-dependent composites and ATen's raising stubs."""
+    for name, rec in scanner.paths.items():
+        if rec["fwd"] != "composite":
+            continue
+        f = fwd_reach.get(name)
+        if name.endswith("_overrideable") and f is not None and "NotImplementedError" in (f.error or ""):
+            rec.update(fwd="missing", why="ATen's kernel for this key is a stub that raises NotImplementedError; "
+                       "the backend must register its own")
+        elif backend.dispatch_key == "PrivateUse1" and name in PRIVATEUSE1_REACH:
+            rec["via"] = list(PRIVATEUSE1_REACH[name])
+            rec["why"] = "on a PrivateUse1 device ATen routes this composite to the overrideable op"
+
+
 def _reach_wanted(paths: dict) -> list[str]:
     return sorted(n for n, r in paths.items()
                   if r["fwd"] == "composite" or r["bwd"] in ("formula", "composite"))
@@ -195,6 +218,7 @@ def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = No
                     rec["why_bwd"] = f"backward reach unresolved: {b.error}"
                 elif f is not None and f.ops is None:
                     rec["why_bwd"] = "backward reach unresolved: forward could not be called on meta"
+        _device_paths(scanner, backend, fwd_reach)
         resolved = sum(1 for n in wanted if scanner.paths[n].get("via") is not None
                        or scanner.paths[n].get("bwd_via") is not None)
         reach_note = (f"recorded on meta tensors from inputs synthesized from each schema; "

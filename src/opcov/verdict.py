@@ -109,6 +109,7 @@ class Coverage:
     registered: dict | None
     probed: dict | None
     paths: list
+    cpu: dict | None = None  # cpu's registered data: a CPU fallback can only run what CPU runs
 
     @property
     def torch(self) -> str:
@@ -165,8 +166,10 @@ def load_coverage(backend: str, names, coverage_dir: str, torch_version: str,
             if doc.get("evidence") != kind:
                 raise DataError(f"{path}: evidence is {doc.get('evidence')!r}, expected {kind!r}")
             docs[kind] = doc
+    cpu_path = pick(coverage_files(coverage_dir, "cpu")["registered"], torch_version) if backend != "cpu" else None
     return Coverage(backend, docs.get("registered"), docs.get("probed"),
-                    [p for p in (registered, probed) if p])
+                    [p for p in (registered, probed) if p],
+                    data.load_subset(cpu_path, names) if cpu_path else None)
 
 
 # ---------------------------------------------------------------- judging
@@ -238,6 +241,10 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, opset_
         return Finding(direction, dtype, "ok", "registered", f"{what} (registered, unverified){note}", reg_src)
     if res == "fallback":
         kind, enabled = cov.fallback()
+        cpu_rec = (cov.cpu or {}).get("ops", {}).get(op)
+        if kind == "cpu" and enabled and cpu_rec and cpu_rec.get("res") == "missing":
+            return Finding(direction, dtype, "fails", "registered",
+                           f"only the CPU fallback catches it, and CPU has no kernel for it either{note}", reg_src)
         if kind == "cpu" and enabled:
             return Finding(direction, dtype, "fallback", "registered",
                            f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}", reg_src)

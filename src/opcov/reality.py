@@ -1,0 +1,258 @@
+"""Checking verdicts against reality: run zoo models for real on a device and compare with ``opcov check``.
+
+cpu and meta are weak judges (cpu runs everything; meta is what tracing uses), so
+the judge that counts is the pure-Python PrivateUse1 test backend
+(``opcov.testing.pybackend``) planted with deliberate gaps.  For each planted
+backend: opcov's own ``scan`` (and, where asked, ``probe``) makes its coverage
+data; each model's committed op set gets a verdict; then the model actually runs
+on that device (tiny config, real random weights, seeded) and its outputs are
+compared with a CPU run of the same weights.  A verdict agrees when
+
+    runs / runs_with_fallback  <->  the model ran and matched CPU
+    fails                      <->  the model raised, crashed, or gave wrong results
+
+and ``unknown`` is counted apart (it claims nothing).  Each real run is a child
+process, since PrivateUse1 can be claimed once per process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+from opcov import check, opset, verdict
+from opcov.errors import UsageError
+
+BACKEND = "opcovtest"
+IMPORT = "opcov.testing.pybackend"
+BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "coverage")
+
+
+def _kernels_for(ops, behaviour="pass"):
+    """Kernels for ``ops``, but only those CPU can run: the test backend computes on the CPU."""
+    from opcov.testing.pybackend import PLUMBING_OPS
+
+    cpu = _cpu_missing()
+    return {op: behaviour for op in ops if op.startswith("aten::") and op not in PLUMBING_OPS and op not in cpu}
+
+
+def _cpu_missing() -> set:
+    from opcov import data
+
+    files = verdict.coverage_files(BUNDLED, "cpu")["registered"]
+    if not files:
+        return set()
+    return {n for n, r in data.load(files[-1])["ops"].items() if r.get("res") == "missing"}
+
+
+#: Planted backends, each a function of the aten ops the chosen models use.
+SPECS = {
+    # every op through a working CPU fallback: all should run, slowly
+    "cpu-fallback": lambda ops: {"name": BACKEND, "kernels": {}, "fallback": "cpu"},
+    # own kernels for exactly what the op sets list, no fallback: runs iff the trace saw every op
+    "exact-kernels": lambda ops: {"name": BACKEND, "kernels": _kernels_for(ops), "fallback": "raise"},
+    # the same without softmax kernels: attention models must fail, convnets and RNNs run
+    "no-softmax": lambda ops: {"name": BACKEND, "fallback": "raise", "kernels": _kernels_for(
+        o for o in ops if "softmax" not in o)},
+    # a kernel registered but raising (registration claims it; only a probe can tell)
+    "raising-layer-norm": lambda ops: {"name": BACKEND, "fallback": "cpu",
+                                       "kernels": {"aten::native_layer_norm": "raise"}},
+    # a kernel registered but wrong (the model runs and gives wrong numbers)
+    "wrong-addmm": lambda ops: {"name": BACKEND, "fallback": "cpu", "kernels": {"aten::addmm": "large_error"}},
+}
+
+
+@dataclass
+class Outcome:
+    spec: str
+    model: str
+    mode: str
+    predicted: str  # the verdict
+    actual: str  # ran | raised | wrong | crashed
+    detail: str = ""
+    problems: list = field(default_factory=list)  # the verdict's problem ops
+
+    @property
+    def agrees(self) -> bool | None:
+        if self.predicted == "unknown":
+            return None
+        return (self.predicted in ("runs", "runs_with_fallback")) == (self.actual == "ran")
+
+
+def _env(spec: dict) -> dict:
+    from opcov.testing.pybackend import ENV_VAR, spec_json
+
+    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPATH=src + os.pathsep +
+               os.environ.get("PYTHONPATH", ""))
+    env[ENV_VAR] = spec_json(spec)
+    return env
+
+
+def _opcov(args, spec, timeout=1800):
+    r = subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True,
+                       env=_env(spec), timeout=timeout)
+    if r.returncode != 0:
+        raise UsageError(f"opcov {' '.join(args[:2])} failed for the test backend: "
+                         f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    return r
+
+
+def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None = None,
+                  torch_version: str) -> None:
+    """opcov's own registered scan (and optionally a probe of ``probe_ops``) of the planted backend."""
+    import shutil
+
+    folder = os.path.join(coverage_dir, BACKEND)
+    for path in verdict.coverage_files(BUNDLED, "cpu")["registered"]:  # what a CPU fallback can run
+        os.makedirs(os.path.join(coverage_dir, "cpu"), exist_ok=True)
+        shutil.copy(path, os.path.join(coverage_dir, "cpu"))
+    _opcov(["scan", BACKEND, "--import", IMPORT, "--out",
+            os.path.join(folder, f"registered-torch-{torch_version}.yaml")], spec)
+    if probe_ops:
+        pattern = "^(" + "|".join(_re_escape(o) for o in sorted(probe_ops)) + ")$"
+        _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", "float32",
+                "--out", os.path.join(folder, f"probed-torch-{torch_version}.yaml")], spec)
+
+
+def _re_escape(name: str) -> str:
+    import re
+
+    return re.escape(name)
+
+
+RUNNER = r"""
+import copy, json, sys
+import torch
+import torch.nn.functional as F
+import opcov.testing.pybackend as pb
+from opcov import models, zoo
+from opcov.trace import _default_loss
+
+name, mode = sys.argv[1], sys.argv[2]
+entry = next(e for e in zoo.ZOO if e.name == name)
+torch.manual_seed(0)
+built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
+dtype = getattr(torch, entry.dtype)
+orig = built.model.to(dtype)
+
+def move(x, where):
+    if isinstance(x, torch.Tensor):
+        return x.to(where).to(dtype) if x.is_floating_point() else x.to(where)
+    if isinstance(x, dict):
+        return {k: move(v, where) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return type(x)(move(v, where) for v in x)
+    return x
+
+def call(model, inputs):
+    model.train(mode == "training")
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, torch.Tensor):
+        return model(inputs)
+    return model(*inputs)
+
+def tensors(out):
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for v in out for t in tensors(v)]
+    return []
+
+def first_line(exc):
+    return (type(exc).__name__ + ": " + (str(exc).strip().splitlines() or [""])[0])[:300]
+
+def step(model, where):
+    grad = torch.enable_grad() if mode == "training" else torch.no_grad()
+    with grad:
+        out = call(model, move(built.inputs, where))
+        loss = None
+        if mode == "training":
+            loss = _default_loss(torch, out)
+            loss.backward()
+            params = [p for p in model.parameters() if p.grad is not None]
+            torch.optim.AdamW(params, lr=1e-3, foreach=where != "cpu").step()
+    return out, loss
+
+# 1. Does it run? The model as it is (dropout on in training), forward, backward, AdamW step.
+try:
+    torch.manual_seed(1)
+    step(copy.deepcopy(orig).to(pb.device()), pb.device())
+except Exception as exc:
+    print(json.dumps({"actual": "raised", "detail": first_line(exc)}))
+    sys.exit(0)
+
+# 2. Are the numbers right? Dropout off on both sides (random streams differ), outputs, loss and
+# gradients compared with a CPU run of the same weights.
+F.dropout = lambda input, p=0.5, training=True, inplace=False: input
+_sdpa = F.scaled_dot_product_attention
+F.scaled_dot_product_attention = lambda *a, dropout_p=0.0, **k: _sdpa(*a, dropout_p=0.0, **k)
+ref, dev = copy.deepcopy(orig), copy.deepcopy(orig).to(pb.device())
+want, want_loss = step(ref, "cpu")
+try:
+    got, loss = step(dev, pb.device())
+except Exception as exc:
+    print(json.dumps({"actual": "raised", "detail": "with dropout off: " + first_line(exc)}))
+    sys.exit(0)
+pairs = list(zip(tensors(want), tensors(got)))
+if mode == "training":
+    pairs.append((want_loss, loss))
+    pairs += [(a.grad, b.grad) for a, b in zip(ref.parameters(), dev.parameters())]
+worst = 0.0
+for a, b in pairs:
+    if a is None or b is None:
+        continue
+    b = b.detach().cpu().to(a.dtype)
+    if a.shape != b.shape:
+        print(json.dumps({"actual": "wrong", "detail": f"shape {tuple(b.shape)} != {tuple(a.shape)}"}))
+        sys.exit(0)
+    if a.is_floating_point() and a.numel():
+        tol = 1e-3 + 1e-3 * a.detach().abs().max().item()
+        worst = max(worst, (a.detach() - b).abs().nan_to_num(0).max().item() / tol)
+print(json.dumps({"actual": "ran" if worst <= 1 else "wrong",
+                  "detail": f"max error {worst:.3g} x tolerance vs a CPU run of the same weights"}))
+"""
+
+
+def run_for_real(spec: dict, model: str, mode: str, timeout: int = 600) -> tuple[str, str]:
+    """(ran | raised | wrong | crashed, detail) for one model on the planted backend."""
+    try:
+        r = subprocess.run([sys.executable, "-c", RUNNER, model, mode], capture_output=True, text=True,
+                           env=_env(spec), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "crashed", f"timed out after {timeout} s"
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if r.returncode != 0 or not lines:
+        tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return "crashed", f"exit {r.returncode}: {tail[:300]}"
+    result = json.loads(lines[-1])
+    return result["actual"], result["detail"]
+
+
+def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool = True, torch_version: str,
+                  models_dir: str, progress=None) -> list[Outcome]:
+    outcomes = []
+    for spec_name in spec_names:
+        cov = os.path.join(workdir, spec_name)
+        opsets = {(m, mode): os.path.join(models_dir, m, f"{mode}.yaml") for m in model_names for mode in modes}
+        ops = sorted({op for p in opsets.values() for op in opset.load(p)["ops"] if op.startswith("aten::")})
+        spec = SPECS[spec_name](ops)
+        make_coverage(spec, cov, probe_ops=ops if probe else None, torch_version=torch_version)
+        for (model, mode), path in opsets.items():
+            verdicts, _ = check.run(path, [BACKEND], None, cov)
+            v = verdicts[0]
+            actual, detail = run_for_real(spec, model, mode)
+            o = Outcome(spec_name, model, mode, v.verdict, actual, detail,
+                        [r.op for r in v.ops if r.outcome in ("fails", "unknown")])
+            outcomes.append(o)
+            if progress:
+                progress(o)
+    return outcomes
