@@ -1,0 +1,142 @@
+"""Site build speed and weight, and how fast the matrix is interactive in headless Chromium.
+
+Usage: python benchmarks/bench_site.py [COVERAGE_DIR] [--worst-case]   (default: the bundled coverage/)
+--worst-case adds a 4th backend and a probed file (6 dtypes per op) per backend to a copy of the data.
+Prints figures; asserts nothing. Goals (issue 6): full build <= 10 s; index + matrix <= 400 KB
+gzipped (~3,700 ops, 4 backends); matrix interactive within 1 s. The browser figures need
+Playwright and the system's chromium (as scripts/test.sh installs); they are skipped otherwise.
+"""
+
+import gzip
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
+
+
+def build_figures(coverage: str, out: str) -> None:
+    from opcov import sitedata, sitegen
+
+    times = []
+    for i in range(3):
+        target = os.path.join(out, f"run{i}")
+        c0, t0 = time.process_time(), time.perf_counter()
+        site = sitedata.load_site(coverage)
+        t1 = time.perf_counter()
+        files = sitegen.build(site)
+        t2 = time.perf_counter()
+        stats = sitegen.write(files, target)
+        t3 = time.perf_counter()
+        times.append((t3 - t0, t1 - t0, t2 - t1, t3 - t2, time.process_time() - c0))
+    total, load, render, write, cpu = (statistics.median(t[i] for t in times) for i in range(5))
+    print(f"site build (median of 3, cold output folder): {total:.2f} s wall, {cpu:.2f} s CPU  "
+          f"[load data {load:.2f} s, render {render:.2f} s, write {write:.2f} s]  (goal <= 10 s; "
+          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    t0 = time.perf_counter()
+    again = sitegen.render_site(coverage, os.path.join(out, "run0"))
+    print(f"re-render onto an up-to-date site: {time.perf_counter() - t0:.2f} s ({again['written']} files written)")
+    print(f"  {stats['files']} files, {stats['bytes'] / 1e6:.1f} MB; {len(site.ops)} ops, {len(site.backends)} backends, "
+          f"{len(site.models)} models")
+    sizes = {}
+    for name in ("index.html", "matrix.html", "assets/site.css", "assets/matrix.js"):
+        with open(os.path.join(out, "run0", name), "rb") as f:
+            blob = f.read()
+        sizes[name] = (len(blob), len(gzip.compress(blob, 9)))
+    for name, (raw, gz) in sizes.items():
+        print(f"  {name}: {raw / 1024:.0f} KB, {gz / 1024:.1f} KB gzipped")
+    page_gz = sum(gz for raw, gz in sizes.values())
+    print(f"index + matrix with their CSS and JS: {page_gz / 1024:.1f} KB gzipped (goal <= 400 KB)")
+    op_pages = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(out, "run0", "ops")) for f in fs]
+    op_sizes = sorted(os.path.getsize(p) for p in op_pages)
+    if op_sizes:
+        print(f"op pages: {len(op_sizes)}, median {statistics.median(op_sizes) / 1024:.1f} KB, "
+              f"largest {op_sizes[-1] / 1024:.1f} KB")
+
+
+def browser_figures(site: str) -> None:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        print("matrix time-to-interactive: skipped (Playwright not installed)")
+        return
+    chromium = os.environ.get("OPCOV_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        print("matrix time-to-interactive: skipped (no chromium binary)")
+        return
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        ready, wall, search = [], [], []
+        for _ in range(5):
+            page = browser.new_page()
+            t = time.perf_counter()
+            page.goto("file://" + os.path.join(site, "matrix.html"))
+            page.wait_for_selector("html[data-matrix-ready]")
+            wall.append(time.perf_counter() - t)
+            ready.append(int(page.get_attribute("html", "data-matrix-ready")))
+            search.append(page.evaluate("""() => {
+                const q = document.getElementById('q'), t = performance.now();
+                q.value = 'conv'; q.form.dispatchEvent(new Event('change'));
+                return performance.now() - t; }"""))
+            page.close()
+        browser.close()
+    print(f"matrix interactive (navigation start to rows rendered, median of 5): {statistics.median(ready):.0f} ms "
+          f"(goal <= 1000 ms); wall incl. page load {statistics.median(wall) * 1000:.0f} ms")
+    print(f"matrix search re-render ('conv'), median of 5: {statistics.median(search):.0f} ms")
+
+
+def worst_case(coverage: str, folder: str) -> str:
+    """A heavier copy of the data: the registered scans and model op sets, a 4th backend, and a
+    probed file per backend (6 dtypes per op).
+
+    Probed statuses are drawn with a fixed seed; the figures measure weight and speed,
+    never coverage.
+    """
+    import glob
+    import random
+
+    from opcov import data
+
+    out = os.path.join(folder, "coverage")
+    if os.path.isdir(os.path.join(coverage, "models")):
+        shutil.copytree(os.path.join(coverage, "models"), os.path.join(out, "models"))
+    docs = [data.load(p) for p in sorted(glob.glob(os.path.join(coverage, "*", "registered-*.yaml")))]
+    fourth = dict(docs[-1], backend=dict(docs[-1]["backend"], name=docs[-1]["backend"]["name"] + "2"))
+    rng = random.Random(0)
+    statuses = ("pass", "pass", "pass", "pass_low_precision", "mismatch", "error", "unsupported", "skipped")
+    for doc in docs + [fourth]:
+        name = doc["backend"]["name"]
+        data.save(doc, os.path.join(out, name, "registered-torch-x.yaml"))
+        ops = {}
+        for op in sorted(doc["ops"]):
+            if rng.random() < 0.1:
+                ops[op] = {"skipped": "no OpInfo sample reaches it"}
+                continue
+            ops[op] = {d: {"fwd": rng.choice(statuses), "bwd": rng.choice(statuses), "cases": rng.randint(1, 9),
+                           "err": [rng.random(), rng.random()], "case": f"{op}|{d}|{rng.randint(0, 9)}"}
+                       for d in ("float32", "bfloat16", "float16", "float64", "int64", "bool")}
+        probed = {"schema_version": 1, "evidence": "probed", "backend": doc["backend"],
+                  "provenance": dict(doc["provenance"], command=f"opcov probe {name}"), "ops": ops}
+        data.save(probed, os.path.join(out, name, "probed-torch-x.yaml"))
+    return out
+
+
+def main():
+    args = [a for a in sys.argv[1:] if a != "--worst-case"]
+    coverage = args[0] if args else os.path.join(ROOT, "coverage")
+    with tempfile.TemporaryDirectory() as out:
+        if "--worst-case" in sys.argv:
+            coverage = worst_case(coverage, out)
+            print(f"worst case: {coverage} (4 backends, each with a probed file of 6 dtypes per op)")
+        build_figures(coverage, out)
+        browser_figures(os.path.join(out, "run0"))
+
+
+if __name__ == "__main__":
+    main()

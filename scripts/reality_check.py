@@ -1,0 +1,52 @@
+"""Run zoo models for real on planted Python PrivateUse1 backends and compare with `opcov check`.
+
+Usage: python scripts/reality_check.py [--specs a,b] [--models m1,m2] [--modes inference,training]
+                                       [--no-probe] [--workdir DIR]
+Prints one line per (backend, model, mode) and the agreement rate. See opcov.reality.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+DEFAULT_MODELS = "nn-convnet,nn-lstm,nn-gru,nn-transformer,bert,gpt2,llama,vit"
+
+
+def main():
+    from opcov import reality
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--specs", default=",".join(reality.SPECS))
+    p.add_argument("--models", default=DEFAULT_MODELS)
+    p.add_argument("--modes", default="inference,training")
+    p.add_argument("--no-probe", action="store_true", help="registered evidence only")
+    p.add_argument("--workdir", default=None)
+    args = p.parse_args()
+    import torch
+
+    start = time.time()
+    workdir = args.workdir or tempfile.mkdtemp(prefix="opcov-reality-")
+
+    def show(o):
+        mark = {True: "agree", False: "DISAGREE", None: "unknown"}[o.agrees]
+        print(f"{o.spec:20s} {o.model:15s} {o.mode:9s} predicted {o.predicted:18s} actual {o.actual:7s} "
+              f"{mark:8s} {o.detail[:90]}" + (f"  [{', '.join(o.problems[:3])}]" if o.problems else ""),
+              flush=True)
+
+    outcomes = reality.reality_check(args.specs.split(","), args.models.split(","), args.modes.split(","),
+                                     workdir, probe=not args.no_probe, torch_version=torch.__version__,
+                                     models_dir=os.path.join(ROOT, "coverage", "models"), progress=show)
+    judged = [o for o in outcomes if o.agrees is not None]
+    agree = sum(o.agrees for o in judged)
+    print(f"\n{agree} of {len(judged)} verdicts agree with reality ({100.0 * agree / max(len(judged), 1):.1f}%); "
+          f"{len(outcomes) - len(judged)} unknown; {time.time() - start:.0f} s; data in {workdir}")
+
+
+if __name__ == "__main__":
+    main()

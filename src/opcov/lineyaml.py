@@ -1,0 +1,194 @@
+"""A fast reader for the one-record-per-line YAML that ``opcov.data.dumps`` writes.
+
+The site reads every coverage file in full, and PyYAML spends seconds per probed
+file building nodes. Each op line is a small flow mapping of plain or single-quoted
+scalars, which a tokenizer reads several times faster. Scalars are typed with
+PyYAML's own implicit resolvers, so values come out as PyYAML would give them; on
+anything outside that layout (anchors, tags, odd escapes, a hand-edited file) the
+whole file is read by ``opcov.data.load`` instead, errors and all.
+"""
+
+from __future__ import annotations
+
+import re
+
+from opcov import data
+
+# One token: a flow indicator, a ':' separator, a quoted scalar, or a plain scalar (which in flow
+# context ends at an indicator or at ': ').
+_TOKEN = re.compile(r"""\s*(?:
+    (?P<ind>[{}\[\],])
+  | (?P<colon>:)(?=[\s,\[\]{}]|$)
+  | '(?P<sq>(?:[^'\n]|'')*)'
+  | "(?P<dq>(?:[^"\\\n]|\\.)*)"
+  | (?P<plain>[^\s,\[\]{}'"&*!|>%@`#?:-](?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))*?
+      |-(?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))+?)(?=\s*(?:[,\[\]{}]|:(?:[\s,\[\]{}]|$)|$))
+)""", re.X)
+
+
+# YAML double-quoted escapes (the emitter writes \xHH, \uHHHH, \UHHHHHHHH and the one-letter ones).
+_DQ_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
+_DQ_LETTERS = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
+               "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
+               "L": "\u2028", "P": "\u2029"}
+
+
+def _unescape(m) -> str:
+    code = m.group(1)
+    if len(code) > 1:
+        return chr(int(code[1:], 16))
+    if code not in _DQ_LETTERS:
+        raise _Unusual("\\" + code)
+    return _DQ_LETTERS[code]
+
+
+class _Unusual(Exception):
+    """The text is outside the simple layout: read the file with PyYAML instead."""
+
+
+def _resolvers():
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader.yaml_implicit_resolvers
+
+
+_FLOAT = re.compile(r"^[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?$")
+_INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
+_WORDS = {"tag:yaml.org,2002:null": {"~": None, "null": None, "Null": None, "NULL": None},
+          "tag:yaml.org,2002:bool": {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
+          | {w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")}}
+
+
+def _plain(text: str, resolvers):
+    """A plain scalar typed as PyYAML types it (only the forms opcov writes; others are _Unusual)."""
+    for tag, rx in resolvers.get(text[0], ()):
+        if rx.match(text):
+            break
+    else:
+        return text
+    if tag in _WORDS and text in _WORDS[tag]:
+        return _WORDS[tag][text]
+    if tag == "tag:yaml.org,2002:int" and _INT.match(text):
+        return int(text)
+    if tag == "tag:yaml.org,2002:float" and _FLOAT.match(text):
+        return float(text)
+    raise _Unusual(text)
+
+
+def _tokens(text: str, resolvers, memo: dict) -> list:
+    """(kind, value) pairs: kind is an indicator ('{', '}', '[', ']', ',', ':') or 's' for a scalar."""
+    pos, end, out, match = 0, len(text), [], _TOKEN.match
+    while pos < end:
+        m = match(text, pos)
+        if m is None:
+            if text[pos:].strip():
+                raise _Unusual(text[pos:pos + 20])
+            break
+        pos = m.end()
+        kind = m.lastgroup
+        if kind == "ind":
+            out.append((m.group(kind), None))
+        elif kind == "colon":
+            out.append((":", None))
+        else:
+            out.append(("s", _scalar(kind, m.group(kind), resolvers, memo)))
+    return out
+
+
+def parse_flow(text: str, resolvers=None, memo=None):
+    """One flow value (mapping, sequence or scalar) as Python objects."""
+    resolvers = resolvers if resolvers is not None else _resolvers()
+    toks = _tokens(text, resolvers, {} if memo is None else memo)
+    value, i = _value(toks, 0)
+    if i != len(toks):
+        raise _Unusual(text)
+    return value
+
+
+def _scalar(kind: str, text: str, resolvers, memo: dict):
+    if kind == "sq":
+        return text.replace("''", "'")
+    if kind == "dq":
+        return _DQ_ESCAPE.sub(_unescape, text)
+    try:
+        return memo[text]
+    except KeyError:
+        pass
+    plain = text.rstrip()
+    if " #" in plain or "\t#" in plain:  # a comment in YAML; opcov's writer never emits one
+        raise _Unusual(plain)
+    memo[text] = value = _plain(plain, resolvers)
+    return value
+
+
+def _value(toks, i):
+    kind, value = toks[i]
+    if kind == "s":
+        return value, i + 1
+    if kind == "{":
+        out, i = {}, i + 1
+        while True:
+            if toks[i][0] == "}":
+                return out, i + 1
+            key, colon = toks[i], toks[i + 1]
+            if key[0] != "s" or colon[0] != ":":
+                raise _Unusual("mapping key")
+            out[key[1]], i = _value(toks, i + 2)
+            sep = toks[i][0]
+            if sep == ",":
+                i += 1
+            elif sep != "}":
+                raise _Unusual("mapping")
+    if kind == "[":
+        out, i = [], i + 1
+        while True:
+            if toks[i][0] == "]":
+                return out, i + 1
+            item, i = _value(toks, i)
+            out.append(item)
+            sep = toks[i][0]
+            if sep == ",":
+                i += 1
+            elif sep != "]":
+                raise _Unusual("sequence")
+    raise _Unusual(f"unexpected {kind!r}")
+
+
+def parse(path: str):
+    """The document, or None when the file is not in the one-op-per-line layout (or not readable)."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    cut = text.find("\nops:\n")
+    if cut < 0:
+        return None
+    resolvers, memo = _resolvers(), {}
+    try:
+        doc = yaml.load(text[:cut + 1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        if not isinstance(doc, dict) or "ops" in doc:
+            return None
+        ops = {}
+        for line in text[cut + 6:].splitlines():
+            if not line.startswith("  ") or line.startswith("   "):
+                return None
+            key, sep, rest = line[2:].partition(": ")
+            if not sep or not key or key[0] in "'\"?&*!":
+                return None
+            ops[_plain(key, resolvers)] = parse_flow(rest, resolvers, memo)
+    except (_Unusual, IndexError, yaml.YAMLError):
+        return None
+    doc["ops"] = ops
+    return doc
+
+
+def load(path: str) -> dict:
+    """As ``opcov.data.load`` (validated, DataError with file:line), read faster when the layout allows."""
+    doc = parse(path)
+    if doc is None or data.validate(doc, path):
+        return data.load(path)  # the full parse reports any problem with its line
+    return doc

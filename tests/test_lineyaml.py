@@ -1,0 +1,100 @@
+"""lineyaml reads opcov's one-op-per-line YAML exactly as PyYAML does, or hands the file to PyYAML."""
+
+import glob
+import os
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from opcov import data, lineyaml
+from opcov.errors import DataError
+
+
+def pyyaml(path):
+    with open(path) as f:
+        return yaml.load(f, Loader=yaml.SafeLoader)
+
+
+TRICKY = ["no", "on", "OFF", "null", "~", "", "1e3", "1.0e-06", "0x1F", "1_000", "012", "12:30", "2026-01-01",
+          ".5", ".inf", "-", "-1", "- x", "a: b", "a:b", "x #y", "#x", "a, b", "[x]", "{x}", "it's", '"q"',
+          "tab\there", "caf\u00e9", "smile \U0001F600", "nel\x85", "bell\x07", "back\\slash", "\u2028", "aten::add.Tensor", "nn.functional.relu|float32|3", "?x", ":x",
+          "&a", "*a", "!x", "%x", "@x", "`x", "|x", ">x", "trailing ", " leading", "a  b"]
+
+
+def write(tmp_path, ops):
+    doc = {"schema_version": 1, "evidence": "registered", "backend": {"name": "x"},
+           "provenance": {"torch": "2.13.0", "command": "c", "created": "t"}, "ops": ops}
+    path = str(tmp_path / "f.yaml")
+    with open(path, "w") as f:
+        f.write(data.dumps(doc))
+    return path
+
+
+def test_every_bundled_file_reads_as_pyyaml_reads_it():
+    files = sorted(glob.glob(os.path.join(ROOT, "coverage", "**", "*.yaml"), recursive=True))
+    fast = 0
+    for path in files:
+        doc = lineyaml.parse(path)
+        if doc is not None:
+            assert doc == pyyaml(path), path
+            fast += 1
+    assert fast >= 3  # the registered scans take the fast path
+
+
+def test_tricky_scalars_come_out_as_pyyaml_types_them(tmp_path):
+    ops = {f"aten::op{i}": {"why": s, "via": [s, s + "z"], "n": i, "f": i / 7, "neg": -i, "b": bool(i % 2),
+                            "none": None, "nested": {"k": s, "e": []}}
+           for i, s in enumerate(TRICKY)}
+    path = write(tmp_path, ops)
+    doc = lineyaml.parse(path)
+    assert doc is not None  # none of these needs PyYAML
+    assert doc == pyyaml(path)
+    assert doc["ops"]["aten::op0"]["why"] == "no" and doc["ops"]["aten::op6"]["why"] == "1e3"
+
+
+def test_a_record_over_several_lines_goes_to_pyyaml(tmp_path):
+    rec = {"fwd": "kernel", "res": "registered", "bwd": "none", "bwd_res": "not_applicable"}
+    path = write(tmp_path, {"aten::a": dict(rec, why="line\nbreak"), "aten::b": dict(rec, why="x")})
+    assert len(open(path).read().splitlines()) > 11  # the writer folded the string over lines
+    assert lineyaml.parse(path) is None
+    assert lineyaml.load(path)["ops"]["aten::a"]["why"] == "line\nbreak"
+
+
+def test_each_tricky_scalar_alone(tmp_path):
+    for i, s in enumerate(TRICKY):
+        path = write(tmp_path, {"aten::x": {"why": s}, f"aten::{i}": {"v": [s]}})
+        assert lineyaml.parse(path) in (None, pyyaml(path)), repr(s)
+
+
+def test_yaml_beyond_the_layout_goes_to_pyyaml_with_its_errors(tmp_path):
+    path = write(tmp_path, {"aten::a": {"err": [1.0, 2.0]}})
+    text = open(path).read()
+    anchored = text.replace("{err: [1.0, 2.0]}", "{err: &id001 [1.0, 2.0]}") + "  aten::b: {err: &id001 [1.0, 2.0]}\n"
+    with open(path, "w") as f:
+        f.write(anchored)
+    assert lineyaml.parse(path) is None
+    with pytest.raises(DataError, match=r"f\.yaml:\d+: error: not valid YAML"):
+        lineyaml.load(path)
+
+
+def test_load_validates_like_data_load(tmp_path):
+    path = write(tmp_path, {"aten::mm": {"fwd": "kernal", "res": "registered", "bwd": "formula",
+                                        "bwd_res": "registered"}})
+    with pytest.raises(DataError, match=r"f\.yaml:\d+: error: aten::mm: fwd is 'kernal'"):
+        lineyaml.load(path)
+
+
+def test_random_strings_and_numbers_match_pyyaml(tmp_path):
+    import random
+
+    rng = random.Random(6)
+    alphabet = "ab:_-.,#'\"[]{}|&*!?%@` \t\\/0123456789eE+xyYnN~=<\u00e9\u2028"
+    ops = {}
+    for i in range(1500):
+        s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        ops[f"aten::r{i}"] = {"s": s, "l": [s, rng.choice(["no", "1.5", "-0", "007"])], "x": rng.uniform(-1e9, 1e9),
+                              "i": rng.randint(-10**12, 10**12)}
+    path = write(tmp_path, ops)
+    doc = lineyaml.parse(path)
+    assert doc is not None and doc == pyyaml(path)

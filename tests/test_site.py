@@ -1,0 +1,246 @@
+"""opcov site: pages show what the data holds, render byte-identically, link only locally, and site/ is current."""
+
+import html as html_mod
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, child_env, run_opcov
+from opcov import sitegen
+from sitefixture import make_coverage
+
+COMMITTED = os.path.join(ROOT, "site")
+
+
+def tree(folder):
+    out = {}
+    for root, _, files in os.walk(folder):
+        for f in files:
+            path = os.path.join(root, f)
+            with open(path, "rb") as fh:
+                out[os.path.relpath(path, folder)] = fh.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """(coverage folder, rendered site folder) of the small fixture data."""
+    root = tmp_path_factory.mktemp("site")
+    cov = make_coverage(root)
+    out = str(root / "site")
+    sitegen.render_site(cov, out)
+    return cov, out
+
+
+def read(folder, rel):
+    with open(os.path.join(folder, rel), encoding="utf-8") as f:
+        return f.read()
+
+
+def text_of(html):
+    """Page text without tags, whitespace collapsed (for asserting what a reader sees)."""
+    return html_mod.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
+
+
+def test_committed_site_matches_the_data(tmp_path):
+    """CI fails when coverage/ changed and site/ was not re-rendered."""
+    assert os.path.isdir(COMMITTED), "site/ is missing: run 'opcov site'"
+    out = str(tmp_path / "site")
+    sitegen.render_site(os.path.join(ROOT, "coverage"), out)
+    fresh, committed = tree(out), tree(COMMITTED)
+    stale = sorted(k for k in set(fresh) | set(committed) if fresh.get(k) != committed.get(k))
+    assert not stale, f"site/ is stale ({len(stale)} files differ, first {stale[:3]}): run 'opcov site'"
+
+
+def test_render_is_deterministic_and_rewrites_nothing_unchanged(small, tmp_path):
+    cov, out = small
+    other = str(tmp_path / "again")
+    stats = sitegen.render_site(cov, other)
+    assert tree(other) == tree(out)
+    assert stats["written"] == stats["files"]
+    again = sitegen.render_site(cov, other)
+    assert again["written"] == 0 and again["removed"] == 0
+
+
+def test_index_shares_by_evidence_kind_and_models(small):
+    _, out = small
+    page = text_of(read(out, "index.html"))
+    # alpha: 6 ops, 1 host-only; registered: mm, alpha::custom -> 2 of 5
+    assert "40.0% registered (2 of 5)" in page
+    assert "50.0% registered (1 of 2)" in page  # core ATen from the scan's summary
+    assert "disabled (ops on it raise)" in page
+    assert "core ATen: 50.0% probed pass (1 of 2)" in page and "whole catalogue: 20.0% probed pass (1 of 5)" in page
+    assert re.search(r"alpha inference 0\.0% \(0 of 1\) 0 1 0 probed \+ registered", page)
+    assert re.search(r"beta training 100\.0% \(1 of 1\) 0 0 0 registered", page)
+    assert "2026-11-02T00:00:00+00:00" in page and "torch 2.13.0+cpu, alpha_pkg 1.0" in page
+
+
+def test_op_page_shows_registered_and_probed_evidence(small):
+    _, out = small
+    page = text_of(read(out, "ops/aten/mm.html"))
+    assert "aten::mm(Tensor self, Tensor mat2) -> Tensor" in page  # schema from torch's native_functions.yaml
+    assert "core" in page
+    assert "kernel at alpha/kernels.cc:12" in page
+    assert "float32 ✓ pass ✓ pass" in page and "bfloat16 ≠ mismatch ✗ error" in page
+    assert "max error (abs, rel): 1e-06, 2e-05" in page and "why: max error 0.5 > tol" in page
+    assert "cases: 3" in page
+    assert "reproduce: opcov probe alpha" in page and "reproduce: opcov scan beta" in page
+    assert "tiny (inference): forward float32 ×4" in page
+    relu = text_of(read(out, "ops/aten/relu.html"))
+    assert "Skipped: no OpInfo sample reaches it" in relu
+
+
+def test_data_is_escaped(small):
+    _, out = small
+    html = read(out, "ops/aten/weird.html")
+    assert "<script>alert(1)" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+def test_backend_page_ranks_gaps_and_charts_history(small):
+    _, out = small
+    html = read(out, "backends/alpha.html")
+    page = text_of(html)
+    gaps = page[page.index("Ops that block zoo models"):page.index("Core ATen ops without")]
+    # add.Tensor blocks both modes of tiny, relu only training: ranked by models blocked
+    assert gaps.index("aten::add.Tensor fails 2: tiny (inference), tiny (training)") < gaps.index("aten::relu fails 1")
+    assert len(re.findall(r'<circle [^>]*class="core"', html)) == 2  # two registered snapshots
+    hist = page[page.index("Snapshots of alpha, oldest first"):]
+    assert re.search(r"2026-10-01T00:00:00\+00:00 registered torch 2\.12\.0, alpha_pkg 1\.0 core ATen 0\.0% .*"
+                     r"2026-11-02T00:00:00\+00:00 registered torch 2\.13\.0\+cpu, alpha_pkg 1\.0 core ATen 50\.0% .*"
+                     r"2026-11-03T00:00:00\+00:00 probed .* 1 of 2 ops \(50\.0%\) pass forward", hist)
+
+
+def test_model_page_gives_verdicts_with_reasons(small):
+    _, out = small
+    page = text_of(read(out, "models/tiny.html"))
+    assert "alpha fails (probed + registered) fails (probed + registered)" in page
+    assert "beta runs (registered) runs (registered)" in page
+    assert "aten::relu fails 1 forward float32, registered: no kernel" in page
+    assert "fix: enable the CPU fallback" in page
+
+
+def test_badges_name_their_evidence(small):
+    _, out = small
+    badges = {f: read(out, f"badges/{f}") for f in os.listdir(os.path.join(out, "badges"))}
+    assert "<title>alpha: core ATen 50.0% registered</title>" in badges["alpha.svg"]
+    assert "<title>alpha: core ATen 50.0% probed pass</title>" in badges["alpha-probed.svg"]
+    assert "inference runs, training runs (registered)" in badges["tiny-beta.svg"]
+    assert all(re.search(r"registered|probed", b) for b in badges.values())
+
+
+def test_matrix_data_encodes_every_op(small):
+    _, out = small
+    html = read(out, "matrix.html")
+    blob = re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>', html, re.S).group(1)
+    d = json.loads(blob)
+    assert [b["name"] for b in d["backends"]] == ["alpha", "beta"]
+    rows = {r[0]: r for r in d["ops"]}
+    assert len(rows) == 6
+    assert rows["aten::mm"][2] == "rr" and rows["aten::add.Tensor"][2] == "fr"
+    assert rows["alpha::custom"][2] == "r-"  # absent from beta's data
+    assert d["dtypes"] == ["bfloat16", "float32"]
+    assert rows["aten::mm"][4]["0"] == "ceaa"  # bfloat16: mismatch, error; float32: pass, pass
+    assert rows["aten::relu"][4]["0"] == 0  # skipped by the probe
+    assert d["tags"] and rows["aten::mm"][1] & (1 << d["tags"].index("core"))
+
+
+def test_links_are_relative_and_resolve(small):
+    _, out = small
+    checked = 0
+    for rel, blob in tree(out).items():
+        if not rel.endswith(".html"):
+            continue
+        html = blob.decode()
+        for link in re.findall(r'(?:href|src)="([^"]*)"', html):
+            if link == "data:,":  # the empty favicon, so browsers do not ask for /favicon.ico
+                continue
+            assert not re.match(r"^[a-z]+:|^//", link), f"{rel}: non-local link {link}"
+            target = link.split("#", 1)[0]
+            if target:
+                assert os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))), \
+                    f"{rel}: broken link {link}"
+                checked += 1
+    assert checked > 50
+
+
+def test_cli_renders_without_importing_torch(tmp_path):
+    cov = make_coverage(tmp_path)
+    out = str(tmp_path / "web")
+    code = ("import sys; from opcov.cli import main; rc = main(['site', '--coverage', sys.argv[1], '--out', sys.argv[2]]);"
+            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    for seed, folder in (("1", out), ("2", out + "2")):  # set and dict order must not leak into pages
+        proc = subprocess.run([sys.executable, "-c", code, cov, folder], capture_output=True, text=True,
+                              env=child_env(PYTHONHASHSEED=seed))
+        assert proc.returncode == 0, proc.stderr
+        assert "(6 ops, 2 backends, 1 models)" in proc.stdout
+    assert os.path.exists(os.path.join(out, "ops", "alpha", "custom.html"))
+    assert tree(out) == tree(out + "2")
+
+
+def test_cli_refuses_a_folder_that_is_not_a_site(tmp_path):
+    cov = make_coverage(tmp_path)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    proc = run_opcov("site", "--coverage", cov, "--out", str(tmp_path / "mine"))
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "not an opcov site" in proc.stderr
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+
+
+def test_cli_bad_data_is_one_line_with_file_and_line(tmp_path):
+    cov = make_coverage(tmp_path)
+    path = os.path.join(cov, "beta", "registered-torch-2.13.0+cpu.yaml")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text.replace("res: registered", "res: works", 1))
+    proc = run_opcov("site", "--coverage", cov, "--out", str(tmp_path / "web"))
+    assert proc.returncode == 2
+    assert re.fullmatch(r"opcov: error: .*registered-torch-2\.13\.0\+cpu\.yaml:\d+: error: .*res is 'works'.*\n",
+                        proc.stderr)
+    proc = run_opcov("site", "--coverage", str(tmp_path / "nowhere"))
+    assert proc.returncode == 2 and "no such folder" in proc.stderr
+
+
+def test_stale_pages_are_removed(tmp_path):
+    cov = make_coverage(tmp_path)
+    out = str(tmp_path / "web")
+    sitegen.render_site(cov, out)
+    os.remove(os.path.join(cov, "models", "tiny", "training.yaml"))
+    os.remove(os.path.join(cov, "models", "tiny", "inference.yaml"))
+    stats = sitegen.render_site(cov, out)
+    assert not os.path.exists(os.path.join(out, "models"))
+    assert not os.path.exists(os.path.join(out, "badges", "tiny-alpha.svg"))
+    assert stats["removed"] == 3  # the model page and its two badges
+    assert "No model op sets" in read(out, "index.html")
+
+
+def test_vocabulary_matches_the_data_contract():
+    """Every probed and registered status the data may hold has an icon, a text and a colour group."""
+    from opcov import data, sitedata
+
+    assert set(data.PROBED_STATUSES) == set(sitedata.PROBE_GROUPS) == set(sitegen.PROBE_STATUS)
+    assert set(data.RESOLVED) == set(sitegen.REG_STATUS) == set(sitegen.REG_CODE)
+
+
+def test_page_names_survive_case_insensitive_disks():
+    paths = sitegen.unique_paths(["aten::Int", "aten::int", "x::a/b"], "ops", sitegen.op_stem)
+    assert paths == {"aten::Int": "ops/aten/Int.html", "aten::int": "ops/aten/int~2.html", "x::a/b": "ops/x/a_b.html"}
+
+
+def test_schemas_only_from_the_torch_the_data_was_made_with():
+    from opcov import sitedata
+
+    catalog, note = sitedata.native_catalog(["1.0.0"])
+    assert catalog == {} and "the data was made with 1.0.0" in note
+    tags = sitedata.schema_tags
+    assert tags("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)") == {"out"}
+    assert tags("add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") == {"inplace"}
+    assert tags("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)") == {"view"}
+    assert tags("mm(Tensor self, Tensor mat2) -> Tensor") == set()
+
