@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Set up .venv, then the main job on the bundled data: validate coverage/ and print
-# per backend how many ATen ops fall on each registered path.
+# Set up .venv, then the main job on the bundled data: validate coverage/, summarise it, answer
+# "can the zoo's Llama run on tpu?", rank tpu's gaps by zoo models blocked, and render site/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 .venv/bin/opcov lint coverage
 .venv/bin/opcov summary coverage
+.venv/bin/opcov check llama --backend tpu --backend cpu || [ $? -eq 1 ]   # exit 1 = a verdict "fails"
+.venv/bin/opcov gaps tpu --top 10
+.venv/bin/opcov site
+echo "site: open site/index.html"

@@ -70,11 +70,23 @@ class Problem:
 
 # ---------------------------------------------------------------- writing
 
+def _dumper():
+    """SafeDumper without anchors: a list shared by two keys is written twice, never as &id001/*id001
+    (anchors would break the one-op-per-line layout that fast readers rely on)."""
+    import yaml
+
+    class Dumper(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    return Dumper
+
+
 def _flow(value) -> str:
     """One op record as a single flow-style YAML line."""
     import yaml
 
-    text = yaml.safe_dump(value, default_flow_style=True, sort_keys=True, width=1 << 30)
+    text = yaml.dump(value, Dumper=_dumper(), default_flow_style=True, sort_keys=True, width=1 << 30)
     if text.endswith("\n...\n"):  # a plain scalar gets a document-end marker
         text = text[:-4]
     return text.strip()
@@ -85,7 +97,7 @@ def dumps(doc: dict) -> str:
     import yaml
 
     head = {k: v for k, v in doc.items() if k != "ops"}
-    text = yaml.safe_dump(head, sort_keys=True, default_flow_style=False, width=100,
+    text = yaml.dump(head, Dumper=_dumper(), sort_keys=True, default_flow_style=False, width=100,
                           allow_unicode=True)
     lines = [text.rstrip("\n"), "ops:" if doc.get("ops") else "ops: {}"]
     for name in sorted(doc.get("ops", {})):

@@ -102,7 +102,7 @@ def _opcov(args, spec, timeout=1800):
 
 
 def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None = None,
-                  torch_version: str) -> None:
+                  torch_version: str, models=()) -> None:
     """opcov's own registered scan (and optionally a probe of ``probe_ops``) of the planted backend."""
     import shutil
 
@@ -113,8 +113,10 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
     _opcov(["scan", BACKEND, "--import", IMPORT, "--out",
             os.path.join(folder, f"registered-torch-{torch_version}.yaml")], spec)
     if probe_ops:
-        pattern = "^(" + "|".join(_re_escape(o) for o in sorted(probe_ops)) + ")$"
+        bases = sorted({o.split("::", 1)[1].split(".")[0] for o in probe_ops})
+        pattern = "^aten::(" + "|".join(_re_escape(b) for b in bases) + ")$"
         _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", "float32",
+                "--traces", ",".join(models), "--timeout", "30",
                 "--out", os.path.join(folder, f"probed-torch-{torch_version}.yaml")], spec)
 
 
@@ -202,7 +204,9 @@ except Exception as exc:
 # gradients compared with a CPU run of the same weights.
 F.dropout = lambda input, p=0.5, training=True, inplace=False: input
 _sdpa = F.scaled_dot_product_attention
-F.scaled_dot_product_attention = lambda *a, dropout_p=0.0, **k: _sdpa(*a, dropout_p=0.0, **k)
+def _sdpa_no_dropout(query, key, value, attn_mask=None, dropout_p=0.0, *args, **kwargs):
+    return _sdpa(query, key, value, attn_mask, 0.0, *args, **kwargs)
+F.scaled_dot_product_attention = _sdpa_no_dropout
 ref, dev = copy.deepcopy(orig), to_device(orig)
 want, want_loss = step(ref, "cpu")
 try:
@@ -253,7 +257,8 @@ def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool =
         opsets = {(m, mode): os.path.join(models_dir, m, f"{mode}.yaml") for m in model_names for mode in modes}
         ops = sorted({op for p in opsets.values() for op in opset.load(p)["ops"] if op.startswith("aten::")})
         spec = SPECS[spec_name](ops)
-        make_coverage(spec, cov, probe_ops=ops if probe else None, torch_version=torch_version)
+        make_coverage(spec, cov, probe_ops=ops if probe else None, torch_version=torch_version,
+                      models=model_names)
         for (model, mode), path in opsets.items():
             verdicts, _ = check.run(path, [BACKEND], None, cov)
             v = verdicts[0]
