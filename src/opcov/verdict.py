@@ -313,7 +313,8 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     for r in results.values():
         rec = (cov.registered or {}).get("ops", {}).get(r.op) or {}
         if set(rec.get("tags", ())) & set(HOST_SYNC_TAGS) or r.op in HOST_SYNC_OPS:
-            r.flags.append("host sync / data-dependent shape: stalls a deferred-execution device")
+            r.flags.append("may force a host sync (tagged dynamic_output_shape or data_dependent_output, "
+                           "or reads a value to the host): stalls a deferred-execution device")
         if any(k in r.op for k in ("scaled_dot_product", "flash_attention", "efficient_attention")):
             r.findings = [replace(f, fix="try another attn_implementation (e.g. 'eager')")
                           if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]

@@ -27,6 +27,9 @@ def report(verdicts, model: dict) -> str:
             out.append(f"| `{r.op}` | {r.outcome} | {r.calls} | {_cell('; '.join(problem_lines(r)))} | "
                        f"{_cell('; '.join(fixes(r)))} |")
         out += ["", "</details>"]
+    flagged = sorted({r.op for v in verdicts for r in v.ops if r.flags})
+    if flagged:
+        out += ["", "May force a host sync (data-dependent shape or value): " + ", ".join(f"`{o}`" for o in flagged)]
     notes = sorted({n for v in verdicts for n in v.notes})
     out += [""] + [f"- {n}" for n in notes]
     return "\n".join(out) + "\n"

@@ -36,7 +36,7 @@ def report(verdicts, model: dict) -> str:
             lines.append(f"  not judged (outside the data: custom namespaces, collectives): {', '.join(skipped)}")
         flagged = [r.op for r in v.ops if r.flags]
         if flagged:
-            lines.append(f"  host sync or data-dependent shape: {', '.join(flagged)}")
+            lines.append(f"  may force a host sync (data-dependent shape or value): {', '.join(flagged)}")
         for note in v.notes:
             lines.append(f"  note: {note}")
         lines.append(f"  data: {', '.join(v.sources)}")
