@@ -321,6 +321,11 @@ def cmd_probe(args) -> int:
             raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
     backend = get_backend(args.backend, args.import_module)
     out = args.out or default_probe_path(backend, shard)
+    from opcov.probe.runner import journal_path
+
+    if os.path.exists(journal_path(out)) and not args.resume:
+        raise UsageError(f"{journal_path(out)} exists from an interrupted probe; add --resume to continue "
+                         "it, or delete it to start over")
     doc, figures = probe(backend, out=out, pattern=args.ops, core=args.core, dtypes=dtypes,
                          directions=directions, jobs=args.jobs, timeout=args.timeout, shard=shard,
                          resume=args.resume, command=command_line(), traces=traces)

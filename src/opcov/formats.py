@@ -75,6 +75,9 @@ def print_summary(docs) -> None:
         print(f"{b['name']} ({b['package']} {b['version']}, dispatch key {b['dispatch_key']}) "
               f"- {doc['evidence']} evidence, torch {prov['torch']}, {prov['created']}")
         print(f"  file: {path}")
+        if doc.get("evidence") == "probed":
+            _print_probed(doc)
+            continue
         rows = []
         for section, label in (("aten", "aten overloads"), ("core", "core ATen")):
             s = summ[section]
@@ -98,3 +101,32 @@ def print_summary(docs) -> None:
         for note in prov.get("notes", []):
             print(f"  note: {note}")
         print(f"  reproduce: {prov['command']}\n")
+
+
+def _print_probed(doc) -> None:
+    """A probed file: how much of the catalogue has probe evidence, ops and cells per status."""
+    from opcov.data import PROBED_STATUSES
+
+    prov, summ = doc["provenance"], doc.get("summary") or {}
+    rows = []
+    for section, label in (("aten", "aten overloads"), ("core", "core ATen")):
+        s = summ.get(section)
+        if not s:
+            continue
+        rows.append((label, "probed (some dtype has evidence)", s.get("probed", 0), _pct(s.get("probed", 0), s.get("overloads", 0))))
+        rows.append((label, "skipped (no case reached it)", s.get("skipped", 0), _pct(s.get("skipped", 0), s.get("overloads", 0))))
+        for key, what in (("fwd", "forward"), ("bwd", "backward")):
+            counts = s.get(key) or {}
+            text = ", ".join(f"{st} {counts[st]}" for st in PROBED_STATUSES if counts.get(st))
+            rows.append((label, f"{what}, worst status over dtypes", text or "-", ""))
+    for dkey, counts in (summ.get("dtypes") or {}).items():
+        text = ", ".join(f"{st} {counts[st]}" for st in PROBED_STATUSES if counts.get(st))
+        rows.append(("dtype " + dkey, "forward cells", text, ""))
+    table(rows, ("set", "status", "count", "share"))
+    probe = prov.get("probe") or {}
+    print(f"  cases: {summ.get('cases', '?')}; dtypes {','.join(probe.get('dtypes', []))}; "
+          f"directions {','.join(probe.get('directions', []))}; shard {probe.get('shard', 'all')}; "
+          f"device: {prov.get('device', '?')}")
+    for note in prov.get("notes", []):
+        print(f"  note: {note}")
+    print(f"  reproduce: {prov['command']}\n")

@@ -1,0 +1,278 @@
+"""Case sources: OpInfo samples (and narrowing canaries) as groups of cases with stable ids.
+
+A *group* is one OpInfo (or canary) at one dtype: ``"mul|float32"``. Its samples are generated
+from a seed derived from the group id, so every process (a worker, a shard on another
+machine, a resumed run) sees the same inputs. A *case* is one sample of a group:
+``"mul|float32|3"``; each case is run with RNG state seeded from its own id. Shards split
+by group id, since the number of samples is only known once a worker generates them.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import zlib
+from dataclasses import dataclass
+
+from opcov.errors import UsageError
+
+# OpInfo lists of torch.testing._internal.common_methods_invocations used as case sources.
+OPINFO_LISTS = ("op_db", "foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db",
+                "foreach_reduce_op_db", "foreach_other_op_db")
+CANARY_PREFIX = "canary."
+
+
+def seed_of(ident: str) -> int:
+    """A stable 31-bit seed from an id (crc32; Python's hash() is salted per process)."""
+    return zlib.crc32(ident.encode()) & 0x7FFFFFFF
+
+
+def seed_all(ident: str) -> None:
+    import torch
+
+    s = seed_of(ident)
+    torch.manual_seed(s)
+    random.seed(s)
+    try:
+        import numpy
+
+        numpy.random.seed(s)
+    except ImportError:
+        pass
+
+
+@dataclass(frozen=True)
+class Group:
+    id: str  # "<source>|<dtype>"
+    source: str  # OpInfo id ("mul", "nn.functional.conv2d", "max.reduction_with_dim") or canary id
+    dtype: str
+    backward: bool  # generate samples with requires_grad and run the backward
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward}
+
+
+def opinfo_id(op) -> str:
+    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+
+
+_INDEX: dict | None = None
+
+
+def opinfos() -> dict:
+    """OpInfo id -> OpInfo over OPINFO_LISTS (needs the expecttest package)."""
+    global _INDEX
+    if _INDEX is None:
+        try:
+            from torch.testing._internal import common_methods_invocations as cmi
+        except ImportError as exc:
+            raise UsageError(f"cannot load PyTorch's OpInfo database ({exc}); "
+                             "install the 'expecttest' package") from None
+        index = {}
+        for lst in OPINFO_LISTS:
+            for op in getattr(cmi, lst, ()):
+                index.setdefault(opinfo_id(op), op)
+        _INDEX = index
+    return _INDEX
+
+
+def list_counts() -> dict:
+    from torch.testing._internal import common_methods_invocations as cmi
+
+    return {lst: len(getattr(cmi, lst, ())) for lst in OPINFO_LISTS}
+
+
+# ---------------------------------------------------------------- canaries (silent narrowing)
+
+def _canaries():
+    """Hand-made cases whose values a device that narrows int64 to int32 or float64 to float32
+    gets visibly wrong: id -> (dtype, callable, list of (input, args, kwargs))."""
+    import torch
+
+    big = torch.tensor([2**31 + 7, -(2**33) - 5, 2**40 + 3, 5], dtype=torch.int64)
+    small = torch.tensor([3, 2**31 - 1, -7, 2**32], dtype=torch.int64)
+    fine = torch.tensor([1 + 2**-40, 2**25 + 0.5, -(1 + 2**-30), 1e-300], dtype=torch.float64)
+    fine2 = torch.tensor([2**-45, 0.25, 2**-33, 3.0], dtype=torch.float64)
+    mat = torch.arange(16, dtype=torch.float64).reshape(4, 4) * (1 + 2**-35)
+    return {
+        "canary.int64_add": ("int64", torch.add, [(big, (small,), {})]),
+        "canary.int64_mul": ("int64", torch.mul, [(big, (torch.tensor([3, 2, -1, 2**20]),), {})]),
+        "canary.int64_sum": ("int64", torch.sum, [(big, (), {})]),
+        "canary.int64_cumsum": ("int64", torch.cumsum, [(big, (0,), {})]),
+        "canary.int64_clone": ("int64", torch.clone, [(big, (), {})]),
+        "canary.float64_add": ("float64", torch.add, [(fine, (fine2,), {})]),
+        "canary.float64_mul": ("float64", torch.mul, [(fine, (fine2,), {})]),
+        "canary.float64_sum": ("float64", torch.sum, [(fine, (), {})]),
+        "canary.float64_cumsum": ("float64", torch.cumsum, [(fine, (0,), {})]),
+        "canary.float64_mm": ("float64", torch.mm, [(mat, (mat,), {})]),
+        "canary.float64_clone": ("float64", torch.clone, [(fine, (), {})]),
+    }
+
+
+_CANARY_ATEN = {"add": "aten::add", "mul": "aten::mul", "sum": "aten::sum", "cumsum": "aten::cumsum",
+                "clone": "aten::clone", "mm": "aten::mm"}
+
+
+def canary_ids() -> dict:
+    """Canary id -> (dtype, aten base name), without building tensors."""
+    out = {}
+    for dt in ("int64", "float64"):
+        for name in ("add", "mul", "sum", "cumsum", "clone") + (("mm",) if dt == "float64" else ()):
+            out[f"{CANARY_PREFIX}{dt}_{name}"] = (dt, _CANARY_ATEN[name])
+    return out
+
+
+class Sample:
+    """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
+
+    __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten")
+
+    def __init__(self, input, args, kwargs, output_process_fn_grad=None):
+        self.input, self.args, self.kwargs = input, args, kwargs
+        self.output_process_fn_grad = output_process_fn_grad or (lambda x: x)
+        self.fn = None  # a per-sample callable (replayed calls); else the group's
+        self.aten = None  # a per-sample op the case is about (for blame); else the group's
+
+
+@dataclass
+class Loaded:
+    """A group ready to run in a worker."""
+
+    fn: object
+    samples: list
+    aten: tuple  # aten base names the source is about ("aten::mul", ...), for blame
+    nondeterministic: bool  # OpInfo says the output is not deterministic
+    float64_ok: bool  # the op supports float64 on cpu (a float64 reference can be taken)
+    canary: bool
+
+
+def load_group(group: dict) -> Loaded:
+    """Generate a group's samples (seeded from the group id). Raises what sample generation raises."""
+    import torch
+
+    from opcov.probe import replay
+
+    source, dtype = group["source"], getattr(torch, group["dtype"])
+    seed_all(group["id"])
+    if source.startswith(replay.TRACE_PREFIX):
+        return replay.load(group)
+    if source.startswith(CANARY_PREFIX):
+        dt, fn, raw = _canaries()[source]
+        return Loaded(fn, [Sample(i.clone(), a, k) for i, a, k in raw], (canary_ids()[source][1],),
+                      False, True, True)
+    op = opinfos()[source]
+    samples = [Sample(s.input, s.args, s.kwargs, s.output_process_fn_grad)
+               for s in op.sample_inputs("cpu", dtype, requires_grad=group["backward"])]
+    names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
+    names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
+    return Loaded(op.op, samples, tuple(sorted(names)), bool(op.has_nondeterministic_output),
+                  torch.float64 in op.supported_dtypes("cpu"), False)
+
+
+# ---------------------------------------------------------------- selection (parent side)
+
+def parse_dtypes(text: str | None, known) -> tuple[str, ...]:
+    from opcov.probe import DEFAULT_DTYPES
+
+    if not text:
+        return DEFAULT_DTYPES
+    out = []
+    for d in (x.strip() for x in text.split(",")):
+        if d not in known:
+            raise UsageError(f"unknown dtype {d!r} in --dtypes; choose from {', '.join(known)}")
+        if d not in out:
+            out.append(d)
+    return tuple(out)
+
+
+def parse_directions(text: str | None) -> tuple[str, ...]:
+    from opcov.probe import DIRECTIONS
+
+    if not text:
+        return DIRECTIONS
+    out = []
+    for d in (x.strip() for x in text.split(",")):
+        if d not in DIRECTIONS:
+            raise UsageError(f"unknown direction {d!r} in --directions; choose from forward, backward")
+        if d not in out:
+            out.append(d)
+    return tuple(sorted(out, key=DIRECTIONS.index))
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not m or not (1 <= int(m.group(1)) <= int(m.group(2))):
+        raise UsageError(f"bad --shard {text!r}; expected I/N with 1 <= I <= N, e.g. 1/4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def in_shard(group_id: str, shard) -> bool:
+    return shard is None or seed_of(group_id) % shard[1] == shard[0] - 1
+
+
+def parse_traces(text: str | None) -> tuple[str, ...]:
+    """--traces: 'zoo' (every zoo model) or comma-separated zoo names."""
+    if not text:
+        return ()
+    from opcov.probe import replay
+
+    names = replay.zoo_names()
+    if text.strip() == "zoo":
+        return tuple(sorted(names))
+    out = []
+    for n in (x.strip() for x in text.split(",")):
+        if n not in names:
+            raise UsageError(f"--traces: {n!r} is not a zoo model; choose 'zoo' or from {', '.join(sorted(names))}")
+        out.append(n)
+    return tuple(out)
+
+
+def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, shard=None,
+                  canaries: bool = True, traces=()) -> list[Group]:
+    """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
+    ``aten::<aten_name>``; ``core_bases`` (a set of aten base names) keeps core ATen OpInfos."""
+    rx = None
+    if pattern:
+        try:
+            rx = re.compile(pattern)
+        except re.error as exc:
+            raise UsageError(f"bad --ops pattern {pattern!r}: {exc}") from None
+    backward = "backward" in directions
+    groups = []
+    for oid, op in sorted(opinfos().items()):
+        keys = (oid, f"aten::{op.aten_name}")
+        if rx and not any(rx.search(k) for k in keys):
+            continue
+        if core_bases is not None and op.aten_name not in core_bases and op.name not in core_bases:
+            continue
+        cpu = {str(d).rsplit(".", 1)[-1] for d in op.supported_dtypes("cpu")}
+        bwd = ({str(d).rsplit(".", 1)[-1] for d in op.supported_backward_dtypes("cpu")}
+               if backward and op.supports_autograd else set())
+        for dt in dtypes:
+            if dt in cpu:
+                groups.append(Group(f"{oid}|{dt}", oid, dt, dt in bwd))
+    if canaries:
+        for cid, (dt, aten) in sorted(canary_ids().items()):
+            if dt not in dtypes or "forward" not in directions:
+                continue
+            if rx and not (rx.search(cid) or rx.search(aten)):
+                continue
+            if core_bases is not None and aten.split("::")[1] not in core_bases:
+                continue
+            groups.append(Group(f"{cid}|{dt}", cid, dt, False))
+    if traces and "forward" in directions:
+        from opcov.probe import replay
+
+        model_dtypes = replay.zoo_names()
+        for name in traces:
+            sid = f"{replay.TRACE_PREFIX}{name}"
+            if model_dtypes[name] in dtypes and not (rx and not rx.search(sid)) and core_bases is None:
+                groups.append(Group(f"{sid}|{model_dtypes[name]}", sid, model_dtypes[name], False))
+    if not groups:
+        what = f"--ops {pattern!r}" if pattern else "the selection"
+        raise UsageError(f"no OpInfo case matches {what} at dtypes {','.join(dtypes)} "
+                         "(the pattern is searched in OpInfo names such as 'mul' and 'nn.functional.relu', "
+                         "and in 'aten::<name>')")
+    return sorted((g for g in groups if in_shard(g.id, shard)), key=lambda g: g.id)

@@ -1,0 +1,185 @@
+"""Judging a device result against the CPU reference: tolerances and classification.
+
+The reference is the op run on CPU in float64 where the op allows it. The device is judged
+"no worse than CPU at the same dtype": an element passes when its error against the float64
+reference is within the dtype's tolerance plus twice the error CPU itself makes at that dtype.
+Without a float64 reference (integer ops, ops without float64), the reference is CPU at the
+case's dtype and the dtype's tolerance alone decides (integers and bool: exact).
+
+Reduced precision: backends may run float32 matmuls and convolutions at reduced precision by
+default (TorchTPU does; ``torch.set_float32_matmul_precision`` is the knob). Such a case that
+agrees only within a bfloat16-level tolerance is ``pass_low_precision`` with its error; an
+elementwise op that is that far off is a ``mismatch``.
+
+Values are compared where CPU's result is finite; where it is NaN or infinite the device must
+give the same (NaN positions, infinities with sign). Shape and dtype must match; a stride
+difference is recorded, never a mismatch (except on meta, where layout is all there is).
+"""
+
+from __future__ import annotations
+
+# (rtol, atol) per dtype: torch.testing's defaults.
+TOLERANCES = {
+    "float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5),
+    "float16": (1e-3, 1e-5), "complex128": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5),
+}
+CPU_MARGIN = 2.0  # the device may be this many times as far from float64 as CPU is
+LOW_PRECISION = (1.6e-2, 1e-2)  # bfloat16-level (rtol, atol relative to the output's scale)
+CANARY = (1e-12, 0.0)  # narrowing canaries: any rounding to float32 shows
+# Ops a backend may legitimately run at reduced precision by default (matmul precision).
+REDUCED_PRECISION_BASES = frozenset({
+    "mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "mv", "addmv", "dot", "vdot", "inner",
+    "linear", "addr", "outer", "einsum", "tensordot", "_convolution", "convolution",
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "convolution_backward", "_scaled_dot_product_attention_math", "_grouped_mm", "_addmm_activation",
+    "linalg_matmul", "linalg_multi_dot", "chain_matmul", "bilinear", "_trilinear", "cdist",
+    "_cdist_forward", "_cdist_backward",
+})
+LOW_PRECISION_DTYPES = ("float32", "complex64")
+
+
+def _sig(x: float) -> float:
+    """3 significant digits, so files stay readable and stable."""
+    return float(f"{x:.3g}")
+
+
+def _leaves(tree):
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_leaves(tree)
+
+
+class Verdict(dict):
+    """status plus evidence: err [abs, rel], tol, why, strides (bool)."""
+
+
+def judge(dev, cpu, ref, *, dtype: str, mode: str, reduced_ok: bool) -> Verdict:
+    """Compare device output ``dev`` with CPU ``cpu`` (same dtype) and reference ``ref``.
+
+    mode: "values", "canary", "meta" (shape, dtype, stride) or "not_comparable" (shape and
+    dtype only; values are not comparable)."""
+    import torch
+
+    d_leaves, c_leaves = _leaves(dev), _leaves(cpu)
+    r_leaves = _leaves(ref) if ref is not None else c_leaves
+    if len(d_leaves) != len(c_leaves) or len(r_leaves) != len(c_leaves):
+        return Verdict(status="mismatch", why=f"{len(d_leaves)} outputs, cpu gives {len(c_leaves)}")
+    v = Verdict(status="pass")
+    abs_err = rel_err = 0.0
+    low = False
+    strides = False
+    tol_name = {"meta": "meta", "not_comparable": "none"}.get(mode)
+    for i, (d, c, r) in enumerate(zip(d_leaves, c_leaves, r_leaves)):
+        where = f"output {i}" if len(c_leaves) > 1 else "output"
+        if isinstance(c, torch.Tensor) != isinstance(d, torch.Tensor):
+            return Verdict(status="mismatch", why=f"{where}: {type(d).__name__}, cpu gives {type(c).__name__}")
+        if not isinstance(c, torch.Tensor):
+            if mode in ("meta", "not_comparable"):
+                continue
+            if isinstance(c, (int, float, complex, bool)) and isinstance(d, (int, float, complex, bool)):
+                c, d, r = (torch.tensor(x) for x in (c, d, r if isinstance(r, (int, float, complex, bool)) else c))
+            elif c != d:
+                return Verdict(status="mismatch", why=f"{where}: {d!r}, cpu gives {c!r}")
+            else:
+                continue
+        if tuple(d.shape) != tuple(c.shape):
+            return Verdict(status="mismatch", why=f"{where}: shape {tuple(d.shape)}, cpu gives {tuple(c.shape)}")
+        if d.dtype != c.dtype:
+            return Verdict(status="mismatch", why=f"{where}: dtype {str(d.dtype)[6:]}, cpu gives {str(c.dtype)[6:]}")
+        if d.layout == torch.strided and c.layout == torch.strided and d.numel() > 1 and d.stride() != c.stride():
+            if mode == "meta":
+                return Verdict(status="mismatch", why=f"{where}: stride {d.stride()}, cpu gives {c.stride()}")
+            strides = True
+        if mode in ("meta", "not_comparable") or c.numel() == 0:
+            continue
+        res = _values(d, c, r, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+        abs_err, rel_err = max(abs_err, res["abs"]), max(rel_err, res["rel"])
+        tol_name = res["tol"]
+        if res["status"] == "mismatch":
+            return Verdict(status="mismatch", err=[_sig(abs_err), _sig(rel_err)], tol=res["tol"],
+                           why=f"{where}: {res['why']}", strides=strides)
+        low = low or res["status"] == "pass_low_precision"
+    if mode == "not_comparable":
+        v["status"] = "not_comparable"
+    elif low:
+        v["status"] = "pass_low_precision"
+    if mode in ("values", "canary"):
+        v["err"] = [_sig(abs_err), _sig(rel_err)]
+    v["tol"] = "low_precision" if low else (tol_name or _tol_label(dtype, mode, False))
+    v["strides"] = strides
+    return v
+
+
+def _tol_label(dtype: str, mode: str, bar: bool) -> str:
+    if mode == "canary":
+        return "canary"
+    if dtype not in TOLERANCES:
+        return "exact"
+    return f"{dtype}+cpu" if bar else dtype
+
+
+def _values(d, c, r, *, dtype: str, mode: str, reduced_ok: bool) -> dict:
+    import torch
+
+    d = d.detach().to("cpu")
+    c = c.detach()
+    r = r.detach()
+    if torch.strided not in (d.layout, c.layout, r.layout) or d.layout != torch.strided \
+            or c.layout != torch.strided or r.layout != torch.strided:
+        d, c, r = (x.to_dense() if x.layout != torch.strided else x for x in (d, c, r))
+    if not (c.is_floating_point() or c.is_complex()):
+        if torch.equal(d, c):
+            return {"status": "pass", "abs": 0.0, "rel": 0.0, "tol": "exact"}
+        diff = (d.to(torch.float64) - c.to(torch.float64)).abs() if c.dtype != torch.bool else (d != c).double()
+        bad = (d != c).nonzero()[0].tolist()
+        return {"status": "mismatch", "abs": float(diff.max()), "rel": float(diff.max()), "tol": "exact",
+                "why": f"values differ at index {tuple(bad)}: {d[tuple(bad)].item()!r}, cpu gives "
+                       f"{c[tuple(bad)].item()!r} (exact)"}
+    wide = torch.complex128 if c.is_complex() else torch.float64
+    d64, c64 = d.to(wide), c.to(wide)
+    r64 = r.to(wide) if r.dtype != c.dtype or r is not c else c64
+    bar = r is not c and r.dtype != c.dtype  # a float64 reference distinct from the CPU run
+    finite = torch.isfinite(c64) & torch.isfinite(r64)
+    special = ~finite
+    if bool(special.any()):
+        dn, cn = d64[special], c64[special]
+        same = (dn == cn) | (torch.isnan(dn) & torch.isnan(cn))
+        if not bool(same.all()):
+            idx = special.nonzero()[int((~same).nonzero()[0])].tolist()
+            return {"status": "mismatch", "abs": float("inf"), "rel": float("inf"), "tol": _tol_label(dtype, mode, bar),
+                    "why": f"NaN/inf positions differ at index {tuple(idx)}: {d[tuple(idx)].item()!r}, "
+                           f"cpu gives {c[tuple(idx)].item()!r}"}
+    if not bool(finite.any()):
+        return {"status": "pass", "abs": 0.0, "rel": 0.0, "tol": _tol_label(dtype, mode, bar)}
+    dv, cv, rv = d64[finite], c64[finite], r64[finite]
+    diff = (dv - rv).abs()
+    if not bool(torch.isfinite(diff).all()):
+        diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff.real if diff.is_complex() else diff, float("inf")))
+    diff = diff.real if diff.is_complex() else diff
+    mag = rv.abs()
+    mag = mag.real if mag.is_complex() else mag
+    cpu_err = (cv - rv).abs()
+    cpu_err = cpu_err.real if cpu_err.is_complex() else cpu_err
+    rtol, atol = CANARY if mode == "canary" else TOLERANCES.get(dtype, TOLERANCES["float64"])
+    allowed = atol + rtol * mag + (CPU_MARGIN * cpu_err if bar else 0.0)
+    abs_err = float(diff.max())
+    rel_err = float((diff / mag.clamp_min(max(atol, 1e-30))).max())
+    tol = _tol_label(dtype, mode, bar)
+    if bool((diff <= allowed).all()):
+        return {"status": "pass", "abs": abs_err, "rel": rel_err, "tol": tol}
+    if reduced_ok and dtype in LOW_PRECISION_DTYPES and mode == "values":
+        lrtol, latol = LOW_PRECISION
+        scale = max(1.0, float(mag.max()))
+        if bool((diff <= latol * scale + lrtol * mag + CPU_MARGIN * cpu_err).all()):
+            return {"status": "pass_low_precision", "abs": abs_err, "rel": rel_err, "tol": "low_precision"}
+    k = int((diff - allowed).argmax())
+    idx = finite.nonzero()[k].tolist()
+    return {"status": "mismatch", "abs": abs_err, "rel": rel_err, "tol": tol,
+            "why": f"values differ: max abs err {abs_err:.3g} (rel {rel_err:.3g}); at index {tuple(idx)} "
+                   f"{_num(d, idx)}, cpu gives {_num(c, idx)}"
+                   + (f", float64 reference {_num(r, idx)}" if bar else "") + f" (tolerance {tol})"}
+
+
+def _num(t, idx) -> str:
+    v = t[tuple(idx)].item() if t.dim() else t.item()
+    return f"{v:.6g}" if isinstance(v, float) else repr(v)

@@ -1,0 +1,425 @@
+"""The spawned worker process: smoke test, then groups of cases, one message per step.
+
+Started with multiprocessing's spawn method (never fork: torch_tpu refuses forked children,
+and a forked child inherits device state). The parent is told what the worker is about to
+do before it does it (``begin``, ``ops``, ``fwd``...), so when the process dies or hangs the
+parent knows which case and which phase to record it against.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+from opcov.probe.cases import load_group, seed_of
+
+FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
+# Ops whose values are not comparable across implementations: ties (which index), duplicate
+# indices (which write wins), sign/phase ambiguity of decompositions, uninitialised memory.
+AMBIGUOUS_BASES = frozenset({
+    "sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian", "max", "min", "argmax",
+    "argmin", "unique", "_unique", "_unique2", "unique_consecutive", "unique_dim", "msort",
+    "scatter", "scatter_", "scatter_reduce", "index_put", "index_put_", "_index_put_impl_",
+    "index_copy", "index_copy_", "put", "put_", "masked_scatter", "index_reduce",
+    "linalg_eig", "linalg_eigh", "_linalg_eigh", "linalg_svd", "_linalg_svd", "svd", "eig",
+    "linalg_eigvals", "linalg_qr", "geqrf", "_linalg_eigvals", "pca_lowrank", "svd_lowrank",
+    "lobpcg", "histc", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+    "empty_permuted", "resize_", "resize_as_",
+})
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else ""
+    return f"{type(exc).__name__}: {line}"[:300]
+
+
+def classify_exception(exc: BaseException) -> tuple[str, str]:
+    """(status, why) for an exception raised by the device run."""
+    import re
+
+    import torch
+
+    why = _first_line(exc)
+    if isinstance(exc, torch.OutOfMemoryError):
+        return "error", f"out of memory: {why}"
+    text = str(exc)
+    if isinstance(exc, NotImplementedError) or re.search(
+            r"[Cc]ould not run .* with arguments from the .* backend|not implemented for '|"
+            r"no kernel for|is not implemented for|not supported on", text):
+        return "unsupported", why
+    return "error", why
+
+
+class Worker:
+    def __init__(self, conn, config: dict):
+        import torch
+
+        self.conn, self.config, self.torch = conn, config, torch
+        self.suspect = False
+        # Seconds to wait before each case: lets tests interrupt a run mid-way (not a user option).
+        self.delay = float(os.environ.get("OPCOV_PROBE_CASE_DELAY") or 0)
+        self.device_type = config["device_type"]
+        mod = getattr(torch, self.device_type, None)
+        self.dev = torch.device(config.get("device") or self.device_type)
+        if "device" not in config and self.device_type not in ("cpu", "meta"):
+            count = mod.device_count() if hasattr(mod, "device_count") else 1
+            if count > 1:  # --jobs counts devices: worker i uses device i mod count
+                self.dev = torch.device(self.device_type, int(config.get("worker_index", 0)) % count)
+        self._sync = getattr(mod, "synchronize", None) if self.device_type != "cpu" else None
+        if self.device_type == "cpu":
+            self._sync = torch.cpu.synchronize
+
+    def send(self, *msg) -> None:
+        self.conn.send(msg)
+
+    def sync(self) -> None:
+        if self._sync is not None:
+            self._sync()
+
+    # ---------------------------------------------------------------- trees
+
+    def _map(self, sample, fn):
+        import torch.utils._pytree as pytree
+
+        return pytree.tree_map(lambda x: fn(x) if isinstance(x, self.torch.Tensor) else x,
+                               (sample.input, sample.args, sample.kwargs))
+
+    def clone(self, sample):
+        return self._map(sample, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
+
+    def to_device(self, sample):
+        def move(t):
+            d = t.detach().to(self.dev, copy=True)  # a copy even on cpu: never the sample itself
+            return d.requires_grad_(t.requires_grad) if t.requires_grad else d
+
+        return self._map(sample, move)
+
+    def to64(self, sample):
+        torch = self.torch
+
+        def widen(t):
+            if t.is_complex():
+                w = t.detach().to(torch.complex128)
+            elif t.is_floating_point():
+                w = t.detach().to(torch.float64)
+            else:
+                return t.detach().clone()
+            return w.requires_grad_(t.requires_grad)
+
+        return self._map(sample, widen)
+
+    # ---------------------------------------------------------------- one case
+
+    def run_case(self, loaded, sample, cid: str, group: dict) -> dict:
+        import torch.utils._pytree as pytree
+
+        from opcov.probe.compare import REDUCED_PRECISION_BASES, judge
+        from opcov.probe.record import Calls, Spot, recording, spotting
+
+        torch = self.torch
+        dtype = group["dtype"]
+        seed = seed_of(cid)
+        fn = sample.fn or loaded.fn
+        rec = {"case": cid, "group": group["id"], "source": group["source"], "dtype": dtype,
+               "aten": list(sample.aten or loaded.aten)}
+        calls = Calls()
+        cpu_in = self.clone(sample)
+        leaves_cpu = pytree.tree_leaves(cpu_in)
+        versions = [t._version if isinstance(t, torch.Tensor) else None for t in leaves_cpu]
+        torch.manual_seed(seed)
+        try:
+            with recording(calls):
+                cpu_out = fn(cpu_in[0], *cpu_in[1], **cpu_in[2])
+        except Exception as exc:  # noqa: BLE001 - the reference itself failed
+            rec["fwd"] = {"status": "no_reference", "why": f"cpu reference failed: {_first_line(exc)}",
+                          "ops": calls.pairs()}
+            return rec
+        mutated = [i for i, (t, v) in enumerate(zip(leaves_cpu, versions))
+                   if isinstance(t, torch.Tensor) and t._version != v]
+        bases = {name.split("::")[1].split(".")[0] for name, _ in calls.calls}
+        mode = "canary" if loaded.canary else "values"
+        if (calls.seeded_random or loaded.nondeterministic or bases & AMBIGUOUS_BASES
+                or any(b.startswith("empty") or b.startswith("new_empty") for b in bases)):
+            mode = "not_comparable"
+        if self.device_type == "meta":
+            mode = "meta"
+        reduced_ok = bool(bases & REDUCED_PRECISION_BASES)
+        ref_in = ref_out = None
+        if mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
+                and loaded.float64_ok:
+            ref_in = self.to64(sample)
+            torch.manual_seed(seed)
+            try:
+                ref_out = fn(ref_in[0], *ref_in[1], **ref_in[2])
+            except Exception:  # noqa: BLE001 - no float64 reference: judge at the case's dtype
+                ref_in = ref_out = None
+        rec["fwd"] = {"ops": calls.pairs()}
+        self.send("ops", cid, calls.pairs())
+
+        dev_in = self.to_device(sample)
+        spot = Spot()
+        torch.manual_seed(seed)
+        try:
+            with spotting(spot):
+                dev_out = fn(dev_in[0], *dev_in[1], **dev_in[2])
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - every device failure is data
+            status, why = classify_exception(exc)
+            rec["fwd"].update(status=status, why=why)
+            if spot.raised:
+                rec["fwd"]["raised"] = [spot.raised, spot.dkey]
+            self.suspect = True
+            return rec
+
+        def pick(tree_in, out):
+            leaves = pytree.tree_leaves(tree_in)
+            return (out, [leaves[i] for i in mutated])
+
+        verdict = judge(pick(dev_in, dev_out), pick(cpu_in, cpu_out),
+                        pick(ref_in, ref_out) if ref_out is not None else None,
+                        dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+        rec["fwd"].update(verdict)
+        if not group["backward"]:
+            return rec
+        self.send("fwd", cid, rec["fwd"])
+        bwd = self.backward(sample, cid, seed, dtype, mode, reduced_ok, (cpu_out, dev_out, ref_out),
+                            (cpu_in, dev_in, ref_in))
+        if bwd is not None:
+            rec["bwd"] = bwd
+        return rec
+
+    def backward(self, sample, cid, seed, dtype, mode, reduced_ok, outs, ins):
+        import torch.utils._pytree as pytree
+
+        from opcov.probe.compare import judge
+        from opcov.probe.record import Calls, recording
+
+        torch = self.torch
+        cpu_out, dev_out, ref_out = outs
+        cpu_in, dev_in, ref_in = ins
+        process = sample.output_process_fn_grad
+
+        def diff_outputs(out):
+            return [t for t in pytree.tree_leaves(process(out))]
+
+        try:
+            c_outs = diff_outputs(cpu_out)
+        except Exception:  # noqa: BLE001
+            return None
+        keep = [i for i, t in enumerate(c_outs) if isinstance(t, torch.Tensor) and t.requires_grad]
+        c_inputs = [t for t in pytree.tree_leaves(cpu_in) if isinstance(t, torch.Tensor) and t.requires_grad]
+        if not keep or not c_inputs:
+            return None  # nothing differentiable in this sample
+        idx_in = [i for i, t in enumerate(pytree.tree_leaves(cpu_in))
+                  if isinstance(t, torch.Tensor) and t.requires_grad]
+        gen = torch.Generator().manual_seed(seed_of(cid + "|grad"))
+        gos = [torch.randn(c_outs[i].shape, dtype=c_outs[i].dtype, generator=gen) for i in keep]
+        calls = Calls()
+        try:
+            # The bar runs without a dispatch mode, as the device backward does (a Python mode can
+            # change which kernels autograd reaches); the same graph is then replayed to record.
+            c_grads = torch.autograd.grad([c_outs[i] for i in keep], c_inputs, gos, allow_unused=True,
+                                          retain_graph=True)
+        except Exception as exc:  # noqa: BLE001
+            try:
+                with recording(calls):
+                    torch.autograd.grad([c_outs[i] for i in keep], c_inputs, gos, allow_unused=True)
+            except Exception:  # noqa: BLE001
+                pass
+            return {"status": "no_reference", "why": f"cpu reference backward failed: {_first_line(exc)}",
+                    "ops": calls.pairs()}
+        try:
+            with recording(calls):
+                torch.autograd.grad([c_outs[i] for i in keep], c_inputs, gos, allow_unused=True)
+        except Exception:  # noqa: BLE001 - the ops recorded up to there are still right
+            pass
+        r_grads = None
+        if ref_out is not None:
+            try:
+                r_outs = diff_outputs(ref_out)
+                r_inputs = [pytree.tree_leaves(ref_in)[i] for i in idx_in]
+                wide = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in gos]
+                r_grads = torch.autograd.grad([r_outs[i] for i in keep], r_inputs, wide, allow_unused=True)
+            except Exception:  # noqa: BLE001 - no float64 reference for the backward
+                r_grads = None
+        bwd = {"ops": calls.pairs()}
+        self.send("bops", cid, calls.pairs())
+        # No dispatch mode around the device backward: in torch 2.13 an exception raised
+        # through a Python dispatch mode on autograd's device thread terminates the process.
+        try:
+            d_outs = diff_outputs(dev_out)
+            d_inputs = [pytree.tree_leaves(dev_in)[i] for i in idx_in]
+            d_grads = torch.autograd.grad([d_outs[i] for i in keep], d_inputs,
+                                          [g.to(self.dev) for g in gos], allow_unused=True)
+            self.sync()
+        except Exception as exc:  # noqa: BLE001
+            status, why = classify_exception(exc)
+            bwd.update(status=status, why=why)
+            self.suspect = True
+            return bwd
+
+        def named(grads):
+            return [g if g is not None else "no gradient" for g in grads]
+
+        bwd.update(judge(named(d_grads), named(c_grads), named(r_grads) if r_grads is not None else None,
+                         dtype=dtype, mode=mode, reduced_ok=reduced_ok))
+        return bwd
+
+    # ---------------------------------------------------------------- device health
+
+    def smoke(self) -> None:
+        """Empty tensor, copy to and from the device, synchronise: before any case."""
+        torch = self.torch
+        torch.empty(0, device=self.dev)
+        x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+        d = x.to(self.dev)
+        self.sync()
+        if self.device_type != "meta":
+            back = d.cpu()
+            if not torch.equal(back, x):
+                raise RuntimeError(f"copy to {self.dev} and back changed the values")
+        elif tuple(d.shape) != (2, 3):
+            raise RuntimeError("meta tensor has the wrong shape")
+
+    def health_check(self) -> None:
+        """After a device error: if the device no longer works, the worker is replaced."""
+        try:
+            self.smoke()
+        except Exception as exc:  # noqa: BLE001
+            self.send("sticky", f"device unusable after an error: {_first_line(exc)}")
+            self.conn.close()
+            os._exit(3)
+
+    def run_group(self, group: dict, skip) -> None:
+        try:
+            loaded = load_group(group)
+        except Exception as exc:  # noqa: BLE001 - an OpInfo that cannot make samples
+            self.send("group_error", group["id"], f"sample generation failed: {_first_line(exc)}")
+            return
+        self.send("group", group["id"], len(loaded.samples))
+        for i, sample in enumerate(loaded.samples):
+            cid = f"{group['id']}|{i}"
+            if cid in skip:
+                continue
+            self.send("begin", cid)
+            if self.delay:
+                time.sleep(self.delay)
+            try:
+                rec = self.run_case(loaded, sample, cid, group)
+            except Exception as exc:  # noqa: BLE001 - a harness failure is recorded, not fatal
+                rec = {"case": cid, "group": group["id"], "source": group["source"],
+                       "dtype": group["dtype"], "aten": list(loaded.aten),
+                       "fwd": {"status": "error", "why": f"harness: {_first_line(exc)}", "ops": []}}
+            self.send("case", rec)
+            if self.suspect:  # after a device error, check the device before the next case
+                self.suspect = False
+                self.health_check()
+        self.send("group_done", group["id"], len(loaded.samples))
+
+
+def main(conn, config: dict) -> None:
+    """Entry point of a spawned worker."""
+    log = config.get("log")
+    if log:
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    _die_with_parent()
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, int(config.get("threads", 1))))
+        if config.get("module"):
+            _load_backend(torch, config["module"], config["device_type"])
+        worker = Worker(conn, config)
+    except Exception as exc:  # noqa: BLE001
+        conn.send(("smoke_failed", f"worker start failed: {_first_line(exc)}"))
+        return
+    try:
+        worker.smoke()
+    except Exception as exc:  # noqa: BLE001
+        conn.send(("smoke_failed", _first_line(exc)))
+        return
+    from opcov.probe.cases import opinfos
+
+    opinfos()  # load the OpInfo database once, before the first group's timer starts
+    conn.send(("ready", describe_device(torch, worker)))
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            return
+        if msg[0] == "stop":
+            # nothing is left to flush: skip interpreter teardown (about a second with torch loaded)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+        if msg[0] == "group":
+            try:
+                worker.run_group(msg[1], set(msg[2]))
+            except (BrokenPipeError, EOFError):
+                return
+            except Exception:  # noqa: BLE001
+                traceback.print_exc(file=sys.stderr)
+                raise
+
+
+def _load_backend(torch, module: str, device_type: str) -> None:
+    """Import the backend; if that does not name its device yet, run the loader its
+    ``torch.backends`` entry point names (what torch's autoload would have run)."""
+    import importlib
+    import importlib.metadata as md
+
+    importlib.import_module(module)
+    try:
+        torch.device(device_type)
+        return
+    except RuntimeError:
+        pass
+    for ep in md.entry_points(group="torch.backends"):
+        if ep.value.split(":", 1)[0].split(".")[0] == module.split(".")[0]:
+            ep.load()()
+            break
+    try:
+        torch.device(device_type)
+    except RuntimeError:
+        raise RuntimeError(f"importing {module} registered no device type {device_type!r}: "
+                           "the backend found no device on this machine") from None
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills this worker when the parent dies (even by SIGKILL), so a hung
+    case never outlives an interrupted probe."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def describe_device(torch, worker) -> str:
+    import platform
+
+    dt = worker.device_type
+    if dt == "cpu":
+        return f"cpu: {platform.processor() or platform.machine()}"
+    if dt == "meta":
+        return "meta: no data (shape, dtype and stride only)"
+    mod = getattr(torch, dt, None)
+    name = None
+    for attr in ("get_device_name",):
+        if hasattr(mod, attr):
+            try:
+                name = getattr(mod, attr)()
+            except Exception:  # noqa: BLE001
+                name = None
+    return f"{dt}: {name}" if name else f"{dt}: {worker.dev}"

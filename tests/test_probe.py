@@ -1,0 +1,346 @@
+"""opcov probe / merge end to end, on the planted Python PrivateUse1 backend (in child processes).
+
+Each test runs a small probe (a few OpInfos) so the whole file stays within a few minutes on
+two cores. The planted behaviours come from opcov.testing.pybackend via OPCOV_PYBACKEND_SPEC.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, child_env, load_yaml, run_opcov
+
+PB = ["--import", "opcov.testing.pybackend"]
+
+PLANTED = {
+    "kernels": {"aten::add.out": "pass", "aten::mul.out": "small_error", "aten::sub.out": "large_error",
+                "aten::mm": "low_precision", "aten::neg": "raise", "aten::exp": "oom",
+                "aten::sum.dim_IntList": "pass"},
+    "fallback": "raise",  # ops without a kernel raise NotImplementedError: 'missing'
+}
+CRASHY = {
+    "kernels": {"aten::neg": "pass", "aten::ceil": "pass", "aten::trunc": "pass",
+                "aten::sin": "segfault", "aten::tan": "abort", "aten::sqrt": "hang"},
+    "fallback": "raise",
+}
+WORKING = {"kernels": {}, "fallback": "cpu"}  # every op through the CPU fallback: all pass
+WORKING_OPS = "^(add|mul|sub|neg|clone|abs)$"
+
+
+def probe(tmp_path, name, spec, *args, timeout=300):
+    out = str(tmp_path / f"{name}.yaml")
+    proc = run_opcov("probe", "opcovtest", *PB, *args, "--out", out, timeout=timeout,
+                     OPCOV_PYBACKEND_SPEC=json.dumps(spec))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, load_yaml(out), proc
+
+
+def cell(doc, op, dtype="float32"):
+    return doc["ops"][op][dtype]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("planted")
+    return probe(tmp, "planted", PLANTED, "--ops", "^(mm|mul|sub|neg|abs|add|exp|empty_like)$",
+                 "--dtypes", "float32")
+
+
+def test_each_planted_behaviour_lands_in_its_status(planted):
+    out, doc, proc = planted
+    assert cell(doc, "aten::add.Tensor")["fwd"] == "pass"
+    mm = cell(doc, "aten::mm")
+    assert mm["fwd"] == "pass_low_precision" and mm["tol"] == "low_precision"
+    assert 1e-4 < mm["err"][1] < 2e-2  # bfloat16-level relative error, kept as evidence
+    mul = cell(doc, "aten::mul.Tensor")  # 1e-3 relative error on an elementwise op: wrong, not low precision
+    assert mul["fwd"] == "mismatch" and "values differ" in mul["why"] and mul["blame"].startswith("opinfo")
+    sub = cell(doc, "aten::sub.Tensor")
+    assert sub["fwd"] == "mismatch" and sub["err"][0] >= 0.99
+    neg = cell(doc, "aten::neg")
+    assert neg["fwd"] == "error" and "planted error" in neg["why"] and neg["blame"].startswith("raised_in")
+    abs_ = cell(doc, "aten::abs")
+    assert abs_["fwd"] == "unsupported" and "NotImplementedError" in abs_["why"]
+    exp = cell(doc, "aten::exp")
+    assert exp["fwd"] == "error" and exp["why"].startswith("out of memory")
+    assert cell(doc, "aten::empty_like")["fwd"] == "not_comparable"
+    # the backward of mm runs mm again at reduced precision; add's backward is exact
+    assert mm["bwd"] == "pass_low_precision"
+    # ops no case reached are listed, with the reason, and counted
+    assert doc["ops"]["aten::_grouped_mm"] == {"skipped": doc["ops"]["aten::_grouped_mm"]["skipped"]}
+    assert "no case of this probe dispatched it" in doc["ops"]["aten::_grouped_mm"]["skipped"]
+    s = doc["summary"]["aten"]
+    assert s["probed"] + s["skipped"] == s["overloads"] and s["probed"] >= 8
+    assert doc["evidence"] == "probed" and doc["provenance"]["probe"]["dtypes"] == ["float32"]
+    assert "opcov probe opcovtest" in doc["provenance"]["command"]
+
+
+def test_probed_file_lints_clean_and_summarizes(planted):
+    out, doc, _ = planted
+    lint = run_opcov("lint", out)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert "0 error(s)" in lint.stdout
+    summ = run_opcov("summary", out)
+    assert summ.returncode == 0, summ.stderr
+    assert "probed evidence" in summ.stdout and "skipped (no case reached it)" in summ.stdout
+    assert "pass_low_precision" in summ.stdout
+
+
+def test_crash_and_hang_are_isolated(tmp_path):
+    out, doc, proc = probe(tmp_path, "crashy", CRASHY, "--ops", "^(sin|tan|sqrt|neg|ceil|trunc)$",
+                           "--dtypes", "float32", "--directions", "forward", "--timeout", "3")
+    sin, tan, sqrt = cell(doc, "aten::sin"), cell(doc, "aten::tan"), cell(doc, "aten::sqrt")
+    assert sin["fwd"] == "crash" and "SIGSEGV" in sin["why"]
+    assert tan["fwd"] == "crash" and "SIGABRT" in tan["why"]
+    assert sqrt["fwd"] == "timeout" and "3s" in sqrt["why"]
+    # groups after the crashes ran in fresh workers and pass (trunc sorts after tan)
+    assert cell(doc, "aten::trunc")["fwd"] == "pass"
+    assert cell(doc, "aten::neg")["fwd"] == "pass"
+    assert "worker restarts" in proc.stdout
+    assert not os.path.exists(out + ".journal.jsonl")
+
+
+def _comparable(doc):
+    return {"ops": doc["ops"], "summary": doc["summary"]}
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("whole")
+    return probe(tmp, "whole", WORKING, "--ops", WORKING_OPS, "--dtypes", "float32")
+
+
+def test_resume_after_sigkill_equals_uninterrupted(tmp_path, whole):
+    out = str(tmp_path / "killed.yaml")
+    journal = out + ".journal.jsonl"
+    args = ["probe", "opcovtest", *PB, "--ops", WORKING_OPS, "--dtypes", "float32", "--out", out]
+    env = child_env(OPCOV_PYBACKEND_SPEC=json.dumps(WORKING), OPCOV_PROBE_CASE_DELAY="0.05")
+    parent = subprocess.Popen([sys.executable, "-m", "opcov", *args], env=env, cwd=ROOT,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if os.path.exists(journal) and sum(1 for _ in open(journal)) > 12:
+            break
+        time.sleep(0.05)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert os.path.exists(journal) and not os.path.exists(out), "the run was not interrupted mid-way"
+    done = sum(1 for line in open(journal) if '"case"' in line)
+    again = run_opcov(*args, OPCOV_PYBACKEND_SPEC=json.dumps(WORKING))
+    assert again.returncode != 0 and "--resume" in again.stderr  # a journal is never silently dropped
+    resumed = run_opcov(*args, "--resume", OPCOV_PYBACKEND_SPEC=json.dumps(WORKING))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming: {done} cases" in resumed.stderr
+    doc = load_yaml(out)
+    assert _comparable(doc) == _comparable(whole[1])
+    assert doc["provenance"]["command"] == whole[1]["provenance"]["command"].replace(whole[0], out)
+
+
+def test_shards_merged_equal_the_whole_run(tmp_path, whole):
+    parts = []
+    for i in (1, 2):
+        out, doc, _ = probe(tmp_path, f"shard{i}", WORKING, "--ops", WORKING_OPS, "--dtypes", "float32",
+                            "--shard", f"{i}/2")
+        assert doc["provenance"]["probe"]["shard"] == f"{i}/2"
+        parts.append(out)
+    merged = str(tmp_path / "merged.yaml")
+    proc = run_opcov("merge", *parts, "--out", merged)
+    assert proc.returncode == 0, proc.stderr
+    doc = load_yaml(merged)
+    assert _comparable(doc) == _comparable(whole[1])
+    assert len(doc["provenance"]["merged_from"]) == 2
+    assert run_opcov("lint", "--no-catalog", merged).returncode == 0
+
+
+def test_merge_refuses_mismatched_inputs(tmp_path, whole):
+    from opcov import data
+
+    base = whole[1]
+    for what, change in (("backend", lambda d: d["backend"].update(name="other")),
+                         ("torch version", lambda d: d["provenance"].update(torch="2.99.0")),
+                         ("backend version", lambda d: d["backend"].update(version="9.9"))):
+        doc = json.loads(json.dumps(base))
+        change(doc)
+        other = str(tmp_path / "other.yaml")
+        data.save(doc, other)
+        proc = run_opcov("merge", whole[0], other, "--out", str(tmp_path / "m.yaml"))
+        assert proc.returncode == 2, what
+        assert f"cannot merge {other}" in proc.stderr and what in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    reg = os.path.join(ROOT, "coverage", "cpu", "registered-torch-2.13.0+cpu.yaml")
+    proc = run_opcov("merge", whole[0], reg, "--out", str(tmp_path / "m.yaml"))
+    assert proc.returncode == 2 and "probed files only" in proc.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ops", "(mm"], "bad --ops pattern"),
+    (["--dtypes", "float33"], "unknown dtype 'float33'"),
+    (["--shard", "3/2"], "bad --shard"),
+    (["--shard", "x"], "bad --shard"),
+    (["--directions", "sideways"], "unknown direction"),
+    (["--jobs", "0"], "--jobs must be at least 1"),
+    (["--traces", "nosuchmodel"], "not a zoo model"),
+])
+def test_bad_arguments_give_one_line_and_exit_2(args, message):
+    proc = run_opcov("probe", "cpu", *args)
+    assert proc.returncode == 2
+    assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_pattern_matching_nothing_is_a_usage_error(tmp_path):
+    proc = run_opcov("probe", "cpu", "--ops", "^no_such_op_xyz$", "--out", str(tmp_path / "x.yaml"))
+    assert proc.returncode == 2 and "no OpInfo case matches" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_replayed_model_calls_reach_ops_and_gaps_show(tmp_path):
+    """--traces replays the op calls of a zoo model's training step: the backward kernels it reaches
+    get evidence, and a backend gap (no kernel, fallback off) shows as unsupported."""
+    spec = {"kernels": {"aten::convolution_backward": "raise"}, "fallback": "cpu"}
+    out, doc, _ = probe(tmp_path, "traces", spec, "--traces", "nn-convnet", "--ops", r"^trace\.",
+                        "--dtypes", "float32")
+    conv_bwd = cell(doc, "aten::convolution_backward")
+    assert conv_bwd["fwd"] == "error" and "planted error" in conv_bwd["why"]
+    assert conv_bwd["samples"] == ["trace.nn-convnet"] and conv_bwd["case"].startswith("trace.nn-convnet|")
+    # no convolution kernel: the composite reaches convolution_overrideable, which raises
+    conv = cell(doc, "aten::convolution")
+    assert conv["fwd"] == "unsupported" and "overrideable" in conv["why"]
+    assert cell(doc, "aten::native_batch_norm_backward")["fwd"] == "pass"  # only a backward reaches it
+    assert doc["provenance"]["probe"]["case_source"]["traces"] == ["nn-convnet"]
+
+
+def test_smoke_test_crash_fails_cleanly(tmp_path):
+    """A backend whose device start aborts the process (as TorchTPU without a TPU) kills only the
+    spawned worker: one line, exit 2, no journal left behind."""
+    mod = tmp_path / "abortdev.py"
+    mod.write_text("import multiprocessing, os\n"
+                   "if multiprocessing.parent_process() is not None:\n"
+                   "    os.abort()  # the device start, in the worker only\n")
+    out = str(tmp_path / "x.yaml")
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}"}
+    proc = subprocess.run([sys.executable, "-m", "opcov", "probe", "abortdev", "--import", "abortdev",
+                           "--ops", "^mm$", "--dtypes", "float32", "--out", out],
+                          env=child_env(**env), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "smoke test on abortdev crashed (signal SIGABRT)" in proc.stderr
+    assert len([ln for ln in proc.stderr.splitlines() if ln.startswith("opcov:")]) == 1
+    assert not os.path.exists(out + ".journal.jsonl")
+
+
+# ---------------------------------------------------------------- in-process units (cpu only)
+
+def test_judge_rules():
+    import torch
+
+    from opcov.probe.compare import judge
+
+    torch.manual_seed(0)
+    a, b = torch.randn(16, 16), torch.randn(16, 16)
+    ref = a.double() @ b.double()
+    cpu = a @ b
+    low = cpu.to(torch.bfloat16).float()
+    kw = {"dtype": "float32", "mode": "values"}
+    assert judge(cpu.clone(), cpu, ref, reduced_ok=True, **kw)["status"] == "pass"
+    v = judge(low, cpu, ref, reduced_ok=True, **kw)
+    assert v["status"] == "pass_low_precision" and v["tol"] == "low_precision" and v["err"][0] > 0
+    assert judge(low, cpu, ref, reduced_ok=False, **kw)["status"] == "mismatch"  # not a matmul: wrong
+    # NaN positions must agree; a stride difference is recorded, not a mismatch
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    assert judge(torch.tensor([1.0, 2.0, 3.0]), x, None, reduced_ok=False, **kw)["status"] == "mismatch"
+    assert judge(x.clone(), x, None, reduced_ok=False, **kw)["status"] == "pass"
+    t = cpu.t().contiguous().t()
+    v = judge(t, cpu, ref, reduced_ok=False, **kw)
+    assert v["status"] == "pass" and v["strides"] is True
+    assert "shape" in judge(cpu[:3], cpu, ref, reduced_ok=False, **kw)["why"]
+    assert "dtype" in judge(cpu.double(), cpu, ref, reduced_ok=False, **kw)["why"]
+    # meta: layout only, and strides count there
+    m = torch.empty(4, 4, device="meta")
+    assert judge(m, torch.empty(4, 4), None, dtype="float32", mode="meta", reduced_ok=False)["status"] == "pass"
+    assert judge(m.t(), torch.empty(4, 4), None, dtype="float32", mode="meta",
+                 reduced_ok=False)["status"] == "mismatch"
+
+
+def test_canaries_catch_silent_narrowing():
+    import torch
+
+    from opcov.probe.cases import _canaries
+    from opcov.probe.compare import judge
+
+    for cid, (dt, fn, samples) in _canaries().items():
+        inp, args, kwargs = samples[0]
+        right = fn(inp, *args, **kwargs)
+        narrow = torch.float32 if dt == "float64" else torch.int32
+        wrong = fn(inp.to(narrow), *[a.to(narrow) if isinstance(a, torch.Tensor) else a for a in args],
+                   **kwargs).to(right.dtype)
+        assert judge(right.clone(), right, None, dtype=dt, mode="canary", reduced_ok=False)["status"] == "pass"
+        assert judge(wrong, right, None, dtype=dt, mode="canary", reduced_ok=False)["status"] == "mismatch", cid
+
+
+def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
+    from opcov.probe import results
+    from opcov.probe.cases import Loaded, Sample
+    from opcov.probe.worker import Worker
+
+    class Pipe:
+        def send(self, msg):
+            pass
+
+    import torch
+
+    def broken(x):
+        raise RuntimeError("no kernel here either")
+
+    w = Worker(Pipe(), {"device_type": "cpu", "device": "cpu"})
+    loaded = Loaded(broken, [Sample(torch.ones(2), (), {})], ("aten::broken",), False, True, False)
+    rec = w.run_case(loaded, loaded.samples[0], "x|float32|0", {"id": "x|float32", "source": "x",
+                                                                "dtype": "float32", "backward": False})
+    assert rec["fwd"]["status"] == "no_reference" and "cpu reference failed" in rec["fwd"]["why"]
+
+    def rec_of(i, status, ops, raised=None, err=None):
+        part = {"status": status, "ops": ops}
+        if raised:
+            part["raised"] = raised
+        if err:
+            part["err"] = err
+        return {"case": f"mul|float32|{i}", "group": "mul|float32", "source": "mul", "dtype": "float32",
+                "aten": ["aten::mul"], "fwd": part}
+
+    ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
+    recs = [rec_of(0, "pass", ops2, err=[1e-7, 1e-7]), rec_of(1, "not_comparable", ops2),
+            rec_of(2, "mismatch", ops2, err=[0.5, 0.1]), rec_of(3, "error", ops2, raised=["aten::view", "float32"])]
+    ops = results.build_ops(recs, ["aten::mul.Tensor", "aten::view", "aten::mm"], "unreached")
+    mul, view = ops["aten::mul.Tensor"]["float32"], ops["aten::view"]["float32"]
+    assert mul["fwd"] == "mismatch" and mul["blame"].startswith("opinfo") and mul["cases"] == 3
+    assert view["fwd"] == "error" and view["blame"].startswith("raised_in")
+    assert ops["aten::mm"] == {"skipped": "unreached"}
+    # combining is order-free: two halves merged equal the whole
+    a = results.build_ops(recs[:2], [], "unreached")
+    b = results.build_ops(recs[2:], [], "unreached")
+    assert results.merge_ops([a, b]) == results.build_ops(recs, [], "unreached")
+
+
+def test_bad_probed_cells_are_reported_with_file_and_line(tmp_path):
+    from opcov import data
+
+    doc = {"schema_version": 1, "evidence": "probed",
+           "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x",
+                       "version": "1"},
+           "provenance": {"torch": "2.13.0+cpu", "command": "opcov probe x", "created": "2026-01-01T00:00:00+00:00"},
+           "summary": {},
+           "ops": {"aten::mm": {"float32": {"fwd": "passed", "cases": 1}},
+                   "aten::add.Tensor": {"float32": {"bwd": "pass"}},
+                   "aten::sub.Tensor": {"skipped": "no case of this probe dispatched it"}}}
+    path = str(tmp_path / "bad.yaml")
+    data.save(doc, path)
+    problems = [str(p) for p in data.validate(data.parse(path)[0], path)]
+    lines = open(path).read().splitlines()
+    mm_line = next(i for i, ln in enumerate(lines, 1) if ln.startswith("  aten::mm:"))
+    assert any(f"{path}:{mm_line}:" in p and "'passed'" in p for p in problems), problems
+    assert any("aten::add.Tensor: float32: missing 'fwd'" in p for p in problems), problems
+    assert not any("sub.Tensor" in p for p in problems)
