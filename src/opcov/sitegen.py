@@ -211,6 +211,12 @@ def probed_figures(site: Site, backend, figs: dict) -> dict | None:
     return {"snap": snap, "rows": out}
 
 
+def _union_evidence(labels) -> str:
+    """'probed + registered' from several verdicts' labels, each kind once."""
+    kinds = sorted({k for label in labels for k in label.split(" + ") if k != "no evidence"})
+    return " + ".join(kinds) if kinds else "no evidence"
+
+
 VERDICT_CSS = {"runs": "ok", "runs_with_fallback": "warn", "fails": "fail", "unknown": "unknown"}
 OUTCOME_CSS = {"ok": "ok", "fallback": "warn", "fails": "fail", "unknown": "unknown", "not_judged": "na"}
 
@@ -452,7 +458,7 @@ def build(site: Site) -> dict:
                                         "share": share(c["runs"], len(vs)),
                                         "fallback": c["runs_with_fallback"], "fails": c["fails"],
                                         "unknown": c["unknown"],
-                                        "evidence": " + ".join(sorted({verdict_evidence(v) for v in vs}))})
+                                        "evidence": _union_evidence(verdict_evidence(v) for v in vs)})
     model_badges = {}
     for m in site.models:
         for b in site.backends:
@@ -461,7 +467,7 @@ def build(site: Site) -> dict:
             if not vs:
                 continue
             worst = min((v.verdict for _, v in vs), key=lambda x: VERDICT_ORDER.index(x) if x in VERDICT_ORDER else 0)
-            evidence = " + ".join(sorted({verdict_evidence(v) for _, v in vs}))
+            evidence = _union_evidence(verdict_evidence(v) for _, v in vs)
             value = ", ".join(f"{mode} {v.verdict.replace('_', ' ')}" for mode, v in vs) + f" ({evidence})"
             path = f"badges/{_safe(m.name)}-{_safe(b.name)}.svg"
             colour = {"ok": "#2e7d32", "warn": "#9e6a00", "fail": "#b3261e"}.get(VERDICT_CSS.get(worst), "#6b6b6b")
