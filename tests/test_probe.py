@@ -344,3 +344,13 @@ def test_bad_probed_cells_are_reported_with_file_and_line(tmp_path):
     assert any(f"{path}:{mm_line}:" in p and "'passed'" in p for p in problems), problems
     assert any("aten::add.Tensor: float32: missing 'fwd'" in p for p in problems), problems
     assert not any("sub.Tensor" in p for p in problems)
+
+
+def test_a_view_op_that_copies_breaks_aliasing(tmp_path):
+    """unfold must return a view of its input; a kernel computing a copy gives the right values but a
+    wrong program (writes through the view are lost): a mismatch that names the aliasing."""
+    spec = {"kernels": {"aten::unfold": "pass"}, "fallback": "cpu"}
+    out, doc, _ = probe(tmp_path, "alias", spec, "--ops", "^unfold$", "--dtypes", "float32",
+                        "--directions", "forward")
+    c = cell(doc, "aten::unfold")
+    assert c["fwd"] == "mismatch" and "view aliasing differs" in c["why"]

@@ -39,3 +39,11 @@ def test_missing_kernels_fail_where_predicted(tmp_path):
     # the fused LSTM cell is CUDA/accelerator-only: the test backend cannot plant it (CPU lacks it)
     assert (lstm.predicted, lstm.actual) == ("fails", "raised")
     assert all(o.agrees for o in out.values())
+
+
+def test_probe_sees_what_registration_cannot(tmp_path):
+    """A registered kernel that raises: the scan claims it, the probe (OpInfo + replayed model calls) catches it."""
+    out = run(tmp_path, "raising-layer-norm", ["bert"], ["inference"], probe=True)
+    bert = out[("bert", "inference")]
+    assert (bert.predicted, bert.actual) == ("fails", "raised")
+    assert bert.problems == ["aten::native_layer_norm"] and "planted error" in bert.detail

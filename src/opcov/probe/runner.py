@@ -535,8 +535,8 @@ NOTES_ALWAYS = [
     "replayed one call at a time (forward only; CPU-only kernels left out). Ops no case reaches stay "
     "'skipped'",
     "checked: values (float64 CPU reference, device no worse than CPU at the same dtype), NaN/inf "
-    "positions, shape, dtype, in-place mutation of inputs; strides are recorded, not judged; view "
-    "aliasing and out= semantics are not checked yet",
+    "positions, shape, dtype, in-place mutation of inputs, view aliasing (which outputs share storage "
+    "with which inputs, as on CPU); strides are recorded, not judged; out= semantics are not checked yet",
 ]
 
 

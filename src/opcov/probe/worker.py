@@ -30,6 +30,25 @@ AMBIGUOUS_BASES = frozenset({
 })
 
 
+def aliasing(torch, inputs, outputs) -> list:
+    """For each output tensor, the input tensors it shares storage with (a view or the mutated input).
+
+    A view op must return a view on the device too (code relies on writes through it), and a
+    functional op must not return its input's storage; the storage identity (StorageImpl) tells.
+    """
+    import torch.utils._pytree as pytree
+
+    def sid(t):
+        try:
+            return t.untyped_storage()._cdata
+        except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
+            return None
+
+    ins = [sid(t) if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(inputs)]
+    outs = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+    return [[i for i, s in enumerate(ins) if s is not None and s == sid(o)] for o in outs]
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = text[0] if text else ""
@@ -182,6 +201,10 @@ class Worker:
                         pick(ref_in, ref_out) if ref_out is not None else None,
                         dtype=dtype, mode=mode, reduced_ok=reduced_ok)
         rec["fwd"].update(verdict)
+        alias_cpu, alias_dev = aliasing(torch, cpu_in, cpu_out), aliasing(torch, dev_in, dev_out)
+        if alias_cpu != alias_dev and rec["fwd"].get("status") in ("pass", "pass_low_precision", "not_comparable"):
+            rec["fwd"].update(status="mismatch", why=f"view aliasing differs: output -> aliased inputs "
+                              f"{alias_dev} on the device, {alias_cpu} on cpu")
         if not group["backward"]:
             return rec
         self.send("fwd", cid, rec["fwd"])
