@@ -268,7 +268,7 @@ def test_gaps_rank_ops_by_models_blocked(tmp_path, cov):
     assert r.returncode == 0, r.stderr
     ranked = json.loads(r.stdout)
     assert [(e["op"], len(e["models"])) for e in ranked] == [("aten::gone", 2), ("aten::cholesky", 1)]
-    assert ranked[0]["models"] == ["m1 (training)", "m2 (training)"]
+    assert ranked[0]["models"] == ["m1 (training)", "m2 (training)"] and ranked[0]["model_count"] == 2
     # check finds a zoo model by name under coverage/models/
     assert run_opcov("check", "m3", "-b", "fake", "--coverage", str(cov)).returncode == 0
     assert os.path.isdir(cov / "models" / "m1")

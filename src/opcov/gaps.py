@@ -40,10 +40,11 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
                 entry["models"].add(f"{doc['model']['name']} ({doc['mode']})")
                 entry["calls"] += r.calls
                 entry["why"].update(f.why for f in r.problems())
-    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -len(e["models"]), -e["calls"],
-                                                     e["op"]))
-    for e in ranked:
+    for e in blocked.values():
         e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
+        e["model_count"] = len({m.rsplit(" (", 1)[0] for m in e["models"]})  # distinct models, any mode
+    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -e["model_count"],
+                                                     -len(e["models"]), -e["calls"], e["op"]))
     return ranked
 
 
@@ -54,7 +55,8 @@ def render(ranked: list[dict], backend: str, top: int, fmt: str = "text") -> str
     lines = [f"opcov gaps {backend}: {len(fails)} failing op(s), {len(ranked) - len(fails)} unknown; "
              f"ranked by zoo models blocked (model op sets in coverage/models/)", ""]
     for e in ranked[:top]:
-        lines.append(f"  {len(e['models']):3d} models  {e['outcome']:7s}  {e['op']}  ({e['calls']} calls)")
+        lines.append(f"  {e['model_count']:3d} model{'s' if e['model_count'] != 1 else ' '}  {e['outcome']:7s}  "
+                     f"{e['op']}  ({e['calls']} calls)")
         lines.append(f"               why: {e['why'][0]}" + (f" (+{len(e['why']) - 1} more)" if len(e["why"]) > 1
                                                             else ""))
         lines.append(f"               blocks: {', '.join(e['models'])}")

@@ -299,7 +299,8 @@ def gaps(site: Site, backend, verdicts: dict) -> dict:
                 e["models"].add((model, mode))
                 e["calls"] += r.calls
                 e["why"].update(f.why for f in r.problems())
-    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -len(e["models"]), -e["calls"], e["op"]))
+    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -len({m for m, _ in e["models"]}),
+                                                     -len(e["models"]), -e["calls"], e["op"]))
     for e in ranked:
         e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
     snap = backend.registered
