@@ -9,6 +9,7 @@ each problem, so a hand-edited or foreign file never reaches a report half-read.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from opcov.errors import DataError
@@ -277,7 +278,8 @@ def load(path: str) -> dict:
 # ---------------------------------------------------------------- reading a few ops fast
 
 def load_subset(path: str, names) -> dict:
-    """The header plus only the named ops' records, validated; ops the file lacks are simply absent.
+    """The header (without its summary) plus only the named ops' records, validated; ops the file lacks
+    are simply absent.
 
     ``opcov check`` needs a hundred-odd ops out of ~3,700: parsing just those lines
     (files are written one op per line) is several times faster than a full parse.
@@ -294,8 +296,12 @@ def load_subset(path: str, names) -> dict:
     if cut < 0:
         return _restrict(load(path), names)
     wanted = set(names)
+    head = text[:cut + 1]
+    summary = head.find("\nsummary:")  # sorted keys: the summary (large in probed files) comes last
+    if summary >= 0 and head.find("\n", summary + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[summary + 9:]):
+        head = head[:summary + 1]
     try:
-        doc = yaml.load(text[:cut + 1], Loader=_loader())
+        doc = yaml.load(head, Loader=_loader())
         ops = {}
         for line in text[cut + 6:].splitlines():
             key, sep, _ = line[2:].partition(": ")
