@@ -354,3 +354,16 @@ def test_a_view_op_that_copies_breaks_aliasing(tmp_path):
                         "--directions", "forward")
     c = cell(doc, "aten::unfold")
     assert c["fwd"] == "mismatch" and "view aliasing differs" in c["why"]
+
+
+def test_out_variant_is_probed_and_filed_under_the_out_overload(tmp_path):
+    """mul works, mul(out=) writes wrong values: the .out overload gets the mismatch, mul keeps its pass."""
+    spec = {"kernels": {"aten::mul.Tensor": "pass", "aten::mul.out": "large_error"}, "fallback": "cpu"}
+    out, doc, _ = probe(tmp_path, "outvar", spec, "--ops", "^mul$", "--dtypes", "float32",
+                        "--directions", "forward")
+    assert cell(doc, "aten::mul.Tensor")["fwd"] == "pass"
+    c = cell(doc, "aten::mul.out")
+    assert c["fwd"] == "mismatch" and c["why"].startswith("out=: ") and c["blame"].startswith("opinfo")
+    ok_spec = {"kernels": {"aten::mul.Tensor": "pass", "aten::mul.out": "pass"}, "fallback": "cpu"}
+    _, doc, _ = probe(tmp_path, "outok", ok_spec, "--ops", "^mul$", "--dtypes", "float32", "--directions", "forward")
+    assert cell(doc, "aten::mul.out")["fwd"] == "pass"

@@ -144,6 +144,7 @@ class Loaded:
     nondeterministic: bool  # OpInfo says the output is not deterministic
     float64_ok: bool  # the op supports float64 on cpu (a float64 reference can be taken)
     canary: bool
+    supports_out: bool = False  # OpInfo says the op takes out=: its .out overload is probed too
 
 
 def load_group(group: dict) -> Loaded:
@@ -166,7 +167,7 @@ def load_group(group: dict) -> Loaded:
     names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
     names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
     return Loaded(op.op, samples, tuple(sorted(names)), bool(op.has_nondeterministic_output),
-                  torch.float64 in op.supported_dtypes("cpu"), False)
+                  torch.float64 in op.supported_dtypes("cpu"), False, bool(getattr(op, "supports_out", False)))
 
 
 # ---------------------------------------------------------------- selection (parent side)

@@ -68,6 +68,12 @@ def entries(rec: dict):
         targets, how = _blame(rec, fwd, fops)
         for op, dk in targets:
             yield op, dk, "fwd", _entry(rec, fwd, how)
+    out = rec.get("out")  # the same call with out=: evidence for the .out overload it dispatched
+    if out and "status" in out:
+        oops = [tuple(p) for p in out.get("ops", ())]
+        targets, how = _blame(rec, out, oops)
+        for op, dk in targets:
+            yield op, dk, "fwd", _entry(rec, out, how)
     bwd = rec.get("bwd")
     if bwd and "status" in bwd:
         targets, how = _blame(rec, {"status": bwd["status"]}, fops)  # bwd slot: forward overloads

@@ -536,7 +536,8 @@ NOTES_ALWAYS = [
     "'skipped'",
     "checked: values (float64 CPU reference, device no worse than CPU at the same dtype), NaN/inf "
     "positions, shape, dtype, in-place mutation of inputs, view aliasing (which outputs share storage "
-    "with which inputs, as on CPU); strides are recorded, not judged; out= semantics are not checked yet",
+    "with which inputs, as on CPU), and out= on each OpInfo's first sample (writes into the given tensor, "
+    "returns it, same values; filed under the .out overload); strides are recorded, not judged",
 ]
 
 

@@ -205,6 +205,11 @@ class Worker:
         if alias_cpu != alias_dev and rec["fwd"].get("status") in ("pass", "pass_low_precision", "not_comparable"):
             rec["fwd"].update(status="mismatch", why=f"view aliasing differs: output -> aliased inputs "
                               f"{alias_dev} on the device, {alias_cpu} on cpu")
+        if loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
+                and isinstance(dev_out, torch.Tensor) and not mutated:
+            out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok)
+            if out is not None:
+                rec["out"] = out
         if not group["backward"]:
             return rec
         self.send("fwd", cid, rec["fwd"])
@@ -212,6 +217,42 @@ class Worker:
                             (cpu_in, dev_in, ref_in))
         if bwd is not None:
             rec["bwd"] = bwd
+        return rec
+
+    def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok) -> dict | None:
+        """The same call with ``out=``: it must write into the given tensor and return it, with the values
+        of the functional call. Filed under the ``.out`` overload it dispatches (recorded on CPU).
+        None when CPU itself refuses ``out=`` for this sample (nothing to compare with)."""
+        from opcov.probe.compare import judge
+        from opcov.probe.record import Calls, recording
+
+        torch = self.torch
+        calls = Calls()
+        cpu_in, cpu_into = self.clone(sample), torch.empty_like(cpu_out)
+        torch.manual_seed(seed)
+        try:
+            with recording(calls):
+                fn(cpu_in[0], *cpu_in[1], **cpu_in[2], out=cpu_into)
+        except Exception:  # noqa: BLE001 - this sample does not take out= on CPU either
+            return None
+        rec = {"ops": calls.pairs()}
+        dev_in, dev_into = self.to_device(sample), torch.empty_like(dev_out)
+        torch.manual_seed(seed)
+        try:
+            returned = fn(dev_in[0], *dev_in[1], **dev_in[2], out=dev_into)
+            self.sync()
+        except Exception as exc:  # noqa: BLE001 - every device failure is data
+            status, why = classify_exception(exc)
+            rec.update(status=status, why=f"out=: {why}")
+            self.suspect = True
+            return rec
+        if not isinstance(returned, torch.Tensor) or aliasing(torch, [dev_into], [returned]) != [[0]]:
+            rec.update(status="mismatch", why="out=: the call did not return the out tensor it was given")
+            return rec
+        verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+        if verdict.get("why"):
+            verdict["why"] = f"out=: {verdict['why']}"
+        rec.update(verdict)
         return rec
 
     def backward(self, sample, cid, seed, dtype, mode, reduced_ok, outs, ins):
