@@ -22,29 +22,40 @@ def model_files(coverage_dir: str) -> list[str]:
     return found
 
 
+def tally(judged) -> list[dict]:
+    """Failing and unknown ops over (model, mode, BackendVerdict) triples, ranked: failing first, then
+    by distinct models blocked (a model's two modes count once), modes blocked, calls, name.
+    Each entry: op, outcome, models [(model, mode)...], model_count, calls, why [...]."""
+    blocked: dict[tuple[str, str], dict] = {}
+    for model, mode, v in judged:
+        for r in v.ops:
+            if r.outcome in ("fails", "unknown"):
+                entry = blocked.setdefault((r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(),
+                                                               "calls": 0, "why": set()})
+                entry["models"].add((model, mode))
+                entry["calls"] += r.calls
+                entry["why"].update(f.why for f in r.problems())
+    for e in blocked.values():
+        e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
+        e["model_count"] = len({m for m, _ in e["models"]})
+    return sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -e["model_count"],
+                                                   -len(e["models"]), -e["calls"], e["op"]))
+
+
 def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
     files = model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
-    blocked: dict[tuple[str, str], dict] = {}
+    judged = []
     for path in files:
         doc = opset.load(path)
         if modes and doc["mode"] not in modes:
             continue
         cov = verdict.load_coverage(backend, doc["ops"], coverage_dir, str(doc["provenance"].get("torch")))
-        v = verdict.judge(doc, cov)
-        for r in v.ops:
-            if r.outcome in ("fails", "unknown"):
-                entry = blocked.setdefault((r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(),
-                                                               "calls": 0, "why": set()})
-                entry["models"].add(f"{doc['model']['name']} ({doc['mode']})")
-                entry["calls"] += r.calls
-                entry["why"].update(f.why for f in r.problems())
-    for e in blocked.values():
-        e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
-        e["model_count"] = len({m.rsplit(" (", 1)[0] for m in e["models"]})  # distinct models, any mode
-    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -e["model_count"],
-                                                     -len(e["models"]), -e["calls"], e["op"]))
+        judged.append((doc["model"]["name"], doc["mode"], verdict.judge(doc, cov)))
+    ranked = tally(judged)
+    for e in ranked:
+        e["models"] = [f"{m} ({mode})" for m, mode in e["models"]]
     return ranked
 
 

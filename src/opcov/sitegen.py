@@ -286,23 +286,14 @@ def op_page(site: Site, name: str, links: dict) -> dict:
 
 
 def gaps(site: Site, backend, verdicts: dict) -> dict:
-    """Ops that block zoo models on this backend (as 'opcov gaps' ranks them), and core ATen ops not registered."""
-    blocked: dict = {}
-    for (model, mode, bname), v in sorted(verdicts.items()):
-        if bname != backend.name:
-            continue
-        for r in v.ops:
-            if r.outcome in ("fails", "unknown"):
-                e = blocked.setdefault((r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(),
-                                                           "calls": 0, "why": set(),
-                                                           "css": OUTCOME_CSS[r.outcome]})
-                e["models"].add((model, mode))
-                e["calls"] += r.calls
-                e["why"].update(f.why for f in r.problems())
-    ranked = sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -len({m for m, _ in e["models"]}),
-                                                     -len(e["models"]), -e["calls"], e["op"]))
+    """Ops that block zoo models on this backend (ranked by opcov.gaps.tally, as 'opcov gaps' ranks them),
+    and core ATen ops not registered."""
+    from opcov.gaps import tally
+
+    ranked = tally((model, mode, v) for (model, mode, bname), v in sorted(verdicts.items())
+                   if bname == backend.name)
     for e in ranked:
-        e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
+        e["css"] = OUTCOME_CSS[e["outcome"]]
     snap = backend.registered
     core_gaps, counts = [], Counter()
     fb = _fallback_enabled(snap)
