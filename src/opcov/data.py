@@ -265,13 +265,18 @@ def parse(path: str):
                              f"not valid YAML: {getattr(exc, 'problem', exc)}")
 
 
-def load(path: str) -> dict:
-    """Parse and validate a coverage file; DataError names file:line of the first problem."""
-    doc, problem = parse(path)
-    problems = [problem] if problem else validate(doc, path)
+def raise_first(problems, path: str) -> None:
+    """DataError naming file:line of the first problem (and how many more), if there is any."""
     if problems:
         more = f" (and {len(problems) - 1} more; run 'opcov lint {path}')" if len(problems) > 1 else ""
         raise DataError(f"{problems[0]}{more}")
+
+
+def load(path: str, validator=None) -> dict:
+    """Parse and validate a data file (a coverage file unless another ``validator`` is given);
+    DataError names file:line of the first problem."""
+    doc, problem = parse(path)
+    raise_first([problem] if problem else (validator or validate)(doc, path), path)
     return doc
 
 
@@ -317,9 +322,7 @@ def load_subset(path: str, names) -> dict:
         return _restrict(load(path), names)
     doc["ops"] = ops
     problems = validate(doc, path)
-    if problems:
-        more = f" (and {len(problems) - 1} more; run 'opcov lint {path}')" if len(problems) > 1 else ""
-        raise DataError(f"{problems[0]}{more}")
+    raise_first(problems, path)
     return doc
 
 

@@ -35,7 +35,6 @@ from dataclasses import dataclass
 
 from opcov import data
 from opcov.data import Problem
-from opcov.errors import DataError
 
 KIND = "opset"
 MODES = ("inference", "training")
@@ -159,12 +158,7 @@ def is_opset(doc) -> bool:
 
 def load(path: str) -> dict:
     """Parse and validate an op-set file; DataError names file:line of the first problem."""
-    doc, problem = data.parse(path)
-    problems = [problem] if problem else validate(doc, path)
-    if problems:
-        more = f" (and {len(problems) - 1} more; run 'opcov lint {path}')" if len(problems) > 1 else ""
-        raise DataError(f"{problems[0]}{more}")
-    return doc
+    return data.load(path, validate)
 
 
 def save(doc: dict, path: str) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -117,16 +118,11 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
             os.path.join(folder, f"registered-torch-{torch_version}.yaml")], spec)
     if probe_ops:
         bases = sorted({o.split("::", 1)[1].split(".")[0] for o in probe_ops})
-        pattern = "^aten::(" + "|".join(_re_escape(b) for b in bases) + ")$"
+        pattern = "^aten::(" + "|".join(re.escape(b) for b in bases) + ")$"
         _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", "float32",
                 "--traces", ",".join(models), "--timeout", "30",
                 "--out", os.path.join(folder, f"probed-torch-{torch_version}.yaml")], spec)
 
-
-def _re_escape(name: str) -> str:
-    import re
-
-    return re.escape(name)
 
 
 RUNNER = r"""
