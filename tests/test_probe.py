@@ -106,6 +106,18 @@ def test_crash_and_hang_are_isolated(tmp_path):
     assert not os.path.exists(out + ".journal.jsonl")
 
 
+def test_crash_in_backward_keeps_the_forward_result(tmp_path):
+    """The worker reports its case's steps through shared memory, not messages: a crash in the
+    backward is still filed under the backward, with the forward's result kept."""
+    spec = {"kernels": {"aten::sin": "pass", "aten::cos": "segfault"}, "fallback": "cpu"}
+    out, doc, proc = probe(tmp_path, "bwdcrash", spec, "--ops", "^sin$", "--dtypes", "float32")
+    sin = cell(doc, "aten::sin")
+    assert sin["fwd"] == "pass", sin
+    assert sin["bwd"] == "crash" and "SIGSEGV" in sin["bwd_why"], sin
+    assert sin["bwd_case"] == sin["case"] == "sin|float32|0"
+    assert "worker restarts" in proc.stdout
+
+
 def _comparable(doc):
     return {"ops": doc["ops"], "summary": doc["summary"]}
 

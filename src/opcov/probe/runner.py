@@ -1,13 +1,12 @@
 """The probe run: a pool of spawned workers, a journal, resume, shards, timeouts and progress.
 
 Every finished case is appended to a JSON-lines journal next to the output (flushed after each
-record, fsync'd at least every second), so a parent killed with SIGKILL loses at most the cases in
-flight; ``--resume``
-reads the journal and runs only the remaining cases. The final file is built from the
-journal alone, sorted by case id, so an interrupted-and-resumed run writes the same file as
-an uninterrupted one. A worker that dies (signal, abort) or exceeds the per-case timeout is
-killed, the case is recorded as ``crash`` or ``timeout`` with the phase it was in, and a fresh
-worker continues the group after that case.
+record, fsync'd at most once a second), so a parent killed with SIGKILL loses at most the cases
+in flight; ``--resume`` reads the journal and runs only the remaining cases. The final file is
+built from the journal alone, sorted by case id, so an interrupted-and-resumed run writes the
+same file as an uninterrupted one. A worker that dies (signal, abort) or exceeds the per-phase
+timeout is killed, the case in its flight recorder (``probe.flight``) is recorded as ``crash``
+or ``timeout`` with the phase it was in, and a fresh worker continues the group after that case.
 """
 
 from __future__ import annotations
@@ -195,21 +194,22 @@ class _Slot:
         self.proc = self.conn = None
         self.state = "dead"  # starting, idle, busy, dead
         self.group = None
-        self.current = None  # partial record of the case in flight
-        self.phase = None
-        self.deadline = float("inf")
+        self.flight = None  # the case in flight, written by the worker (see probe.flight)
+        self.assigned_at = 0.0
+        self.deadline = float("inf")  # starting: the smoke test's; busy: see Pool.deadline
         self.log = None
 
 
 class Pool:
-    def __init__(self, config: dict, jobs: int, journal: Journal, progress: Progress, timeout: float):
+    def __init__(self, config: dict, jobs: int, timeout: float):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")  # never fork
-        self.config, self.jobs, self.journal, self.progress = config, jobs, journal, progress
+        self.config, self.jobs = config, jobs
+        self.journal = self.progress = None
         self.timeout = timeout
         self.slots = [_Slot(i) for i in range(jobs)]
-        self.device = None
+        self.devices: list[str] = []  # each device a worker ran on, as it described it
         self.ever_ready = False
         self.restarts = 0
         self.ready_at = None  # when the first worker passed its smoke test
@@ -220,13 +220,17 @@ class Pool:
     def start(self, slot: _Slot) -> None:
         from opcov.probe import worker
 
+        from opcov.probe.flight import Flight
+
         parent, child = self.ctx.Pipe()
         slot.log = os.path.join(self.logdir, f"worker{slot.index}.log")
-        cfg = dict(self.config, log=slot.log, worker_index=slot.index)
-        slot.proc = self.ctx.Process(target=worker.main, args=(child, cfg), daemon=True)
+        cfg = dict(self.config, log=slot.log, worker_index=slot.index, timeout=self.timeout,
+                   group_timeout=max(self.timeout, GROUP_TIMEOUT_MIN))
+        slot.flight = Flight(ctx=self.ctx)
+        slot.proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
         slot.proc.start()
         child.close()
-        slot.conn, slot.state, slot.group, slot.current = parent, "starting", None, None
+        slot.conn, slot.state, slot.group = parent, "starting", None
         slot.deadline = time.monotonic() + START_TIMEOUT
 
     def kill(self, slot: _Slot) -> None:
@@ -243,7 +247,9 @@ class Pool:
 
     def stop(self) -> None:
         for slot in self.slots:
-            if slot.conn is not None and slot.state in ("idle", "busy", "starting"):
+            if slot.state == "starting":  # still importing: it would read "stop" only once ready
+                self.kill(slot)
+            elif slot.conn is not None and slot.state in ("idle", "busy"):
                 try:
                     slot.conn.send(("stop",))
                 except (OSError, BrokenPipeError):
@@ -263,13 +269,14 @@ class Pool:
 
     # -- the loop
 
-    def run(self, pending: collections.deque, done_ids: dict) -> None:
+    def run(self, pending: collections.deque, done_ids: dict, journal: Journal, progress: Progress) -> None:
         from multiprocessing.connection import wait
 
-        self.pending, self.done_ids = pending, done_ids
+        self.pending, self.done_ids, self.journal, self.progress = pending, done_ids, journal, progress
         want = min(self.jobs, len(pending))
-        # One worker first: its smoke test decides whether the device works at all.
-        self.start(self.slots[0])
+        # One worker first (perhaps already started): its smoke test decides whether the device works.
+        if self.slots[0].state == "dead":
+            self.start(self.slots[0])
         while pending or any(s.state in ("busy",) for s in self.slots):
             if self.ever_ready:
                 live = sum(s.state != "dead" for s in self.slots)
@@ -284,7 +291,7 @@ class Pool:
             if not active:
                 break
             now = time.monotonic()
-            timeout = max(0.0, min(s.deadline for s in active) - now)
+            timeout = max(0.0, min(self.deadline(s) for s in active) - now)
             ready = wait([s.conn for s in active] + [s.proc.sentinel for s in active], timeout=min(timeout, 1.0))
             for s in active:
                 if s.state == "dead":
@@ -293,16 +300,26 @@ class Pool:
                     self.drain(s)
             now = time.monotonic()
             for s in self.slots:
-                if s.state != "dead" and now > s.deadline:
+                if s.state != "dead" and now > self.deadline(s):
                     self.on_timeout(s)
         self.stop()
 
     def assign(self, slot: _Slot, group: dict) -> None:
         skip = sorted(self.done_ids.get(group["id"], ()))
         slot.conn.send(("group", group, skip))
-        slot.state, slot.group, slot.current = "busy", group, None
+        slot.state, slot.group = "busy", group
         slot.generated = False
-        slot.deadline = time.monotonic() + max(self.timeout, GROUP_TIMEOUT_MIN)
+        slot.assigned_at = time.monotonic()
+
+    def deadline(self, slot: _Slot) -> float:
+        """When the slot's worker must have answered: a busy worker's step (sample generation, or
+        a case's phase) began when its flight record says, once it has begun this group."""
+        if slot.state != "busy":
+            return slot.deadline
+        began, end = slot.flight.deadline()
+        if began >= slot.assigned_at:
+            return end
+        return slot.assigned_at + max(self.timeout, GROUP_TIMEOUT_MIN)
 
     def drain(self, slot: _Slot) -> None:
         while slot.conn is not None:
@@ -325,12 +342,11 @@ class Pool:
 
     def handle(self, slot: _Slot, msg) -> None:
         kind = msg[0]
-        now = time.monotonic()
-        slot.deadline = now + self.timeout
         if kind == "ready":
             if self.ready_at is None:
                 self.ready_at = time.monotonic()
-            self.device = self.device or msg[1]
+            if msg[1] not in self.devices:
+                self.devices.append(msg[1])
             self.ever_ready = True
             slot.state = "idle"
             slot.deadline = float("inf")
@@ -346,22 +362,8 @@ class Pool:
             self.journal.write({"group_error": msg[1], "why": msg[2]})
             self.progress.group()
             self.finish_group(slot)
-        elif kind == "begin":
-            g = slot.group
-            slot.current = {"case": msg[1], "group": g["id"], "source": g["source"], "dtype": g["dtype"],
-                            "aten": [], "fwd": {"ops": []}}
-            slot.phase = "fwd"
-        elif kind == "ops":
-            slot.current["fwd"]["ops"] = msg[2]
-        elif kind == "fwd":
-            slot.current["fwd"] = msg[2]
-            slot.phase = "bwd"
-        elif kind == "bops":
-            slot.current["bwd"] = {"ops": msg[2]}
         elif kind == "case":
-            rec = msg[1]
-            self.record(rec)
-            slot.current = None
+            self.record(msg[1])
         elif kind == "group_done":
             self.journal.write({"group_done": msg[1], "n": msg[2]})
             self.progress.group()
@@ -380,15 +382,15 @@ class Pool:
         self.progress.case(rec)
 
     def finish_group(self, slot: _Slot) -> None:
-        slot.state, slot.group, slot.current = "idle", None, None
+        slot.state, slot.group = "idle", None
         slot.deadline = float("inf")
 
     def _fail_current(self, slot: _Slot, status: str, why: str) -> None:
         """Record the case in flight as crash/timeout in the phase it was in; requeue its group."""
         group = slot.group
-        if slot.current is not None:
-            rec = slot.current
-            part = rec.setdefault(slot.phase, {"ops": []})
+        rec = self.in_flight(slot)
+        if rec is not None:
+            part = rec.setdefault(rec.pop("phase"), {"ops": []})
             part.update(status=status, why=why)
             aten = self._aten_of(group)
             rec["aten"] = aten
@@ -398,9 +400,18 @@ class Pool:
             self.journal.write({"group_error": group["id"], "why": f"sample generation: {why}"})
             self.progress.group()
             group = None
-        slot.current = None
         if group is not None:
             self.pending.appendleft(group)
+
+    def in_flight(self, slot: _Slot) -> dict | None:
+        """The partial record of the case the slot's worker was running, if it had one unfinished."""
+        if slot.group is None or slot.flight is None:
+            return None
+        state = slot.flight.read() or {}
+        cid = state.get("case")
+        if state.get("group") != slot.group["id"] or cid in self.done_ids.get(slot.group["id"], ()):
+            return None
+        return state
 
     def _aten_of(self, group) -> list:
         from opcov.probe.cases import CANARY_PREFIX, canary_ids, opinfos
@@ -440,7 +451,7 @@ class Pool:
                 raise ProbeError(f"smoke test on {self.config['backend']} timed out after {START_TIMEOUT:.0f}s")
             return
         why = f"no result within {self.timeout:g}s; worker killed"
-        if slot.current is None and slot.group is not None:
+        if slot.group is not None and self.in_flight(slot) is None:
             why = f"no result within {max(self.timeout, GROUP_TIMEOUT_MIN):g}s; worker killed"
         self.kill(slot)
         self._fail_current(slot, "timeout", why)
@@ -460,46 +471,52 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
     from opcov.catalog import build_catalog
     from opcov.probe import cases, results
 
-    torch = _backends.load(backend)
-    catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
-    core_bases = {op.base for op in catalog.core} if core else None
-    groups = cases.select_groups(pattern, core_bases=core_bases, dtypes=dtypes, directions=directions,
-                                 shard=shard, traces=traces)
-    settings = {
-        "backend": backend.name, "module": backend.module, "torch": str(torch.__version__),
-        "dtypes": list(dtypes), "directions": list(directions), "ops": pattern, "core": bool(core),
-        "shard": f"{shard[0]}/{shard[1]}" if shard else None, "timeout": timeout,
-        "traces": list(traces),
-    }
-    journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command},
-                      resume)
-    done_ids: dict[str, set] = {}
-    for cid, rec in journal.records.items():
-        done_ids.setdefault(rec["group"], set()).add(cid)
-    finished = set(journal.groups_done) | set(journal.group_errors)
-    pending = collections.deque(g.as_dict() for g in groups if g.id not in finished)
-    progress = Progress(len(groups), len(groups) - len(pending), stream)
-    if resume and journal.records:
-        progress.note(f"resuming: {len(journal.records)} cases and {len(finished)} groups already in "
-                      f"{journal.path}")
+    # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
+    # this process's own (the backend, the catalogue, the case selection) instead of following them.
     # Each worker picks device (its index mod the device count) itself: the parent never starts it.
     config = {"backend": backend.name, "device_type": backend.device_type, "module": backend.module,
               "threads": 1}  # OpInfo samples are small: intra-op threads cost more than they give
     t0 = time.monotonic()
-    pool = Pool(config, jobs, journal, progress, timeout)
+    pool = Pool(config, jobs, timeout)
+    pool.start(pool.slots[0])
+    journal = progress = None
     try:
+        torch = _backends.load(backend)
+        catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
+        core_bases = {op.base for op in catalog.core} if core else None
+        groups = cases.select_groups(pattern, core_bases=core_bases, dtypes=dtypes, directions=directions,
+                                     shard=shard, traces=traces)
+        settings = {
+            "backend": backend.name, "module": backend.module, "torch": str(torch.__version__),
+            "dtypes": list(dtypes), "directions": list(directions), "ops": pattern, "core": bool(core),
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None, "timeout": timeout,
+            "traces": list(traces),
+        }
+        journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command},
+                          resume)
+        done_ids: dict[str, set] = {}
+        for cid, rec in journal.records.items():
+            done_ids.setdefault(rec["group"], set()).add(cid)
+        finished = set(journal.groups_done) | set(journal.group_errors)
+        pending = collections.deque(g.as_dict() for g in groups if g.id not in finished)
+        progress = Progress(len(groups), len(groups) - len(pending), stream)
+        if resume and journal.records:
+            progress.note(f"resuming: {len(journal.records)} cases and {len(finished)} groups already in "
+                          f"{journal.path}")
         if pending:
-            pool.run(pending, done_ids)
+            pool.run(pending, done_ids, journal, progress)
     except ProbeError:
-        if not journal.records and not journal.groups_done and not journal.group_errors:
+        if journal is not None and not journal.records and not journal.groups_done and not journal.group_errors:
             journal.close()
             os.remove(journal.path)  # nothing ran: leave no journal that would demand --resume
         raise
     finally:
         pool.stop()
-        journal.close()
-        progress.finish()
-    wall = time.monotonic() - t0
+        if journal is not None:
+            journal.close()
+        if progress is not None:
+            progress.finish()
+    run_s = time.monotonic() - t0
     records = list(journal.records.values())
     universe = [op.name for op in catalog]
     reason = ("no case of this probe dispatched it"
@@ -515,7 +532,8 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         "backend": {"name": backend.name, "device_type": backend.device_type,
                     "dispatch_key": backend.dispatch_key, "package": backend.package or "torch",
                     "version": backend.installed_version() or "unknown"},
-        "provenance": provenance(torch, backend, catalog, journal.header, pool.device, groups, settings),
+        "provenance": provenance(torch, backend, catalog, journal.header, "; ".join(sorted(pool.devices)), groups,
+                                 settings),
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,
     }
@@ -523,7 +541,7 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
 
     data.save(doc, out)
     os.remove(journal.path)
-    figures = {"wall_s": wall, "cases_run": progress.cases, "restarts": pool.restarts,
+    figures = {"wall_s": time.monotonic() - t0, "run_s": run_s, "cases_run": progress.cases, "restarts": pool.restarts,
                "groups": len(groups), "start_s": (pool.ready_at - t0) if pool.ready_at else None}
     return doc, figures
 

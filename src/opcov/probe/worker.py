@@ -1,9 +1,10 @@
-"""The spawned worker process: smoke test, then groups of cases, one message per step.
+"""The spawned worker process: smoke test, then groups of cases, one pipe message per case.
 
 Started with multiprocessing's spawn method (never fork: torch_tpu refuses forked children,
-and a forked child inherits device state). The parent is told what the worker is about to
-do before it does it (``begin``, ``ops``, ``fwd``...), so when the process dies or hangs the
-parent knows which case and which phase to record it against.
+and a forked child inherits device state). Before each step of a case (the CPU run, the device
+forward, the backward) the worker writes the case's partial record into its flight recorder
+(``probe.flight``, memory shared with the parent), so when the process dies or hangs the parent
+knows which case and which phase to record it against, without a message per step.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import time
 import traceback
 
-from opcov.probe.cases import load_group, seed_of
+from opcov.probe.cases import load_group, seed_host, seed_of
 
 FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
 # Ops whose values are not comparable across implementations: ties (which index), duplicate
@@ -73,10 +74,13 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
 
 
 class Worker:
-    def __init__(self, conn, config: dict):
+    def __init__(self, conn, config: dict, flight=None):
         import torch
 
         self.conn, self.config, self.torch = conn, config, torch
+        self.flight = flight  # the case in flight, for the parent (None: nobody is watching)
+        self.timeout = float(config.get("timeout") or 60.0)
+        self.current: dict = {}
         self.suspect = False
         # Seconds to wait before each case: lets tests interrupt a run mid-way (not a user option).
         self.delay = float(os.environ.get("OPCOV_PROBE_CASE_DELAY") or 0)
@@ -91,8 +95,22 @@ class Worker:
         if self.device_type == "cpu":
             self._sync = torch.cpu.synchronize
 
+    def seed(self, seed: int) -> None:
+        """Seed the RNGs a case can draw from: on cpu and meta the CPU generator alone (see
+        cases.seed_host for why not torch.manual_seed); on a device, every generator."""
+        if self.device_type in ("cpu", "meta"):
+            seed_host(seed)
+        else:
+            self.torch.manual_seed(seed)
+
     def send(self, *msg) -> None:
         self.conn.send(msg)
+
+    def step(self, phase: str, **parts) -> None:
+        """The case in flight enters a step (each step gets the per-phase timeout)."""
+        if self.flight is not None:
+            self.current.update(parts, phase=phase)
+            self.flight.write(self.current, self.timeout)
 
     def sync(self) -> None:
         if self._sync is not None:
@@ -148,7 +166,7 @@ class Worker:
         cpu_in = self.clone(sample)
         leaves_cpu = pytree.tree_leaves(cpu_in)
         versions = [t._version if isinstance(t, torch.Tensor) else None for t in leaves_cpu]
-        torch.manual_seed(seed)
+        self.seed(seed)
         try:
             with recording(calls):
                 cpu_out = fn(cpu_in[0], *cpu_in[1], **cpu_in[2])
@@ -170,17 +188,17 @@ class Worker:
         if mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
                 and loaded.float64_ok:
             ref_in = self.to64(sample)
-            torch.manual_seed(seed)
+            self.seed(seed)
             try:
                 ref_out = fn(ref_in[0], *ref_in[1], **ref_in[2])
             except Exception:  # noqa: BLE001 - no float64 reference: judge at the case's dtype
                 ref_in = ref_out = None
         rec["fwd"] = {"ops": calls.pairs()}
-        self.send("ops", cid, calls.pairs())
+        self.step("fwd", fwd={"ops": rec["fwd"]["ops"]})
 
         dev_in = self.to_device(sample)
         spot = Spot()
-        torch.manual_seed(seed)
+        self.seed(seed)
         try:
             with spotting(spot):
                 dev_out = fn(dev_in[0], *dev_in[1], **dev_in[2])
@@ -212,7 +230,7 @@ class Worker:
                 rec["out"] = out
         if not group["backward"]:
             return rec
-        self.send("fwd", cid, rec["fwd"])
+        self.step("bwd", fwd=rec["fwd"])
         bwd = self.backward(sample, cid, seed, dtype, mode, reduced_ok, (cpu_out, dev_out, ref_out),
                             (cpu_in, dev_in, ref_in))
         if bwd is not None:
@@ -229,7 +247,7 @@ class Worker:
         torch = self.torch
         calls = Calls()
         cpu_in, cpu_into = self.clone(sample), torch.empty_like(cpu_out)
-        torch.manual_seed(seed)
+        self.seed(seed)
         try:
             with recording(calls):
                 fn(cpu_in[0], *cpu_in[1], **cpu_in[2], out=cpu_into)
@@ -237,7 +255,7 @@ class Worker:
             return None
         rec = {"ops": calls.pairs()}
         dev_in, dev_into = self.to_device(sample), torch.empty_like(dev_out)
-        torch.manual_seed(seed)
+        self.seed(seed)
         try:
             returned = fn(dev_in[0], *dev_in[1], **dev_in[2], out=dev_into)
             self.sync()
@@ -310,7 +328,7 @@ class Worker:
             except Exception:  # noqa: BLE001 - no float64 reference for the backward
                 r_grads = None
         bwd = {"ops": calls.pairs()}
-        self.send("bops", cid, calls.pairs())
+        self.step("bwd", bwd={"ops": bwd["ops"]})
         # No dispatch mode around the device backward: in torch 2.13 an exception raised
         # through a Python dispatch mode on autograd's device thread terminates the process.
         try:
@@ -358,6 +376,8 @@ class Worker:
             os._exit(3)
 
     def run_group(self, group: dict, skip) -> None:
+        if self.flight is not None:
+            self.flight.write({"generating": group["id"]}, float(self.config.get("group_timeout") or 120.0))
         try:
             loaded = load_group(group)
         except Exception as exc:  # noqa: BLE001 - an OpInfo that cannot make samples
@@ -368,7 +388,10 @@ class Worker:
             cid = f"{group['id']}|{i}"
             if cid in skip:
                 continue
-            self.send("begin", cid)
+            if self.flight is not None:
+                self.current = {"case": cid, "group": group["id"], "source": group["source"],
+                                "dtype": group["dtype"], "aten": [], "fwd": {"ops": []}}
+                self.step("fwd")
             if self.delay:
                 time.sleep(self.delay)
             try:
@@ -381,10 +404,12 @@ class Worker:
             if self.suspect:  # after a device error, check the device before the next case
                 self.suspect = False
                 self.health_check()
+        if self.flight is not None:
+            self.flight.clear()
         self.send("group_done", group["id"], len(loaded.samples))
 
 
-def main(conn, config: dict) -> None:
+def main(conn, config: dict, flight_buf=None) -> None:
     """Entry point of a spawned worker."""
     log = config.get("log")
     if log:
@@ -402,7 +427,9 @@ def main(conn, config: dict) -> None:
         torch.set_num_threads(max(1, int(config.get("threads", 1))))
         if config.get("module"):
             _load_backend(torch, config["module"], config["device_type"])
-        worker = Worker(conn, config)
+        from opcov.probe.flight import Flight
+
+        worker = Worker(conn, config, Flight(flight_buf) if flight_buf is not None else None)
     except Exception as exc:  # noqa: BLE001
         conn.send(("smoke_failed", f"worker start failed: {_first_line(exc)}"))
         return
@@ -471,6 +498,8 @@ def _die_with_parent() -> None:
 
 
 def describe_device(torch, worker) -> str:
+    """What the provenance says the worker ran on; with the device index, since ``--jobs`` spreads
+    workers over devices."""
     import platform
 
     dt = worker.device_type
@@ -478,12 +507,12 @@ def describe_device(torch, worker) -> str:
         return f"cpu: {platform.processor() or platform.machine()}"
     if dt == "meta":
         return "meta: no data (shape, dtype and stride only)"
-    mod = getattr(torch, dt, None)
+    get_name = getattr(getattr(torch, dt, None), "get_device_name", None)
     name = None
-    for attr in ("get_device_name",):
-        if hasattr(mod, attr):
-            try:
-                name = getattr(mod, attr)()
-            except Exception:  # noqa: BLE001
-                name = None
-    return f"{dt}: {name}" if name else f"{dt}: {worker.dev}"
+    for args in ((worker.dev,), ()):
+        try:
+            name = get_name(*args) if get_name else None
+            break
+        except Exception:  # noqa: BLE001 - a backend whose get_device_name takes no device
+            continue
+    return f"{worker.dev}: {name}" if name else str(worker.dev)
