@@ -61,6 +61,7 @@ def cov(tmp_path):
                         "why": "reach unresolved"},
         "aten::nodiff": {"fwd": "kernel", "res": "registered", "bwd": "not_implemented", "bwd_res": "missing"},
         "aten::nonzero": kernel(tags=["core", "dynamic_output_shape"]),
+        "aten::index.Tensor": kernel(tags=["core", "dynamic_output_shape"]),
     }
     root = tmp_path / "coverage"
     data.save(registered(ops=ops), str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
@@ -141,6 +142,26 @@ def test_probe_evidence_outranks_registered_per_dtype(tmp_path, cov):
     assert v["counts"]["ok_probed"] == 1
 
 
+def test_op_failing_on_some_probe_cases_is_unknown_not_fails(tmp_path, cov):
+    """A probe cell wrong on 1 of 12 inputs does not say the model's inputs are wrong: the verdict is
+    unknown (gate passes unless --fail-on unknown) and names the count and the failing case."""
+    cells = {"aten::native_layer_norm": {
+        "float32": {"fwd": "mismatch", "err": [7e-4, 1.0], "why": "values differ", "case": "layer_norm|float32|3",
+                    "cases": 12, "fails": 1},
+        "bfloat16": {"fwd": "mismatch", "cases": 12, "fails": 12}}}
+    data.save(probed(ops=cells), str(cov / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
+    some = save_model(tmp_path, {"aten::native_layer_norm": fwd()})
+    r = check(some, cov, "--format", "json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    v = json.loads(r.stdout)["verdicts"][0]
+    f = v["ops"][0]["findings"][0]
+    assert v["verdict"] == "unknown" and f["outcome"] == "unknown" and f["evidence"] == "probed"
+    assert "fails on 1 of 12 probe cases in float32" in f["why"] and "layer_norm|float32|3" in f["why"]
+    assert check(some, cov, "--fail-on", "unknown").returncode == 1
+    every = save_model(tmp_path, {"aten::native_layer_norm": {"forward": {"bfloat16": {"calls": 1}}}}, name="bf")
+    assert check(every, cov).returncode == 1  # wrong on every case: fails
+
+
 def test_other_torch_and_other_namespace_are_not_called_missing(tmp_path, cov):
     path = save_model(tmp_path, {"aten::brand_new_op": fwd(), "flash_attn::fwd": fwd(), "aten::mm": fwd()},
                       torch="2.99.0")
@@ -151,8 +172,15 @@ def test_other_torch_and_other_namespace_are_not_called_missing(tmp_path, cov):
 
 
 def test_host_sync_ops_are_flagged(tmp_path, cov):
-    r = check(save_model(tmp_path, {"aten::nonzero": fwd()}), cov)
-    assert "may force a host sync (data-dependent shape or value): aten::nonzero" in r.stdout
+    r = check(save_model(tmp_path, {"aten::nonzero": fwd(), "aten::index.Tensor": fwd()}), cov)
+    assert "may force a host sync (data-dependent shape or value): aten::index.Tensor, aten::nonzero" in r.stdout
+    # a fake-tensor trace cannot record a data-dependent shape: index.Tensor ran with integer indices
+    doc = model({"aten::nonzero": fwd(), "aten::index.Tensor": fwd()}, name="faked")
+    doc["provenance"]["tracing"] = "fake"
+    path = str(tmp_path / "faked-training.yaml")
+    opset.save(doc, path)
+    r = check(path, cov)
+    assert "may force a host sync (data-dependent shape or value): aten::nonzero\n" in r.stdout
 
 
 def test_report_formats_for_ci(tmp_path, cov):

@@ -329,7 +329,10 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
     ops = results.build_ops(recs, ["aten::mul.Tensor", "aten::view", "aten::mm"], "unreached")
     mul, view = ops["aten::mul.Tensor"]["float32"], ops["aten::view"]["float32"]
     assert mul["fwd"] == "mismatch" and mul["blame"].startswith("opinfo") and mul["cases"] == 3
+    assert mul["fails"] == 1  # of its 3 cases, one failed (the verdict tells partial from total)
     assert view["fwd"] == "error" and view["blame"].startswith("raised_in")
+    assert view["cases"] == 3 and view["fails"] == 1
+    assert "fails" not in results.build_ops(recs[:2], [], "x")["aten::mul.Tensor"]["float32"]
     assert ops["aten::mm"] == {"skipped": "unreached"}
     # combining is order-free: two halves merged equal the whole
     a = results.build_ops(recs[:2], [], "unreached")

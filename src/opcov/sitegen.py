@@ -42,7 +42,7 @@ PROBE_STATUS = {
 }
 # Probed evidence kept beside a status (opcov.data.PROBED_CELL_KEYS); unknown keys show under their own name.
 PROBE_KEYS = {"err": "max error (abs, rel)", "tol": "tolerance", "why": "why", "blame": "blamed on",
-              "case": "case", "cases": "cases", "strides": "stride differences", "samples": "samples"}
+              "case": "case", "cases": "cases", "fails": "failing cases", "strides": "stride differences", "samples": "samples"}
 GROUP_CSS = {"ok": "ok", "fail": "fail", "unknown": "unknown", "partial": "warn"}
 # One character per registered status in the matrix data; '-' = op absent from the backend's data.
 REG_CODE = {"registered": "r", "unresolved": "u", "fallback": "f", "missing": "m", "not_applicable": "n"}

@@ -24,7 +24,8 @@ from collections import Counter
 from opcov.probe import FAILURES, RANK, STATUSES
 
 MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
-SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "strides")
+SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "strides")
+COUNTS = ("cases", "fails", "strides")  # summed over the cases of a cell; fails/strides absent when 0
 
 
 def _base(name: str) -> str:
@@ -50,7 +51,7 @@ def _blame(rec: dict, part: dict, ops: list) -> tuple[list, str | None]:
 
 
 def _entry(rec: dict, part: dict, blame: str | None) -> dict:
-    e = {"status": part["status"], "case": rec["case"], "cases": 1,
+    e = {"status": part["status"], "case": rec["case"], "cases": 1, "fails": int(part["status"] in FAILURES),
          "strides": 1 if part.get("strides") else 0, "samples": [rec["source"]]}
     for k in ("err", "tol", "why"):
         if k in part:
@@ -97,9 +98,9 @@ def combine(a: dict | None, b: dict) -> dict:
     if a is None:
         return dict(b)
     rep = a if _key(a) <= _key(b) else b
-    out = {k: v for k, v in rep.items() if k not in ("cases", "strides", "samples")}
-    out["cases"] = a["cases"] + b["cases"]
-    out["strides"] = a.get("strides", 0) + b.get("strides", 0)
+    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples",)}
+    for k in COUNTS:
+        out[k] = a.get(k, 0) + b.get(k, 0)
     out["samples"] = sorted(set(a["samples"]) | set(b["samples"]))[:MAX_SAMPLES]
     return out
 
@@ -115,7 +116,7 @@ def to_cell(slots: dict) -> dict:
         pre = "" if slot == "fwd" else "bwd_"
         cell[slot] = e["status"]
         for k in SLOT_KEYS:
-            if k in e and not (k == "strides" and not e[k]):
+            if k in e and not (k in ("fails", "strides") and not e[k]):
                 # a fresh list: a list shared between keys would be written as a YAML anchor
                 cell[pre + k] = list(e[k]) if isinstance(e[k], list) else e[k]
         samples |= set(e["samples"])
@@ -130,10 +131,12 @@ def from_cell(cell: dict) -> dict:
         if slot not in cell:
             continue
         pre = "" if slot == "fwd" else "bwd_"
-        e = {"status": cell[slot], "samples": list(cell.get("samples", ())), "strides": 0}
+        e = {"status": cell[slot], "samples": list(cell.get("samples", ())), "strides": 0, "fails": 0}
         for k in SLOT_KEYS:
             if pre + k in cell:
                 e[k] = cell[pre + k]
+        if e["status"] in FAILURES and not e["fails"]:  # a file from before fails was counted
+            e["fails"] = e.get("cases", 1)
         slots[slot] = e
     return slots
 

@@ -1,0 +1,88 @@
+"""The probe's journal: every finished case as one JSON line, so a killed run loses nothing.
+
+Each record is flushed when written (a parent killed with SIGKILL loses at most the cases in
+flight) and fsync'd at most once a second (a power loss loses at most that long). ``--resume``
+reads it back and runs only the remaining cases; the final file is built from the journal alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from opcov.errors import UsageError
+
+FSYNC_EVERY_S = 1.0  # the journal is flushed after every record and fsync'd at most this often
+
+
+def journal_path(out: str) -> str:
+    return out + ".journal.jsonl"
+
+
+class Journal:
+    """Append-only JSON lines; a torn last line (the parent died mid-write) is ignored on read."""
+
+    def __init__(self, path: str, header: dict, resume: bool):
+        self.path = path
+        self.records: dict[str, dict] = {}
+        self.groups_done: dict[str, int] = {}
+        self.group_errors: dict[str, str] = {}
+        if os.path.exists(path):
+            if not resume:
+                raise UsageError(f"{path} exists from an interrupted probe; add --resume to continue it, "
+                                 "or delete it to start over")
+            old = self._read()
+            if old is None:
+                raise UsageError(f"{path}: not a probe journal; delete it to start over")
+            if old["settings"] != header["settings"]:
+                diff = sorted(k for k in set(old["settings"]) | set(header["settings"])
+                              if old["settings"].get(k) != header["settings"].get(k))
+                raise UsageError(f"{path} was written by a probe with other settings ({', '.join(diff)}); "
+                                 "run the same command with --resume, or delete the journal to start over")
+            self.header = old
+        else:
+            self.header = header
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(json.dumps({"header": header}, sort_keys=True) + "\n")
+        self.f = open(path, "a")
+        self.synced = time.monotonic()
+
+    def _read(self):
+        header = None
+        with open(self.path) as f:
+            for line in f:
+                try:
+                    item = json.loads(line)
+                except ValueError:
+                    continue  # torn write
+                if "header" in item:
+                    header = item["header"]
+                else:
+                    self._apply(item)
+        return header
+
+    def _apply(self, item: dict) -> None:
+        """What one journal line says: a finished case, a finished group, a group that failed."""
+        if "case" in item:
+            self.records[item["case"]["case"]] = item["case"]
+        elif "group_done" in item:
+            self.groups_done[item["group_done"]] = item["n"]
+        elif "group_error" in item:
+            self.group_errors[item["group_error"]] = item["why"]
+
+    def write(self, item: dict) -> None:
+        self._apply(item)
+        self.f.write(json.dumps(item, sort_keys=True) + "\n")
+        self.f.flush()  # in the OS now: a SIGKILLed parent loses nothing
+        now = time.monotonic()
+        if now - self.synced > FSYNC_EVERY_S:  # on disk too: a power loss loses at most this long
+            os.fsync(self.f.fileno())
+            self.synced = now
+
+    def close(self) -> None:
+        if not self.f.closed:
+            self.f.flush()
+            os.fsync(self.f.fileno())
+            self.f.close()

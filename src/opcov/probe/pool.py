@@ -1,0 +1,306 @@
+"""The probe's worker pool: spawned workers, one group at a time each, deadlines, deaths and restarts.
+
+A worker that dies (signal, abort) or exceeds the per-phase timeout is killed, the case in its
+flight recorder (``probe.flight``) is recorded as ``crash`` or ``timeout`` with the phase it was
+in, and a fresh worker continues the group after that case.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import tempfile
+import time
+
+from opcov.errors import OpcovError
+from opcov.probe.journal import Journal
+from opcov.probe.progress import Progress
+
+START_TIMEOUT = 300.0  # worker start + smoke test (imports torch, the backend and OpInfo)
+GROUP_TIMEOUT_MIN = 120.0  # sample generation of one group, at least
+
+
+class ProbeError(OpcovError):
+    """The probe cannot run (smoke test failed, journal mismatch); one line, exit 2."""
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+class _Slot:
+    def __init__(self, index: int):
+        self.index = index
+        self.proc = self.conn = None
+        self.state = "dead"  # starting, idle, busy, dead
+        self.group = None
+        self.flight = None  # the case in flight, written by the worker (see probe.flight)
+        self.assigned_at = 0.0
+        self.deadline = float("inf")  # starting: the smoke test's; busy: see Pool.deadline
+        self.log = None
+
+
+class Pool:
+    def __init__(self, config: dict, jobs: int, timeout: float):
+        import multiprocessing as mp
+
+        self.ctx = mp.get_context("spawn")  # never fork
+        self.config, self.jobs = config, jobs
+        self.journal = self.progress = None
+        self.timeout = timeout
+        self.slots = [_Slot(i) for i in range(jobs)]
+        self.devices: list[str] = []  # each device a worker ran on, as it described it
+        self.ever_ready = False
+        self.restarts = 0
+        self.ready_at = None  # when the first worker passed its smoke test
+        self.logdir = tempfile.mkdtemp(prefix="opcov-probe-")
+
+    # -- lifecycle
+
+    def start(self, slot: _Slot) -> None:
+        from opcov.probe import worker
+
+        from opcov.probe.flight import Flight
+
+        parent, child = self.ctx.Pipe()
+        slot.log = os.path.join(self.logdir, f"worker{slot.index}.log")
+        cfg = dict(self.config, log=slot.log, worker_index=slot.index, timeout=self.timeout,
+                   group_timeout=max(self.timeout, GROUP_TIMEOUT_MIN))
+        slot.flight = Flight(ctx=self.ctx)
+        slot.proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
+        slot.proc.start()
+        child.close()
+        slot.conn, slot.state, slot.group = parent, "starting", None
+        slot.deadline = time.monotonic() + START_TIMEOUT
+
+    def kill(self, slot: _Slot) -> None:
+        if slot.proc is not None and slot.proc.is_alive():
+            try:
+                os.kill(slot.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if slot.proc is not None:
+            slot.proc.join(5)
+        if slot.conn is not None:
+            slot.conn.close()
+        slot.state, slot.proc, slot.conn = "dead", None, None
+
+    def stop(self) -> None:
+        for slot in self.slots:
+            if slot.state == "starting":  # still importing: it would read "stop" only once ready
+                self.kill(slot)
+            elif slot.conn is not None and slot.state in ("idle", "busy"):
+                try:
+                    slot.conn.send(("stop",))
+                except (OSError, BrokenPipeError):
+                    pass
+        for slot in self.slots:
+            if slot.proc is not None:
+                slot.proc.join(5)
+            self.kill(slot)
+
+    def _log_tail(self, slot: _Slot) -> str:
+        try:
+            with open(slot.log, errors="replace") as f:
+                lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+        except (OSError, TypeError):
+            return ""
+        return lines[-1][:200] if lines else ""
+
+    # -- the loop
+
+    def run(self, pending: collections.deque, done_ids: dict, journal: Journal, progress: Progress) -> None:
+        from multiprocessing.connection import wait
+
+        self.pending, self.done_ids, self.journal, self.progress = pending, done_ids, journal, progress
+        want = min(self.jobs, len(pending))
+        # One worker first (perhaps already started): its smoke test decides whether the device works.
+        if self.slots[0].state == "dead":
+            self.start(self.slots[0])
+        while pending or any(s.state in ("busy",) for s in self.slots):
+            if self.ever_ready:
+                live = sum(s.state != "dead" for s in self.slots)
+                for s in self.slots:
+                    if s.state == "dead" and live < want and pending:
+                        self.start(s)
+                        live += 1
+            for s in self.slots:
+                if s.state == "idle" and pending:
+                    self.assign(s, pending.popleft())
+            active = [s for s in self.slots if s.state != "dead"]
+            if not active:
+                break
+            now = time.monotonic()
+            timeout = max(0.0, min(self.deadline(s) for s in active) - now)
+            ready = wait([s.conn for s in active] + [s.proc.sentinel for s in active], timeout=min(timeout, 1.0))
+            for s in active:
+                if s.state == "dead":
+                    continue
+                if s.conn in ready or s.proc.sentinel in ready:
+                    self.drain(s)
+            now = time.monotonic()
+            for s in self.slots:
+                if s.state != "dead" and now > self.deadline(s):
+                    self.on_timeout(s)
+        self.stop()
+
+    def assign(self, slot: _Slot, group: dict) -> None:
+        skip = sorted(self.done_ids.get(group["id"], ()))
+        slot.conn.send(("group", group, skip))
+        slot.state, slot.group = "busy", group
+        slot.generated = False
+        slot.assigned_at = time.monotonic()
+
+    def deadline(self, slot: _Slot) -> float:
+        """When the slot's worker must have answered: a busy worker's step (sample generation, or
+        a case's phase) began when its flight record says, once it has begun this group."""
+        if slot.state != "busy":
+            return slot.deadline
+        began, end = slot.flight.deadline()
+        if began >= slot.assigned_at:
+            return end
+        return slot.assigned_at + max(self.timeout, GROUP_TIMEOUT_MIN)
+
+    def drain(self, slot: _Slot) -> None:
+        while slot.conn is not None:
+            try:
+                if not slot.conn.poll():
+                    break
+                msg = slot.conn.recv()
+            except (EOFError, OSError):
+                self.on_death(slot)
+                return
+            self.handle(slot, msg)
+        if slot.proc is not None and not slot.proc.is_alive() and slot.state != "dead":
+            try:
+                while slot.conn.poll():
+                    self.handle(slot, slot.conn.recv())
+            except (EOFError, OSError):
+                pass
+            if slot.state != "dead":
+                self.on_death(slot)
+
+    def handle(self, slot: _Slot, msg) -> None:
+        kind = msg[0]
+        if kind == "ready":
+            if self.ready_at is None:
+                self.ready_at = time.monotonic()
+            if msg[1] not in self.devices:
+                self.devices.append(msg[1])
+            self.ever_ready = True
+            slot.state = "idle"
+            slot.deadline = float("inf")
+        elif kind == "smoke_failed":
+            name = self.config["backend"]
+            tail = self._log_tail(slot)
+            self.kill(slot)
+            raise ProbeError(f"smoke test on {name} failed ({msg[1]})" + (f"; worker log: {tail}" if tail
+                                                                          and tail not in msg[1] else ""))
+        elif kind == "group":
+            slot.generated = True  # samples exist; a death from here on is a case's, or between cases
+        elif kind == "group_error":
+            self.journal.write({"group_error": msg[1], "why": msg[2]})
+            self.progress.group()
+            self.finish_group(slot)
+        elif kind == "case":
+            self.record(msg[1])
+        elif kind == "group_done":
+            self.journal.write({"group_done": msg[1], "n": msg[2]})
+            self.progress.group()
+            self.finish_group(slot)
+        elif kind == "sticky":
+            self.progress.note(f"worker {slot.index}: {msg[1]}; starting a fresh worker")
+            group = slot.group
+            self.kill(slot)
+            if group is not None:
+                self.pending.appendleft(group)
+            self.restarts += 1
+
+    def record(self, rec: dict) -> None:
+        self.journal.write({"case": rec})
+        self.done_ids.setdefault(rec["group"], set()).add(rec["case"])
+        self.progress.case(rec)
+
+    def finish_group(self, slot: _Slot) -> None:
+        slot.state, slot.group = "idle", None
+        slot.deadline = float("inf")
+
+    def _fail_current(self, slot: _Slot, status: str, why: str) -> None:
+        """Record the case in flight as crash/timeout in the phase it was in; requeue its group."""
+        group = slot.group
+        rec = self.in_flight(slot)
+        if rec is not None:
+            part = rec.setdefault(rec.pop("phase"), {"ops": []})
+            part.update(status=status, why=why)
+            aten = self._aten_of(group)
+            rec["aten"] = aten
+            self.record(rec)
+        elif group is not None and not getattr(slot, "generated", False):
+            # died or hung outside a case: while generating the group's samples
+            self.journal.write({"group_error": group["id"], "why": f"sample generation: {why}"})
+            self.progress.group()
+            group = None
+        if group is not None:
+            self.pending.appendleft(group)
+
+    def in_flight(self, slot: _Slot) -> dict | None:
+        """The partial record of the case the slot's worker was running, if it had one unfinished."""
+        if slot.group is None or slot.flight is None:
+            return None
+        state = slot.flight.read() or {}
+        cid = state.get("case")
+        if state.get("group") != slot.group["id"] or cid in self.done_ids.get(slot.group["id"], ()):
+            return None
+        return state
+
+    def _aten_of(self, group) -> list:
+        from opcov.probe.cases import CANARY_PREFIX, canary_ids, opinfos
+
+        src = group["source"]
+        if src.startswith("trace."):
+            return []  # a replayed call dispatches one op: blamed as the sole op
+        if src.startswith(CANARY_PREFIX):
+            return [canary_ids()[src][1]]
+        op = opinfos()[src]
+        names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
+        names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
+        return sorted(names)
+
+    def on_death(self, slot: _Slot) -> None:
+        code = slot.proc.exitcode if slot.proc is not None else None
+        if slot.proc is not None and code is None:
+            slot.proc.join(2)
+            code = slot.proc.exitcode
+        if slot.state == "starting":
+            tail = self._log_tail(slot)
+            self.kill(slot)
+            if not self.ever_ready:
+                raise ProbeError(f"smoke test on {self.config['backend']} crashed ({_signal_name(code)})"
+                                 + (f"; worker log: {tail}" if tail else ""))
+            self.restarts += 1
+            return
+        why = f"worker died: {_signal_name(code)}"
+        self._fail_current(slot, "crash", why)
+        self.kill(slot)
+        self.restarts += 1
+
+    def on_timeout(self, slot: _Slot) -> None:
+        if slot.state == "starting":
+            self.kill(slot)
+            if not self.ever_ready:
+                raise ProbeError(f"smoke test on {self.config['backend']} timed out after {START_TIMEOUT:.0f}s")
+            return
+        why = f"no result within {self.timeout:g}s; worker killed"
+        if slot.group is not None and self.in_flight(slot) is None:
+            why = f"no result within {max(self.timeout, GROUP_TIMEOUT_MIN):g}s; worker killed"
+        self.kill(slot)
+        self._fail_current(slot, "timeout", why)
+        self.restarts += 1
