@@ -118,6 +118,38 @@ def test_crash_in_backward_keeps_the_forward_result(tmp_path):
     assert "worker restarts" in proc.stdout
 
 
+def test_failures_are_pinned_by_replay_and_host_leaves_stay_on_cpu(tmp_path):
+    """softsign (x / (1 + |x|)) dispatches abs, add and div; with a wrong abs only, replaying its
+    calls one at a time pins the failure on abs, and add/div keep a clean record. tensor_split's
+    index tensor stays on CPU as its OpInfo made it (ATen requires it there), so it passes."""
+    spec = {"kernels": {"aten::abs": "large_error"}, "fallback": "cpu"}
+    out, doc, _ = probe(tmp_path, "pinned", spec, "--ops", "^(nn.functional.softsign|tensor_split)$",
+                        "--dtypes", "float32", "--directions", "forward")
+    abs_ = cell(doc, "aten::abs")
+    assert abs_["fwd"] == "mismatch" and abs_["blame"].startswith("localized: of its 3 op calls"), abs_
+    for op in ("aten::add.Tensor", "aten::div.Tensor"):
+        assert cell(doc, op)["fwd"] == "pass" and "fails" not in cell(doc, op), (op, cell(doc, op))
+    assert doc["summary"]["opinfo"]["nn.functional.softsign"]["float32"].startswith("mismatch/")
+    assert doc["summary"]["opinfo"]["tensor_split"]["float32"].startswith("pass/")
+
+
+def test_unpinned_failures_rank_below_passes():
+    """A failure blamed on no single overload (ambiguous or composition) does not make an op that
+    passes its own cases fail; it is counted (fails, unpinned) and the op keeps its status."""
+    from opcov.probe import results
+
+    ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
+    mk = lambda i, status, src, aten, loc=None: {  # noqa: E731
+        "case": f"{src}|float32|{i}", "group": f"{src}|float32", "source": src, "dtype": "float32",
+        "aten": aten, "fwd": dict({"status": status, "ops": ops2}, **({"localized": loc} if loc else {}))}
+    recs = [mk(0, "pass", "view", ["aten::view"]),
+            mk(0, "mismatch", "composite", ["aten::composite"], {"replayed": 2, "failed": []})]
+    view = results.build_ops(recs, [], "x")["aten::view"]["float32"]
+    assert view["fwd"] == "pass" and view["fails"] == 1 and view["unpinned"] == 1 and view["cases"] == 2
+    alone = results.build_ops(recs[1:], [], "x")["aten::view"]["float32"]  # nothing exonerates it
+    assert alone["fwd"] == "mismatch" and alone["blame"].startswith("composition")
+
+
 def _comparable(doc):
     return {"ops": doc["ops"], "summary": doc["summary"]}
 

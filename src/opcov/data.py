@@ -29,7 +29,7 @@ PROBED_STATUSES = ("crash", "timeout", "error", "unsupported", "mismatch", "pass
                    "not_comparable", "no_reference", "skipped")
 # A probed cell: ``fwd`` (required) and ``bwd`` statuses, evidence beside them (bwd_* for the backward).
 _PROBED_SLOT_KEYS = {"err": "err", "tol": str, "why": str, "blame": str, "case": str, "cases": int,
-                     "fails": int, "strides": int}
+                     "fails": int, "unpinned": int, "strides": int}
 PROBED_CELL_KEYS = {"fwd": PROBED_STATUSES, "bwd": PROBED_STATUSES, "samples": list,
                     **_PROBED_SLOT_KEYS, **{f"bwd_{k}": v for k, v in _PROBED_SLOT_KEYS.items()}}
 

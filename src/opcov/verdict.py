@@ -212,6 +212,11 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, opset_
                 if isinstance(other, dict) and other.get(key) in ("pass", "pass_low_precision"):
                     fix = "use bfloat16 instead of float16 (it passes; no GradScaler needed)"
             cases, fails = cell.get(pre + "cases"), cell.get(pre + "fails")
+            if isinstance(fails, int) and fails and cell.get(pre + "unpinned") == fails:
+                return Finding(direction, dtype, "unknown", "probed",
+                               f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
+                               f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}"
+                               f"{err}{why_line}; case {cell.get(pre + 'case', '?')})", src, fix)
             if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases:
                 # Some probe inputs fail, others pass: whether this model's inputs are among the
                 # failing ones is not something the op set tells (the case id names the input).

@@ -1,10 +1,11 @@
 """Probed coverage: run OpInfo samples on a device against a CPU reference, per dtype, fwd and bwd.
 
-``cases`` turns OpInfo samples into cases with stable ids and seeds, ``record``
-notes which aten overloads a case dispatches, ``compare`` judges a device result
-against the CPU reference, ``worker`` runs cases in a spawned process, ``runner``
-keeps the pool, journal, resume, shards, timeouts and progress, ``results`` folds
-case records into per-op cells, and ``merge`` combines files.
+``cases`` turns OpInfo samples into cases with stable ids and seeds (``replay``: calls captured
+from zoo models), ``record`` notes which aten overloads a case dispatches, ``compare`` judges a
+device result against the CPU reference, ``worker`` runs cases in a spawned process and tells the
+parent what it is doing through ``flight``, ``pool`` keeps the workers, deadlines and restarts,
+``journal`` and ``progress`` what finished, ``runner`` ties them into a probe with resume and
+shards, ``results`` folds case records into per-op cells, and ``merge`` combines files.
 """
 
 # The probed vocabulary, worst first: a cell over several cases takes the first in this order.

@@ -83,3 +83,34 @@ def spotting(spot: Spot):
                 raise
 
     return Spotter()
+
+
+class Captured:
+    """Every call of a run with copies of its arguments and results, to replay one at a time."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.calls: list = []  # (OpOverload, args, kwargs, out), all copies
+        self.truncated = False
+
+
+def capturing(cap: Captured):
+    """A mode that copies each call's arguments (before) and results (after) into ``cap``."""
+    import torch
+    import torch.utils._pytree as pytree
+
+    def copy(tree):
+        return pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, tree)
+
+    class Capturer(_mode_base()):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if len(cap.calls) >= cap.limit:
+                cap.truncated = True
+                return func(*args, **kwargs)
+            a, k = copy(args), copy(kwargs)
+            out = func(*args, **kwargs)
+            cap.calls.append((func, a, k, copy(out)))
+            return out
+
+    return Capturer()

@@ -24,8 +24,9 @@ from collections import Counter
 from opcov.probe import FAILURES, RANK, STATUSES
 
 MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
-SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "strides")
-COUNTS = ("cases", "fails", "strides")  # summed over the cases of a cell; fails/strides absent when 0
+SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "unpinned", "strides")
+COUNTS = ("cases", "fails", "unpinned", "strides")  # summed over a cell's cases; written when not 0
+UNPINNED = ("ambiguous", "composition")  # blame rules that do not single out this overload
 
 
 def _base(name: str) -> str:
@@ -45,9 +46,27 @@ def _blame(rec: dict, part: dict, ops: list) -> tuple[list, str | None]:
         return named, "opinfo: the overload the OpInfo is about"
     if len(ops) == 1:
         return ops, "sole: the only overload the case dispatched"
+    loc = part.get("localized")
+    if loc and loc["failed"]:
+        return ([tuple(p) for p in loc["failed"]],
+                f"localized: of its {loc['replayed']} op calls replayed one at a time on the device, "
+                f"{'only this one' if len(loc['failed']) == 1 else 'only these'} failed")
+    if loc and ops:
+        return ops, (f"composition: each of its {loc['replayed']} op calls passes alone on the device; "
+                     "together they fail")
     if ops:
         return ops, f"ambiguous: one of the {len(ops)} overloads the case dispatched"
     return [], None
+
+
+def needs_localizing(rec: dict, part: dict) -> bool:
+    """A failure the recorded ops cannot pin on one overload: the worker replays them one by one."""
+    ops = [tuple(p) for p in part.get("ops", ())]
+    return part.get("status") in FAILURES and (_blame(rec, part, ops)[1] or "").startswith("ambiguous")
+
+
+def _unpinned(e: dict) -> bool:
+    return e["status"] in FAILURES and (e.get("blame") or "").startswith(UNPINNED)
 
 
 def _entry(rec: dict, part: dict, blame: str | None) -> dict:
@@ -58,6 +77,7 @@ def _entry(rec: dict, part: dict, blame: str | None) -> dict:
             e[k] = part[k]
     if blame:
         e["blame"] = blame
+    e["unpinned"] = int(_unpinned(e))
     return e
 
 
@@ -89,8 +109,12 @@ def entries(rec: dict):
 
 
 def _key(e: dict):
+    """Which case represents a cell: the worst status, except that a failure not pinned on this
+    overload ranks after the cases that ran it fine (it may be another overload's fault) and
+    before those that judged nothing; then the largest error, then the smallest id."""
     err = e.get("err")
-    return (RANK[e["status"]], -(err[0] if err else -1.0), e["case"])
+    rank = RANK["no_reference"] - 0.5 if _unpinned(e) else RANK[e["status"]]
+    return (rank, -(err[0] if err else -1.0), e["case"])
 
 
 def combine(a: dict | None, b: dict) -> dict:
@@ -116,7 +140,7 @@ def to_cell(slots: dict) -> dict:
         pre = "" if slot == "fwd" else "bwd_"
         cell[slot] = e["status"]
         for k in SLOT_KEYS:
-            if k in e and not (k in ("fails", "strides") and not e[k]):
+            if k in e and not (k in COUNTS[1:] and not e[k]):
                 # a fresh list: a list shared between keys would be written as a YAML anchor
                 cell[pre + k] = list(e[k]) if isinstance(e[k], list) else e[k]
         samples |= set(e["samples"])
@@ -131,7 +155,8 @@ def from_cell(cell: dict) -> dict:
         if slot not in cell:
             continue
         pre = "" if slot == "fwd" else "bwd_"
-        e = {"status": cell[slot], "samples": list(cell.get("samples", ())), "strides": 0, "fails": 0}
+        e = {"status": cell[slot], "samples": list(cell.get("samples", ())), "strides": 0, "fails": 0,
+             "unpinned": 0}
         for k in SLOT_KEYS:
             if pre + k in cell:
                 e[k] = cell[pre + k]

@@ -16,6 +16,7 @@ import traceback
 
 from opcov.probe.cases import load_group, seed_host, seed_of
 
+LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time (the rest are not)
 FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
 # Ops whose values are not comparable across implementations: ties (which index), duplicate
 # indices (which write wins), sign/phase ambiguity of decompositions, uninitialised memory.
@@ -128,11 +129,18 @@ class Worker:
         return self._map(sample, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
 
     def to_device(self, sample):
-        def move(t):
-            d = t.detach().to(self.dev, copy=True)  # a copy even on cpu: never the sample itself
+        """A copy of the sample on the device, but for the leaves its OpInfo keeps on CPU."""
+        import torch.utils._pytree as pytree
+
+        def move(t, dev):
+            d = t.detach().to(dev, copy=True)  # a copy even on cpu: never the sample itself
             return d.requires_grad_(t.requires_grad) if t.requires_grad else d
 
-        return self._map(sample, move)
+        leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
+        host = getattr(sample, "host_leaves", ())
+        moved = [move(x, "cpu" if i in host else self.dev) if isinstance(x, self.torch.Tensor) else x
+                 for i, x in enumerate(leaves)]
+        return pytree.tree_unflatten(moved, spec)
 
     def to64(self, sample):
         torch = self.torch
@@ -209,6 +217,7 @@ class Worker:
             if spot.raised:
                 rec["fwd"]["raised"] = [spot.raised, spot.dkey]
             self.suspect = True
+            self.localize_if_needed(rec, rec["fwd"], fn, sample, seed)
             return rec
 
         def pick(tree_in, out):
@@ -223,9 +232,10 @@ class Worker:
         if alias_cpu != alias_dev and rec["fwd"].get("status") in ("pass", "pass_low_precision", "not_comparable"):
             rec["fwd"].update(status="mismatch", why=f"view aliasing differs: output -> aliased inputs "
                               f"{alias_dev} on the device, {alias_cpu} on cpu")
+        self.localize_if_needed(rec, rec["fwd"], fn, sample, seed)
         if loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
                 and isinstance(dev_out, torch.Tensor) and not mutated:
-            out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok)
+            out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok, rec["aten"])
             if out is not None:
                 rec["out"] = out
         if not group["backward"]:
@@ -237,7 +247,7 @@ class Worker:
             rec["bwd"] = bwd
         return rec
 
-    def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok) -> dict | None:
+    def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok, aten) -> dict | None:
         """The same call with ``out=``: it must write into the given tensor and return it, with the values
         of the functional call. Filed under the ``.out`` overload it dispatches (recorded on CPU).
         None when CPU itself refuses ``out=`` for this sample (nothing to compare with)."""
@@ -263,15 +273,94 @@ class Worker:
             status, why = classify_exception(exc)
             rec.update(status=status, why=f"out=: {why}")
             self.suspect = True
+            self.localize_if_needed({"aten": aten}, rec, fn, sample, seed, out_like=cpu_out)
             return rec
         if not isinstance(returned, torch.Tensor) or aliasing(torch, [dev_into], [returned]) != [[0]]:
             rec.update(status="mismatch", why="out=: the call did not return the out tensor it was given")
-            return rec
-        verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
-        if verdict.get("why"):
-            verdict["why"] = f"out=: {verdict['why']}"
-        rec.update(verdict)
+        else:
+            verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+            if verdict.get("why"):
+                verdict["why"] = f"out=: {verdict['why']}"
+            rec.update(verdict)
+        self.localize_if_needed({"aten": aten}, rec, fn, sample, seed, out_like=cpu_out)
         return rec
+
+    def localize_if_needed(self, rec: dict, part: dict, fn, sample, seed, out_like=None) -> None:
+        """A failure the recorded ops cannot pin on one overload: replay them one at a time."""
+        from opcov.probe.results import needs_localizing
+
+        if needs_localizing(rec, part):
+            found = self.localize(fn, sample, seed, out_like)
+            if found is not None:
+                part["localized"] = found
+
+    def localize(self, fn, sample, seed, out_like=None) -> dict | None:
+        """Run the case on CPU copying every op call, then each call alone on the device against
+        its own CPU result: {"replayed": n, "failed": [[op, dtype key], ...]}. None when the CPU
+        run cannot be captured. A failure that no single call reproduces is the composition's."""
+        import torch.utils._pytree as pytree
+
+        from opcov.dtypes import call_dtype, dtype_name
+        from opcov.probe import FAILURES
+        from opcov.probe.compare import REDUCED_PRECISION_BASES, judge
+        from opcov.probe.record import Captured, capturing
+
+        torch = self.torch
+        cap = Captured(LOCALIZE_MAX_CALLS)
+        cpu_in = self.clone(sample)
+        extra = {"out": torch.empty_like(out_like)} if out_like is not None else {}
+        self.seed(seed)
+        try:
+            with capturing(cap):
+                fn(cpu_in[0], *cpu_in[1], **cpu_in[2], **extra)
+        except Exception:  # noqa: BLE001 - nothing to replay
+            return None
+
+        def move(t):
+            return t.to(self.dev) if isinstance(t, torch.Tensor) else t
+
+        def dts(tree):
+            return [dtype_name(t.dtype) for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+        def copy(tree):
+            return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
+
+        failed: dict = {}
+        for func, args, kwargs, captured_out in cap.calls:
+            key = (func.name(), call_dtype(dts((args, kwargs)), dts(captured_out)))
+            if key in failed or torch.Tag.nondeterministic_seeded in func.tags:
+                continue
+            # CPU again on copies of the copied arguments: a copy may lay a strided view out anew,
+            # so the captured result is not what these arguments give (strides count on meta)
+            cpu_args, cpu_kwargs = copy((args, kwargs))
+            try:
+                cpu_out = func(*cpu_args, **cpu_kwargs)
+            except Exception:  # noqa: BLE001 - not replayable alone (a view of a freed base...)
+                continue
+            ref_out = None
+            if self.device_type != "meta" and key[1] in FLOATING and key[1] not in ("float64", "complex128"):
+                try:
+                    wide = pytree.tree_map(lambda t: t.to(torch.complex128 if t.is_complex() else torch.float64)
+                                           if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+                                           else t, (args, kwargs))
+                    ref_out = func(*wide[0], **wide[1])
+                except Exception:  # noqa: BLE001 - judged at the call's dtype instead
+                    ref_out = None
+            dev_args, dev_kwargs = pytree.tree_map(move, (args, kwargs))
+            try:
+                dev_out = func(*dev_args, **dev_kwargs)
+                self.sync()
+            except Exception as exc:  # noqa: BLE001 - this call fails alone
+                failed[key] = _first_line(exc)
+                self.suspect = True
+                continue
+            base = key[0].split("::")[1].split(".")[0]
+            verdict = judge((dev_out, []), (cpu_out, []), (ref_out, []) if ref_out is not None else None,
+                            dtype=key[1], mode="meta" if self.device_type == "meta" else "values",
+                            reduced_ok=base in REDUCED_PRECISION_BASES)
+            if verdict["status"] in FAILURES:
+                failed[key] = verdict.get("why", "")
+        return {"replayed": len(cap.calls), "failed": [list(k) for k in failed]}
 
     def backward(self, sample, cid, seed, dtype, mode, reduced_ok, outs, ins):
         import torch.utils._pytree as pytree
