@@ -276,6 +276,11 @@ def test_diff_probed_cells_per_dtype(tmp_path):
     assert r.returncode == 1
     assert json.loads(r.stdout)["regressions"] == [{"op": "aten::mm", "where": "float32 bwd", "old": "pass",
                                                     "new": "mismatch"}]
+    newer = probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "mismatch"}}})
+    newer["provenance"]["opcov"] = "9.9.9"
+    data.save(newer, str(b))
+    r = run_opcov("diff", str(a), str(b))
+    assert "made by opcov" in r.stdout and "9.9.9" in r.stdout  # a method change is named, not hidden
 
 
 def test_diff_refuses_another_backend(tmp_path):

@@ -98,3 +98,21 @@ def test_random_strings_and_numbers_match_pyyaml(tmp_path):
     path = write(tmp_path, ops)
     doc = lineyaml.parse(path)
     assert doc is not None and doc == pyyaml(path)
+
+
+def test_reading_a_few_ops_gives_their_records_and_the_header_without_summary():
+    """What opcov check reads: the named ops only (absent ones simply missing), the same records
+    as a full read, whether the file takes the fast path or the full parse (a multi-line record)."""
+    path = os.path.join(ROOT, "coverage", "meta", "probed-torch-2.13.0+cpu.yaml")
+    names = ["aten::mm", "aten::_to_copy", "aten::no_such_op"]
+    few = lineyaml.load(path, names, summary=False)
+    full = pyyaml(path)
+    assert set(few["ops"]) == {"aten::mm", "aten::_to_copy"}
+    assert few["ops"]["aten::mm"] == full["ops"]["aten::mm"] and few["backend"] == full["backend"]
+    assert "summary" not in few and "summary" in lineyaml.load(path, names)
+
+
+def test_reading_a_few_ops_of_a_hand_edited_file(tmp_path):
+    rec = {"fwd": "kernel", "res": "registered", "bwd": "none", "bwd_res": "not_applicable"}
+    path = write(tmp_path, {"aten::a": dict(rec, why="line\nbreak"), "aten::b": dict(rec, why="x")})
+    assert lineyaml.load(path, ["aten::a"])["ops"] == {"aten::a": dict(rec, why="line\nbreak")}

@@ -4,7 +4,7 @@ Importing this package does not import torch: commands that only read coverage
 data (``opcov backends``, ``opcov lint``) stay fast.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name):

@@ -9,7 +9,6 @@ each problem, so a hand-edited or foreign file never reaches a report half-read.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 from opcov.errors import DataError
@@ -285,54 +284,3 @@ def load(path: str, validator=None) -> dict:
     doc, problem = parse(path)
     raise_first([problem] if problem else (validator or validate)(doc, path), path)
     return doc
-
-
-# ---------------------------------------------------------------- reading a few ops fast
-
-def load_subset(path: str, names) -> dict:
-    """The header (without its summary) plus only the named ops' records, validated; ops the file lacks
-    are simply absent.
-
-    ``opcov check`` needs a hundred-odd ops out of ~3,700: parsing just those lines
-    (files are written one op per line) is several times faster than a full parse.
-    A file not in that layout (hand-edited, say) is read in full instead.
-    """
-    import yaml
-
-    try:
-        with open(path) as f:
-            text = f.read()
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read: {exc.strerror}") from None
-    cut = text.find("\nops:\n")
-    if cut < 0:
-        return _restrict(load(path), names)
-    wanted = set(names)
-    head = text[:cut + 1]
-    summary = head.find("\nsummary:")  # sorted keys: the summary (large in probed files) comes last
-    if summary >= 0 and head.find("\n", summary + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[summary + 9:]):
-        head = head[:summary + 1]
-    try:
-        doc = yaml.load(head, Loader=_loader())
-        ops = {}
-        for line in text[cut + 6:].splitlines():
-            key, sep, _ = line[2:].partition(": ")
-            if not line.startswith("  ") or not sep:
-                return _restrict(load(path), names)
-            if key[:1] in "'\"":
-                key = yaml.load(key, Loader=_loader())
-            if key in wanted:
-                ops.update(yaml.load(line, Loader=_loader()))
-    except yaml.YAMLError:
-        return _restrict(load(path), names)  # full parse reports the problem with its line
-    if not isinstance(doc, dict):
-        return _restrict(load(path), names)
-    doc["ops"] = ops
-    problems = validate(doc, path)
-    raise_first(problems, path)
-    return doc
-
-
-def _restrict(doc: dict, names) -> dict:
-    wanted = set(names)
-    return {**doc, "ops": {k: v for k, v in doc["ops"].items() if k in wanted}}

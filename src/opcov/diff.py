@@ -74,6 +74,12 @@ def diff_docs(old: dict, new: dict, old_path: str, new_path: str) -> DiffResult:
                         ("torch", old["provenance"].get("torch"), new["provenance"].get("torch")),
                         (old["backend"]["package"], old["backend"]["version"], new["backend"]["version"])):
         res.header.append(f"{label}: {a} -> {b}" if a != b else f"{label}: {a}")
+    ov, nv = old["provenance"].get("opcov"), new["provenance"].get("opcov")
+    if ov != nv:
+        res.header.append(f"opcov: {ov} -> {nv}")
+        if new["evidence"] == "probed":
+            res.apart.append(f"made by opcov {ov} and {nv}: the probe's checks and blame rules may differ, so "
+                             "a status change below can be the method's, not the backend's")
     if old["evidence"] != new["evidence"]:
         res.apart.append(f"evidence kind changed ({old['evidence']} -> {new['evidence']}): statuses are not "
                          "comparable, so no op counts as a regression")

@@ -1,11 +1,12 @@
 """A fast reader for the one-record-per-line YAML that ``opcov.data.dumps`` writes.
 
 The site reads every coverage file in full, and PyYAML spends seconds per probed
-file building nodes. Each op line is a small flow mapping of plain or single-quoted
-scalars, which a tokenizer reads several times faster. Scalars are typed with
-PyYAML's own implicit resolvers, so values come out as PyYAML would give them; on
-anything outside that layout (anchors, tags, odd escapes, a hand-edited file) the
-whole file is read by ``opcov.data.load`` instead, errors and all.
+file building nodes; ``opcov check`` needs a hundred-odd ops of ~3,700 and reads
+only their lines (``names``). Each op line is a small flow mapping of plain or
+single-quoted scalars, which a tokenizer reads several times faster. Scalars are
+typed with PyYAML's own implicit resolvers, so values come out as PyYAML would give
+them; on anything outside that layout (anchors, tags, odd escapes, a hand-edited
+file) the whole file is read by ``opcov.data.load`` instead, errors and all.
 """
 
 from __future__ import annotations
@@ -155,8 +156,17 @@ def _value(toks, i):
     raise _Unusual(f"unexpected {kind!r}")
 
 
-def parse(path: str):
-    """The document, or None when the file is not in the one-op-per-line layout (or not readable)."""
+def _without_summary(head: str) -> str:
+    """The header text less its ``summary`` block (large in probed files; sorted keys put it last)."""
+    at = head.find("\nsummary:")
+    if at >= 0 and head.find("\n", at + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[at + 9:]):
+        return head[:at + 1]
+    return head
+
+
+def parse(path: str, names=None, summary: bool = True):
+    """The document (only the ``names`` ops when given; without the summary when not ``summary``),
+    or None when the file is not in the one-op-per-line layout (or not readable)."""
     import yaml
 
     try:
@@ -167,9 +177,11 @@ def parse(path: str):
     cut = text.find("\nops:\n")
     if cut < 0:
         return None
+    head = text[:cut + 1] if summary else _without_summary(text[:cut + 1])
+    wanted = set(names) if names is not None else None
     resolvers, memo = _resolvers(), {}
     try:
-        doc = yaml.load(text[:cut + 1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        doc = yaml.load(head, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         if not isinstance(doc, dict) or "ops" in doc:
             return None
         ops = {}
@@ -179,16 +191,22 @@ def parse(path: str):
             key, sep, rest = line[2:].partition(": ")
             if not sep or not key or key[0] in "'\"?&*!":
                 return None
-            ops[_plain(key, resolvers)] = parse_flow(rest, resolvers, memo)
+            key = _plain(key, resolvers)
+            if wanted is None or key in wanted:
+                ops[key] = parse_flow(rest, resolvers, memo)
     except (_Unusual, IndexError, yaml.YAMLError):
         return None
     doc["ops"] = ops
     return doc
 
 
-def load(path: str) -> dict:
-    """As ``opcov.data.load`` (validated, DataError with file:line), read faster when the layout allows."""
-    doc = parse(path)
+def load(path: str, names=None, summary: bool = True) -> dict:
+    """As ``opcov.data.load`` (validated, DataError with file:line), read faster when the layout
+    allows; with ``names``, only those ops (ops the file lacks are simply absent)."""
+    doc = parse(path, names, summary)
     if doc is None or data.validate(doc, path):
-        return data.load(path)  # the full parse reports any problem with its line
+        doc = data.load(path)  # the full parse reports any problem with its line
+        if names is not None:
+            wanted = set(names)
+            doc = {**doc, "ops": {k: v for k, v in doc["ops"].items() if k in wanted}}
     return doc
