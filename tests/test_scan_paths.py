@@ -100,3 +100,21 @@ def test_enabled_cpu_fallback_is_recorded(tmp_path, reach_cache):
     doc, proc = scan(tmp_path, reach_cache, dict(SPEC, fallback="cpu"))
     assert doc["provenance"]["fallback"]["enabled"] is True
     assert "ENABLED" in proc.stdout
+
+
+@pytest.mark.parametrize("name, composite, reaches", [
+    # N, C, HxW and group must agree with the input's shape
+    ("aten::native_group_norm", "explicit", "aten::var_mean.correction"),
+    # one stride per size
+    ("aten::as_strided_scatter", "explicit_nonfunctional", "aten::as_strided"),
+])
+def test_reach_synthesizes_arguments_that_agree(name, composite, reaches):
+    """Arguments valid alone but not together left these composites unresolved (and wav2vec2, swin
+    'unknown' on tpu); the recorder now makes them agree."""
+    from opcov import reach
+    from opcov.torchenv import import_torch
+
+    torch = import_torch()
+    fwd, _ = reach._record_one(torch, reach._recorder(torch), name, composite)
+    assert fwd.ops is not None, fwd.error
+    assert reaches in fwd.ops

@@ -150,17 +150,35 @@ def _value(torch, arg, shape, dtype):
     raise _Unsynthesizable(f"no value for {t} argument {name!r}")
 
 
+def _consistent(values: dict, shape) -> None:
+    """Arguments that must agree with each other or with the input's shape (each value alone is
+    fine, together they were not): native_group_norm's N, C, HxW and group; as_strided's stride,
+    one per size."""
+    if {"N", "C", "HxW", "group"} <= values.keys() and len(shape) >= 2:
+        hxw = 1
+        for n in shape[2:]:
+            hxw *= n
+        values.update(N=shape[0], C=shape[1], HxW=hxw, group=1)
+    if isinstance(values.get("size"), list) and isinstance(values.get("stride"), list):
+        strides, step = [], 1
+        for n in reversed(values["size"]):
+            strides.insert(0, step)
+            step *= n
+        values["stride"] = strides
+
+
 def _synthesize(torch, schema, shape, dtype):
-    args, kwargs = [], {}
+    values, kwarg_only = {}, set()
     for arg in schema.arguments:
         writes = arg.alias_info is not None and arg.alias_info.is_write
         if arg.has_default_value() and not writes:
             continue
-        value = _value(torch, arg, shape, dtype)
+        values[arg.name] = _value(torch, arg, shape, dtype)
         if arg.kwarg_only:
-            kwargs[arg.name] = value
-        else:
-            args.append(value)
+            kwarg_only.add(arg.name)
+    _consistent(values, shape)
+    args = [v for k, v in values.items() if k not in kwarg_only]
+    kwargs = {k: v for k, v in values.items() if k in kwarg_only}
     return args, kwargs
 
 
