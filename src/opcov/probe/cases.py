@@ -181,8 +181,8 @@ def load_group(group: dict) -> Loaded:
                   torch.float64 in op.supported_dtypes("cpu"), False, bool(getattr(op, "supports_out", False)))
 
 
-def opinfo_samples(op, dtype, requires_grad: bool):
-    """The samples ``op.sample_inputs("cpu", dtype, requires_grad)`` yields, the same values.
+def opinfo_samples(op, dtype, requires_grad: bool, device: str = "cpu"):
+    """The samples ``op.sample_inputs(device, dtype, requires_grad)`` yields, the same values.
 
     OpInfo's iterator re-seeds the RNGs with the test suite's SEED before each sample, and calls
     ``inspect.stack()`` twice per call to find a running unittest (it reads the source of every
@@ -190,7 +190,7 @@ def opinfo_samples(op, dtype, requires_grad: bool):
     probe never runs inside a unittest."""
     from torch.testing._internal.common_utils import SEED
 
-    it = iter(op.sample_inputs_func(op, "cpu", dtype, requires_grad))
+    it = iter(op.sample_inputs_func(op, device, dtype, requires_grad))
     while True:
         seed_host(SEED)
         try:
@@ -213,17 +213,8 @@ def host_leaves(source: str, op, dtype, requires_grad: bool, n: int) -> list:
     none = [frozenset()] * n
     if source in _HOST_FREE:
         return none
-    from torch.testing._internal.common_utils import SEED
-
     try:
-        metas = []
-        it = iter(op.sample_inputs_func(op, "meta", dtype, requires_grad))
-        while True:
-            seed_host(SEED)
-            try:
-                metas.append(next(it))
-            except StopIteration:
-                break
+        metas = list(opinfo_samples(op, dtype, requires_grad, device="meta"))
     except Exception:  # noqa: BLE001 - value-dependent sample code cannot run on meta: move all
         return none
     if len(metas) != n:

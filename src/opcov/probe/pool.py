@@ -44,6 +44,7 @@ class _Slot:
         self.group = None
         self.flight = None  # the case in flight, written by the worker (see probe.flight)
         self.assigned_at = 0.0
+        self.generated = False  # the busy group's samples exist (a death after is a case's)
         self.deadline = float("inf")  # starting: the smoke test's; busy: see Pool.deadline
         self.log = None
 
@@ -67,7 +68,6 @@ class Pool:
 
     def start(self, slot: _Slot) -> None:
         from opcov.probe import worker
-
         from opcov.probe.flight import Flight
 
         parent, child = self.ctx.Pipe()
@@ -240,10 +240,8 @@ class Pool:
         if rec is not None:
             part = rec.setdefault(rec.pop("phase"), {"ops": []})
             part.update(status=status, why=why)
-            aten = self._aten_of(group)
-            rec["aten"] = aten
             self.record(rec)
-        elif group is not None and not getattr(slot, "generated", False):
+        elif group is not None and not slot.generated:
             # died or hung outside a case: while generating the group's samples
             self.journal.write({"group_error": group["id"], "why": f"sample generation: {why}"})
             self.progress.group()
@@ -260,19 +258,6 @@ class Pool:
         if state.get("group") != slot.group["id"] or cid in self.done_ids.get(slot.group["id"], ()):
             return None
         return state
-
-    def _aten_of(self, group) -> list:
-        from opcov.probe.cases import CANARY_PREFIX, canary_ids, opinfos
-
-        src = group["source"]
-        if src.startswith("trace."):
-            return []  # a replayed call dispatches one op: blamed as the sole op
-        if src.startswith(CANARY_PREFIX):
-            return [canary_ids()[src][1]]
-        op = opinfos()[src]
-        names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
-        names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
-        return sorted(names)
 
     def on_death(self, slot: _Slot) -> None:
         code = slot.proc.exitcode if slot.proc is not None else None

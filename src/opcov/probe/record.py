@@ -86,16 +86,16 @@ def spotting(spot: Spot):
 
 
 class Captured:
-    """Every call of a run with copies of its arguments and results, to replay one at a time."""
+    """The first ``limit`` calls of a run with copies of their arguments, to replay one at a time."""
 
     def __init__(self, limit: int):
         self.limit = limit
-        self.calls: list = []  # (OpOverload, args, kwargs, out), all copies
-        self.truncated = False
+        self.calls: list = []  # (OpOverload, args, kwargs), arguments copied before the call
+        self.truncated = False  # the run made more calls than were kept
 
 
 def capturing(cap: Captured):
-    """A mode that copies each call's arguments (before) and results (after) into ``cap``."""
+    """A mode that copies each call's arguments, before the call, into ``cap``."""
     import torch
     import torch.utils._pytree as pytree
 
@@ -108,9 +108,7 @@ def capturing(cap: Captured):
             if len(cap.calls) >= cap.limit:
                 cap.truncated = True
                 return func(*args, **kwargs)
-            a, k = copy(args), copy(kwargs)
-            out = func(*args, **kwargs)
-            cap.calls.append((func, a, k, copy(out)))
-            return out
+            cap.calls.append((func, copy(args), copy(kwargs)))
+            return func(*args, **kwargs)
 
     return Capturer()

@@ -51,6 +51,18 @@ def aliasing(torch, inputs, outputs) -> list:
     return [[i for i, s in enumerate(ins) if s is not None and s == sid(o)] for o in outs]
 
 
+def widen(torch, t):
+    """A float64 (complex128) copy of a floating (complex) tensor for the reference run; other
+    tensors copied as they are."""
+    if t.is_complex():
+        w = t.detach().to(torch.complex128)
+    elif t.is_floating_point():
+        w = t.detach().to(torch.float64)
+    else:
+        return t.detach().clone()
+    return w.requires_grad_(t.requires_grad)
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     line = text[0] if text else ""
@@ -143,18 +155,7 @@ class Worker:
         return pytree.tree_unflatten(moved, spec)
 
     def to64(self, sample):
-        torch = self.torch
-
-        def widen(t):
-            if t.is_complex():
-                w = t.detach().to(torch.complex128)
-            elif t.is_floating_point():
-                w = t.detach().to(torch.float64)
-            else:
-                return t.detach().clone()
-            return w.requires_grad_(t.requires_grad)
-
-        return self._map(sample, widen)
+        return self._map(sample, lambda t: widen(self.torch, t))
 
     # ---------------------------------------------------------------- one case
 
@@ -297,13 +298,14 @@ class Worker:
     def localize(self, fn, sample, seed, out_like=None) -> dict | None:
         """Run the case on CPU copying every op call, then each call alone on the device against
         its own CPU result: {"replayed": n, "failed": [[op, dtype key], ...]}. None when the CPU
-        run cannot be captured. A failure that no single call reproduces is the composition's."""
+        run cannot be captured, or made more calls than are kept and none kept failed alone (no
+        telling). A failure that no single call reproduces is the composition's."""
         import torch.utils._pytree as pytree
 
-        from opcov.dtypes import call_dtype, dtype_name
+        from opcov.dtypes import call_dtype
         from opcov.probe import FAILURES
         from opcov.probe.compare import REDUCED_PRECISION_BASES, judge
-        from opcov.probe.record import Captured, capturing
+        from opcov.probe.record import Captured, _dtypes, capturing
 
         torch = self.torch
         cap = Captured(LOCALIZE_MAX_CALLS)
@@ -316,37 +318,31 @@ class Worker:
         except Exception:  # noqa: BLE001 - nothing to replay
             return None
 
-        def move(t):
-            return t.to(self.dev) if isinstance(t, torch.Tensor) else t
-
-        def dts(tree):
-            return [dtype_name(t.dtype) for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
-
-        def copy(tree):
-            return pytree.tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, tree)
+        def each(tree, fn):
+            return pytree.tree_map(lambda t: fn(t) if isinstance(t, torch.Tensor) else t, tree)
 
         failed: dict = {}
-        for func, args, kwargs, captured_out in cap.calls:
-            key = (func.name(), call_dtype(dts((args, kwargs)), dts(captured_out)))
-            if key in failed or torch.Tag.nondeterministic_seeded in func.tags:
+        for func, args, kwargs in cap.calls:
+            if torch.Tag.nondeterministic_seeded in func.tags:
                 continue
-            # CPU again on copies of the copied arguments: a copy may lay a strided view out anew,
-            # so the captured result is not what these arguments give (strides count on meta)
-            cpu_args, cpu_kwargs = copy((args, kwargs))
+            # The CPU result of these very arguments (not the captured run's: a copy may lay a
+            # strided view out anew, and strides count on meta); copies, as in-place ops write.
+            cpu_args, cpu_kwargs = each((args, kwargs), lambda t: t.clone())
             try:
                 cpu_out = func(*cpu_args, **cpu_kwargs)
             except Exception:  # noqa: BLE001 - not replayable alone (a view of a freed base...)
                 continue
+            key = (func.name(), call_dtype(_dtypes((args, kwargs)), _dtypes(cpu_out)))
+            if key in failed:
+                continue
             ref_out = None
             if self.device_type != "meta" and key[1] in FLOATING and key[1] not in ("float64", "complex128"):
                 try:
-                    wide = pytree.tree_map(lambda t: t.to(torch.complex128 if t.is_complex() else torch.float64)
-                                           if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-                                           else t, (args, kwargs))
+                    wide = each((args, kwargs), lambda t: widen(torch, t))
                     ref_out = func(*wide[0], **wide[1])
                 except Exception:  # noqa: BLE001 - judged at the call's dtype instead
                     ref_out = None
-            dev_args, dev_kwargs = pytree.tree_map(move, (args, kwargs))
+            dev_args, dev_kwargs = each((args, kwargs), lambda t: t.to(self.dev))
             try:
                 dev_out = func(*dev_args, **dev_kwargs)
                 self.sync()
@@ -360,6 +356,8 @@ class Worker:
                             reduced_ok=base in REDUCED_PRECISION_BASES)
             if verdict["status"] in FAILURES:
                 failed[key] = verdict.get("why", "")
+        if cap.truncated and not failed:
+            return None
         return {"replayed": len(cap.calls), "failed": [list(k) for k in failed]}
 
     def backward(self, sample, cid, seed, dtype, mode, reduced_ok, outs, ins):
@@ -479,7 +477,8 @@ class Worker:
                 continue
             if self.flight is not None:
                 self.current = {"case": cid, "group": group["id"], "source": group["source"],
-                                "dtype": group["dtype"], "aten": [], "fwd": {"ops": []}}
+                                "dtype": group["dtype"], "aten": list(sample.aten or loaded.aten),
+                                "fwd": {"ops": []}}
                 self.step("fwd")
             if self.delay:
                 time.sleep(self.delay)
