@@ -25,7 +25,8 @@ def wall(cmd, n=7):
 
 
 def synthetic(path):
-    from opcov import data, opset
+    from opcov.store import data
+    from opcov.store import opset
 
     doc = data.load(os.path.join(ROOT, "coverage", "tpu", "registered-torch-2.13.0+cpu-torch_tpu-0.2.0.yaml"))
     names = sorted(n for n in doc["ops"] if n.startswith("aten::"))[::15][:200]
@@ -39,14 +40,14 @@ def synthetic(path):
 
 
 def main():
-    from opcov.gaps import model_files
+    from opcov.verdict.gaps import model_files
 
     if len(sys.argv) > 1:
         path = sys.argv[1]
     else:
         files = model_files(os.path.join(ROOT, "coverage"))
         path = max(files, key=os.path.getsize) if files else synthetic(os.path.join(tempfile.mkdtemp(), "s.yaml"))
-    from opcov import opset
+    from opcov.store import opset
 
     n_ops = len(opset.load(path)["ops"])
     torch_best, torch_med = wall([sys.executable, "-c", "import torch"])

@@ -32,7 +32,8 @@ def main():
     import torch  # noqa: F401
 
     t1 = time.perf_counter()
-    from opcov import backends, scan
+    from opcov import backends
+    from opcov.scan import registered
     from opcov.catalog import build_catalog
 
     backend = backends.get_backend(name)
@@ -40,9 +41,9 @@ def main():
     t2 = time.perf_counter()
     catalog = build_catalog((backend.module,) if backend.module else (), backends.added_ops(backend))
     t3 = time.perf_counter()
-    scan.scan(backend, torch, catalog=catalog)  # fills the reach cache if it is cold
+    registered.scan(backend, torch, catalog=catalog)  # fills the reach cache if it is cold
     t4 = time.perf_counter()
-    scan.scan(backend, torch, catalog=catalog)
+    registered.scan(backend, torch, catalog=catalog)
     t5 = time.perf_counter()
     print(f"import torch:                  {t1 - t0:.2f} s")
     print(f"import backend {name!r}:         {t2 - t1:.2f} s")

@@ -22,17 +22,18 @@ ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-net
 
 
 def build_figures(coverage: str, out: str) -> None:
-    from opcov import sitedata, sitegen
+    from opcov.site import model as sitemodel
+    from opcov.site import render
 
     times = []
     for i in range(3):
         target = os.path.join(out, f"run{i}")
         c0, t0 = time.process_time(), time.perf_counter()
-        site = sitedata.load_site(coverage)
+        site = sitemodel.load_site(coverage)
         t1 = time.perf_counter()
-        files = sitegen.build(site)
+        files = render.build(site)
         t2 = time.perf_counter()
-        stats = sitegen.write(files, target)
+        stats = render.write(files, target)
         t3 = time.perf_counter()
         times.append((t3 - t0, t1 - t0, t2 - t1, t3 - t2, time.process_time() - c0))
     total, load, render, write, cpu = (statistics.median(t[i] for t in times) for i in range(5))
@@ -40,7 +41,7 @@ def build_figures(coverage: str, out: str) -> None:
           f"[load data {load:.2f} s, render {render:.2f} s, write {write:.2f} s]  (goal <= 10 s; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     t0 = time.perf_counter()
-    again = sitegen.render_site(coverage, os.path.join(out, "run0"))
+    again = render.render_site(coverage, os.path.join(out, "run0"))
     print(f"re-render onto an up-to-date site: {time.perf_counter() - t0:.2f} s ({again['written']} files written)")
     print(f"  {stats['files']} files, {stats['bytes'] / 1e6:.1f} MB; {len(site.ops)} ops, {len(site.backends)} backends, "
           f"{len(site.models)} models")
@@ -101,7 +102,7 @@ def worst_case(coverage: str, folder: str) -> str:
     import glob
     import random
 
-    from opcov import data
+    from opcov.store import data
 
     out = os.path.join(folder, "coverage")
     if os.path.isdir(os.path.join(coverage, "models")):

@@ -26,8 +26,8 @@ def peak_rss_mb() -> float:
 
 
 def bench_8b() -> None:
-    from opcov import models
-    from opcov.trace import trace
+    from opcov.tracing import models
+    from opcov.tracing.trace import trace
 
     t0 = time.perf_counter()
     built = models.build("hf:llama", models.Sizes(batch=1, seq=2048, overrides=LLAMA3_8B), mode="training",
@@ -44,7 +44,7 @@ def bench_8b() -> None:
 
 
 def bench_zoo() -> None:
-    from opcov import zoo
+    from opcov.tracing import zoo
 
     with tempfile.TemporaryDirectory() as root, open(os.devnull, "w") as quiet:
         t0 = time.perf_counter()

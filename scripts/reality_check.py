@@ -2,7 +2,7 @@
 
 Usage: python scripts/reality_check.py [--specs a,b] [--models m1,m2] [--modes inference,training]
                                        [--no-probe] [--workdir DIR]
-Prints one line per (backend, model, mode) and the agreement rate. See opcov.reality.
+Prints one line per (backend, model, mode) and the agreement rate. See opcov.testing.reality.
 """
 
 import argparse
@@ -19,7 +19,7 @@ DEFAULT_MODELS = "nn-convnet,nn-lstm,nn-gru,nn-transformer,bert,gpt2,llama,vit"
 
 
 def main():
-    from opcov import reality
+    from opcov.testing import reality
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--specs", default=",".join(reality.SPECS))

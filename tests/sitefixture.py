@@ -2,7 +2,8 @@
 
 import os
 
-from opcov import data, opset
+from opcov.store import data
+from opcov.store import opset
 
 TORCH = "2.13.0+cpu"
 

@@ -7,7 +7,8 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from conftest import run_opcov
-from opcov import data, opset
+from opcov.store import data
+from opcov.store import opset
 
 TORCH = "2.13.0+cpu"
 

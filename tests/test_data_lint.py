@@ -5,7 +5,7 @@ import os
 import pytest
 
 from conftest import ROOT, run_opcov
-from opcov import data
+from opcov.store import data
 from opcov.errors import DataError
 
 BUNDLED = os.path.join(ROOT, "coverage")

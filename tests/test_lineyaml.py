@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from opcov import data, lineyaml
+from opcov.store import data
+from opcov.store import lineyaml
 from opcov.errors import DataError
 
 

@@ -203,7 +203,7 @@ def test_shards_merged_equal_the_whole_run(tmp_path, whole):
 
 
 def test_merge_refuses_mismatched_inputs(tmp_path, whole):
-    from opcov import data
+    from opcov.store import data
 
     base = whole[1]
     for what, change in (("backend", lambda d: d["backend"].update(name="other")),
@@ -373,7 +373,7 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
 
 
 def test_bad_probed_cells_are_reported_with_file_and_line(tmp_path):
-    from opcov import data
+    from opcov.store import data
 
     doc = {"schema_version": 1, "evidence": "probed",
            "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x",

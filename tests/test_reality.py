@@ -1,14 +1,14 @@
 """Verdicts checked against reality: zoo models run for real on planted Python PrivateUse1 backends.
 
 Each case scans the planted backend with opcov's own scan, judges the committed op set with
-opcov check, runs the model on the device, and asserts that the two agree (see opcov.reality).
+opcov check, runs the model on the device, and asserts that the two agree (see opcov.testing.reality).
 """
 
 import os
 
 import pytest
 
-from opcov import reality
+from opcov.testing import reality
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = os.path.join(ROOT, "coverage", "models")

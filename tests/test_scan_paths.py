@@ -111,7 +111,7 @@ def test_enabled_cpu_fallback_is_recorded(tmp_path, reach_cache):
 def test_reach_synthesizes_arguments_that_agree(name, composite, reaches):
     """Arguments valid alone but not together left these composites unresolved (and wav2vec2, swin
     'unknown' on tpu); the recorder now makes them agree."""
-    from opcov import reach
+    from opcov.scan import reach
     from opcov.torchenv import import_torch
 
     torch = import_torch()

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT, child_env, run_opcov
-from opcov import sitegen
+from opcov.site import render
 from sitefixture import make_coverage
 
 COMMITTED = os.path.join(ROOT, "site")
@@ -32,7 +32,7 @@ def small(tmp_path_factory):
     root = tmp_path_factory.mktemp("site")
     cov = make_coverage(root)
     out = str(root / "site")
-    sitegen.render_site(cov, out)
+    render.render_site(cov, out)
     return cov, out
 
 
@@ -50,7 +50,7 @@ def test_committed_site_matches_the_data(tmp_path):
     """CI fails when coverage/ changed and site/ was not re-rendered."""
     assert os.path.isdir(COMMITTED), "site/ is missing: run 'opcov site'"
     out = str(tmp_path / "site")
-    sitegen.render_site(os.path.join(ROOT, "coverage"), out)
+    render.render_site(os.path.join(ROOT, "coverage"), out)
     fresh, committed = tree(out), tree(COMMITTED)
     stale = sorted(k for k in set(fresh) | set(committed) if fresh.get(k) != committed.get(k))
     assert not stale, f"site/ is stale ({len(stale)} files differ, first {stale[:3]}): run 'opcov site'"
@@ -59,10 +59,10 @@ def test_committed_site_matches_the_data(tmp_path):
 def test_render_is_deterministic_and_rewrites_nothing_unchanged(small, tmp_path):
     cov, out = small
     other = str(tmp_path / "again")
-    stats = sitegen.render_site(cov, other)
+    stats = render.render_site(cov, other)
     assert tree(other) == tree(out)
     assert stats["written"] == stats["files"]
-    again = sitegen.render_site(cov, other)
+    again = render.render_site(cov, other)
     assert again["written"] == 0 and again["removed"] == 0
 
 
@@ -210,10 +210,10 @@ def test_cli_bad_data_is_one_line_with_file_and_line(tmp_path):
 def test_stale_pages_are_removed(tmp_path):
     cov = make_coverage(tmp_path)
     out = str(tmp_path / "web")
-    sitegen.render_site(cov, out)
+    render.render_site(cov, out)
     os.remove(os.path.join(cov, "models", "tiny", "training.yaml"))
     os.remove(os.path.join(cov, "models", "tiny", "inference.yaml"))
-    stats = sitegen.render_site(cov, out)
+    stats = render.render_site(cov, out)
     assert not os.path.exists(os.path.join(out, "models"))
     assert not os.path.exists(os.path.join(out, "badges", "tiny-alpha.svg"))
     assert stats["removed"] == 3  # the model page and its two badges
@@ -222,23 +222,24 @@ def test_stale_pages_are_removed(tmp_path):
 
 def test_vocabulary_matches_the_data_contract():
     """Every probed and registered status the data may hold has an icon, a text and a colour group."""
-    from opcov import data, sitedata
+    from opcov.store import data
+    from opcov.site import model as sitemodel
 
-    assert set(data.PROBED_STATUSES) == set(sitedata.PROBE_GROUPS) == set(sitegen.PROBE_STATUS)
-    assert set(data.RESOLVED) == set(sitegen.REG_STATUS) == set(sitegen.REG_CODE)
+    assert set(data.PROBED_STATUSES) == set(sitemodel.PROBE_GROUPS) == set(render.PROBE_STATUS)
+    assert set(data.RESOLVED) == set(render.REG_STATUS) == set(render.REG_CODE)
 
 
 def test_page_names_survive_case_insensitive_disks():
-    paths = sitegen.unique_paths(["aten::Int", "aten::int", "x::a/b"], "ops", sitegen.op_stem)
+    paths = render.unique_paths(["aten::Int", "aten::int", "x::a/b"], "ops", render.op_stem)
     assert paths == {"aten::Int": "ops/aten/Int.html", "aten::int": "ops/aten/int~2.html", "x::a/b": "ops/x/a_b.html"}
 
 
 def test_schemas_only_from_the_torch_the_data_was_made_with():
-    from opcov import sitedata
+    from opcov.site import model as sitemodel
 
-    catalog, note = sitedata.native_catalog(["1.0.0"])
+    catalog, note = sitemodel.native_catalog(["1.0.0"])
     assert catalog == {} and "the data was made with 1.0.0" in note
-    tags = sitedata.schema_tags
+    tags = sitemodel.schema_tags
     assert tags("add.out(Tensor self, Tensor other, *, Scalar alpha=1, Tensor(a!) out) -> Tensor(a!)") == {"out"}
     assert tags("add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)") == {"inplace"}
     assert tags("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)") == {"view"}

@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from conftest import ROOT
-from opcov import sitegen
+from opcov.site import render
 from sitefixture import make_coverage
 
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -36,7 +36,7 @@ def browser():
 def small(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     out = str(root / "site")
-    sitegen.render_site(make_coverage(root), out)
+    render.render_site(make_coverage(root), out)
     return out
 
 
@@ -44,7 +44,7 @@ def small(tmp_path_factory):
 def full(tmp_path_factory):
     """The site of the bundled coverage/ data (~3,700 ops)."""
     out = str(tmp_path_factory.mktemp("full") / "site")
-    sitegen.render_site(os.path.join(ROOT, "coverage"), out)
+    render.render_site(os.path.join(ROOT, "coverage"), out)
     return out
 
 

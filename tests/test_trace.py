@@ -31,8 +31,9 @@ def run_child(code: str, timeout=600) -> dict:
 EAGER = """
 import json, os, torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from opcov import models, zoo
-from opcov.trace import trace
+from opcov.tracing import models
+from opcov.tracing import zoo
+from opcov.tracing.trace import trace
 
 class Eager(TorchDispatchMode):
     phase = "forward"
@@ -102,7 +103,8 @@ def targets():
     return run_child("""
         import json, torch
         import opcov
-        from opcov import models, zoo
+        from opcov.tracing import models
+        from opcov.tracing import zoo
 
         def names(doc, phase):
             return sorted(op for op, rec in doc.ops.items() if phase in rec)
@@ -278,13 +280,14 @@ def test_import_opcov_stays_torch_free_and_trace_is_lazy():
     out = subprocess.run([sys.executable, "-c", "import sys, opcov; a = 'torch' in sys.modules; "
                           "f = opcov.trace; print(a, 'torch' in sys.modules, f.__name__, callable(f))"],
                          capture_output=True, text=True, env=child_env(), cwd=ROOT)
-    assert out.stdout.split() == ["False", "False", "opcov.trace", "True"], out.stderr
+    assert out.stdout.split() == ["False", "False", "trace", "True"], out.stderr
 
 
 # ---------------------------------------------------------------- the bundled zoo
 
 def test_zoo_is_committed_and_lints_clean(opcov):
-    from opcov import opset, zoo
+    from opcov.store import opset
+    from opcov.tracing import zoo
 
     hf = {e.spec for e in zoo.ZOO if e.spec.startswith("hf:")}
     nn = {e.spec for e in zoo.ZOO if e.spec.startswith("nn:")}

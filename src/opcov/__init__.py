@@ -10,10 +10,10 @@ __version__ = "0.2.0"
 def __getattr__(name):
     """``opcov.trace(model, inputs, ...)`` for notebooks, imported (with torch) only when used.
 
-    ``opcov.trace`` is the module opcov/trace.py, made callable: calling it calls ``trace.trace``.
+    The module opcov/tracing/trace.py imports torch only inside its functions, so this stays cheap.
     """
     if name == "trace":
-        import importlib
+        from opcov.tracing.trace import trace
 
-        return importlib.import_module("opcov.trace")
+        return trace
     raise AttributeError(f"module 'opcov' has no attribute {name!r}")

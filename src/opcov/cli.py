@@ -191,9 +191,10 @@ def cmd_backends(args) -> int:
 
 
 def cmd_scan(args) -> int:
-    from opcov import data, formats
+    from opcov import formats
+    from opcov.store import data
     from opcov.backends import get_backend, load
-    from opcov.scan import command_line, scan
+    from opcov.scan.registered import command_line, scan
 
     backend = get_backend(args.backend, args.import_module)
     torch = load(backend)
@@ -230,7 +231,7 @@ def coverage_files(paths, *, models: bool = False) -> list[str]:
 
 
 def cmd_lint(args) -> int:
-    from opcov.lint import lint_files
+    from opcov.store.lint import lint_files
 
     files = coverage_files(args.paths, models=True)
     problems = lint_files(files, check_catalog=not args.no_catalog)
@@ -243,7 +244,8 @@ def cmd_lint(args) -> int:
 
 
 def cmd_summary(args) -> int:
-    from opcov import data, formats
+    from opcov import formats
+    from opcov.store import data
 
     docs = [(f, data.load(f)) for f in coverage_files(args.paths)]
     if not docs:
@@ -257,7 +259,9 @@ def cmd_summary(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from opcov import check, reports, verdict
+    from opcov.verdict import check
+    from opcov.verdict import reports
+    from opcov.verdict import judge
 
     verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
     text = reports.render(args.format, verdicts, model)
@@ -266,12 +270,12 @@ def cmd_check(args) -> int:
             f.write(text)
     else:
         sys.stdout.write(text)
-    failed = verdict.gate_failed(verdicts, strict=args.strict, fail_on_unknown="unknown" in args.fail_on)
+    failed = judge.gate_failed(verdicts, strict=args.strict, fail_on_unknown="unknown" in args.fail_on)
     return EXIT_GATE if failed else EXIT_OK
 
 
 def cmd_diff(args) -> int:
-    from opcov import diff
+    from opcov.verdict import diff
 
     result = diff.diff_files(args.old, args.new)
     sys.stdout.write(diff.render(result, args.format))
@@ -279,7 +283,7 @@ def cmd_diff(args) -> int:
 
 
 def cmd_gaps(args) -> int:
-    from opcov import gaps
+    from opcov.verdict import gaps
 
     ranked = gaps.rank(args.backend, args.coverage, args.mode)
     sys.stdout.write(gaps.render(ranked, args.backend, args.top, args.format))
@@ -287,7 +291,7 @@ def cmd_gaps(args) -> int:
 
 
 def cmd_site(args) -> int:
-    from opcov.sitegen import render_site
+    from opcov.site.render import render_site
 
     stats = render_site(args.coverage, args.out)
     print(f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
@@ -302,7 +306,7 @@ def cmd_probe(args) -> int:
     from opcov.probe import KNOWN_DTYPES
     from opcov.probe.cases import parse_directions, parse_dtypes, parse_shard, parse_traces
     from opcov.probe.runner import probe
-    from opcov.scan import command_line
+    from opcov.scan.registered import command_line
 
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
     directions = parse_directions(args.directions)
@@ -352,9 +356,10 @@ def default_probe_path(backend, shard=None) -> str:
 
 
 def cmd_merge(args) -> int:
-    from opcov import data, formats
+    from opcov import formats
+    from opcov.store import data
     from opcov.probe.merge import merge_files
-    from opcov.scan import command_line
+    from opcov.scan.registered import command_line
 
     doc = merge_files(args.files, command=command_line())
     data.save(doc, args.out)
@@ -366,7 +371,9 @@ def cmd_merge(args) -> int:
 def cmd_trace(args) -> int:
     import shlex
 
-    from opcov import models, opset, zoo
+    from opcov.tracing import models
+    from opcov.store import opset
+    from opcov.tracing import zoo
 
     if args.model.endswith((".yaml", ".yml")) and os.path.isfile(args.model):
         doc = opset.load(args.model)
@@ -376,7 +383,7 @@ def cmd_trace(args) -> int:
         if args.out:
             print(f"wrote {args.out}")
         return EXIT_OK
-    from opcov.trace import trace
+    from opcov.tracing.trace import trace
 
     sizes = models.Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set))
     entry = zoo.BY_NAME.get(args.model)
@@ -416,7 +423,7 @@ def _print_opset(path, doc) -> None:
 
 
 def cmd_zoo(args) -> int:
-    from opcov import zoo
+    from opcov.tracing import zoo
 
     entries = zoo.select(args.only)
     if args.action == "list":

@@ -5,15 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from opcov.data import RESOLVED
+from opcov.vocab import REGISTERED, RESOLVED
 
-LABELS = {
-    "registered": "registered, unverified",
-    "fallback": "fallback only",
-    "missing": "missing",
-    "unresolved": "composite, reach unresolved",
-    "not_applicable": "host-only (n/a)",
-}
+LABELS = {s: w.label for s, w in REGISTERED.items()}
 
 
 def table(rows, headers, out=sys.stdout) -> None:
@@ -105,7 +99,7 @@ def print_summary(docs) -> None:
 
 def _print_probed(doc) -> None:
     """A probed file: how much of the catalogue has probe evidence, ops and cells per status."""
-    from opcov.data import PROBED_STATUSES
+    from opcov.vocab import PROBED_STATUSES
 
     prov, summ = doc["provenance"], doc.get("summary") or {}
     rows = []

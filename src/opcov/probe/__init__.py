@@ -8,13 +8,12 @@ parent what it is doing through ``flight``, ``pool`` keeps the workers, deadline
 shards, ``results`` folds case records into per-op cells, and ``merge`` combines files.
 """
 
-# The probed vocabulary, worst first: a cell over several cases takes the first in this order.
-# pass outranks not_comparable / no_reference: a case that was judged says more than one that
-# could not be, and neither can hide a failure.
-STATUSES = ("crash", "timeout", "error", "unsupported", "mismatch", "pass_low_precision", "pass",
-            "not_comparable", "no_reference", "skipped")
-FAILURES = frozenset(STATUSES[:5])
-RANK = {s: i for i, s in enumerate(STATUSES)}
+from opcov.vocab import PROBED_FAILURES, PROBED_RANK, PROBED_STATUSES
+
+# The probed vocabulary, worst first (opcov.vocab): a cell over several cases takes the first.
+STATUSES = PROBED_STATUSES
+FAILURES = PROBED_FAILURES
+RANK = PROBED_RANK
 
 DIRECTIONS = ("forward", "backward")
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16", "float64", "int64", "bool")

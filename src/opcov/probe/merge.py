@@ -18,7 +18,7 @@ def _identity(doc: dict) -> dict:
 
 
 def merge_files(paths, *, command: str) -> dict:
-    from opcov import data
+    from opcov.store import data
 
     docs = [(p, data.load(p)) for p in paths]
     for p, d in docs:

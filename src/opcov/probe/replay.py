@@ -25,7 +25,7 @@ EXCLUDE = re.compile(r"cpu|mkldnn|nnpack|^aten::sym_|^aten::_local_scalar_dense$
 
 def zoo_names() -> dict:
     """Zoo model name -> its dtype (without importing torch or transformers)."""
-    from opcov import zoo
+    from opcov.tracing import zoo
 
     return {e.name: e.dtype for e in zoo.ZOO}
 
@@ -36,9 +36,10 @@ def capture(name: str):
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from opcov import models, zoo
+    from opcov.tracing import models
+    from opcov.tracing import zoo
     from opcov.dtypes import call_dtype, dtype_name
-    from opcov.trace import _default_loss
+    from opcov.tracing.trace import _default_loss
 
     entry = zoo.BY_NAME[name]
     built = models.build(entry.spec, models.Sizes(), mode="training", real=True, zoo_entry=entry)

@@ -96,7 +96,7 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,
     }
-    from opcov import data
+    from opcov.store import data
 
     data.save(doc, out)
     os.remove(journal.path)

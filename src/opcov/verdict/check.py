@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 
-from opcov import opset, verdict
+from opcov.store import opset
+from opcov.verdict import judge
 from opcov.errors import UsageError
 
 
@@ -42,7 +43,7 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
 def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:
     """Trace MODEL now (imports torch); used when it names no saved op set."""
     try:
-        from opcov import trace as tracing
+        from opcov.tracing import trace as tracing
     except ImportError:  # pragma: no cover - trace ships with opcov
         raise UsageError(f"{model}: not an op-set file or zoo model, and tracing is unavailable") from None
     out = []
@@ -54,14 +55,15 @@ def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:
 
 def live_coverage(backend: str, names, torch_version: str):
     """A registered scan now, for an installed backend that has no data in coverage/."""
-    from opcov import backends, scan
+    from opcov import backends
+    from opcov.scan import registered
 
     b = backends.get_backend(backend)
     torch = backends.load(b)
-    doc = scan.scan(b, torch, command=f"opcov scan {backend}")
+    doc = registered.scan(b, torch, command=f"opcov scan {backend}")
     wanted = set(names)
     doc["ops"] = {k: v for k, v in doc["ops"].items() if k in wanted}
-    return verdict.Coverage(backend, doc, None, [f"live registered scan of {backend} (no data in coverage/)"])
+    return judge.Coverage(backend, doc, None, [f"live registered scan of {backend} (no data in coverage/)"])
 
 
 def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[list, dict]:
@@ -75,12 +77,12 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
         torch_version = str(doc["provenance"].get("torch", "?"))
         for backend in backends_:
             try:
-                cov = verdict.load_coverage(backend, names, coverage_dir, torch_version)
+                cov = judge.load_coverage(backend, names, coverage_dir, torch_version)
             except UsageError:
                 if not _installed(backend):
                     raise
                 cov = live_coverage(backend, names, torch_version)
-            verdicts.append(verdict.judge(doc, cov))
+            verdicts.append(judge.judge(doc, cov))
     first = opsets[0][1]
     describe = ", ".join(f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast")
                                                                    else "") for _, d in opsets)

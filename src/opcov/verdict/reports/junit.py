@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from xml.etree import ElementTree as ET
 
-from opcov.reports import fixes, headline, problem_lines
+from opcov.verdict.reports import fixes, headline, problem_lines
 
 
 def report(verdicts, model: dict) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 
-from opcov import opset, verdict
+from opcov.store import opset
+from opcov.verdict import judge
 from opcov.errors import UsageError
 
 
@@ -51,8 +52,8 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
         doc = opset.load(path)
         if modes and doc["mode"] not in modes:
             continue
-        cov = verdict.load_coverage(backend, doc["ops"], coverage_dir, str(doc["provenance"].get("torch")))
-        judged.append((doc["model"]["name"], doc["mode"], verdict.judge(doc, cov)))
+        cov = judge.load_coverage(backend, doc["ops"], coverage_dir, str(doc["provenance"].get("torch")))
+        judged.append((doc["model"]["name"], doc["mode"], judge.judge(doc, cov)))
     ranked = tally(judged)
     for e in ranked:
         e["models"] = [f"{m} ({mode})" for m, mode in e["models"]]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from opcov.reports import fixes, headline, problem_lines
+from opcov import vocab
+from opcov.verdict.reports import fixes, headline, problem_lines
 
-ICON = {"runs": "✅ runs", "runs_with_fallback": "🐢 runs with fallback", "unknown": "❔ unknown",
-        "fails": "❌ fails"}
+ICON = {v: f"{w.icon} {w.label}" for v, w in vocab.VERDICTS.items()}
 
 
 def _cell(text: str) -> str:

@@ -325,7 +325,7 @@ def _record_isolated(todo) -> dict:
     env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
     done: dict = {}
     while todo:
-        proc = subprocess.run([sys.executable, "-m", "opcov.reach"], input=json.dumps(todo),
+        proc = subprocess.run([sys.executable, "-m", "opcov.scan.reach"], input=json.dumps(todo),
                               capture_output=True, text=True, env=env)
         for line in proc.stdout.splitlines():
             try:

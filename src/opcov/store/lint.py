@@ -8,8 +8,9 @@ since op sets change between releases.
 
 from __future__ import annotations
 
-from opcov import data, opset
-from opcov.data import Problem
+from opcov.store import data
+from opcov.store import opset
+from opcov.store.data import Problem
 
 
 def lint_files(files, *, check_catalog: bool = True) -> list[Problem]:

@@ -11,17 +11,18 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from opcov import data, lineyaml, opset
+from opcov.store import data
+from opcov.store import lineyaml
+from opcov.store import opset
+from opcov import vocab
 from opcov.errors import DataError, UsageError
 
 # Registered resolved statuses, best first (for display order).
-REG_ORDER = ("registered", "unresolved", "fallback", "missing", "not_applicable")
+REG_ORDER = vocab.REGISTERED_BEST_FIRST
 # Probed statuses (docs/DATA.md), grouped for colour and summaries.
-PROBE_GROUPS = {
-    "pass": "ok", "pass_low_precision": "ok",
-    "mismatch": "fail", "unsupported": "fail", "error": "fail", "crash": "fail", "timeout": "fail",
-    "not_comparable": "unknown", "no_reference": "unknown", "skipped": "unknown",
-}
+PROBE_GROUPS = {s: vocab.PROBED[s].css for s in (
+    "pass", "pass_low_precision", "mismatch", "unsupported", "error", "crash", "timeout",
+    "not_comparable", "no_reference", "skipped")}
 
 
 @dataclass
@@ -306,11 +307,11 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
 # ---------------------------------------------------------------- verdicts
 
 def snapshot_for(site: Site, backend: Backend, evidence: str, torch_version: str) -> Snapshot | None:
-    """The snapshot 'opcov check' would use for an op set traced with torch_version (verdict.pick)."""
-    from opcov import verdict
+    """The snapshot 'opcov check' would use for an op set traced with torch_version (judge.pick)."""
+    from opcov.verdict import judge
 
-    files = verdict.coverage_files(site.coverage_dir, backend.name)[evidence]
-    chosen = verdict.pick(files, torch_version)
+    files = judge.coverage_files(site.coverage_dir, backend.name)[evidence]
+    chosen = judge.pick(files, torch_version)
     if chosen is None:
         return None
     rel = os.path.relpath(chosen, site.coverage_dir).replace(os.sep, "/")
@@ -318,8 +319,8 @@ def snapshot_for(site: Site, backend: Backend, evidence: str, torch_version: str
 
 
 def judge_models(site: Site) -> dict:
-    """(model, mode, backend) -> opcov.verdict.BackendVerdict, judged as 'opcov check' judges."""
-    from opcov import verdict
+    """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges."""
+    from opcov.verdict import judge
 
     out = {}
     for m in site.models:
@@ -331,6 +332,6 @@ def judge_models(site: Site) -> dict:
                 if reg is None and probed is None:
                     continue
                 paths = [f"coverage/{s.path}" for s in (reg, probed) if s]
-                cov = verdict.Coverage(b.name, reg.doc if reg else None, probed.doc if probed else None, paths)
-                out[(m.name, mode, b.name)] = verdict.judge(doc, cov)
+                cov = judge.Coverage(b.name, reg.doc if reg else None, probed.doc if probed else None, paths)
+                out[(m.name, mode, b.name)] = judge.judge(doc, cov)
     return out

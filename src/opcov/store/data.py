@@ -12,20 +12,11 @@ import os
 from dataclasses import dataclass
 
 from opcov.errors import DataError
+from opcov.vocab import BWD_PATHS, EVIDENCE_KINDS, FWD_PATHS, PROBED_STATUSES, RESOLVED
 
 SCHEMA_VERSION = 1
 
-# Registered evidence (static, from the dispatcher).
-FWD_PATHS = ("kernel", "out_variant", "composite", "fallback", "missing", "not_applicable")
-BWD_PATHS = ("backend_kernel", "formula", "composite", "lost", "not_implemented", "none",
-             "not_applicable")
-# What a path resolves to once the ops it reaches are followed; worst first.
-RESOLVED = ("missing", "fallback", "unresolved", "registered", "not_applicable")
-EVIDENCE_KINDS = ("registered", "probed")
-
-# Probed evidence (executed on a device against a CPU reference; see opcov.probe), worst first.
-PROBED_STATUSES = ("crash", "timeout", "error", "unsupported", "mismatch", "pass_low_precision", "pass",
-                   "not_comparable", "no_reference", "skipped")
+# The words (paths, resolved statuses, probed statuses) are opcov.vocab's.
 # A probed cell: ``fwd`` (required) and ``bwd`` statuses, evidence beside them (bwd_* for the backward).
 _PROBED_SLOT_KEYS = {"err": "err", "tol": str, "why": str, "blame": str, "case": str, "cases": int,
                      "fails": int, "unpinned": int, "strides": int}

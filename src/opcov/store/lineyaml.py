@@ -1,4 +1,4 @@
-"""A fast reader for the one-record-per-line YAML that ``opcov.data.dumps`` writes.
+"""A fast reader for the one-record-per-line YAML that ``opcov.store.data.dumps`` writes.
 
 The site reads every coverage file in full, and PyYAML spends seconds per probed
 file building nodes; ``opcov check`` needs a hundred-odd ops of ~3,700 and reads
@@ -6,14 +6,14 @@ only their lines (``names``). Each op line is a small flow mapping of plain or
 single-quoted scalars, which a tokenizer reads several times faster. Scalars are
 typed with PyYAML's own implicit resolvers, so values come out as PyYAML would give
 them; on anything outside that layout (anchors, tags, odd escapes, a hand-edited
-file) the whole file is read by ``opcov.data.load`` instead, errors and all.
+file) the whole file is read by ``opcov.store.data.load`` instead, errors and all.
 """
 
 from __future__ import annotations
 
 import re
 
-from opcov import data
+from opcov.store import data
 
 # One token: a flow indicator, a ':' separator, a quoted scalar, or a plain scalar (which in flow
 # context ends at an indicator or at ': ').
@@ -201,7 +201,7 @@ def parse(path: str, names=None, summary: bool = True):
 
 
 def load(path: str, names=None, summary: bool = True) -> dict:
-    """As ``opcov.data.load`` (validated, DataError with file:line), read faster when the layout
+    """As ``opcov.store.data.load`` (validated, DataError with file:line), read faster when the layout
     allows; with ``names``, only those ops (ops the file lacks are simply absent)."""
     doc = parse(path, names, summary)
     if doc is None or data.validate(doc, path):

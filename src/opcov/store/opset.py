@@ -33,8 +33,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from opcov import data
-from opcov.data import Problem
+from opcov.store import data
+from opcov.store.data import Problem
 
 KIND = "opset"
 MODES = ("inference", "training")

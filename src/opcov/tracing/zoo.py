@@ -127,8 +127,8 @@ def command_for(entry: Entry, mode: str, root: str = ROOT) -> str:
 
 def trace_entry(entry: Entry, mode: str, root: str = ROOT):
     """Trace one zoo model in one mode and write its file; returns (path, OpSet)."""
-    from opcov import models
-    from opcov.trace import trace
+    from opcov.tracing import models
+    from opcov.tracing.trace import trace
 
     built = models.build(entry.spec, models.Sizes(), mode=mode, real=entry.real, zoo_entry=entry)
     result = trace(built.model, built.inputs, mode=mode, dtype=entry.dtype, real=entry.real,

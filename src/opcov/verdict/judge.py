@@ -17,19 +17,18 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from opcov import lineyaml, opset
+from opcov.store import lineyaml
+from opcov.store import opset
+from opcov import vocab
 from opcov.errors import DataError, UsageError
 
-OUTCOMES = ("fails", "unknown", "fallback", "ok")  # worst first
-NOT_JUDGED = "not_judged"
-VERDICTS = {"fails": "fails", "unknown": "unknown", "fallback": "runs_with_fallback", "ok": "runs"}
-VERDICT_ORDER = ("fails", "unknown", "runs_with_fallback", "runs")
+OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
+NOT_JUDGED = vocab.NOT_JUDGED.name
+VERDICTS = vocab.VERDICT_OF
+VERDICT_ORDER = vocab.VERDICT_ORDER
 
-PROBED_OK = {"pass": "probed pass", "pass_low_precision": "passes only at reduced precision",
-             "not_comparable": "ran (values not comparable)",
-             "no_reference": "ran (the CPU reference failed, so the values are unchecked)"}
-PROBED_FAIL = {"mismatch": "wrong results", "unsupported": "no kernel", "error": "raises",
-               "crash": "crashes the process", "timeout": "times out"}
+PROBED_OK = {s: vocab.PROBED[s].label for s in vocab.PROBED_RAN}
+PROBED_FAIL = {s: vocab.PROBED[s].label for s in vocab.PROBED_STATUSES if s in vocab.PROBED_FAILURES}
 HOST_SYNC_TAGS = ("data_dependent_output", "dynamic_output_shape")
 HOST_SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero")
 

@@ -62,7 +62,7 @@ class Built:
 def build(spec: str, sizes: Sizes, *, mode: str, real: bool, zoo_entry=None) -> Built:
     """The model and example inputs that ``spec`` names (see the module docstring)."""
     if spec.startswith("nn:"):
-        from opcov import nnblocks
+        from opcov.tracing import nnblocks
 
         built = nnblocks.build(spec[3:], sizes, real=real)
         built.notes.extend(zoo_entry.notes if zoo_entry else ())

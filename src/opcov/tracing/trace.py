@@ -36,15 +36,13 @@ import contextlib
 import datetime as _dt
 import logging
 import platform
-import sys
-import types
 from collections import Counter
 from dataclasses import dataclass, field
 
 from opcov import __version__
 from opcov import dtypes as _dtypes
 from opcov.errors import UsageError
-from opcov.opset import KIND, MODES, OpSet
+from opcov.store.opset import KIND, MODES, OpSet
 from opcov.torchenv import import_torch
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -290,7 +288,7 @@ def _hf_header(model) -> dict:
 def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from opcov import target
+    from opcov.tracing import target
 
     stand_in = None if opts.real or not opts.accelerator or cpu_why else target.ensure(torch)
     dev_type = stand_in or "cpu"
@@ -523,7 +521,8 @@ def trace_model_ref(model: str, *, mode: str = "training", dtype: str | None = N
                     real: bool = False, sizes=None) -> dict:
     """The op-set document for anything ``opcov trace MODEL`` accepts (a zoo name, hf:TYPE,
     config.json, package.module:function, nn:NAME); used by ``opcov check`` on unsaved models."""
-    from opcov import models, zoo
+    from opcov.tracing import models
+    from opcov.tracing import zoo
 
     entry = zoo.BY_NAME.get(model)
     real = real or bool(entry and entry.real)
@@ -534,14 +533,3 @@ def trace_model_ref(model: str, *, mode: str = "training", dtype: str | None = N
                    config=built.config, notes=built.notes,
                    command=f"opcov trace {model} --mode {mode}" + (f" --dtype {dtype}" if dtype else ""))
     return result.doc
-
-
-class _CallableModule(types.ModuleType):
-    """``opcov.trace(model, inputs, ...)`` calls ``opcov.trace.trace``: the module and the notebook
-    function share the name, and a package attribute can only be one of them."""
-
-    def __call__(self, *args, **kwargs):
-        return trace(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from opcov import data
+from opcov.store import data
 from opcov.errors import UsageError
 
 # Registered: resolved statuses, best first; unresolved means "not known", not worse.

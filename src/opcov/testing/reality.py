@@ -24,7 +24,9 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from opcov import check, opset, verdict
+from opcov.verdict import check
+from opcov.store import opset
+from opcov.verdict import judge
 from opcov.errors import UsageError
 
 BACKEND = "opcovtest"
@@ -43,9 +45,9 @@ def _kernels_for(ops, behaviour="pass"):
 
 
 def _unplantable() -> set:
-    from opcov import data
+    from opcov.store import data
 
-    files = verdict.coverage_files(BUNDLED, "cpu")["registered"]
+    files = judge.coverage_files(BUNDLED, "cpu")["registered"]
     if not files:
         return set()
     return {n for n, r in data.load(files[-1])["ops"].items()
@@ -111,7 +113,7 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
     import shutil
 
     folder = os.path.join(coverage_dir, BACKEND)
-    for path in verdict.coverage_files(BUNDLED, "cpu")["registered"]:  # what a CPU fallback can run
+    for path in judge.coverage_files(BUNDLED, "cpu")["registered"]:  # what a CPU fallback can run
         os.makedirs(os.path.join(coverage_dir, "cpu"), exist_ok=True)
         shutil.copy(path, os.path.join(coverage_dir, "cpu"))
     _opcov(["scan", BACKEND, "--import", IMPORT, "--out",
@@ -130,8 +132,9 @@ import copy, json, sys
 import torch
 import torch.nn.functional as F
 import opcov.testing.pybackend as pb
-from opcov import models, zoo
-from opcov.trace import _default_loss
+from opcov.tracing import models
+from opcov.tracing import zoo
+from opcov.tracing.trace import _default_loss
 
 name, mode = sys.argv[1], sys.argv[2]
 entry = next(e for e in zoo.ZOO if e.name == name)

@@ -59,7 +59,7 @@ def ensure(torch) -> str | None:
     _setup_privateuseone_for_python_backend(NAME, backend_module=_Module())
     lib = torch.library.Library("_", "IMPL")
     lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    from opcov import autocast
+    from opcov.tracing import autocast
 
     # kept alive for the process
     _STATE["libs"] = [lib, _creation_kernels(torch), _meta_kernels(torch), autocast.register(torch, NAME)]

@@ -14,7 +14,7 @@ WIDTH = 64
 
 
 def build(name: str, sizes, *, real: bool):
-    from opcov.models import Built
+    from opcov.tracing.models import Built
 
     if name not in BLOCKS:
         raise UsageError(f"unknown torch.nn block {name!r}; expected one of {', '.join(BLOCKS)}")
@@ -39,7 +39,7 @@ def build(name: str, sizes, *, real: bool):
             config = {"channels": [16, 32], "image": size}
     config.update(batch=b, seq=s)
     return Built(model, inputs, name=name, source=f"nn:{name}", config=config,
-                 notes=[f"torch.nn {name} block built by opcov.nnblocks"])
+                 notes=[f"torch.nn {name} block built by opcov.tracing.nnblocks"])
 
 
 def _convnet(nn):

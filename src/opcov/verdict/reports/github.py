@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opcov.reports import fixes, headline, problem_lines
+from opcov.verdict.reports import fixes, headline, problem_lines
 
 LEVEL = {"fails": "error", "unknown": "warning", "fallback": "warning"}
 

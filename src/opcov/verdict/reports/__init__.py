@@ -11,7 +11,7 @@ def render(fmt: str, verdicts, model: dict) -> str:
     from importlib import import_module
 
     module = {"json": "as_json"}.get(fmt, fmt)
-    return import_module(f"opcov.reports.{module}").report(verdicts, model)
+    return import_module(f"opcov.verdict.reports.{module}").report(verdicts, model)
 
 
 def headline(v) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from opcov.reports import fixes, headline, problem_lines
+from opcov import vocab
+from opcov.verdict.reports import fixes, headline, problem_lines
 
-MARK = {"fails": "FAIL", "unknown": "????", "fallback": "SLOW", "not_judged": "----"}
+MARK = {**{o: w.short for o, w in vocab.OUTCOMES.items() if w.short}, vocab.NOT_JUDGED.name: vocab.NOT_JUDGED.short}
 
 
 def report(verdicts, model: dict) -> str:

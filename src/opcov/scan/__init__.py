@@ -1,0 +1,1 @@
+"""Registered coverage: what a backend's dispatcher registers for each op (no device needed)."""

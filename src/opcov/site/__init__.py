@@ -1,0 +1,1 @@
+"""The static coverage website: its page model, rendering and templates."""
