@@ -40,7 +40,7 @@ def synthetic(path):
 
 
 def main():
-    from opcov.verdict.gaps import model_files
+    from opcov.store.layout import model_files
 
     if len(sys.argv) > 1:
         path = sys.argv[1]

@@ -34,23 +34,18 @@ OPS = ("^(add|mul|sub|div.no_rounding_mode|mm|bmm|addmm|sum|mean|exp|log|sin|tan
 DTYPES = "float32,bfloat16,float16,float64"
 
 
-class _NoPipe:
-    def send(self, msg):
-        pass
-
-
 def bare(ops: str, dtypes: str) -> None:
     """The same cases in this process: no workers, no journal, no output file. Prints its figures."""
     import torch
 
     from opcov.probe import DIRECTIONS
     from opcov.probe.cases import load_group, opinfos, select_groups
-    from opcov.probe.worker import Worker
+    from opcov.probe.execute import Executor
 
     opinfos()
     torch.set_num_threads(1)
     groups = select_groups(ops, dtypes=tuple(dtypes.split(",")), directions=DIRECTIONS)
-    w = Worker(_NoPipe(), {"device_type": "cpu", "device": "cpu"})
+    w = Executor("cpu", "cpu")
     t0 = time.perf_counter()
     n = 0
     for g in groups:

@@ -45,10 +45,11 @@ def bench_8b() -> None:
 
 def bench_zoo() -> None:
     from opcov.tracing import zoo
+    from opcov.tracing.spec import trace_zoo
 
     with tempfile.TemporaryDirectory() as root, open(os.devnull, "w") as quiet:
         t0 = time.perf_counter()
-        failures = zoo.trace_all(list(zoo.ZOO), ("inference", "training"), root=root, out=quiet)
+        failures = trace_zoo(list(zoo.ZOO), ("inference", "training"), root=root, out=quiet)
         took = time.perf_counter() - t0
     n = 2 * len(zoo.ZOO)
     print(f"zoo: {len(zoo.ZOO)} models x 2 modes = {n} op sets in {took:.1f} s (target <= 300 s), "

@@ -41,6 +41,17 @@ def test_tags_read_off_schema(catalog):
     assert "host_only" in sym.tags and not sym.applicable
 
 
+def test_overload_name_is_the_catalogue_name_of_every_overload_and_schema(catalog):
+    """One naming for the tracer, the reach recorder and the probe: the inverse of resolve_overload."""
+    import torch
+    from opcov.catalog import overload_name, resolve_overload
+
+    for op in catalog:
+        overload = resolve_overload(torch, op.name)
+        assert overload_name(overload) == op.name == overload_name(overload._schema)
+    assert overload_name(torch.ops.aten.mm.default) == "aten::mm"  # the default overload has no suffix
+
+
 def test_collective_and_prims_namespaces_are_listed(catalog):
     namespaces = {op.namespace for op in catalog}
     assert {"aten", "prims", "_c10d_functional"} <= namespaces

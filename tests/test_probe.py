@@ -137,11 +137,12 @@ def test_unpinned_failures_rank_below_passes():
     """A failure blamed on no single overload (ambiguous or composition) does not make an op that
     passes its own cases fail; it is counted (fails, unpinned) and the op keeps its status."""
     from opcov.probe import results
+    from opcov.probe.caserecord import CaseRecord
 
     ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
-    mk = lambda i, status, src, aten, loc=None: {  # noqa: E731
-        "case": f"{src}|float32|{i}", "group": f"{src}|float32", "source": src, "dtype": "float32",
-        "aten": aten, "fwd": dict({"status": status, "ops": ops2}, **({"localized": loc} if loc else {}))}
+    mk = lambda i, status, src, aten, loc=None: CaseRecord(  # noqa: E731
+        f"{src}|float32|{i}", f"{src}|float32", src, "float32", aten,
+        fwd=dict({"status": status, "ops": ops2}, **({"localized": loc} if loc else {})))
     recs = [mk(0, "pass", "view", ["aten::view"]),
             mk(0, "mismatch", "composite", ["aten::composite"], {"replayed": 2, "failed": []})]
     view = results.build_ops(recs, [], "x")["aten::view"]["float32"]
@@ -327,24 +328,22 @@ def test_canaries_catch_silent_narrowing():
 
 
 def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
-    from opcov.probe import results
-    from opcov.probe.cases import Loaded, Sample
-    from opcov.probe.worker import Worker
-
-    class Pipe:
-        def send(self, msg):
-            pass
-
     import torch
+
+    from opcov.probe import results
+    from opcov.probe.caserecord import CaseRecord
+    from opcov.probe.execute import Executor
+    from opcov.probe.sample import Loaded, Sample
 
     def broken(x):
         raise RuntimeError("no kernel here either")
 
-    w = Worker(Pipe(), {"device_type": "cpu", "device": "cpu"})
+    ex = Executor("cpu", "cpu")
     loaded = Loaded(broken, [Sample(torch.ones(2), (), {})], ("aten::broken",), False, True, False)
-    rec = w.run_case(loaded, loaded.samples[0], "x|float32|0", {"id": "x|float32", "source": "x",
-                                                                "dtype": "float32", "backward": False})
-    assert rec["fwd"]["status"] == "no_reference" and "cpu reference failed" in rec["fwd"]["why"]
+    rec = ex.run_case(loaded, loaded.samples[0], "x|float32|0", {"id": "x|float32", "source": "x",
+                                                                 "dtype": "float32", "backward": False})
+    assert rec.fwd["status"] == "no_reference" and "cpu reference failed" in rec.fwd["why"]
+    assert rec.aten == ["aten::broken"] and rec.out is None and rec.bwd is None
 
     def rec_of(i, status, ops, raised=None, err=None):
         part = {"status": status, "ops": ops}
@@ -352,8 +351,7 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
             part["raised"] = raised
         if err:
             part["err"] = err
-        return {"case": f"mul|float32|{i}", "group": "mul|float32", "source": "mul", "dtype": "float32",
-                "aten": ["aten::mul"], "fwd": part}
+        return CaseRecord(f"mul|float32|{i}", "mul|float32", "mul", "float32", ["aten::mul"], fwd=part)
 
     ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
     recs = [rec_of(0, "pass", ops2, err=[1e-7, 1e-7]), rec_of(1, "not_comparable", ops2),
@@ -414,3 +412,97 @@ def test_out_variant_is_probed_and_filed_under_the_out_overload(tmp_path):
     ok_spec = {"kernels": {"aten::mul.Tensor": "pass", "aten::mul.out": "pass"}, "fallback": "cpu"}
     _, doc, _ = probe(tmp_path, "outok", ok_spec, "--ops", "^mul$", "--dtypes", "float32", "--directions", "forward")
     assert cell(doc, "aten::mul.out")["fwd"] == "pass"
+
+
+def _merge_in(cwd, *args):
+    """``opcov merge ARGS`` run from ``cwd`` in a child that reports whether torch got imported."""
+    code = ("import sys\nfrom opcov.cli import main\nrc = main(sys.argv[1:])\n"
+            "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\nsys.exit(rc)\n")
+    return subprocess.run([sys.executable, "-c", code, "merge", *args], env=child_env(), cwd=cwd,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_merge_never_imports_torch_and_reads_core_from_a_registered_file(tmp_path, whole):
+    """Core ATen is the files' torch's: read from the per-op tags of a registered file of that torch
+    version, next to the inputs or under coverage/<backend>/, never from an imported torch."""
+    import shutil
+
+    merged = str(tmp_path / "m.yaml")
+    proc = _merge_in(ROOT, whole[0], "--out", merged)  # the registered file under ROOT/coverage/cpu/
+    assert proc.returncode == 0 and "torch not imported" in proc.stdout, proc.stdout + proc.stderr
+    assert _comparable(load_yaml(merged)) == _comparable(whole[1])
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    src = str(alone / "p.yaml")
+    shutil.copy(whole[0], src)
+    proc = _merge_in(str(alone), src, "--out", merged)  # no registered file anywhere near
+    assert proc.returncode == 2 and "cannot tell which ops are core ATen" in proc.stderr, proc.stderr
+    assert "torch not imported" in proc.stdout
+    reg = os.path.join(ROOT, "coverage", "cpu", f"registered-torch-{whole[1]['provenance']['torch']}.yaml")
+    shutil.copy(reg, str(alone / os.path.basename(reg)))
+    proc = _merge_in(str(alone), src, "--out", merged)  # the one next to the input
+    assert proc.returncode == 0 and "torch not imported" in proc.stdout, proc.stderr
+    assert _comparable(load_yaml(merged)) == _comparable(whole[1])
+
+
+def test_case_record_reads_journal_lines_as_written_before():
+    """A journal line of opcov 0.2.0 reads back and writes out unchanged (a resumed run builds the
+    same file); the flight recorder's state leaves out= out and names the phase; a crash is filed
+    in the phase it happened in."""
+    from opcov.probe.caserecord import CaseRecord
+
+    line = ('{"case": {"aten": ["aten::mul"], "bwd": {"err": [0.0, 0.0], "ops": [["aten::mul.Tensor", '
+            '"float32"]], "status": "pass", "strides": false, "tol": "float32+cpu"}, "case": "mul|float32|0", '
+            '"dtype": "float32", "fwd": {"err": [0.0, 0.0], "ops": [["aten::mul.Tensor", "float32"]], '
+            '"status": "pass", "strides": false, "tol": "float32+cpu"}, "group": "mul|float32", '
+            '"out": {"ops": [["aten::mul.out", "float32"]], "status": "mismatch", "why": "out=: x"}, '
+            '"source": "mul"}}')
+    item = json.loads(line)
+    rec = CaseRecord.from_json(item["case"])
+    assert json.dumps({"case": rec.to_json()}, sort_keys=True) == line
+    assert rec.status("out") == "mismatch" and rec.status("bwd") == "pass"
+    state = json.loads(json.dumps(rec.in_flight("bwd")))
+    assert "out" not in state and state["phase"] == "bwd"
+    back, phase = CaseRecord.from_flight(state)
+    back.fail(phase, "crash", "worker died: signal SIGSEGV")
+    assert back.fwd == rec.fwd and back.out is None
+    assert back.bwd["status"] == "crash" and back.bwd["ops"] == [["aten::mul.Tensor", "float32"]]
+    slim, phase = CaseRecord.from_flight({k: v for k, v in state.items() if not isinstance(v, dict)})
+    slim.fail(phase, "timeout", "no result")  # a state too large for the recorder keeps no parts
+    assert slim.fwd is None and slim.bwd == {"ops": [], "status": "timeout", "why": "no result"}
+
+
+def test_probe_modules_import_each_other_without_cycles():
+    """Within opcov.probe: no import cycle, and every import of a sibling module at module level
+    (a function-local one would only hide a cycle)."""
+    import ast
+
+    folder = os.path.join(ROOT, "src", "opcov", "probe")
+    mods = {f[:-3] for f in os.listdir(folder) if f.endswith(".py")}
+    graph = {}
+    for mod in mods:
+        tree = ast.parse(open(os.path.join(folder, mod + ".py")).read())
+        top = set(tree.body)
+        deps = set()
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("opcov.probe"):
+                continue
+            assert node in top, f"opcov.probe.{mod} imports {node.module} inside a function"
+            names = [node.module.split(".")[2]] if node.module != "opcov.probe" else \
+                [a.name for a in node.names if a.name in mods] + ["__init__"]
+            deps.update(n for n in names if n != mod)
+        graph[mod] = deps
+    done, path = set(), []
+
+    def visit(mod):
+        assert mod not in path, "import cycle: " + " -> ".join(path[path.index(mod):] + [mod])
+        if mod in done:
+            return
+        path.append(mod)
+        for dep in sorted(graph[mod]):
+            visit(dep)
+        path.pop()
+        done.add(mod)
+
+    for mod in sorted(graph):
+        visit(mod)

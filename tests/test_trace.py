@@ -130,6 +130,11 @@ def targets():
         b = models.build(e.spec, models.Sizes(), mode="training", real=False, zoo_entry=e)
         out["conv_acc"] = names(opcov.trace(b.model, b.inputs, device="tpu"), "forward")
         out["conv_cpu"] = names(opcov.trace(b.model, b.inputs, device="cpu"), "forward")
+        from opcov.tracing.spec import trace_spec
+        for ref in ("mixtral", "nn-convnet", "nn:convnet"):
+            doc = trace_spec(ref, mode="inference").doc
+            out["spec:" + ref] = {"dtype": doc["dtype"], "name": doc["model"]["name"],
+                                  "command": doc["provenance"]["command"], "ops": sorted(doc["ops"])}
         print(json.dumps(out))
     """)
 
@@ -195,6 +200,47 @@ def test_autocast_casts_matmuls_on_the_accelerator(targets):
     assert any(n.startswith("autocast: CUDA's autocast policy") for n in doc["provenance"]["notes"])
 
 
+def test_trace_spec_takes_the_zoo_entry_dtype_and_name(targets):
+    moe = targets["spec:mixtral"]
+    assert moe["dtype"] == "bfloat16" and moe["name"] == "mixtral"
+    assert moe["command"] == "opcov trace mixtral --mode inference --dtype bfloat16"  # reproduces it
+    zoo_conv, conv = targets["spec:nn-convnet"], targets["spec:nn:convnet"]
+    assert zoo_conv["name"] == "nn-convnet" and conv["name"] == "convnet" and zoo_conv["ops"] == conv["ops"]
+    assert zoo_conv["command"] == "opcov trace nn-convnet --mode inference" and zoo_conv["dtype"] == "float32"
+
+
+DEFAULTS = {"dtype": "float32", "autocast": False, "device": "accelerator", "optimizer": "adamw", "real": False,
+            "out": None}
+
+
+@pytest.mark.parametrize("options, sizes", [
+    ({}, {}),
+    ({"dtype": "bfloat16", "autocast": True, "device": "cpu", "optimizer": "sgd", "real": True, "out": "a b.yaml"},
+     {}),
+    ({}, {"batch": 4, "seq": 7, "image": 64,
+          "overrides": {"num_hidden_layers": 3, "hidden_act": "gelu", "text_config.x": "true", "depths": [1, 2],
+                        "rope_scaling": {"type": "linear", "factor": 2.0}, "pad": None}}),
+])
+def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
+    """The command an op set records parses, with the CLI's own parser, back to the options it was traced with."""
+    import shlex
+
+    from opcov import cli
+    from opcov.tracing.models import Sizes
+    from opcov.tracing.spec import command_line
+
+    want = {**DEFAULTS, **options}
+    line = command_line("hf:llama", mode="inference", sizes=Sizes(**sizes), **want)
+    parts = shlex.split(line)
+    assert parts[:2] == ["opcov", "trace"]
+    args = cli.build_parser().parse_args(parts[1:])
+    assert args.model == "hf:llama" and args.mode == "inference"
+    assert {k: getattr(args, k) for k in DEFAULTS} == want
+    assert Sizes(args.batch, args.seq, args.image_size, cli._overrides(args.set)) == Sizes(**sizes)
+    if not options and not sizes:
+        assert line == "opcov trace hf:llama --mode inference"
+
+
 # ---------------------------------------------------------------- CLI and bad input
 
 def test_local_config_json_and_set_overrides(opcov, tmp_path):
@@ -243,7 +289,8 @@ def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = load_yaml(tmp_path / "b.yaml")
     assert "aten::nonzero" in doc["ops"] and doc["provenance"]["tracing"] == "real"
-    assert doc["provenance"]["command"].startswith("opcov trace nzmodel:build --real")
+    out = tmp_path / "b.yaml"
+    assert doc["provenance"]["command"] == f"opcov trace nzmodel:build --mode training --real --out {out}"
 
 
 @pytest.mark.parametrize("model, expect", [
@@ -288,6 +335,7 @@ def test_import_opcov_stays_torch_free_and_trace_is_lazy():
 def test_zoo_is_committed_and_lints_clean(opcov):
     from opcov.store import opset
     from opcov.tracing import zoo
+    from opcov.tracing.spec import command_line
 
     hf = {e.spec for e in zoo.ZOO if e.spec.startswith("hf:")}
     nn = {e.spec for e in zoo.ZOO if e.spec.startswith("nn:")}
@@ -295,7 +343,8 @@ def test_zoo_is_committed_and_lints_clean(opcov):
     for e in zoo.ZOO:
         for mode in ("inference", "training"):
             doc = opset.load(zoo.path_for(e.name, mode, ZOO_DIR))
-            assert doc["provenance"]["command"] == zoo.command_for(e, mode), e.name
+            command = command_line(e.name, mode=mode, dtype=e.dtype, real=e.real, out=zoo.path_for(e.name, mode))
+            assert doc["provenance"]["command"] == command, e.name
             assert doc["mode"] == mode and doc["ops"], e.name
             if e.spec.startswith("hf:"):
                 assert doc["model"]["transformers"] and doc["model"]["attn_implementation"]

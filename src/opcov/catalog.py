@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from opcov.torchenv import import_torch
+from opcov.torchenv import AUTOLOAD_ENV, import_torch, read_cache, write_cache
 
 # Imported before listing ops, so the op set does not depend on what else ran.
 CATALOG_MODULES = (
@@ -159,6 +159,14 @@ def _derived_tags(op) -> set[str]:
     return tags
 
 
+def overload_name(op) -> str:
+    """opcov's name of a dispatcher overload (an ``OpOverload`` or its ``FunctionSchema``):
+    ``aten::add.Tensor``, and ``aten::mm`` for the default overload. The inverse of ``resolve_overload``."""
+    if hasattr(op, "_schema"):  # an OpOverload: torch computed this very name once, name() is cheap
+        return op.name()
+    return op.name + ("." + op.overload_name if op.overload_name else "")
+
+
 def resolve_overload(torch, name: str):
     """The ``OpOverload`` for a dispatcher name such as ``aten::add.Tensor``."""
     ns, rest = name.split("::", 1)
@@ -188,8 +196,6 @@ def canonical_names(torch_version: str) -> frozenset[str]:
     import json
     import subprocess
     import sys
-
-    from opcov.torchenv import AUTOLOAD_ENV, read_cache, write_cache
 
     cache_name = f"ops-torch{torch_version}.json"
     names = read_cache(cache_name, None)

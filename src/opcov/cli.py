@@ -13,8 +13,9 @@ import sys
 
 from opcov import __version__
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
+from opcov.store import layout
 
-DEFAULT_COVERAGE = "coverage"
+DEFAULT_COVERAGE = layout.DEFAULT_COVERAGE
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
                     "or a saved op-set file")
     tr.add_argument("--mode", choices=("inference", "training"), default="training")
-    tr.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default="float32",
-                    help="parameter and floating-input dtype")
+    tr.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                    help="parameter and floating-input dtype (default: the zoo entry's, else float32)")
     tr.add_argument("--autocast", action="store_true", help="run the forward under bfloat16 autocast")
     tr.add_argument("--device", default="accelerator",
                     help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)")
@@ -135,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated zoo names (repeatable; default: all)")
     zo.add_argument("--mode", choices=("inference", "training"), action="append",
                     help="only this mode (repeatable; default: both)")
-    zo.add_argument("--root", default=os.path.join(DEFAULT_COVERAGE, "models"),
+    zo.add_argument("--root", default=layout.models_dir(),
                     help="folder of <model>/<mode>.yaml files (default: %(default)s)")
     return p
 
@@ -199,41 +200,17 @@ def cmd_scan(args) -> int:
     backend = get_backend(args.backend, args.import_module)
     torch = load(backend)
     doc = scan(backend, torch, command=command_line(), reach=not args.no_reach)
-    out = args.out or default_scan_path(doc)
+    out = args.out or layout.scan_path(doc)
     data.save(doc, out)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}")
     return EXIT_OK
 
 
-def default_scan_path(doc) -> str:
-    b = doc["backend"]
-    name = f"registered-torch-{doc['provenance']['torch']}"
-    if b["package"] != "torch":
-        name += f"-{b['package']}-{b['version']}"
-    return os.path.join(DEFAULT_COVERAGE, b["name"], name + ".yaml")
-
-
-def coverage_files(paths, *, models: bool = False) -> list[str]:
-    """Coverage YAML files under the given files or folders, sorted (with models/ op sets if ``models``)."""
-    paths = paths or [DEFAULT_COVERAGE]
-    found = []
-    for path in paths:
-        if os.path.isdir(path):
-            for root, dirs, files in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if models or d != "models")  # op sets have their own schema
-                found.extend(os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml")))
-        elif os.path.exists(path):
-            found.append(path)
-        else:
-            raise UsageError(f"{path}: no such file or folder")
-    return found
-
-
 def cmd_lint(args) -> int:
     from opcov.store.lint import lint_files
 
-    files = coverage_files(args.paths, models=True)
+    files = layout.coverage_files(args.paths, models=True)
     problems = lint_files(files, check_catalog=not args.no_catalog)
     for p in problems:
         print(p)
@@ -247,7 +224,7 @@ def cmd_summary(args) -> int:
     from opcov import formats
     from opcov.store import data
 
-    docs = [(f, data.load(f)) for f in coverage_files(args.paths)]
+    docs = [(f, data.load(f)) for f in layout.coverage_files(args.paths)]
     if not docs:
         raise UsageError("no coverage files found; create one with 'opcov scan BACKEND'")
     if args.format == "json":
@@ -324,7 +301,7 @@ def cmd_probe(args) -> int:
         except re.error as exc:
             raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
     backend = get_backend(args.backend, args.import_module)
-    out = args.out or default_probe_path(backend, shard)
+    out = args.out or layout.probe_path(backend, shard)
     from opcov.probe.runner import journal_path
 
     if os.path.exists(journal_path(out)) and not args.resume:
@@ -337,22 +314,6 @@ def cmd_probe(args) -> int:
     print(f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
           f"({figures['groups']} groups, {figures['restarts']} worker restarts)")
     return EXIT_OK
-
-
-def default_probe_path(backend, shard=None) -> str:
-    """coverage/<backend>/probed-torch-<ver>[-<pkg>-<ver>][-shard-I-of-N].yaml (as default_scan_path)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        torch_version = version("torch")
-    except PackageNotFoundError:
-        torch_version = "unknown"
-    name = f"probed-torch-{torch_version}"
-    if backend.package and backend.package != "torch":
-        name += f"-{backend.package}-{backend.installed_version() or 'unknown'}"
-    if shard:
-        name += f"-shard-{shard[0]}-of-{shard[1]}"
-    return os.path.join(DEFAULT_COVERAGE, backend.name, name + ".yaml")
 
 
 def cmd_merge(args) -> int:
@@ -369,35 +330,21 @@ def cmd_merge(args) -> int:
 
 
 def cmd_trace(args) -> int:
-    import shlex
+    from opcov.tracing.models import Sizes
+    from opcov.tracing.spec import is_saved, trace_spec
 
-    from opcov.tracing import models
-    from opcov.store import opset
-    from opcov.tracing import zoo
-
-    if args.model.endswith((".yaml", ".yml")) and os.path.isfile(args.model):
-        doc = opset.load(args.model)
-        if args.out:
-            opset.save(doc, args.out)
-        _print_opset(args.model, doc)
-        if args.out:
-            print(f"wrote {args.out}")
-        return EXIT_OK
-    from opcov.tracing.trace import trace
-
-    sizes = models.Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set))
-    entry = zoo.BY_NAME.get(args.model)
-    spec = entry.spec if entry else args.model
-    real = args.real or bool(entry and entry.real)
-    built = models.build(spec, sizes, mode=args.mode, real=real, zoo_entry=entry)
-    command = "opcov " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    out = args.out or zoo.path_for(built.name.replace("/", "_"), args.mode)
-    result = trace(built.model, built.inputs, mode=args.mode, dtype=args.dtype, autocast=args.autocast,
-                   device=args.device, optimizer=args.optimizer, real=real, name=entry.name if entry else built.name,
-                   source=built.source, config=built.config, command=command, notes=built.notes)
-    result.save(out)
-    _print_opset(out, result.doc)
-    print(f"wrote {out}")
+    sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set))
+    result = trace_spec(args.model, mode=args.mode, dtype=args.dtype, autocast=args.autocast, device=args.device,
+                        optimizer=args.optimizer, real=args.real, sizes=sizes, out=args.out)
+    if is_saved(args.model):
+        shown, out = args.model, args.out
+    else:
+        shown = out = args.out or layout.opset_path(result.doc["model"]["name"].replace("/", "_"), args.mode)
+    if out:
+        result.save(out)
+    _print_opset(shown, result.doc)
+    if out:
+        print(f"wrote {out}")
     return EXIT_OK
 
 
@@ -424,6 +371,7 @@ def _print_opset(path, doc) -> None:
 
 def cmd_zoo(args) -> int:
     from opcov.tracing import zoo
+    from opcov.tracing.spec import trace_zoo
 
     entries = zoo.select(args.only)
     if args.action == "list":
@@ -432,7 +380,7 @@ def cmd_zoo(args) -> int:
                   + "; ".join(e.notes))
         return EXIT_OK
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
-    failures = zoo.trace_all(entries, modes, root=args.root)
+    failures = trace_zoo(entries, modes, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
     return EXIT_GATE if failures else EXIT_OK

@@ -14,10 +14,21 @@ AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
 
 
 def import_torch():
-    """Import torch with backend autoload off unless the caller set it."""
-    os.environ.setdefault(AUTOLOAD_ENV, "0")
-    import torch
+    """Import torch with backend autoload off unless the caller set it.
 
+    torch is an optional dependency (``pip install 'opcov[torch]'``): a command that needs it and
+    does not find it says so in one line instead of a traceback.
+    """
+    os.environ.setdefault(AUTOLOAD_ENV, "0")
+    try:
+        import torch
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        from opcov.errors import UsageError
+
+        raise UsageError("this command needs torch, which is not installed: "
+                         "pip install 'opcov[torch]' (or 'opcov[trace]' to trace models)") from None
     return torch
 
 

@@ -1,9 +1,11 @@
 """Probed coverage: run OpInfo samples on a device against a CPU reference, per dtype, fwd and bwd.
 
 ``cases`` turns OpInfo samples into cases with stable ids and seeds (``replay``: calls captured
-from zoo models), ``record`` notes which aten overloads a case dispatches, ``compare`` judges a
-device result against the CPU reference, ``worker`` runs cases in a spawned process and tells the
-parent what it is doing through ``flight``, ``pool`` keeps the workers, deadlines and restarts,
+from zoo models; both build ``sample``'s Sample and Loaded), ``record`` notes which aten overloads
+a case dispatches, ``compare`` judges a device result against the CPU reference, ``execute`` runs
+one case and fills its ``caserecord.CaseRecord`` (the one record type the pipe, the flight
+recorder, the journal and ``results`` share), ``worker`` is the spawned process around it, telling
+the parent what it is doing through ``flight``, ``pool`` keeps the workers, deadlines and restarts,
 ``journal`` and ``progress`` what finished, ``runner`` ties them into a probe with resume and
 shards, ``results`` folds case records into per-op cells, and ``merge`` combines files.
 """

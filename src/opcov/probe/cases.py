@@ -15,6 +15,8 @@ import zlib
 from dataclasses import dataclass
 
 from opcov.errors import UsageError
+from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay
+from opcov.probe.sample import Loaded, Sample
 
 # OpInfo lists of torch.testing._internal.common_methods_invocations used as case sources.
 OPINFO_LISTS = ("op_db", "foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db",
@@ -130,37 +132,9 @@ def canary_ids() -> dict:
     return out
 
 
-class Sample:
-    """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
-
-    __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves")
-
-    def __init__(self, input, args, kwargs, output_process_fn_grad=None):
-        self.input, self.args, self.kwargs = input, args, kwargs
-        self.output_process_fn_grad = output_process_fn_grad or (lambda x: x)
-        self.fn = None  # a per-sample callable (replayed calls); else the group's
-        self.aten = None  # a per-sample op the case is about (for blame); else the group's
-        self.host_leaves = frozenset()  # leaves (pytree order) the OpInfo keeps on CPU for any device
-
-
-@dataclass
-class Loaded:
-    """A group ready to run in a worker."""
-
-    fn: object
-    samples: list
-    aten: tuple  # aten base names the source is about ("aten::mul", ...), for blame
-    nondeterministic: bool  # OpInfo says the output is not deterministic
-    float64_ok: bool  # the op supports float64 on cpu (a float64 reference can be taken)
-    canary: bool
-    supports_out: bool = False  # OpInfo says the op takes out=: its .out overload is probed too
-
-
 def load_group(group: dict) -> Loaded:
     """Generate a group's samples (seeded from the group id). Raises what sample generation raises."""
     import torch
-
-    from opcov.probe import replay
 
     source, dtype = group["source"], getattr(torch, group["dtype"])
     seed_all(group["id"])
@@ -229,8 +203,6 @@ def host_leaves(source: str, op, dtype, requires_grad: bool, n: int) -> list:
 # ---------------------------------------------------------------- selection (parent side)
 
 def parse_dtypes(text: str | None, known) -> tuple[str, ...]:
-    from opcov.probe import DEFAULT_DTYPES
-
     if not text:
         return DEFAULT_DTYPES
     out = []
@@ -243,8 +215,6 @@ def parse_dtypes(text: str | None, known) -> tuple[str, ...]:
 
 
 def parse_directions(text: str | None) -> tuple[str, ...]:
-    from opcov.probe import DIRECTIONS
-
     if not text:
         return DIRECTIONS
     out = []
@@ -273,8 +243,6 @@ def parse_traces(text: str | None) -> tuple[str, ...]:
     """--traces: 'zoo' (every zoo model) or comma-separated zoo names."""
     if not text:
         return ()
-    from opcov.probe import replay
-
     names = replay.zoo_names()
     if text.strip() == "zoo":
         return tuple(sorted(names))
@@ -320,8 +288,6 @@ def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, s
                 continue
             groups.append(Group(f"{cid}|{dt}", cid, dt, False))
     if traces and "forward" in directions:
-        from opcov.probe import replay
-
         model_dtypes = replay.zoo_names()
         for name in traces:
             sid = f"{replay.TRACE_PREFIX}{name}"

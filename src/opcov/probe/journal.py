@@ -12,6 +12,7 @@ import os
 import time
 
 from opcov.errors import UsageError
+from opcov.probe.caserecord import CaseRecord
 
 FSYNC_EVERY_S = 1.0  # the journal is flushed after every record and fsync'd at most this often
 
@@ -25,7 +26,7 @@ class Journal:
 
     def __init__(self, path: str, header: dict, resume: bool):
         self.path = path
-        self.records: dict[str, dict] = {}
+        self.records: dict[str, CaseRecord] = {}
         self.groups_done: dict[str, int] = {}
         self.group_errors: dict[str, str] = {}
         if os.path.exists(path):
@@ -66,13 +67,19 @@ class Journal:
     def _apply(self, item: dict) -> None:
         """What one journal line says: a finished case, a finished group, a group that failed."""
         if "case" in item:
-            self.records[item["case"]["case"]] = item["case"]
+            rec = CaseRecord.from_json(item["case"])
+            self.records[rec.case] = rec
         elif "group_done" in item:
             self.groups_done[item["group_done"]] = item["n"]
         elif "group_error" in item:
             self.group_errors[item["group_error"]] = item["why"]
 
+    def write_case(self, rec: CaseRecord) -> None:
+        """A finished case."""
+        self.write({"case": rec.to_json()})
+
     def write(self, item: dict) -> None:
+        """One journal line (see ``_apply``)."""
         self._apply(item)
         self.f.write(json.dumps(item, sort_keys=True) + "\n")
         self.f.flush()  # in the OS now: a SIGKILLed parent loses nothing

@@ -4,11 +4,21 @@ Only files that describe the same thing can be merged: the same schema, evidence
 backend (name, package, version) and torch version. Cells combine as in one run (worst
 status, summed case counts, the representative case by rank, error and id), so the shards
 of a probe merged give the file the whole probe would have written.
+
+Merging never imports torch: the files may come from a machine with another torch, and the
+summary's "core ATen" section must be that of the files' torch. Probed files do not say which
+ops are core; registered files do (per-op ``tags``, from ``torch.Tag.core`` of the torch that
+scanned them), so the core ops are read from a registered file of the same torch version.
 """
 
 from __future__ import annotations
 
+import os
+
 from opcov.errors import DataError
+from opcov.probe import results
+from opcov.probe.runner import now_iso
+from opcov.store import data, layout, lineyaml
 
 
 def _identity(doc: dict) -> dict:
@@ -18,8 +28,6 @@ def _identity(doc: dict) -> dict:
 
 
 def merge_files(paths, *, command: str) -> dict:
-    from opcov.store import data
-
     docs = [(p, data.load(p)) for p in paths]
     for p, d in docs:
         if d["evidence"] != "probed":
@@ -27,11 +35,47 @@ def merge_files(paths, *, command: str) -> dict:
     return merge_docs(docs, command=command)
 
 
-def merge_docs(docs, *, command: str) -> dict:
-    from opcov.catalog import build_catalog
-    from opcov.probe import results
-    from opcov.probe.runner import now_iso
+def _registered_candidates(paths) -> list[str]:
+    """Registered files that may carry the core tags: one per folder (the one named with the
+    wanted torch version when there is one), first the folders of ``paths``, then each backend
+    folder of the default coverage folder."""
+    folders = []
+    for p in paths:
+        folder = os.path.dirname(os.path.abspath(p))
+        if folder not in folders:
+            folders.append(folder)
+    if os.path.isdir(layout.DEFAULT_COVERAGE):
+        for name in sorted(os.listdir(layout.DEFAULT_COVERAGE)):
+            folder = os.path.abspath(os.path.join(layout.DEFAULT_COVERAGE, name))
+            if name != layout.MODELS and os.path.isdir(folder) and folder not in folders:
+                folders.append(folder)
+    return [f for f in (layout.snapshots(os.path.dirname(d), os.path.basename(d))["registered"]
+                        for d in folders) if f]
 
+
+def core_names(paths, doc: dict) -> set[str]:
+    """The core ATen ops of ``doc``'s torch version, without importing torch: the ops tagged
+    ``core`` in a registered file made with that torch version, looked for next to ``paths`` and
+    then under the default coverage folder. A file is taken only if it tags as many of ``doc``'s
+    ops core as ``doc``'s own summary counts (a file from before tags were stored tags none)."""
+    version = str(doc["provenance"]["torch"])
+    want = ((doc.get("summary") or {}).get("core") or {}).get("overloads")
+    for files in _registered_candidates(paths):
+        try:
+            reg = lineyaml.load(layout.pick(files, version), summary=False)
+        except DataError:  # a broken file says nothing here; 'opcov lint' names its problem
+            continue
+        if str(reg["provenance"].get("torch")) != version:
+            continue
+        core = {n for n, rec in reg["ops"].items() if "core" in (rec.get("tags") or ())}
+        if core and (want is None or len(core & set(doc["ops"])) == want):
+            return core
+    raise DataError(f"cannot tell which ops are core ATen in torch {version} without importing torch: "
+                    f"no registered file of torch {version} with op tags next to {paths[0]} or under "
+                    f"{layout.DEFAULT_COVERAGE}/<backend>/; write one with 'opcov scan BACKEND' (no device needed)")
+
+
+def merge_docs(docs, *, command: str) -> dict:
     first_path, first = docs[0]
     want = _identity(first)
     for p, d in docs[1:]:
@@ -40,13 +84,13 @@ def merge_docs(docs, *, command: str) -> dict:
             if got[key] != want[key]:
                 raise DataError(f"cannot merge {p} with {first_path}: {key} {got[key]!r} != {want[key]!r} "
                                 "(merge only shards or runs of one backend, torch version and schema)")
+    core = core_names([p for p, _ in docs], first)
     ops = results.merge_ops([d["ops"] for _, d in docs])
     if len(docs) > 1:
         for n, rec in ops.items():  # shard-specific reasons say less once shards are combined
             if "skipped" in rec and " (shard " in rec["skipped"]:
                 rec["skipped"] = rec["skipped"].split(" (shard ")[0]
     table = results.merge_opinfo([d["summary"].get("opinfo", {}) for _, d in docs])
-    catalog = build_catalog()
     prov = dict(first["provenance"])
     probe_settings = dict(prov.get("probe") or {})
     shards = sorted({str((d["provenance"].get("probe") or {}).get("shard", "all")) for _, d in docs})
@@ -67,6 +111,6 @@ def merge_docs(docs, *, command: str) -> dict:
         "evidence": "probed",
         "backend": dict(first["backend"]),
         "provenance": prov,
-        "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
+        "summary": results.summarize(ops, table, core),
         "ops": ops,
     }

@@ -14,6 +14,9 @@ import tempfile
 import time
 
 from opcov.errors import OpcovError
+from opcov.probe import worker
+from opcov.probe.caserecord import CaseRecord
+from opcov.probe.flight import Flight
 from opcov.probe.journal import Journal
 from opcov.probe.progress import Progress
 
@@ -67,9 +70,6 @@ class Pool:
     # -- lifecycle
 
     def start(self, slot: _Slot) -> None:
-        from opcov.probe import worker
-        from opcov.probe.flight import Flight
-
         parent, child = self.ctx.Pipe()
         slot.log = os.path.join(self.logdir, f"worker{slot.index}.log")
         cfg = dict(self.config, log=slot.log, worker_index=slot.index, timeout=self.timeout,
@@ -224,9 +224,9 @@ class Pool:
                 self.pending.appendleft(group)
             self.restarts += 1
 
-    def record(self, rec: dict) -> None:
-        self.journal.write({"case": rec})
-        self.done_ids.setdefault(rec["group"], set()).add(rec["case"])
+    def record(self, rec: CaseRecord) -> None:
+        self.journal.write_case(rec)
+        self.done_ids.setdefault(rec.group, set()).add(rec.case)
         self.progress.case(rec)
 
     def finish_group(self, slot: _Slot) -> None:
@@ -236,10 +236,10 @@ class Pool:
     def _fail_current(self, slot: _Slot, status: str, why: str) -> None:
         """Record the case in flight as crash/timeout in the phase it was in; requeue its group."""
         group = slot.group
-        rec = self.in_flight(slot)
-        if rec is not None:
-            part = rec.setdefault(rec.pop("phase"), {"ops": []})
-            part.update(status=status, why=why)
+        found = self.in_flight(slot)
+        if found is not None:
+            rec, phase = found
+            rec.fail(phase, status, why)
             self.record(rec)
         elif group is not None and not slot.generated:
             # died or hung outside a case: while generating the group's samples
@@ -249,15 +249,16 @@ class Pool:
         if group is not None:
             self.pending.appendleft(group)
 
-    def in_flight(self, slot: _Slot) -> dict | None:
-        """The partial record of the case the slot's worker was running, if it had one unfinished."""
+    def in_flight(self, slot: _Slot) -> tuple[CaseRecord, str] | None:
+        """The partial record of the case the slot's worker was running, if it had one unfinished,
+        and the phase it was in."""
         if slot.group is None or slot.flight is None:
             return None
         state = slot.flight.read() or {}
         cid = state.get("case")
         if state.get("group") != slot.group["id"] or cid in self.done_ids.get(slot.group["id"], ()):
             return None
-        return state
+        return CaseRecord.from_flight(state)
 
     def on_death(self, slot: _Slot) -> None:
         code = slot.proc.exitcode if slot.proc is not None else None

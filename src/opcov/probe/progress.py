@@ -22,10 +22,11 @@ class Progress:
         self.last = 0.0
         self.last_log_done = done_groups
 
-    def case(self, rec: dict) -> None:
+    def case(self, rec) -> None:
+        """One case finished (a ``CaseRecord``)."""
         self.cases += 1
         for slot in ("fwd", "bwd"):
-            s = (rec.get(slot) or {}).get("status")
+            s = rec.status(slot)
             if s:
                 self.counts[s] += 1
         self.show()

@@ -8,6 +8,7 @@ tensor never decides the key of a float op.
 
 from __future__ import annotations
 
+from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype, dtype_name
 
 
@@ -35,7 +36,7 @@ class Calls:
         import torch
 
         key = call_dtype(_dtypes((args, kwargs)), _dtypes(out))
-        self.calls[(func.name(), key)] = None
+        self.calls[(overload_name(func), key)] = None
         if torch.Tag.nondeterministic_seeded in func.tags:
             self.seeded_random = True
 
@@ -78,7 +79,7 @@ def spotting(spot: Spot):
                 return func(*args, **kwargs)
             except BaseException:
                 if spot.raised is None:
-                    spot.raised = func.name()
+                    spot.raised = overload_name(func)
                     spot.dkey = call_dtype(_dtypes((args, kwargs)))
                 raise
 

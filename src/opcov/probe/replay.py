@@ -16,6 +16,11 @@ from __future__ import annotations
 
 import re
 
+from opcov.dtypes import call_dtype, dtype_name
+from opcov.probe.sample import Loaded, Sample
+from opcov.tracing import models, zoo
+from opcov.tracing.trace import _default_loss
+
 TRACE_PREFIX = "trace."
 MAX_CALLS_PER_KEY = 2
 # CPU-only kernels and host-side metadata ops: a device never receives them.
@@ -25,8 +30,6 @@ EXCLUDE = re.compile(r"cpu|mkldnn|nnpack|^aten::sym_|^aten::_local_scalar_dense$
 
 def zoo_names() -> dict:
     """Zoo model name -> its dtype (without importing torch or transformers)."""
-    from opcov.tracing import zoo
-
     return {e.name: e.dtype for e in zoo.ZOO}
 
 
@@ -35,11 +38,6 @@ def capture(name: str):
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from opcov.tracing import models
-    from opcov.tracing import zoo
-    from opcov.dtypes import call_dtype, dtype_name
-    from opcov.tracing.trace import _default_loss
 
     entry = zoo.BY_NAME[name]
     built = models.build(entry.spec, models.Sizes(), mode="training", real=True, zoo_entry=entry)
@@ -85,8 +83,6 @@ def capture(name: str):
 
 def load(group: dict):
     """The Loaded group of a ``trace.<model>`` source: one sample per captured call."""
-    from opcov.probe.cases import Loaded, Sample
-
     name = group["source"][len(TRACE_PREFIX):]
     samples = []
     for func, args, kwargs in capture(name):

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from opcov.catalog import TEST_NAMESPACES
 from opcov.probe import FAILURES, RANK, STATUSES
+from opcov.probe.caserecord import CaseRecord
 
 MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
 SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "unpinned", "strides")
@@ -33,15 +35,16 @@ def _base(name: str) -> str:
     return name.split(".", 1)[0] if "." in name.split("::", 1)[1] else name
 
 
-def _blame(rec: dict, part: dict, ops: list) -> tuple[list, str | None]:
-    """The (op, dtype key) pairs a result is filed under, and how they were chosen."""
+def _blame(aten, part: dict, ops: list) -> tuple[list, str | None]:
+    """The (op, dtype key) pairs a result is filed under, and how they were chosen; ``aten``: the
+    base names the case is about (``CaseRecord.aten``)."""
     status = part.get("status")
     if status not in FAILURES:
         return ops, None
     raised = part.get("raised")
     if raised and raised[0]:
         return [tuple(raised)], "raised_in: the device raised in this overload"
-    named = [p for p in ops if _base(p[0]) in set(rec.get("aten", ()))]
+    named = [p for p in ops if _base(p[0]) in set(aten)]
     if named:
         return named, "opinfo: the overload the OpInfo is about"
     if len(ops) == 1:
@@ -59,19 +62,19 @@ def _blame(rec: dict, part: dict, ops: list) -> tuple[list, str | None]:
     return [], None
 
 
-def needs_localizing(rec: dict, part: dict) -> bool:
+def needs_localizing(aten, part: dict) -> bool:
     """A failure the recorded ops cannot pin on one overload: the worker replays them one by one."""
     ops = [tuple(p) for p in part.get("ops", ())]
-    return part.get("status") in FAILURES and (_blame(rec, part, ops)[1] or "").startswith("ambiguous")
+    return part.get("status") in FAILURES and (_blame(aten, part, ops)[1] or "").startswith("ambiguous")
 
 
 def _unpinned(e: dict) -> bool:
     return e["status"] in FAILURES and (e.get("blame") or "").startswith(UNPINNED)
 
 
-def _entry(rec: dict, part: dict, blame: str | None) -> dict:
-    e = {"status": part["status"], "case": rec["case"], "cases": 1, "fails": int(part["status"] in FAILURES),
-         "strides": 1 if part.get("strides") else 0, "samples": [rec["source"]]}
+def _entry(rec: CaseRecord, part: dict, blame: str | None) -> dict:
+    e = {"status": part["status"], "case": rec.case, "cases": 1, "fails": int(part["status"] in FAILURES),
+         "strides": 1 if part.get("strides") else 0, "samples": [rec.source]}
     for k in ("err", "tol", "why"):
         if k in part:
             e[k] = part[k]
@@ -81,27 +84,27 @@ def _entry(rec: dict, part: dict, blame: str | None) -> dict:
     return e
 
 
-def entries(rec: dict):
+def entries(rec: CaseRecord):
     """(op, dtype key, slot, entry) for one case record."""
-    fwd = rec.get("fwd") or {}
+    fwd = rec.fwd or {}
     fops = [tuple(p) for p in fwd.get("ops", ())]
     if "status" in fwd:
-        targets, how = _blame(rec, fwd, fops)
+        targets, how = _blame(rec.aten, fwd, fops)
         for op, dk in targets:
             yield op, dk, "fwd", _entry(rec, fwd, how)
-    out = rec.get("out")  # the same call with out=: evidence for the .out overload it dispatched
+    out = rec.out  # the same call with out=: evidence for the .out overload it dispatched
     if out and "status" in out:
         oops = [tuple(p) for p in out.get("ops", ())]
-        targets, how = _blame(rec, out, oops)
+        targets, how = _blame(rec.aten, out, oops)
         for op, dk in targets:
             yield op, dk, "fwd", _entry(rec, out, how)
-    bwd = rec.get("bwd")
+    bwd = rec.bwd
     if bwd and "status" in bwd:
-        targets, how = _blame(rec, {"status": bwd["status"]}, fops)  # bwd slot: forward overloads
+        targets, how = _blame(rec.aten, {"status": bwd["status"]}, fops)  # bwd slot: forward overloads
         for op, dk in targets:
             yield op, dk, "bwd", _entry(rec, bwd, how)
         bops = [tuple(p) for p in bwd.get("ops", ())]
-        btargets, bhow = _blame(rec, bwd, bops)
+        btargets, bhow = _blame(rec.aten, bwd, bops)
         if bwd["status"] in FAILURES and not bwd.get("raised"):
             btargets = []  # a wrong gradient is the forward op's backward, not these ops' fault
         for op, dk in btargets:
@@ -168,11 +171,9 @@ def from_cell(cell: dict) -> dict:
 
 def build_ops(records, universe, skip_reason, host_only=frozenset()) -> dict:
     """ops mapping of a probed file: every op in ``universe`` plus every op a case reached."""
-    from opcov.catalog import TEST_NAMESPACES
-
     acc: dict = {}
     known = set(universe)
-    for rec in sorted(records, key=lambda r: r["case"]):
+    for rec in sorted(records, key=lambda r: r.case):
         for op, dk, slot, e in entries(rec):
             if "::" not in op or op.split("::")[0] in TEST_NAMESPACES:
                 continue
@@ -215,9 +216,9 @@ def opinfo_table(records, group_errors) -> dict:
     """{OpInfo id: {dtype: "fwd/bwd/cases"}}: the worst fwd and bwd status of each group."""
     acc: dict = {}
     for rec in records:
-        g = acc.setdefault(rec["source"], {}).setdefault(rec["dtype"], ["-", "-", 0])
+        g = acc.setdefault(rec.source, {}).setdefault(rec.dtype, ["-", "-", 0])
         for i, slot in ((0, "fwd"), (1, "bwd")):
-            s = (rec.get(slot) or {}).get("status")
+            s = rec.status(slot)
             if s and (g[i] == "-" or RANK[s] < RANK[g[i]]):
                 g[i] = s
         g[2] += 1

@@ -12,9 +12,15 @@ import datetime as _dt
 import os
 import time
 
+from opcov import __version__
+from opcov import backends as _backends
+from opcov.catalog import build_catalog
+from opcov.probe import cases, results
+from opcov.probe.compare import CPU_MARGIN, LOW_PRECISION, TOLERANCES
 from opcov.probe.journal import Journal, journal_path
 from opcov.probe.pool import Pool, ProbeError
 from opcov.probe.progress import Progress
+from opcov.store import data
 
 __all__ = ["probe", "journal_path", "ProbeError", "now_iso", "provenance"]
 
@@ -26,10 +32,6 @@ def now_iso() -> str:
 def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jobs=1, timeout=60.0,
           shard=None, resume=False, command="", stream=None, traces=()) -> tuple[dict, dict]:
     """Run the probe; return (document, run figures). The document is also written to ``out``."""
-    from opcov import backends as _backends
-    from opcov.catalog import build_catalog
-    from opcov.probe import cases, results
-
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
     # this process's own (the backend, the catalogue, the case selection) instead of following them.
     # Each worker picks device (its index mod the device count) itself: the parent never starts it.
@@ -55,7 +57,7 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
                           resume)
         done_ids: dict[str, set] = {}
         for cid, rec in journal.records.items():
-            done_ids.setdefault(rec["group"], set()).add(cid)
+            done_ids.setdefault(rec.group, set()).add(cid)
         finished = set(journal.groups_done) | set(journal.group_errors)
         pending = collections.deque(g.as_dict() for g in groups if g.id not in finished)
         progress = Progress(len(groups), len(groups) - len(pending), stream)
@@ -96,8 +98,6 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,
     }
-    from opcov.store import data
-
     data.save(doc, out)
     os.remove(journal.path)
     figures = {"wall_s": time.monotonic() - t0, "run_s": run_s, "cases_run": progress.cases, "restarts": pool.restarts,
@@ -120,11 +120,6 @@ NOTES_ALWAYS = [
 
 def provenance(torch, backend, catalog, header, device, groups, settings) -> dict:
     import platform
-
-    from opcov import __version__
-    from opcov import backends as _backends
-    from opcov.probe import cases
-    from opcov.probe.compare import CPU_MARGIN, LOW_PRECISION, TOLERANCES
 
     notes = list(NOTES_ALWAYS)
     if backend.name == "cpu":

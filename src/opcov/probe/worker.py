@@ -1,455 +1,52 @@
 """The spawned worker process: smoke test, then groups of cases, one pipe message per case.
 
 Started with multiprocessing's spawn method (never fork: torch_tpu refuses forked children,
-and a forked child inherits device state). Before each step of a case (the CPU run, the device
-forward, the backward) the worker writes the case's partial record into its flight recorder
-(``probe.flight``, memory shared with the parent), so when the process dies or hangs the parent
-knows which case and which phase to record it against, without a message per step.
+and a forked child inherits device state). The cases themselves run in ``probe.execute``; this
+is the process around it: start (the backend, the device, the OpInfo database), the smoke test,
+the pipe loop, the device check after a device error, and dying with the parent. While a case
+runs, the executor keeps its partial record in the flight recorder (``probe.flight``, memory
+shared with the parent), so when the process dies or hangs the parent knows which case and
+which phase to record it against, without a message per step.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import time
 import traceback
 
-from opcov.probe.cases import load_group, seed_host, seed_of
-
-LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time (the rest are not)
-FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
-# Ops whose values are not comparable across implementations: ties (which index), duplicate
-# indices (which write wins), sign/phase ambiguity of decompositions, uninitialised memory.
-AMBIGUOUS_BASES = frozenset({
-    "sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian", "max", "min", "argmax",
-    "argmin", "unique", "_unique", "_unique2", "unique_consecutive", "unique_dim", "msort",
-    "scatter", "scatter_", "scatter_reduce", "index_put", "index_put_", "_index_put_impl_",
-    "index_copy", "index_copy_", "put", "put_", "masked_scatter", "index_reduce",
-    "linalg_eig", "linalg_eigh", "_linalg_eigh", "linalg_svd", "_linalg_svd", "svd", "eig",
-    "linalg_eigvals", "linalg_qr", "geqrf", "_linalg_eigvals", "pca_lowrank", "svd_lowrank",
-    "lobpcg", "histc", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "empty_permuted", "resize_", "resize_as_",
-})
-
-
-def aliasing(torch, inputs, outputs) -> list:
-    """For each output tensor, the input tensors it shares storage with (a view or the mutated input).
-
-    A view op must return a view on the device too (code relies on writes through it), and a
-    functional op must not return its input's storage; the storage identity (StorageImpl) tells.
-    """
-    import torch.utils._pytree as pytree
-
-    def sid(t):
-        try:
-            return t.untyped_storage()._cdata
-        except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
-            return None
-
-    ins = [sid(t) if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(inputs)]
-    outs = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
-    return [[i for i, s in enumerate(ins) if s is not None and s == sid(o)] for o in outs]
-
-
-def widen(torch, t):
-    """A float64 (complex128) copy of a floating (complex) tensor for the reference run; other
-    tensors copied as they are."""
-    if t.is_complex():
-        w = t.detach().to(torch.complex128)
-    elif t.is_floating_point():
-        w = t.detach().to(torch.float64)
-    else:
-        return t.detach().clone()
-    return w.requires_grad_(t.requires_grad)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    line = text[0] if text else ""
-    return f"{type(exc).__name__}: {line}"[:300]
-
-
-def classify_exception(exc: BaseException) -> tuple[str, str]:
-    """(status, why) for an exception raised by the device run."""
-    import re
-
-    import torch
-
-    why = _first_line(exc)
-    if isinstance(exc, torch.OutOfMemoryError):
-        return "error", f"out of memory: {why}"
-    text = str(exc)
-    if isinstance(exc, NotImplementedError) or re.search(
-            r"[Cc]ould not run .* with arguments from the .* backend|not implemented for '|"
-            r"no kernel for|is not implemented for|not supported on", text):
-        return "unsupported", why
-    return "error", why
+from opcov.probe.cases import load_group, opinfos
+from opcov.probe.execute import Executor, first_line
+from opcov.probe.flight import Flight
 
 
 class Worker:
+    """The process side of one worker: runs the groups the parent sends, one message per case."""
+
     def __init__(self, conn, config: dict, flight=None):
-        import torch
-
-        self.conn, self.config, self.torch = conn, config, torch
+        self.conn, self.config = conn, config
         self.flight = flight  # the case in flight, for the parent (None: nobody is watching)
-        self.timeout = float(config.get("timeout") or 60.0)
-        self.current: dict = {}
-        self.suspect = False
-        # Seconds to wait before each case: lets tests interrupt a run mid-way (not a user option).
-        self.delay = float(os.environ.get("OPCOV_PROBE_CASE_DELAY") or 0)
-        self.device_type = config["device_type"]
-        mod = getattr(torch, self.device_type, None)
-        self.dev = torch.device(config.get("device") or self.device_type)
-        if "device" not in config and self.device_type not in ("cpu", "meta"):
-            count = mod.device_count() if hasattr(mod, "device_count") else 1
-            if count > 1:  # --jobs counts devices: worker i uses device i mod count
-                self.dev = torch.device(self.device_type, int(config.get("worker_index", 0)) % count)
-        self._sync = getattr(mod, "synchronize", None) if self.device_type != "cpu" else None
-        if self.device_type == "cpu":
-            self._sync = torch.cpu.synchronize
-
-    def seed(self, seed: int) -> None:
-        """Seed the RNGs a case can draw from: on cpu and meta the CPU generator alone (see
-        cases.seed_host for why not torch.manual_seed); on a device, every generator."""
-        if self.device_type in ("cpu", "meta"):
-            seed_host(seed)
-        else:
-            self.torch.manual_seed(seed)
+        self.executor = Executor(config["device_type"], config.get("device"),
+                                 worker_index=int(config.get("worker_index", 0)), flight=flight,
+                                 timeout=float(config.get("timeout") or 60.0))
 
     def send(self, *msg) -> None:
         self.conn.send(msg)
-
-    def step(self, phase: str, **parts) -> None:
-        """The case in flight enters a step (each step gets the per-phase timeout)."""
-        if self.flight is not None:
-            self.current.update(parts, phase=phase)
-            self.flight.write(self.current, self.timeout)
-
-    def sync(self) -> None:
-        if self._sync is not None:
-            self._sync()
-
-    # ---------------------------------------------------------------- trees
-
-    def _map(self, sample, fn):
-        import torch.utils._pytree as pytree
-
-        return pytree.tree_map(lambda x: fn(x) if isinstance(x, self.torch.Tensor) else x,
-                               (sample.input, sample.args, sample.kwargs))
-
-    def clone(self, sample):
-        return self._map(sample, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
-
-    def to_device(self, sample):
-        """A copy of the sample on the device, but for the leaves its OpInfo keeps on CPU."""
-        import torch.utils._pytree as pytree
-
-        def move(t, dev):
-            d = t.detach().to(dev, copy=True)  # a copy even on cpu: never the sample itself
-            return d.requires_grad_(t.requires_grad) if t.requires_grad else d
-
-        leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
-        host = getattr(sample, "host_leaves", ())
-        moved = [move(x, "cpu" if i in host else self.dev) if isinstance(x, self.torch.Tensor) else x
-                 for i, x in enumerate(leaves)]
-        return pytree.tree_unflatten(moved, spec)
-
-    def to64(self, sample):
-        return self._map(sample, lambda t: widen(self.torch, t))
-
-    # ---------------------------------------------------------------- one case
-
-    def run_case(self, loaded, sample, cid: str, group: dict) -> dict:
-        import torch.utils._pytree as pytree
-
-        from opcov.probe.compare import REDUCED_PRECISION_BASES, judge
-        from opcov.probe.record import Calls, Spot, recording, spotting
-
-        torch = self.torch
-        dtype = group["dtype"]
-        seed = seed_of(cid)
-        fn = sample.fn or loaded.fn
-        rec = {"case": cid, "group": group["id"], "source": group["source"], "dtype": dtype,
-               "aten": list(sample.aten or loaded.aten)}
-        calls = Calls()
-        cpu_in = self.clone(sample)
-        leaves_cpu = pytree.tree_leaves(cpu_in)
-        versions = [t._version if isinstance(t, torch.Tensor) else None for t in leaves_cpu]
-        self.seed(seed)
-        try:
-            with recording(calls):
-                cpu_out = fn(cpu_in[0], *cpu_in[1], **cpu_in[2])
-        except Exception as exc:  # noqa: BLE001 - the reference itself failed
-            rec["fwd"] = {"status": "no_reference", "why": f"cpu reference failed: {_first_line(exc)}",
-                          "ops": calls.pairs()}
-            return rec
-        mutated = [i for i, (t, v) in enumerate(zip(leaves_cpu, versions))
-                   if isinstance(t, torch.Tensor) and t._version != v]
-        bases = {name.split("::")[1].split(".")[0] for name, _ in calls.calls}
-        mode = "canary" if loaded.canary else "values"
-        if (calls.seeded_random or loaded.nondeterministic or bases & AMBIGUOUS_BASES
-                or any(b.startswith("empty") or b.startswith("new_empty") for b in bases)):
-            mode = "not_comparable"
-        if self.device_type == "meta":
-            mode = "meta"
-        reduced_ok = bool(bases & REDUCED_PRECISION_BASES)
-        ref_in = ref_out = None
-        if mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
-                and loaded.float64_ok:
-            ref_in = self.to64(sample)
-            self.seed(seed)
-            try:
-                ref_out = fn(ref_in[0], *ref_in[1], **ref_in[2])
-            except Exception:  # noqa: BLE001 - no float64 reference: judge at the case's dtype
-                ref_in = ref_out = None
-        rec["fwd"] = {"ops": calls.pairs()}
-        self.step("fwd", fwd={"ops": rec["fwd"]["ops"]})
-
-        dev_in = self.to_device(sample)
-        spot = Spot()
-        self.seed(seed)
-        try:
-            with spotting(spot):
-                dev_out = fn(dev_in[0], *dev_in[1], **dev_in[2])
-            self.sync()
-        except Exception as exc:  # noqa: BLE001 - every device failure is data
-            status, why = classify_exception(exc)
-            rec["fwd"].update(status=status, why=why)
-            if spot.raised:
-                rec["fwd"]["raised"] = [spot.raised, spot.dkey]
-            self.suspect = True
-            self.localize_if_needed(rec, rec["fwd"], fn, sample, seed)
-            return rec
-
-        def pick(tree_in, out):
-            leaves = pytree.tree_leaves(tree_in)
-            return (out, [leaves[i] for i in mutated])
-
-        verdict = judge(pick(dev_in, dev_out), pick(cpu_in, cpu_out),
-                        pick(ref_in, ref_out) if ref_out is not None else None,
-                        dtype=dtype, mode=mode, reduced_ok=reduced_ok)
-        rec["fwd"].update(verdict)
-        alias_cpu, alias_dev = aliasing(torch, cpu_in, cpu_out), aliasing(torch, dev_in, dev_out)
-        if alias_cpu != alias_dev and rec["fwd"].get("status") in ("pass", "pass_low_precision", "not_comparable"):
-            rec["fwd"].update(status="mismatch", why=f"view aliasing differs: output -> aliased inputs "
-                              f"{alias_dev} on the device, {alias_cpu} on cpu")
-        self.localize_if_needed(rec, rec["fwd"], fn, sample, seed)
-        if loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
-                and isinstance(dev_out, torch.Tensor) and not mutated:
-            out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok, rec["aten"])
-            if out is not None:
-                rec["out"] = out
-        if not group["backward"]:
-            return rec
-        self.step("bwd", fwd=rec["fwd"])
-        bwd = self.backward(sample, cid, seed, dtype, mode, reduced_ok, (cpu_out, dev_out, ref_out),
-                            (cpu_in, dev_in, ref_in))
-        if bwd is not None:
-            rec["bwd"] = bwd
-        return rec
-
-    def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok, aten) -> dict | None:
-        """The same call with ``out=``: it must write into the given tensor and return it, with the values
-        of the functional call. Filed under the ``.out`` overload it dispatches (recorded on CPU).
-        None when CPU itself refuses ``out=`` for this sample (nothing to compare with)."""
-        from opcov.probe.compare import judge
-        from opcov.probe.record import Calls, recording
-
-        torch = self.torch
-        calls = Calls()
-        cpu_in, cpu_into = self.clone(sample), torch.empty_like(cpu_out)
-        self.seed(seed)
-        try:
-            with recording(calls):
-                fn(cpu_in[0], *cpu_in[1], **cpu_in[2], out=cpu_into)
-        except Exception:  # noqa: BLE001 - this sample does not take out= on CPU either
-            return None
-        rec = {"ops": calls.pairs()}
-        dev_in, dev_into = self.to_device(sample), torch.empty_like(dev_out)
-        self.seed(seed)
-        try:
-            returned = fn(dev_in[0], *dev_in[1], **dev_in[2], out=dev_into)
-            self.sync()
-        except Exception as exc:  # noqa: BLE001 - every device failure is data
-            status, why = classify_exception(exc)
-            rec.update(status=status, why=f"out=: {why}")
-            self.suspect = True
-            self.localize_if_needed({"aten": aten}, rec, fn, sample, seed, out_like=cpu_out)
-            return rec
-        if not isinstance(returned, torch.Tensor) or aliasing(torch, [dev_into], [returned]) != [[0]]:
-            rec.update(status="mismatch", why="out=: the call did not return the out tensor it was given")
-        else:
-            verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
-            if verdict.get("why"):
-                verdict["why"] = f"out=: {verdict['why']}"
-            rec.update(verdict)
-        self.localize_if_needed({"aten": aten}, rec, fn, sample, seed, out_like=cpu_out)
-        return rec
-
-    def localize_if_needed(self, rec: dict, part: dict, fn, sample, seed, out_like=None) -> None:
-        """A failure the recorded ops cannot pin on one overload: replay them one at a time."""
-        from opcov.probe.results import needs_localizing
-
-        if needs_localizing(rec, part):
-            found = self.localize(fn, sample, seed, out_like)
-            if found is not None:
-                part["localized"] = found
-
-    def localize(self, fn, sample, seed, out_like=None) -> dict | None:
-        """Run the case on CPU copying every op call, then each call alone on the device against
-        its own CPU result: {"replayed": n, "failed": [[op, dtype key], ...]}. None when the CPU
-        run cannot be captured, or made more calls than are kept and none kept failed alone (no
-        telling). A failure that no single call reproduces is the composition's."""
-        import torch.utils._pytree as pytree
-
-        from opcov.dtypes import call_dtype
-        from opcov.probe import FAILURES
-        from opcov.probe.compare import REDUCED_PRECISION_BASES, judge
-        from opcov.probe.record import Captured, _dtypes, capturing
-
-        torch = self.torch
-        cap = Captured(LOCALIZE_MAX_CALLS)
-        cpu_in = self.clone(sample)
-        extra = {"out": torch.empty_like(out_like)} if out_like is not None else {}
-        self.seed(seed)
-        try:
-            with capturing(cap):
-                fn(cpu_in[0], *cpu_in[1], **cpu_in[2], **extra)
-        except Exception:  # noqa: BLE001 - nothing to replay
-            return None
-
-        def each(tree, fn):
-            return pytree.tree_map(lambda t: fn(t) if isinstance(t, torch.Tensor) else t, tree)
-
-        failed: dict = {}
-        for func, args, kwargs in cap.calls:
-            if torch.Tag.nondeterministic_seeded in func.tags:
-                continue
-            # The CPU result of these very arguments (not the captured run's: a copy may lay a
-            # strided view out anew, and strides count on meta); copies, as in-place ops write.
-            cpu_args, cpu_kwargs = each((args, kwargs), lambda t: t.clone())
-            try:
-                cpu_out = func(*cpu_args, **cpu_kwargs)
-            except Exception:  # noqa: BLE001 - not replayable alone (a view of a freed base...)
-                continue
-            key = (func.name(), call_dtype(_dtypes((args, kwargs)), _dtypes(cpu_out)))
-            if key in failed:
-                continue
-            ref_out = None
-            if self.device_type != "meta" and key[1] in FLOATING and key[1] not in ("float64", "complex128"):
-                try:
-                    wide = each((args, kwargs), lambda t: widen(torch, t))
-                    ref_out = func(*wide[0], **wide[1])
-                except Exception:  # noqa: BLE001 - judged at the call's dtype instead
-                    ref_out = None
-            dev_args, dev_kwargs = each((args, kwargs), lambda t: t.to(self.dev))
-            try:
-                dev_out = func(*dev_args, **dev_kwargs)
-                self.sync()
-            except Exception as exc:  # noqa: BLE001 - this call fails alone
-                failed[key] = _first_line(exc)
-                self.suspect = True
-                continue
-            base = key[0].split("::")[1].split(".")[0]
-            verdict = judge((dev_out, []), (cpu_out, []), (ref_out, []) if ref_out is not None else None,
-                            dtype=key[1], mode="meta" if self.device_type == "meta" else "values",
-                            reduced_ok=base in REDUCED_PRECISION_BASES)
-            if verdict["status"] in FAILURES:
-                failed[key] = verdict.get("why", "")
-        if cap.truncated and not failed:
-            return None
-        return {"replayed": len(cap.calls), "failed": [list(k) for k in failed]}
-
-    def backward(self, sample, cid, seed, dtype, mode, reduced_ok, outs, ins):
-        import torch.utils._pytree as pytree
-
-        from opcov.probe.compare import judge
-        from opcov.probe.record import Calls, recording
-
-        torch = self.torch
-        cpu_out, dev_out, ref_out = outs
-        cpu_in, dev_in, ref_in = ins
-        process = sample.output_process_fn_grad
-
-        def diff_outputs(out):
-            return [t for t in pytree.tree_leaves(process(out))]
-
-        try:
-            c_outs = diff_outputs(cpu_out)
-        except Exception:  # noqa: BLE001
-            return None
-        keep = [i for i, t in enumerate(c_outs) if isinstance(t, torch.Tensor) and t.requires_grad]
-        c_inputs = [t for t in pytree.tree_leaves(cpu_in) if isinstance(t, torch.Tensor) and t.requires_grad]
-        if not keep or not c_inputs:
-            return None  # nothing differentiable in this sample
-        idx_in = [i for i, t in enumerate(pytree.tree_leaves(cpu_in))
-                  if isinstance(t, torch.Tensor) and t.requires_grad]
-        gen = torch.Generator().manual_seed(seed_of(cid + "|grad"))
-        gos = [torch.randn(c_outs[i].shape, dtype=c_outs[i].dtype, generator=gen) for i in keep]
-        calls = Calls()
-        try:
-            # The bar runs without a dispatch mode, as the device backward does (a Python mode can
-            # change which kernels autograd reaches); the same graph is then replayed to record.
-            c_grads = torch.autograd.grad([c_outs[i] for i in keep], c_inputs, gos, allow_unused=True,
-                                          retain_graph=True)
-        except Exception as exc:  # noqa: BLE001
-            try:
-                with recording(calls):
-                    torch.autograd.grad([c_outs[i] for i in keep], c_inputs, gos, allow_unused=True)
-            except Exception:  # noqa: BLE001
-                pass
-            return {"status": "no_reference", "why": f"cpu reference backward failed: {_first_line(exc)}",
-                    "ops": calls.pairs()}
-        try:
-            with recording(calls):
-                torch.autograd.grad([c_outs[i] for i in keep], c_inputs, gos, allow_unused=True)
-        except Exception:  # noqa: BLE001 - the ops recorded up to there are still right
-            pass
-        r_grads = None
-        if ref_out is not None:
-            try:
-                r_outs = diff_outputs(ref_out)
-                r_inputs = [pytree.tree_leaves(ref_in)[i] for i in idx_in]
-                wide = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in gos]
-                r_grads = torch.autograd.grad([r_outs[i] for i in keep], r_inputs, wide, allow_unused=True)
-            except Exception:  # noqa: BLE001 - no float64 reference for the backward
-                r_grads = None
-        bwd = {"ops": calls.pairs()}
-        self.step("bwd", bwd={"ops": bwd["ops"]})
-        # No dispatch mode around the device backward: in torch 2.13 an exception raised
-        # through a Python dispatch mode on autograd's device thread terminates the process.
-        try:
-            d_outs = diff_outputs(dev_out)
-            d_inputs = [pytree.tree_leaves(dev_in)[i] for i in idx_in]
-            d_grads = torch.autograd.grad([d_outs[i] for i in keep], d_inputs,
-                                          [g.to(self.dev) for g in gos], allow_unused=True)
-            self.sync()
-        except Exception as exc:  # noqa: BLE001
-            status, why = classify_exception(exc)
-            bwd.update(status=status, why=why)
-            self.suspect = True
-            return bwd
-
-        def named(grads):
-            return [g if g is not None else "no gradient" for g in grads]
-
-        bwd.update(judge(named(d_grads), named(c_grads), named(r_grads) if r_grads is not None else None,
-                         dtype=dtype, mode=mode, reduced_ok=reduced_ok))
-        return bwd
 
     # ---------------------------------------------------------------- device health
 
     def smoke(self) -> None:
         """Empty tensor, copy to and from the device, synchronise: before any case."""
-        torch = self.torch
-        torch.empty(0, device=self.dev)
+        ex = self.executor
+        torch = ex.torch
+        torch.empty(0, device=ex.dev)
         x = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-        d = x.to(self.dev)
-        self.sync()
-        if self.device_type != "meta":
+        d = x.to(ex.dev)
+        ex.sync()
+        if ex.device_type != "meta":
             back = d.cpu()
             if not torch.equal(back, x):
-                raise RuntimeError(f"copy to {self.dev} and back changed the values")
+                raise RuntimeError(f"copy to {ex.dev} and back changed the values")
         elif tuple(d.shape) != (2, 3):
             raise RuntimeError("meta tensor has the wrong shape")
 
@@ -458,39 +55,28 @@ class Worker:
         try:
             self.smoke()
         except Exception as exc:  # noqa: BLE001
-            self.send("sticky", f"device unusable after an error: {_first_line(exc)}")
+            self.send("sticky", f"device unusable after an error: {first_line(exc)}")
             self.conn.close()
             os._exit(3)
 
     def run_group(self, group: dict, skip) -> None:
+        """Generate a group's samples and run its cases but those in ``skip`` (done before a resume
+        or a restart), one message per case; the parent times the generation through the flight."""
         if self.flight is not None:
             self.flight.write({"generating": group["id"]}, float(self.config.get("group_timeout") or 120.0))
         try:
             loaded = load_group(group)
         except Exception as exc:  # noqa: BLE001 - an OpInfo that cannot make samples
-            self.send("group_error", group["id"], f"sample generation failed: {_first_line(exc)}")
+            self.send("group_error", group["id"], f"sample generation failed: {first_line(exc)}")
             return
         self.send("group", group["id"], len(loaded.samples))
         for i, sample in enumerate(loaded.samples):
             cid = f"{group['id']}|{i}"
             if cid in skip:
                 continue
-            if self.flight is not None:
-                self.current = {"case": cid, "group": group["id"], "source": group["source"],
-                                "dtype": group["dtype"], "aten": list(sample.aten or loaded.aten),
-                                "fwd": {"ops": []}}
-                self.step("fwd")
-            if self.delay:
-                time.sleep(self.delay)
-            try:
-                rec = self.run_case(loaded, sample, cid, group)
-            except Exception as exc:  # noqa: BLE001 - a harness failure is recorded, not fatal
-                rec = {"case": cid, "group": group["id"], "source": group["source"],
-                       "dtype": group["dtype"], "aten": list(loaded.aten),
-                       "fwd": {"status": "error", "why": f"harness: {_first_line(exc)}", "ops": []}}
-            self.send("case", rec)
-            if self.suspect:  # after a device error, check the device before the next case
-                self.suspect = False
+            self.send("case", self.executor.run_case(loaded, sample, cid, group))
+            if self.executor.suspect:  # after a device error, check the device before the next case
+                self.executor.suspect = False
                 self.health_check()
         if self.flight is not None:
             self.flight.clear()
@@ -515,19 +101,15 @@ def main(conn, config: dict, flight_buf=None) -> None:
         torch.set_num_threads(max(1, int(config.get("threads", 1))))
         if config.get("module"):
             _load_backend(torch, config["module"], config["device_type"])
-        from opcov.probe.flight import Flight
-
         worker = Worker(conn, config, Flight(flight_buf) if flight_buf is not None else None)
     except Exception as exc:  # noqa: BLE001
-        conn.send(("smoke_failed", f"worker start failed: {_first_line(exc)}"))
+        conn.send(("smoke_failed", f"worker start failed: {first_line(exc)}"))
         return
     try:
         worker.smoke()
     except Exception as exc:  # noqa: BLE001
-        conn.send(("smoke_failed", _first_line(exc)))
+        conn.send(("smoke_failed", first_line(exc)))
         return
-    from opcov.probe.cases import opinfos
-
     opinfos()  # load the OpInfo database once, before the first group's timer starts
     conn.send(("ready", describe_device(torch, worker)))
     while True:
@@ -590,17 +172,17 @@ def describe_device(torch, worker) -> str:
     workers over devices."""
     import platform
 
-    dt = worker.device_type
+    dt, dev = worker.executor.device_type, worker.executor.dev
     if dt == "cpu":
         return f"cpu: {platform.processor() or platform.machine()}"
     if dt == "meta":
         return "meta: no data (shape, dtype and stride only)"
     get_name = getattr(getattr(torch, dt, None), "get_device_name", None)
     name = None
-    for args in ((worker.dev,), ()):
+    for args in ((dev,), ()):
         try:
             name = get_name(*args) if get_name else None
             break
         except Exception:  # noqa: BLE001 - a backend whose get_device_name takes no device
             continue
-    return f"{worker.dev}: {name}" if name else str(worker.dev)
+    return f"{dev}: {name}" if name else str(dev)

@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from opcov import __version__
-from opcov.catalog import import_catalog_modules, resolve_overload
+from opcov.catalog import import_catalog_modules, overload_name, resolve_overload
 from opcov.torchenv import AUTOLOAD_ENV, import_torch, read_cache, write_cache
 
 # Shapes tried in turn for every Tensor argument (float32 first, then other dtypes).
@@ -48,11 +48,6 @@ class _Unsynthesizable(Exception):
     pass
 
 
-def _dispatcher_name(func) -> str:
-    schema = func._schema
-    return schema.name + ("." + schema.overload_name if schema.overload_name else "")
-
-
 def _recorder(torch):
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -62,7 +57,7 @@ def _recorder(torch):
             self.ops: list[str] = []
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            name = _dispatcher_name(func)
+            name = overload_name(func)
             if name not in self.ops:
                 self.ops.append(name)
             return func(*args, **(kwargs or {}))

@@ -11,9 +11,11 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from opcov.store import data
+from opcov.store import layout
 from opcov.store import lineyaml
 from opcov.store import opset
+from opcov.store.cells import ProbedCell, record_cells
+from opcov.verdict import judge
 from opcov import vocab
 from opcov.errors import DataError, UsageError
 
@@ -31,6 +33,7 @@ class Snapshot:
 
     path: str  # relative to the coverage folder, with '/'
     doc: dict
+    _cells: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def backend(self) -> str:
@@ -59,6 +62,12 @@ class Snapshot:
     @property
     def ops(self) -> dict:
         return self.doc.get("ops") or {}
+
+    def cells(self, op: str) -> dict[str, ProbedCell]:
+        """dtype key -> probed cell of one op, parsed once; {} for an op skipped or not in the file."""
+        if op not in self._cells:
+            self._cells[op] = record_cells(self.ops.get(op))
+        return self._cells[op]
 
 
 @dataclass
@@ -100,23 +109,15 @@ class Site:
 
 # ---------------------------------------------------------------- loading
 
-def _yaml_files(folder: str) -> list[str]:
-    out = []
-    for root, dirs, files in os.walk(folder):
-        dirs.sort()
-        out.extend(os.path.join(root, f) for f in sorted(files) if f.endswith((".yaml", ".yml")))
-    return out
-
-
 def load_site(coverage_dir: str) -> Site:
     """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file."""
     if not os.path.isdir(coverage_dir):
         raise UsageError(f"{coverage_dir}: no such folder; pass --coverage DIR (the folder 'opcov scan' writes to)")
     backends: dict[str, Backend] = {}
     models: dict[str, Model] = {}
-    for path in _yaml_files(coverage_dir):
+    for path in layout.yaml_files(coverage_dir):
         rel = os.path.relpath(path, coverage_dir).replace(os.sep, "/")
-        if rel.startswith("models/"):
+        if layout.in_models(rel):
             doc = opset.load(path)
             name = str(doc["model"]["name"])
             model = models.setdefault(name, Model(name))
@@ -272,32 +273,19 @@ def registered_share(snap: Snapshot, section: str) -> tuple[int, int]:
     return int((s.get("res") or {}).get("registered", 0)), applicable(s)
 
 
-def probe_cells(rec) -> dict:
-    """dtype -> cell of one probed op record; {} for a skipped op (see probe_skip)."""
-    if not isinstance(rec, dict) or "skipped" in rec and not isinstance(rec.get("skipped"), dict):
-        return {}
-    return {str(k): v for k, v in sorted(rec.items(), key=lambda kv: str(kv[0])) if isinstance(v, dict)}
-
-
-def probe_skip(rec) -> str | None:
-    if isinstance(rec, dict) and "skipped" in rec and not isinstance(rec["skipped"], dict):
-        return str(rec["skipped"])
-    return None
-
-
 def probed_counts(snap: Snapshot, ops=None) -> dict:
     """Over ops (all of the snapshot by default): how many have a passing forward in some dtype, etc."""
     counts = {"ops": 0, "fwd_pass": 0, "bwd_pass": 0, "skipped": 0, "failing": 0}
-    for name, rec in snap.ops.items():
+    for name in snap.ops:
         if ops is not None and name not in ops:
             continue
         counts["ops"] += 1
-        cells = probe_cells(rec)
+        cells = snap.cells(name)
         if not cells:
             counts["skipped"] += 1
             continue
-        fwd = [PROBE_GROUPS.get(str(c.get("fwd")), "unknown") for c in cells.values()]
-        bwd = [PROBE_GROUPS.get(str(c.get("bwd")), "unknown") for c in cells.values() if c.get("bwd")]
+        fwd = [PROBE_GROUPS.get(str(c.forward.status), "unknown") for c in cells.values()]
+        bwd = [PROBE_GROUPS.get(str(c.backward.status), "unknown") for c in cells.values() if c.backward.status]
         counts["fwd_pass"] += "ok" in fwd
         counts["bwd_pass"] += "ok" in bwd
         counts["failing"] += "fail" in fwd and "ok" not in fwd
@@ -306,32 +294,19 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
 
 # ---------------------------------------------------------------- verdicts
 
-def snapshot_for(site: Site, backend: Backend, evidence: str, torch_version: str) -> Snapshot | None:
-    """The snapshot 'opcov check' would use for an op set traced with torch_version (judge.pick)."""
-    from opcov.verdict import judge
-
-    files = judge.coverage_files(site.coverage_dir, backend.name)[evidence]
-    chosen = judge.pick(files, torch_version)
-    if chosen is None:
-        return None
-    rel = os.path.relpath(chosen, site.coverage_dir).replace(os.sep, "/")
-    return next((s for s in backend.snapshots if s.path == rel), None)
-
-
 def judge_models(site: Site) -> dict:
-    """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges."""
-    from opcov.verdict import judge
-
+    """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges
+    (judge.coverage_for, on the documents the site holds)."""
+    held = {os.path.join(site.coverage_dir, *s.path.split("/")): s.doc for b in site.backends for s in b.snapshots}
     out = {}
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
-            torch_version = str(doc["provenance"].get("torch", "?"))
             for b in site.backends:
-                reg = snapshot_for(site, b, "registered", torch_version)
-                probed = snapshot_for(site, b, "probed", torch_version)
-                if reg is None and probed is None:
+                try:
+                    cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path])
+                except UsageError:  # no data for this backend
                     continue
-                paths = [f"coverage/{s.path}" for s in (reg, probed) if s]
-                cov = judge.Coverage(b.name, reg.doc if reg else None, probed.doc if probed else None, paths)
+                cov.paths = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
+                             for p in cov.paths]
                 out[(m.name, mode, b.name)] = judge.judge(doc, cov)
     return out

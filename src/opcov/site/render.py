@@ -20,6 +20,7 @@ from opcov.errors import UsageError
 from opcov import vocab
 from opcov.formats import LABELS
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
+from opcov.store.cells import skip_reason
 from opcov.vocab import VERDICT_ORDER
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -99,10 +100,9 @@ def probe_cell(status) -> Cell:
     return Cell(icon, text, GROUP_CSS[PROBE_GROUPS.get(str(status), "unknown")], str(status))
 
 
-def _key_label(key: str) -> str:
-    if key.startswith("bwd_"):
-        return "backward " + PROBE_KEYS.get(key[4:], key[4:])
-    return PROBE_KEYS.get(key, key)
+def _key_label(slot: str | None, key: str) -> str:
+    label = PROBE_KEYS.get(key, key)
+    return label if slot in (None, "forward") else f"{slot} {label}"
 
 
 def _text(value) -> str:
@@ -257,13 +257,12 @@ def op_page(site: Site, name: str, links: dict) -> dict:
         if b.probed and name in b.probed.ops:
             rec = b.probed.ops[name]
             cells = []
-            for dtype, cell in sitemodel.probe_cells(rec).items():
-                extra = Markup("<br>".join(f"{escape(_key_label(k))}: <code>{escape(_text(v))}</code>"
-                                           for k, v in sorted(cell.items(), key=lambda kv: (kv[0].startswith("bwd_"), kv[0]))
-                                           if k not in ("fwd", "bwd")))
-                cells.append(NS(dtype=dtype, fwd=probe_cell(cell.get("fwd")), bwd=probe_cell(cell.get("bwd")),
+            for dtype, cell in b.probed.cells(name).items():
+                extra = Markup("<br>".join(f"{escape(_key_label(slot, k))}: <code>{escape(_text(v))}</code>"
+                                           for slot, k, v in cell.evidence()))
+                cells.append(NS(dtype=dtype, fwd=probe_cell(cell.forward.status), bwd=probe_cell(cell.backward.status),
                                 extra=extra))
-            row.probe = NS(skip=sitemodel.probe_skip(rec), cells=cells, snap=b.probed.path,
+            row.probe = NS(skip=skip_reason(rec), cells=cells, snap=b.probed.path,
                            versions=b.probed.versions, command=b.probed.prov.get("command"))
         rows.append(row)
     users = []
@@ -337,8 +336,7 @@ def matrix_data(site: Site, links: dict) -> dict:
     tags = sorted({t for m in site.catalog.values() for t in m.get("tags", ())})
     bit = {t: 1 << i for i, t in enumerate(tags)}
     backends = site.backends
-    dtypes = sorted({d for b in backends if b.probed for rec in b.probed.ops.values()
-                     for d in sitemodel.probe_cells(rec)})
+    dtypes = sorted({d for b in backends if b.probed for name in b.probed.ops for d in b.probed.cells(name)})
     rows = []
     for name in site.ops:
         mask = sum(bit[t] for t in site.catalog.get(name, {}).get("tags", ()))
@@ -350,11 +348,10 @@ def matrix_data(site: Site, links: dict) -> dict:
         probed = {}
         for i, b in enumerate(backends):
             if b.probed and name in b.probed.ops:
-                rec = b.probed.ops[name]
-                cells = sitemodel.probe_cells(rec)
+                cells = b.probed.cells(name)
                 # two characters (forward, backward) per dtype of ``dtypes``, '--' where not probed
-                probed[str(i)] = "".join(_pcode((cells.get(d) or {}).get("fwd")) + _pcode((cells.get(d) or {}).get("bwd"))
-                                         for d in dtypes) if cells else 0
+                probed[str(i)] = "".join(_pcode(cells[d].forward.status) + _pcode(cells[d].backward.status)
+                                         if d in cells else "--" for d in dtypes) if cells else 0
         if probed:
             row.append(probed)
         rows.append(row)

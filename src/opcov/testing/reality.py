@@ -25,13 +25,14 @@ import sys
 from dataclasses import dataclass, field
 
 from opcov.verdict import check
+from opcov.store import layout
 from opcov.store import opset
-from opcov.verdict import judge
 from opcov.errors import UsageError
 
 BACKEND = "opcovtest"
 IMPORT = "opcov.testing.pybackend"
-BUNDLED = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "coverage")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # src/opcov/testing/ -> the checkout
+BUNDLED = os.path.join(ROOT, layout.DEFAULT_COVERAGE)
 
 
 def _kernels_for(ops, behaviour="pass"):
@@ -47,7 +48,7 @@ def _kernels_for(ops, behaviour="pass"):
 def _unplantable() -> set:
     from opcov.store import data
 
-    files = judge.coverage_files(BUNDLED, "cpu")["registered"]
+    files = layout.snapshots(BUNDLED, "cpu")["registered"]
     if not files:
         return set()
     return {n for n, r in data.load(files[-1])["ops"].items()
@@ -91,7 +92,7 @@ class Outcome:
 def _env(spec: dict) -> dict:
     from opcov.testing.pybackend import ENV_VAR, spec_json
 
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = os.path.join(ROOT, "src")
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPATH=src + os.pathsep +
                os.environ.get("PYTHONPATH", ""))
     env[ENV_VAR] = spec_json(spec)
@@ -113,17 +114,17 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
     import shutil
 
     folder = os.path.join(coverage_dir, BACKEND)
-    for path in judge.coverage_files(BUNDLED, "cpu")["registered"]:  # what a CPU fallback can run
+    for path in layout.snapshots(BUNDLED, "cpu")["registered"]:  # what a CPU fallback can run
         os.makedirs(os.path.join(coverage_dir, "cpu"), exist_ok=True)
         shutil.copy(path, os.path.join(coverage_dir, "cpu"))
     _opcov(["scan", BACKEND, "--import", IMPORT, "--out",
-            os.path.join(folder, f"registered-torch-{torch_version}.yaml")], spec)
+            os.path.join(folder, layout.snapshot_name("registered", torch_version))], spec)
     if probe_ops:
         bases = sorted({o.split("::", 1)[1].split(".")[0] for o in probe_ops})
         pattern = "^aten::(" + "|".join(re.escape(b) for b in bases) + ")$"
         _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", "float32",
                 "--traces", ",".join(models), "--timeout", "30",
-                "--out", os.path.join(folder, f"probed-torch-{torch_version}.yaml")], spec)
+                "--out", os.path.join(folder, layout.snapshot_name("probed", torch_version))], spec)
 
 
 
@@ -256,7 +257,7 @@ def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool =
     outcomes = []
     for spec_name in spec_names:
         cov = os.path.join(workdir, spec_name)
-        opsets = {(m, mode): os.path.join(models_dir, m, f"{mode}.yaml") for m in model_names for mode in modes}
+        opsets = {(m, mode): layout.opset_path(m, mode, models_dir) for m in model_names for mode in modes}
         ops = sorted({op for p in opsets.values() for op in opset.load(p)["ops"] if op.startswith("aten::")})
         spec = SPECS[spec_name](ops)
         make_coverage(spec, cov, probe_ops=ops if probe else None, torch_version=torch_version,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from opcov.errors import UsageError
 from opcov.torchenv import import_torch
+from opcov.tracing import nnblocks
 
 # Task heads tried in order for a model type, with the inputs each needs.
 TASKS = (
@@ -62,11 +63,11 @@ class Built:
 def build(spec: str, sizes: Sizes, *, mode: str, real: bool, zoo_entry=None) -> Built:
     """The model and example inputs that ``spec`` names (see the module docstring)."""
     if spec.startswith("nn:"):
-        from opcov.tracing import nnblocks
-
-        built = nnblocks.build(spec[3:], sizes, real=real)
-        built.notes.extend(zoo_entry.notes if zoo_entry else ())
-        return built
+        name = spec[3:]
+        model, inputs, config = nnblocks.build(name, sizes, real=real)
+        return Built(model, inputs, name=name, source=spec, config=config,
+                     notes=[f"torch.nn {name} block built by opcov.tracing.nnblocks",
+                            *(zoo_entry.notes if zoo_entry else ())])
     if spec.startswith("factory:") or (":" in spec and not spec.startswith("hf:") and "/" not in spec):
         return build_factory(spec.removeprefix("factory:"), real=real)
     if spec.endswith(".json") or os.path.isdir(spec):

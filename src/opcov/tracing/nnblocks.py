@@ -13,9 +13,9 @@ BLOCKS = ("transformer", "lstm", "gru", "convnet")
 WIDTH = 64
 
 
-def build(name: str, sizes, *, real: bool):
-    from opcov.tracing.models import Built
-
+def build(name: str, sizes, *, real: bool) -> tuple:
+    """(model, inputs, config) of block ``name`` with inputs of ``sizes`` (batch, seq, image), on meta
+    unless ``real``; opcov.tracing.models makes the traceable record of it."""
     if name not in BLOCKS:
         raise UsageError(f"unknown torch.nn block {name!r}; expected one of {', '.join(BLOCKS)}")
     torch = import_torch()
@@ -38,8 +38,7 @@ def build(name: str, sizes, *, real: bool):
             inputs = (torch.randn(b, 3, size, size),)
             config = {"channels": [16, 32], "image": size}
     config.update(batch=b, seq=s)
-    return Built(model, inputs, name=name, source=f"nn:{name}", config=config,
-                 notes=[f"torch.nn {name} block built by opcov.tracing.nnblocks"])
+    return model, inputs, config
 
 
 def _convnet(nn):

@@ -15,6 +15,8 @@ fallthrough makes ops outside the policy pass, and autocast.py registers CUDA's 
 
 from __future__ import annotations
 
+from opcov.tracing import autocast
+
 NAME = "opcov_accel"
 _STATE: dict = {}
 
@@ -59,8 +61,6 @@ def ensure(torch) -> str | None:
     _setup_privateuseone_for_python_backend(NAME, backend_module=_Module())
     lib = torch.library.Library("_", "IMPL")
     lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-    from opcov.tracing import autocast
-
     # kept alive for the process
     _STATE["libs"] = [lib, _creation_kernels(torch), _meta_kernels(torch), autocast.register(torch, NAME)]
     _STATE["name"] = NAME

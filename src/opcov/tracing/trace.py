@@ -41,9 +41,11 @@ from dataclasses import dataclass, field
 
 from opcov import __version__
 from opcov import dtypes as _dtypes
-from opcov.errors import UsageError
+from opcov.catalog import overload_name
+from opcov.errors import OpcovError, UsageError
 from opcov.store.opset import KIND, MODES, OpSet
 from opcov.torchenv import import_torch
+from opcov.tracing import target
 
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "sgd", "none")
@@ -84,12 +86,6 @@ class Options:
     @property
     def accelerator(self) -> bool:
         return self.device != "cpu"
-
-
-def op_name(func) -> str:
-    """Dispatcher name of an OpOverload: ``aten::add.Tensor``, ``aten::mm`` for the default."""
-    over = func._overloadname
-    return f"{func.namespace}::{func._opname}" + ("" if over == "default" else f".{over}")
 
 
 # ---------------------------------------------------------------- recording
@@ -136,7 +132,7 @@ def _make_recorder(torch, rec: Recording, target_type: str):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
-            name = op_name(func)
+            name = overload_name(func)
             try:
                 out = func(*args, **kwargs)
             except Exception as exc:
@@ -288,8 +284,6 @@ def _hf_header(model) -> dict:
 def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from opcov.tracing import target
-
     stand_in = None if opts.real or not opts.accelerator or cpu_why else target.ensure(torch)
     dev_type = stand_in or "cpu"
     notes = []
@@ -430,8 +424,6 @@ def _default_loss(torch, out):
 
 def _explain(torch, exc, opts):
     """One line naming the op that could not be traced and what to do."""
-    from opcov.errors import OpcovError
-
     if isinstance(exc, OpcovError):
         return exc
     outer = root = exc
@@ -441,7 +433,7 @@ def _explain(torch, exc, opts):
     exc = root
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     func = getattr(exc, "func", None)
-    op = op_name(func) if func is not None and hasattr(func, "_overloadname") else None
+    op = overload_name(func) if isinstance(func, torch._ops.OpOverload) else None
     op = op or getattr(exc, "opcov_op", None) or getattr(outer, "opcov_op", None)
     if op is None:
         import re
@@ -516,20 +508,3 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
         "parents": parents, "summary": summary, "ops": ops,
     }
 
-
-def trace_model_ref(model: str, *, mode: str = "training", dtype: str | None = None, device: str = "accelerator",
-                    real: bool = False, sizes=None) -> dict:
-    """The op-set document for anything ``opcov trace MODEL`` accepts (a zoo name, hf:TYPE,
-    config.json, package.module:function, nn:NAME); used by ``opcov check`` on unsaved models."""
-    from opcov.tracing import models
-    from opcov.tracing import zoo
-
-    entry = zoo.BY_NAME.get(model)
-    real = real or bool(entry and entry.real)
-    built = models.build(entry.spec if entry else model, sizes or models.Sizes(), mode=mode, real=real,
-                         zoo_entry=entry)
-    result = trace(built.model, built.inputs, mode=mode, dtype=dtype or (entry.dtype if entry else "float32"),
-                   device=device, real=real, name=entry.name if entry else built.name, source=built.source,
-                   config=built.config, notes=built.notes,
-                   command=f"opcov trace {model} --mode {mode}" + (f" --dtype {dtype}" if dtype else ""))
-    return result.doc

@@ -3,19 +3,18 @@
 Tiny configs (two layers, width 64) dispatch the same ops as the full-size models, only
 fewer times; the sizes used are in each file's ``model.config``. Each file's
 ``provenance.command`` (``opcov trace NAME --mode MODE ...``) regenerates it alone;
-``opcov zoo trace`` regenerates them all, reporting a failing model and going on.
+``opcov zoo trace`` regenerates them all (``opcov.tracing.spec.trace_zoo``), reporting a failing
+model and going on.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from dataclasses import dataclass, field
 
-from opcov.errors import OpcovError, UsageError
+from opcov.errors import UsageError
+from opcov.store import layout
 
-ROOT = os.path.join("coverage", "models")
+ROOT = layout.models_dir()
 
 _LM = dict(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4,
            num_key_value_heads=2, head_dim=16, vocab_size=256, max_position_embeddings=256)
@@ -113,59 +112,5 @@ def select(only) -> list[Entry]:
 
 
 def path_for(name: str, mode: str, root: str = ROOT) -> str:
-    return os.path.join(root, name, f"{mode}.yaml")
+    return layout.opset_path(name, mode, root)
 
-
-def command_for(entry: Entry, mode: str, root: str = ROOT) -> str:
-    parts = ["opcov", "trace", entry.name, "--mode", mode]
-    if entry.dtype != "float32":
-        parts += ["--dtype", entry.dtype]
-    if entry.real:
-        parts.append("--real")
-    return " ".join(parts + ["--out", path_for(entry.name, mode, root)])
-
-
-def trace_entry(entry: Entry, mode: str, root: str = ROOT):
-    """Trace one zoo model in one mode and write its file; returns (path, OpSet)."""
-    from opcov.tracing import models
-    from opcov.tracing.trace import trace
-
-    built = models.build(entry.spec, models.Sizes(), mode=mode, real=entry.real, zoo_entry=entry)
-    result = trace(built.model, built.inputs, mode=mode, dtype=entry.dtype, real=entry.real,
-                   name=entry.name, source=built.source, config=built.config,
-                   command=command_for(entry, mode, root), notes=built.notes)
-    path = path_for(entry.name, mode, root)
-    result.save(path)
-    return path, result
-
-
-def trace_all(entries, modes, root: str = ROOT, out=sys.stderr) -> list[tuple[str, str, str]]:
-    """Trace every entry in every mode with a progress line; returns the failures (name, mode, why)."""
-    failures = []
-    jobs = [(e, m) for e in entries for m in modes]
-    start = time.monotonic()
-    for i, (entry, mode) in enumerate(jobs, 1):
-        t0 = time.monotonic()
-        bar = _bar(i - 1, len(jobs))
-        print(f"\r{bar} {i - 1}/{len(jobs)} {entry.name} {mode}...".ljust(79), end="", file=out, flush=True)
-        try:
-            path, result = trace_entry(entry, mode, root)
-            status = f"{result.doc['summary']['distinct_ops']} ops -> {path}"
-        except Exception as exc:  # noqa: BLE001 - one model failing must not stop the zoo
-            why = str(exc) if isinstance(exc, OpcovError) else f"{type(exc).__name__}: {_first_line(exc)}"
-            failures.append((entry.name, mode, why))
-            status = f"FAILED: {why}"
-        print(f"\r{bar} {i}/{len(jobs)} {entry.name} {mode}: {status} ({time.monotonic() - t0:.1f} s)"
-              .ljust(79), file=out, flush=True)
-    print(f"{len(jobs) - len(failures)}/{len(jobs)} traced in {time.monotonic() - start:.1f} s", file=out)
-    return failures
-
-
-def _first_line(exc) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:200] if text else ""
-
-
-def _bar(done: int, total: int, width: int = 20) -> str:
-    filled = width * done // max(total, 1)
-    return "[" + "#" * filled + "." * (width - filled) + "]"

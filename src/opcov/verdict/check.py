@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from opcov.store import layout
 from opcov.store import opset
 from opcov.verdict import judge
 from opcov.errors import UsageError
@@ -17,15 +18,14 @@ from opcov.errors import UsageError
 def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
     """(path, op-set document) for each wanted mode of MODEL; [] when MODEL is no saved op set."""
     candidates = []
-    if model.endswith((".yaml", ".yml")) and not os.path.exists(model):
+    if layout.is_yaml(model) and not os.path.exists(model):
         raise UsageError(f"{model}: no such op-set file (trace one with 'opcov trace MODEL --out {model}')")
     if os.path.isfile(model):
         candidates = [model]
     else:
-        folder = model if os.path.isdir(model) else os.path.join(coverage_dir, "models", model)
+        folder = layout.model_folder(model, coverage_dir)
         if os.path.isdir(folder):
-            candidates = sorted(os.path.join(folder, f) for f in os.listdir(folder)
-                                if f.endswith((".yaml", ".yml")))
+            candidates = layout.opset_files(folder)
             if not candidates:
                 raise UsageError(f"{folder}: no op-set files (*.yaml) in this folder")
     found = []
@@ -43,18 +43,21 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
 def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:
     """Trace MODEL now (imports torch); used when it names no saved op set."""
     try:
-        from opcov.tracing import trace as tracing
+        from opcov.tracing.spec import trace_spec
     except ImportError:  # pragma: no cover - trace ships with opcov
         raise UsageError(f"{model}: not an op-set file or zoo model, and tracing is unavailable") from None
     out = []
     for mode in modes or ("inference",):
-        doc = tracing.trace_model_ref(model, mode=mode, dtype=getattr(args, "dtype", None))
+        doc = trace_spec(model, mode=mode, dtype=getattr(args, "dtype", None)).doc
         out.append((f"<traced {model} {mode}>", doc))
     return out
 
 
-def live_coverage(backend: str, names, torch_version: str):
-    """A registered scan now, for an installed backend that has no data in coverage/."""
+def live_scan(backend: str, names) -> dict | None:
+    """A registered scan now, of ``names`` only, for an installed backend that has no data in coverage/;
+    None when the backend is not installed here."""
+    if not _installed(backend):
+        return None
     from opcov import backends
     from opcov.scan import registered
 
@@ -63,7 +66,7 @@ def live_coverage(backend: str, names, torch_version: str):
     doc = registered.scan(b, torch, command=f"opcov scan {backend}")
     wanted = set(names)
     doc["ops"] = {k: v for k, v in doc["ops"].items() if k in wanted}
-    return judge.Coverage(backend, doc, None, [f"live registered scan of {backend} (no data in coverage/)"])
+    return doc
 
 
 def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[list, dict]:
@@ -73,16 +76,8 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
         opsets = trace_on_the_fly(model, modes, args)
     verdicts = []
     for path, doc in opsets:
-        names = sorted(set(doc["ops"]) | {p for p in doc.get("parents") or {} if "::" in p})
-        torch_version = str(doc["provenance"].get("torch", "?"))
         for backend in backends_:
-            try:
-                cov = judge.load_coverage(backend, names, coverage_dir, torch_version)
-            except UsageError:
-                if not _installed(backend):
-                    raise
-                cov = live_coverage(backend, names, torch_version)
-            verdicts.append(judge.judge(doc, cov))
+            verdicts.append(judge.judge(doc, judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)))
     first = opsets[0][1]
     describe = ", ".join(f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast")
                                                                    else "") for _, d in opsets)

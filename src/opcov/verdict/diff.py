@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, field
 
 from opcov.store import data
+from opcov.store.cells import record_cells, skip_reason
 from opcov.errors import UsageError
 
 # Registered: resolved statuses, best first; unresolved means "not known", not worse.
@@ -50,13 +51,11 @@ def _cells(doc: dict) -> dict:
             out[(op, "fwd")] = rec.get("res")
             out[(op, "bwd")] = rec.get("bwd_res")
             continue
-        for dtype, cell in rec.items():
-            if isinstance(cell, dict):
-                for key in ("fwd", "bwd"):
-                    if key in cell:
-                        out[(op, f"{dtype} {key}")] = cell[key]
-            elif dtype == "skipped":
-                out[(op, "all")] = "skipped"
+        for dtype, cell in record_cells(rec).items():
+            for key, status in cell.statuses():
+                out[(op, f"{dtype} {key}")] = status
+        if skip_reason(rec) is not None:
+            out[(op, "all")] = "skipped"
     return out
 
 

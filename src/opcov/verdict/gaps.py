@@ -7,20 +7,11 @@ are unknown) are ranked by how many models they block, naming the models.
 from __future__ import annotations
 
 import json
-import os
 
+from opcov.store import layout
 from opcov.store import opset
 from opcov.verdict import judge
 from opcov.errors import UsageError
-
-
-def model_files(coverage_dir: str) -> list[str]:
-    root = os.path.join(coverage_dir, "models")
-    found = []
-    for folder, dirs, files in os.walk(root):
-        dirs.sort()
-        found.extend(os.path.join(folder, f) for f in sorted(files) if f.endswith((".yaml", ".yml")))
-    return found
 
 
 def tally(judged) -> list[dict]:
@@ -44,7 +35,7 @@ def tally(judged) -> list[dict]:
 
 
 def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
-    files = model_files(coverage_dir)
+    files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
     judged = []
@@ -52,7 +43,7 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
         doc = opset.load(path)
         if modes and doc["mode"] not in modes:
             continue
-        cov = judge.load_coverage(backend, doc["ops"], coverage_dir, str(doc["provenance"].get("torch")))
+        cov = judge.coverage_for(doc, backend, coverage_dir)
         judged.append((doc["model"]["name"], doc["mode"], judge.judge(doc, cov)))
     ranked = tally(judged)
     for e in ranked:

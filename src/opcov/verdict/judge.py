@@ -13,10 +13,10 @@ covers, e.g. a custom namespace) stays apart and never decides the verdict.
 
 from __future__ import annotations
 
-import os
-import re
 from dataclasses import dataclass, field, replace
 
+from opcov.store import layout
+from opcov.store.cells import ProbedCell, record_cells
 from opcov.store import lineyaml
 from opcov.store import opset
 from opcov import vocab
@@ -109,6 +109,13 @@ class Coverage:
     probed: dict | None
     paths: list
     cpu: dict | None = None  # cpu's registered data: a CPU fallback can only run what CPU runs
+    _cells: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def cells(self, op: str) -> dict[str, ProbedCell]:
+        """The op's probed cells by dtype key, parsed once; {} when it was not probed or skipped."""
+        if op not in self._cells:
+            self._cells[op] = record_cells((self.probed or {}).get("ops", {}).get(op))
+        return self._cells[op]
 
     @property
     def torch(self) -> str:
@@ -126,49 +133,56 @@ class Coverage:
         return str(fb.get("kind", "unknown")), bool(enabled)
 
 
-_SNAPSHOT = re.compile(r"^(registered|probed)-torch-(?P<torch>[^-]+(?:\+[^-]+)?)(?:-.*)?\.ya?ml$")
+def needed_ops(doc: dict) -> list[str]:
+    """The ops to read to judge an op set: its own, and its parents (a backend with its own kernel
+    for a parent, such as tpu's aten::linear, runs that kernel: it is judged too)."""
+    return sorted(set(doc["ops"]) | {p for p in doc.get("parents") or {} if "::" in p})
 
 
-def coverage_files(coverage_dir: str, backend: str) -> dict[str, list[str]]:
-    """Snapshots of a backend under coverage_dir/<backend>/, by evidence kind, newest name last."""
-    folder = os.path.join(coverage_dir, backend)
-    out: dict[str, list[str]] = {"registered": [], "probed": []}
-    if os.path.isdir(folder):
-        for name in sorted(os.listdir(folder)):
-            m = _SNAPSHOT.match(name)
-            if m:
-                out[m.group(1)].append(os.path.join(folder, name))
-    return out
+def opset_torch(doc: dict) -> str:
+    """The torch version an op set was traced with."""
+    return str(doc["provenance"].get("torch", "?"))
 
 
-def pick(files: list[str], torch_version: str) -> str | None:
-    """The snapshot made with the op set's torch version, else the last by name."""
-    if not files:
-        return None
-    same = [f for f in files if _SNAPSHOT.match(os.path.basename(f)).group("torch") == torch_version]
-    return (same or files)[-1]
+def read_ops(path: str, names) -> dict:
+    """A coverage file with only the lines of ``names`` parsed (~100 ops of ~3,700)."""
+    return lineyaml.load(path, names, summary=False)
 
 
-def load_coverage(backend: str, names, coverage_dir: str, torch_version: str,
-                  registered: str | None = None, probed: str | None = None) -> Coverage:
-    files = coverage_files(coverage_dir, backend)
-    registered = registered or pick(files["registered"], torch_version)
-    probed = probed or pick(files["probed"], torch_version)
-    if not registered and not probed:
-        raise UsageError(
-            f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "
-            f"'opcov scan {backend}' (registered, no device needed) or 'opcov probe {backend}' (on the device)")
+def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, scan=None) -> Coverage:
+    """The Coverage that judges op set ``doc`` on ``backend``: what check, gaps and the site all use.
+
+    It reads the ops the op set needs (``needed_ops``) from the backend's snapshots made with the op
+    set's torch version (else the newest by name), and, where the backend's CPU fallback is enabled,
+    CPU's registered data for them (a CPU fallback can only run what CPU runs). ``read(path, names)``
+    gives a file's document (the site passes the documents it holds). With no snapshot,
+    ``scan(backend, names)`` may make a registered document now (check's live scan; None when it
+    cannot); else it is a UsageError.
+    """
+    names = needed_ops(doc)
+    torch_version = opset_torch(doc)
+    files = layout.snapshots(coverage_dir, backend)
+    chosen = {kind: layout.pick(files[kind], torch_version) for kind in layout.EVIDENCE}
     docs = {}
-    for kind, path in (("registered", registered), ("probed", probed)):
+    for kind, path in chosen.items():
         if path:
-            doc = lineyaml.load(path, names, summary=False)  # ~100 ops of ~3,700: only their lines
-            if doc.get("evidence") != kind:
-                raise DataError(f"{path}: evidence is {doc.get('evidence')!r}, expected {kind!r}")
-            docs[kind] = doc
-    cpu_path = pick(coverage_files(coverage_dir, "cpu")["registered"], torch_version) if backend != "cpu" else None
-    return Coverage(backend, docs.get("registered"), docs.get("probed"),
-                    [p for p in (registered, probed) if p],
-                    lineyaml.load(cpu_path, names, summary=False) if cpu_path else None)
+            docs[kind] = read(path, names)
+            if docs[kind].get("evidence") != kind:
+                raise DataError(f"{path}: evidence is {docs[kind].get('evidence')!r}, expected {kind!r}")
+    paths = [p for p in chosen.values() if p]
+    if not docs:
+        live = scan(backend, names) if scan else None
+        if live is None:
+            raise UsageError(
+                f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "
+                f"'opcov scan {backend}' (registered, no device needed) or 'opcov probe {backend}' (on the device)")
+        docs["registered"] = live
+        paths = [f"live registered scan of {backend} (no data in coverage/)"]
+    cov = Coverage(backend, docs.get("registered"), docs.get("probed"), paths)
+    if backend != "cpu" and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
+        cpu_path = layout.pick(layout.snapshots(coverage_dir, "cpu")["registered"], torch_version)
+        cov.cpu = read(cpu_path, names) if cpu_path else None
+    return cov
 
 
 # ---------------------------------------------------------------- judging
@@ -180,26 +194,28 @@ def _fix_fallback(backend: str) -> str:
 
 
 def _err_text(err) -> str:
-    """' (max error 0.003)' from a probe cell's err: a number, or [absolute, relative]."""
+    """' (max error 0.003)' from a probe cell's err: a number, or (absolute, relative)."""
     if isinstance(err, bool) or err is None:
         return ""
     if isinstance(err, (int, float)):
         return f" (max error {err:.3g})"
-    if isinstance(err, list) and len(err) == 2 and all(isinstance(e, (int, float)) for e in err):
+    if isinstance(err, tuple) and len(err) == 2 and all(isinstance(e, (int, float)) for e in err):
         return f" (max error {err[0]:.3g} absolute, {err[1]:.3g} relative)"
     return ""
 
 
-def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, opset_torch: str) -> Finding:
+def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
     key = "fwd" if direction == "forward" else "bwd"
-    probed = (cov.probed or {}).get("ops", {}).get(op)
-    cell = probed.get(dtype) if isinstance(probed, dict) else None
-    status = cell.get(key) if isinstance(cell, dict) else None
+    in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
+    cells = cov.cells(op)
+    cell = cells.get(dtype)
+    slot = cell.slot(direction) if cell else None
+    status = slot.status if slot else None
     src = cov.paths[-1] if cov.probed else ""
     if status and status != "skipped":
-        pre = "bwd_" if key == "bwd" else ""
-        err = _err_text(cell.get(pre + "err"))
-        why_line = f": {cell[pre + 'why']}" if cell.get(pre + "why") else ""
+        err = _err_text(slot.err)
+        why_line = f": {slot.why}" if slot.why else ""
+        case = "?" if slot.case is None else slot.case
         if status in PROBED_OK:
             fix = ("set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) "
                    "if the error matters" if status == "pass_low_precision" else "")
@@ -207,37 +223,37 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, opset_
         if status in PROBED_FAIL:
             fix = ""
             if dtype == "float16":
-                other = probed.get("bfloat16") if isinstance(probed, dict) else None
-                if isinstance(other, dict) and other.get(key) in ("pass", "pass_low_precision"):
+                other = cells.get("bfloat16")
+                if other and other.slot(direction).status in ("pass", "pass_low_precision"):
                     fix = "use bfloat16 instead of float16 (it passes; no GradScaler needed)"
-            cases, fails = cell.get(pre + "cases"), cell.get(pre + "fails")
-            if isinstance(fails, int) and fails and cell.get(pre + "unpinned") == fails:
+            cases, fails = slot.cases, slot.fails
+            if isinstance(fails, int) and fails and slot.unpinned == fails:
                 return Finding(direction, dtype, "unknown", "probed",
                                f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
                                f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}"
-                               f"{err}{why_line}; case {cell.get(pre + 'case', '?')})", src, fix)
+                               f"{err}{why_line}; case {case})", src, fix)
             if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases:
                 # Some probe inputs fail, others pass: whether this model's inputs are among the
                 # failing ones is not something the op set tells (the case id names the input).
                 return Finding(direction, dtype, "unknown", "probed",
                                f"{direction} fails on {fails} of {cases} probe cases in {dtype} (worst: "
-                               f"{PROBED_FAIL[status]}{err}{why_line}; case {cell.get(pre + 'case', '?')}): "
+                               f"{PROBED_FAIL[status]}{err}{why_line}; case {case}): "
                                "the model's own inputs may or may not be like those", src, fix)
             return Finding(direction, dtype, "fails", "probed",
                            f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}", src, fix)
     rec = (cov.registered or {}).get("ops", {}).get(op)
     reg_src = cov.paths[0] if cov.registered else ""
     note = ""
-    if status == "skipped" or (isinstance(probed, dict) and cell is None and cov.probed):
+    if status == "skipped" or (in_probe and cell is None and cov.probed):
         note = f"; no probe evidence in {dtype}"
     if rec is None:
         if cov.registered is None:
             return Finding(direction, dtype, "unknown", "none",
                            f"no registered data and no probe of this op in {dtype}")
-        if cov.torch != opset_torch:
+        if cov.torch != torch_version:
             return Finding(direction, dtype, "unknown", "none",
                            f"not in the {cov.backend} data for torch {cov.torch} (the op set was traced "
-                           f"with torch {opset_torch}: versions differ)", reg_src)
+                           f"with torch {torch_version}: versions differ)", reg_src)
         if not op.startswith("aten::"):
             return Finding(direction, dtype, NOT_JUDGED, "none",
                            f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data", reg_src)
@@ -296,7 +312,7 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
 
 def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     """The verdict of one op set (one mode) on one backend."""
-    opset_torch = str(doc["provenance"].get("torch", "?"))
+    torch_version = opset_torch(doc)
     training = doc.get("mode") == "training"
     results: dict[str, OpResult] = {}
     seen = set()
@@ -311,7 +327,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
         for direction, dtype in wanted:
             if (call.op, direction, dtype) not in seen:
                 seen.add((call.op, direction, dtype))
-                r.findings.append(judge_requirement(cov, call.op, dtype, direction, opset_torch))
+                r.findings.append(judge_requirement(cov, call.op, dtype, direction, torch_version))
     for parent, phases in _own_kernel_parents(doc, cov):
         r = results.setdefault(parent, OpResult(parent))
         for phase, dtype, n in phases:
@@ -322,7 +338,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
             for direction in wanted:
                 if (parent, direction, dtype) not in seen:
                     seen.add((parent, direction, dtype))
-                    r.findings.append(judge_requirement(cov, parent, dtype, direction, opset_torch))
+                    r.findings.append(judge_requirement(cov, parent, dtype, direction, torch_version))
     # A fake-tensor trace (no ShapeEnv) raises on a data-dependent shape or value, so an op it
     # recorded ran with static shapes there (index.Tensor with integer indices, not a bool mask):
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
@@ -339,9 +355,9 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
                                                  else len(OUTCOMES), -r.calls, r.op))
     worst = _worst(r.outcome for r in ops)
     notes = ["eager mode: the torch.compile path is not judged"]
-    if cov.torch != opset_torch:
+    if cov.torch != torch_version:
         notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
-                     f"{opset_torch}: ops that differ between versions come out unknown")
+                     f"{torch_version}: ops that differ between versions come out unknown")
     if cov.probed is None:
         notes.append(f"no probe data for {cov.backend}: registered evidence only (a claim, dtype-blind)")
     else:

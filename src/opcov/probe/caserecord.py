@@ -1,0 +1,94 @@
+"""The case record: what running one case found, declared once.
+
+A worker builds one per case (``probe.execute``) and sends it to the parent through the pipe;
+while the case runs, its partial record sits in the flight recorder (``probe.flight``), from
+which the parent records a crash or timeout (``probe.pool``); the journal stores each finished
+record as one JSON line (``probe.journal``), and ``probe.results`` folds records into cells.
+Every record is built through ``CaseRecord``; ``to_json``/``from_json`` give the journal's
+layout, which is unchanged, so an older journal still resumes.
+
+JSON layout: ``case`` (id), ``group`` (group id), ``source`` (OpInfo, canary or trace id),
+``dtype``, ``aten`` (the aten base names the case is about, for blame), and a part per step
+that ran: ``fwd`` (the op as itself), ``out`` (the same call with ``out=``), ``bwd`` (its
+backward). A part (``Part``) holds the overloads the CPU run dispatched and, once judged, the
+status with its evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypedDict
+
+class Part(TypedDict, total=False):
+    """One step's result. Only ``ops`` is there while the step runs."""
+
+    ops: list  # [[op, dtype key], ...]: the overloads the CPU run dispatched, in order
+    status: str  # a probed status (opcov.vocab.PROBED_STATUSES)
+    why: str  # first line of the error or of the difference found
+    err: list  # [max abs error, max rel error] against the reference
+    tol: str  # tolerance class
+    strides: bool  # output strides differ from CPU's (recorded, not judged)
+    raised: list  # [op, dtype key]: the overload the device raised in
+    localized: dict  # {"replayed": n, "failed": [[op, dtype key], ...]}: the failure's calls replayed alone
+
+
+@dataclass
+class CaseRecord:
+    """One case's record; a part is None when its step did not run."""
+
+    case: str
+    group: str
+    source: str
+    dtype: str
+    aten: list
+    fwd: Part | None = None
+    out: Part | None = None
+    bwd: Part | None = None
+
+    @classmethod
+    def start(cls, cid: str, group: dict, aten) -> CaseRecord:
+        """The record of a case about to run: its forward step, nothing dispatched yet."""
+        return cls(cid, group["id"], group["source"], group["dtype"], list(aten), fwd={"ops": []})
+
+    def status(self, slot: str) -> str | None:
+        """The status of step ``slot`` ("fwd", "out", "bwd"); None when it has none."""
+        return (getattr(self, slot) or {}).get("status")
+
+    def fail(self, phase: str, status: str, why: str) -> None:
+        """File a failure (crash, timeout, a harness error) in the step the case was in."""
+        part = getattr(self, phase)
+        if part is None:
+            part = {"ops": []}
+            setattr(self, phase, part)
+        part.update(status=status, why=why)
+
+    def to_json(self) -> dict:
+        """The journal's layout: the steps that ran, no null ones."""
+        doc = {"case": self.case, "group": self.group, "source": self.source, "dtype": self.dtype,
+               "aten": list(self.aten)}
+        for slot in ("fwd", "out", "bwd"):
+            part = getattr(self, slot)
+            if part is not None:
+                doc[slot] = part
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict) -> CaseRecord:
+        return cls(doc["case"], doc["group"], doc["source"], doc["dtype"], list(doc["aten"]),
+                   doc.get("fwd"), doc.get("out"), doc.get("bwd"))
+
+    def in_flight(self, phase: str) -> dict:
+        """What the flight recorder holds while step ``phase`` runs: the record without its ``out``
+        part (a case that dies after the out= check is filed as before, under its phase alone)."""
+        doc = self.to_json()
+        doc.pop("out", None)
+        doc["phase"] = phase
+        return doc
+
+    @classmethod
+    def from_flight(cls, state: dict) -> tuple[CaseRecord, str]:
+        """(record, phase) from a flight state written by ``in_flight``. A state too large for the
+        recorder keeps no parts (see ``Flight.write``); the record then has none."""
+        state = dict(state)
+        phase = state.pop("phase")
+        return cls.from_json(state), phase

@@ -1,0 +1,39 @@
+"""What a worker runs: one ``Sample`` per case, and a ``Loaded`` group of them.
+
+Both case sources build these (``cases`` for OpInfo samples and canaries, ``replay`` for calls
+captured from model traces), so they live apart from either source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class Sample:
+    """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
+
+    __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves")
+
+    def __init__(self, input, args, kwargs, output_process_fn_grad=None):
+        self.input, self.args, self.kwargs = input, args, kwargs
+        self.output_process_fn_grad = output_process_fn_grad or (lambda x: x)
+        self.fn = None  # a per-sample callable (replayed calls); else the group's
+        self.aten = None  # a per-sample op the case is about (for blame); else the group's
+        self.host_leaves = frozenset()  # leaves (pytree order) the OpInfo keeps on CPU for any device
+
+
+@dataclass
+class Loaded:
+    """A group ready to run in a worker."""
+
+    fn: object
+    samples: list
+    aten: tuple  # aten base names the source is about ("aten::mul", ...), for blame
+    nondeterministic: bool  # OpInfo says the output is not deterministic
+    float64_ok: bool  # the op supports float64 on cpu (a float64 reference can be taken)
+    canary: bool
+    supports_out: bool = False  # OpInfo says the op takes out=: its .out overload is probed too
+
+    def aten_of(self, sample) -> list:
+        """The aten base names a case of this group is about: the sample's own, else the group's."""
+        return list(sample.aten or self.aten)

@@ -1,0 +1,113 @@
+"""Probed cells parsed once: one op's probe evidence at one dtype key, as a typed, frozen record.
+
+In a probed file a cell is a flat mapping (docs/DATA.md): the ``fwd`` and ``bwd`` statuses, each
+slot's evidence beside its status (the backward's under a ``bwd_`` prefix), and the ``samples``
+the cases came from. Readers (check, the site, diff) take ``ProbedCell.from_dict`` of it instead
+of reaching into the mapping with key prefixes, so the file layout is known here and in the probe
+that writes it. More slots per dtype key (input tiers, precision tiers) are rows of ``SLOTS``:
+they are parsed into ``ProbedCell.extra``. Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Mapping
+
+# Slot name -> (its status key, the prefix of its evidence keys) in a cell, in display order.
+SLOTS = {"forward": ("fwd", ""), "backward": ("bwd", "bwd_")}
+
+
+def _frozen(value):
+    """A value read from a file, with lists made tuples (a frozen record holds nothing mutable)."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def _as_read(value):
+    """The value as the file holds it (tuples back to lists)."""
+    return [_as_read(v) for v in value] if isinstance(value, tuple) else value
+
+
+@dataclass(frozen=True)
+class ProbedSlot:
+    """One slot of a cell (the op run as itself, or its backward): a status and the evidence beside it.
+
+    None is "not in the file": a slot the probe did not run has no status.
+    """
+
+    status: str | None = None
+    err: float | tuple | None = None  # (max abs, max rel) error of the representative case, or one number
+    tol: str | None = None  # tolerance class
+    why: str | None = None  # first line of the error or difference
+    blame: str | None = None  # how a failure was put on this op
+    case: str | None = None  # id of the representative case
+    cases: int | None = None
+    fails: int | None = None
+    unpinned: int | None = None  # failing cases not pinned on this overload
+    strides: int | None = None  # cases whose output strides differed from CPU's
+
+    @classmethod
+    def from_dict(cls, cell: dict, status_key: str, prefix: str) -> ProbedSlot:
+        return cls(cell.get(status_key), **{k: _frozen(cell.get(prefix + k)) for k in EVIDENCE_KEYS})
+
+    def evidence(self) -> list[tuple[str, object]]:
+        """(key, value) of the evidence the file holds for this slot, by key, values as read."""
+        return [(k, _as_read(getattr(self, k))) for k in sorted(EVIDENCE_KEYS) if getattr(self, k) is not None]
+
+
+EVIDENCE_KEYS = tuple(f.name for f in fields(ProbedSlot) if f.name != "status")
+
+
+@dataclass(frozen=True)
+class ProbedCell:
+    """One op at one dtype key: its forward and backward slots, any further slots, and the case sources."""
+
+    forward: ProbedSlot
+    backward: ProbedSlot
+    samples: tuple | None = None  # sources of the cases (OpInfo names, canary.*, trace.*); None: not in the file
+    extra: Mapping[str, ProbedSlot] = field(default_factory=lambda: MappingProxyType({}), hash=False)  # further SLOTS
+
+    @classmethod
+    def from_dict(cls, cell: dict) -> ProbedCell:
+        """The record of a cell as a probed file holds it (validated by opcov.store.data)."""
+        slots = {name: ProbedSlot.from_dict(cell, key, prefix) for name, (key, prefix) in SLOTS.items()}
+        return cls(slots.pop("forward"), slots.pop("backward"), _frozen(cell.get("samples")),
+                   MappingProxyType(slots))
+
+    def slot(self, name: str) -> ProbedSlot:
+        """A slot by name ('forward', 'backward', or one of ``extra``)."""
+        return {"forward": self.forward, "backward": self.backward}.get(name) or self.extra[name]
+
+    def slots(self) -> list[tuple[str, ProbedSlot]]:
+        """(name, slot) for every slot, in SLOTS order."""
+        return [(name, self.slot(name)) for name in SLOTS]
+
+    def statuses(self) -> list[tuple[str, str]]:
+        """(status key as in the file, status) of each slot that has one."""
+        return [(SLOTS[name][0], s.status) for name, s in self.slots() if s.status is not None]
+
+    def evidence(self) -> list[tuple[str | None, str, object]]:
+        """(slot name, key, value) of everything beside the statuses, values as read: the forward's
+        evidence and the cell's own (samples, slot None) by key, then each further slot's by key."""
+        first = [("forward", k, v) for k, v in self.forward.evidence()]
+        if self.samples is not None:
+            first.append((None, "samples", _as_read(self.samples)))
+        out = sorted(first, key=lambda e: e[1])
+        for name, s in self.slots()[1:]:
+            out.extend((name, k, v) for k, v in s.evidence())
+        return out
+
+
+def skip_reason(rec) -> str | None:
+    """Why a probed op has no cells (its record is ``{skipped: reason}``), else None."""
+    if isinstance(rec, dict) and "skipped" in rec and not isinstance(rec["skipped"], dict):
+        return str(rec["skipped"])
+    return None
+
+
+def record_cells(rec) -> dict[str, ProbedCell]:
+    """dtype key -> ProbedCell of one probed op record, by key; {} for a skipped op or no record."""
+    if not isinstance(rec, dict) or skip_reason(rec) is not None:
+        return {}
+    return {str(k): ProbedCell.from_dict(v) for k, v in sorted(rec.items(), key=lambda kv: str(kv[0]))
+            if isinstance(v, dict)}

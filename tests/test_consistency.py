@@ -1,0 +1,196 @@
+"""One verdict everywhere: opcov check, opcov gaps and the site agree, model by model, backend by backend.
+
+Each of the three judges through judge.coverage_for; these tests hold them to it on the bundled
+data (every zoo model on cpu, meta and tpu) and on a small folder made to show the two ways they
+once parted: gaps not judging a parent the backend has its own kernel for, and the site not
+knowing that a CPU fallback cannot run what CPU has no kernel for.
+"""
+
+import contextlib
+import html
+import io
+import json
+import os
+import re
+
+from conftest import ROOT, run_opcov
+from opcov import cli
+from opcov.site import model as sitemodel
+from opcov.site import render
+from opcov.store import cells
+from opcov.store import data
+from opcov.store import layout
+from opcov.store import lineyaml
+from opcov.store import opset
+from test_check import TORCH, fwd, kernel, model, probed, registered
+
+BUNDLED = os.path.join(ROOT, "coverage")
+BACKENDS = ("cpu", "meta", "tpu")
+BLOCKING = ("fails", "unknown")  # what gaps ranks
+PROBLEMS = BLOCKING + ("fallback",)  # what a model page lists
+
+
+def opcov_json(*argv):
+    """(exit code, parsed JSON stdout) of opcov ARGV run in this process."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        rc = cli.main(list(argv))
+    return rc, json.loads(out.getvalue())
+
+
+def check_views(coverage, backends):
+    """(model, mode, backend) -> (verdict, {op: outcome} of its problem ops, {op: calls}), from
+    'opcov check MODEL -b ... --format json' for every model folder under coverage/models/."""
+    out = {}
+    for folder in sorted(os.listdir(layout.models_dir(coverage))):
+        rc, doc = opcov_json("check", folder, *[a for b in backends for a in ("-b", b)],
+                             "--coverage", coverage, "--format", "json")
+        assert rc in (0, 1), (folder, rc)
+        for v in doc["verdicts"]:
+            out[(doc["model"]["name"], v["mode"], v["backend"])] = (
+                v["verdict"], {r["op"]: r["outcome"] for r in v["ops"] if r["outcome"] in PROBLEMS},
+                {r["op"]: r["calls"] for r in v["ops"]})
+    return out
+
+
+def expected_gaps(views, backend):
+    """'opcov gaps BACKEND' as check's verdicts imply it: (op, outcome) -> models, calls; ranked."""
+    blocked = {}
+    for (name, mode, b), (_, problems, calls) in sorted(views.items()):
+        for op, outcome in problems.items():
+            if b == backend and outcome in BLOCKING:
+                entry = blocked.setdefault((op, outcome), {"models": [], "calls": 0})
+                entry["models"] = sorted(entry["models"] + [f"{name} ({mode})"])
+                entry["calls"] += calls[op]
+    return sorted(((op, outcome, e["models"], e["calls"]) for (op, outcome), e in blocked.items()),
+                  key=lambda e: (e[1] != "fails", -len({m.rsplit(" (", 1)[0] for m in e[2]}), -len(e[2]),
+                                 -e[3], e[0]))
+
+
+def gaps_ranking(coverage, backend):
+    rc, ranked = opcov_json("gaps", backend, "--coverage", coverage, "--top", "1000000", "--format", "json")
+    assert rc == 0
+    return [(e["op"], e["outcome"], sorted(e["models"]), e["calls"]) for e in ranked]
+
+
+def site_views(site):
+    """(model, mode, backend) -> (verdict, {op: outcome} of its problem ops), from site.model.judge_models."""
+    return {key: (v.verdict, {r.op: r.outcome for r in v.ops if r.outcome in PROBLEMS})
+            for key, v in sitemodel.judge_models(site).items()}
+
+
+_H3 = re.compile(r'<h3 id="(?P<mode>[a-z]+)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
+                 r'(?P<body>.*?)(?=<h3 |<details>)', re.S)
+_ROW = re.compile(r'<tr><th scope="row">(?:<a [^>]*>)?(?P<op>[^<]+)(?:</a>)?</th><td class="st [^"]*">(?P<outcome>[^<]+)</td>')
+
+
+def page_views(path, name):
+    """(model, mode, backend) -> (verdict, {op: outcome}) as a rendered model page shows them."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    return {(name, m["mode"], html.unescape(m["backend"])): (
+        m["verdict"].replace(" ", "_"),
+        {html.unescape(r["op"]): r["outcome"] for r in _ROW.finditer(m["body"])}) for m in _H3.finditer(text)}
+
+
+def assert_agree(coverage, backends, page_dir):
+    """check, gaps, the site's model data and its rendered model pages give the same verdicts;
+    returns check's views."""
+    checked = check_views(coverage, backends)
+    assert checked
+    for b in backends:
+        assert gaps_ranking(coverage, b) == expected_gaps(checked, b), b
+    site = sitemodel.load_site(coverage)
+    assert site_views(site) == {k: v[:2] for k, v in checked.items()}
+    render.write(render.build(site), str(page_dir))
+    for m in site.models:
+        shown = page_views(os.path.join(str(page_dir), "models", f"{m.name}.html"), m.name)
+        assert shown == {k: v[:2] for k, v in checked.items() if k[0] == m.name}, m.name
+    return checked
+
+
+# ---------------------------------------------------------------- the bundled data
+
+def test_bundled_data_one_verdict_everywhere(tmp_path):
+    checked = assert_agree(BUNDLED, BACKENDS, tmp_path / "site")
+    models = {name for name, _, _ in checked}
+    assert len(checked) == 2 * len(BACKENDS) * len(models)  # every model, both modes, every backend
+    assert len(models) == len(os.listdir(layout.models_dir(BUNDLED)))
+    # the comparison is not vacuous: the bundled data has failing and unknown verdicts
+    assert {"fails", "unknown", "runs"} <= {v for v, _, _ in checked.values()}
+
+
+def test_the_real_cli_gives_the_same_json(tmp_path):
+    args = ("check", "wav2vec2", "-b", "tpu", "-b", "cpu", "-b", "meta", "--format", "json")
+    proc = run_opcov(*args)
+    assert proc.returncode == 1, proc.stderr  # wav2vec2 training fails on tpu
+    assert json.loads(proc.stdout) == opcov_json(*args)[1]
+
+
+# ---------------------------------------------------------------- where they once parted
+
+def _divergent(root) -> str:
+    """A coverage folder where gaps and the site once judged otherwise than check: backend alpha has an
+    enabled CPU fallback for aten::relu, which CPU has no kernel for either, and its own kernel for the
+    parent aten::linear, which its probe saw fail."""
+    cov = os.path.join(str(root), "coverage")
+    missing = {"fwd": "missing", "res": "missing", "bwd": "none", "bwd_res": "not_applicable"}
+    data.save(registered("cpu", {"aten::mm": kernel(), "aten::relu": missing,
+                                 "aten::linear": kernel(fwd="composite")}),
+              os.path.join(cov, "cpu", layout.snapshot_name("registered", TORCH)))
+    on_fallback = {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"}
+    data.save(registered("alpha", {"aten::mm": kernel(), "aten::relu": on_fallback, "aten::linear": kernel()},
+                         fallback_enabled=True),
+              os.path.join(cov, "alpha", layout.snapshot_name("registered", TORCH, "fakepkg", "1.0")))
+    data.save(probed("alpha", {"aten::linear": {"float32": {"fwd": "error", "why": "boom"}}}),
+              os.path.join(cov, "alpha", layout.snapshot_name("probed", TORCH, "fakepkg", "1.0")))
+    for mode in ("inference", "training"):
+        doc = model({"aten::mm": fwd(calls=2), "aten::relu": fwd()}, mode=mode)
+        doc["parents"] = {"aten::linear": {"forward": {"float32": {"calls": 1, "traced_as": ["aten::mm"]}}}}
+        opset.save(doc, layout.opset_path("tiny", mode, layout.models_dir(cov)))
+    return cov
+
+
+def test_parent_kernels_and_the_cpu_fallback_rule_are_judged_everywhere(tmp_path):
+    cov = _divergent(tmp_path)
+    checked = assert_agree(cov, ("alpha", "cpu"), tmp_path / "site")
+    for mode in ("inference", "training"):
+        verdict, problems, _ = checked[("tiny", mode, "alpha")]
+        assert verdict == "fails"
+        assert problems == {"aten::relu": "fails", "aten::linear": "fails"}
+    _, ranked = opcov_json("gaps", "alpha", "--coverage", cov, "--format", "json")
+    why = {e["op"]: " ".join(e["why"]) for e in ranked}
+    assert sorted(why) == ["aten::linear", "aten::relu"]
+    assert "CPU has no kernel for it either" in why["aten::relu"]
+    assert "boom" in why["aten::linear"]
+
+
+# ---------------------------------------------------------------- probed cells, parsed once
+
+def _as_file(cell) -> dict:
+    """A ProbedCell written back in the file's keys (the inverse of ProbedCell.from_dict)."""
+    out = {key: status for key, status in cell.statuses()}
+    for slot, key, value in cell.evidence():
+        out[(cells.SLOTS[slot][1] if slot else "") + key] = value
+    return out
+
+
+def test_a_probed_cell_parses_every_key_the_data_allows():
+    assert {key for key, _ in cells.SLOTS.values()} | {"samples"} | {
+        prefix + k for _, prefix in cells.SLOTS.values() for k in cells.EVIDENCE_KEYS} == set(data.PROBED_CELL_KEYS)
+
+
+def test_every_bundled_probed_cell_parses_without_loss():
+    seen = 0
+    for path in layout.coverage_files([BUNDLED]):
+        doc = lineyaml.load(path)  # as data.load reads it (tests/test_lineyaml.py), faster
+        if doc["evidence"] != "probed":
+            continue
+        for rec in doc["ops"].values():
+            parsed = cells.record_cells(rec)
+            assert bool(parsed) == (cells.skip_reason(rec) is None)
+            for dtype, cell in parsed.items():
+                assert _as_file(cell) == rec[dtype]
+                hash(cell)  # frozen all the way down
+                seen += 1
+    assert seen > 1000
