@@ -41,17 +41,19 @@ def bare(ops: str, dtypes: str) -> None:
     from opcov.probe import DIRECTIONS
     from opcov.probe.cases import load_group, opinfos, select_groups
     from opcov.probe.execute import Executor
+    from opcov.probe.sample import case_ids
+    from opcov.probe.tiers import TIERS
 
     opinfos()
     torch.set_num_threads(1)
-    groups = select_groups(ops, dtypes=tuple(dtypes.split(",")), directions=DIRECTIONS)
+    groups = select_groups(ops, dtypes=tuple(dtypes.split(",")), directions=DIRECTIONS, tiers=TIERS)
     w = Executor("cpu", "cpu")
     t0 = time.perf_counter()
     n = 0
     for g in groups:
         loaded = load_group(g.as_dict())
-        for i, sample in enumerate(loaded.samples):
-            w.run_case(loaded, sample, f"{g.id}|{i}", g.as_dict())
+        for cid, sample in zip(case_ids(g.id, loaded.samples), loaded.samples):
+            w.run_case(loaded, sample, cid, g.as_dict())
             n += 1
     print(f"{n} {time.perf_counter() - t0:.4f}")
 
@@ -83,6 +85,7 @@ def main() -> None:
     from opcov.backends import get_backend
     from opcov.probe import DIRECTIONS
     from opcov.probe.runner import probe
+    from opcov.probe.tiers import TIERS
 
     with tempfile.TemporaryDirectory() as tmp:
         iso_cmd_s, _ = timed([sys.executable, "-m", "opcov", "probe", "cpu", "--ops", args.ops, "--dtypes",
@@ -90,10 +93,11 @@ def main() -> None:
         # in process, for the split of the probe's own time
         _, fig = probe(get_backend("cpu"), out=os.path.join(tmp, "p.yaml"), pattern=args.ops,
                        dtypes=tuple(args.dtypes.split(",")), directions=DIRECTIONS, jobs=args.jobs,
-                       timeout=60.0, command="bench_probe", stream=open(os.devnull, "w"))
+                       timeout=60.0, command="bench_probe", stream=open(os.devnull, "w"), tiers=TIERS)
     start, run, wall = fig["start_s"] or 0.0, fig["run_s"], fig["wall_s"]
     cases = run - start
-    print(f"cases: {n} ({fig['groups']} groups; dtypes {args.dtypes}; forward+backward; jobs={args.jobs})")
+    print(f"cases: {n} ({fig['groups']} groups; dtypes {args.dtypes}; forward+backward, one harder case per "
+          f"input tier; jobs={args.jobs})")
     print(f"commands, launch to exit:  bare script {bare_cmd_s:6.2f} s   opcov probe {iso_cmd_s:6.2f} s   "
           f"ratio {iso_cmd_s / bare_cmd_s:.2f} (goal: at most 1.5)")
     print(f"per case, steady state:    bare loop   {bare_loop_s:6.2f} s   probe cases {cases:6.2f} s   "

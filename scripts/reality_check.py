@@ -1,8 +1,10 @@
 """Run zoo models for real on planted Python PrivateUse1 backends and compare with `opcov check`.
 
-Usage: python scripts/reality_check.py [--specs a,b] [--models m1,m2] [--modes inference,training]
+Usage: python scripts/reality_check.py [--specs a,b] [--models m1,m2|all] [--modes inference,training]
                                        [--no-probe] [--workdir DIR]
-Prints one line per (backend, model, mode) and the agreement rate. See opcov.testing.reality.
+Prints one line per (backend, model, mode), then per backend and in all the confusion table (verdict
+runs / fails / unknown against what the real run did: ran / raised / wrong / crashed), the agreement
+rate and the wall time. --models all: the whole curated zoo. See opcov.testing.reality.
 """
 
 import argparse
@@ -23,10 +25,12 @@ def main():
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--specs", default=",".join(reality.SPECS))
-    p.add_argument("--models", default=DEFAULT_MODELS)
+    p.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated zoo names, or 'all'")
     p.add_argument("--modes", default="inference,training")
     p.add_argument("--no-probe", action="store_true", help="registered evidence only")
     p.add_argument("--workdir", default=None)
+    p.add_argument("--models-dir", default=os.path.join(ROOT, "coverage", "models"),
+                   help="where the op sets are (default: the bundled coverage/models)")
     args = p.parse_args()
     import torch
 
@@ -39,13 +43,23 @@ def main():
               f"{mark:8s} {o.detail[:90]}" + (f"  [{', '.join(o.problems[:3])}]" if o.problems else ""),
               flush=True)
 
-    outcomes = reality.reality_check(args.specs.split(","), args.models.split(","), args.modes.split(","),
+    from opcov.tracing import zoo
+
+    models = [e.name for e in zoo.ZOO] if args.models == "all" else args.models.split(",")
+    outcomes = reality.reality_check(args.specs.split(","), models, args.modes.split(","),
                                      workdir, probe=not args.no_probe, torch_version=torch.__version__,
-                                     models_dir=os.path.join(ROOT, "coverage", "models"), progress=show)
+                                     models_dir=args.models_dir, progress=show)
+    print()
+    for spec in dict.fromkeys(o.spec for o in outcomes):
+        print(reality.confusion([o for o in outcomes if o.spec == spec], spec))
+    if len({o.spec for o in outcomes}) > 1:
+        print(reality.confusion(outcomes, "all backends"))
     judged = [o for o in outcomes if o.agrees is not None]
     agree = sum(o.agrees for o in judged)
-    print(f"\n{agree} of {len(judged)} verdicts agree with reality ({100.0 * agree / max(len(judged), 1):.1f}%); "
-          f"{len(outcomes) - len(judged)} unknown; {time.time() - start:.0f} s; data in {workdir}")
+    runs_but_raised = sum(o.predicted in ("runs", "runs_with_fallback") and o.actual != "ran" for o in outcomes)
+    print(f"{agree} of {len(judged)} verdicts agree with reality ({100.0 * agree / max(len(judged), 1):.1f}%); "
+          f"{len(outcomes) - len(judged)} unknown ({100.0 * (len(outcomes) - len(judged)) / max(len(outcomes), 1):.1f}%); "
+          f"{runs_but_raised} say runs for a model that did not run; {time.time() - start:.0f} s; data in {workdir}")
 
 
 if __name__ == "__main__":

@@ -9,5 +9,5 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 .venv/bin/opcov summary coverage
 .venv/bin/opcov check llama --backend tpu --backend cpu || [ $? -eq 1 ]   # exit 1 = a verdict "fails"
 .venv/bin/opcov gaps tpu --top 10
-.venv/bin/opcov site
+.venv/bin/opcov site   # site/ is not committed: rendered here from coverage/ (CI publishes it to GitHub Pages)
 echo "site: open site/index.html"

@@ -1,7 +1,9 @@
-"""A small coverage folder for the site tests: two backends, two snapshots, probed cells, one model."""
+"""A small coverage folder for the site tests: two backends, two snapshots, probed cells, one model, a
+Python-name index."""
 
 import os
 
+from opcov.scan import pynames
 from opcov.store import data
 from opcov.store import opset
 
@@ -73,4 +75,8 @@ def make_coverage(root) -> str:
                               "command": f"opcov trace factory:tests:tiny --mode {mode}", "host": {}},
                "ops": ops}
         opset.save(doc, os.path.join(cov, "models", "tiny", f"{mode}.yaml"))
+    with open(os.path.join(cov, f"pynames-torch-{TORCH}.tsv"), "w", encoding="utf-8") as f:
+        f.write(pynames.dumps({"torch.mm": ("aten::mm",), "torch.Tensor.mm": ("aten::mm",),
+                               "torch.nn.functional.relu": ("aten::relu",), "torch.nn.ReLU": ("aten::relu",),
+                               "torch.add": ("aten::add.Tensor",)}, {"torch": TORCH}))
     return cov

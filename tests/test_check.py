@@ -83,8 +83,8 @@ def test_registered_kernels_run_and_report_registered_only(tmp_path, cov):
     path = save_model(tmp_path, {"aten::mm": {**fwd(calls=3, grad=True), "backward": {"float32": {"calls": 6}}}})
     r = check(path, cov)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "fake (training): RUNS: 1 ops, 1 supported (100.0%; 100.0% of 9 calls): 0 probed, 1 registered-only" \
-        in r.stdout
+    assert ("fake (training): RUNS (registered, unverified): 1 ops, 1 supported (100.0%; 100.0% of 9 calls): "
+            "0 probed, 1 registered-only") in r.stdout
     assert "no probe data for fake" in r.stdout
 
 
@@ -92,7 +92,7 @@ def test_disabled_fallback_fails_with_the_fix_and_enabled_runs_slowly(tmp_path, 
     path = save_model(tmp_path, {"aten::mm": fwd(), "aten::cholesky": fwd(calls=2)})
     r = check(path, cov)
     assert r.returncode == 1
-    assert "FAIL  aten::cholesky  x2" in r.stdout
+    assert "FAIL     aten::cholesky  x2 (forward; registered evidence)" in r.stdout
     assert "only the backend fallback (cpu, disabled)" in r.stdout
     assert "fix: enable the CPU fallback" in r.stdout
     data.save(registered(ops={"aten::mm": kernel(), "aten::cholesky": {"fwd": "fallback", "res": "fallback",
@@ -192,10 +192,13 @@ def test_report_formats_for_ci(tmp_path, cov):
     failing = [c.get("name") for c in suite.iter("testcase") if c.find("failure") is not None]
     assert failing == ["aten::gone"]
     gh = check(path, cov, "--format", "github").stdout.splitlines()
-    assert gh[0].startswith("::error title=opcov fake training: aten::gone fails::")
+    # a property value escapes ':' and ',' (an op name's '::' would end the title)
+    assert gh[0].startswith("::error title=opcov fake training%3A aten%3A%3Agone fails (registered evidence)::"
+                            "aten::gone (4 calls, registered evidence): ")
     assert any(line.startswith("::warning") and "aten::maybe" in line for line in gh)
     md = check(path, cov, "--format", "markdown").stdout
-    assert "| fake | training | ❌ fails |" in md and "`aten::gone`" in md
+    assert "| fake | training | ❌ fails (registered evidence) | ○ registered |" in md and "`aten::gone`" in md
+    assert "| `aten::gone` | fails | ○ registered | 4 |" in md
     out = tmp_path / "report.xml"
     r = check(path, cov, "--format", "junit", "--output", str(out))
     assert r.returncode == 1 and r.stdout == "" and ET.parse(out).getroot().tag == "testsuites"

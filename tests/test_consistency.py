@@ -1,7 +1,7 @@
 """One verdict everywhere: opcov check, opcov gaps and the site agree, model by model, backend by backend.
 
 Each of the three judges through judge.coverage_for; these tests hold them to it on the bundled
-data (every zoo model on cpu, meta and tpu) and on a small folder made to show the two ways they
+data (every zoo model on every backend with data) and on a small folder made to show the two ways they
 once parted: gaps not judging a parent the backend has its own kernel for, and the site not
 knowing that a CPU fallback cannot run what CPU has no kernel for.
 """
@@ -25,7 +25,7 @@ from opcov.store import opset
 from test_check import TORCH, fwd, kernel, model, probed, registered
 
 BUNDLED = os.path.join(ROOT, "coverage")
-BACKENDS = ("cpu", "meta", "tpu")
+BACKENDS = tuple(layout.backends_with_data(BUNDLED))  # cpu, cuda, meta, tpu: every backend the site shows
 BLOCKING = ("fails", "unknown")  # what gaps ranks
 PROBLEMS = BLOCKING + ("fallback",)  # what a model page lists
 

@@ -1,5 +1,6 @@
 """Coverage files: deterministic writing, validation with file:line, lint, summary, exit codes."""
 
+import json
 import os
 
 import pytest
@@ -75,7 +76,8 @@ def test_lint_reports_every_problem_in_one_run(tmp_path):
     assert "fwd is 'kernal'" in out and "res is 'maybe'" in out
     assert "aten::not_an_op: not an op of torch" in out
     assert all(":" in l.split(" ")[0] for l in out.splitlines()[:-1])  # every problem has file:line
-    assert "4 error(s)" in out  # fwd, res, bwd_res, unknown op
+    assert "not as opcov wrote it" in out  # edited after opcov wrote it
+    assert "5 error(s)" in out  # fwd, res, bwd_res, unknown op, integrity
 
 
 def test_bundled_coverage_lints_clean():
@@ -100,3 +102,86 @@ def test_usage_errors_are_one_line_with_exit_2(tmp_path):
     proc = run_opcov("summary", str(bad))
     assert proc.returncode == 2 and "top level must be a mapping" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# ---------------------------------------------------------------- where files lie (issue 15, silent loss)
+
+def placed_folder(tmp_path):
+    """A coverage folder laid out as opcov's: cpu's registered file, one op set using aten::mm."""
+    from opcov.store import opset
+
+    root = tmp_path / "cov"
+    doc = small_doc()
+    doc["backend"]["name"] = "cpu"
+    data.save(doc, str(root / "cpu" / "registered-torch-2.13.0+cpu.yaml"))
+    opset.save({"schema_version": 1, "kind": "opset", "model": {"name": "tiny"}, "mode": "inference",
+                "dtype": "float32", "provenance": {"torch": "2.13.0+cpu", "created": "t", "command": "opcov trace tiny"},
+                "ops": {"aten::mm": {"forward": {"float32": {"calls": 1}}}}}, str(root / "models" / "tiny" / "inference.yaml"))
+    return root, doc
+
+
+def test_lint_on_a_folder_finds_misplaced_files(tmp_path):
+    root, doc = placed_folder(tmp_path)
+    opset_file = root / "models" / "tiny" / "inference.yaml"
+    (root / "cpu" / "llama.yaml").write_bytes(opset_file.read_bytes())  # an op set under a backend's folder
+    (root / "cpu" / "probed-torch-2.13.0+cpu.yaml").write_bytes(opset_file.read_bytes())  # ... named as coverage
+    data.save(doc, str(root / "models" / "x" / "training.yaml"))  # coverage under models/
+    data.save(dict(doc, backend=dict(doc["backend"], name="tpu")), str(root / "cpu" / "registered-torch-2.12.0.yaml"))
+    data.save(dict(doc, backend=dict(doc["backend"], name="tpu")), str(root / "tpu" / "tpu-data.yaml"))  # renamed
+    data.save(doc, str(root / "cpu.yaml"))  # directly in the coverage folder
+    (root / "meta" / "registered-torch-2.13.0.yaml").mkdir(parents=True)  # a folder where a file belongs
+    proc = run_opcov("lint", "--no-catalog", str(root))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    found = {line.split(": error: ")[0].removeprefix(str(root) + "/"): line for line in proc.stdout.splitlines()
+             if ": error: " in line}
+    assert "an op set in a backend's folder (cpu/)" in found["cpu/llama.yaml"]
+    assert "move it to models/tiny/inference.yaml" in found["cpu/probed-torch-2.13.0+cpu.yaml"]
+    assert "a coverage file under models/" in found["models/x/training.yaml"]
+    assert "backend.name is 'tpu' but the file is in cpu/" in found["cpu/registered-torch-2.12.0.yaml"]
+    assert ("not a snapshot name; opcov reads only registered-torch-<torch>" in found["tpu/tpu-data.yaml"]
+            and "rename it registered-torch-2.13.0+cpu-x-1.yaml" in found["tpu/tpu-data.yaml"])
+    assert "opcov reads no data file directly in a coverage folder" in found["cpu.yaml"]
+    assert "a folder, where a data file is expected" in found["meta/registered-torch-2.13.0.yaml"]
+    assert len(found) == 7 and "7 error(s)" in proc.stdout, proc.stdout
+
+
+def test_a_folder_where_a_file_is_expected_stops_site_and_check(tmp_path):
+    root, _ = placed_folder(tmp_path)
+    folder = root / "tpu" / "registered-torch-2.13.0+cpu.yaml"
+    folder.mkdir(parents=True)
+    site = run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site"))
+    assert site.returncode == 2 and site.stderr.count("\n") == 1, site.stderr
+    assert f"{folder}: a folder, where a data file is expected" in site.stderr
+    check = run_opcov("check", str(root / "models" / "tiny"), "-b", "tpu", "--coverage", str(root))
+    assert check.returncode == 2 and check.stderr.count("\n") == 1, check.stderr
+    assert f"{folder}: error: a folder, where a data file is expected" in check.stderr
+
+
+def test_check_says_it_ignored_a_renamed_coverage_file(tmp_path):
+    """Never a silent live scan: a note beside other data, else one line naming the file."""
+    root, doc = placed_folder(tmp_path)
+    renamed = root / "cpu" / "cpu-data.yaml"
+    (root / "cpu" / "registered-torch-2.13.0+cpu.yaml").rename(renamed)
+    model = str(root / "models" / "tiny")
+    alone = run_opcov("check", model, "-b", "cpu", "--coverage", str(root))
+    assert alone.returncode == 2 and alone.stderr.count("\n") == 1 and "scanning" not in alone.stderr, alone.stderr
+    assert f"{renamed}: not a snapshot name" in alone.stderr and "so cpu has no data opcov reads" in alone.stderr
+    data.save(doc, str(root / "cpu" / "registered-torch-2.13.0+cpu.yaml"))
+    beside = run_opcov("check", model, "-b", "cpu", "--coverage", str(root))
+    assert beside.returncode == 0, beside.stderr
+    assert f"ignored {renamed}: not a snapshot name" in beside.stdout, beside.stdout
+    site = run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site"))
+    assert site.returncode == 2 and f"{renamed}: not a snapshot name" in site.stderr, site.stderr
+
+
+def test_summary_of_a_file_with_an_empty_or_no_summary(tmp_path):
+    """lint accepts both (summary is optional plain data): summary must print them, in both formats."""
+    empty, missing = tmp_path / "empty.yaml", tmp_path / "missing.yaml"
+    data.save(small_doc(), str(empty))
+    data.save({k: v for k, v in small_doc().items() if k != "summary"}, str(missing))
+    assert run_opcov("lint", "--no-catalog", str(empty), str(missing)).returncode == 0
+    for path in (empty, missing):
+        table = run_opcov("summary", str(path))
+        assert table.returncode == 0 and "no summary counts in this file" in table.stdout, table.stderr
+        as_json = run_opcov("summary", "--format", "json", str(path))
+        assert as_json.returncode == 0 and json.loads(as_json.stdout)[str(path)]["summary"] == {}, as_json.stderr

@@ -75,6 +75,12 @@ def test_yaml_beyond_the_layout_goes_to_pyyaml_with_its_errors(tmp_path):
     with open(path, "w") as f:
         f.write(anchored)
     assert lineyaml.parse(path) is None
+    line = anchored[:anchored.index("&id001")].count("\n") + 1
+    with pytest.raises(DataError, match=rf"f\.yaml:{line}: error: YAML anchor or alias"):
+        lineyaml.load(path)
+    with open(path, "w") as f:  # the layout, but not YAML: PyYAML's error, with its line
+        f.write(text.replace("{err: [1.0, 2.0]}", "{err: [1.0, 2.0]"))
+    assert lineyaml.parse(path) is None
     with pytest.raises(DataError, match=r"f\.yaml:\d+: error: not valid YAML"):
         lineyaml.load(path)
 

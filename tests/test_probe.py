@@ -57,7 +57,7 @@ def test_each_planted_behaviour_lands_in_its_status(planted):
     out, doc, proc = planted
     assert cell(doc, "aten::add.Tensor")["fwd"] == "pass"
     mm = cell(doc, "aten::mm")
-    assert mm["fwd"] == "pass_low_precision" and mm["tol"] == "low_precision"
+    assert mm["fwd"] == "pass_low_precision" and mm["tol"] == "usable:matmul"  # the usable tier
     assert 1e-4 < mm["err"][1] < 2e-2  # bfloat16-level relative error, kept as evidence
     mul = cell(doc, "aten::mul.Tensor")  # 1e-3 relative error on an elementwise op: wrong, not low precision
     assert mul["fwd"] == "mismatch" and "values differ" in mul["why"] and mul["blame"].startswith("opinfo")
@@ -72,11 +72,13 @@ def test_each_planted_behaviour_lands_in_its_status(planted):
     assert cell(doc, "aten::empty_like")["fwd"] == "not_comparable"
     # the backward of mm runs mm again at reduced precision; add's backward is exact
     assert mm["bwd"] == "pass_low_precision"
-    # ops no case reached are listed, with the reason, and counted
-    assert doc["ops"]["aten::_grouped_mm"] == {"skipped": doc["ops"]["aten::_grouped_mm"]["skipped"]}
-    assert "no case of this probe dispatched it" in doc["ops"]["aten::_grouped_mm"]["skipped"]
+    # ops no case reached are listed, each with its reason, and counted per reason
+    assert doc["ops"]["aten::sin"] == {"skipped": "not_selected"}  # its OpInfo was not in --ops
+    assert doc["ops"]["aten::_grouped_mm"] == {"skipped": "no_source"}  # no OpInfo (zoo traces reach it)
+    assert doc["ops"]["aten::mm.out"] == {"skipped": "variant", "of": "aten::mm"}
     s = doc["summary"]["aten"]
     assert s["probed"] + s["skipped"] == s["overloads"] and s["probed"] >= 8
+    assert sum(s["skipped_by"].values()) == s["skipped"] and s["skipped_by"]["host_only"] == 7
     assert doc["evidence"] == "probed" and doc["provenance"]["probe"]["dtypes"] == ["float32"]
     assert "opcov probe opcovtest" in doc["provenance"]["command"]
 
@@ -145,10 +147,14 @@ def test_unpinned_failures_rank_below_passes():
         fwd=dict({"status": status, "ops": ops2}, **({"localized": loc} if loc else {})))
     recs = [mk(0, "pass", "view", ["aten::view"]),
             mk(0, "mismatch", "composite", ["aten::composite"], {"replayed": 2, "failed": []})]
-    view = results.build_ops(recs, [], "x")["aten::view"]["float32"]
+    view = results.build_ops(recs, [], UNREACHED)["aten::view"]["float32"]
     assert view["fwd"] == "pass" and view["fails"] == 1 and view["unpinned"] == 1 and view["cases"] == 2
-    alone = results.build_ops(recs[1:], [], "x")["aten::view"]["float32"]  # nothing exonerates it
+    alone = results.build_ops(recs[1:], [], UNREACHED)["aten::view"]["float32"]  # nothing exonerates it
     assert alone["fwd"] == "mismatch" and alone["blame"].startswith("composition")
+
+
+def UNREACHED(name, probed):  # noqa: N802 - a constant-like skip rule for build_ops
+    return {"skipped": "no_source"}
 
 
 def _comparable(doc):
@@ -291,24 +297,24 @@ def test_judge_rules():
     cpu = a @ b
     low = cpu.to(torch.bfloat16).float()
     kw = {"dtype": "float32", "mode": "values"}
-    assert judge(cpu.clone(), cpu, ref, reduced_ok=True, **kw)["status"] == "pass"
-    v = judge(low, cpu, ref, reduced_ok=True, **kw)
-    assert v["status"] == "pass_low_precision" and v["tol"] == "low_precision" and v["err"][0] > 0
-    assert judge(low, cpu, ref, reduced_ok=False, **kw)["status"] == "mismatch"  # not a matmul: wrong
+    assert judge(cpu.clone(), cpu, ref, family="matmul", **kw)["status"] == "pass"
+    v = judge(low, cpu, ref, family="matmul", **kw)
+    assert v["status"] == "pass_low_precision" and v["tol"] == "usable:matmul" and v["err"][0] > 0
+    assert judge(low, cpu, ref, family="pointwise", **kw)["status"] == "mismatch"  # not a matmul: wrong
     # NaN positions must agree; a stride difference is recorded, not a mismatch
     x = torch.tensor([1.0, float("nan"), 3.0])
-    assert judge(torch.tensor([1.0, 2.0, 3.0]), x, None, reduced_ok=False, **kw)["status"] == "mismatch"
-    assert judge(x.clone(), x, None, reduced_ok=False, **kw)["status"] == "pass"
+    assert judge(torch.tensor([1.0, 2.0, 3.0]), x, None, family="pointwise", **kw)["status"] == "mismatch"
+    assert judge(x.clone(), x, None, family="pointwise", **kw)["status"] == "pass"
     t = cpu.t().contiguous().t()
-    v = judge(t, cpu, ref, reduced_ok=False, **kw)
+    v = judge(t, cpu, ref, family="pointwise", **kw)
     assert v["status"] == "pass" and v["strides"] is True
-    assert "shape" in judge(cpu[:3], cpu, ref, reduced_ok=False, **kw)["why"]
-    assert "dtype" in judge(cpu.double(), cpu, ref, reduced_ok=False, **kw)["why"]
+    assert "shape" in judge(cpu[:3], cpu, ref, family="pointwise", **kw)["why"]
+    assert "dtype" in judge(cpu.double(), cpu, ref, family="pointwise", **kw)["why"]
     # meta: layout only, and strides count there
     m = torch.empty(4, 4, device="meta")
-    assert judge(m, torch.empty(4, 4), None, dtype="float32", mode="meta", reduced_ok=False)["status"] == "pass"
+    assert judge(m, torch.empty(4, 4), None, dtype="float32", mode="meta", family="pointwise")["status"] == "pass"
     assert judge(m.t(), torch.empty(4, 4), None, dtype="float32", mode="meta",
-                 reduced_ok=False)["status"] == "mismatch"
+                 family="pointwise")["status"] == "mismatch"
 
 
 def test_canaries_catch_silent_narrowing():
@@ -323,8 +329,8 @@ def test_canaries_catch_silent_narrowing():
         narrow = torch.float32 if dt == "float64" else torch.int32
         wrong = fn(inp.to(narrow), *[a.to(narrow) if isinstance(a, torch.Tensor) else a for a in args],
                    **kwargs).to(right.dtype)
-        assert judge(right.clone(), right, None, dtype=dt, mode="canary", reduced_ok=False)["status"] == "pass"
-        assert judge(wrong, right, None, dtype=dt, mode="canary", reduced_ok=False)["status"] == "mismatch", cid
+        assert judge(right.clone(), right, None, dtype=dt, mode="canary", family="pointwise")["status"] == "pass"
+        assert judge(wrong, right, None, dtype=dt, mode="canary", family="pointwise")["status"] == "mismatch", cid
 
 
 def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
@@ -356,18 +362,18 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
     ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
     recs = [rec_of(0, "pass", ops2, err=[1e-7, 1e-7]), rec_of(1, "not_comparable", ops2),
             rec_of(2, "mismatch", ops2, err=[0.5, 0.1]), rec_of(3, "error", ops2, raised=["aten::view", "float32"])]
-    ops = results.build_ops(recs, ["aten::mul.Tensor", "aten::view", "aten::mm"], "unreached")
+    ops = results.build_ops(recs, ["aten::mul.Tensor", "aten::view", "aten::mm"], UNREACHED)
     mul, view = ops["aten::mul.Tensor"]["float32"], ops["aten::view"]["float32"]
     assert mul["fwd"] == "mismatch" and mul["blame"].startswith("opinfo") and mul["cases"] == 3
     assert mul["fails"] == 1  # of its 3 cases, one failed (the verdict tells partial from total)
     assert view["fwd"] == "error" and view["blame"].startswith("raised_in")
     assert view["cases"] == 3 and view["fails"] == 1
-    assert "fails" not in results.build_ops(recs[:2], [], "x")["aten::mul.Tensor"]["float32"]
-    assert ops["aten::mm"] == {"skipped": "unreached"}
+    assert "fails" not in results.build_ops(recs[:2], [], UNREACHED)["aten::mul.Tensor"]["float32"]
+    assert ops["aten::mm"] == {"skipped": "no_source"}
     # combining is order-free: two halves merged equal the whole
-    a = results.build_ops(recs[:2], [], "unreached")
-    b = results.build_ops(recs[2:], [], "unreached")
-    assert results.merge_ops([a, b]) == results.build_ops(recs, [], "unreached")
+    a = results.build_ops(recs[:2], [], UNREACHED)
+    b = results.build_ops(recs[2:], [], UNREACHED)
+    assert results.merge_ops([a, b]) == results.build_ops(recs, [], UNREACHED)
 
 
 def test_bad_probed_cells_are_reported_with_file_and_line(tmp_path):

@@ -13,7 +13,6 @@ from conftest import ROOT, child_env, run_opcov
 from opcov.site import render
 from sitefixture import make_coverage
 
-COMMITTED = os.path.join(ROOT, "site")
 
 
 def tree(folder):
@@ -46,14 +45,26 @@ def text_of(html):
     return html_mod.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html)))
 
 
-def test_committed_site_matches_the_data(tmp_path):
-    """CI fails when coverage/ changed and site/ was not re-rendered."""
-    assert os.path.isdir(COMMITTED), "site/ is missing: run 'opcov site'"
-    out = str(tmp_path / "site")
-    render.render_site(os.path.join(ROOT, "coverage"), out)
-    fresh, committed = tree(out), tree(COMMITTED)
-    stale = sorted(k for k in set(fresh) | set(committed) if fresh.get(k) != committed.get(k))
-    assert not stale, f"site/ is stale ({len(stale)} files differ, first {stale[:3]}): run 'opcov site'"
+def said(html):
+    """The page text as read aloud: tags dropped without leaving a space before punctuation."""
+    return re.sub(r" ([:;,.)])", r"\1", text_of(html))
+
+
+def test_the_bundled_site_renders_byte_identically(tmp_path):
+    """site/ is not committed (CI renders and publishes it): two renders of the bundled data, in processes
+    with different hash seeds (set and dict order must not leak into pages), give the same bytes."""
+    code = ("import sys; from opcov.cli import main; sys.exit(main(['site', '--coverage', sys.argv[1], "
+            "'--out', sys.argv[2]]))")
+    trees = []
+    for seed in ("1", "2"):
+        out = str(tmp_path / f"site{seed}")
+        proc = subprocess.run([sys.executable, "-c", code, os.path.join(ROOT, "coverage"), out],
+                              capture_output=True, text=True, env=child_env(PYTHONHASHSEED=seed))
+        assert proc.returncode == 0, proc.stderr
+        trees.append(tree(out))
+    assert len(trees[0]) > 1000 and "api/index.json" in trees[0]
+    differ = sorted(k for k in set(trees[0]) | set(trees[1]) if trees[0].get(k) != trees[1].get(k))
+    assert not differ, f"{len(differ)} files differ between two renders, first {differ[:3]}"
 
 
 def test_render_is_deterministic_and_rewrites_nothing_unchanged(small, tmp_path):
@@ -74,8 +85,10 @@ def test_index_shares_by_evidence_kind_and_models(small):
     assert "50.0% registered (1 of 2)" in page  # core ATen from the scan's summary
     assert "disabled (ops on it raise)" in page
     assert "core ATen: 50.0% probed pass (1 of 2)" in page and "whole catalogue: 20.0% probed pass (1 of 5)" in page
-    assert re.search(r"alpha inference 0\.0% \(0 of 1\) 0 1 0 probed \+ registered", page)
-    assert re.search(r"beta training 100\.0% \(1 of 1\) 0 0 0 registered", page)
+    # models: runs on probed evidence, runs on a claim (apart), fallback, fails, unknown, verdicts by evidence
+    assert re.search(r"alpha inference 0\.0% \(0 of 1\) 0 0 1 0 ○ 1 registered", page)
+    assert re.search(r"beta training 0\.0% \(0 of 1\) ○ 1 registered, unverified 0 0 0 ○ 1 registered", page)
+    assert "runs (● probed) runs, unverified (a claim)" in page
     assert "2026-11-02T00:00:00+00:00" in page and "torch 2.13.0+cpu, alpha_pkg 1.0" in page
 
 
@@ -105,10 +118,12 @@ def test_backend_page_ranks_gaps_and_charts_history(small):
     _, out = small
     html = read(out, "backends/alpha.html")
     page = text_of(html)
-    gaps = page[page.index("Ops that block zoo models"):page.index("Core ATen ops without")]
+    gaps = page[page.index("The backend's gaps"):page.index("Core ATen ops without")]
     # add.Tensor blocks both modes of tiny, relu only training: ranked by models blocked
     assert gaps.index("aten::add.Tensor fails 2: tiny (inference), tiny (training)") < gaps.index("aten::relu fails 1")
     assert len(re.findall(r'<circle [^>]*class="core"', html)) == 2  # two registered snapshots
+    beta = read(out, "backends/beta.html")
+    assert "<svg" not in beta and "a chart needs two" in text_of(beta)  # one snapshot: no chart
     hist = page[page.index("Snapshots of alpha, oldest first"):]
     assert re.search(r"2026-10-01T00:00:00\+00:00 registered torch 2\.12\.0, alpha_pkg 1\.0 core ATen 0\.0% .*"
                      r"2026-11-02T00:00:00\+00:00 registered torch 2\.13\.0\+cpu, alpha_pkg 1\.0 core ATen 50\.0% .*"
@@ -118,19 +133,30 @@ def test_backend_page_ranks_gaps_and_charts_history(small):
 def test_model_page_gives_verdicts_with_reasons(small):
     _, out = small
     page = text_of(read(out, "models/tiny.html"))
-    assert "alpha fails (probed + registered) fails (probed + registered)" in page
-    assert "beta runs (registered) runs (registered)" in page
-    assert "aten::relu fails 1 forward float32, registered: no kernel" in page
+    assert "alpha fails (○ registered evidence) fails (○ registered evidence)" in page
+    assert "beta runs (○ registered, unverified) runs (○ registered, unverified)" in page
+    assert "aten::relu fails ○ registered 1 forward float32, registered: no kernel" in page
+    assert "● probed > ○ registered > ◌ declared" in page
     assert "fix: enable the CPU fallback" in page
 
 
 def test_badges_name_their_evidence(small):
     _, out = small
     badges = {f: read(out, f"badges/{f}") for f in os.listdir(os.path.join(out, "badges"))}
-    assert "<title>alpha: core ATen 50.0% registered</title>" in badges["alpha.svg"]
-    assert "<title>alpha: core ATen 50.0% probed pass</title>" in badges["alpha-probed.svg"]
-    assert "inference runs, training runs (registered)" in badges["tiny-beta.svg"]
+    assert "<title>alpha: core ATen ○ 50.0% registered</title>" in badges["alpha.svg"]
+    assert "<title>alpha: core ATen ● 50.0% probed pass</title>" in badges["alpha-probed.svg"]
+    beta = badges["tiny-beta.svg"]
+    assert "○ inference runs (registered, unverified); training runs (registered, unverified)" in beta
+    assert 'fill="#1565c0"' in beta and "#2e7d32" not in beta  # a claim's blue, never a probed pass's green
+    assert 'fill="#1565c0"' in badges["beta.svg"]  # 100% registered is a claim too
     assert all(re.search(r"registered|probed", b) for b in badges.values())
+
+
+def test_about_page_explains_the_ladder(small):
+    _, out = small
+    page = text_of(read(out, "about.html"))
+    assert ("● probed executed on the device against a CPU reference" in page
+            and "runs (registered, unverified)" in page and "◌ declared listed in native_functions.yaml" in page)
 
 
 def test_matrix_data_encodes_every_op(small):
@@ -204,7 +230,7 @@ def test_cli_bad_data_is_one_line_with_file_and_line(tmp_path):
     assert re.fullmatch(r"opcov: error: .*registered-torch-2\.13\.0\+cpu\.yaml:\d+: error: .*res is 'works'.*\n",
                         proc.stderr)
     proc = run_opcov("site", "--coverage", str(tmp_path / "nowhere"))
-    assert proc.returncode == 2 and "no such folder" in proc.stderr
+    assert proc.returncode == 2 and "nowhere: no such" in proc.stderr
 
 
 def test_stale_pages_are_removed(tmp_path):
@@ -216,7 +242,7 @@ def test_stale_pages_are_removed(tmp_path):
     stats = render.render_site(cov, out)
     assert not os.path.exists(os.path.join(out, "models"))
     assert not os.path.exists(os.path.join(out, "badges", "tiny-alpha.svg"))
-    assert stats["removed"] == 3  # the model page and its two badges
+    assert stats["removed"] == 4  # the model page, its JSON and its two badges
     assert "No model op sets" in read(out, "index.html")
 
 
@@ -226,7 +252,7 @@ def test_vocabulary_matches_the_data_contract():
     from opcov.site import model as sitemodel
 
     assert set(data.PROBED_STATUSES) == set(sitemodel.PROBE_GROUPS) == set(render.PROBE_STATUS)
-    assert set(data.RESOLVED) == set(render.REG_STATUS) == set(render.REG_CODE)
+    assert set(data.RESOLVED) == set(render.REG_STATUS) == set(render.REG_CODE) == set(sitemodel.SUPPORT_OF_RES)
 
 
 def test_page_names_survive_case_insensitive_disks():
@@ -245,3 +271,124 @@ def test_schemas_only_from_the_torch_the_data_was_made_with():
     assert tags("transpose.int(Tensor(a) self, int dim0, int dim1) -> Tensor(a)") == {"view"}
     assert tags("mm(Tensor self, Tensor mat2) -> Tensor") == set()
 
+
+
+# ---------------------------------------------------------------- the answer first, search, evidence, JSON
+
+def search_data(out):
+    with open(os.path.join(out, "assets", "search-index.js"), encoding="utf-8") as f:
+        text = f.read()
+    assert text.startswith("window.OPCOV_INDEX=") and text.endswith(";\n")
+    return json.loads(text[len("window.OPCOV_INDEX="):-2])
+
+
+def test_op_page_answers_per_backend_before_the_details(small):
+    _, out = small
+    page = said(read(out, "ops/aten/mm.html"))
+    answer = page[page.index("Does it run?"):page.index("Details")]
+    assert ("alpha: ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
+            "◑ passes in 1 of 2 dtypes probed (error: bfloat16)") in answer
+    assert ("beta: ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified; "
+            "no probe") in answer
+    # the grid: probed cells per dtype; beta's registered claims span every dtype, marked dtype-blind
+    assert ("float32 ✓ pass ✓ pass ○ registered any dtype (dtype-blind) ○ registered any dtype (dtype-blind) "
+            "bfloat16 ≠ mismatch ✗ error") in answer
+    assert "Python: torch.Tensor.mm, torch.mm" in page[:page.index("Does it run?")]
+    relu = said(read(out, "ops/aten/relu.html"))
+    assert ("alpha: ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
+            "(no OpInfo sample reaches it)") in relu
+    assert "any dtype ✗ missing any dtype (dtype-blind) ✗ missing" in relu  # no backend probed it: one row
+    weird = text_of(read(out, "ops/aten/weird.html"))
+    assert "composite, but opcov could not resolve what it reaches" in weird
+    assert "opcov could not resolve it (the backend is not to blame): reach unresolved" in weird
+
+
+def test_registered_claims_are_never_shown_as_probed_passes(small):
+    _, out = small
+    mm = read(out, "ops/aten/mm.html")
+    assert re.search(r'<td class="st registered"[^>]*>○ registered<br><span class="muted">any dtype', mm)
+    assert '<td class="st ok">○' not in mm and not re.search(r'class="st ok"[^>]*>[^<]*registered', mm)
+    d = json.loads(re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>',
+                             read(out, "matrix.html"), re.S).group(1))
+    assert d["ui"]["reg"]["registered"][:3] == ["○", "registered", "registered"]
+    assert d["ui"]["probe"]["pass"][2] == "ok" and d["sup_of_probe"]["mismatch"] == "X"
+    assert search_data(out)["codes"]["R"][2] == "registered"
+
+
+def test_search_index_holds_ops_support_python_names_and_models(small):
+    _, out = small
+    d = search_data(out)
+    assert d["backends"] == ["alpha", "beta"]
+    ops = dict(d["ops"])
+    assert list(ops) == sorted(ops) and len(ops) == 6
+    # two letters per backend (forward, backward), as the op pages answer
+    assert ops["aten::mm"] == "SSRR" and ops["aten::relu"] == "MMRR" and ops["alpha::custom"] == "RN--"
+    assert ops["aten::add.Tensor"] == "FFRR" and ops["aten::sym_size.int"] == "NN--" and ops["aten::weird"] == "UU--"
+    names = [n for n, _ in d["ops"]]
+    py = {name: [names[i] for i in idx] for name, idx in d["py"]}
+    assert py["torch.nn.ReLU"] == ["aten::relu"] and py["torch.mm"] == ["aten::mm"]
+    assert ["F.", "torch.nn.functional."] in d["prefixes"] and "torch.nn" in d["homes"]
+    assert d["models"] == [["tiny", "models/tiny.html"]]
+    assert "search.js" in read(out, "index.html") and 'action="../../search.html"' in read(out, "ops/aten/mm.html")
+
+
+def test_api_gives_the_numbers_the_pages_show(small):
+    from opcov.site import model as sitemodel
+
+    cov, out = small
+    index = json.loads(read(out, "api/index.json"))
+    assert index["ops"]["aten::mm"] == "api/ops/aten/mm.json" and index["backends"]["alpha"] == "api/backends/alpha.json"
+    assert index["models"] == {"tiny": "api/models/tiny.json"}
+    assert set(index["shields"]) == {"alpha", "alpha-probed", "beta"}
+    mm = json.loads(read(out, index["ops"]["aten::mm"]))
+    alpha = mm["backends"]["alpha"]
+    assert alpha["forward"]["dtypes"] == {"float32": "pass", "bfloat16": "mismatch"}
+    assert alpha["forward"]["support"] == "S" and alpha["forward"]["evidence"] == "probed"
+    assert alpha["says"] in said(read(out, "ops/aten/mm.html")).replace("◑ ", "")  # the page's sentence, word for word
+    assert mm["backends"]["beta"]["forward"] == {"support": "R", "evidence": "registered", "res": "registered",
+                                                 "path": "kernel", "says": "registered own kernel, unverified"}
+    assert alpha["probed"]["float32"]["cases"] == 3 and mm["python_names"] == ["torch.Tensor.mm", "torch.mm"]
+    site = sitemodel.load_site(cov)
+    verdicts = sitemodel.judge_models(site)
+    tiny = json.loads(read(out, index["models"]["tiny"]))
+    for mode, m in tiny["modes"].items():
+        for b, v in m["backends"].items():
+            assert (v["verdict"], v["evidence"]) == (verdicts[("tiny", mode, b)].verdict, verdicts[("tiny", mode, b)].evidence)
+    assert {p["op"] for p in tiny["modes"]["training"]["backends"]["alpha"]["problems"]} >= {"aten::relu"}
+    backend = json.loads(read(out, index["backends"]["alpha"]))
+    assert backend["registered"]["core"]["forward"]["registered"] == 1
+    assert [g["op"] for g in backend["gaps"]["backend"]][:1] == ["aten::add.Tensor"]
+    shield = json.loads(read(out, "api/badges/beta.json"))
+    assert shield == {"schemaVersion": 1, "label": "beta: core ATen", "message": "○ 100.0% registered",
+                      "color": "1565c0"}
+
+
+def test_model_index_lists_each_verdict_with_its_evidence(small):
+    _, out = small
+    page = text_of(read(out, "models.html"))
+    assert "tiny ❌ fails (registered evidence) ❌ fails (registered evidence) ○ runs (registered, unverified) " \
+           "○ runs (registered, unverified)" in page
+    assert 'data-filter="models-table"' in read(out, "models.html")
+
+
+def test_backend_page_tells_the_backends_gaps_from_opcovs(small):
+    _, out = small
+    page = text_of(read(out, "backends/alpha.html"))
+    mine = page[page.index("The backend's gaps"):page.index("What opcov could not tell")]
+    theirs = page[page.index("What opcov could not tell"):page.index("History")]
+    assert "aten::add.Tensor" in mine and "aten::weird" not in mine
+    assert "1 composites whose reach opcov could not record" in page
+    assert "not by the backend" in theirs
+
+
+def test_pages_fit_a_phone_and_follow_the_dark_scheme(small):
+    """The CSS that keeps a 390 px screen from scrolling sideways and that switches to dark colours."""
+    _, out = small
+    css = read(out, "assets/site.css")
+    assert "@media (prefers-color-scheme: dark)" in css and "overflow-wrap: anywhere" in css
+    assert re.search(r"\.scroll \{ overflow-x: auto;", css)
+    for rel in ("index.html", "ops/aten/mm.html", "backends/alpha.html", "models/tiny.html", "models.html"):
+        html = read(out, rel)
+        assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html
+        # every table sits in a box that scrolls on its own
+        assert html.count("<table") == len(re.findall(r'<div class="scroll[^"]*"[^>]*>\s*<table', html)), rel

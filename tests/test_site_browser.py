@@ -1,6 +1,10 @@
 """The site in a real browser: headless Chromium (the system's, via Playwright) loads pages from file://.
 
-Skipped only when Playwright or a Chromium binary is missing; scripts/test.sh installs both.
+Skipped only when Playwright or a Chromium binary is missing; scripts/test.sh installs both. The
+accessibility check runs axe-core (the npm package's axe.min.js, installed beside the repository with
+'npm install --no-save axe-core', or named by OPCOV_AXE) and is skipped without it: nothing is fetched at
+test time. Screenshots of the main pages at 1400 and 390 px, light and dark, are written to
+$OPCOV_SCREENSHOTS (default: the test's temporary folder) for a reviewer to look at; they are not committed.
 """
 
 import json
@@ -17,6 +21,8 @@ from sitefixture import make_coverage
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 CHROMIUM = os.environ.get("OPCOV_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+AXE = os.environ.get("OPCOV_AXE") or os.path.join(ROOT, "node_modules", "axe-core", "axe.min.js")
+PHONE, DESKTOP = 390, 1400
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +76,9 @@ class Watched:
 
 
 def matrix_ready(page):
+    """Wait until the matrix has drawn every row (the first ones come at once, the rest in slices)."""
     page.wait_for_selector("html[data-matrix-ready]", timeout=10000)
+    page.wait_for_selector("#matrix[data-complete]", state="attached", timeout=10000)
 
 
 def shown(page):
@@ -85,14 +93,16 @@ def cells(page, op):
 
 
 def test_pages_load_with_no_console_error_and_no_foreign_request(browser, small):
-    for rel in ("index.html", "matrix.html", "about.html", "backends/alpha.html", "models/tiny.html",
-                "ops/aten/mm.html", "badges/alpha.svg"):
+    for rel in ("index.html", "matrix.html", "about.html", "backends/alpha.html", "models/tiny.html", "models.html",
+                "ops/aten/mm.html", "search.html?q=relu", "badges/alpha.svg"):
         w = Watched(browser)
         with w as page:
             page.goto(url(small, rel))
             page.wait_for_load_state("load")
             if rel == "matrix.html":
                 matrix_ready(page)
+            if rel.startswith("search.html"):
+                page.wait_for_selector("html[data-search-ready]", timeout=10000)
             assert page.title() or rel.endswith(".svg")
         assert w.errors == [], f"{rel}: console errors {w.errors}"
         foreign = [u for u in w.requests if not u.startswith(("file://", "data:"))]
@@ -112,7 +122,7 @@ def test_matrix_filters_status_dtype_direction_and_keeps_state_in_the_url(browse
         page.select_option("#backend", "")
         assert cells(page, "aten::mm")[0] == "◑ 1/2 dtypes"  # probed, all dtypes: 1 of 2 pass
         page.select_option("#dtype", "bfloat16")
-        assert cells(page, "aten::mm") == ["≠ mismatch", "✓ registered"]
+        assert cells(page, "aten::mm") == ["≠ mismatch", "○ registered, any dtype"]  # a claim, dtype-blind
         page.select_option("#dir", "bwd")
         assert cells(page, "aten::mm")[0] == "✗ error"
         page.select_option("#ns", "")
@@ -199,3 +209,166 @@ def test_site_works_from_a_static_http_server(browser, small):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# ---------------------------------------------------------------- search first, the answer first
+
+def search_box_results(page, text):
+    """Type into the header's search box as a keyboard user would; the listed results' texts."""
+    page.fill("#site-q", "")
+    page.focus("#site-q")
+    page.keyboard.type(text)
+    page.wait_for_selector("#site-q-results [role=option], form.search .all a", timeout=10000)
+    page.wait_for_function("q => document.getElementById('site-q').value === q", arg=text)
+    return page.eval_on_selector_all("#site-q-results [role=option] code, #site-q-results [role=option] strong",
+                                     "els => els.map(e => e.textContent)")
+
+
+def test_does_tpu_support_native_layer_norm_backward_in_bfloat16_in_three_interactions(browser, full):
+    """From the index: type the op (1), press Enter (2), read the answer at the top of the op page."""
+    interactions = 0
+    with Watched(browser) as page:
+        page.goto(url(full, "index.html"))
+        page.fill("#site-q", "native_layer_norm_backward")
+        interactions += 1
+        page.wait_for_selector("#site-q-results [role=option]")
+        page.press("#site-q", "Enter")
+        interactions += 1
+        page.wait_for_load_state("load")
+        assert page.title() == "aten::native_layer_norm_backward · opcov"
+        answer = page.text_content("ul.answers")
+        assert "tpu: ○ registered own kernel, unverified" in " ".join(answer.split())
+        # the grid: tpu's forward for bfloat16 is a registered claim, marked dtype-blind, not a probed pass
+        cell = page.evaluate("""() => {
+            const t = document.querySelector('table.grid'), heads = [...t.tHead.rows[0].cells].map(c => c.textContent);
+            const col = 1 + 2 * (heads.indexOf('tpu') - 1);  // dtype column, then fwd/bwd per backend
+            const row = [...t.tBodies[0].rows].find(r => r.cells[0].textContent === 'bfloat16') || t.tBodies[0].rows[0];
+            const first = t.tBodies[0].rows[0];
+            return {text: first.cells[col].textContent, cls: first.cells[col].className, rows: t.tBodies[0].rows.length,
+                    span: first.cells[col].rowSpan, hasBf16: row.cells[0].textContent === 'bfloat16'};
+        }""")
+    assert interactions <= 3
+    assert cell["hasBf16"] and cell["span"] == cell["rows"]  # one claim over every dtype row, bfloat16 included
+    assert "registered" in cell["text"] and "dtype-blind" in cell["text"] and cell["cls"] == "st registered"
+
+
+def test_search_ranks_exact_names_and_python_names_first(browser, full):
+    with Watched(browser) as page:
+        page.goto(url(full, "index.html"))
+        found = search_box_results(page, "softmax")
+        assert found[0] == "aten::softmax.int", found  # exact (and what torch.softmax dispatches) first
+        found = search_box_results(page, "LayerNorm")
+        assert found[:2] == ["aten::layer_norm", "aten::native_layer_norm"], found  # nn.LayerNorm
+        found = search_box_results(page, "F.gelu")
+        assert "aten::gelu" in found[:2], found
+        found = search_box_results(page, "torch.nn.functional.layer_norm")
+        assert found[0] == "aten::layer_norm", found
+        found = search_box_results(page, "llama")
+        assert "llama" in found, found  # models too
+        page.click("form.search .all a")
+        page.wait_for_selector("html[data-search-ready]")
+        assert "llama" in page.text_content("#search-page")
+
+
+def test_search_page_works_without_the_box(browser, small):
+    with Watched(browser) as page:
+        page.goto(url(small, "search.html?q=nn.ReLU"))
+        page.wait_for_selector("html[data-search-ready]")
+        text = " ".join(page.text_content("#search-page").split())
+        assert "torch.nn.ReLU dispatches aten::relu" in text
+        assert page.eval_on_selector_all("#search-page tbody th", "els => els.map(e => e.textContent)")[0] == "aten::relu"
+        assert page.input_value("#site-q") == "nn.ReLU"
+
+
+def test_matrix_follows_the_hash_sorts_and_shows_where_backends_differ(browser, small):
+    with Watched(browser) as page:
+        page.goto(url(small, "matrix.html"))
+        matrix_ready(page)
+        page.evaluate("location.hash = '#q=mm'")
+        page.wait_for_function("document.querySelectorAll('#matrix tbody tr').length === 1")
+        assert shown(page) == ["aten::mm"] and page.input_value("#q") == "mm"
+        page.evaluate("location.hash = '#ns=&a=alpha&b=beta'")
+        page.wait_for_function("document.getElementById('a').value === 'alpha'")
+        # forward, all dtypes: the ops whose support letter differs (beta has no data for sym_size.int)
+        differs = shown(page)
+        assert "aten::add.Tensor" in differs and "aten::mm" in differs and "aten::relu" in differs
+        assert page.text_content("#count").endswith("where alpha and beta differ)")
+        page.evaluate("location.hash = '#ns='")
+        page.wait_for_function("document.getElementById('a').value === ''")
+        page.click("#matrix thead button[data-sort='0']")  # alpha, best first
+        first = shown(page)
+        assert page.get_attribute("#matrix thead th:nth-child(2)", "aria-sort") == "ascending"
+        assert first[0] == "aten::mm" and cells(page, first[0])[0] == "◑ 1/2 dtypes"  # probed, some dtypes, first
+        page.click("#matrix thead button[data-sort='0']")
+        assert page.get_attribute("#matrix thead th:nth-child(2)", "aria-sort") == "descending"
+        assert shown(page) != first and "sort=0%3Adesc" in page.evaluate("location.hash")
+        page.select_option("#view", "dtypes")
+        page.select_option("#backend", "alpha")
+        heads = page.eval_on_selector_all("#matrix thead th", "els => els.map(e => e.textContent)")
+        assert heads[1].startswith("alpha bfloat16 fwd") and heads[2].startswith("alpha bfloat16 bwd")
+        assert cells(page, "aten::mm")[:4] == ["≠ mismatch", "✗ error", "✓ pass", "✓ pass"]
+
+
+def test_matrix_search_ranks_python_names(browser, full):
+    with Watched(browser) as page:
+        page.goto(url(full, "matrix.html#q=softmax"))
+        matrix_ready(page)
+        page.wait_for_function("document.getElementById('count').textContent.indexOf('exact matches first') >= 0")
+        assert shown(page)[0] == "aten::softmax.int"
+
+
+# ---------------------------------------------------------------- every screen
+
+PAGES = ("index.html", "matrix.html", "ops/aten/native_layer_norm_backward.html", "models/llama.html",
+         "backends/tpu.html", "models.html", "search.html?q=layer_norm")
+
+
+def test_no_page_scrolls_sideways_on_a_phone_and_dark_mode_follows_the_system(browser, full, tmp_path_factory):
+    shots = os.environ.get("OPCOV_SCREENSHOTS") or str(tmp_path_factory.mktemp("screenshots"))
+    os.makedirs(shots, exist_ok=True)
+    for width in (DESKTOP, PHONE):
+        for scheme in ("light", "dark"):
+            ctx = browser.new_context(viewport={"width": width, "height": 900}, color_scheme=scheme)
+            page = ctx.new_page()
+            for rel in PAGES:
+                page.goto(url(full, rel))
+                page.wait_for_load_state("load")
+                if rel == "matrix.html":
+                    matrix_ready(page)
+                wide = page.evaluate("document.documentElement.scrollWidth")
+                assert wide <= width, f"{rel} at {width} px ({scheme}): the page scrolls sideways ({wide} px)"
+                background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+                assert (background == "rgb(255, 255, 255)") == (scheme == "light"), (rel, scheme, background)
+                if rel in PAGES[:4]:
+                    name = rel.split("?")[0].replace("/", "_").replace(".html", "")
+                    page.screenshot(path=os.path.join(shots, f"{name}-{width}-{scheme}.png"))
+            ctx.close()
+
+
+def test_no_serious_accessibility_violations(browser, full, small):
+    """axe-core (WCAG 2 A/AA rules) on the main pages, light and dark: no serious or critical violation."""
+    if not os.path.exists(AXE):
+        pytest.skip(f"no axe-core at {AXE} (npm install --no-save axe-core, or set OPCOV_AXE)")
+    with open(AXE, encoding="utf-8") as f:
+        axe = f.read()
+    problems = []
+    for scheme in ("light", "dark"):
+        ctx = browser.new_context(viewport={"width": DESKTOP, "height": 900}, color_scheme=scheme)
+        page = ctx.new_page()
+        for folder, rel in [(full, r) for r in PAGES] + [(small, "about.html"), (small, "ops/aten/mm.html")]:
+            page.goto(url(folder, rel))
+            page.wait_for_load_state("load")
+            if rel == "matrix.html":
+                matrix_ready(page)
+            if rel.startswith("index"):  # the search box open, with its results
+                page.fill("#site-q", "layer_norm")
+                page.wait_for_selector("#site-q-results [role=option]")
+            page.add_script_tag(content=axe)
+            result = page.evaluate("""() => axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa']},
+                                                             resultTypes: ['violations']})""")
+            for v in result["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    problems.append(f"{rel} ({scheme}): {v['id']} x{len(v['nodes'])}: "
+                                    f"{v['nodes'][0]['target']} {v['nodes'][0].get('failureSummary', '')[:200]}")
+        ctx.close()
+    assert not problems, "\n".join(problems)

@@ -18,6 +18,22 @@ from conftest import ROOT, child_env, load_yaml
 ZOO_DIR = os.path.join(ROOT, "coverage", "models")
 
 
+def nodes(doc):
+    from opcov.store import opset
+
+    return opset.nodes(doc)
+
+
+def one(tree, op):
+    found = [n for n in tree if n.op == op]
+    assert len(found) == 1, (op, found)
+    return found[0]
+
+
+def children(tree, node):
+    return [n for n in tree if n.parent == node.id]
+
+
 def run_child(code: str, timeout=600) -> dict:
     """Run ``code`` in a fresh Python; it prints one JSON document as its last line."""
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
@@ -125,6 +141,11 @@ def targets():
             out[device + "_doc"] = t.doc
         bf = opcov.trace(m, (x,), mode="inference", dtype="bfloat16")
         out["bf16"] = bf.doc
+        with torch.device("meta"):
+            mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.SiLU(), torch.nn.LayerNorm(8),
+                                      torch.nn.Linear(8, 4))
+        out["mlp"] = opcov.trace(mlp, (x,), mode="training").doc
+        out["mlp_cpu"] = opcov.trace(mlp, (x,), mode="training", device="cpu").doc
         out["autocast"] = opcov.trace(m, (x,), mode="inference", autocast=True, device="tpu").doc
         e = zoo.BY_NAME["nn-convnet"]
         b = models.build(e.spec, models.Sizes(), mode="training", real=False, zoo_entry=e)
@@ -134,7 +155,9 @@ def targets():
         for ref in ("mixtral", "nn-convnet", "nn:convnet"):
             doc = trace_spec(ref, mode="inference").doc
             out["spec:" + ref] = {"dtype": doc["dtype"], "name": doc["model"]["name"],
-                                  "command": doc["provenance"]["command"], "ops": sorted(doc["ops"])}
+                                  "command": doc["provenance"]["command"], "ops": sorted(doc["ops"]),
+                                  "notes": doc["provenance"]["notes"]}
+        out["real:llama"] = trace_spec("llama", mode="inference").doc
         print(json.dumps(out))
     """)
 
@@ -145,8 +168,10 @@ def test_dropout_takes_the_accelerator_path(targets):
     assert "aten::bernoulli_.float" not in targets["tpu"]["forward"]
     assert "aten::native_dropout" not in targets["cpu"]["forward"]  # the CPU composite: bernoulli_ then div_
     assert any(op.startswith("aten::bernoulli_") for op in targets["cpu"]["forward"])
-    parent = targets["tpu_doc"]["parents"]["aten::dropout"]["forward"]["float32"]
-    assert parent["calls"] == 1 and "aten::native_dropout" in parent["traced_as"]
+    tree = nodes(targets["tpu_doc"])
+    dropout = one(tree, "aten::dropout")
+    assert (dropout.kind, dropout.phase, dropout.calls, dropout.args) == ("composite", "forward", 1, "p=0.1")
+    assert [n.op for n in children(tree, dropout)] == ["aten::native_dropout"]
 
 
 def test_optimizer_is_what_the_target_runs(targets):
@@ -154,8 +179,46 @@ def test_optimizer_is_what_the_target_runs(targets):
     assert acc and all(op.startswith("aten::_foreach_") or op == "aten::zeros_like" for op in acc), acc
     assert "aten::addcdiv_.default" in cpu or "aten::addcdiv_" in cpu  # CPU default: single-tensor AdamW
     assert not any(op.startswith("aten::_foreach_") for op in cpu)
-    step = targets["tpu_doc"]["parents"]["torch.optim.AdamW.step"]["optimizer"]["float32"]
-    assert step["args"] == "foreach=True" and step["traced_as"]
+    tree = nodes(targets["tpu_doc"])
+    step = one(tree, "torch.optim.AdamW.step")
+    assert (step.kind, step.phase, step.args) == ("call", "optimizer", "foreach=True")
+    assert {n.op for n in children(tree, step)} == set(acc)  # every optimizer call is under the step
+    assert all(n.parent == step.id for n in tree if n.phase == "optimizer" and n is not step)
+
+
+def test_call_tree_follows_autograd_into_the_backward(targets):
+    """Composite calls autograd makes in the backward (silu_backward) are nodes with their decomposition
+    below them, and each backward root is tied to the forward call whose autograd node issued it."""
+    tree = nodes(targets["mlp"])
+    by_id = {n.id: n for n in tree}
+    silu_bwd = one(tree, "aten::silu_backward")
+    assert (silu_bwd.kind, silu_bwd.phase, silu_bwd.parent) == ("composite", "backward", None)
+    assert by_id[silu_bwd.issued_by].op == "aten::silu" and by_id[silu_bwd.issued_by].phase == "forward"
+    assert "aten::sigmoid" in {n.op for n in children(tree, silu_bwd)}
+    linears = [n for n in tree if n.op == "aten::linear"]
+    assert len(linears) == 1 and linears[0].calls == 2 and linears[0].grad  # both calls, one node
+    addmm = [n for n in children(tree, linears[0]) if n.op == "aten::addmm"]
+    assert len(addmm) == 1
+    issued = {n.op for n in tree if n.issued_by == addmm[0].id}
+    assert {"aten::mm", "aten::sum.dim_IntList"} <= issued  # AddmmBackward0's calls
+    assert one(tree, "aten::layer_norm").kind == "composite"
+    ln_bwd = one(tree, "aten::native_layer_norm_backward")
+    assert by_id[ln_bwd.issued_by].op == "aten::native_layer_norm"
+    # the flat view is the tree's kernel calls
+    flat = {}
+    for n in tree:
+        if n.kind == "kernel":
+            flat[(n.op, n.phase, n.dtype)] = flat.get((n.op, n.phase, n.dtype), 0) + n.calls
+    assert flat == {(op, ph, dt): c["calls"] for op, rec in targets["mlp"]["ops"].items()
+                    for ph, cells in rec.items() for dt, c in cells.items()}
+
+
+def test_cpu_trace_has_only_the_function_level_parents(targets):
+    doc = targets["mlp_cpu"]
+    tree = nodes(doc)
+    assert {n.op for n in tree if n.kind == "composite"} == {"aten::linear"}
+    assert one(tree, "aten::silu_backward").kind == "kernel"  # CPU has its own kernel; the stand-in has none
+    assert any("the calltree has only the composite calls" in note for note in doc["provenance"]["notes"])
 
 
 def test_convolution_is_recorded_where_the_backend_receives_it(targets):
@@ -209,6 +272,25 @@ def test_trace_spec_takes_the_zoo_entry_dtype_and_name(targets):
     assert zoo_conv["command"] == "opcov trace nn-convnet --mode inference" and zoo_conv["dtype"] == "float32"
 
 
+def test_data_dependent_branches_are_traced_with_real_values(targets):
+    """transformers reads the mask on the host ("all ones?"); fake tensors cannot, a real run does: the
+    real-valued run's calls join the op set, marked seen=real, and the fake trace's are kept."""
+    doc = targets["real:llama"]
+    from opcov.store import opset
+
+    assert not opset.validate(doc, "llama.yaml")
+    seen = {op: {cell.get("seen") for cell in rec["forward"].values()} for op, rec in doc["ops"].items()}
+    assert seen["aten::all"] == seen["aten::_local_scalar_dense"] == {"real"}  # the host-side check
+    assert seen["aten::bmm"] == {"both"} and seen["aten::eq.Tensor"] == {None}  # eq.Tensor: the fake's causal mask
+    tree = nodes(doc)
+    assert any(n.op == "aten::all" and n.seen == "real" for n in tree)
+    assert any(n.op == "aten::scaled_dot_product_attention" and n.seen == "both" for n in tree)
+    assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built, a padded "
+                            "attention mask)") for n in doc["provenance"]["notes"])
+    conv = targets["spec:nn-convnet"]["notes"]  # the test backend cannot run convolution_overrideable
+    assert any(n.startswith("the real-valued run failed (") and "convolution_overrideable" in n for n in conv)
+
+
 DEFAULTS = {"dtype": "float32", "autocast": False, "device": "accelerator", "optimizer": "adamw", "real": False,
             "out": None}
 
@@ -235,7 +317,9 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     assert parts[:2] == ["opcov", "trace"]
     args = cli.build_parser().parse_args(parts[1:])
     assert args.model == "hf:llama" and args.mode == "inference"
-    assert {k: getattr(args, k) for k in DEFAULTS} == want
+    got = {k: getattr(args, k) for k in DEFAULTS}
+    got["dtype"] = got["dtype"] or "float32"  # the CLI's None: the zoo entry's dtype, else float32
+    assert got == want
     assert Sizes(args.batch, args.seq, args.image_size, cli._overrides(args.set)) == Sizes(**sizes)
     if not options and not sizes:
         assert line == "opcov trace hf:llama --mode inference"
@@ -298,8 +382,8 @@ def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
     ("json:no_function_here", "has no function 'no_function_here'"),
     ("llamma", "unknown model type 'llamma'"),
 ])
-def test_bad_model_is_one_line(opcov, model, expect):
-    r = opcov("trace", model, "--out", os.devnull)
+def test_bad_model_is_one_line(opcov, tmp_path, model, expect):
+    r = opcov("trace", model, "--out", str(tmp_path / "never.yaml"))
     assert r.returncode == 2
     assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     if model == "llamma":
@@ -362,7 +446,7 @@ def test_zoo_trace_reproduces_the_committed_files(opcov, tmp_path):
     for name in ("nn-convnet", "gpt2"):
         new = load_yaml(tmp_path / name / "training.yaml")
         old = load_yaml(os.path.join(ZOO_DIR, name, "training.yaml"))
-        assert new["ops"] == old["ops"] and new["parents"] == old["parents"]
+        assert new["ops"] == old["ops"] and new["calltree"] == old["calltree"]
 
 
 def test_zoo_unknown_name_is_a_usage_error(opcov):

@@ -8,12 +8,18 @@ __version__ = "0.2.0"
 
 
 def __getattr__(name):
-    """``opcov.trace(model, inputs, ...)`` for notebooks, imported (with torch) only when used.
+    """``opcov.trace(model, inputs, ...)`` for notebooks and ``opcov.check(model, backends)`` (the
+    verdicts of ``opcov check``, see opcov/api.py), each imported only when used.
 
-    The module opcov/tracing/trace.py imports torch only inside its functions, so this stays cheap.
+    The module opcov/tracing/trace.py imports torch only inside its functions, and opcov/api.py
+    not at all for saved op sets, so this stays cheap.
     """
     if name == "trace":
         from opcov.tracing.trace import trace
 
         return trace
+    if name == "check":
+        from opcov.api import check
+
+        return check
     raise AttributeError(f"module 'opcov' has no attribute {name!r}")

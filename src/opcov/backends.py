@@ -12,7 +12,7 @@ import importlib.metadata as md
 import os
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from opcov.errors import BackendImportError, UsageError
 
@@ -30,6 +30,13 @@ class Backend:
     package: str | None = None  # distribution that provides it (None: part of torch)
     module: str | None = None  # what to import to register its kernels
     note: str = ""
+    setup: str = ""  # what a contributor needs to make this backend's data where it is not installed
+
+    def data_commands(self) -> tuple[str, str]:
+        """The commands that make this backend's data: a registered scan (no device) and a probe (on it).
+        A PrivateUse1 backend names its module: the key is claimed by whichever module registers first."""
+        imp = f" --import {self.module}" if self.module and self.dispatch_key == "PrivateUse1" else ""
+        return f"opcov scan {self.name}{imp}", f"opcov probe {self.name}{imp}"
 
     @property
     def autograd_key(self) -> str:
@@ -59,14 +66,28 @@ class Backend:
 BUILTIN = (
     Backend("cpu", "cpu", "CPU", note="the reference every probe compares with"),
     Backend("meta", "meta", "Meta", note="shape-only tensors; what fake-tensor tracing uses"),
-    Backend("cuda", "cuda", "CUDA", note="the control; kernels exist only in a CUDA build of torch"),
-    Backend("mps", "mps", "MPS", note="Apple GPUs; kernels exist only in a macOS build of torch"),
+    Backend("cuda", "cuda", "CUDA", note="the control; kernels exist only in a CUDA build of torch",
+            setup="a CUDA build of torch, e.g. the package registry's regular wheel (scripts/envs/cuda.sh makes "
+                  "one in .envs/cuda); it imports without a GPU, so the registered scan needs none; the "
+                  "probe runs on an NVIDIA GPU"),
+    Backend("mps", "mps", "MPS", note="Apple GPUs; kernels exist only in a macOS build of torch",
+            setup="torch on macOS (arm64): its wheels hold the MPS kernels; scan and probe on a Mac with "
+                  "Apple silicon"),
     Backend("xla", "xla", "XLA", package="torch_xla", module="torch_xla",
-            note="PyTorch/XLA (legacy, lazy tensors)"),
+            note="PyTorch/XLA (legacy, lazy tensors)",
+            setup="torch-xla built for the installed torch (same version); PJRT_DEVICE=CPU runs it on the "
+                  "CPU, so both the scan and the probe work without an accelerator"),
     Backend("tpu", "tpu", "PrivateUse1", package="torch_tpu", module="torch_tpu",
-            note="TorchTPU, native eager backend for Google TPUs"),
+            note="TorchTPU, native eager backend for Google TPUs",
+            setup="pip install 'opcov[tpu]' (torch-tpu and libtpu); the scan needs no TPU, the probe runs "
+                  "on a TPU VM"),
     Backend("neuron", "neuron", "PrivateUse1", package="torch-neuronx", module="torch_neuronx",
-            note="TorchNeuron, AWS Trainium"),
+            note="TorchNeuron, AWS Trainium",
+            setup="TorchNeuron, the native PrivateUse1 backend: torch-neuronx 2.13.x or 2.14.x (earlier "
+                  "releases are the XLA-based library, device 'xla') for the installed torch, from AWS's "
+                  "index (pip install torch-neuronx --extra-index-url https://pip.repos.neuron.amazonaws.com); "
+                  "the scan reads the dispatcher and never starts the device, the probe runs on a Trn2 or "
+                  "Trn3 instance (device 'neuron'); see README, 'Backends'"),
 )
 _BUILD_CHECKS = {"cuda": "cuda", "mps": "mps"}
 
@@ -111,7 +132,7 @@ def get_backend(name: str, import_module: str | None = None) -> Backend:
     for b in known_backends():
         if b.name == name:
             if import_module:
-                return Backend(b.name, b.device_type, b.dispatch_key, b.package, import_module, b.note)
+                return replace(b, module=import_module)
             return b
     if import_module:
         return Backend(name, name, "PrivateUse1", package=import_module.split(".")[0],
@@ -174,6 +195,7 @@ def settings(backend: Backend, torch) -> dict:
         except Exception as exc:  # noqa: BLE001 - private API of one torch_tpu release
             out["settings_error"] = f"{type(exc).__name__}: {exc}"
     elif backend.name == "cuda":
+        out["cuda_build"] = str(torch.version.cuda)  # the CUDA release the build targets (no driver asked)
         out["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
         out["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
     elif backend.name == "mps":

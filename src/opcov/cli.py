@@ -11,11 +11,25 @@ import json
 import os
 import sys
 
-from opcov import __version__
+from opcov import __version__, vocab
+from opcov.activity import activity
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
-from opcov.store import layout
+from opcov.store import layout, output
 
 DEFAULT_COVERAGE = layout.DEFAULT_COVERAGE
+COVERAGE_HELP = "coverage data folder (default: ./coverage when it exists, else the data bundled with opcov)"
+
+
+EPILOG = """examples:
+  opcov check llama -b tpu -b cpu              can the zoo's llama run on tpu and on cpu? a verdict op by op
+  opcov check my-model.yaml -b tpu --format junit -o opcov.xml
+                                               a saved op set as a CI gate (exit 1 when it fails)
+  opcov trace llama --mode training --dtype bfloat16 --out llama.yaml
+                                               the ATen ops a model dispatches (no weights, no device)
+  opcov trace hf:qwen3 --mode inference        any transformers model type, built offline from its config
+  opcov ops F.layer_norm -b tpu -b cpu         does tpu support it? per op: forward, backward, evidence, dtypes
+
+'opcov COMMAND --help' for each command's options."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -24,12 +38,75 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="opcov", description="Which ATen operators does a PyTorch backend support?")
+    p = _Parser(prog="opcov", description="Which ATen operators does a PyTorch backend support, and can my "
+                "model run on it?", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"opcov {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    ops = sub.add_parser("ops", help="the op catalogue: every overload the dispatcher knows")
-    ops.add_argument("pattern", nargs="?", help="regular expression searched in op names")
+    ck = sub.add_parser(
+        "check", help="can MODEL run on a backend? a verdict op by op; exit 1 when it fails",
+        description="A verdict per backend and mode (runs, runs with fallback, unknown, fails), op by op, naming the "
+        "evidence it rests on; it says plain 'runs' only when all of it was probed. Evidence, strongest first. "
+        + " ".join(f"{level}: {meaning}." for level, meaning in vocab.EVIDENCE_MEANING.items())
+        + " Exit codes: 0 the gate passed, 1 it failed (an op fails, or --fail-on, --require or --strict "
+        "tripped), 2 usage or data error.")
+    ck.add_argument("model", help="op-set file, folder of op sets, zoo model name (coverage/models/NAME), "
+                    "or anything 'opcov trace' accepts (traced now)")
+    ck.add_argument("--backend", "-b", action="append", required=True, help="backend to judge (repeatable)")
+    ck.add_argument("--mode", choices=("inference", "training"), action="append",
+                    help="only this mode (default: every mode the op sets hold)")
+    ck.add_argument("--coverage", default=None, help=COVERAGE_HELP)
+    ck.add_argument("--format", choices=("text", "json", "junit", "markdown", "github"), default="text")
+    ck.add_argument("--output", "-o", help="write the report to this file instead of stdout")
+    ck.add_argument("--fail-on", action="append", default=[], metavar="OUTCOMES",
+                    help="also fail the gate when any op has one of these outcomes, a comma list of "
+                    f"{', '.join(vocab.PROBLEMS)} (repeatable; an op that fails always "
+                    "fails the gate)")
+    ck.add_argument("--require", choices=vocab.EVIDENCE_LEVELS, metavar="LEVEL",
+                    help="also fail the gate when anything a verdict rests on was judged from evidence weaker "
+                    f"than LEVEL ({' > '.join(vocab.EVIDENCE_LEVELS)}), e.g. '--require probed' refuses "
+                    "registered claims")
+    ck.add_argument("--strict", action="store_true", help="the same as --fail-on fallback,unknown")
+    ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
+
+    tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
+    tr.add_argument("model", help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
+                    "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
+                    "or a saved op-set file")
+    tr.add_argument("--mode", choices=("inference", "training"), default="training")
+    tr.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
+                    help="parameter and floating-input dtype (default: the zoo entry's, else float32)")
+    tr.add_argument("--autocast", action="store_true", help="run the forward under bfloat16 autocast")
+    tr.add_argument("--device", default="accelerator",
+                    help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)")
+    tr.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
+    tr.add_argument("--real", action="store_true",
+                    help="trace small real CPU tensors (models with data-dependent ops) instead of fake ones")
+    tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
+    tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
+    tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
+    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)")
+    tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
+
+    ops = sub.add_parser(
+        "ops", help="does a backend support X? per op, forward and backward, evidence and dtypes (with -b); "
+        "else the op catalogue",
+        description="With -b: for each op PATTERN matches (exact names first, then Python names, prefixes, "
+        "substrings), each backend's forward and backward status, the evidence it rests on (probed, per dtype; "
+        "or registered, unverified) and the op's schema, read from the coverage data (no torch import). "
+        "Without -b: the op catalogue of the installed torch (or, without torch, the op names of the "
+        "registered data).")
+    ops.add_argument("pattern", nargs="?",
+                     help="op name (aten::add.Tensor, add), regular expression, or Python name (F.layer_norm, "
+                     "torch.nn.functional.gelu, nn.LayerNorm, LayerNorm, torch.softmax, Tensor.softmax, softmax)")
+    ops.add_argument("--backend", "-b", action="append", default=[],
+                     help="answer from this backend's coverage data (repeatable)")
+    ops.add_argument("--coverage", dest="coverage_dir", default=None, help=COVERAGE_HELP)
+    ops.add_argument("--all", action="store_true", dest="every_match",
+                     help="with -b: also show prefix and substring matches when there are exact ones")
+    ops.add_argument("--limit", type=int, default=20,
+                     help="with -b: show at most this many ops, 0 for all (default: %(default)s)")
     ops.add_argument("--core", action="store_true", help="only core ATen IR ops")
     ops.add_argument("--tag", action="append", default=[], help="only ops with this tag (repeatable)")
     ops.add_argument("--namespace", help="only this namespace (aten, prims, c10d, tpu...)")
@@ -56,22 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not check op names against this torch's catalogue (no torch import)")
 
     su = sub.add_parser("summary", help="per backend, how many ops fall on each path (from coverage files)")
-    su.add_argument("paths", nargs="*", help=f"files or folders (default: {DEFAULT_COVERAGE}/)")
+    su.add_argument("paths", nargs="*", metavar="BACKEND|PATH",
+                    help=f"backend names (their files in the coverage folder), files or folders (default: "
+                    f"{DEFAULT_COVERAGE}/)")
+    su.add_argument("--coverage", dest="coverage_dir", default=None, help=COVERAGE_HELP)
     su.add_argument("--format", choices=("table", "json"), default="table")
-
-    ck = sub.add_parser("check", help="can MODEL run on a backend? a verdict op by op; exit 1 when it fails")
-    ck.add_argument("model", help="op-set file, folder of op sets, zoo model name (coverage/models/NAME), "
-                    "or anything 'opcov trace' accepts (traced now)")
-    ck.add_argument("--backend", "-b", action="append", required=True, help="backend to judge (repeatable)")
-    ck.add_argument("--mode", choices=("inference", "training"), action="append",
-                    help="only this mode (default: every mode the op sets hold)")
-    ck.add_argument("--coverage", default=DEFAULT_COVERAGE, help="coverage data folder (default: %(default)s)")
-    ck.add_argument("--format", choices=("text", "json", "junit", "markdown", "github"), default="text")
-    ck.add_argument("--output", "-o", help="write the report to this file instead of stdout")
-    ck.add_argument("--strict", action="store_true", help="also fail on CPU fallbacks and unknown ops")
-    ck.add_argument("--fail-on", choices=("unknown",), action="append", default=[],
-                    help="also fail the gate on unknown ops")
-    ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
 
     df = sub.add_parser("diff", help="what changed between two coverage snapshots of a backend")
     df.add_argument("old")
@@ -81,10 +147,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     gp = sub.add_parser("gaps", help="a backend's failing or missing ops, ranked by zoo models blocked")
     gp.add_argument("backend")
-    gp.add_argument("--coverage", default=DEFAULT_COVERAGE, help="coverage data folder (default: %(default)s)")
+    gp.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     gp.add_argument("--mode", choices=("inference", "training"), action="append")
     gp.add_argument("--top", type=int, default=30, help="show this many ops (default: %(default)s)")
     gp.add_argument("--format", choices=("text", "json"), default="text")
+
+    cp = sub.add_parser("compare", help="what backend A lacks that B has, and the reverse, ranked by zoo "
+                        "models affected (from coverage data, no torch import)")
+    cp.add_argument("a", help="a backend with data under the coverage folder")
+    cp.add_argument("b", help="the backend to compare it with")
+    cp.add_argument("--models", default="zoo", metavar="zoo|NAMES",
+                    help="judge on every op set under coverage/models/ ('zoo', the default) or on "
+                    "these comma-separated models")
+    cp.add_argument("--mode", choices=("inference", "training"), action="append")
+    cp.add_argument("--coverage", default=None, help=COVERAGE_HELP)
+    cp.add_argument("--format", choices=("text", "json"), default="text")
 
     pr = sub.add_parser("probe", help="run OpInfo samples on a backend against a CPU reference (probed coverage)")
     pr.add_argument("backend")
@@ -101,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--traces", metavar="MODELS",
                     help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)")
     pr.add_argument("--resume", action="store_true", help="continue an interrupted probe from its journal")
+    pr.add_argument("--tiers", metavar="TIERS",
+                    help="input tiers, one harder case per OpInfo x dtype each: special (NaN/inf/-0.0), "
+                    "noncontig, channels_last, empty; comma-separated, 'all' (default) or 'none'")
+    pr.add_argument("--exhaustive", action="store_true",
+                    help="run every case of a group (OpInfo x dtype) even after one crashed or timed out "
+                    "(default: the rest are recorded as not run after it)")
     pr.add_argument("--out", help="file to write (default: coverage/<backend>/probed-...yaml)")
 
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
@@ -108,32 +191,30 @@ def build_parser() -> argparse.ArgumentParser:
     mg.add_argument("--out", required=True, help="file to write")
 
     st = sub.add_parser("site", help="render the static coverage website from coverage/ data (no torch import)")
-    st.add_argument("--coverage", default=DEFAULT_COVERAGE, help="coverage data folder (default: %(default)s)")
+    st.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     st.add_argument("--out", default="site", help="output folder (default: %(default)s)")
-    tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
-    tr.add_argument("model", help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
-                    "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
-                    "or a saved op-set file")
-    tr.add_argument("--mode", choices=("inference", "training"), default="training")
-    tr.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
-                    help="parameter and floating-input dtype (default: the zoo entry's, else float32)")
-    tr.add_argument("--autocast", action="store_true", help="run the forward under bfloat16 autocast")
-    tr.add_argument("--device", default="accelerator",
-                    help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)")
-    tr.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
-    tr.add_argument("--real", action="store_true",
-                    help="trace small real CPU tensors (models with data-dependent ops) instead of fake ones")
-    tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
-    tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
-    tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
-    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)")
-    tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
 
-    zo = sub.add_parser("zoo", help="the bundled model zoo: list it, or re-trace it into coverage/models/")
-    zo.add_argument("action", choices=("list", "trace"))
+    zo = sub.add_parser("zoo", help="the model zoo: list it, re-trace it into coverage/models/ (the curated zoo, or "
+                        "every transformers architecture with --all), or merge shard outcome tables")
+    zo.add_argument("action", choices=("list", "trace", "merge"))
+    zo.add_argument("tables", nargs="*", metavar="TABLE", help="merge: the shard outcome tables to join")
     zo.add_argument("--only", action="append", default=[], metavar="NAMES",
-                    help="comma-separated zoo names (repeatable; default: all)")
+                    help="comma-separated zoo names (repeatable; default: all); with --jobs, --shard or --resume "
+                    "also transformers model types")
+    zo.add_argument("--all", action="store_true", dest="every",
+                    help="every transformers architecture with a base model class and the curated zoo, in worker "
+                    "processes, with an outcome table (traced / cannot build / cannot trace, and why)")
+    zo.add_argument("--sample", type=int, default=0, metavar="N",
+                    help="like --all, on a seeded random sample of N transformers architectures")
+    zo.add_argument("--seed", type=int, default=17, help="the --sample seed (default: %(default)s)")
+    zo.add_argument("--jobs", type=int, default=None, help="worker processes for --all (default: 1)")
+    zo.add_argument("--shard", help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
+                    "tables with 'opcov zoo merge')")
+    zo.add_argument("--resume", action="store_true", help="continue an interrupted --all run from its journal")
+    zo.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds one model may take in one mode with --all (default: %(default)s)")
+    zo.add_argument("--table", help="the outcome table of --all (default: coverage/zoo/outcomes.tsv); "
+                    "merge: the table to write")
     zo.add_argument("--mode", choices=("inference", "training"), action="append",
                     help="only this mode (repeatable; default: both)")
     zo.add_argument("--root", default=layout.models_dir(),
@@ -144,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if hasattr(args, "coverage"):  # reading commands: check the folder before any work
+            args.coverage = layout.read_coverage(args.coverage, say=lambda line: print(line, file=sys.stderr))
         return _COMMANDS[args.command](args)
     except OpcovError as exc:
         print(f"opcov: error: {exc}", file=sys.stderr)
@@ -160,24 +243,78 @@ def main(argv=None) -> int:
 def cmd_ops(args) -> int:
     import re
 
-    from opcov import formats
-    from opcov.backends import added_ops, get_backend, load
-    from opcov.catalog import build_catalog
+    from opcov import formats, support
 
     if args.pattern:
         try:
             re.compile(args.pattern)
         except re.error as exc:
             raise UsageError(f"bad pattern {args.pattern!r}: {exc}") from None
-    if args.import_module:
-        backend = get_backend(args.import_module.split(".")[0], args.import_module)
-        load(backend)
-        catalog = build_catalog((args.import_module,), added_ops(backend))
-    else:
-        catalog = build_catalog()
-    ops = catalog.select(args.pattern, core=args.core, tags=tuple(args.tag), namespace=args.namespace)
+    filters = {"core": args.core, "tags": tuple(args.tag), "namespace": args.namespace}
+    if args.backend:  # "does tpu support X?", from the coverage data
+        if args.import_module:
+            raise UsageError("--import lists a module's ops from the dispatcher; -b answers from the coverage "
+                             "data: use one or the other")
+        if not args.pattern:
+            raise UsageError("-b answers for the ops a PATTERN names, e.g. 'opcov ops F.layer_norm -b tpu'")
+        coverage = layout.read_coverage(args.coverage_dir, say=_say)
+        answer = support.answer(args.pattern, args.backend, coverage, limit=args.limit or None,
+                                everything=args.every_match, **filters)
+        if args.format == "table":
+            sys.stdout.write(support.render(answer))
+        else:
+            formats.print_data(answer.as_dict(), args.format)
+        return EXIT_OK
+    catalog, note = _catalog(args)
+    ops = catalog.select(None, **filters)
+    if args.pattern:
+        try:
+            coverage = layout.read_coverage(args.coverage_dir)
+        except UsageError:
+            coverage = None  # no data here: op names only, no Python names
+        index, _ = support.load_index(coverage, catalog.torch_version)
+        ranked = support.rank(args.pattern, [op.name for op in ops], support.python_names(args.pattern, index))
+        ops = [catalog.get(m.op) for m in ranked]
     formats.print_ops(ops, catalog, args.format)
+    if note:
+        print(f"opcov: {note}", file=sys.stderr)
     return EXIT_OK
+
+
+def _catalog(args):
+    """(the op catalogue, a note): built from the dispatcher where torch is installed (with a
+    spinner: it takes seconds), else the op names and tags of the registered coverage data."""
+    from opcov import support
+    from opcov.activity import activity
+
+    if args.import_module or support.is_torch_installed():
+        from opcov.backends import added_ops, get_backend, load
+        from opcov.catalog import build_catalog
+
+        with activity("building the op catalogue (imports torch)"):
+            if args.import_module:
+                backend = get_backend(args.import_module.split(".")[0], args.import_module)
+                load(backend)
+                return build_catalog((args.import_module,), added_ops(backend)), ""
+            return build_catalog(), ""
+    catalog, path = support.data_catalog(layout.read_coverage(args.coverage_dir, say=_say))
+    return catalog, (f"torch is not installed: op names and tags from {path} (schemas, composite kinds and "
+                     "structured delegates need torch: pip install 'opcov[torch]')")
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def _next_check(opset_file: str, device: str) -> str:
+    """The command to run next on a traced op set: check it on the target device's backend when it
+    has data, else on every accelerator that does (cpu and meta are no target to ask about)."""
+    try:
+        have = layout.backends_with_data(layout.read_coverage(None))
+    except UsageError:
+        have = []
+    targets = [device] if device in have else [b for b in have if b not in ("cpu", "meta")] or ["BACKEND"]
+    return f"next: opcov check {opset_file} " + " ".join(f"-b {b}" for b in targets)
 
 
 def cmd_backends(args) -> int:
@@ -208,10 +345,9 @@ def cmd_scan(args) -> int:
 
 
 def cmd_lint(args) -> int:
-    from opcov.store.lint import lint_files
+    from opcov.store.lint import lint_paths
 
-    files = layout.coverage_files(args.paths, models=True)
-    problems = lint_files(files, check_catalog=not args.no_catalog)
+    files, problems = lint_paths(args.paths, check_catalog=not args.no_catalog)
     for p in problems:
         print(p)
     errors = sum(p.severity == "error" for p in problems)
@@ -222,17 +358,43 @@ def cmd_lint(args) -> int:
 
 def cmd_summary(args) -> int:
     from opcov import formats
-    from opcov.store import data
+    from opcov.activity import activity
+    from opcov.store import lineyaml
 
-    docs = [(f, data.load(f)) for f in layout.coverage_files(args.paths)]
+    files = _summary_files(args.paths, args.coverage_dir)
+    docs = []
+    with activity("reading coverage files") as say:
+        for f in files:
+            say(f)
+            docs.append((f, lineyaml.load(f)))
     if not docs:
         raise UsageError("no coverage files found; create one with 'opcov scan BACKEND'")
     if args.format == "json":
-        print(json.dumps({f: {"backend": d["backend"], "provenance": d["provenance"], "summary": d["summary"]}
+        print(json.dumps({f: {"backend": d["backend"], "provenance": d["provenance"], "summary": d.get("summary", {})}
                           for f, d in docs}, indent=2, sort_keys=True))
     else:
         formats.print_summary(docs)
     return EXIT_OK
+
+
+def _summary_files(args_, coverage_dir) -> list[str]:
+    """The coverage files of ``summary``'s arguments: a file or folder is itself, any other name is a
+    backend (its snapshots in the coverage folder; did-you-mean when it has none)."""
+    from opcov import suggest
+
+    if not args_:
+        return layout.coverage_files([coverage_dir] if coverage_dir else None)
+    files = []
+    for arg in args_:
+        if os.path.exists(arg) or os.sep in arg or layout.is_yaml(arg):
+            files.extend(layout.coverage_files([arg]))
+            continue
+        coverage = layout.read_coverage(coverage_dir, say=_say)
+        found = [f for kind in layout.EVIDENCE for f in layout.snapshots(coverage, arg)[kind]]
+        if not found:
+            raise suggest.no_backend_data(arg, coverage)
+        files.extend(sorted(found))
+    return files
 
 
 def cmd_check(args) -> int:
@@ -240,14 +402,18 @@ def cmd_check(args) -> int:
     from opcov.verdict import reports
     from opcov.verdict import judge
 
+    if args.output:
+        output.check_writable_file(args.output)
+    outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
     verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
     text = reports.render(args.format, verdicts, model)
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        output.write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
-    failed = judge.gate_failed(verdicts, strict=args.strict, fail_on_unknown="unknown" in args.fail_on)
+    failed = judge.gate_failures(verdicts, outcomes=outcomes, require=args.require)
+    for line in failed:
+        print(f"opcov: gate failed: {line}", file=sys.stderr)
     return EXIT_GATE if failed else EXIT_OK
 
 
@@ -262,15 +428,28 @@ def cmd_diff(args) -> int:
 def cmd_gaps(args) -> int:
     from opcov.verdict import gaps
 
+    from opcov import suggest
+
+    suggest.check_backends([args.backend], args.coverage)  # did you mean, before judging any model
     ranked = gaps.rank(args.backend, args.coverage, args.mode)
     sys.stdout.write(gaps.render(ranked, args.backend, args.top, args.format))
+    return EXIT_OK
+
+
+def cmd_compare(args) -> int:
+    from opcov.verdict import compare
+
+    result = compare.compare(args.a, args.b, args.coverage, models=compare.parse_models(args.models),
+                             modes=args.mode)
+    sys.stdout.write(compare.render(result, args.format))
     return EXIT_OK
 
 
 def cmd_site(args) -> int:
     from opcov.site.render import render_site
 
-    stats = render_site(args.coverage, args.out)
+    with activity(f"rendering {args.out}/ from {args.coverage}/"):
+        stats = render_site(args.coverage, args.out)
     print(f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
           f"{stats['models']} models), {stats['written']} written, {stats['removed']} removed; "
           f"{stats['catalog_note']}")
@@ -281,7 +460,7 @@ def cmd_probe(args) -> int:
     from opcov import formats
     from opcov.backends import get_backend
     from opcov.probe import KNOWN_DTYPES
-    from opcov.probe.cases import parse_directions, parse_dtypes, parse_shard, parse_traces
+    from opcov.probe.cases import parse_directions, parse_dtypes, parse_shard, parse_tiers, parse_traces
     from opcov.probe.runner import probe
     from opcov.scan.registered import command_line
 
@@ -289,6 +468,7 @@ def cmd_probe(args) -> int:
     directions = parse_directions(args.directions)
     shard = parse_shard(args.shard)
     traces = parse_traces(args.traces)
+    tiers = parse_tiers(args.tiers)
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
     if not args.timeout > 0:
@@ -309,7 +489,8 @@ def cmd_probe(args) -> int:
                          "it, or delete it to start over")
     doc, figures = probe(backend, out=out, pattern=args.ops, core=args.core, dtypes=dtypes,
                          directions=directions, jobs=args.jobs, timeout=args.timeout, shard=shard,
-                         resume=args.resume, command=command_line(), traces=traces)
+                         resume=args.resume, command=command_line(), traces=traces, exhaustive=args.exhaustive,
+                         tiers=tiers)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
           f"({figures['groups']} groups, {figures['restarts']} worker restarts)")
@@ -322,6 +503,7 @@ def cmd_merge(args) -> int:
     from opcov.probe.merge import merge_files
     from opcov.scan.registered import command_line
 
+    output.check_writable_file(args.out)
     doc = merge_files(args.files, command=command_line())
     data.save(doc, args.out)
     formats.print_summary([(args.out, doc)])
@@ -334,8 +516,11 @@ def cmd_trace(args) -> int:
     from opcov.tracing.spec import is_saved, trace_spec
 
     sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set))
-    result = trace_spec(args.model, mode=args.mode, dtype=args.dtype, autocast=args.autocast, device=args.device,
-                        optimizer=args.optimizer, real=args.real, sizes=sizes, out=args.out)
+    if args.out:
+        output.check_writable_file(args.out)
+    with activity(f"tracing {args.model} ({args.mode})"):
+        result = trace_spec(args.model, mode=args.mode, dtype=args.dtype, autocast=args.autocast,
+                            device=args.device, optimizer=args.optimizer, real=args.real, sizes=sizes, out=args.out)
     if is_saved(args.model):
         shown, out = args.model, args.out
     else:
@@ -345,6 +530,7 @@ def cmd_trace(args) -> int:
     _print_opset(shown, result.doc)
     if out:
         print(f"wrote {out}")
+    print(_next_check(out or shown, args.device))
     return EXIT_OK
 
 
@@ -373,18 +559,62 @@ def cmd_zoo(args) -> int:
     from opcov.tracing import zoo
     from opcov.tracing.spec import trace_zoo
 
+    if args.action == "merge":
+        return _zoo_merge(args)
+    if args.tables:
+        raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
+    modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
+    if args.every or args.sample or args.jobs or args.shard or args.resume:
+        return _zoo_all(args, modes)
     entries = zoo.select(args.only)
     if args.action == "list":
         for e in entries:
             print(f"{e.name:16} {e.spec:16} {e.dtype:9} {'real' if e.real else 'fake'}  "
                   + "; ".join(e.notes))
         return EXIT_OK
-    modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
+    for e in entries:  # every file it will write, before the first (slow) trace
+        for mode in modes:
+            output.check_writable_file(zoo.path_for(e.name, mode, args.root))
     failures = trace_zoo(entries, modes, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
     return EXIT_GATE if failures else EXIT_OK
 
 
-_COMMANDS = {"site": cmd_site, "check": cmd_check, "diff": cmd_diff, "gaps": cmd_gaps, "ops": cmd_ops, "backends": cmd_backends, "scan": cmd_scan, "lint": cmd_lint,
+def _zoo_all(args, modes) -> int:
+    """'opcov zoo list|trace --all' (or --sample, --only with --jobs...): every architecture, in workers."""
+    from opcov.probe.cases import parse_shard
+    from opcov.tracing import zoorun
+
+    if args.sample < 0:
+        raise UsageError(f"--sample must be positive, not {args.sample}")
+    if not (args.every or args.sample or args.only):
+        raise UsageError("say which architectures: --all, --sample N or --only NAMES")
+    shard = parse_shard(args.shard)
+    archs = zoorun.architectures(every=args.every, only=args.only, sample=args.sample, seed=args.seed)
+    if args.action == "list":
+        for i, a in enumerate(archs):
+            if zoorun.in_shard(i, shard):
+                print(f"{a.name:32} {a.spec}")
+        return EXIT_OK
+    selection = ("opcov zoo trace " + ("--all" if args.every else f"--sample {args.sample} --seed {args.seed}"
+                                       if args.sample else "--only " + ",".join(a.name for a in archs))
+                 + "".join(f" --mode {m}" for m in args.mode or ()))
+    rows = zoorun.run(archs, modes=modes, jobs=args.jobs or 1, shard=shard, root=args.root, table=args.table,
+                      resume=args.resume, timeout=args.timeout, selection=selection)
+    return EXIT_OK if all(r["outcome"] == "traced" for r in rows) else EXIT_GATE
+
+
+def _zoo_merge(args) -> int:
+    from opcov.tracing import zoorun
+
+    if not args.tables or not args.table:
+        raise UsageError("zoo merge TABLE... --table OUT: the shard tables to join and the table to write")
+    output.check_writable_file(args.table)
+    output.write_atomic(args.table, zoorun.merge_tables(args.tables))
+    print(f"wrote {args.table} from {len(args.tables)} table(s)")
+    return EXIT_OK
+
+
+_COMMANDS = {"site": cmd_site, "check": cmd_check, "diff": cmd_diff, "gaps": cmd_gaps, "compare": cmd_compare, "ops": cmd_ops, "backends": cmd_backends, "scan": cmd_scan, "lint": cmd_lint,
              "summary": cmd_summary, "probe": cmd_probe, "merge": cmd_merge, "trace": cmd_trace, "zoo": cmd_zoo}

@@ -26,9 +26,29 @@ def _table(*words: Word) -> dict[str, Word]:
     return {w.name: w for w in words}
 
 
-# --- Evidence kinds, strongest first -------------------------------------------------------------
-EVIDENCE_KINDS = ("registered", "probed")  # as written in a coverage file's ``evidence`` field
-EVIDENCE_LEVELS = ("probed", "registered")  # strongest first: probed evidence outranks a registration
+# --- Evidence: one ladder, strongest first --------------------------------------------------------
+# What a judgement rests on. Every output (the check reports, the site, the badges) words, marks and
+# colours evidence from this table, so that a claim is never shown as proof. ``label`` qualifies a
+# verdict that says something runs ("runs (registered, unverified)"), ``short`` names the level;
+# ``css`` is the level's class on the site (and the colour of a run resting on it).
+EVIDENCE = _table(
+    Word("probed", "probed", "probed", "\u25cf", "probed"),
+    Word("registered", "registered, unverified", "registered", "\u25cb", "registered"),
+    Word("declared", "declared, unverified", "declared", "\u25cc", "declared"),
+)
+EVIDENCE_LEVELS = tuple(EVIDENCE)  # strongest first: probed evidence outranks a registration
+EVIDENCE_MEANING = {
+    "probed": "executed on the device against a CPU reference, per dtype, forward and backward; proof "
+              "for the inputs the probe tried",
+    "registered": "read from the dispatcher of the installed build, which registers a kernel for the op "
+                  "(dtype-blind); a claim, not proof that it runs",
+    "declared": "listed in native_functions.yaml for a dispatch key whose build cannot be loaded here; "
+                "a claim one step further removed (no data of this kind yet)",
+}
+# Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
+NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
+EVIDENCE_WORST_FIRST = (NO_EVIDENCE.name,) + EVIDENCE_LEVELS[::-1]
+EVIDENCE_KINDS = ("registered", "probed")  # as written in a coverage file's ``evidence`` field (so far)
 
 # --- Registered evidence (static, from the dispatcher) -------------------------------------------
 FWD_PATHS = ("kernel", "out_variant", "composite", "fallback", "missing", "not_applicable")
@@ -66,14 +86,45 @@ PROBED_FAILURES = frozenset(s for s, w in PROBED.items() if w.css == "fail")
 PROBED_RANK = {s: i for i, s in enumerate(PROBED_STATUSES)}
 # Probed statuses that say a call ran (the verdict's "ok"), and those that say it did not.
 PROBED_RAN = ("pass", "pass_low_precision", "not_comparable", "no_reference")
+# Why the probe has no cell for an op (a probed file's ``{skipped: <word>}``): every catalogue op the
+# probe did not reach gets one, the first that applies in this order (opcov.probe.disposition).
+SKIP_REASONS = _table(
+    Word("host_only", "host-only metadata op; no device kernel to probe", "host-only"),
+    Word("distributed", "needs a distributed process group (collectives)", "distributed"),
+    Word("not_tensor_op", "no tensor among its arguments or results", "not a tensor op"),
+    Word("no_cpu_kernel", "CPU itself has no kernel for it: no reference to compare with", "no CPU kernel"),
+    Word("random", "random op (values compared not at all, only shapes): no case reached it", "random"),
+    Word("variant", "out= or in-place variant: its functional form is probed, this overload is not",
+         "variant"),
+    Word("other_overload", "the OpInfo about it ran but dispatched other overloads", "other overload"),
+    Word("not_selected", "its OpInfo was not in this run's selection (--ops, --core, --shard, --dtypes)",
+         "not selected"),
+    Word("no_source", "no OpInfo is about it and no replayed zoo call reached it", "no case source"),
+)
+
+# Harder inputs: each tier is one more case per OpInfo x dtype (its first sample the tier applies to,
+# made harder), forward only, its status in a cell key of its own (``<tier>``, evidence ``<tier>_*``),
+# so that a backend failing only on channels_last inputs says exactly that (opcov.probe.tiers).
+INPUT_TIERS = _table(
+    Word("special", "NaN, +-inf and -0.0 among the floating inputs", "NaN/inf"),
+    Word("noncontig", "non-contiguous inputs (transposed, or every other element)", "non-contiguous"),
+    Word("channels_last", "4-d (5-d) inputs in channels_last (channels_last_3d) memory format", "channels_last"),
+    Word("empty", "zero-size inputs (the leading dimension cut to 0)", "empty"),
+)
+
+# A case not run because an earlier case of its group (one OpInfo at one dtype) crashed or timed out:
+# counted in its cell (``after_crash``), which then fails outright; ``opcov probe --exhaustive`` runs it.
+AFTER_CRASH = Word("after_crash", "not run: an earlier case of its group crashed or timed out", "not run",
+                   "\u2013", "fail")
 
 # --- The verdict: one outcome per op, one verdict per backend and mode ----------------------------
 OUTCOMES = _table(  # worst first
     Word("fails", "fails", "FAIL", "\u274c", "fail"),
-    Word("unknown", "unknown", "????", "\u2754", "unknown"),
+    Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
     Word("fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
     Word("ok", "runs", "", "\u2705", "ok"),
 )
+PROBLEMS = tuple(o for o in OUTCOMES if o != "ok")  # what a report lists per op, and a gate may fail on
 NOT_JUDGED = Word("not_judged", "not judged", "----", "", "na")
 VERDICT_OF = {"fails": "fails", "unknown": "unknown", "fallback": "runs_with_fallback", "ok": "runs"}
 VERDICTS = _table(  # worst first
@@ -84,8 +135,77 @@ VERDICTS = _table(  # worst first
 )
 VERDICT_ORDER = tuple(VERDICTS)
 
+# --- The whole zoo: what became of one architecture in one mode (opcov.tracing.zoorun) ------------
+ZOO_OUTCOMES = _table(  # worst first
+    Word("cannot_build", "cannot build", "BUILD", "\u2717", "fail"),
+    Word("cannot_trace", "cannot trace", "TRACE", "\u2717", "fail"),
+    Word("traced", "traced", "OK", "\u2713", "ok"),
+)
+
 
 def worst(statuses, order) -> str:
     """The worst of ``statuses`` in ``order`` (a worst-first sequence of words)."""
     rank = {s: i for i, s in enumerate(order)}
     return min(statuses, key=lambda s: rank.get(s, len(order)))
+
+
+def evidence_word(level: str) -> Word:
+    """The ladder's word for ``level``; NO_EVIDENCE for 'none' (or anything off the ladder)."""
+    return EVIDENCE.get(level, NO_EVIDENCE)
+
+
+def evidence_name(level: str) -> str:
+    """The level named in a sentence: 'probed evidence', 'registered evidence', 'no evidence'."""
+    word = evidence_word(level)
+    return word.label if word is NO_EVIDENCE else f"{word.short} evidence"
+
+
+def weaker(level: str, than: str) -> bool:
+    """Whether evidence ``level`` is weaker than ``than`` (anything off the ladder is weakest)."""
+    rank = {s: i for i, s in enumerate(EVIDENCE_WORST_FIRST)}
+    return rank.get(level, -1) < rank.get(than, -1)
+
+
+# Verdicts and outcomes that say something runs: only these take an "unverified" qualifier.
+RUNS = ("runs", "runs_with_fallback", "ok", "fallback")
+
+
+def _said(verdict: str) -> Word:
+    """The word of a verdict ('runs_with_fallback') or of an op outcome ('fallback')."""
+    return VERDICTS.get(verdict) or OUTCOMES.get(verdict) or NOT_JUDGED
+
+
+def evidence_said(verdict: str, evidence: str) -> str:
+    """How a verdict (or op outcome) names its evidence: 'probed'; 'registered, unverified' for one that
+    says something runs; 'registered evidence' / 'no evidence' for one that does not (a missing kernel
+    is still missing)."""
+    word = evidence_word(evidence)
+    return word.label if verdict in RUNS or word.name in ("probed", NO_EVIDENCE.name) else evidence_name(evidence)
+
+
+def verdict_qualifier(verdict: str, evidence: str) -> str:
+    """'' on probed evidence (and for ops not judged), else ' (evidence_said)'."""
+    if evidence == "probed" or verdict == NOT_JUDGED.name:
+        return ""
+    return f" ({evidence_said(verdict, evidence)})"
+
+
+def verdict_words(verdict: str, evidence: str) -> str:
+    """What a verdict (or op outcome) says on its evidence: 'runs' only on probed evidence, else e.g.
+    'runs (registered, unverified)', 'fails (registered evidence)'."""
+    return _said(verdict).label + verdict_qualifier(verdict, evidence)
+
+
+def verdict_icon(verdict: str, evidence: str) -> str:
+    """The verdict's icon; a run resting on weaker evidence than probed takes its level's icon, never
+    the check mark of proof."""
+    if verdict in ("runs", "ok") and evidence != "probed":
+        return evidence_word(evidence).icon
+    return _said(verdict).icon
+
+
+def verdict_css(verdict: str, evidence: str) -> str:
+    """The verdict's css class; a run resting on weaker evidence than probed takes its level's class."""
+    if verdict in ("runs", "ok") and evidence != "probed":
+        return evidence_word(evidence).css
+    return _said(verdict).css

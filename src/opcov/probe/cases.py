@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from opcov.errors import UsageError
 from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay
 from opcov.probe.sample import Loaded, Sample
+from opcov.probe.tiers import TIERS, tier_samples
 
 # OpInfo lists of torch.testing._internal.common_methods_invocations used as case sources.
 OPINFO_LISTS = ("op_db", "foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db",
@@ -57,9 +58,11 @@ class Group:
     source: str  # OpInfo id ("mul", "nn.functional.conv2d", "max.reduction_with_dim") or canary id
     dtype: str
     backward: bool  # generate samples with requires_grad and run the backward
+    tiers: tuple = ()  # input tiers (probe.tiers): one harder case each, after the samples
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward}
+        return {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward,
+                "tiers": list(self.tiers)}
 
 
 def opinfo_id(op) -> str:
@@ -84,6 +87,22 @@ def opinfos() -> dict:
                 index.setdefault(opinfo_id(op), op)
         _INDEX = index
     return _INDEX
+
+
+def aten_names(op) -> tuple[str, ...]:
+    """The aten base names an OpInfo is about ('aten::mul', its aliases'), for blame."""
+    names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
+    names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
+    return tuple(sorted(names))
+
+
+def named_bases() -> dict[str, set]:
+    """aten base name ('mul') -> the ids of the OpInfos about it."""
+    out: dict[str, set] = {}
+    for oid, op in opinfos().items():
+        for name in aten_names(op):
+            out.setdefault(name.split("::", 1)[1], set()).add(oid)
+    return out
 
 
 def list_counts() -> dict:
@@ -149,9 +168,8 @@ def load_group(group: dict) -> Loaded:
                for s in opinfo_samples(op, dtype, group["backward"])]
     for sample, leaves in zip(samples, host_leaves(source, op, dtype, group["backward"], len(samples))):
         sample.host_leaves = leaves
-    names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
-    names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
-    return Loaded(op.op, samples, tuple(sorted(names)), bool(op.has_nondeterministic_output),
+    samples += tier_samples(samples, group.get("tiers", ()))
+    return Loaded(op.op, samples, aten_names(op), bool(op.has_nondeterministic_output),
                   torch.float64 in op.supported_dtypes("cpu"), False, bool(getattr(op, "supports_out", False)))
 
 
@@ -239,6 +257,21 @@ def in_shard(group_id: str, shard) -> bool:
     return shard is None or seed_of(group_id) % shard[1] == shard[0] - 1
 
 
+def parse_tiers(text: str | None) -> tuple[str, ...]:
+    """--tiers: input tiers (probe.tiers) as a comma-separated list, 'all' (the default) or 'none'."""
+    if text is None or text.strip() == "all":
+        return TIERS
+    if text.strip() == "none":
+        return ()
+    out = []
+    for t in (x.strip() for x in text.split(",")):
+        if t not in TIERS:
+            raise UsageError(f"unknown input tier {t!r} in --tiers; choose from {', '.join(TIERS)}, all, none")
+        if t not in out:
+            out.append(t)
+    return tuple(sorted(out, key=TIERS.index))
+
+
 def parse_traces(text: str | None) -> tuple[str, ...]:
     """--traces: 'zoo' (every zoo model) or comma-separated zoo names."""
     if not text:
@@ -255,9 +288,10 @@ def parse_traces(text: str | None) -> tuple[str, ...]:
 
 
 def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, shard=None,
-                  canaries: bool = True, traces=()) -> list[Group]:
+                  canaries: bool = True, traces=(), tiers=()) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
-    ``aten::<aten_name>``; ``core_bases`` (a set of aten base names) keeps core ATen OpInfos."""
+    ``aten::<aten_name>``; ``core_bases`` (a set of aten base names) keeps core ATen OpInfos;
+    OpInfo groups get one harder case per input tier of ``tiers`` (forward only)."""
     rx = None
     if pattern:
         try:
@@ -277,7 +311,8 @@ def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, s
                if backward and op.supports_autograd else set())
         for dt in dtypes:
             if dt in cpu:
-                groups.append(Group(f"{oid}|{dt}", oid, dt, dt in bwd))
+                groups.append(Group(f"{oid}|{dt}", oid, dt, dt in bwd,
+                                    tuple(tiers) if "forward" in directions else ()))
     if canaries:
         for cid, (dt, aten) in sorted(canary_ids().items()):
             if dt not in dtypes or "forward" not in directions:

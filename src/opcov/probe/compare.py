@@ -6,10 +6,13 @@ reference is within the dtype's tolerance plus twice the error CPU itself makes 
 Without a float64 reference (integer ops, ops without float64), the reference is CPU at the
 case's dtype and the dtype's tolerance alone decides (integers and bool: exact).
 
-Reduced precision: backends may run float32 matmuls and convolutions at reduced precision by
-default (TorchTPU does; ``torch.set_float32_matmul_precision`` is the knob). Such a case that
-agrees only within a bfloat16-level tolerance is ``pass_low_precision`` with its error; an
-elementwise op that is that far off is a ``mismatch``.
+Two precision tiers. The strict tier is the rule above: ``pass``. A case that misses it but
+agrees within the usable tier of its op family at its dtype (``USABLE``: one table, documented in
+docs/DATA.md) is ``pass_low_precision``, with ``tol`` naming the tier (``usable:<family>``); beyond
+that it is a ``mismatch``. The tiers differ most for matmuls and convolutions, which backends may
+run at reduced precision by default (TorchTPU does; ``torch.set_float32_matmul_precision`` is the
+knob): bfloat16-level there, far tighter for an elementwise op. float64 (and complex128) has no
+usable tier: a float64 result at float32 precision is a narrowing, not a usable pass.
 
 Values are compared where CPU's result is finite; where it is NaN or infinite the device must
 give the same (NaN positions, infinities with sign). Shape and dtype must match; a stride
@@ -24,8 +27,22 @@ TOLERANCES = {
     "float16": (1e-3, 1e-5), "complex128": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5),
 }
 CPU_MARGIN = 2.0  # the device may be this many times as far from float64 as CPU is
-LOW_PRECISION = (1.6e-2, 1e-2)  # bfloat16-level (rtol, atol relative to the output's scale)
 CANARY = (1e-12, 0.0)  # narrowing canaries: any rounding to float32 shows
+# The usable tier, per op family and dtype: (rtol, atol). An element passes it when
+# |device - ref| <= atol * scale + rtol * |ref| + CPU_MARGIN * |cpu - ref|, where scale is
+# max(1, max |ref|) for the families that accumulate (SCALED_FAMILIES) and 1 for the others.
+USABLE = {
+    "matmul": {"float32": (1.6e-2, 1e-2), "complex64": (1.6e-2, 1e-2), "bfloat16": (3.2e-2, 1e-2),
+               "float16": (4e-3, 1e-3)},
+    "reduction": {"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5), "bfloat16": (3.2e-2, 1e-3),
+                  "float16": (4e-3, 1e-4)},
+    "pointwise": {"float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6), "bfloat16": (3.2e-2, 1e-5),
+                  "float16": (2e-3, 1e-5)},
+    "other": {"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5), "bfloat16": (3.2e-2, 1e-3),
+              "float16": (4e-3, 1e-4)},
+}
+SCALED_FAMILIES = ("matmul", "reduction", "other")
+FAMILIES = tuple(USABLE)
 # Ops a backend may legitimately run at reduced precision by default (matmul precision).
 REDUCED_PRECISION_BASES = frozenset({
     "mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "mv", "addmv", "dot", "vdot", "inner",
@@ -35,7 +52,20 @@ REDUCED_PRECISION_BASES = frozenset({
     "linalg_matmul", "linalg_multi_dot", "chain_matmul", "bilinear", "_trilinear", "cdist",
     "_cdist_forward", "_cdist_backward",
 })
-LOW_PRECISION_DTYPES = ("float32", "complex64")
+
+
+def family_of(bases, call_tags) -> str:
+    """The op family whose usable tolerances a case gets: ``matmul`` when it dispatched a matmul or
+    convolution (``bases``: aten base names), else by the Tags of the calls of the op it is about
+    (``call_tags``: one set of tag names per call): ``reduction`` when one is tagged so,
+    ``pointwise`` when all are, else ``other``."""
+    if set(bases) & REDUCED_PRECISION_BASES:
+        return "matmul"
+    if any("reduction" in t for t in call_tags):
+        return "reduction"
+    if call_tags and all("pointwise" in t for t in call_tags):
+        return "pointwise"
+    return "other"
 
 
 def _sig(x: float) -> float:
@@ -53,11 +83,12 @@ class Verdict(dict):
     """status plus evidence: err [abs, rel], tol, why, strides (bool)."""
 
 
-def judge(dev, cpu, ref, *, dtype: str, mode: str, reduced_ok: bool) -> Verdict:
+def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other") -> Verdict:
     """Compare device output ``dev`` with CPU ``cpu`` (same dtype) and reference ``ref``.
 
     mode: "values", "canary", "meta" (shape, dtype, stride) or "not_comparable" (shape and
-    dtype only; values are not comparable)."""
+    dtype only; values are not comparable). ``family``: the op family (``family_of``), whose
+    usable tier a value that misses the strict one is judged by."""
     import torch
 
     d_leaves, c_leaves = _leaves(dev), _leaves(cpu)
@@ -92,7 +123,7 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, reduced_ok: bool) -> Verdict:
             strides = True
         if mode in ("meta", "not_comparable") or c.numel() == 0:
             continue
-        res = _values(d, c, r, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+        res = _values(d, c, r, dtype=dtype, mode=mode, family=family)
         abs_err, rel_err = max(abs_err, res["abs"]), max(rel_err, res["rel"])
         tol_name = res["tol"]
         if res["status"] == "mismatch":
@@ -105,7 +136,7 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, reduced_ok: bool) -> Verdict:
         v["status"] = "pass_low_precision"
     if mode in ("values", "canary"):
         v["err"] = [_sig(abs_err), _sig(rel_err)]
-    v["tol"] = "low_precision" if low else (tol_name or _tol_label(dtype, mode, False))
+    v["tol"] = usable_label(family) if low else (tol_name or _tol_label(dtype, mode, False))
     v["strides"] = strides
     return v
 
@@ -118,7 +149,12 @@ def _tol_label(dtype: str, mode: str, bar: bool) -> str:
     return f"{dtype}+cpu" if bar else dtype
 
 
-def _values(d, c, r, *, dtype: str, mode: str, reduced_ok: bool) -> dict:
+def usable_label(family: str) -> str:
+    """The ``tol`` of a pass at the usable tier: 'usable:matmul'."""
+    return f"usable:{family}"
+
+
+def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
     import torch
 
     d = d.detach().to("cpu")
@@ -167,11 +203,12 @@ def _values(d, c, r, *, dtype: str, mode: str, reduced_ok: bool) -> dict:
     tol = _tol_label(dtype, mode, bar)
     if bool((diff <= allowed).all()):
         return {"status": "pass", "abs": abs_err, "rel": rel_err, "tol": tol}
-    if reduced_ok and dtype in LOW_PRECISION_DTYPES and mode == "values":
-        lrtol, latol = LOW_PRECISION
-        scale = max(1.0, float(mag.max()))
-        if bool((diff <= latol * scale + lrtol * mag + CPU_MARGIN * cpu_err).all()):
-            return {"status": "pass_low_precision", "abs": abs_err, "rel": rel_err, "tol": "low_precision"}
+    usable = USABLE.get(family, USABLE["other"]).get(dtype)
+    if usable is not None and mode == "values":
+        urtol, uatol = usable
+        scale = max(1.0, float(mag.max())) if family in SCALED_FAMILIES else 1.0
+        if bool((diff <= uatol * scale + urtol * mag + CPU_MARGIN * cpu_err).all()):
+            return {"status": "pass_low_precision", "abs": abs_err, "rel": rel_err, "tol": usable_label(family)}
     k = int((diff - allowed).argmax())
     idx = finite.nonzero()[k].tolist()
     return {"status": "mismatch", "abs": abs_err, "rel": rel_err, "tol": tol,

@@ -20,8 +20,9 @@ from opcov.dtypes import call_dtype
 from opcov.probe import FAILURES
 from opcov.probe.caserecord import CaseRecord
 from opcov.probe.cases import seed_host, seed_of
-from opcov.probe.compare import REDUCED_PRECISION_BASES, judge
+from opcov.probe.compare import family_of, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, spotting
+from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
 from opcov.probe.results import needs_localizing
 
 LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time (the rest are not)
@@ -153,13 +154,18 @@ class Executor:
                                (sample.input, sample.args, sample.kwargs))
 
     def clone(self, sample):
+        if sample.keep_layout:
+            return self._map(sample, lambda t: copy_exact(self.torch, t, t.device))
         return self._map(sample, lambda t: t.detach().clone().requires_grad_(t.requires_grad))
 
     def to_device(self, sample):
-        """A copy of the sample on the device, but for the leaves its OpInfo keeps on CPU."""
+        """A copy of the sample on the device, but for the leaves its OpInfo keeps on CPU (with the
+        inputs' strides for a sample whose layout is the point, ``Sample.keep_layout``)."""
         import torch.utils._pytree as pytree
 
         def move(t, dev):
+            if sample.keep_layout:
+                return copy_exact(self.torch, t, dev)
             d = t.detach().to(dev, copy=True)  # a copy even on cpu: never the sample itself
             return d.requires_grad_(t.requires_grad) if t.requires_grad else d
 
@@ -176,14 +182,14 @@ class Executor:
 
     def run_case(self, loaded, sample, cid: str, group: dict) -> CaseRecord:
         """Run one case; a failure of the harness itself is recorded as the case's ``error``."""
-        rec = CaseRecord.start(cid, group, loaded.aten_of(sample))
+        rec = CaseRecord.start(cid, group, loaded.aten_of(sample), sample.tier)
         self.step("fwd", rec)
         if self.delay:
             time.sleep(self.delay)
         try:
-            self._run(loaded, sample, rec, group["backward"])
+            self._run(loaded, sample, rec, group["backward"] and sample.tier is None)
         except Exception as exc:  # noqa: BLE001 - a harness failure is recorded, not fatal
-            rec = CaseRecord.start(cid, group, loaded.aten_of(sample))
+            rec = CaseRecord.start(cid, group, loaded.aten_of(sample), sample.tier)
             rec.fail("fwd", "error", f"harness: {first_line(exc)}")
         return rec
 
@@ -215,7 +221,7 @@ class Executor:
             mode = "not_comparable"
         if self.device_type == "meta":
             mode = "meta"
-        reduced_ok = bool(bases & REDUCED_PRECISION_BASES)
+        family = family_of(bases, calls.tags_about({a.split("::", 1)[1] for a in rec.aten}))
         ref_in = ref_out = None
         if mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
                 and loaded.float64_ok:
@@ -250,22 +256,27 @@ class Executor:
 
         verdict = judge(pick(dev_in, dev_out), pick(cpu_in, cpu_out),
                         pick(ref_in, ref_out) if ref_out is not None else None,
-                        dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+                        dtype=dtype, mode=mode, family=family)
         rec.fwd.update(verdict)
         alias_cpu, alias_dev = aliasing(torch, cpu_in, cpu_out), aliasing(torch, dev_in, dev_out)
         if alias_cpu != alias_dev and rec.fwd.get("status") in ("pass", "pass_low_precision", "not_comparable"):
             rec.fwd.update(status="mismatch", why=f"view aliasing differs: output -> aliased inputs "
                            f"{alias_dev} on the device, {alias_cpu} on cpu")
+        if sample.tier in LAYOUT_TIERS and mode != "meta" \
+                and rec.fwd.get("status") in ("pass", "pass_low_precision", "not_comparable"):
+            problem = layout_problem(torch, cpu_out, dev_out)
+            if problem:
+                rec.fwd.update(status="mismatch", why=problem)
         self.localize_if_needed(rec.aten, rec.fwd, fn, sample, seed)
-        if loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
+        if sample.tier is None and loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
                 and isinstance(dev_out, torch.Tensor) and not mutated:
-            rec.out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok, rec.aten)
+            rec.out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, family, rec.aten)
         if not backward:
             return
         self.step("bwd", rec)
-        self.backward(rec, sample, seed, mode, reduced_ok, (cpu_out, dev_out, ref_out), (cpu_in, dev_in, ref_in))
+        self.backward(rec, sample, seed, mode, family, (cpu_out, dev_out, ref_out), (cpu_in, dev_in, ref_in))
 
-    def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, reduced_ok, aten):
+    def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, family, aten):
         """The same call with ``out=``: it must write into the given tensor and return it, with the values
         of the functional call. Filed under the ``.out`` overload it dispatches (recorded on CPU).
         None when CPU itself refuses ``out=`` for this sample (nothing to compare with)."""
@@ -293,7 +304,7 @@ class Executor:
         if not isinstance(returned, torch.Tensor) or aliasing(torch, [dev_into], [returned]) != [[0]]:
             part.update(status="mismatch", why="out=: the call did not return the out tensor it was given")
         else:
-            verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, reduced_ok=reduced_ok)
+            verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, family=family)
             if verdict.get("why"):
                 verdict["why"] = f"out=: {verdict['why']}"
             part.update(verdict)
@@ -360,14 +371,14 @@ class Executor:
             base = key[0].split("::")[1].split(".")[0]
             verdict = judge((dev_out, []), (cpu_out, []), (ref_out, []) if ref_out is not None else None,
                             dtype=key[1], mode="meta" if self.device_type == "meta" else "values",
-                            reduced_ok=base in REDUCED_PRECISION_BASES)
+                            family=family_of({base}, [{t.name for t in func.tags}]))
             if verdict["status"] in FAILURES:
                 failed[key] = verdict.get("why", "")
         if cap.truncated and not failed:
             return None
         return {"replayed": len(cap.calls), "failed": [list(k) for k in failed]}
 
-    def backward(self, rec: CaseRecord, sample, seed, mode, reduced_ok, outs, ins) -> None:
+    def backward(self, rec: CaseRecord, sample, seed, mode, family, outs, ins) -> None:
         """The backward on the device against CPU's (and float64's): ``rec.bwd``, left None when the
         sample has nothing differentiable."""
         import torch.utils._pytree as pytree
@@ -442,4 +453,4 @@ class Executor:
             return [g if g is not None else "no gradient" for g in grads]
 
         bwd.update(judge(named(d_grads), named(c_grads), named(r_grads) if r_grads is not None else None,
-                         dtype=dtype, mode=mode, reduced_ok=reduced_ok))
+                         dtype=dtype, mode=mode, family=family))

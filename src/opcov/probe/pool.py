@@ -2,7 +2,9 @@
 
 A worker that dies (signal, abort) or exceeds the per-phase timeout is killed, the case in its
 flight recorder (``probe.flight``) is recorded as ``crash`` or ``timeout`` with the phase it was
-in, and a fresh worker continues the group after that case.
+in, and the rest of its group is recorded as not run after it (``CaseRecord.not_run_after``): a
+hanging op pays the timeout once, not once per sample. With ``exhaustive`` (and for a replayed
+trace, whose cases are each another op), a fresh worker continues the group after that case.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from opcov.probe.caserecord import CaseRecord
 from opcov.probe.flight import Flight
 from opcov.probe.journal import Journal
 from opcov.probe.progress import Progress
+from opcov.probe.replay import TRACE_PREFIX
 
 START_TIMEOUT = 300.0  # worker start + smoke test (imports torch, the backend and OpInfo)
 GROUP_TIMEOUT_MIN = 120.0  # sample generation of one group, at least
@@ -48,18 +51,20 @@ class _Slot:
         self.flight = None  # the case in flight, written by the worker (see probe.flight)
         self.assigned_at = 0.0
         self.generated = False  # the busy group's samples exist (a death after is a case's)
+        self.case_ids = None  # the busy group's case ids, once its samples are generated
         self.deadline = float("inf")  # starting: the smoke test's; busy: see Pool.deadline
         self.log = None
 
 
 class Pool:
-    def __init__(self, config: dict, jobs: int, timeout: float):
+    def __init__(self, config: dict, jobs: int, timeout: float, exhaustive: bool = False):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")  # never fork
         self.config, self.jobs = config, jobs
         self.journal = self.progress = None
         self.timeout = timeout
+        self.exhaustive = exhaustive  # run a group's cases after one crashed or timed out
         self.slots = [_Slot(i) for i in range(jobs)]
         self.devices: list[str] = []  # each device a worker ran on, as it described it
         self.ever_ready = False
@@ -156,7 +161,7 @@ class Pool:
         skip = sorted(self.done_ids.get(group["id"], ()))
         slot.conn.send(("group", group, skip))
         slot.state, slot.group = "busy", group
-        slot.generated = False
+        slot.generated, slot.case_ids = False, None
         slot.assigned_at = time.monotonic()
 
     def deadline(self, slot: _Slot) -> float:
@@ -206,6 +211,7 @@ class Pool:
                                                                           and tail not in msg[1] else ""))
         elif kind == "group":
             slot.generated = True  # samples exist; a death from here on is a case's, or between cases
+            slot.case_ids = msg[2]
         elif kind == "group_error":
             self.journal.write({"group_error": msg[1], "why": msg[2]})
             self.progress.group()
@@ -234,13 +240,16 @@ class Pool:
         slot.deadline = float("inf")
 
     def _fail_current(self, slot: _Slot, status: str, why: str) -> None:
-        """Record the case in flight as crash/timeout in the phase it was in; requeue its group."""
+        """Record the case in flight as crash/timeout in the phase it was in; record the rest of its
+        group as not run after it, or requeue the group (see ``cut_short``)."""
         group = slot.group
         found = self.in_flight(slot)
         if found is not None:
             rec, phase = found
             rec.fail(phase, status, why)
             self.record(rec)
+            if self.cut_short(slot, rec, phase):
+                group = None
         elif group is not None and not slot.generated:
             # died or hung outside a case: while generating the group's samples
             self.journal.write({"group_error": group["id"], "why": f"sample generation: {why}"})
@@ -248,6 +257,21 @@ class Pool:
             group = None
         if group is not None:
             self.pending.appendleft(group)
+
+    def cut_short(self, slot: _Slot, rec: CaseRecord, phase: str) -> bool:
+        """No paying twice: after ``rec`` crashed or timed out, record the group's remaining cases as
+        not run after it and finish the group. False (the group is continued) with ``exhaustive``,
+        for a replayed trace (each of its cases is another op), or when the sample count is unknown."""
+        group = slot.group
+        if self.exhaustive or slot.case_ids is None or group["source"].startswith(TRACE_PREFIX):
+            return False
+        done = self.done_ids.get(group["id"], set())
+        for cid in slot.case_ids:
+            if cid not in done:
+                self.record(rec.not_run_after(phase, cid))
+        self.journal.write({"group_done": group["id"], "n": len(slot.case_ids)})
+        self.progress.group()
+        return True
 
     def in_flight(self, slot: _Slot) -> tuple[CaseRecord, str] | None:
         """The partial record of the case the slot's worker was running, if it had one unfinished,

@@ -7,6 +7,7 @@ import sys
 import time
 
 from opcov.probe import STATUSES
+from opcov.vocab import AFTER_CRASH
 
 
 class Progress:
@@ -17,13 +18,17 @@ class Progress:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.total, self.done, self.start_done = total_groups, done_groups, done_groups
         self.cases = 0
+        self.not_run = 0  # cases left after a crash or timeout of their group
         self.counts: collections.Counter = collections.Counter()
         self.t0 = time.monotonic()
         self.last = 0.0
         self.last_log_done = done_groups
 
     def case(self, rec) -> None:
-        """One case finished (a ``CaseRecord``)."""
+        """One case finished (a ``CaseRecord``), or was left after a crash of its group."""
+        if rec.not_run():
+            self.not_run += 1
+            return
         self.cases += 1
         for slot in ("fwd", "bwd"):
             s = rec.status(slot)
@@ -43,7 +48,8 @@ class Progress:
         return f"{int(left // 60)}m{int(left % 60):02d}s"
 
     def line(self) -> str:
-        counts = " ".join(f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s])
+        counts = " ".join([f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s]]
+                          + ([f"{AFTER_CRASH.short} {self.not_run}"] if self.not_run else []))
         return (f"{self.done}/{self.total} groups, {self.cases} cases, "
                 f"{int(time.monotonic() - self.t0)}s, ETA {self._eta()}" + (f" | {counts}" if counts else ""))
 

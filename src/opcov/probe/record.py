@@ -26,22 +26,31 @@ def _mode_base():
 
 
 class Calls:
-    """Ordered distinct (op name, dtype key) pairs, with the random-op flag."""
+    """Ordered distinct (op name, dtype key) pairs, each with its op's tags, and the random-op flag."""
 
     def __init__(self):
-        self.calls: dict[tuple[str, str], None] = {}
+        self.calls: dict[tuple[str, str], list] = {}
         self.seeded_random = False
 
     def add(self, func, args, kwargs, out) -> None:
         import torch
 
         key = call_dtype(_dtypes((args, kwargs)), _dtypes(out))
-        self.calls[(overload_name(func), key)] = None
+        self.calls[(overload_name(func), key)] = func.tags
         if torch.Tag.nondeterministic_seeded in func.tags:
             self.seeded_random = True
 
     def pairs(self) -> list[list[str]]:
         return [list(p) for p in self.calls]
+
+    def tags_about(self, bases) -> list[set]:
+        """The tag names of each call of an op whose base name is in ``bases`` ('mul'), or of every
+        call when none is."""
+        def base(name):
+            return name.split("::", 1)[1].split(".", 1)[0]
+
+        about = [tags for (name, _), tags in self.calls.items() if base(name) in bases] or list(self.calls.values())
+        return [{t.name for t in tags} for tags in about]
 
 
 def recording(calls: Calls):

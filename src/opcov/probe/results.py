@@ -24,10 +24,14 @@ from collections import Counter
 from opcov.catalog import TEST_NAMESPACES
 from opcov.probe import FAILURES, RANK, STATUSES
 from opcov.probe.caserecord import CaseRecord
+from opcov.probe.disposition import RANK as RANK_SKIP
+from opcov.probe.disposition import pick
+from opcov.store.cells import SLOTS
+from opcov.vocab import INPUT_TIERS
 
 MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
-SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "unpinned", "strides")
-COUNTS = ("cases", "fails", "unpinned", "strides")  # summed over a cell's cases; written when not 0
+SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "unpinned", "strides", "after_crash")
+COUNTS = ("cases", "fails", "unpinned", "strides", "after_crash")  # summed over a cell's cases; written when not 0
 UNPINNED = ("ambiguous", "composition")  # blame rules that do not single out this overload
 
 
@@ -73,8 +77,13 @@ def _unpinned(e: dict) -> bool:
 
 
 def _entry(rec: CaseRecord, part: dict, blame: str | None) -> dict:
+    """One case's result in one slot. A case not run after its group's crash (``after_crash``) is
+    counted there alone: not a case, not a failure; it never represents the cell (``_key``)."""
+    if part.get("after_crash"):
+        return {"status": part["status"], "case": rec.case, "cases": 0, "fails": 0, "strides": 0,
+                "unpinned": 0, "after_crash": 1, "not_run": True, "samples": [rec.source]}
     e = {"status": part["status"], "case": rec.case, "cases": 1, "fails": int(part["status"] in FAILURES),
-         "strides": 1 if part.get("strides") else 0, "samples": [rec.source]}
+         "strides": 1 if part.get("strides") else 0, "after_crash": 0, "samples": [rec.source]}
     for k in ("err", "tol", "why"):
         if k in part:
             e[k] = part[k]
@@ -85,13 +94,14 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None) -> dict:
 
 
 def entries(rec: CaseRecord):
-    """(op, dtype key, slot, entry) for one case record."""
+    """(op, dtype key, slot, entry) for one case record; a harder case's (``rec.tier``) forward goes
+    to its tier's slot."""
     fwd = rec.fwd or {}
     fops = [tuple(p) for p in fwd.get("ops", ())]
     if "status" in fwd:
         targets, how = _blame(rec.aten, fwd, fops)
         for op, dk in targets:
-            yield op, dk, "fwd", _entry(rec, fwd, how)
+            yield op, dk, rec.tier or "fwd", _entry(rec, fwd, how)
     out = rec.out  # the same call with out=: evidence for the .out overload it dispatched
     if out and "status" in out:
         oops = [tuple(p) for p in out.get("ops", ())]
@@ -117,7 +127,7 @@ def _key(e: dict):
     before those that judged nothing; then the largest error, then the smallest id."""
     err = e.get("err")
     rank = RANK["no_reference"] - 0.5 if _unpinned(e) else RANK[e["status"]]
-    return (rank, -(err[0] if err else -1.0), e["case"])
+    return (rank, bool(e.get("not_run")), -(err[0] if err else -1.0), e["case"])
 
 
 def combine(a: dict | None, b: dict) -> dict:
@@ -133,33 +143,34 @@ def combine(a: dict | None, b: dict) -> dict:
 
 
 def to_cell(slots: dict) -> dict:
-    """{'fwd': entry, 'bwd': entry} -> the file's cell (bwd evidence keys prefixed)."""
+    """{'fwd': entry, 'bwd': entry, <tier>: entry} -> the file's cell (evidence keys prefixed as in
+    ``opcov.store.cells.SLOTS``; an input tier that passes has its status alone)."""
     cell = {}
     samples = set()
-    for slot in ("fwd", "bwd"):
+    for slot, pre in SLOTS.values():
         e = slots.get(slot)
         if e is None:
             continue
-        pre = "" if slot == "fwd" else "bwd_"
         cell[slot] = e["status"]
+        samples |= set(e["samples"])
+        if slot in INPUT_TIERS and e["status"] == "pass":
+            continue  # a tier that passes says so in one word: the file stays small
         for k in SLOT_KEYS:
             if k in e and not (k in COUNTS[1:] and not e[k]):
                 # a fresh list: a list shared between keys would be written as a YAML anchor
                 cell[pre + k] = list(e[k]) if isinstance(e[k], list) else e[k]
-        samples |= set(e["samples"])
     cell["samples"] = sorted(samples)[:MAX_SAMPLES]
     return cell
 
 
 def from_cell(cell: dict) -> dict:
-    """Inverse of to_cell (samples are shared by both slots; good enough to combine)."""
+    """Inverse of to_cell (samples are shared by all slots; good enough to combine)."""
     slots = {}
-    for slot in ("fwd", "bwd"):
+    for slot, pre in SLOTS.values():
         if slot not in cell:
             continue
-        pre = "" if slot == "fwd" else "bwd_"
         e = {"status": cell[slot], "samples": list(cell.get("samples", ())), "strides": 0, "fails": 0,
-             "unpinned": 0}
+             "unpinned": 0, "after_crash": 0}
         for k in SLOT_KEYS:
             if pre + k in cell:
                 e[k] = cell[pre + k]
@@ -169,8 +180,10 @@ def from_cell(cell: dict) -> dict:
     return slots
 
 
-def build_ops(records, universe, skip_reason, host_only=frozenset()) -> dict:
-    """ops mapping of a probed file: every op in ``universe`` plus every op a case reached."""
+def build_ops(records, universe, skip) -> dict:
+    """ops mapping of a probed file: every op in ``universe`` plus every op a case reached; an op of
+    ``universe`` no case reached gets ``skip(name, probed op names)``, its ``{skipped: ...}`` record
+    (``probe.disposition.Dispositions.record``)."""
     acc: dict = {}
     known = set(universe)
     for rec in sorted(records, key=lambda r: r.case):
@@ -181,11 +194,13 @@ def build_ops(records, universe, skip_reason, host_only=frozenset()) -> dict:
                 continue  # a namespace the catalogue leaves out (OpInfo's own torch_nn:: test ops)
             slots = acc.setdefault(op, {}).setdefault(dk, {})
             slots[slot] = combine(slots.get(slot), e)
+    # A tier's result is kept only beside the plain cases' (a cell always has its forward status).
+    acc = {op: kept for op, d in acc.items() if (kept := {dk: s for dk, s in d.items() if "fwd" in s})}
     ops = {op: {dk: to_cell(s) for dk, s in sorted(d.items())} for op, d in acc.items()}
+    probed = frozenset(ops)
     for name in universe:
         if name not in ops:
-            ops[name] = {"skipped": "host-only metadata op; no device kernel to probe"
-                         if name in host_only else skip_reason}
+            ops[name] = skip(name, probed)
     return ops
 
 
@@ -196,7 +211,7 @@ def merge_ops(docs_ops) -> dict:
     for ops in docs_ops:
         for op, rec in ops.items():
             if "skipped" in rec:
-                skipped.setdefault(op, rec["skipped"])
+                skipped[op] = pick(skipped[op], rec) if op in skipped else dict(rec)
                 continue
             for dk, cell in rec.items():
                 cur = acc.setdefault(op, {}).setdefault(dk, {})
@@ -205,23 +220,24 @@ def merge_ops(docs_ops) -> dict:
                     e.setdefault("cases", 1)
                     cur[slot] = combine(cur.get(slot), e)
     ops = {op: {dk: to_cell(s) for dk, s in sorted(d.items())} for op, d in acc.items()}
-    for op, why in skipped.items():
-        ops.setdefault(op, {"skipped": why})
+    for op, rec in skipped.items():
+        ops.setdefault(op, rec)
     return ops
 
 
 # ---------------------------------------------------------------- per OpInfo
 
 def opinfo_table(records, group_errors) -> dict:
-    """{OpInfo id: {dtype: "fwd/bwd/cases"}}: the worst fwd and bwd status of each group."""
+    """{OpInfo id: {dtype: "fwd/bwd/cases"}}: the worst fwd and bwd status of each group's plain
+    cases (its input tiers are counted per cell), and the cases run (not those left after a crash)."""
     acc: dict = {}
     for rec in records:
         g = acc.setdefault(rec.source, {}).setdefault(rec.dtype, ["-", "-", 0])
-        for i, slot in ((0, "fwd"), (1, "bwd")):
+        for i, slot in ((0, "fwd"), (1, "bwd")) if rec.tier is None else ():
             s = rec.status(slot)
             if s and (g[i] == "-" or RANK[s] < RANK[g[i]]):
                 g[i] = s
-        g[2] += 1
+        g[2] += not rec.not_run()
     for gid in group_errors:
         source, dtype = gid.rsplit("|", 1)
         acc.setdefault(source, {}).setdefault(dtype, ["error", "-", 0])
@@ -266,9 +282,12 @@ def summarize(ops: dict, opinfo: dict, core_names) -> dict:
         bwd = Counter(worst_status(ops[n], "bwd") for n in probed)
         cells = Counter(c["fwd"] for n in probed for c in ops[n].values() if "fwd" in c)
         bcells = Counter(c["bwd"] for n in probed for c in ops[n].values() if "bwd" in c)
+        tcells = {t: _order(Counter(c[t] for n in probed for c in ops[n].values() if t in c)) for t in INPUT_TIERS}
+        why = Counter(str(ops[n]["skipped"]) for n in names if "skipped" in ops[n])
         return {"overloads": len(names), "probed": len(probed), "skipped": len(names) - len(probed),
+                "skipped_by": {w: why[w] for w in sorted(why, key=lambda w: (RANK_SKIP.get(w, len(RANK_SKIP)), w))},
                 "fwd": _order(fwd), "bwd": _order(bwd), "cells_fwd": _order(cells),
-                "cells_bwd": _order(bcells)}
+                "cells_bwd": _order(bcells), "cells_tiers": {t: c for t, c in tcells.items() if c}}
 
     aten = [n for n in ops if n.startswith("aten::")]
     core = [n for n in aten if n in core_names]

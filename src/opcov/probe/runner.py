@@ -2,7 +2,8 @@
 
 Every finished case is appended to a journal (``probe.journal``), so an interrupted-and-resumed
 run writes the same file as an uninterrupted one: the file is built from the journal alone,
-sorted by case id. Workers, deadlines and crash handling are ``probe.pool``'s.
+sorted by case id. Workers, deadlines and crash handling are ``probe.pool``'s; the groups known
+to crash or hang on this backend version (``probe.ledger``, kept beside the journal) run first.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ import time
 from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
-from opcov.probe import cases, results
-from opcov.probe.compare import CPU_MARGIN, LOW_PRECISION, TOLERANCES
+from opcov.errors import OpcovError
+from opcov.probe import cases, disposition, results
+from opcov.probe.compare import CPU_MARGIN, SCALED_FAMILIES, TOLERANCES, USABLE
 from opcov.probe.journal import Journal, journal_path
+from opcov.probe.ledger import Ledger, ledger_path, version_key
 from opcov.probe.pool import Pool, ProbeError
 from opcov.probe.progress import Progress
-from opcov.store import data
+from opcov.store import data, output
 
 __all__ = ["probe", "journal_path", "ProbeError", "now_iso", "provenance"]
 
@@ -30,28 +33,37 @@ def now_iso() -> str:
 
 
 def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jobs=1, timeout=60.0,
-          shard=None, resume=False, command="", stream=None, traces=()) -> tuple[dict, dict]:
-    """Run the probe; return (document, run figures). The document is also written to ``out``."""
+          shard=None, resume=False, command="", stream=None, traces=(), exhaustive=False,
+          tiers=()) -> tuple[dict, dict]:
+    """Run the probe; return (document, run figures). The document is also written to ``out``.
+
+    ``out`` and its journal are checked before any worker starts; a journal this run made is removed
+    again when the run stops before any case finished (nothing to resume), and kept otherwise.
+    ``exhaustive``: run every case of a group after one crashed or timed out (by default the rest
+    are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
+    gets one harder case of."""
+    output.check_writable_file(out)
+    output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
     # this process's own (the backend, the catalogue, the case selection) instead of following them.
     # Each worker picks device (its index mod the device count) itself: the parent never starts it.
     config = {"backend": backend.name, "device_type": backend.device_type, "module": backend.module,
               "threads": 1}  # OpInfo samples are small: intra-op threads cost more than they give
     t0 = time.monotonic()
-    pool = Pool(config, jobs, timeout)
+    pool = Pool(config, jobs, timeout, exhaustive)
     pool.start(pool.slots[0])
-    journal = progress = None
+    journal = progress = ledger = None
     try:
         torch = _backends.load(backend)
         catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
         core_bases = {op.base for op in catalog.core} if core else None
         groups = cases.select_groups(pattern, core_bases=core_bases, dtypes=dtypes, directions=directions,
-                                     shard=shard, traces=traces)
+                                     shard=shard, traces=traces, tiers=tiers)
         settings = {
             "backend": backend.name, "module": backend.module, "torch": str(torch.__version__),
             "dtypes": list(dtypes), "directions": list(directions), "ops": pattern, "core": bool(core),
             "shard": f"{shard[0]}/{shard[1]}" if shard else None, "timeout": timeout,
-            "traces": list(traces),
+            "traces": list(traces), "exhaustive": bool(exhaustive), "tiers": list(tiers),
         }
         journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command},
                           resume)
@@ -59,14 +71,20 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         for cid, rec in journal.records.items():
             done_ids.setdefault(rec.group, set()).add(cid)
         finished = set(journal.groups_done) | set(journal.group_errors)
-        pending = collections.deque(g.as_dict() for g in groups if g.id not in finished)
+        todo = [g for g in groups if g.id not in finished]
+        ledger = Ledger(ledger_path(out), version_key(_backend_doc(backend), str(torch.__version__)))
+        first = set(ledger.first(g.id for g in todo))
+        pending = collections.deque(g.as_dict() for g in sorted(todo, key=lambda g: g.id not in first))
         progress = Progress(len(groups), len(groups) - len(pending), stream)
         if resume and journal.records:
             progress.note(f"resuming: {len(journal.records)} cases and {len(finished)} groups already in "
                           f"{journal.path}")
+        if first:
+            progress.note(f"{len(first)} group(s) known to crash or hang on this backend version run first "
+                          f"({ledger.path})")
         if pending:
             pool.run(pending, done_ids, journal, progress)
-    except ProbeError:
+    except BaseException:  # a failed start, a usage error, Ctrl-C
         if journal is not None and not journal.records and not journal.groups_done and not journal.group_errors:
             journal.close()
             os.remove(journal.path)  # nothing ran: leave no journal that would demand --resume
@@ -75,34 +93,42 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         pool.stop()
         if journal is not None:
             journal.close()
+            if ledger is not None:
+                ledger.update(journal.records.values(), set(journal.groups_done) | set(journal.group_errors))
+                ledger.save()
         if progress is not None:
             progress.finish()
     run_s = time.monotonic() - t0
     records = list(journal.records.values())
     universe = [op.name for op in catalog]
-    reason = ("no case of this probe dispatched it"
-              + (f" (cases limited by --ops {pattern!r})" if pattern else "")
-              + (" (cases limited by --core)" if core else "")
-              + (f" (shard {settings['shard']})" if shard else ""))
-    host_only = {op.name for op in catalog if not op.applicable}
-    ops = results.build_ops(records, universe, reason, host_only)
+    reasons = disposition.Dispositions(disposition.intrinsic(torch, catalog), disposition.functional_forms(torch, catalog),
+                                       cases.named_bases(), {g.source for g in groups})
+    ops = results.build_ops(records, universe, reasons.record)
     table = results.opinfo_table(records, journal.group_errors)
     doc = {
         "schema_version": 1,
         "evidence": "probed",
-        "backend": {"name": backend.name, "device_type": backend.device_type,
-                    "dispatch_key": backend.dispatch_key, "package": backend.package or "torch",
-                    "version": backend.installed_version() or "unknown"},
+        "backend": _backend_doc(backend),
         "provenance": provenance(torch, backend, catalog, journal.header, "; ".join(sorted(pool.devices)), groups,
                                  settings),
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,
     }
-    data.save(doc, out)
+    try:
+        data.save(doc, out)
+    except OpcovError as exc:  # the journal holds every case: --resume writes the file without rerunning
+        raise OpcovError(f"{exc}; the results are kept in {journal.path}: run the same command with "
+                         "--resume to write them") from None
     os.remove(journal.path)
     figures = {"wall_s": time.monotonic() - t0, "run_s": run_s, "cases_run": progress.cases, "restarts": pool.restarts,
                "groups": len(groups), "start_s": (pool.ready_at - t0) if pool.ready_at else None}
     return doc, figures
+
+
+def _backend_doc(backend) -> dict:
+    """The probed file's ``backend`` mapping."""
+    return {"name": backend.name, "device_type": backend.device_type, "dispatch_key": backend.dispatch_key,
+            "package": backend.package or "torch", "version": backend.installed_version() or "unknown"}
 
 
 NOTES_ALWAYS = [
@@ -110,11 +136,14 @@ NOTES_ALWAYS = [
     "case source: PyTorch's OpInfo samples plus narrowing canaries (int64 beyond 2^31, float64 beyond "
     "float32 precision); with --traces also op calls captured from zoo model training steps on CPU and "
     "replayed one call at a time (forward only; CPU-only kernels left out). Ops no case reaches stay "
-    "'skipped'",
+    "'skipped', each with its reason",
     "checked: values (float64 CPU reference, device no worse than CPU at the same dtype), NaN/inf "
     "positions, shape, dtype, in-place mutation of inputs, view aliasing (which outputs share storage "
     "with which inputs, as on CPU), and out= on each OpInfo's first sample (writes into the given tensor, "
     "returns it, same values; filed under the .out overload); strides are recorded, not judged",
+    "precision tiers: pass is the strict tier (no worse than CPU at the dtype); pass_low_precision the "
+    "usable tier of the op's family (tolerances under probe.tolerances)",
+    "after a crash or timeout, the group's later cases are not run (counted as after_crash) unless --exhaustive",
 ]
 
 
@@ -122,6 +151,10 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
     import platform
 
     notes = list(NOTES_ALWAYS)
+    if settings["tiers"]:
+        notes.append(f"input tiers ({', '.join(settings['tiers'])}): one harder case per OpInfo x dtype each, "
+                     "forward only, its status in a cell key of its own; in the layout tiers an output's memory "
+                     "format is judged where CPU keeps a non-contiguous one")
     if backend.name == "cpu":
         notes.insert(0, "harness self-test: a cpu probe runs the device side on CPU too, so it tests opcov's "
                         "probe and shows CPU's dtype support; it is not a rival backend's score")
@@ -143,13 +176,15 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
         "probe": {
             "dtypes": settings["dtypes"], "directions": settings["directions"],
             "ops": settings["ops"], "core": settings["core"], "shard": settings["shard"] or "all",
-            "timeout_s": settings["timeout"],
+            "timeout_s": settings["timeout"], "exhaustive": settings["exhaustive"], "tiers": settings["tiers"],
             "case_source": {"opinfo_lists": cases.list_counts(), "opinfos": len({g.source for g in groups
                                                                                   if not g.source.startswith((cases.CANARY_PREFIX, "trace."))}),
                             "groups": len(groups), "canary_groups": n_canary,
                             "trace_groups": n_trace, "traces": settings["traces"]},
             "tolerances": {"per_dtype_rtol_atol": {k: list(v) for k, v in TOLERANCES.items()},
-                           "cpu_margin": CPU_MARGIN, "low_precision_rtol_atol": list(LOW_PRECISION)},
+                           "cpu_margin": CPU_MARGIN,
+                           "usable_rtol_atol": {f: {d: list(v) for d, v in t.items()} for f, t in USABLE.items()},
+                           "usable_scaled": list(SCALED_FAMILIES)},
         },
         "notes": notes,
     }

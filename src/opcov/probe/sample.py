@@ -12,7 +12,8 @@ from dataclasses import dataclass
 class Sample:
     """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
 
-    __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves")
+    __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves", "tier",
+                 "keep_layout")
 
     def __init__(self, input, args, kwargs, output_process_fn_grad=None):
         self.input, self.args, self.kwargs = input, args, kwargs
@@ -20,6 +21,14 @@ class Sample:
         self.fn = None  # a per-sample callable (replayed calls); else the group's
         self.aten = None  # a per-sample op the case is about (for blame); else the group's
         self.host_leaves = frozenset()  # leaves (pytree order) the OpInfo keeps on CPU for any device
+        self.tier = None  # the input tier this sample was made harder for (probe.tiers); None: as given
+        self.keep_layout = False  # copies keep the inputs' strides (a tier's layout is the point)
+
+
+def case_ids(group_id: str, samples) -> list[str]:
+    """The ids of a group's cases: ``<group>|<index>`` for a sample as given, ``<group>|<tier>``
+    for one made harder for a tier (one per tier)."""
+    return [f"{group_id}|{s.tier}" if s.tier else f"{group_id}|{i}" for i, s in enumerate(samples)]
 
 
 @dataclass

@@ -18,6 +18,7 @@ import traceback
 from opcov.probe.cases import load_group, opinfos
 from opcov.probe.execute import Executor, first_line
 from opcov.probe.flight import Flight
+from opcov.probe.sample import case_ids
 
 
 class Worker:
@@ -69,9 +70,9 @@ class Worker:
         except Exception as exc:  # noqa: BLE001 - an OpInfo that cannot make samples
             self.send("group_error", group["id"], f"sample generation failed: {first_line(exc)}")
             return
-        self.send("group", group["id"], len(loaded.samples))
-        for i, sample in enumerate(loaded.samples):
-            cid = f"{group['id']}|{i}"
+        ids = case_ids(group["id"], loaded.samples)
+        self.send("group", group["id"], ids)
+        for cid, sample in zip(ids, loaded.samples):
             if cid in skip:
                 continue
             self.send("case", self.executor.run_case(loaded, sample, cid, group))

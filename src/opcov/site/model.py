@@ -11,11 +11,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from opcov.scan import pynames as pynames_mod
 from opcov.store import layout
 from opcov.store import lineyaml
 from opcov.store import opset
-from opcov.store.cells import ProbedCell, record_cells
+from opcov.store.cells import ProbedCell, record_cells, skip_reason
 from opcov.verdict import judge
+from opcov import dtypes as dtypes_mod
 from opcov import vocab
 from opcov.errors import DataError, UsageError
 
@@ -105,6 +107,9 @@ class Site:
     catalog_note: str
     ops: list[str]  # every op name in any latest snapshot, sorted
     users: dict  # op name -> sorted list of (model, mode)
+    pynames: pynames_mod.Index | None = None  # the Python-name index of the data's torch, when committed
+    pynames_note: str = ""  # which index the pages use, or why Python names are not shown
+    python_of: dict = field(default_factory=dict)  # op name -> sorted Python names that dispatch it
 
 
 # ---------------------------------------------------------------- loading
@@ -113,6 +118,10 @@ def load_site(coverage_dir: str) -> Site:
     """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file."""
     if not os.path.isdir(coverage_dir):
         raise UsageError(f"{coverage_dir}: no such folder; pass --coverage DIR (the folder 'opcov scan' writes to)")
+    stray = layout.strays(coverage_dir)  # what check passes over: never publish a site that differs from it
+    if stray:
+        more = f" (and {len(stray) - 1} more)" if len(stray) > 1 else ""
+        raise DataError(f"{stray[0][0]}: {stray[0][1]}{more}; run 'opcov lint {coverage_dir}'")
     backends: dict[str, Backend] = {}
     models: dict[str, Model] = {}
     for path in layout.yaml_files(coverage_dir):
@@ -158,9 +167,31 @@ def load_site(coverage_dir: str) -> Site:
         note = f"op tags from the registered coverage files; {note}"
     elif catalog:
         note = f"op tags and {note}"
+    index, index_note = python_index(coverage_dir, backends)
+    python_of: dict[str, list] = {}
+    for py, reached in sorted((index.names if index else {}).items()):
+        for op in reached:
+            python_of.setdefault(op, []).append(py)
     return Site(coverage_dir=coverage_dir, backends=[backends[k] for k in sorted(backends)],
                 models=[models[k] for k in sorted(models)], catalog=catalog, catalog_note=note,
-                ops=sorted(names), users={k: sorted(v) for k, v in users.items()})
+                ops=sorted(names), users={k: sorted(v) for k, v in users.items()},
+                pynames=index, pynames_note=index_note, python_of=python_of)
+
+
+def python_index(coverage_dir: str, backends: dict) -> tuple[pynames_mod.Index | None, str]:
+    """The committed Python-name index made with the data's torch (that of the first backend's newest
+    registered scan), and a note saying which, or why Python names are not shown."""
+    snaps = [b.registered or b.probed for _, b in sorted(backends.items())]
+    torch = next((str(s.prov.get("torch")) for s in snaps if s), "")
+    path = layout.pick_pynames(coverage_dir, torch)
+    if path is None:
+        return None, ("Python names are not shown: no Python-name index in the data "
+                      "(python scripts/make_pynames.py writes one)")
+    index = pynames_mod.read(path)
+    note = f"Python names from {os.path.basename(path)}: what each name dispatched on meta tensors"
+    if not layout.same_torch(index.torch, torch):
+        note += f" with torch {index.torch} (the data is for torch {torch}: there a name may reach other ops)"
+    return index, note
 
 
 # ---------------------------------------------------------------- schemas and tags
@@ -310,3 +341,187 @@ def judge_models(site: Site) -> dict:
                              for p in cov.paths]
                 out[(m.name, mode, b.name)] = judge.judge(doc, cov)
     return out
+
+
+# ---------------------------------------------------------------- one op on one backend: the answer
+
+DIRECTIONS = ("forward", "backward")
+# How one op's forward or backward fares on one backend, in one letter (the search index, the matrix's
+# "differs" filter and sorting, and the API share them), best first. Built from vocab's words: a registered claim
+# takes the registered level's icon and colour, never the probed pass's.
+_REG = vocab.REGISTERED
+SUPPORT = {w.name: w for w in (
+    vocab.Word("P", "passes in every dtype probed", "probed pass", vocab.PROBED["pass"].icon, "ok"),
+    vocab.Word("S", "passes in some dtypes probed, fails or is unchecked in others", "some dtypes", "\u25d1", "warn"),
+    vocab.Word("R", vocab.EVIDENCE["registered"].label, vocab.EVIDENCE["registered"].short,
+               vocab.EVIDENCE["registered"].icon, vocab.EVIDENCE["registered"].css),
+    vocab.Word("C", "ran on the probe, values unchecked", "unchecked", vocab.PROBED["not_comparable"].icon, "unknown"),
+    vocab.Word("U", "opcov could not resolve what it reaches", "unresolved", _REG["unresolved"].icon,
+               _REG["unresolved"].css),
+    vocab.Word("F", _REG["fallback"].label, _REG["fallback"].short, _REG["fallback"].icon, _REG["fallback"].css),
+    vocab.Word("X", "fails: no dtype probed passes", "probed fail", vocab.PROBED["error"].icon, "fail"),
+    vocab.Word("M", _REG["missing"].label, _REG["missing"].short, _REG["missing"].icon, _REG["missing"].css),
+    vocab.Word("N", _REG["not_applicable"].label, _REG["not_applicable"].short, _REG["not_applicable"].icon,
+               _REG["not_applicable"].css),
+    vocab.Word("-", "not in this backend's data", "no data", vocab.NO_EVIDENCE.icon, "none"),
+)}
+SUPPORT_OF_RES = {"registered": "R", "fallback": "F", "unresolved": "U", "missing": "M", "not_applicable": "N"}
+# The registered path in words, for the answer line.
+PATH_WORDS = {"kernel": "own kernel", "out_variant": "through its .out kernel", "composite": "composite",
+              "fallback": "boxed fallback only", "missing": "no kernel", "not_applicable": "host-only",
+              "backend_kernel": "own backward kernel", "formula": "derivative formula", "lost": "backward lost",
+              "not_implemented": "backward not implemented", "none": "no backward"}
+
+
+def dtype_order(keys) -> list[str]:
+    """Dtype keys in reading order: floating and complex types as opcov.dtypes lists them, then the rest by name."""
+    rank = {d: i for i, d in enumerate(("float32", "bfloat16", "float16") + dtypes_mod.FLOATING)}
+    return sorted(set(keys), key=lambda d: (rank.get(d, len(rank)), d))
+
+
+@dataclass
+class Direction:
+    """One op's forward or backward on one backend: probed where the probe has a status for some dtype
+    (probed evidence outranks a registration), else what the registered scan claims, else nothing."""
+
+    direction: str
+    code: str  # a key of SUPPORT
+    evidence: str  # probed | registered | none
+    dtypes: dict = field(default_factory=dict)  # dtype -> probed status (probed evidence only)
+    res: str = ""  # registered resolved status
+    path: str = ""  # registered path (kernel, formula, composite...)
+    via: list = field(default_factory=list)
+    why: str = ""  # why a registration is unresolved, or the first failing dtype's error
+    fallback_enabled: bool | None = None
+
+    @property
+    def word(self) -> vocab.Word:
+        return SUPPORT[self.code]
+
+    def phrase(self) -> str:
+        """'passes in 6 of 6 dtypes', 'registered own kernel, unverified', 'no kernel'..."""
+        if self.evidence == "probed":
+            ok = [d for d, s in self.dtypes.items() if s in ("pass", "pass_low_precision")]
+            low = [d for d, s in self.dtypes.items() if s == "pass_low_precision"]
+            n = len(self.dtypes)
+            if self.code == "C":
+                return f"ran in {n} dtype{'s' * (n != 1)} probed, values unchecked"
+            text = f"passes in {len(ok)} of {n} dtype{'s' * (n != 1)} probed"
+            others = {}
+            for d, s in self.dtypes.items():
+                if d not in ok:
+                    others.setdefault(s, []).append(d)
+            if low:
+                text += f" ({', '.join(dtype_order(low))} only at reduced precision)"
+            if others:
+                text += " (" + "; ".join(f"{vocab.PROBED[s].short if s in vocab.PROBED else s}: "
+                                         f"{', '.join(dtype_order(ds))}"
+                                         for s, ds in sorted(others.items(),
+                                                             key=lambda kv: vocab.PROBED_RANK.get(kv[0], 99))) + ")"
+            return text
+        if self.code == "-":
+            return SUPPORT["-"].label
+        path = PATH_WORDS.get(self.path, self.path)
+        if self.code == "R":
+            via = f" of {', '.join(self.via[:2])}{', ...' if len(self.via) > 2 else ''}" if self.path == "composite" and self.via else ""
+            return f"registered {path}{via}, unverified"
+        if self.code == "F":
+            return ("CPU fallback only (" + ("enabled: runs, slowly" if self.fallback_enabled else
+                                             "disabled: the call raises") + ")")
+        if self.code == "U":
+            return f"{path}, but opcov could not resolve what it reaches"
+        if self.code == "M":
+            return path if self.path in ("missing", "lost", "not_implemented", "none") else f"{path}: no kernel"
+        return SUPPORT[self.code].label
+
+    def as_dict(self) -> dict:
+        out = {"support": self.code, "evidence": self.evidence, "says": self.phrase()}
+        out.update({k: v for k, v in (("dtypes", self.dtypes), ("res", self.res), ("path", self.path),
+                                      ("via", self.via), ("why", self.why)) if v})
+        return out
+
+
+@dataclass
+class OpAnswer:
+    """What one backend's data says of one op: both directions and what the probe said of it."""
+
+    backend: str
+    forward: Direction
+    backward: Direction
+    probe: str  # 'probed', 'no probe', 'probe skipped it: ...', 'not in the probed data'
+
+    @property
+    def directions(self) -> tuple[Direction, Direction]:
+        return self.forward, self.backward
+
+    @property
+    def evidence(self) -> str:
+        """The weakest evidence of the two directions that have any (for the line's mark)."""
+        levels = [d.evidence for d in self.directions if d.code not in ("-", "N")] or [self.forward.evidence]
+        return vocab.worst(levels, vocab.EVIDENCE_WORST_FIRST)
+
+    def segments(self) -> list[tuple[Direction | None, str]]:
+        """The sentence in parts, each with the direction whose support it words (None: a joint)."""
+        fwd, bwd = self.forward, self.backward
+        if fwd.phrase() == bwd.phrase() and fwd.code not in ("-", "N"):
+            out = [(fwd, f"{fwd.phrase()}, forward and backward")]
+        elif bwd.code == "N":
+            out = [(fwd, fwd.phrase())] + ([] if fwd.code == "N" else [(None, "; no backward")])
+        else:
+            out = [(fwd, fwd.phrase()), (None, "; backward: "), (bwd, bwd.phrase())]
+        if self.probe != "probed":
+            out.append((None, f"; {self.probe}"))
+        return out
+
+    def sentence(self) -> str:
+        """One line: 'passes in 6 of 6 dtypes probed, forward and backward' or 'registered own kernel,
+        unverified; backward: derivative formula, but opcov could not resolve what it reaches; no probe'."""
+        return "".join(text for _, text in self.segments())
+
+    def as_dict(self) -> dict:
+        return {"says": self.sentence(), "evidence": self.evidence, "probe": self.probe,
+                "forward": self.forward.as_dict(), "backward": self.backward.as_dict()}
+
+
+def probed_support(statuses) -> str:
+    """The support letter of probed statuses over dtypes: P all pass, S some, X none pass and some fail,
+    C only unchecked runs; '-' for none (skipped)."""
+    statuses = [s for s in statuses if s and s != "skipped"]
+    ok = [s for s in statuses if s in ("pass", "pass_low_precision")]
+    if not statuses:
+        return "-"
+    return "P" if len(ok) == len(statuses) else "S" if ok else "X" if set(statuses) & vocab.PROBED_FAILURES else "C"
+
+
+def _direction(backend: Backend, op: str, direction: str) -> Direction:
+    cells = backend.probed.cells(op) if backend.probed else {}
+    slots = {d: c.slot(direction) for d, c in cells.items()}
+    dtypes = {d: str(s.status) for d, s in slots.items() if s.status and s.status != "skipped"}
+    if dtypes:
+        bad = [d for d, s in dtypes.items() if s in vocab.PROBED_FAILURES]
+        code = probed_support(dtypes.values())
+        why = next((f"{d}: {slots[d].why}" for d in dtype_order(bad) if slots[d].why), "")
+        return Direction(direction, code, "probed", {d: dtypes[d] for d in dtype_order(dtypes)}, why=why)
+    rec = backend.registered.ops.get(op) if backend.registered else None
+    if rec is None:
+        return Direction(direction, "-", vocab.NO_EVIDENCE.name)
+    fwd = direction == "forward"
+    res = str(rec.get("res" if fwd else "bwd_res"))
+    fb = (backend.registered.prov.get("fallback") or {})
+    return Direction(direction, SUPPORT_OF_RES.get(res, "U"), "registered", res=res,
+                     path=str(rec.get("fwd" if fwd else "bwd") or ""), via=list(rec.get("via" if fwd else "bwd_via") or []),
+                     why=str(rec.get("why") or "") if res == "unresolved" else "",
+                     fallback_enabled=fb.get("enabled") if fb.get("present", True) else None)
+
+
+def op_answer(backend: Backend, op: str) -> OpAnswer:
+    """The answer of ``backend``'s newest snapshots for ``op`` (the op pages, the search index, the API)."""
+    if backend.probed is None:
+        probe = "no probe"
+    elif op not in backend.probed.ops:
+        probe = "not in the probed data"
+    elif skip_reason(backend.probed.ops[op]) is not None:
+        probe = f"the probe skipped it ({skip_reason(backend.probed.ops[op])})"
+    else:
+        probe = "probed"
+    return OpAnswer(backend.name, _direction(backend, op, "forward"), _direction(backend, op, "backward"), probe)

@@ -14,8 +14,11 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Mapping
 
-# Slot name -> (its status key, the prefix of its evidence keys) in a cell, in display order.
-SLOTS = {"forward": ("fwd", ""), "backward": ("bwd", "bwd_")}
+from opcov.vocab import INPUT_TIERS, SKIP_REASONS
+
+# Slot name -> (its status key, the prefix of its evidence keys) in a cell, in display order: the op
+# run as itself, its backward, then one slot per input tier (its harder case, forward only).
+SLOTS = {"forward": ("fwd", ""), "backward": ("bwd", "bwd_"), **{t: (t, f"{t}_") for t in INPUT_TIERS}}
 
 
 def _frozen(value):
@@ -45,6 +48,7 @@ class ProbedSlot:
     fails: int | None = None
     unpinned: int | None = None  # failing cases not pinned on this overload
     strides: int | None = None  # cases whose output strides differed from CPU's
+    after_crash: int | None = None  # cases not run after a crash or timeout of their group
 
     @classmethod
     def from_dict(cls, cell: dict, status_key: str, prefix: str) -> ProbedSlot:
@@ -87,21 +91,28 @@ class ProbedCell:
         return [(SLOTS[name][0], s.status) for name, s in self.slots() if s.status is not None]
 
     def evidence(self) -> list[tuple[str | None, str, object]]:
-        """(slot name, key, value) of everything beside the statuses, values as read: the forward's
-        evidence and the cell's own (samples, slot None) by key, then each further slot's by key."""
+        """(slot name, key, value) of everything beside the forward and backward statuses, values as
+        read: the forward's evidence and the cell's own (samples, slot None) by key, then each further
+        slot's by key, an input tier's status first (key 'status')."""
         first = [("forward", k, v) for k, v in self.forward.evidence()]
         if self.samples is not None:
             first.append((None, "samples", _as_read(self.samples)))
         out = sorted(first, key=lambda e: e[1])
         for name, s in self.slots()[1:]:
+            if name in self.extra and s.status is not None:
+                out.append((name, "status", s.status))
             out.extend((name, k, v) for k, v in s.evidence())
         return out
 
 
 def skip_reason(rec) -> str | None:
-    """Why a probed op has no cells (its record is ``{skipped: reason}``), else None."""
+    """Why a probed op has no cells, in words (its record is ``{skipped: <reason word>}``, with ``of:
+    <functional op>`` for a variant; a file from before the words holds the sentence), else None."""
     if isinstance(rec, dict) and "skipped" in rec and not isinstance(rec["skipped"], dict):
-        return str(rec["skipped"])
+        word = SKIP_REASONS.get(str(rec["skipped"]))
+        if word is None:
+            return str(rec["skipped"])
+        return word.label + (f" ({rec['of']})" if rec.get("of") else "")
     return None
 
 

@@ -4,24 +4,44 @@ A coverage file is written once by a scan (or a probe) and read by everything
 else. Writing is deterministic (sorted keys, one op per line) so a re-run gives a
 minimal git diff; reading validates everything and names the file and line of
 each problem, so a hand-edited or foreign file never reaches a report half-read.
+
+Reading is also guarded against hostile files (``read_text``, ``anchor_line``): a file over
+``MAX_FILE_BYTES`` is refused unread, bytes that are not UTF-8 or characters YAML forbids are
+refused with their line, and so are YAML anchors and aliases, which opcov never writes and which
+let a small file expand into billions of values ("billion laughs") once something walks it.
+
+Every file opcov writes is self-checking: its first line, ``integrity: {ops: N, sha256: HEX}``, counts
+the ops and holds the SHA-256 of every byte after that line (``stamped``), and every reader (this
+module's ``load``, ``opcov.store.lineyaml``, ``lint``) verifies it (``integrity_problem``), so a file cut
+short at a line end, which is still valid YAML, or edited by hand is refused rather than read as less
+data. The stamp covers the header as well as the ops, costs one SHA-256 pass (~1 ms per MB), and keeps
+the writer deterministic and one-pass. A file without the line (written before opcov stamped its
+files) is read, with a lint warning.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import stat
 from dataclasses import dataclass
 
 from opcov.errors import DataError
-from opcov.vocab import BWD_PATHS, EVIDENCE_KINDS, FWD_PATHS, PROBED_STATUSES, RESOLVED
+from opcov.store import output
+from opcov.vocab import BWD_PATHS, EVIDENCE_KINDS, FWD_PATHS, INPUT_TIERS, PROBED_STATUSES, RESOLVED
 
 SCHEMA_VERSION = 1
 
 # The words (paths, resolved statuses, probed statuses) are opcov.vocab's.
 # A probed cell: ``fwd`` (required) and ``bwd`` statuses, evidence beside them (bwd_* for the backward).
 _PROBED_SLOT_KEYS = {"err": "err", "tol": str, "why": str, "blame": str, "case": str, "cases": int,
-                     "fails": int, "unpinned": int, "strides": int}
+                     "fails": int, "unpinned": int, "strides": int, "after_crash": int}
+# Each input tier (``<tier>``, ``<tier>_*``: the harder case of opcov.probe.tiers) is a slot like ``bwd``.
 PROBED_CELL_KEYS = {"fwd": PROBED_STATUSES, "bwd": PROBED_STATUSES, "samples": list,
-                    **_PROBED_SLOT_KEYS, **{f"bwd_{k}": v for k, v in _PROBED_SLOT_KEYS.items()}}
+                    **_PROBED_SLOT_KEYS, **{f"bwd_{k}": v for k, v in _PROBED_SLOT_KEYS.items()},
+                    **{t: PROBED_STATUSES for t in INPUT_TIERS},
+                    **{f"{t}_{k}": v for t in INPUT_TIERS for k, v in _PROBED_SLOT_KEYS.items()}}
 
 OP_KEYS = {
     "fwd": FWD_PATHS, "res": RESOLVED, "bwd": BWD_PATHS, "bwd_res": RESOLVED,
@@ -33,11 +53,63 @@ DATA_TAGS = ("core", "pointwise", "reduction", "inplace", "out", "view", "view_c
              "mutating", "maybe_aliasing_or_mutating", "nondeterministic_seeded",
              "dynamic_output_shape", "data_dependent_output", "host_only")
 REQUIRED_OP_KEYS = ("fwd", "res", "bwd", "bwd_res")
-TOP_KEYS = {"schema_version", "evidence", "backend", "provenance", "summary", "ops"}
+INTEGRITY = "integrity"  # the first line of every file opcov writes (``stamped``); not part of the data
+TOP_KEYS = {"schema_version", "evidence", "backend", "provenance", "summary", "ops", INTEGRITY}
 BACKEND_KEYS = {"name", "device_type", "dispatch_key", "package", "version"}
-PROVENANCE_KEYS = {"torch", "opcov", "created", "command", "host", "device", "catalog_modules",
-                   "mode", "settings", "fallback", "reach", "notes", "kernel_sources",
-                   "probe", "merged_from"}
+# What each provenance value must be (see ``type_problem``): header values are read by reports and the
+# site, so a list or a date where a string belongs is refused here rather than failing there.
+PROVENANCE_TYPES = {"torch": str, "opcov": str, "created": str, "command": str, "host": "scalars",
+                    "device": str, "catalog_modules": "strings", "mode": str, "settings": "scalars",
+                    "fallback": "scalars", "reach": str, "notes": "strings", "kernel_sources": "counts",
+                    "probe": "data", "merged_from": "strings"}
+PROVENANCE_KEYS = set(PROVENANCE_TYPES)
+
+# A data file larger than this is refused before it is read. PyYAML holds ~40x a file's size in
+# memory while loading it; the largest file opcov writes (a probed backend) is a few MB.
+MAX_FILE_BYTES = 64 << 20
+
+
+_TYPE_WORDS = {str: "a string", "scalars": "a mapping of names to plain values", "strings": "a list of strings",
+               "counts": "a mapping of names to counts",
+               "data": "plain data (mappings, lists, strings, numbers, booleans)"}
+_ENTRY_WORDS = {"scalars": "a plain value (string, number, boolean or null)", "counts": "a count"}
+_DATA_DEPTH = 12  # nesting allowed in free-form header data (opcov writes at most 5 levels)
+
+
+def _is_data(value, depth: int = 0) -> bool:
+    """Plain YAML data as opcov writes it: no dates, binary, sets or deep nesting."""
+    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+        return True
+    if depth >= _DATA_DEPTH:
+        return False
+    if isinstance(value, list):
+        return all(_is_data(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_data(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _entry_ok(value, kind) -> bool:
+    if kind == "counts":
+        return isinstance(value, int) and not isinstance(value, bool)
+    return value is None or isinstance(value, (str, int, float))
+
+
+def type_problem(value, kind, where: str) -> tuple[tuple, str] | None:
+    """When ``value`` (named ``where``) is not of ``kind`` (str, "scalars", "strings", "counts", "data"):
+    (keys from it to the bad entry, for the line; the message)."""
+    if kind in ("scalars", "counts") and isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str) or not _entry_ok(v, kind):
+                return (k,), f"{where}.{k} must be {_ENTRY_WORDS[kind]}"
+        return None
+    if kind is str:
+        ok = isinstance(value, str)
+    elif kind == "strings":
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+    else:
+        ok = kind == "data" and _is_data(value)
+    return None if ok else ((), f"{where} must be {_TYPE_WORDS[kind]}")
 
 
 def worst(statuses) -> str:
@@ -56,7 +128,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
-        return f"{where}: {self.severity}: {self.message}"
+        return " ".join(f"{where}: {self.severity}: {self.message}".splitlines())  # always one line
 
 
 # ---------------------------------------------------------------- writing
@@ -90,44 +162,172 @@ def _flow(value) -> str:
     return text.strip()
 
 
-def dumps(doc: dict) -> str:
-    """Deterministic YAML: header block, then one line per op, sorted."""
+def _key(name) -> str:
+    """An op name as a mapping key on its op's line. A name with a line break in it is written
+    double-quoted, its breaks escaped (the plain style would fold it over lines, which YAML does not
+    allow in a key)."""
+    text = _flow(name)
+    if "\n" not in text:
+        return text
     import yaml
 
-    head = {k: v for k, v in doc.items() if k != "ops"}
+    return yaml.dump(name, Dumper=_dumper(), default_style='"', width=1 << 30).removesuffix("\n...\n").strip()
+
+
+def body(doc: dict) -> str:
+    """The YAML of ``doc`` without its integrity line: header block, then one line per op, sorted."""
+    import yaml
+
+    head = {k: v for k, v in doc.items() if k not in ("ops", INTEGRITY)}
     text = yaml.dump(head, Dumper=_dumper(), sort_keys=True, default_flow_style=False, width=100,
                           allow_unicode=True)
     lines = [text.rstrip("\n"), "ops:" if doc.get("ops") else "ops: {}"]
     for name in sorted(doc.get("ops", {})):
-        lines.append(f"  {_flow(name)}: {_flow(doc['ops'][name])}")
+        lines.append(f"  {_key(name)}: {_flow(doc['ops'][name])}")
     return "\n".join(lines) + "\n"
 
 
+def stamped(text: str, ops: int) -> str:
+    """``text`` (a data file's YAML) behind its integrity line: the number of ops, and the SHA-256 of
+    the UTF-8 bytes of ``text``."""
+    return f"{INTEGRITY}: {{ops: {ops}, sha256: {_sha256(text)}}}\n{text}"
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def dumps(doc: dict) -> str:
+    """Deterministic YAML: the integrity line, the header block, then one line per op, sorted. An
+    ``integrity`` key in ``doc`` (a document read with ``parse``) is not copied: the line is made anew."""
+    return stamped(body(doc), len(doc.get("ops") or {}))
+
+
 def save(doc: dict, path: str) -> None:
-    """Write atomically, so an interrupted write never leaves half a file."""
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        f.write(dumps(doc))
-    os.replace(tmp, path)
+    """Write atomically (``output.write_atomic``), so an interrupted write never leaves half a file,
+    a symbolic link at ``path`` is refused, and a full disk or a read-only folder is one line."""
+    output.write_atomic(path, dumps(doc))
 
 
 # ---------------------------------------------------------------- reading
 
+_LOADER = None
+
+
 def _loader():
+    """PyYAML's safe loader (libyaml's when present), where a value Python cannot make (an integer of
+    5,000 digits, a 13th month) is a YAML error with its line rather than a ValueError."""
+    global _LOADER
+    if _LOADER is None:
+        import yaml
+
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+        class Loader(base):
+            pass
+
+        def guarded(construct):
+            def construct_checked(loader, node):
+                try:
+                    return construct(loader, node)
+                except (ValueError, OverflowError) as exc:
+                    raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+            return construct_checked
+
+        for tag in ("int", "float", "timestamp"):
+            tag = f"tag:yaml.org,2002:{tag}"
+            Loader.add_constructor(tag, guarded(base.yaml_constructors[tag]))
+        _LOADER = Loader
+    return _LOADER
+
+
+_PRINTABLE_ASCII = b"\t\n\r" + bytes(range(0x20, 0x7F))
+_HIGH_BYTES = bytes(range(0x80, 0x100))
+# Characters YAML does not allow in a stream (PyYAML refuses them too, without a line).
+_NON_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def read_text(path: str):
+    """(text, None), or (None, Problem) when the file cannot be read, is over MAX_FILE_BYTES (checked
+    before reading), is not UTF-8, or holds a character YAML forbids (the problem names its line).
+    Every data-file reader starts here; the checks cost ~1 ms per MB."""
+    try:
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            return None, Problem(path, None, "a folder, where a data file is expected; remove or rename it")
+        if not stat.S_ISREG(info.st_mode):  # a FIFO or a device could block or never end
+            return None, Problem(path, None, "not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            return None, _too_large(path, info.st_size)
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # bounded even if the file grew since
+    except OSError as exc:
+        return None, Problem(path, None, f"cannot read: {exc.strerror or exc}")
+    if len(raw) > MAX_FILE_BYTES:
+        return None, _too_large(path, len(raw))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, Problem(path, raw.count(b"\n", 0, exc.start) + 1,
+                             f"not UTF-8 (byte 0x{raw[exc.start]:02x}); opcov's data files are UTF-8")
+    odd = raw.translate(None, _PRINTABLE_ASCII)  # usually empty: the search below runs only if needed
+    if odd and (odd.translate(None, _HIGH_BYTES) or b"\xc2" in odd or b"\xef" in odd):
+        m = _NON_PRINTABLE.search(text)
+        if m:
+            return None, Problem(path, text.count("\n", 0, m.start()) + 1,
+                                 f"character U+{ord(m.group()):04X} is not allowed in YAML")
+    return text, None
+
+
+def _too_large(path: str, size: int) -> Problem:
+    return Problem(path, None, f"{size / (1 << 20):.1f} MiB ({size} bytes), over the "
+                               f"{MAX_FILE_BYTES >> 20} MiB limit for an opcov data file: not read")
+
+
+ANCHOR_MESSAGE = ("YAML anchor or alias (&name / *name): opcov's data files have none, and they can make "
+                  "a small file expand without bound")
+_BLANK = " \t\r\n\x85\u2028\u2029"
+_BEFORE_ANCHOR = _BLANK + "\ufeff[{,:"
+
+
+def anchor_candidates(text: str) -> bool:
+    """Whether ``text`` has a '&' or '*' where a YAML anchor or alias could start (after a blank or
+    ``[{,:``, before a non-blank): a quick test, true also for '*' inside a quoted string."""
+    for ch in "&*":
+        i = text.find(ch)
+        while i >= 0:
+            if (i == 0 or text[i - 1] in _BEFORE_ANCHOR) and text[i + 1:i + 2] not in ("", *_BLANK):
+                return True
+            i = text.find(ch, i + 1)
+    return False
+
+
+def anchor_line(text: str) -> int | None:
+    """1-based line of the first YAML anchor or alias in ``text``, else None. libyaml's event stream
+    decides, and only when ``anchor_candidates`` finds a place where one could be."""
+    if not anchor_candidates(text):
+        return None
     import yaml
 
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        for event in yaml.parse(text, Loader=_loader()):
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                return event.start_mark.line + 1
+    except yaml.YAMLError:
+        pass  # the load that follows reports it, with its line
+    return None
 
 
 def _compose(path: str):
     """The YAML node tree with line marks (parsed only when there is a problem to place)."""
     import yaml
 
+    text, problem = read_text(path)
+    if problem:
+        return None
     try:
-        with open(path) as f:
-            return yaml.compose(f, Loader=_loader())
-    except (OSError, yaml.YAMLError):
+        return yaml.compose(text, Loader=_loader())
+    except (yaml.YAMLError, RecursionError):
         return None
 
 
@@ -166,10 +366,17 @@ def validate(doc, path: str) -> list[Problem]:
             raw.append(((key,), f"missing or not a mapping: {key!r}"))
     if doc.get("evidence") not in EVIDENCE_KINDS:
         raw.append((("evidence",), f"evidence is {doc.get('evidence')!r}; expected one of {EVIDENCE_KINDS}"))
-    for section, allowed in (("backend", BACKEND_KEYS), ("provenance", PROVENANCE_KEYS)):
-        for key in doc.get(section) or {} if isinstance(doc.get(section), dict) else {}:
-            if key not in allowed:
+    backend = doc.get("backend")
+    if isinstance(backend, dict) and not backend.get("name"):
+        raw.append((("backend",), "backend lacks 'name'"))
+    for section, types in (("backend", dict.fromkeys(BACKEND_KEYS, str)), ("provenance", PROVENANCE_TYPES)):
+        for key, value in doc[section].items() if isinstance(doc.get(section), dict) else ():
+            if key not in types:
                 raw.append(((section, key), f"unknown {section} key {key!r}"))
+            elif bad := type_problem(value, types[key], f"{section}.{key}"):
+                raw.append(((section, key) + bad[0], bad[1]))
+    if "summary" in doc and not (isinstance(doc["summary"], dict) and _is_data(doc["summary"])):
+        raw.append((("summary",), "summary must be a mapping of plain data (counts and names)"))
     prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
     for key in ("torch", "command", "created"):
         if not prov.get(key):
@@ -213,8 +420,10 @@ def _probed_op_problems(name, rec):
         yield (), f"{name}: record must be a non-empty mapping of dtype -> cell, or {{skipped: reason}}"
         return
     if "skipped" in rec:
-        if len(rec) != 1 or not isinstance(rec["skipped"], str):
-            yield ("skipped",), f"{name}: a skipped op is exactly {{skipped: <reason>}}"
+        if not isinstance(rec["skipped"], str) or set(rec) - {"skipped", "of"} \
+                or not isinstance(rec.get("of", ""), str) or ("of" in rec) != (rec["skipped"] == "variant"):
+            yield ("skipped",), (f"{name}: a skipped op is exactly {{skipped: <reason>}}, with "
+                                 "of: <functional op> when the reason is 'variant'")
         return
     for dkey, cell in rec.items():
         if not isinstance(dkey, str) or not dkey.isidentifier():
@@ -248,18 +457,109 @@ def _probed_op_problems(name, rec):
 
 
 def parse(path: str):
-    """(document, None), or (None, Problem) when the file cannot be read or is not YAML."""
+    """(document, None), or (None, Problem) when the file cannot be read (``read_text``), was cut short
+    mid-line, has a YAML anchor or alias, or is not YAML. The document is as YAML gives it (an
+    integrity line is its ``integrity`` key); ``load`` verifies it."""
+    doc, problem, _ = read_doc(path)
+    return doc, problem
+
+
+def read_doc(path: str):
+    """(document, problem, stamp): ``parse``'s two, and the file's ``Stamp`` (None when it has no
+    integrity line) for ``integrity_problem``."""
     import yaml
 
+    text, problem = read_text(path)
+    if problem:
+        return None, problem, None
+    stamp = stamp_of(text)
+    if stamp and not stamp.intact and not text.endswith("\n"):  # opcov ends every file with a line break
+        return None, _altered(path, f"it ends mid-line ({stamp.ops} ops were written)", _command_in(text)), stamp
+    line = anchor_line(text)
+    if line:
+        return None, Problem(path, line, ANCHOR_MESSAGE), stamp
     try:
-        with open(path) as f:
-            return yaml.load(f, Loader=_loader()), None
-    except OSError as exc:
-        return None, Problem(path, None, f"cannot read: {exc.strerror}")
+        return yaml.load(text, Loader=_loader()), None, stamp
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return None, Problem(path, mark.line + 1 if mark else None,
-                             f"not valid YAML: {getattr(exc, 'problem', exc)}")
+                             f"not valid YAML: {getattr(exc, 'problem', None) or exc}"), stamp
+    except RecursionError:
+        return None, Problem(path, None, "not valid YAML: nested too deeply"), stamp
+
+
+# ---------------------------------------------------------------- integrity
+
+_STAMP = re.compile(r"integrity: \{ops: (0|[1-9][0-9]*), sha256: ([0-9a-f]{64})\}\n")
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """A file's integrity line as read: the op count it states, and whether the SHA-256 it states is
+    that of the rest of the file."""
+
+    ops: int
+    intact: bool
+
+
+def stamp_of(text: str) -> Stamp | None:
+    """The integrity line at the start of ``text`` (exactly as ``stamped`` writes it), else None."""
+    m = _STAMP.match(text)
+    if m is None:
+        return None
+    return Stamp(int(m.group(1)), _sha256(text[m.end():]) == m.group(2))
+
+
+def integrity_problem(path: str, doc, stamp: Stamp | None) -> Problem | None:
+    """The file (parsed into ``doc``, its ``Stamp`` read by ``read_doc``) against its integrity line:
+    an error when it is not what opcov wrote (cut short or edited), a warning when it has no line."""
+    ops = doc.get("ops") if isinstance(doc, dict) else None
+    have = len(ops) if isinstance(ops, dict) else 0
+    command = _command(doc)
+    if stamp is None:
+        if isinstance(doc, dict) and INTEGRITY in doc:
+            return _altered(path, "its integrity line is not the first line as opcov writes it "
+                                  "('integrity: {ops: N, sha256: <64 hex digits>}')", command)
+        return Problem(path, None, "no integrity line (written before opcov stamped its files), so a cut or an "
+                                   "edit cannot be detected; re-save it with scripts/restamp_data.py, or "
+                                   f"regenerate it with: {command}", "warning")
+    if stamp.intact and stamp.ops == have:
+        return None
+    what = [f"{have} ops where its integrity line says {stamp.ops}"] if stamp.ops != have else []
+    what += [] if stamp.intact else ["its SHA-256 is not the one on its integrity line"]
+    return _altered(path, ", and ".join(what), command)
+
+
+def _altered(path: str, what: str, command: str) -> Problem:
+    return Problem(path, None, f"not as opcov wrote it: {what}; the file was truncated or edited: "
+                               f"regenerate it with: {command}")
+
+
+_UNKNOWN_COMMAND = "the command that made it (its provenance.command)"
+
+
+def _command(doc) -> str:
+    prov = doc.get("provenance") if isinstance(doc, dict) else None
+    command = prov.get("command") if isinstance(prov, dict) else None
+    return command if isinstance(command, str) and command else _UNKNOWN_COMMAND
+
+
+_COMMAND_LINE = re.compile(r"^  command: (.+(?:\n    .+)*)$", re.M)  # a long value is folded over lines
+
+
+def _command_in(text: str) -> str:
+    """provenance.command read off the header of a file too damaged to parse, when it can be."""
+    import yaml
+
+    end = text.find("\nops:")
+    m = _COMMAND_LINE.search(text, 0, end if end >= 0 else len(text))
+    if m and text[m.end():m.end() + 1] != "\n":  # the cut is in it
+        m = None
+    try:
+        value = yaml.load(m.group(1), Loader=_loader()) if m else None
+    except yaml.YAMLError:
+        value = None
+    return value if isinstance(value, str) and value else _UNKNOWN_COMMAND
 
 
 def raise_first(problems, path: str) -> None:
@@ -270,8 +570,14 @@ def raise_first(problems, path: str) -> None:
 
 
 def load(path: str, validator=None) -> dict:
-    """Parse and validate a data file (a coverage file unless another ``validator`` is given);
-    DataError names file:line of the first problem."""
-    doc, problem = parse(path)
-    raise_first([problem] if problem else (validator or validate)(doc, path), path)
+    """Parse and validate a data file (a coverage file unless another ``validator`` is given) and verify
+    its integrity line; DataError names file:line of the first problem. The document has no
+    ``integrity`` key: the line describes the file, not its data."""
+    doc, problem, stamp = read_doc(path)
+    if problem:
+        raise_first([problem], path)
+    problems = (validator or validate)(doc, path)
+    altered = integrity_problem(path, doc, stamp)
+    raise_first(problems + ([altered] if altered and altered.severity == "error" else []), path)
+    doc.pop(INTEGRITY, None)
     return doc

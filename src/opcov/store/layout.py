@@ -3,6 +3,8 @@
     coverage/<backend>/registered-torch-<torch>[-<package>-<version>].yaml          a scan
     coverage/<backend>/probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml  a probe
     coverage/models/<model>/<mode>.yaml                                            an op set
+    coverage/zoo/outcomes[-shard-I-of-N].tsv           what 'opcov zoo trace --all' made of each model
+    coverage/pynames-torch-<torch>.tsv                  the Python-name index (opcov.scan.pynames)
 
 A backend's snapshots are told apart by the torch version in their names, so that
 ``opcov check`` can pick the one made with the op set's torch without opening any.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 from opcov.errors import UsageError
 
@@ -22,6 +25,57 @@ EVIDENCE = ("registered", "probed")
 YAML = (".yaml", ".yml")
 
 _SNAPSHOT = re.compile(r"^(registered|probed)-torch-(?P<torch>[^-]+(?:\+[^-]+)?)(?:-.*)?\.ya?ml$")
+
+
+def bundled_coverage() -> str | None:
+    """The coverage data that ships with opcov: ``opcov/bundled/coverage/`` in an installed wheel
+    (setup.py copies it there), else the repository's own coverage/ for a source checkout."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../opcov
+    for candidate in (os.path.join(here, "bundled", DEFAULT_COVERAGE),
+                      os.path.join(os.path.dirname(os.path.dirname(here)), DEFAULT_COVERAGE)):
+        if os.path.isdir(os.path.join(candidate, MODELS)):
+            return candidate
+    return None
+
+
+def read_coverage(arg: str | None, say=None) -> str:
+    """The coverage folder a reading command uses: ``--coverage`` when given (it must be a folder
+    holding YAML data), else ./coverage when it exists, else the bundled data (said through ``say``,
+    since it is not where the user stands). A one-line UsageError before any work otherwise."""
+    if arg is not None:
+        if not os.path.isdir(arg):
+            raise UsageError(f"{arg}: no such coverage folder (leave --coverage out to use ./coverage "
+                             f"or the bundled data)")
+        if not any(True for _ in _iter_yaml(arg)):
+            raise UsageError(f"{arg}: no coverage data in this folder (no .yaml files); make some with "
+                             f"'opcov scan BACKEND' or leave --coverage out to use the bundled data")
+        return arg
+    if os.path.isdir(DEFAULT_COVERAGE) and _holds_opcov_data(DEFAULT_COVERAGE):
+        return DEFAULT_COVERAGE
+    bundled = bundled_coverage()
+    if bundled is None:
+        raise UsageError(f"no ./{DEFAULT_COVERAGE} folder here and no bundled data in this install; "
+                         f"pass --coverage DIR")
+    if say:
+        say(f"opcov: no ./{DEFAULT_COVERAGE} here; using the bundled coverage data ({bundled})")
+    return bundled
+
+
+def _holds_opcov_data(folder: str) -> bool:
+    """Whether a folder looks like opcov's (a models/ folder or a backend's snapshot files), so that
+    an unrelated ./coverage (a JavaScript coverage report, say) is not read as opcov data."""
+    if os.path.isdir(os.path.join(folder, MODELS)):
+        return True
+    for entry in sorted(os.listdir(folder)):
+        sub = os.path.join(folder, entry)
+        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in os.listdir(sub)):
+            return True
+    return False
+
+
+def _iter_yaml(folder: str):
+    for _root, _dirs, files in os.walk(folder):
+        yield from (f for f in files if is_yaml(f))
 
 
 def is_yaml(path: str) -> bool:
@@ -42,7 +96,7 @@ def coverage_files(paths, *, models: bool = False) -> list[str]:
     """Coverage YAML files under the given files or folders (default: coverage/), sorted; op sets
     under models/ only if ``models`` (they have their own schema)."""
     found = []
-    for path in paths or [DEFAULT_COVERAGE]:
+    for path in paths or [read_coverage(None, say=_say)]:
         if os.path.isdir(path):
             found.extend(yaml_files(path, models=models))
         elif os.path.exists(path):
@@ -53,6 +107,10 @@ def coverage_files(paths, *, models: bool = False) -> list[str]:
 
 
 # ---------------------------------------------------------------- coverage snapshots
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
+
 
 def snapshot_name(evidence: str, torch: str, package: str | None = None, package_version: str | None = None,
                   shard: tuple[int, int] | None = None) -> str:
@@ -97,12 +155,114 @@ def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     return out
 
 
+def same_torch(a, b) -> bool:
+    """Whether two torch versions define one op catalogue: builds of one release (2.13.0, 2.13.0+cpu,
+    2.13.0+cu130) differ in the kernels they hold, not in the ops they define."""
+    return str(a).split("+", 1)[0] == str(b).split("+", 1)[0]
+
+
 def pick(files: list[str], torch_version: str) -> str | None:
-    """The snapshot made with the op set's torch version, else the last by name."""
+    """The snapshot made with the op set's torch version (that build first, else another build of the
+    same release: cuda data of 2.13.0 for an op set of 2.13.0+cpu), else the last by name."""
     if not files:
         return None
-    same = [f for f in files if _SNAPSHOT.match(os.path.basename(f)).group("torch") == torch_version]
-    return (same or files)[-1]
+    made_with = {f: _SNAPSHOT.match(os.path.basename(f)).group("torch") for f in files}
+    exact = [f for f in files if made_with[f] == torch_version]
+    same = [f for f in files if same_torch(made_with[f], torch_version)]
+    return (exact or same or files)[-1]
+
+
+def backends_with_data(coverage_dir: str) -> list[str]:
+    """The backends that have at least one snapshot under coverage_dir, sorted."""
+    if not os.path.isdir(coverage_dir):
+        return []
+    return sorted(d for d in os.listdir(coverage_dir)
+                  if d != MODELS and any(snapshots(coverage_dir, d).values()))
+
+
+# ---------------------------------------------------------------- misplaced files
+
+SNAPSHOT_NAMES = ("registered-torch-<torch>[-<package>-<version>].yaml and "
+                  "probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml")
+A_FOLDER = "a folder, where a data file is expected; remove or rename it"
+
+
+def snapshot_evidence(path: str) -> str | None:
+    """The evidence kind a file's name says it holds (registered or probed), None for another name."""
+    m = _SNAPSHOT.match(os.path.basename(path))
+    return m.group(1) if m else None
+
+
+NOT_A_SNAPSHOT = f"not a snapshot name; opcov reads only {SNAPSHOT_NAMES} in a backend's folder"
+AT_THE_TOP = ("opcov reads no data file directly in a coverage folder: snapshots go in <backend>/, "
+              "op sets in models/<model>/")
+
+
+def is_coverage_folder(folder: str) -> bool:
+    """Whether a folder is laid out as opcov's coverage folder (a models/ folder, or a backend's snapshots)."""
+    return os.path.isdir(folder) and _holds_opcov_data(folder)
+
+
+def in_coverage_folder(path: str) -> bool:
+    """Whether a file sits where opcov's layout puts data files: in models/<model>/, or in a folder of
+    a coverage folder."""
+    up = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    return os.path.basename(up) == MODELS or is_coverage_folder(up)
+
+
+def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str]]:
+    """(path, why) for each thing under coverage_dir that opcov's readers skip where they look for data,
+    sorted: a folder named like a data file, a YAML file in a backend's folder whose name is not a
+    snapshot's (or in a folder below it), a YAML file directly in the coverage folder. With
+    ``backend``, only that backend's folder."""
+    if not os.path.isdir(coverage_dir):
+        return []
+    out = []
+    if backend is None:
+        entries = sorted(os.listdir(coverage_dir))
+        isdir = {e: os.path.isdir(os.path.join(coverage_dir, e)) for e in entries}
+        out += [(os.path.join(coverage_dir, e), A_FOLDER if isdir[e] else AT_THE_TOP) for e in entries if is_yaml(e)]
+        folders = [e for e in entries if isdir[e] and not is_yaml(e)]
+    else:
+        folders = [backend]
+    for folder in folders:
+        top = os.path.join(coverage_dir, folder)
+        for root, dirs, files in os.walk(top):
+            out += [(os.path.join(root, d), A_FOLDER) for d in dirs if is_yaml(d)]
+            dirs[:] = sorted(d for d in dirs if not is_yaml(d))
+            if folder == MODELS:
+                continue
+            for f in sorted(files):
+                if not is_yaml(f):
+                    continue
+                if root != top:
+                    why = f"opcov reads {folder}'s snapshots only directly in {folder}/, so it ignores this file"
+                elif not _SNAPSHOT.match(f):
+                    why = NOT_A_SNAPSHOT
+                else:
+                    continue
+                out.append((os.path.join(root, f), why))
+    return sorted(out)
+
+
+# ---------------------------------------------------------------- the Python-name index
+
+PYNAMES = re.compile(r"^pynames-torch-(?P<torch>.+)\.tsv$")
+
+
+def pynames_path(torch_version: str, coverage_dir: str = DEFAULT_COVERAGE) -> str:
+    """Where the Python-name index built with torch ``torch_version`` lives."""
+    return os.path.join(coverage_dir, f"pynames-torch-{torch_version}.tsv")
+
+
+def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
+    """The Python-name index of ``torch_version`` under coverage_dir (that build, else another build of
+    the release), else the last by name, else None."""
+    found = sorted(f for f in os.listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
+    exact = [f for f in found if PYNAMES.match(f).group("torch") == torch_version]
+    same = [f for f in found if same_torch(PYNAMES.match(f).group("torch"), torch_version)]
+    chosen = (exact or same or found)[-1:]
+    return os.path.join(coverage_dir, chosen[0]) if chosen else None
 
 
 # ---------------------------------------------------------------- model op sets
@@ -135,3 +295,12 @@ def opset_files(folder: str) -> list[str]:
 def model_files(coverage_dir: str) -> list[str]:
     """Every op set under coverage_dir/models/, walked in sorted order."""
     return yaml_files(models_dir(coverage_dir))
+
+
+ZOO = "zoo"  # the folder of the whole-zoo outcome tables, under the coverage folder
+
+
+def zoo_table_path(coverage_dir: str = DEFAULT_COVERAGE, shard: tuple[int, int] | None = None) -> str:
+    """coverage/zoo/outcomes[-shard-I-of-N].tsv: what 'opcov zoo trace --all' made of each architecture."""
+    suffix = f"-shard-{shard[0]}-of-{shard[1]}" if shard else ""
+    return os.path.join(coverage_dir, ZOO, f"outcomes{suffix}.tsv")

@@ -7,6 +7,11 @@ single-quoted scalars, which a tokenizer reads several times faster. Scalars are
 typed with PyYAML's own implicit resolvers, so values come out as PyYAML would give
 them; on anything outside that layout (anchors, tags, odd escapes, a hand-edited
 file) the whole file is read by ``opcov.store.data.load`` instead, errors and all.
+The text comes from ``data.read_text`` (size, encoding); the tokenizer takes no anchor or
+alias, so a line that might hold one is tokenized even when its op is not asked for. The whole
+text is hashed against its integrity line (``data.stamp_of``, ~1 ms per MB) and the op lines are
+counted, even when only a few are parsed: a file cut short or edited goes to ``data.load``,
+which refuses it.
 """
 
 from __future__ import annotations
@@ -169,23 +174,27 @@ def parse(path: str, names=None, summary: bool = True):
     or None when the file is not in the one-op-per-line layout (or not readable)."""
     import yaml
 
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError):
+    text, problem = data.read_text(path)  # size, UTF-8 and YAML's characters checked
+    if problem:
+        return None
+    stamp = data.stamp_of(text)
+    if stamp is not None and not stamp.intact:  # cut short or edited: data.load says so, and refuses it
         return None
     cut = text.find("\nops:\n")
     if cut < 0:
         return None
     head = text[:cut + 1] if summary else _without_summary(text[:cut + 1])
+    if data.anchor_line(text[:cut + 1]):  # opcov writes no anchors or aliases: data.load names the line
+        return None
     wanted = set(names) if names is not None else None
     resolvers, memo = _resolvers(), {}
     try:
         doc = yaml.load(head, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        if not isinstance(doc, dict) or "ops" in doc:
+        if not isinstance(doc, dict) or "ops" in doc or (stamp is None and data.INTEGRITY in doc):
             return None
-        ops = {}
+        ops, count = {}, 0
         for line in text[cut + 6:].splitlines():
+            count += 1
             if not line.startswith("  ") or line.startswith("   "):
                 return None
             key, sep, rest = line[2:].partition(": ")
@@ -194,19 +203,24 @@ def parse(path: str, names=None, summary: bool = True):
             key = _plain(key, resolvers)
             if wanted is None or key in wanted:
                 ops[key] = parse_flow(rest, resolvers, memo)
-    except (_Unusual, IndexError, yaml.YAMLError):
+            elif "&" in rest or "*" in rest:  # an anchor or alias in any line sends the file to data.load
+                parse_flow(rest, resolvers, memo)
+    except (_Unusual, IndexError, ValueError, RecursionError, yaml.YAMLError):
+        return None
+    if stamp is not None and stamp.ops != count:
         return None
     doc["ops"] = ops
     return doc
 
 
 def load(path: str, names=None, summary: bool = True) -> dict:
-    """As ``opcov.store.data.load`` (validated, DataError with file:line), read faster when the layout
-    allows; with ``names``, only those ops (ops the file lacks are simply absent)."""
+    """As ``opcov.store.data.load`` (validated, integrity verified, DataError with file:line), read faster
+    when the layout allows; with ``names``, only those ops (ops the file lacks are simply absent)."""
     doc = parse(path, names, summary)
     if doc is None or data.validate(doc, path):
         doc = data.load(path)  # the full parse reports any problem with its line
         if names is not None:
             wanted = set(names)
             doc = {**doc, "ops": {k: v for k, v in doc["ops"].items() if k in wanted}}
+    doc.pop(data.INTEGRITY, None)
     return doc

@@ -4,24 +4,55 @@ Schema problems come from data.validate (opset.validate for model op sets, ``kin
 torch's catalogue when the file was made with the same torch version (an unknown
 name is then an error); with another version an unknown name is only flagged,
 since op sets change between releases.
+
+Each file is also checked against its integrity line (``data.integrity_problem``: cut short or
+edited is an error, no line a warning) and against where it lies, since ``check`` and the site
+find data by place and name (``opcov.store.layout``) and silently pass over what lies elsewhere:
+an op set in a backend's folder or a coverage file under models/, a snapshot whose backend or
+evidence is not its folder's or its name's, a coverage file off the snapshot naming pattern, and,
+in a folder lint is given, a folder named like a data file.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+
 from opcov.store import data
+from opcov.store import layout
 from opcov.store import opset
 from opcov.store.data import Problem
+
+
+def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Problem]]:
+    """(files checked, problems) for files and folders as ``opcov lint`` takes them (default: the
+    coverage folder): ``lint_files`` on every YAML file, and the folders named like data files."""
+    folders = list(paths) if paths else [layout.read_coverage(None, say=_say)]
+    files = layout.coverage_files(folders, models=True)
+    problems = lint_files(files, check_catalog=check_catalog)
+    for folder in folders:
+        for root, dirs, _files in os.walk(folder) if os.path.isdir(folder) else ():
+            problems += [Problem(os.path.join(root, d), None, layout.A_FOLDER) for d in sorted(dirs) if layout.is_yaml(d)]
+            dirs[:] = sorted(d for d in dirs if not layout.is_yaml(d))
+    return files, problems
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)
 
 
 def lint_files(files, *, check_catalog: bool = True) -> list[Problem]:
     problems: list[Problem] = []
     catalog = None
     for path in files:
-        doc, err = data.parse(path)
+        doc, err, stamp = data.read_doc(path)
         if err:
             problems.append(err)
             continue
         problems.extend(opset.validate(doc, path) if opset.is_opset(doc) else data.validate(doc, path))
+        altered = data.integrity_problem(path, doc, stamp)
+        problems.extend([altered] if altered else [])
+        problems.extend(Problem(path, None, msg) for msg in place_problems(path, doc))
         if not check_catalog or not isinstance(doc, dict) or not isinstance(doc.get("ops"), dict):
             continue
         if catalog is None:
@@ -32,8 +63,59 @@ def lint_files(files, *, check_catalog: bool = True) -> list[Problem]:
     return problems
 
 
+def place_problems(path: str, doc) -> list[str]:
+    """Why a data file is not where, or not named as, opcov's readers look for it (see the module
+    docstring); [] for a file outside a coverage folder's layout, such as one named on a command line."""
+    if not isinstance(doc, dict):
+        return []
+    here = os.path.dirname(os.path.abspath(path))
+    folder = os.path.basename(here)
+    in_models = os.path.basename(os.path.dirname(here)) == layout.MODELS
+    named = layout.snapshot_evidence(path)
+    if layout.is_coverage_folder(here):
+        return [f"{layout.AT_THE_TOP}; opcov does not read it here"]
+    if opset.is_opset(doc):
+        if in_models or not (named or layout.in_coverage_folder(path)):
+            return []
+        return [f"an op set in a backend's folder ({folder}/): check and the site read op sets only from "
+                f"models/<model>/<mode>.yaml (move it to models/{_model(doc)}/{doc.get('mode')}.yaml)"]
+    backend = doc.get("backend") if isinstance(doc.get("backend"), dict) else {}
+    name = str(backend.get("name"))
+    where = f"{name}/{_snapshot_name(doc)}"
+    if in_models:
+        return [f"a coverage file under models/, where only op sets are read: opcov reads {name}'s data from "
+                f"<coverage>/{where}"]
+    if named:
+        out = []
+        if name != folder:
+            out.append(f"backend.name is {name!r} but the file is in {folder}/: opcov reads a backend's snapshots "
+                       f"only from the folder named after it (move it to <coverage>/{where})")
+        if doc.get("evidence") != named:
+            out.append(f"evidence is {doc.get('evidence')!r} but the name says {named!r} "
+                       f"(rename it {_snapshot_name(doc)})")
+        return out
+    if name == folder or layout.in_coverage_folder(path):
+        return [f"{layout.NOT_A_SNAPSHOT}, so opcov does not read it as {name}'s data "
+                f"(rename it {_snapshot_name(doc)})"]
+    return []
+
+
+def _model(doc) -> str:
+    model = doc.get("model")
+    return str(model.get("name")) if isinstance(model, dict) else "<model>"
+
+
+def _snapshot_name(doc) -> str:
+    """The name opcov gives a coverage document's file."""
+    backend = doc.get("backend") if isinstance(doc.get("backend"), dict) else {}
+    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
+    evidence = doc.get("evidence") if doc.get("evidence") in layout.EVIDENCE else "registered"
+    return layout.snapshot_name(evidence, str(prov.get("torch")), backend.get("package"), backend.get("version"))
+
+
 def _unknown_ops(doc, path, catalog) -> list[Problem]:
-    file_torch = str((doc.get("provenance") or {}).get("torch", "?"))
+    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
+    file_torch = str(prov.get("torch", "?"))
     same = file_torch == catalog.torch_version
     unknown = [n for n in doc["ops"] if isinstance(n, str) and n not in catalog]
     if not unknown:

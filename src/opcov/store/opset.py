@@ -4,7 +4,7 @@ Written by ``opcov trace`` / ``opcov zoo trace``, read by ``opcov check``, ``gap
 Torch-free on purpose: ``opcov check`` on a saved op set must not import torch.
 One file holds one model in one mode (see docs/DATA.md):
 
-    schema_version: 1
+    schema_version: 2
     kind: opset
     model: {name: llama, source: 'hf:llama', ...}
     mode: training            # or inference
@@ -13,20 +13,32 @@ One file holds one model in one mode (see docs/DATA.md):
     optimizer: adamw          # or sgd / none (training only)
     provenance: {torch: ..., opcov: ..., created: ..., command: ..., host: ..., tracing: fake, target_device: ...,
                  traced_on: ..., notes: [...]}
-    parents:                  # device-neutral parent calls, see below
-      aten::scaled_dot_product_attention: {forward: {bfloat16: {calls: 2, shape: '...', args: '...',
-                                                                traced_as: [aten::bmm, aten::_safe_softmax, ...]}}}
-      torch.optim.AdamW.step: {optimizer: {bfloat16: {calls: 1, args: foreach=True, traced_as: [...]}}}
     summary: {distinct_ops: 61, calls: {forward: 266, backward: 345, optimizer: 50}}
+    calltree:                 # one node per line, a parent before its children
+    - '1 forward composite aten::linear bfloat16 x15 grad | shape=[2, 16, 64], [64, 64]'
+    - '2 forward kernel aten::mm bfloat16 x15 parent=1 grad | shape=[32, 64], [64, 64]'
+    - '9 backward kernel aten::mm bfloat16 x30 issued_by=2 | shape=[32, 64], [64, 64]'
     ops:
-      aten::mm: {backward: {bfloat16: {calls: 24}}, forward: {bfloat16: {calls: 12, grad: true, shape: '...'}}}
+      aten::mm: {backward: {bfloat16: {calls: 30}}, forward: {bfloat16: {calls: 15, grad: true, shape: '...'}}}
 
-``ops`` is what a backend's kernels receive. ``parents`` records the calls whose path depends on
-the device (scaled_dot_product_attention, dropout, linear: a backend may register its own kernel
-for a composite, or answer ``_fused_sdp_choice``) and the optimizer step, each per phase and
-dtype key of its first tensor argument, with ``calls``, an example ``shape``, the arguments that
-choose the path (``args``) and ``traced_as``: the ops (already in ``ops``) it decomposed into on
-the tracing device, in order of first call. A verdict can re-derive the target's path from it.
+``ops`` is what a backend's kernels receive on the stand-in device the model was traced on (the
+calltree's ``kernel`` nodes, summed per op, phase and dtype key). ``calltree`` says where each
+call came from: a ``composite`` node is an op the stand-in ran as its decomposition
+(CompositeImplicitAutograd), its children the calls it made; a ``call`` node is a Python-level
+call (the optimizer step); a backward root's ``issued_by`` is the forward kernel node whose
+autograd node made the call. Calls with the same ancestors, op, phase, kind and dtype key are
+one node with their count. The verdict resolves the tree per backend (``opcov.verdict.resolve``).
+
+A node is one quoted string (``node_text`` / ``parse_node``): ``ID PHASE KIND OP DTYPE xCALLS``, then
+any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, then ``| args=TEXT`` and ``| shape=TEXT``.
+A string, not a mapping, because YAML builds a mapping's dozen scalars ~25x slower than one quoted
+scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
+
+``seen`` (on nodes and on ``ops`` cells) says what a real-valued run saw (``tracing.realtrace``):
+``real`` only it, ``both`` it and the fake trace; absent, the fake trace alone.
+
+Schema 1 files have no calltree; they may have ``parents`` (device-dependent parent calls with
+what they were ``traced_as``) and are still read.
 """
 
 from __future__ import annotations
@@ -34,15 +46,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opcov.store import data
+from opcov.store import output
 from opcov.store.data import Problem
 
 KIND = "opset"
+SCHEMA_VERSION = 2  # 2: calltree; 1: flat ops (and parents), still read
+READS = (1, SCHEMA_VERSION)
 MODES = ("inference", "training")
 PHASES = ("forward", "backward", "optimizer")
 TOP_KEYS = {"schema_version", "kind", "model", "mode", "dtype", "autocast", "optimizer",
-            "provenance", "parents", "summary", "ops"}
-CALL_KEYS = {"calls": int, "shape": str, "grad": bool}
+            "provenance", "parents", "summary", "calltree", "ops", data.INTEGRITY}
+CALL_KEYS = {"calls": int, "shape": str, "grad": bool, "seen": str}
+# Call-tree node kinds: what the stand-in device did with the call.
+KERNEL = "kernel"  # a backend kernel received it (it is in ops)
+COMPOSITE = "composite"  # the stand-in ran the op's decomposition (CompositeImplicitAutograd): its children
+CALL = "call"  # a Python-level call, not an op (torch.optim.AdamW.step)
+NODE_KINDS = (KERNEL, COMPOSITE, CALL)
+NODE_FIELDS = ("id", "phase", "kind", "op", "dtype", "calls")  # a node's leading words, in order
+NODE_IDS = ("parent", "issued_by")  # optional word=ID
+NODE_TEXTS = ("args", "shape")  # optional trailing "| word=text"
+SEEN = ("real", "both")  # a node or call seen by a real-valued run only, or by it and the fake trace
 PARENT_KEYS = {"calls": int, "shape": str, "args": str, "traced_as": list}
+# What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
+PROVENANCE_TYPES = {"torch": str, "opcov": str, "created": str, "command": str, "host": "scalars",
+                    "tracing": str, "target_device": str, "traced_on": str, "notes": "strings"}
 
 
 @dataclass(frozen=True)
@@ -68,6 +95,78 @@ def calls(doc: dict) -> list[Call]:
     return out
 
 
+@dataclass(frozen=True)
+class Node:
+    """One call-tree node: the calls of one op (or Python-level call) with the same ancestors."""
+
+    id: int
+    op: str
+    phase: str
+    kind: str  # kernel | composite | call
+    dtype: str
+    calls: int
+    parent: int | None = None
+    issued_by: int | None = None  # backward roots: the forward kernel node whose autograd node made the call
+    grad: bool = False
+    shape: str = ""
+    args: str = ""
+    seen: str = ""
+
+
+def node_text(row: dict) -> str:
+    """One node as the file holds it (see the module docstring), from a mapping of Node's fields."""
+    words = [str(row["id"]), row["phase"], row["kind"], row["op"], row["dtype"], f"x{row['calls']}"]
+    words += [f"{k}={row[k]}" for k in NODE_IDS if row.get(k) is not None]
+    if row.get("grad"):
+        words.append("grad")
+    if row.get("seen"):
+        words.append(f"seen={row['seen']}")
+    return " | ".join([" ".join(words)] + [f"{k}={row[k]}" for k in NODE_TEXTS if row.get(k)])
+
+
+def parse_node(text) -> Node:
+    """A node's text back to a Node; ValueError says what is wrong with it."""
+    if not isinstance(text, str):
+        raise ValueError("must be a string such as '3 forward kernel aten::mm float32 x2 parent=1'")
+    head, *tail = text.split(" | ")
+    words = head.split()
+    if len(words) < len(NODE_FIELDS):
+        raise ValueError(f"needs {' '.join(w.upper() for w in NODE_FIELDS)} first")
+    nid, phase, kind, op, dtype, calls = words[:len(NODE_FIELDS)]
+    if not calls.startswith("x"):
+        raise ValueError(f"calls {calls!r} must read xN")
+    fields = {"id": _count(nid, "id"), "phase": phase, "kind": kind, "op": op, "dtype": dtype,
+              "calls": _count(calls[1:], "calls")}
+    for word in words[len(NODE_FIELDS):]:
+        key, eq, value = word.partition("=")
+        if key == "grad" and not eq:
+            fields["grad"] = True
+        elif key in NODE_IDS and eq:
+            fields[key] = _count(value, key)
+        elif key == "seen" and eq:
+            fields["seen"] = value
+        else:
+            raise ValueError(f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, "
+                             "seen=WHERE")
+    for part in tail:
+        key, eq, value = part.partition("=")
+        if key not in NODE_TEXTS or not eq:
+            raise ValueError(f"unknown part {part!r}; expected {' or '.join('| ' + k + '=TEXT' for k in NODE_TEXTS)}")
+        fields[key] = value
+    return Node(**fields)
+
+
+def _count(word: str, what: str) -> int:
+    if not word.isdigit() or int(word) < 1:
+        raise ValueError(f"{what} {word!r} must be a whole number of at least 1")
+    return int(word)
+
+
+def nodes(doc: dict) -> list[Node]:
+    """The op set's call tree in file order (a parent before its children); [] for a schema 1 op set."""
+    return [parse_node(text) for text in doc.get("calltree") or ()]
+
+
 def validate(doc, path: str) -> list[Problem]:
     """Every problem in a parsed op-set document, with file:line."""
     if not isinstance(doc, dict):
@@ -75,9 +174,10 @@ def validate(doc, path: str) -> list[Problem]:
     raw: list[tuple[tuple, str]] = []
     if doc.get("kind") != KIND:
         raw.append((("kind",), f"kind is {doc.get('kind')!r}; an op-set file says 'kind: {KIND}'"))
-    if doc.get("schema_version") != data.SCHEMA_VERSION:
-        raw.append((("schema_version",), f"schema_version is {doc.get('schema_version')!r}; this opcov reads "
-                    f"{data.SCHEMA_VERSION} (re-trace the model with this opcov)"))
+    version = doc.get("schema_version")
+    if version not in READS or isinstance(version, bool):
+        raw.append((("schema_version",), f"schema_version is {version!r}; this opcov reads "
+                    f"{' or '.join(map(str, READS))} (re-trace the model with this opcov)"))
     for key in doc:
         if key not in TOP_KEYS:
             raw.append(((key,), f"unknown key {key!r}; expected one of {sorted(TOP_KEYS)}"))
@@ -89,10 +189,21 @@ def validate(doc, path: str) -> list[Problem]:
     model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
     if not model.get("name"):
         raw.append((("model",), "model lacks 'name'"))
+    for key, value in model.items():
+        if bad := data.type_problem(value, str if key == "name" else "data", f"model.{key}"):
+            raw.append((("model", key) + bad[0], bad[1]))
+    for key in ("dtype", "autocast", "optimizer"):
+        if key in doc and not (doc[key] is None and key != "dtype" or isinstance(doc[key], str)):
+            raw.append(((key,), f"{key} must be a name" + (", or null" if key != "dtype" else "")))
+    if "summary" in doc and data.type_problem(doc["summary"], "data", "summary"):
+        raw.append((("summary",), "summary must be plain data (counts)"))
     prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
     for key in ("torch", "command", "created"):
         if not prov.get(key):
             raw.append((("provenance",), f"provenance lacks {key!r}: an op set without it cannot be reproduced"))
+    for key, value in prov.items():
+        if bad := data.type_problem(value, PROVENANCE_TYPES.get(key, "data"), f"provenance.{key}"):
+            raw.append((("provenance", key) + bad[0], bad[1]))
     if "parents" in doc and not isinstance(doc["parents"], dict):
         raw.append((("parents",), "parents must be a mapping of op name to record"))
     elif isinstance(doc.get("parents"), dict):
@@ -101,8 +212,76 @@ def validate(doc, path: str) -> list[Problem]:
     ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
     for name, rec in ops.items():
         raw.extend(((("ops", name) + k), m) for k, m in _op_problems(name, rec))
+    if version == SCHEMA_VERSION and "calltree" not in doc:
+        raw.append((("schema_version",), f"a schema {SCHEMA_VERSION} op set has a calltree; this one has none"))
+    elif "calltree" in doc and version != SCHEMA_VERSION:
+        raw.append((("calltree",), f"calltree is schema {SCHEMA_VERSION}'s; this file says schema_version {version!r}"))
+    elif "calltree" in doc:
+        if "parents" in doc:
+            raw.append((("parents",), f"parents is schema 1's; schema {SCHEMA_VERSION} records them in calltree"))
+        raw.extend((("calltree",) + k, m) for k, m in _tree_problems(doc["calltree"], ops))
     root = data._compose(path) if raw else None
-    return [Problem(path, data._line_of(root, keys), msg) for keys, msg in raw]
+    return [Problem(path, _line_of(root, keys), msg) for keys, msg in raw]
+
+
+def _line_of(root, keys: tuple) -> int | None:
+    """data._line_of, and the line of node ``i`` for keys ("calltree", i)."""
+    if len(keys) >= 2 and keys[0] == "calltree" and isinstance(keys[1], int) and root is not None:
+        for k, v in root.value if hasattr(root, "value") and isinstance(root.value, list) else ():
+            if getattr(k, "value", None) == "calltree" and isinstance(v.value, list) and keys[1] < len(v.value):
+                return v.value[keys[1]].start_mark.line + 1
+    return data._line_of(root, keys)
+
+
+def _tree_problems(tree, ops):
+    """Problems of a calltree: node text, ids in order, parents and issuing nodes that exist and fit,
+    and kernel nodes that add up to ``ops`` (the flat view is the tree's kernel calls)."""
+    if not isinstance(tree, list):
+        yield (), "calltree must be a list of nodes, one per line"
+        return
+    known: dict[int, tuple] = {}  # id -> (phase, kind)
+    last = 0
+    sums: dict[tuple, int] = {}
+    for i, text in enumerate(tree):
+        try:
+            node = parse_node(text)
+        except ValueError as exc:
+            yield (i,), f"calltree node {i + 1}: {exc}"
+            continue
+        where = f"calltree node {node.id} ({node.op})"
+        if node.id <= last:
+            yield (i,), f"{where}: ids must increase down the file (a parent before its children)"
+        last = max(last, node.id)
+        if node.phase not in PHASES:
+            yield (i,), f"{where}: unknown phase {node.phase!r}; expected one of {', '.join(PHASES)}"
+        if node.kind not in NODE_KINDS:
+            yield (i,), f"{where}: unknown kind {node.kind!r}; expected one of {', '.join(NODE_KINDS)}"
+        elif node.kind != CALL and "::" not in node.op:
+            yield (i,), f"{where}: a {node.kind} node's op is of the form namespace::op[.overload]"
+        if node.seen and node.seen not in SEEN:
+            yield (i,), f"{where}: seen must be one of {', '.join(SEEN)}"
+        if node.parent is not None:
+            if node.parent not in known:
+                yield (i,), f"{where}: parent {node.parent} is not a node above it"
+            elif known[node.parent][0] != node.phase or known[node.parent][1] == KERNEL:
+                yield (i,), f"{where}: parent {node.parent} must be a composite or call node of the same phase"
+        if node.issued_by is not None:
+            if node.parent is not None or node.phase != "backward":
+                yield (i,), f"{where}: only a backward root has issued_by"
+            elif node.issued_by not in known or known[node.issued_by][0] != "forward":
+                yield (i,), f"{where}: issued_by {node.issued_by} is not a forward node above it"
+        known[node.id] = (node.phase, node.kind)
+        if node.kind == KERNEL:
+            key = (node.op, node.phase, node.dtype)
+            sums[key] = sums.get(key, 0) + node.calls
+    flat = {(op, phase, dtype): cell.get("calls") for op, rec in ops.items() if isinstance(rec, dict)
+            for phase, cells in rec.items() if isinstance(cells, dict)
+            for dtype, cell in cells.items() if isinstance(cell, dict)}
+    if flat != sums:
+        differ = sorted(k for k in set(flat) | set(sums) if flat.get(k) != sums.get(k))
+        yield (), ("calltree's kernel nodes do not add up to ops (the flat view is the tree's kernel calls): "
+                   + "; ".join(f"{op} {phase} {dtype}: {flat.get((op, phase, dtype), 0)} calls in ops, "
+                               f"{sums.get((op, phase, dtype), 0)} in the tree" for op, phase, dtype in differ[:3]))
 
 
 def _op_problems(name, rec):
@@ -119,6 +298,9 @@ def _op_problems(name, rec):
             yield (phase,), f"{name}: {phase} must map dtype to a call record"
             continue
         for dtype, cell in cells.items():
+            if not isinstance(dtype, str):
+                yield (phase,), f"{name}: {phase}: dtype key {dtype!r} is not a dtype name"
+                continue
             if not isinstance(cell, dict):
                 yield (phase,), f"{name}: {phase}.{dtype} must be a mapping such as {{calls: 3}}"
                 continue
@@ -129,9 +311,13 @@ def _op_problems(name, rec):
                 elif not isinstance(value, want) or (want is int and (isinstance(value, bool) or value < 1)):
                     yield (phase,), f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}" + (
                         " of at least 1" if want is int else "")
+                elif key == "seen" and value not in SEEN:
+                    yield (phase,), f"{name}: {phase}.{dtype}.seen must be one of {', '.join(SEEN)}"
 
 
 def _parent_problems(name, rec):
+    if not isinstance(name, str):
+        yield (), f"parent name {name!r} is not an op or call name"
     if not isinstance(rec, dict) or not rec:
         yield (), f"parent {name}: record must map phase to dtype to {{calls, traced_as, ...}}"
         return
@@ -140,6 +326,9 @@ def _parent_problems(name, rec):
             yield (phase,), f"parent {name}: {phase!r} must be one of {', '.join(PHASES)} mapping dtype to a record"
             continue
         for dtype, cell in cells.items():
+            if not isinstance(dtype, str):
+                yield (phase,), f"parent {name}: {phase}: dtype key {dtype!r} is not a dtype name"
+                continue
             if not isinstance(cell, dict):
                 yield (phase,), f"parent {name}: {phase}.{dtype} must be a mapping"
                 continue
@@ -162,11 +351,32 @@ def load(path: str) -> dict:
 
 
 def save(doc: dict, path: str) -> None:
-    """Deterministic, atomic write (the same writer as coverage files: one op per line)."""
+    """Deterministic, atomic write (the same writer as coverage files: one op per line, and one
+    call-tree node per line)."""
     problems = validate(doc, path)
     if problems:  # a bug in the writer, not a user mistake: never write a file we could not read back
         raise ValueError(f"refusing to write an invalid op set: {problems[0]}")
-    data.save(doc, path)
+    output.write_atomic(path, dumps(doc))
+
+
+def dumps(doc: dict) -> str:
+    """``data.dumps``, with the calltree (when there is one) just before ``ops``, a node per line, under
+    the same integrity line (``data.stamped``)."""
+    tree = doc.get("calltree")
+    text = data.body({k: v for k, v in doc.items() if k != "calltree"})
+    if tree is not None:
+        head, sep, rest = text.partition("\nops:")
+        lines = ["calltree:" if tree else "calltree: []"] + [f"- {_quoted(t)}" for t in tree]
+        text = head + "\n" + "\n".join(lines) + sep + rest
+    return data.stamped(text, len(doc.get("ops") or {}))
+
+
+def _quoted(text: str) -> str:
+    """A single-quoted YAML scalar on one line (read back without YAML's type guessing)."""
+    import yaml
+
+    out = yaml.dump(text, Dumper=data._dumper(), default_style="'", width=1 << 30)
+    return out.removesuffix("\n...\n").strip()
 
 
 class OpSet:
@@ -181,7 +391,12 @@ class OpSet:
 
     @property
     def parents(self) -> dict:
+        """Schema 1's parent calls ({} for schema 2, whose calltree holds them)."""
         return self.doc.get("parents", {})
+
+    def tree(self) -> list[Node]:
+        """The call tree's nodes, a parent before its children ([] for a schema 1 op set)."""
+        return nodes(self.doc)
 
     def calls(self) -> list[Call]:
         return calls(self.doc)

@@ -5,7 +5,8 @@ To test opcov itself without real hardware, this module registers a fake
 device (``opcovtest`` by default) whose data lives in CPU memory, and lets a
 test *plant* behaviours per operator: a correct kernel, a slightly or badly
 wrong one, one that is only bfloat16-accurate, one that raises, aborts,
-segfaults, hangs or reports out-of-memory.  A boxed fallback (working CPU
+segfaults, hangs or reports out-of-memory, and kernels that go wrong only on
+harder inputs (NaN, non-contiguous or channels_last ones).  A boxed fallback (working CPU
 fallback, one that raises, or none) and real ``AutogradPrivateUse1`` kernels
 can be planted too.
 
@@ -66,7 +67,12 @@ BEHAVIOURS = (
     "segfault",
     "hang",
     "oom",
+    "fails_on_nan",  # NaN results become 0 when an input holds a NaN
+    "fails_on_noncontig",  # a non-contiguous input is read as if it were contiguous (wrong values)
+    "fails_on_channels_last",  # raises when an input is in channels_last memory format
 )
+#: Behaviours that perturb a kernel's results (``_perturb``).
+NUMERIC = ("small_error", "large_error", "low_precision")
 
 #: Values of ``spec["fallback"]``.
 FALLBACKS = (None, "cpu", "raise")
@@ -398,6 +404,18 @@ def _written_values(op, args, kwargs) -> list:
     return out
 
 
+def _misread(x: Any) -> Any:
+    """A non-contiguous tensor read as if its data were laid out contiguously (wrong values)."""
+    if not isinstance(x, torch.Tensor) or x.is_contiguous() or x.numel() <= 1:
+        return x
+    return x.as_strided(x.size(), _contiguous_strides(x.size(), x.dtype), x.storage_offset())
+
+
+def _channels_last(x: Any) -> bool:
+    return (isinstance(x, torch.Tensor) and x.dim() == 4 and not x.is_contiguous()
+            and x.is_contiguous(memory_format=torch.channels_last))
+
+
 def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):
     """Run ``op`` on CPU views of the device tensors and map results back.
 
@@ -422,10 +440,19 @@ def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):
         return x
 
     cargs, ckwargs = pytree.tree_map(to_cpu, (tuple(args), dict(kwargs)))
+    if behaviour == "fails_on_noncontig":
+        cargs, ckwargs = pytree.tree_map(_misread, (cargs, ckwargs))
     result = op(*cargs, **ckwargs)
+    if behaviour == "fails_on_nan" and any(
+        bool(c.isnan().any()) for _, c in pairs if c.is_floating_point() or c.is_complex()
+    ):
+        result = pytree.tree_map(
+            lambda x: x.nan_to_num(nan=0.0) if isinstance(x, torch.Tensor) and x.is_floating_point() else x,
+            result,
+        )
 
     dev_of = {id(c): d for d, c in pairs}
-    if behaviour != "pass":
+    if behaviour in NUMERIC:
         written_values = _written_values(op, cargs, ckwargs)
         for c in written_values:
             c.copy_(_perturb(c, behaviour))
@@ -479,6 +506,10 @@ def _planted_kernel(op, behaviour: str) -> Callable:
                 f"opcovtest: planted out of memory in {opname}: "
                 "tried to allocate 1024.00 GiB"
             )
+        if behaviour == "fails_on_channels_last" and any(
+            _channels_last(x) for x in pytree.tree_leaves((args, kwargs))
+        ):
+            raise RuntimeError(f"opcovtest: planted error in {opname}: channels_last input")
         return _run_on_cpu(op, args, kwargs, behaviour)
 
     kernel.__name__ = f"planted_{behaviour}"

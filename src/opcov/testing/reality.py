@@ -13,6 +13,13 @@ compared with a CPU run of the same weights.  A verdict agrees when
 
 and ``unknown`` is counted apart (it claims nothing).  Each real run is a child
 process, since PrivateUse1 can be claimed once per process.
+
+The TorchTPU-shaped backends plant kernels for exactly the overloads TorchTPU registers
+(``coverage/tpu/``), the CompositeImplicitAutograd ones it overrides (``linear``,
+``silu_backward``, ``cross_entropy_loss``...) included, with autograd kernels where TorchTPU has
+them and its CPU fallback off, less what the test backend cannot compute (ops CPU lacks, views:
+see ``_kernels_for``). They test that a verdict judges what the backend's dispatcher really runs:
+its own kernel, not the decomposition the stand-in traced (``opcov.verdict.resolve``).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import sys
 from dataclasses import dataclass, field
 
 from opcov.verdict import check
+from opcov.verdict import resolve
 from opcov.store import layout
 from opcov.store import opset
 from opcov.errors import UsageError
@@ -55,6 +63,27 @@ def _unplantable() -> set:
             if r.get("res") == "missing" or "view" in r.get("tags", ())}
 
 
+def _tpu_registered() -> dict:
+    """The bundled TorchTPU registered data's ops (the newest snapshot)."""
+    from opcov.store import data
+
+    files = layout.snapshots(BUNDLED, "tpu")["registered"]
+    if not files:
+        raise UsageError(f"no TorchTPU registered data under {BUNDLED}/tpu/ to shape a backend after")
+    return data.load(files[-1])["ops"]
+
+
+def _tpu_shaped(raising=(), missing=()) -> dict:
+    """A backend shaped like TorchTPU: its own kernels, its autograd kernels, its CPU fallback off;
+    ``raising`` kernels raise, ``missing`` ones are not registered."""
+    reg = _tpu_registered()
+    kernels = _kernels_for(op for op, r in reg.items() if r.get("fwd") == "kernel" and op not in missing)
+    kernels.update({op: "raise" for op in raising})
+    autograd = sorted(op for op, r in reg.items() if r.get("bwd") == "backend_kernel" and op in kernels
+                      and ".out" not in op)  # the test backend's autograd kernels are functional only
+    return {"name": BACKEND, "kernels": kernels, "autograd": autograd, "fallback": "raise"}
+
+
 #: Planted backends, each a function of the aten ops the chosen models use.
 SPECS = {
     # every op through a working CPU fallback: all should run, slowly
@@ -69,6 +98,12 @@ SPECS = {
                                        "kernels": {"aten::native_layer_norm": "raise"}},
     # a kernel registered but wrong (the model runs and gives wrong numbers)
     "wrong-addmm": lambda ops: {"name": BACKEND, "fallback": "cpu", "kernels": {"aten::addmm": "large_error"}},
+    # TorchTPU's shape (see the module docstring): runs its own linear, silu_backward, ... never their decompositions
+    "tpu-shaped": lambda ops: _tpu_shaped(),
+    # the same with its overriding linear raising: only judging linear itself can see it
+    "tpu-raising-linear": lambda ops: _tpu_shaped(raising=("aten::linear",)),
+    # the same without aten::all, which only transformers' host-side "is the mask all ones?" check calls
+    "tpu-no-mask-check": lambda ops: _tpu_shaped(missing=("aten::all", "aten::all.all_out")),
 }
 
 
@@ -87,6 +122,21 @@ class Outcome:
         if self.predicted == "unknown":
             return None
         return (self.predicted in ("runs", "runs_with_fallback")) == (self.actual == "ran")
+
+
+ACTUALS = ("ran", "raised", "wrong", "crashed")
+
+
+def confusion(outcomes, title: str) -> str:
+    """The confusion table of ``outcomes``: verdict (rows) against what the real run did (columns)."""
+    verdicts = ("runs", "runs_with_fallback", "fails", "unknown")
+    width = max(len(v) for v in verdicts) + 2
+    lines = [f"{title}: {len(outcomes)} (model, mode) runs", " " * width + "".join(f"{a:>9}" for a in ACTUALS)]
+    for v in verdicts:
+        row = [sum(o.predicted == v and o.actual == a for o in outcomes) for a in ACTUALS]
+        if any(row):
+            lines.append(f"{v:<{width}}" + "".join(f"{n:>9}" for n in row))
+    return "\n".join(lines)
 
 
 def _env(spec: dict) -> dict:
@@ -258,9 +308,12 @@ def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool =
     for spec_name in spec_names:
         cov = os.path.join(workdir, spec_name)
         opsets = {(m, mode): layout.opset_path(m, mode, models_dir) for m in model_names for mode in modes}
-        ops = sorted({op for p in opsets.values() for op in opset.load(p)["ops"] if op.startswith("aten::")})
+        docs = [opset.load(p) for p in opsets.values()]
+        ops = sorted({op for doc in docs for op in doc["ops"] if op.startswith("aten::")})
+        # probed: the calls and the composites a backend may run itself (resolve.needed_ops)
+        needed = sorted({op for doc in docs for op in resolve.needed_ops(doc) if op.startswith("aten::")})
         spec = SPECS[spec_name](ops)
-        make_coverage(spec, cov, probe_ops=ops if probe else None, torch_version=torch_version,
+        make_coverage(spec, cov, probe_ops=needed if probe else None, torch_version=torch_version,
                       models=model_names)
         for (model, mode), path in opsets.items():
             verdicts, _ = check.run(path, [BACKEND], None, cov)

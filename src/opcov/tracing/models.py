@@ -22,10 +22,12 @@ import contextlib
 import importlib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 
 from opcov.errors import UsageError
 from opcov.torchenv import import_torch
+from opcov.tracing import inputs
 from opcov.tracing import nnblocks
 
 # Task heads tried in order for a model type, with the inputs each needs.
@@ -58,6 +60,11 @@ class Built:
     source: str
     config: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
+    dtype: str | None = None  # the dtype the model needs to trace (bfloat16 for grouped_mm experts), if any
+
+
+class BuildError(UsageError):
+    """The model cannot be built (or given inputs) from its config: one line saying why."""
 
 
 def build(spec: str, sizes: Sizes, *, mode: str, real: bool, zoo_entry=None) -> Built:
@@ -168,6 +175,8 @@ def _local_config(path: str):
 
 
 def _task_for(config, task):
+    """(task, class name) of the first head in TASKS the model type has (``task`` only, when given),
+    else ("base", the base model class)."""
     from transformers.models.auto import modeling_auto
 
     model_type = config.model_type
@@ -176,13 +185,21 @@ def _task_for(config, task):
             continue
         cls_name = getattr(modeling_auto, mapping).get(model_type)
         if cls_name:
-            return name, cls_name
+            return name, _first(cls_name)
     if task:
-        raise UsageError(f"model type {model_type!r} has no {task} head in this transformers")
-    return "base", modeling_auto.MODEL_MAPPING_NAMES.get(model_type)
+        raise BuildError(f"model type {model_type!r} has no {task} head in this transformers")
+    return "base", _first(modeling_auto.MODEL_MAPPING_NAMES.get(model_type))
+
+
+def _first(cls_name):
+    """A mapping's class name (some map a type to several classes: the first)."""
+    return cls_name[0] if isinstance(cls_name, (list, tuple)) else cls_name
 
 
 def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes=()) -> Built:
+    """The model of ``config`` (with ``sizes.overrides`` set) with its task head, and inputs made from
+    its own signature and config (``opcov.tracing.inputs``). A head the config cannot build falls back
+    to the base model class; every failure is one line (``BuildError``)."""
     tf = _transformers()
     torch = import_torch()
     for key, value in sizes.overrides.items():
@@ -194,26 +211,78 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
                 raise UsageError(f"--set {key}: the config has no {part!r}")
         setattr(target, leaf, value)
     _no_cache(config)
-    task, cls_name = _task_for(config, task)
-    if not cls_name or not hasattr(tf, cls_name):
-        raise UsageError(f"model type {config.model_type!r}: no model class in transformers {tf.__version__}")
-    cls = getattr(tf, cls_name)
-    model = None
+    chosen, cls_name = _task_for(config, task)
+    candidates = [(chosen, cls_name)]
+    if chosen != "base" and not task:
+        candidates.append(("base", _first(_base_class(config))))
+    failure = None
+    for chosen, cls_name in candidates:
+        if not cls_name or not hasattr(tf, cls_name):
+            failure = failure or f"model type {config.model_type!r}: no model class in transformers {tf.__version__}"
+            continue
+        try:
+            model = _instantiate(torch, getattr(tf, cls_name), config, real)
+            made = inputs.make(torch, model, config, chosen, sizes, mode=mode, real=real)
+        except inputs.NoInput as exc:
+            failure = failure or f"{cls_name}: {exc}"
+            continue
+        except Exception as exc:  # noqa: BLE001 - a config the class rejects, a missing library
+            failure = failure or f"{cls_name}: {_why(exc)}"
+            continue
+        need = needed_dtype(model)
+        fell_back = [] if chosen == candidates[0][0] else [
+            f"the {candidates[0][0]} head ({candidates[0][1]}) cannot be built from this config "
+            f"({failure}); traced the base model"]
+        return Built(model, made, name=name, source=source, config=_config_summary(config, sizes),
+                     dtype=need[0] if need else None,
+                     notes=[f"{cls_name} ({chosen}) built from {type(config).__name__} with random initialisation",
+                            "inputs made from the forward signature and config: " + ", ".join(made),
+                            *fell_back, *([need[1]] if need else []), *notes])
+    raise BuildError(f"cannot build {failure}")
+
+
+def _base_class(config):
+    from transformers.models.auto import modeling_auto
+
+    return modeling_auto.MODEL_MAPPING_NAMES.get(config.model_type)
+
+
+def _instantiate(torch, cls, config, real):
+    """``cls`` from ``config`` with random weights (on meta unless ``real``): sdpa where it has it, else eager."""
     for attn in ("sdpa", "eager"):
         try:
             with (contextlib.nullcontext() if real else torch.device("meta")):
-                model = cls._from_config(config, attn_implementation=attn)
-            break
-        except (ValueError, ImportError) as exc:
+                return cls._from_config(config, attn_implementation=attn)
+        except (ValueError, ImportError):
             if attn == "eager":
-                raise UsageError(f"cannot build {cls_name} from its config: {_first_line(exc)}") from None
-        except Exception as exc:  # noqa: BLE001 - a config that the class rejects
-            raise UsageError(f"cannot build {cls_name} from its config: {type(exc).__name__}: "
-                             f"{_first_line(exc)}") from None
-    inputs = _hf_inputs(torch, config, task, sizes, mode=mode, real=real)
-    return Built(model, inputs, name=name, source=source, config=_config_summary(config, sizes),
-                 notes=[f"{cls_name} ({task}) built from {type(config).__name__} with random initialisation",
-                        *notes])
+                raise
+    raise AssertionError("unreachable")
+
+
+def _why(exc) -> str:
+    """One line for a build failure; a missing optional library says which."""
+    text = _first_line(exc)
+    m = re.search(r"requires the (\w+) library but it was not found", text)
+    if m:
+        return f"needs the {m.group(1)} library, which is not installed"
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return f"needs the {exc.name.split('.')[0]} library, which is not installed"
+    return f"{type(exc).__name__}: {text}"
+
+
+GROUPED_MM_NOTE = ("bfloat16: the experts' grouped matmul (aten::_grouped_mm) refuses float32 under fake tensors "
+                   "(its meta kernel expects bfloat16)")
+
+
+def needed_dtype(model):
+    """(dtype, note) when the model needs a dtype other than float32 to trace, else None: bfloat16 for
+    mixture-of-experts layers that run transformers' grouped_mm experts implementation."""
+    for module in model.modules():
+        cfg = getattr(module, "config", None)
+        if (cfg is not None and getattr(cfg, "_experts_implementation", None) == "grouped_mm"
+                and getattr(module, "_can_set_experts_implementation", lambda: False)()):
+            return "bfloat16", GROUPED_MM_NOTE
+    return None
 
 
 def _no_cache(config):
@@ -221,65 +290,6 @@ def _no_cache(config):
                            and hasattr(getattr(config, k, None), "to_dict")]:
         if hasattr(cfg, "use_cache"):
             cfg.use_cache = False
-
-
-def _sub(config, key):
-    return getattr(config, key, None) or config
-
-
-def _hf_inputs(torch, config, task, sizes: Sizes, *, mode, real):
-    b, s = sizes.batch, sizes.seq
-    dev = contextlib.nullcontext() if real else torch.device("meta")
-    text = _sub(config, "text_config")
-    vocab = int(getattr(text, "vocab_size", 100) or 100)
-
-    def ids(n=s, high=vocab):
-        with dev:
-            return torch.randint(3, max(4, min(high, 100)), (b, n)) if real else torch.zeros(b, n, dtype=torch.long)
-
-    def floats(*shape):
-        with dev:
-            return torch.randn(*shape)
-
-    train = mode == "training"
-    if task in ("causal_lm", "masked_lm"):
-        x = ids()
-        return {"input_ids": x, "labels": x} if train else {"input_ids": x}
-    if task == "seq2seq_lm":
-        return {"input_ids": ids(), ("labels" if train else "decoder_input_ids"): ids()}
-    if task == "speech_seq2seq":
-        frames = 2 * int(getattr(config, "max_source_positions", 1500))
-        feats = floats(b, int(config.num_mel_bins), frames)
-        return {"input_features": feats, ("labels" if train else "decoder_input_ids"): ids()}
-    vision = _sub(config, "vision_config")
-    size = sizes.image or _image_size(vision)
-    pixels = floats(b, int(getattr(vision, "num_channels", 3)), size, size)
-    if task == "image_classification":
-        if not train:
-            return {"pixel_values": pixels}
-        with dev:
-            return {"pixel_values": pixels, "labels": torch.zeros(b, dtype=torch.long)}
-    if task == "contrastive":
-        out = {"input_ids": ids(), "pixel_values": pixels}
-        return {**out, "return_loss": True} if train else out
-    if task == "audio_classification":
-        wav = floats(b, 16 * 400)
-        if not train:
-            return {"input_values": wav}
-        with dev:
-            return {"input_values": wav, "labels": torch.zeros(b, dtype=torch.long)}
-    if hasattr(config, "vocab_size"):
-        return {"input_ids": ids()}
-    return {"pixel_values": pixels}
-
-
-def _image_size(config) -> int:
-    size = getattr(config, "image_size", 224)
-    if isinstance(size, (list, tuple)):
-        size = size[0]
-    if isinstance(size, dict):
-        size = size.get("height", 224)
-    return int(size)
 
 
 _SUMMARY_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",

@@ -25,6 +25,7 @@ from opcov.store import layout
 from opcov.store import opset
 from opcov.store.opset import OpSet
 from opcov.tracing import models
+from opcov.tracing import realtrace
 from opcov.tracing import zoo
 from opcov.tracing.trace import Options, trace
 
@@ -39,22 +40,24 @@ def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, 
                sizes: models.Sizes | None = None, out: str | None = None) -> OpSet:
     """The op set of anything ``opcov trace MODEL`` accepts (see the module docstring).
 
-    ``dtype`` None: the zoo entry's, else float32; ``real`` also when the zoo entry says so;
-    ``sizes`` None: the defaults (batch 2, seq 16). ``out`` is only named in the provenance
+    ``dtype`` None: the zoo entry's, else what the model needs (``Built.dtype``), else float32;
+    ``real`` also when the zoo entry says so; ``sizes`` None: the defaults (batch 2, seq 16). ``out`` is only named in the provenance
     command (where the caller saves the op set); nothing is written here.
     """
     if is_saved(model):
         return OpSet(opset.load(model))
     entry = zoo.BY_NAME.get(model)
-    dtype = dtype or (entry.dtype if entry else Options.dtype)
     real = real or bool(entry and entry.real)
     sizes = sizes or models.Sizes()
     built = models.build(entry.spec if entry else model, sizes, mode=mode, real=real, zoo_entry=entry)
+    dtype = dtype or (entry.dtype if entry else built.dtype or Options.dtype)
     command = command_line(model, mode=mode, dtype=dtype, autocast=autocast, device=device, optimizer=optimizer,
                            real=real, sizes=sizes, out=out)
-    return trace(built.model, built.inputs, mode=mode, dtype=dtype, autocast=autocast, device=device,
-                 optimizer=optimizer, real=real, name=entry.name if entry else built.name, source=built.source,
-                 config=built.config, command=command, notes=built.notes)
+    result = trace(built.model, built.inputs, mode=mode, dtype=dtype, autocast=autocast, device=device,
+                   optimizer=optimizer, real=real, name=entry.name if entry else built.name, source=built.source,
+                   config=built.config, command=command, notes=built.notes)
+    return realtrace.with_real_branches(result, model, sizes=sizes, mode=mode, dtype=dtype, autocast=autocast,
+                                        device=device, optimizer=optimizer)  # data-dependent branches
 
 
 def command_line(model: str, *, mode: str, dtype: str, autocast: bool = False, device: str = "accelerator",

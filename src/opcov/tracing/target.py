@@ -11,14 +11,29 @@ PrivateUse1 can be claimed once per process: ``ensure()`` returns None when anot
 backend already holds it, and the tracer then falls back to CPU with parent calls.
 Core torch registers no AutocastPrivateUse1 policy (each backend brings its own): a
 fallthrough makes ops outside the policy pass, and autocast.py registers CUDA's policy.
+
+Composite calls are made visible: every CompositeImplicitAutograd aten op whose
+AutogradPrivateUse1 entry is its math kernel gets a pass-through Python kernel at that key
+(``show_composites``) which runs the very same math kernel and, while a tracer has set a
+hook (``composite_hook``), tells it the call began and ended. A TorchDispatchMode sits below
+autograd, so it sees only what a decomposition calls; the pass-through also sees the
+composites autograd itself calls in the backward (``silu_backward``). Nothing else changes:
+the dispatcher ran the math kernel at that key before, and runs it now.
 """
 
 from __future__ import annotations
 
+import contextlib
+
+from opcov.catalog import resolve_overload
 from opcov.tracing import autocast
 
 NAME = "opcov_accel"
 _STATE: dict = {}
+_HOOK: list = [None]  # hook(op, run, args, kwargs) while a trace records composite calls
+# Keys whose kernel, if an op has one, may stand before the math kernel at AutogradPrivateUse1.
+_MAYBE_NOT_MATH = ("AutogradPrivateUse1", "PrivateUse1", "Autograd", "CompositeExplicitAutograd",
+                   "CompositeExplicitAutogradNonFunctional")
 
 
 def ensure(torch) -> str | None:
@@ -63,8 +78,60 @@ def ensure(torch) -> str | None:
     lib.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
     # kept alive for the process
     _STATE["libs"] = [lib, _creation_kernels(torch), _meta_kernels(torch), autocast.register(torch, NAME)]
+    show_composites(torch)
     _STATE["name"] = NAME
     return NAME
+
+
+def show_composites(torch) -> None:
+    """Register the pass-through composite kernels (once per process) on whatever PrivateUse1 backend
+    this process has: the stand-in, or the computing one of a real-valued trace (realtrace.py)."""
+    if "composites" not in _STATE:
+        _STATE["composites"] = _composite_kernels(torch)
+
+
+@contextlib.contextmanager
+def composite_hook(hook):
+    """While inside: each composite call on the stand-in goes through ``hook(op, run, args, kwargs)``,
+    which must return ``run(*args, **kwargs)`` (the op's math kernel)."""
+    _HOOK[0] = hook
+    try:
+        yield
+    finally:
+        _HOOK[0] = None
+
+
+def _composite_kernels(torch):
+    """Pass-through AutogradPrivateUse1 kernels for the ops the stand-in runs as their decomposition."""
+    C = torch._C
+    lib = torch.library.Library("aten", "IMPL")
+    math = C.DispatchKey.CompositeImplicitAutograd
+    for name in C._dispatch_get_all_op_names():
+        if name.startswith("aten::") and C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd") \
+                and _math_at_autograd(C, name):
+            op = resolve_overload(torch, name)
+            lib.impl(op, _passthrough(op, math), "AutogradPrivateUse1")
+    return lib
+
+
+def _math_at_autograd(C, name: str) -> bool:
+    """Whether the op's AutogradPrivateUse1 entry is its math kernel (the dump table decides when
+    another kernel could stand before it: ~10 ops)."""
+    if not any(C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _MAYBE_NOT_MATH):
+        return True
+    return any(line.startswith("AutogradPrivateUse1:") and "[math kernel]" in line
+               for line in C._dispatch_dump_table(name).splitlines())
+
+
+def _passthrough(op, math):
+    def kernel(*args, **kwargs):
+        hook = _HOOK[0]
+        if hook is None:
+            return op._op_dk(math, *args, **kwargs)
+        return hook(op, lambda *a, **k: op._op_dk(math, *a, **k), args, kwargs)
+
+    kernel.__name__ = f"opcov_composite_{op.name()}"
+    return kernel
 
 
 def _creation_kernels(torch):

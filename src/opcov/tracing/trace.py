@@ -11,8 +11,17 @@ Why this shape:
   math path), and ``--autocast`` applies an accelerator policy (autocast.py). Where that
   stand-in is not available (the process already has a PrivateUse1 backend, autograd started
   before it was registered, or ``real=True``), the trace runs on CPU, dropout is run as
-  ``native_dropout``, and the notes say so. Either way device-dependent parent calls are
-  recorded with what they decomposed into (``PARENTS``), so a verdict can re-derive the path.
+  ``native_dropout``, and the notes say so.
+* A call tree, not only a list (``calltree.py``): on the stand-in, every CompositeImplicitAutograd
+  call is seen where autograd dispatches it (``target.composite_hook``), so each op call is filed
+  under the chain of composite calls it came from, forward, backward (autograd's own calls such
+  as ``silu_backward``) and the optimizer step. A forward kernel call that made an autograd node
+  is remembered by the node's sequence number, and each backward call is tied to the forward call
+  whose node issued it, so a verdict can replace the backward of a composite a backend runs
+  itself. On CPU only the device-dependent parent calls (``PARENTS``) are seen, from a
+  TorchFunctionMode, and the notes say so.
+* Real values where the model branches on data: ``trace_spec`` merges a real-valued run on a
+  computing PrivateUse1 device into the fake trace (``realtrace.py``, ``trace_computing`` here).
 * The optimizer step is what the target would run: ``foreach=True`` on accelerators (what
   ``torch.optim`` picks by default on cuda/xpu/PrivateUse1 with plain tensors; under fake
   tensors it would otherwise take the single-tensor path because a FakeTensor is not a plain
@@ -34,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import functools
 import logging
 import platform
 from collections import Counter
@@ -43,8 +53,9 @@ from opcov import __version__
 from opcov import dtypes as _dtypes
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError
-from opcov.store.opset import KIND, MODES, OpSet
+from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
+from opcov.tracing import calltree
 from opcov.tracing import target
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -52,7 +63,8 @@ OPTIMIZERS = ("adamw", "sgd", "none")
 # Dropped: need no backend kernel (see the module docstring).
 NO_KERNEL_OPS = frozenset({"aten::detach"})
 NO_KERNEL_NAMESPACES = frozenset({"prim", "profiler"})  # metadata queries; record_function markers
-# Device-neutral parent calls recorded with what they decomposed into when traced.
+# Device-dependent parent calls a CPU trace records (a TorchFunctionMode sees them; the stand-in sees
+# every composite call).
 PARENTS = {
     "scaled_dot_product_attention": "aten::scaled_dot_product_attention",
     "dropout": "aten::dropout",
@@ -102,10 +114,9 @@ class Recording:
     """What the dispatch mode saw, before it becomes an op-set document."""
 
     ops: dict = field(default_factory=dict)  # (op, phase, dtype) -> _Cell
-    parents: dict = field(default_factory=dict)  # (name, phase, dtype) -> {calls, shape, args, traced_as}
+    tree: calltree.Builder = field(default_factory=calltree.Builder)
     dropped: Counter = field(default_factory=Counter)  # op (prefixed "host:" when off the device) -> calls
     phase: str = "forward"
-    stack: list = field(default_factory=list)  # open parent calls: lists of ops seen inside
 
 
 def _tensors(obj, torch):
@@ -120,7 +131,8 @@ def _tensors(obj, torch):
 
 
 def _shape(tensors) -> str:
-    text = ", ".join(str(list(t.shape)) for t in tensors[:4])
+    """Up to 4 shapes (of tensors, or torch.Size) as text."""
+    text = ", ".join(str(list(getattr(t, "shape", t))) for t in tensors[:4])
     return text if len(text) <= SHAPE_CHARS else text[:SHAPE_CHARS - 3] + "..."
 
 
@@ -147,24 +159,63 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             if (ins or outs) and not any(t.device.type == target_type for t in ins + outs):
                 rec.dropped["host:" + name] += 1
                 return out
-            key = _dtypes.call_dtype([_dtypes.dtype_name(t.dtype) for t in ins],
-                                     [_dtypes.dtype_name(t.dtype) for t in outs])
+            key = _call_key(ins, outs)
+            shape = functools.partial(_shape, [t.shape for t in (ins or outs)[:4]])
             cell = rec.ops.setdefault((name, rec.phase, key), _Cell())
             cell.calls += 1
             if not cell.shape:
-                cell.shape = _shape(ins or outs)
-            if rec.phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins):
-                cell.grad = True
-            for seen in rec.stack:
-                if name not in seen:
-                    seen.append(name)
+                cell.shape = shape()
+            grad = rec.phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
+            cell.grad = cell.grad or grad
+            idx = rec.tree.leaf(name, rec.phase, key, shape=shape, grad=grad, issued_by=_issuer(torch, rec))
+            if grad:  # autograd made this call's node just before dispatching it here
+                rec.tree.created_node(torch._C._autograd._get_sequence_nr() - 1, idx)
             return out
 
     return Recorder()
 
 
-def _make_parent_mode(torch, rec: Recording, substitute_dropout: bool):
-    """Records device-neutral parent calls; on a CPU stand-in, runs dropout as an accelerator would."""
+def _call_key(ins, outs) -> str:
+    return _dtypes.call_dtype([_dtypes.dtype_name(t.dtype) for t in ins], [_dtypes.dtype_name(t.dtype) for t in outs])
+
+
+def _issuer(torch, rec: Recording) -> int:
+    """For a backward call outside any open composite: the forward call whose autograd node runs it."""
+    if rec.phase != "backward" or rec.tree.stack:
+        return -1
+    node = torch._C._current_autograd_node()
+    return rec.tree.issued_by(None if node is None else node._sequence_nr())
+
+
+def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwargs, kind=COMPOSITE):
+    """Run one composite call (``run(*args, **kwargs)``) as a call-tree node around what it calls."""
+    phase = rec.phase
+    idx = rec.tree.open(name, phase, kind, _issuer(torch, rec))
+    ins = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
+    try:
+        out = run(*args, **kwargs)
+    except BaseException:
+        rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
+        raise
+    outs = list(_tensors(out, torch))
+    grad = phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
+    rec.tree.close(idx, dtype=_call_key(ins, outs), shape=functools.partial(_shape, [t.shape for t in (ins or outs)[:4]]),
+                   grad=grad,
+                   args=_parent_args(name, args, kwargs),
+                   on_device=any(t.device.type == dev_type for t in ins + outs))
+    return out
+
+
+def _make_composite_hook(torch, rec: Recording, dev_type: str):
+    """The stand-in's composite hook (target.composite_hook): each composite call becomes a node."""
+    def hook(op, run, args, kwargs):
+        return _composite(torch, rec, dev_type, op.name(), run, args, kwargs)
+
+    return hook
+
+
+def _make_parent_mode(torch, rec: Recording, dev_type: str, substitute_dropout: bool):
+    """On CPU: records device-dependent parent calls as composite nodes; runs dropout as an accelerator would."""
     import torch.nn.functional as F
     from torch.overrides import TorchFunctionMode
 
@@ -174,32 +225,11 @@ def _make_parent_mode(torch, rec: Recording, substitute_dropout: bool):
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             parent = funcs.get(func)
-            if parent is None or rec.stack:
+            if parent is None:
                 return func(*args, **kwargs)
-            first = args[0] if args else next(iter(kwargs.values()), None)
-            seen: list = []
-            rec.stack.append(seen)
-            try:
-                if parent == "aten::dropout" and substitute_dropout:
-                    out = _accelerator_dropout(torch, *args, **kwargs)
-                else:
-                    out = func(*args, **kwargs)
-            finally:
-                rec.stack.pop()
-            if not seen:  # dropout in eval mode, p == 0: nothing reached the device
-                return out
-            tensors = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
-            key = _dtypes.dtype_name(first.dtype) if isinstance(first, torch.Tensor) else _dtypes.NONE
-            cell = rec.parents.setdefault((parent, rec.phase, key),
-                                          {"calls": 0, "shape": _shape(tensors), "traced_as": seen})
-            cell["calls"] += 1
-            args_text = _parent_args(parent, args, kwargs)
-            if args_text:
-                cell.setdefault("args", args_text)
-            for name in seen:
-                if name not in cell["traced_as"]:
-                    cell["traced_as"].append(name)
-            return out
+            if parent == "aten::dropout" and substitute_dropout:
+                func = functools.partial(_accelerator_dropout, torch)
+            return _composite(torch, rec, dev_type, parent, func, args, kwargs)
 
     return Parents()
 
@@ -281,35 +311,53 @@ def _hf_header(model) -> dict:
             "attn_implementation": str(getattr(cfg, "_attn_implementation", None) or "eager")}
 
 
-def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None) -> dict:
+def trace_computing(model, inputs, device_type: str, opts: Options) -> dict:
+    """The op-set document of ``model`` run with real values (``opts.real``) on ``device_type``: a
+    computing PrivateUse1 backend this process already has, with the stand-in's pass-through composite
+    kernels (``target.show_composites``). For realtrace.py's child process."""
+    opts.check()
+    return _run(import_torch(), opts, Traced(model, inputs), computing=device_type)
+
+
+def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, computing: str | None = None) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    stand_in = None if opts.real or not opts.accelerator or cpu_why else target.ensure(torch)
+    if computing:
+        stand_in = computing
+    else:
+        stand_in = None if opts.real or not opts.accelerator or cpu_why else target.ensure(torch)
     dev_type = stand_in or "cpu"
     notes = []
     if opts.accelerator and stand_in is None:
         why = cpu_why or ("--real traces real CPU tensors" if opts.real
                           else "PrivateUse1 is taken by another backend in this process")
         notes.append(f"traced on cpu for target {opts.device} ({why}): dropout was run as native_dropout; "
-                     "other device-dependent paths are recorded under parents as the CPU took them")
+                     "other device-dependent paths are recorded as the CPU took them")
+    if stand_in is None:
+        notes.append(f"the calltree has only the composite calls {', '.join(sorted(PARENTS.values()))}, "
+                     "seen where Python makes them: on cpu other composites decompose out of a trace's sight")
     fake = contextlib.nullcontext() if opts.real else FakeTensorMode(allow_non_fake_inputs=True)
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # errors become one line
     rec = Recording()
     with fake:
         params, buffers = _leaves(torch, traced.module, dev_type, opts)
         args, kwargs = _move_inputs(torch, traced.inputs, dev_type, opts)
+    composites = (target.composite_hook(_make_composite_hook(torch, rec, dev_type)) if stand_in
+                  else _make_parent_mode(torch, rec, dev_type, substitute_dropout=opts.accelerator))
     try:
-        with fake, _make_parent_mode(torch, rec, substitute_dropout=opts.accelerator and stand_in is None), \
-                _make_recorder(torch, rec, dev_type):
+        with fake, composites, _make_recorder(torch, rec, dev_type):
             _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type)
     except Exception as exc:  # noqa: BLE001 - turned into one line naming the op
-        if stand_in and "device_ready_queues_" in str(exc):
+        if stand_in and not computing and "device_ready_queues_" in str(exc):
             # autograd started its device threads before the stand-in device existed (a backward ran
             # earlier in this process); it cannot run a backward on it now, so trace on CPU instead
             return _run(torch, opts, traced, cpu_why="autograd had already started in this process "
                         "before the stand-in device was registered")
         raise _explain(torch, exc, opts) from None
-    return _document(torch, opts, rec, dev_type, stand_in, notes)
+    doc = _document(torch, opts, rec, dev_type, stand_in, notes)
+    if computing:
+        doc["provenance"]["traced_on"] = f"{computing} (a computing PrivateUse1 backend: CPU payloads)"
+    return doc
 
 
 def _leaves(torch, module, dev_type, opts):
@@ -384,16 +432,13 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
             return
         rec.phase = "optimizer"
         opt = _optimizer(torch, opts, leaves)
-        seen: list = []
-        rec.stack.append(seen)
+        idx = rec.tree.open(f"torch.optim.{type(opt).__name__}.step", "optimizer", CALL)
         try:
             opt.step()
         finally:
-            rec.stack.pop()
-        rec.parents[(f"torch.optim.{type(opt).__name__}.step", "optimizer",
-                     _dtypes.dtype_name(leaves[0].dtype))] = {
-            "calls": 1, "shape": f"{len(leaves)} parameters", "traced_as": seen,
-            "args": "foreach=True" if opts.accelerator else "foreach=False (CPU default: single-tensor)"}
+            rec.tree.close(idx, dtype=_dtypes.dtype_name(leaves[0].dtype), shape=f"{len(leaves)} parameters",
+                           args="foreach=True" if opts.accelerator else "foreach=False (CPU default: single-tensor)",
+                           on_device=False)
     finally:
         module.train(was_training)
 
@@ -467,9 +512,7 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
         if cell.grad:
             rec_cell["grad"] = True
         ops.setdefault(name, {}).setdefault(phase, {})[key] = rec_cell
-    parents: dict = {}
-    for (name, phase, key), cell in sorted(rec.parents.items()):
-        parents.setdefault(name, {}).setdefault(phase, {})[key] = dict(cell, traced_as=list(cell["traced_as"]))
+    tree = rec.tree.rows()
     dropped = Counter()
     host = Counter()
     for name, n in rec.dropped.items():
@@ -480,11 +523,11 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
     if host:
         notes.append("dropped (no tensor on the target device, run by the host): " + ", ".join(
             f"{k} x{v}" for k, v in sorted(host.items(), key=lambda kv: (-kv[1], kv[0]))))
-    if "aten::scaled_dot_product_attention" in parents and opts.accelerator:
+    if any(n["op"] == "aten::scaled_dot_product_attention" for n in tree) and opts.accelerator:
         took = ("core torch's math fallback, which a PrivateUse1 device takes" if stand_in
                 else "the CPU's (_scaled_dot_product_flash_attention_for_cpu); an accelerator takes another")
         notes.append(f"scaled_dot_product_attention: the traced path is {took}; a backend that registers "
-                     "_fused_sdp_choice or its own sdpa kernel takes its own (see parents)")
+                     "_fused_sdp_choice or its own sdpa kernel takes its own (see calltree)")
     if opts.autocast and opts.accelerator and stand_in:
         notes.append("autocast: CUDA's autocast policy applied on the stand-in device (core torch has no "
                      "AutocastPrivateUse1 policy; a backend brings its own, torch_tpu does, and it may differ)")
@@ -493,7 +536,7 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
     summary = {"distinct_ops": len(ops), "calls": {p: sum(c.calls for (_, ph, _), c in rec.ops.items() if ph == p)
                                                    for p in ("forward", "backward", "optimizer")}}
     return {
-        "schema_version": 1, "kind": KIND, "mode": opts.mode, "dtype": opts.dtype,
+        "schema_version": SCHEMA_VERSION, "kind": KIND, "mode": opts.mode, "dtype": opts.dtype,
         "autocast": "bfloat16" if opts.autocast else None,
         "optimizer": opts.optimizer if opts.mode == "training" else "none",
         "provenance": {
@@ -505,6 +548,6 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
             "traced_on": stand_in and f"{stand_in} (stand-in PrivateUse1 device)" or "cpu",
             "notes": notes,
         },
-        "parents": parents, "summary": summary, "ops": ops,
+        "summary": summary, "calltree": [node_text(row) for row in tree], "ops": ops,
     }
 

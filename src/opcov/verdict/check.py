@@ -8,8 +8,13 @@ which imports torch). Only the last needs torch: a saved op set keeps the gate f
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 
-from opcov.store import layout
+from opcov import suggest
+from opcov.activity import activity
+from opcov.store import data, layout
 from opcov.store import opset
 from opcov.verdict import judge
 from opcov.errors import UsageError
@@ -41,29 +46,43 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
 
 
 def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:
-    """Trace MODEL now (imports torch); used when it names no saved op set."""
-    try:
-        from opcov.tracing.spec import trace_spec
-    except ImportError:  # pragma: no cover - trace ships with opcov
-        raise UsageError(f"{model}: not an op-set file or zoo model, and tracing is unavailable") from None
+    """Trace MODEL now, in a child process (``opcov trace``), for each mode; used when it names
+    no saved op set. A child, because tracing claims PrivateUse1 for its stand-in accelerator and a
+    live scan may need to import a real PrivateUse1 backend: never two backends in one process."""
     out = []
-    for mode in modes or ("inference",):
-        doc = trace_spec(model, mode=mode, dtype=getattr(args, "dtype", None)).doc
-        out.append((f"<traced {model} {mode}>", doc))
+    dtype = getattr(args, "dtype", None)
+    with tempfile.TemporaryDirectory(prefix="opcov-check-") as tmp:
+        for mode in modes or ("inference",):
+            path = os.path.join(tmp, f"{mode}.yaml")
+            cmd = ["trace", model, "--mode", mode, "--out", path] + (["--dtype", dtype] if dtype else [])
+            with activity(f"tracing {model} ({mode})"):
+                _child(cmd, f"{model}: not an op-set file or zoo model, and tracing it failed")
+            out.append((f"<traced {model} {mode}>", opset.load(path)))
     return out
 
 
+def _child(args: list[str], what: str) -> None:
+    """Run ``opcov ARGS`` in a child process; its one-line error becomes ours."""
+    env = dict(os.environ)
+    env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    proc = subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        last = lines[-1].removeprefix("opcov: error: ") if lines else f"exit code {proc.returncode}"
+        raise UsageError(f"{what}: {last}")
+
+
 def live_scan(backend: str, names) -> dict | None:
-    """A registered scan now, of ``names`` only, for an installed backend that has no data in coverage/;
-    None when the backend is not installed here."""
+    """A registered scan now (``opcov scan`` in a child process, never in this one), kept to
+    ``names``, for an installed backend that has no data in the coverage folder; None when the
+    backend is not installed here."""
     if not _installed(backend):
         return None
-    from opcov import backends
-    from opcov.scan import registered
-
-    b = backends.get_backend(backend)
-    torch = backends.load(b)
-    doc = registered.scan(b, torch, command=f"opcov scan {backend}")
+    with tempfile.TemporaryDirectory(prefix="opcov-scan-") as tmp:
+        path = os.path.join(tmp, "scan.yaml")
+        with activity(f"scanning {backend} (no data for it in the coverage folder)"):
+            _child(["scan", backend, "--out", path], f"{backend}: live registered scan failed")
+        doc = data.load(path)
     wanted = set(names)
     doc["ops"] = {k: v for k, v in doc["ops"].items() if k in wanted}
     return doc
@@ -73,7 +92,17 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
     """(verdicts, model description) for MODEL on each backend and mode."""
     opsets = find_opsets(model, modes, coverage_dir)
     if not opsets:
+        have = set(layout.backends_with_data(coverage_dir))
+        for backend in backends_:  # a mistyped name fails now, not after a minute of tracing
+            if backend not in have and not _installed(backend):
+                raise suggest.no_backend_data(backend, coverage_dir)
         opsets = trace_on_the_fly(model, modes, args)
+    return judge_opsets(opsets, backends_, coverage_dir)
+
+
+def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
+    """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
+    passes an op set it was handed here."""
     verdicts = []
     for path, doc in opsets:
         for backend in backends_:

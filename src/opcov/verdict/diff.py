@@ -1,7 +1,9 @@
 """``opcov diff OLD NEW``: what changed between two coverage snapshots of one backend.
 
 Regressions are judged within one evidence kind: a registered op that no longer
-resolves to a kernel, a probed cell that passed and now fails. What changes only
+resolves to a kernel, a probed cell that passed and now fails. A probed pass that
+moves between precision tiers (strict ``pass``, usable ``pass_low_precision``) is
+"precision degraded/improved", listed apart from regressions. What changes only
 because the evidence changed (registered -> probed), the torch version's op set
 changed, or a probe reached other samples is reported apart, never as a regression.
 """
@@ -18,8 +20,10 @@ from opcov.errors import UsageError
 # Registered: resolved statuses, best first; unresolved means "not known", not worse.
 REG_RANK = {"not_applicable": 0, "registered": 0, "fallback": 2, "missing": 3}
 # Probed: pass best; not_comparable/no_reference/skipped say nothing about quality.
-PROBE_RANK = {"pass": 0, "pass_low_precision": 1, "mismatch": 3, "unsupported": 3, "error": 3, "crash": 3,
+PROBE_RANK = {"pass": 0, "pass_low_precision": 0, "mismatch": 3, "unsupported": 3, "error": 3, "crash": 3,
               "timeout": 3}
+# The precision tier a probed pass met, strictest first: a move between them is a precision change.
+TIERS = {"pass": 0, "pass_low_precision": 1}
 
 
 @dataclass
@@ -38,6 +42,7 @@ class DiffResult:
     header: list = field(default_factory=list)  # versions and evidence, old -> new
     regressions: list = field(default_factory=list)
     improvements: list = field(default_factory=list)
+    precision: list = field(default_factory=list)  # probed passes that changed tier (Change.new says which way)
     apart: list = field(default_factory=list)  # evidence, catalogue or sample changes: not regressions
     added: list = field(default_factory=list)
     removed: list = field(default_factory=list)
@@ -106,7 +111,9 @@ def diff_docs(old: dict, new: dict, old_path: str, new_path: str) -> DiffResult:
             continue
         ra, rb = _rank(kind, a), _rank(kind, b)
         change = Change(op, where, a, b)
-        if ra is None or rb is None:
+        if kind == "probed" and a in TIERS and b in TIERS:
+            res.precision.append(change)
+        elif ra is None or rb is None:
             res.apart.append(f"{op} {where}: {a} -> {b} (not a quality change)")
         elif rb > ra:
             res.regressions.append(change)
@@ -123,15 +130,20 @@ def render(res: DiffResult, fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps({"old": res.old, "new": res.new, "backend": res.backend, "header": res.header,
                            **{k: [c.__dict__ for c in getattr(res, k)]
-                              for k in ("regressions", "improvements", "added", "removed")},
+                              for k in ("regressions", "improvements", "precision", "added", "removed")},
                            "apart": res.apart}, indent=2, sort_keys=True) + "\n"
     md = fmt == "markdown"
     lines = [f"{'### ' if md else ''}opcov diff {res.backend}: {res.old} -> {res.new}", ""]
     lines += [f"{'- ' if md else '  '}{h}" for h in res.header]
     lines.append("")
     lines.append(f"{len(res.regressions)} regression(s), {len(res.improvements)} improvement(s), "
-                 f"{len(res.added)} added, {len(res.removed)} removed, {len(res.apart)} reported apart")
+                 + (f"{len(res.precision)} precision change(s), " if res.precision else "")
+                 + f"{len(res.added)} added, {len(res.removed)} removed, {len(res.apart)} reported apart")
+    degraded = [c for c in res.precision if TIERS[c.new] > TIERS[c.old]]
+    improved = [c for c in res.precision if TIERS[c.new] < TIERS[c.old]]
     for title, items in (("regressions", res.regressions), ("improvements", res.improvements),
+                         ("precision degraded (strict -> usable tier; not a regression)", degraded),
+                         ("precision improved (usable -> strict tier)", improved),
                          ("added", res.added), ("removed", res.removed)):
         if items:
             lines += ["", f"{'#### ' if md else ''}{title}:"]

@@ -9,6 +9,10 @@ has a cell for that op and dtype (probes see dtypes and values), else from
 registered evidence (a claim, dtype-blind), else it is unknown.  Outcomes, worst
 first: fails, unknown, fallback, ok; ``not_judged`` (ops outside what the data
 covers, e.g. a custom namespace) stays apart and never decides the verdict.
+
+Each outcome also names the evidence it rests on (opcov.vocab's ladder: probed,
+registered, declared): a verdict says plain "runs" only when all of it was probed,
+and the gates can demand a level (``--require probed``).
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from dataclasses import dataclass, field, replace
 from opcov.store import layout
 from opcov.store.cells import ProbedCell, record_cells
 from opcov.store import lineyaml
-from opcov.store import opset
-from opcov import vocab
+from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
+from opcov.verdict import resolve
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
@@ -38,6 +42,22 @@ def _worst(outcomes) -> str:
     return min(found, key=OUTCOMES.index) if found else NOT_JUDGED
 
 
+def rests_on(judged) -> str:
+    """The evidence level an outcome rests on, from the (outcome, evidence) pairs it was judged from.
+
+    One failure is enough to fail, so a failure rests on its best-evidenced failing part; any other
+    outcome says something of every part (that it runs, or that nothing was seen to fail), so it
+    rests on the weakest. Parts not judged do not count; with none left it is 'none'.
+    """
+    pairs = [(o, e) for o, e in judged if o in OUTCOMES]
+    failing = [e for o, e in pairs if o == "fails"]
+    if failing:
+        return vocab.worst(failing, vocab.EVIDENCE_LEVELS)  # the first in strongest-first order
+    if pairs:
+        return vocab.worst([e for _, e in pairs], vocab.EVIDENCE_WORST_FIRST)
+    return vocab.NO_EVIDENCE.name
+
+
 @dataclass(frozen=True)
 class Finding:
     """One requirement judged: an op's forward or backward at one dtype."""
@@ -45,7 +65,7 @@ class Finding:
     direction: str  # forward | backward
     dtype: str
     outcome: str  # fails | unknown | fallback | ok | not_judged
-    evidence: str  # probed | registered | none
+    evidence: str  # a level of vocab.EVIDENCE (probed | registered | declared), or none
     why: str
     source: str = ""  # coverage file the evidence came from
     fix: str = ""
@@ -66,19 +86,19 @@ class OpResult:
 
     @property
     def evidence(self) -> str:
-        """probed when every finding is probed, registered when any is registered-only, else none."""
-        kinds = {f.evidence for f in self.findings}
-        return "none" if "none" in kinds else "registered" if "registered" in kinds else "probed"
+        """The level the op's outcome rests on (``rests_on`` its findings)."""
+        return rests_on((f.outcome, f.evidence) for f in self.findings)
 
     def problems(self) -> list[Finding]:
-        return [f for f in self.findings if f.outcome in ("fails", "unknown", "fallback")]
+        return [f for f in self.findings if f.outcome in vocab.PROBLEMS]
 
 
 @dataclass
 class BackendVerdict:
     backend: str
     mode: str
-    verdict: str
+    verdict: str  # runs | runs_with_fallback | unknown | fails
+    evidence: str  # the level the verdict rests on (``rests_on`` its judged ops): see says()
     ops: list  # OpResult, worst first
     sources: list  # coverage files used
     notes: list
@@ -93,9 +113,14 @@ class BackendVerdict:
             out[o] = len(rs)
             out[f"{o}_calls"] = sum(r.calls for r in rs)
         ok = [r for r in judged if r.outcome == "ok"]
-        for kind in ("probed", "registered"):
+        for kind in vocab.EVIDENCE_LEVELS:
             out[f"ok_{kind}"] = sum(1 for r in ok if r.evidence == kind)
         return out
+
+    def says(self) -> str:
+        """The verdict in words on its evidence: 'runs' only when all of it was probed, else e.g.
+        'runs (registered, unverified)' or 'fails (registered evidence)'."""
+        return vocab.verdict_words(self.verdict, self.evidence)
 
 
 # ---------------------------------------------------------------- coverage for one backend
@@ -109,6 +134,7 @@ class Coverage:
     probed: dict | None
     paths: list
     cpu: dict | None = None  # cpu's registered data: a CPU fallback can only run what CPU runs
+    notes: list = field(default_factory=list)  # files passed over in the backend's folder (layout.strays)
     _cells: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def cells(self, op: str) -> dict[str, ProbedCell]:
@@ -134,9 +160,9 @@ class Coverage:
 
 
 def needed_ops(doc: dict) -> list[str]:
-    """The ops to read to judge an op set: its own, and its parents (a backend with its own kernel
-    for a parent, such as tpu's aten::linear, runs that kernel: it is judged too)."""
-    return sorted(set(doc["ops"]) | {p for p in doc.get("parents") or {} if "::" in p})
+    """The ops to read to judge an op set: its own, and the composites of its call tree (a backend
+    with its own kernel for one, such as tpu's aten::linear, runs that kernel: see verdict.resolve)."""
+    return resolve.needed_ops(doc)
 
 
 def opset_torch(doc: dict) -> str:
@@ -170,15 +196,18 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
             if docs[kind].get("evidence") != kind:
                 raise DataError(f"{path}: evidence is {docs[kind].get('evidence')!r}, expected {kind!r}")
     paths = [p for p in chosen.values() if p]
+    ignored = layout.strays(coverage_dir, backend)
     if not docs:
+        if ignored:  # misnamed or misplaced data: never judge around it with a live scan
+            raise DataError(f"{ignored[0][0]}: {ignored[0][1]}, so {backend} has no data opcov reads; "
+                            f"'opcov lint {coverage_dir}' says more")
         live = scan(backend, names) if scan else None
         if live is None:
-            raise UsageError(
-                f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "
-                f"'opcov scan {backend}' (registered, no device needed) or 'opcov probe {backend}' (on the device)")
+            raise suggest.no_backend_data(backend, coverage_dir)
         docs["registered"] = live
         paths = [f"live registered scan of {backend} (no data in coverage/)"]
-    cov = Coverage(backend, docs.get("registered"), docs.get("probed"), paths)
+    cov = Coverage(backend, docs.get("registered"), docs.get("probed"), paths,
+                   notes=[f"ignored {p}: {why}" for p, why in ignored])
     if backend != "cpu" and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
         cpu_path = layout.pick(layout.snapshots(coverage_dir, "cpu")["registered"], torch_version)
         cov.cpu = read(cpu_path, names) if cpu_path else None
@@ -217,8 +246,12 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_
         why_line = f": {slot.why}" if slot.why else ""
         case = "?" if slot.case is None else slot.case
         if status in PROBED_OK:
-            fix = ("set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) "
-                   "if the error matters" if status == "pass_low_precision" else "")
+            fix = ""
+            if status == "pass_low_precision":  # the usable tier, not the strict one: a pass with a note
+                fix = ("set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) "
+                       "if the error matters" if slot.tol in ("low_precision", "usable:matmul") else
+                       f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error "
+                       "is tolerable")
             return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}{err}", src, fix)
         if status in PROBED_FAIL:
             fix = ""
@@ -232,15 +265,16 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_
                                f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
                                f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}"
                                f"{err}{why_line}; case {case})", src, fix)
-            if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases:
+            if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases and not slot.after_crash:
                 # Some probe inputs fail, others pass: whether this model's inputs are among the
                 # failing ones is not something the op set tells (the case id names the input).
                 return Finding(direction, dtype, "unknown", "probed",
                                f"{direction} fails on {fails} of {cases} probe cases in {dtype} (worst: "
                                f"{PROBED_FAIL[status]}{err}{why_line}; case {case}): "
                                "the model's own inputs may or may not be like those", src, fix)
+            cut = f" ({slot.after_crash} later case(s) not run after it)" if slot.after_crash else ""
             return Finding(direction, dtype, "fails", "probed",
-                           f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}", src, fix)
+                           f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}{cut}", src, fix)
     rec = (cov.registered or {}).get("ops", {}).get(op)
     reg_src = cov.paths[0] if cov.registered else ""
     note = ""
@@ -250,7 +284,7 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_
         if cov.registered is None:
             return Finding(direction, dtype, "unknown", "none",
                            f"no registered data and no probe of this op in {dtype}")
-        if cov.torch != torch_version:
+        if not layout.same_torch(cov.torch, torch_version):
             return Finding(direction, dtype, "unknown", "none",
                            f"not in the {cov.backend} data for torch {cov.torch} (the op set was traced "
                            f"with torch {torch_version}: versions differ)", reg_src)
@@ -316,7 +350,8 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     training = doc.get("mode") == "training"
     results: dict[str, OpResult] = {}
     seen = set()
-    for call in opset.calls(doc):
+    resolved = resolve.resolve(doc, cov)  # the calls the backend's dispatcher really makes
+    for call in resolved.calls:
         r = results.setdefault(call.op, OpResult(call.op))
         r.calls += call.calls
         r.phases.add(call.phase)
@@ -328,17 +363,6 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
             if (call.op, direction, dtype) not in seen:
                 seen.add((call.op, direction, dtype))
                 r.findings.append(judge_requirement(cov, call.op, dtype, direction, torch_version))
-    for parent, phases in _own_kernel_parents(doc, cov):
-        r = results.setdefault(parent, OpResult(parent))
-        for phase, dtype, n in phases:
-            r.calls += n
-            r.phases.add(phase)
-            r.dtypes.add(dtype)
-            wanted = ["forward"] + (["backward"] if training and phase == "forward" else [])
-            for direction in wanted:
-                if (parent, direction, dtype) not in seen:
-                    seen.add((parent, direction, dtype))
-                    r.findings.append(judge_requirement(cov, parent, dtype, direction, torch_version))
     # A fake-tensor trace (no ShapeEnv) raises on a data-dependent shape or value, so an op it
     # recorded ran with static shapes there (index.Tensor with integer indices, not a bool mask):
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
@@ -355,53 +379,45 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
                                                  else len(OUTCOMES), -r.calls, r.op))
     worst = _worst(r.outcome for r in ops)
     notes = ["eager mode: the torch.compile path is not judged"]
-    if cov.torch != torch_version:
+    if not layout.same_torch(cov.torch, torch_version):
         notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
                      f"{torch_version}: ops that differ between versions come out unknown")
     if cov.probed is None:
         notes.append(f"no probe data for {cov.backend}: registered evidence only (a claim, dtype-blind)")
     else:
         notes.extend(n for n in cov.probed["provenance"].get("notes", ()) if "self-test" in n)
-    notes.extend(parent_notes(doc, cov))
-    return BackendVerdict(cov.backend, doc.get("mode", "?"), VERDICTS.get(worst, "runs"), ops, cov.paths,
-                          notes)
+    notes.extend(resolved.notes + cov.notes)
+    return BackendVerdict(cov.backend, doc.get("mode", "?"), VERDICTS.get(worst, "runs"),
+                          rests_on((r.outcome, r.evidence) for r in ops), ops, cov.paths, notes)
 
 
-def _own_kernel_parents(doc: dict, cov: Coverage):
-    """(parent op, [(phase, dtype, calls)]) for parents the backend has its own kernel for."""
-    for parent, rec in sorted((doc.get("parents") or {}).items()):
-        reg = (cov.registered or {}).get("ops", {}).get(parent)
-        if reg and reg.get("fwd") == "kernel" and isinstance(rec, dict):
-            yield parent, [(phase, dtype, int(cell.get("calls", 1))) for phase, cells in sorted(rec.items())
-                           if isinstance(cells, dict) for dtype, cell in sorted(cells.items())
-                           if isinstance(cell, dict)]
+STRICT = ("fallback", "unknown")  # --strict: --fail-on these
 
 
-def parent_notes(doc: dict, cov: Coverage) -> list[str]:
-    """Device-neutral parent calls the backend takes another way than the trace did.
-
-    The op set records what each parent (linear, sdpa, dropout) decomposed into where
-    it was traced; a backend with its own kernel for the parent runs that kernel
-    instead, so the traced decomposition may not be what runs there.
-    """
-    out = []
-    for parent, rec in sorted((doc.get("parents") or {}).items()):
-        reg = (cov.registered or {}).get("ops", {}).get(parent)
-        if not reg or reg.get("fwd") != "kernel":
-            continue
-        traced = sorted({op for cells in rec.values() if isinstance(cells, dict)
-                         for cell in cells.values() if isinstance(cell, dict) for op in cell.get("traced_as", ())})
-        out.append(f"{parent}: {cov.backend} registers its own kernel, so it may not run the decomposition "
-                   f"traced here ({', '.join(traced[:4])}{', ...' if len(traced) > 4 else ''}); "
-                   f"the kernel and the decomposition are both judged")
+def fail_on(values) -> set[str]:
+    """The outcomes of ``--fail-on`` values, each a comma list ('fallback,unknown') of vocab.PROBLEMS;
+    'fails' always. An unknown word is a UsageError."""
+    out = {"fails"}
+    for value in values:
+        for word in filter(None, (w.strip() for w in value.split(","))):
+            if word not in vocab.PROBLEMS:
+                raise UsageError(f"--fail-on: {word!r} is not an outcome; choose from {', '.join(vocab.PROBLEMS)}")
+            out.add(word)
     return out
 
 
-def gate_failed(verdicts, *, strict: bool = False, fail_on_unknown: bool = False) -> bool:
-    """Exit 1 when any verdict fails; --strict also on fallbacks and unknowns."""
-    bad = {"fails"}
-    if strict:
-        bad |= {"unknown", "runs_with_fallback"}
-    if fail_on_unknown:
-        bad.add("unknown")
-    return any(v.verdict in bad for v in verdicts)
+def gate_failures(verdicts, *, outcomes=("fails",), require: str | None = None) -> list[str]:
+    """Why the gate fails, one line per verdict that fails it ([] when it passes): an op whose outcome
+    is in ``outcomes`` (failing ops always count), or a verdict resting on evidence weaker than
+    ``require`` (a level of vocab.EVIDENCE_LEVELS)."""
+    bad = {"fails", *outcomes}
+    out = []
+    for v in verdicts:
+        hit = [(o, sum(r.outcome == o for r in v.ops)) for o in OUTCOMES if o in bad]
+        if any(n for _, n in hit):
+            out.append(f"{v.backend} ({v.mode}): {v.says()}: "
+                       + ", ".join(f"{o} on {n} op(s)" for o, n in hit if n))
+        elif require and vocab.weaker(v.evidence, require):
+            out.append(f"{v.backend} ({v.mode}): {v.says()}: rests on {vocab.evidence_word(v.evidence).short}, "
+                       f"weaker than the {require} evidence required")
+    return out

@@ -1,4 +1,8 @@
-"""JSON: everything the verdict knows, for other tools."""
+"""JSON: everything the verdict knows, for other tools.
+
+``verdict`` (runs, runs_with_fallback, unknown, fails) and ``evidence`` (the level of opcov.vocab.EVIDENCE it
+rests on, or none) are separate fields, on each verdict and each op.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ def report(verdicts, model: dict) -> str:
     out = {"model": model, "verdicts": []}
     for v in verdicts:
         out["verdicts"].append({
-            "backend": v.backend, "mode": v.mode, "verdict": v.verdict, "counts": v.counts(),
+            "backend": v.backend, "mode": v.mode, "verdict": v.verdict, "evidence": v.evidence, "counts": v.counts(),
             "sources": v.sources, "notes": v.notes,
             "ops": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
                      "phases": sorted(r.phases), "dtypes": sorted(r.dtypes), "flags": r.flags,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from opcov import vocab
 from opcov.verdict.reports import fixes, headline, problem_lines
 
 LEVEL = {"fails": "error", "unknown": "warning", "fallback": "warning"}
@@ -11,6 +12,11 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _escape_property(text: str) -> str:
+    """A property value (title=...): ':' and ',' end it unless escaped (op names hold '::')."""
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def report(verdicts, model: dict) -> str:
     out = []
     for v in verdicts:
@@ -18,8 +24,9 @@ def report(verdicts, model: dict) -> str:
             level = LEVEL.get(r.outcome)
             if level:
                 msg = "; ".join(problem_lines(r) + [f"fix: {x}" for x in fixes(r)])
-                out.append(f"::{level} title=opcov {v.backend} {v.mode}: {r.op} {r.outcome}::"
-                           f"{_escape(f'{r.op} ({r.calls} calls): {msg}')}")
-        out.append(f"::notice title=opcov {model['name']} on {v.backend} ({v.mode}): {v.verdict}::"
-                   f"{_escape(headline(v))}")
+                title = f"opcov {v.backend} {v.mode}: {r.op} {vocab.verdict_words(r.outcome, r.evidence)}"
+                out.append(f"::{level} title={_escape_property(title)}::"
+                           f"{_escape(f'{r.op} ({r.calls} calls, {vocab.evidence_name(r.evidence)}): {msg}')}")
+        title = f"opcov {model['name']} on {v.backend} ({v.mode}): {v.says()}"
+        out.append(f"::notice title={_escape_property(title)}::{_escape(headline(v))}")
     return "\n".join(out) + "\n"

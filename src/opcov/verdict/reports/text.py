@@ -6,15 +6,17 @@ from opcov import vocab
 from opcov.verdict.reports import fixes, headline, problem_lines
 
 MARK = {**{o: w.short for o, w in vocab.OUTCOMES.items() if w.short}, vocab.NOT_JUDGED.name: vocab.NOT_JUDGED.short}
+MARK_WIDTH = max(len(m) for m in MARK.values())
 
 
 def report(verdicts, model: dict) -> str:
     lines = [f"opcov check: {model['name']} ({model['describe']})", ""]
-    rows = [("backend", "mode", "verdict", "ops", "supported", "calls", "probed", "registered", "unknown",
-             "fallback", "failing")]
+    rows = [("backend", "mode", "verdict", "evidence", "ops", "supported", "calls", "probed", "registered",
+             "unknown", "fallback", "failing")]
     for v in verdicts:
         c = v.counts()
-        rows.append((v.backend, v.mode, v.verdict, str(c["ops"]),
+        rows.append((v.backend, v.mode, v.verdict, vocab.evidence_word(v.evidence).short.replace(" ", "_"),
+                     str(c["ops"]),
                      f"{100.0 * c['ok'] / c['ops'] if c['ops'] else 100:.1f}%",
                      f"{100.0 * c['ok_calls'] / c['calls'] if c['calls'] else 100:.1f}%",
                      str(c["ok_probed"]), str(c["ok_registered"]), str(c["unknown"]), str(c["fallback"]),
@@ -23,11 +25,13 @@ def report(verdicts, model: dict) -> str:
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     for v in verdicts:
-        lines += ["", f"{v.backend} ({v.mode}): {v.verdict.upper()}: {headline(v)}"]
+        said = vocab.VERDICTS[v.verdict].label.upper() + vocab.verdict_qualifier(v.verdict, v.evidence)
+        lines += ["", f"{v.backend} ({v.mode}): {said}: {headline(v)}"]
         for r in v.ops:
             if r.outcome in ("ok", "not_judged"):
                 continue
-            lines.append(f"  {MARK[r.outcome]}  {r.op}  x{r.calls} ({', '.join(sorted(r.phases))})")
+            lines.append(f"  {MARK[r.outcome].ljust(MARK_WIDTH)}  {r.op}  x{r.calls} ({', '.join(sorted(r.phases))}; "
+                         f"{vocab.evidence_name(r.evidence)})")
             for why in problem_lines(r):
                 lines.append(f"          {why}")
             for fix in fixes(r):

@@ -1,0 +1,217 @@
+/* opcov site search: the box in every page's header, the search page, and the ranking the matrix uses.
+   The index (assets/search-index.js, written by 'opcov site') is loaded on first use by a script tag, so it
+   works from file:// as from a server. It holds every op with a support letter per backend and direction
+   (D.codes), the Python-name index (name -> ops it dispatches) and the models. Ranking mirrors
+   'opcov ops' (opcov.support.rank): exact names first, then ops a Python name reaches, then prefix, then
+   substring. */
+(function () {
+  "use strict";
+  var me = document.currentScript, root = (me && me.getAttribute("data-root")) || "";
+  var D = null, waiting = [], loading = false, pyOf = null;
+
+  function load(cb) {
+    if (D) { cb(D); return; }
+    waiting.push(cb);
+    if (loading) return;
+    loading = true;
+    var s = document.createElement("script");
+    s.src = root + "assets/search-index.js";
+    s.onload = function () {
+      D = window.OPCOV_INDEX;
+      pyOf = {};
+      D.py.forEach(function (p) { p[1].forEach(function (i) { (pyOf[i] = pyOf[i] || []).push(p[0]); }); });
+      waiting.splice(0).forEach(function (f) { f(D); });
+    };
+    document.head.appendChild(s);
+  }
+
+  function expand(q) {
+    for (var i = 0; i < D.prefixes.length; i++) {
+      if (q.indexOf(D.prefixes[i][0]) === 0) return D.prefixes[i][1] + q.slice(D.prefixes[i][0].length);
+    }
+    return "torch." + q;
+  }
+  /* Python name -> op indices, for what q names (opcov.scan.pynames.Index.resolve). */
+  function python(q) {
+    var out = {}, byName = {};
+    D.py.forEach(function (p) { byName[p[0]] = p[1]; });
+    if (!/^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$/.test(q)) return out;
+    if (q.indexOf(".") >= 0) {
+      var full = expand(q);
+      if (byName[full]) out[full] = byName[full];
+      return out;
+    }
+    for (var fold = 0; fold < 2; fold++) {
+      var key = fold ? q.toLowerCase() : q, found = false;
+      D.py.forEach(function (p) {
+        var cut = p[0].lastIndexOf("."), home = p[0].slice(0, cut), last = p[0].slice(cut + 1);
+        if (D.homes.indexOf(home) >= 0 && (fold ? last.toLowerCase() : last) === key) { out[p[0]] = p[1]; found = true; }
+      });
+      if (found) break;
+    }
+    return out;
+  }
+
+  var HOW = ["exact", "Python name", "prefix", "substring"];
+  /* Ops matching q, best first: [{i, how, via: [Python names]}]. */
+  function rank(q) {
+    q = q.trim();
+    if (!q) return [];
+    var lq = q.toLowerCase(), py = python(q), via = {}, out = [];
+    Object.keys(py).sort().forEach(function (name) { py[name].forEach(function (i) { (via[i] = via[i] || []).push(name); }); });
+    for (var i = 0; i < D.ops.length; i++) {
+      var op = D.ops[i][0], l = op.toLowerCase(), local = l.slice(l.indexOf("::") + 2);
+      var tier = -1;
+      if (l === lq || local === lq || l.split(".")[0] === lq || local.split(".")[0] === lq) tier = 0;
+      else if (via[i]) tier = 1;
+      else if (local.indexOf(lq) === 0 || l.indexOf(lq) === 0) tier = 2;
+      else if (l.indexOf(lq) >= 0) tier = 3;
+      if (tier >= 0) out.push({i: i, tier: tier, how: HOW[tier], via: via[i] || []});
+    }
+    out.sort(function (a, b) {
+      var x = D.ops[a.i][0], y = D.ops[b.i][0];
+      return a.tier - b.tier || (b.via.length > 0) - (a.via.length > 0) ||
+        (y.indexOf("aten::") === 0) - (x.indexOf("aten::") === 0) || (x < y ? -1 : x > y ? 1 : 0);
+    });
+    return out;
+  }
+  function models(q) {
+    var lq = q.trim().toLowerCase();
+    return lq ? D.models.filter(function (m) { return m[0].toLowerCase().indexOf(lq) >= 0; }) : [];
+  }
+  function href(i) {
+    var op = D.ops[i][0], k = op.indexOf("::");
+    return root + (D.hrefs[op] || "ops/" + op.slice(0, k) + "/" + op.slice(k + 2) + ".html");
+  }
+  function esc(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/"/g, "&quot;"); }
+  /* One backend's mark for op i: icon and backend name, the class of its forward's support letter. */
+  function marks(i) {
+    var sup = D.ops[i][1], h = "";
+    for (var b = 0; b < D.backends.length; b++) {
+      var f = D.codes[sup.charAt(2 * b)], w = D.codes[sup.charAt(2 * b + 1)];
+      h += "<span class=\"st " + f[2] + "\" title=\"" + esc(D.backends[b] + ": forward " + f[3] + "; backward " + w[3]) +
+        "\">" + f[0] + " " + esc(D.backends[b]) + "</span> ";
+    }
+    return h;
+  }
+
+  /* ---- the header box: a list of the best results under it; Enter opens the chosen one */
+  function box(form) {
+    var input = form.querySelector("input[type=search]"), panel = form.querySelector(".results");
+    var list = panel.querySelector("[role=listbox]"), all = panel.querySelector(".all"), active = 0, items = [];
+    function hide() { panel.hidden = true; input.setAttribute("aria-expanded", "false"); }
+    function show() {
+      var q = input.value;
+      if (!q.trim()) { hide(); return; }
+      load(function () {
+        if (input.value !== q) return;
+        var ops = rank(q), ms = models(q);
+        items = ops.slice(0, 8).map(function (m) {
+          return {href: href(m.i), html: "<code>" + esc(D.ops[m.i][0]) + "</code>" +
+            (m.via.length ? " <span class=\"muted\">(" + esc(m.via.slice(0, 2).join(", ")) + (m.via.length > 2 ? ", ..." : "") + ")</span>" : "") +
+            "<br>" + marks(m.i)};
+        }).concat(ms.slice(0, 3).map(function (m) {
+          return {href: root + m[1], html: "model <strong>" + esc(m[0]) + "</strong>"};
+        }));
+        active = 0;
+        var h = items.map(function (it, k) {
+          return "<a role=\"option\" id=\"site-q-" + k + "\" href=\"" + esc(it.href) + "\"" + (k === active ? " aria-selected=\"true\"" : "") +
+            ">" + it.html + "</a>";
+        }).join("");
+        var total = ops.length + ms.length;
+        list.innerHTML = h;
+        all.innerHTML = "<a href=\"" + esc(root + "search.html?q=" + encodeURIComponent(q)) + "\">" +
+          (total ? "All " + total + " results" : "Nothing matches " + esc(q) + "; search page") + "</a>";
+        panel.hidden = false;
+        input.setAttribute("aria-expanded", "true");
+        select(0);
+      });
+    }
+    function select(k) {
+      var opts = list.querySelectorAll("[role=option]");
+      if (!opts.length) { input.removeAttribute("aria-activedescendant"); return; }
+      active = (k + opts.length) % opts.length;
+      for (var j = 0; j < opts.length; j++) opts[j].setAttribute("aria-selected", j === active ? "true" : "false");
+      input.setAttribute("aria-activedescendant", opts[active].id);
+    }
+    var timer = null;
+    input.addEventListener("focus", function () { load(function () {}); });
+    input.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(show, 40); });
+    input.addEventListener("keydown", function (e) {
+      if (e.key === "ArrowDown" || e.key === "ArrowUp") { e.preventDefault(); select(active + (e.key === "ArrowDown" ? 1 : -1)); }
+      else if (e.key === "Escape") hide();
+    });
+    form.addEventListener("submit", function (e) {
+      var q = input.value;
+      if (!q.trim()) { e.preventDefault(); return; }
+      e.preventDefault();
+      load(function () {  /* the best result when there is one, else the search page */
+        var ops = rank(q), opts = panel.hidden ? [] : list.querySelectorAll("[role=option]");
+        if (opts.length && input.value === q) { location.href = opts[active].getAttribute("href"); return; }
+        if (ops.length) { location.href = href(ops[0].i); return; }
+        location.href = root + "search.html?q=" + encodeURIComponent(q);
+      });
+    });
+    document.addEventListener("click", function (e) { if (!form.contains(e.target)) hide(); });
+  }
+
+  /* ---- the search page: every result, with each backend's answer */
+  function page(el) {
+    var q = (new URLSearchParams(location.search)).get("q") || "";
+    var input = document.getElementById("site-q");
+    if (input && q) input.value = q;
+    load(function () {
+      var ops = rank(q), ms = models(q), py = python(q.trim());
+      var h = "";
+      Object.keys(py).sort().forEach(function (name) {
+        h += "<p><code>" + esc(name) + "</code> dispatches " + (py[name].length ? py[name].map(function (i) {
+          return "<a href=\"" + esc(href(i)) + "\">" + esc(D.ops[i][0]) + "</a>";
+        }).join(", ") : "no aten op") + "</p>";
+      });
+      if (ms.length) {
+        h += "<h2>Models</h2><ul>" + ms.map(function (m) { return "<li><a href=\"" + esc(root + m[1]) + "\">" + esc(m[0]) + "</a></li>"; }).join("") + "</ul>";
+      }
+      h += "<h2>Ops</h2>";
+      if (!ops.length) h += "<p>No op matches <code>" + esc(q) + "</code>.</p>";
+      else {
+        h += "<p>" + ops.length + " op" + (ops.length === 1 ? "" : "s") + " match" + (ops.length === 1 ? "es" : "") +
+          (ops.length > 300 ? "; the first 300 are shown" : "") + ". Each backend's forward: icon and words; hover for the backward.</p>";
+        h += "<div class=\"scroll\"><table><caption class=\"sr\">Ops matching the search</caption><thead><tr><th scope=\"col\">op</th><th scope=\"col\">match</th><th scope=\"col\">backends (forward)</th></tr></thead><tbody>";
+        ops.slice(0, 300).forEach(function (m) {
+          h += "<tr><th scope=\"row\"><a href=\"" + esc(href(m.i)) + "\">" + esc(D.ops[m.i][0]) + "</a></th><td>" + esc(m.how) +
+            (m.via.length ? " (" + esc(m.via.slice(0, 3).join(", ")) + ")" : "") + "</td><td>" + marks(m.i) + "</td></tr>";
+        });
+        h += "</tbody></table></div>";
+      }
+      el.innerHTML = h;
+      document.documentElement.setAttribute("data-search-ready", "1");
+    });
+  }
+
+  /* ---- a filter box over a table's rows (the model index): <input data-filter="TABLE-ID"> */
+  function filter(input) {
+    var rows = document.getElementById(input.getAttribute("data-filter")).tBodies[0].rows;
+    var out = document.getElementById("model-count");
+    function apply() {
+      var q = input.value.trim().toLowerCase(), n = 0;
+      for (var i = 0; i < rows.length; i++) {
+        var hit = !q || rows[i].cells[0].textContent.toLowerCase().indexOf(q) >= 0;
+        rows[i].hidden = !hit;
+        n += hit;
+      }
+      if (out) out.textContent = n + " of " + rows.length + " shown";
+    }
+    input.addEventListener("input", apply);
+    apply();
+  }
+
+  window.opcovSearch = {load: load, rank: rank, python: python};
+  function start() {
+    var f = document.querySelector("header form.search");
+    if (f) box(f);
+    var el = document.getElementById("search-page");
+    if (el) page(el);
+    Array.prototype.forEach.call(document.querySelectorAll("input[data-filter]"), filter);
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
+})();

@@ -1,0 +1,197 @@
+"""Where opcov writes: "can I write here?" checks, made before any work, and atomic writes.
+
+Every file opcov writes (coverage files, op sets, reports, site pages) goes through
+``write_atomic``: a temporary file in the same folder, renamed over the target, so an interrupted
+or failed write never leaves half a file, and the temporary file is removed whatever stops the
+write (a full disk, Ctrl-C). A symbolic link, a folder or a device at the target is refused, never
+written through or replaced: a link planted in an output folder could otherwise make opcov
+overwrite a file elsewhere. Commands call ``check_writable_file`` / ``check_writable_dir`` first,
+so an unwritable ``--out`` costs a one-line error at once, not a traceback after a long run.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import secrets
+import stat
+
+from opcov.errors import UsageError
+
+# Pseudo file systems: files there are kernel interfaces, never data.
+PSEUDO_ROOTS = ("/proc", "/sys")
+NAME_MAX = 255  # bytes in one file name on the common file systems (ext4, xfs, btrfs, apfs, ntfs)
+
+_FULL = "free some space or choose another path"
+_DENIED = "choose a folder you can write"
+# errno -> (what happened, what to do)
+_WHY = {errno.ENOSPC: ("no space left on the device", _FULL), errno.EDQUOT: ("disk quota exceeded", _FULL),
+        errno.EACCES: ("permission denied", _DENIED), errno.EPERM: ("permission denied", _DENIED),
+        errno.EROFS: ("read-only file system", _DENIED),
+        errno.ENAMETOOLONG: ("file name too long", "choose a shorter name"),
+        errno.EISDIR: ("it is a folder", "name a file"),
+        errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose another path"),
+        errno.ENOENT: ("no such folder", "choose another path")}
+
+
+def _why(exc: OSError) -> str:
+    what, todo = _WHY.get(exc.errno, (exc.strerror or str(exc), "choose another path"))
+    return f"{what}; {todo}"
+
+
+@functools.lru_cache(maxsize=64)
+def _real(folder: str) -> str:
+    return os.path.realpath(folder)  # cached: a site writes thousands of files into a few folders
+
+
+def _refuse_pseudo(path: str) -> str:
+    """``path`` made absolute; a one-line error when it (or what its folder's links lead to) is under
+    /proc or /sys. A link at ``path`` itself is refused elsewhere."""
+    absolute = os.path.abspath(path)
+    real = _real(os.path.dirname(absolute))
+    if any(p == root or p.startswith(root + "/") for p in (absolute, real) for root in PSEUDO_ROOTS):
+        raise UsageError(f"cannot write {path}: {' and '.join(PSEUDO_ROOTS)} hold kernel interfaces, not files; "
+                         "choose another path")
+    return absolute
+
+
+def _lstat(path: str, shown: str):
+    """os.lstat, or None when nothing is there; other failures are one-line errors."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise UsageError(f"cannot write {shown}: {_why(exc)}") from None
+
+
+def _refuse_link(info, path: str, what: str) -> None:
+    if info is not None and stat.S_ISLNK(info.st_mode):
+        raise UsageError(f"{path} is a symbolic link; opcov never writes through links: remove it, "
+                         f"or pass {what}")
+
+
+def _check_folder(folder: str, shown: str) -> None:
+    """``folder`` exists as a writable folder, or can be made: its nearest existing ancestor is one."""
+    probe = folder
+    while True:
+        info = _lstat(probe, shown)
+        if info is not None:
+            break
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            raise UsageError(f"cannot write {shown}: no folder of it exists")
+        probe = parent
+    if not os.path.isdir(probe):
+        raise UsageError(f"cannot write {shown}: {probe} is not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {shown}: folder {probe} is not writable "
+                         "(permissions or a read-only file system); choose another path")
+
+
+def check_writable_file(path: str) -> None:
+    """Raise a one-line UsageError unless a file can be written at ``path``: its folder exists or can
+    be made and is writable, and ``path`` is not a folder, a symbolic link, a device or under /proc.
+    Call it before any work, so a bad ``--out`` fails at once."""
+    if not path or path.endswith(("/", os.sep)) or os.path.basename(path) in ("", ".", ".."):
+        raise UsageError(f"cannot write {path!r}: name a file, not a folder")
+    absolute = _refuse_pseudo(path)
+    if len(os.path.basename(absolute).encode("utf-8", "surrogateescape")) > NAME_MAX:
+        raise UsageError(f"cannot write {path[:80]}...: file name over {NAME_MAX} bytes; choose a shorter one")
+    info = _lstat(absolute, path)
+    _refuse_link(info, path, "another path")
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"cannot write {path}: it is a folder; name a file in it")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"cannot write {path}: not a regular file (a device, pipe or socket); "
+                         "choose another path")
+    _check_folder(os.path.dirname(absolute), path)
+
+
+def check_writable_dir(path: str, *, marker: str | None = None, files=()) -> None:
+    """Raise a one-line UsageError unless opcov may write the folder ``path`` (made if missing) and
+    the relative paths ``files`` ('a/b.html') in it: ``path`` is a writable folder, not a symbolic
+    link, not under /proc, and no symbolic link, folder or device stands where a file of ``files``
+    (or one of its folders) goes. With ``marker`` (a file name), a non-empty folder without that
+    file is refused: the caller owns only folders it made, and may remove files there."""
+    if not path:
+        raise UsageError("no output folder given")
+    absolute = _refuse_pseudo(path)
+    info = _lstat(absolute, path)
+    _refuse_link(info, path, "the real folder, or a new one")
+    if info is None:
+        _check_folder(absolute, path)
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"cannot write {path}: it is not a folder; pass a folder")
+    if not os.access(absolute, os.W_OK | os.X_OK):
+        raise UsageError(f"cannot write {path}: the folder is not writable "
+                         "(permissions or a read-only file system); choose another folder")
+    if marker is not None and os.listdir(absolute):
+        mark = _lstat(os.path.join(absolute, marker), path)
+        if mark is None or not stat.S_ISREG(mark.st_mode):
+            raise UsageError(f"{path}: not empty and not an opcov site (no {marker} file); "
+                             "pass --out with an empty or new folder")
+    seen: set[str] = set()
+    for rel in files:
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            sub = "/".join(parts[:depth])
+            if sub in seen:
+                continue
+            seen.add(sub)
+            here = os.path.join(path, *parts[:depth])
+            info = _lstat(here, here)
+            if info is None:
+                break  # nothing below a missing folder either
+            _refuse_link(info, here, "another output folder")
+            last = depth == len(parts)
+            if not last and not stat.S_ISDIR(info.st_mode):
+                raise UsageError(f"cannot write {os.path.join(path, *parts)}: {here} is not a folder; remove it")
+            if last and not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"cannot write {here}: it is a folder or a device, not a file; remove it")
+
+
+def write_atomic(path: str, content, *, durable: bool = True) -> None:
+    """Write ``content`` (str as UTF-8, or bytes) to ``path`` atomically: a temporary file in the
+    same folder (made if missing), fsync'd when ``durable``, renamed over ``path``. The temporary
+    file is removed on any failure, KeyboardInterrupt included. A symbolic link, folder or device at
+    ``path`` is refused, never replaced; OS errors (full disk, permissions, read-only file system)
+    become one-line UsageErrors naming ``path``."""
+    blob = content.encode("utf-8") if isinstance(content, str) else content
+    absolute = _refuse_pseudo(path)
+    info = _lstat(absolute, path)
+    _refuse_link(info, path, "another path")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"cannot write {path}: it is a folder or a device, not a file")
+    folder, name = os.path.split(absolute)
+    tmp = fd = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        while fd is None:  # O_EXCL: never opens an existing file or a planted link
+            candidate = os.path.join(folder, f"{name[:NAME_MAX - 40]}.tmp{os.getpid()}-{secrets.token_hex(4)}")
+            try:
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:
+                continue
+            tmp = candidate
+        view = memoryview(blob)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
+        os.close(fd)
+        fd = None
+        os.replace(tmp, absolute)  # a link that appeared since the check is replaced, not followed
+        tmp = None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {_why(exc)}") from None
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if tmp is not None:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass

@@ -1,0 +1,246 @@
+"""Example inputs for a transformers model, read from the model itself: no per-model list.
+
+Processors would say what a model eats, but they need hub files, which are not reachable; so the
+inputs are made from what the model class and its config say:
+
+* which inputs: the forward signature's required parameters, the class's ``main_input_name``
+  (``input_ids``, ``pixel_values``, ``input_values``, ``input_features``...) and what the task head
+  needs for a loss (``labels``; ``decoder_input_ids`` for encoder-decoders at inference);
+* their shapes: from the config that holds the modality (``vision_config``, ``audio_config``,
+  ``encoder_config`` or the config itself): ``num_channels`` and ``image_size`` for images,
+  ``num_mel_bins`` / ``feature_size`` / ``input_feat_per_channel`` for audio features (whose frame
+  count is ``2 * max_source_positions`` where the encoder has a fixed length, as Whisper's),
+  the product of the convolution strides for raw audio, ``num_frames`` for video, ``vocab_size``
+  and ``num_labels`` for token ids and labels;
+* where the layout is ambiguous (audio features channels-first or frames-first), each candidate is
+  run once on the meta device and the first that fits is kept.
+
+Token ids are drawn from ``[3, min(vocab, 100))`` (real tensors), clear of the usual special ids.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import re
+
+# Config keys naming an audio frame's feature count, most specific first.
+_FEATURE_KEYS = ("num_mel_bins", "input_feat_size", "feature_size", "n_mels", "num_mel_filters",
+                 "feature_projection_input_dim", "input_dim", "mel_bins")
+# Config keys listing the strides of a raw-audio encoder (their product: samples per frame).
+_STRIDE_KEYS = ("conv_stride", "downsampling_ratios", "upsampling_ratios", "encoder_rates", "strides", "ratios")
+# Sub-configs that hold a modality's settings, searched in order after the config itself.
+_AUDIO = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config", "codec_config")
+_VISION = ("vision_config", "backbone_config", "image_config", "encoder_config", "visual_config")
+_TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_config")
+TOKEN_LOW, TOKEN_HIGH = 3, 100
+FRAMES = 64  # audio feature frames where the encoder takes any length
+_SHAPE_ERROR = re.compile(r"shape|size|dimension|expected|mat1|mat2|must match|channels|out of range|"
+                          r"input_features|not enough values|invalid for input", re.I)
+
+
+class NoInput(Exception):
+    """The model needs an input opcov cannot make from its config (the message names it)."""
+
+
+def sub(config, names):
+    """The first of ``names`` that is a sub-config of ``config``, else ``config``."""
+    for name in names:
+        value = getattr(config, name, None)
+        if hasattr(value, "to_dict"):
+            return value
+    return config
+
+
+def find(config, keys, subs=(), default=None):
+    """The first int-valued key of ``keys`` in the config or, after it, its sub-configs ``subs``."""
+    for cfg in [config] + [getattr(config, s) for s in subs if hasattr(getattr(config, s, None), "to_dict")]:
+        for key in keys:
+            value = vars(cfg).get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return default
+
+
+def image_size(config) -> int:
+    """The config's input image side (int, list or dict in configs), else 224."""
+    size = vars(config).get("image_size") or vars(config).get("input_size") or 224
+    if isinstance(size, (list, tuple)):
+        size = size[-1]
+    if isinstance(size, dict):
+        size = size.get("height") or size.get("shortest_edge") or 224
+    return int(size)
+
+
+def signature(model) -> tuple[dict, bool]:
+    """The forward's parameters (name -> inspect.Parameter) and whether it takes **kwargs."""
+    params = dict(inspect.signature(model.forward).parameters)
+    var_kw = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return {n: p for n, p in params.items() if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)}, var_kw
+
+
+def wanted(model, task: str, mode: str) -> list[str]:
+    """The inputs to make: the main input(s), the required parameters, and what the task's loss needs."""
+    params, _ = signature(model)
+    main = getattr(model, "main_input_name", "input_ids")
+    names = list(main) if isinstance(main, (list, tuple)) else [main]
+    names += [n for n, p in params.items() if p.default is inspect.Parameter.empty]
+    if task in ("seq2seq_lm", "speech_seq2seq") and mode == "inference":
+        names.append("decoder_input_ids")
+    if task == "contrastive":  # both towers
+        names += ["input_ids", "pixel_values"]
+    if mode == "training" and task != "base":
+        names.append("return_loss" if task == "contrastive" else "labels")
+    out = []
+    for n in names:
+        if n in params and n not in out:
+            out.append(n)
+    return out
+
+
+class Maker:
+    """Makes one input tensor by name, on the meta device or as small real CPU tensors."""
+
+    def __init__(self, torch, config, task, sizes, real: bool):
+        self.torch, self.config, self.task, self.sizes, self.real = torch, config, task, sizes, real
+        self.dev = contextlib.nullcontext() if real else torch.device("meta")
+        self.b, self.s = sizes.batch, sizes.seq
+
+    # -- kinds
+
+    def ids(self, *shape, low=TOKEN_LOW, high=None):
+        """Integer ids in [low, min(high, TOKEN_HIGH)); high defaults to the text vocabulary."""
+        torch = self.torch
+        high = high or find(self.config, ("vocab_size",), _TEXT, TOKEN_HIGH)
+        with self.dev:
+            if self.real:
+                return torch.randint(min(low, high - 1), max(low + 1, min(high, TOKEN_HIGH)), shape)
+            return torch.zeros(*shape, dtype=torch.long)
+
+    def floats(self, *shape):
+        with self.dev:
+            return self.torch.randn(*shape)
+
+    def ones(self, *shape, dtype=None):
+        with self.dev:
+            return self.torch.ones(*shape, dtype=dtype or self.torch.long)
+
+    # -- by name
+
+    def make(self, name: str, made: dict):
+        """The input ``name``: one value, or a list of candidate values (ambiguous layouts)."""
+        b, s, cfg = self.b, self.s, self.config
+        if name == "return_loss":
+            return True
+        if name == "labels":
+            return self.labels(made)
+        if name.endswith("input_ids") or name in ("input_ids", "inputs"):
+            return self.ids(b, s)
+        if name in ("pixel_values", "prompt_pixel_values", "pixel_values_images"):
+            return self.pixels()
+        if name == "pixel_values_videos":
+            vision = sub(cfg, _VISION)
+            frames = find(cfg, ("num_frames", "frames_per_clip"), _VISION, 8)
+            return self.floats(b, frames, find(vision, ("num_channels",), default=3), *self._side(vision))
+        if name == "input_values":
+            return self.floats(b, self.samples())
+        if name in ("input_features", "audio_mel"):
+            return self.features()
+        if name.endswith(("attention_mask", "_mask", "_masks")):
+            return self.mask(name, made)
+        if name.endswith("_embeds") or name in ("latents", "hidden_states", "states"):
+            hidden = find(cfg, ("hidden_size", "d_model", "latent_dim", "n_embd", "embed_dim"), _TEXT, 64)
+            return self.floats(b, s, hidden)
+        raise NoInput(f"the forward needs {name!r}, and opcov cannot make it from the config "
+                      f"(pass a factory package.module:function that returns (model, inputs))")
+
+    def _side(self, vision) -> tuple[int, int]:
+        side = self.sizes.image or image_size(vision)
+        return side, side
+
+    def pixels(self):
+        vision = sub(self.config, _VISION)
+        return self.floats(self.b, find(vision, ("num_channels", "in_channels", "in_chans"), default=3),
+                           *self._side(vision))
+
+    def samples(self) -> int:
+        """Raw-audio length: the encoder's samples per frame times the sequence length."""
+        for cfg in [self.config] + [getattr(self.config, s) for s in _AUDIO
+                                    if hasattr(getattr(self.config, s, None), "to_dict")]:
+            for key in _STRIDE_KEYS:
+                value = vars(cfg).get(key)
+                if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+                    hop = math.prod(value)
+                    kernel = vars(cfg).get("conv_kernel")
+                    extra = sum(kernel) if isinstance(kernel, (list, tuple)) else 0
+                    return hop * self.s + extra
+            hop = vars(cfg).get("hop_length")
+            if isinstance(hop, int) and hop > 0:
+                return hop * self.s
+        return 16 * 400
+
+    def features(self):
+        """Audio features: [channels-first (batch, features, frames), frames-first] candidates."""
+        cfg = self.config
+        feats = find(cfg, _FEATURE_KEYS, _AUDIO)
+        per_channel = find(cfg, ("input_feat_per_channel",), _AUDIO)
+        if per_channel:
+            feats = per_channel * find(cfg, ("input_channels",), _AUDIO, 1)
+        feats = feats or 80
+        positions = find(cfg, ("max_source_positions",), _AUDIO)
+        fixed = positions and find(cfg, ("num_mel_bins",), _AUDIO) and not per_channel
+        frames = 2 * positions if fixed else FRAMES
+        first = [self.floats(self.b, feats, frames), self.floats(self.b, frames, feats)]
+        return first if not fixed else first[:1]
+
+    def mask(self, name: str, made: dict):
+        """A mask of ones shaped like the input it masks (the one named by its prefix, else the main one)."""
+        base = name.rsplit("_mask", 1)[0].rsplit("_attention", 1)[0]
+        ref = next((made[k] for k in (base, f"{base}_input_ids", "input_ids") if made.get(k) is not None),
+                   next((v for v in made.values() if hasattr(v, "shape")), None))
+        if ref is None:
+            return self.ones(self.b, self.s)
+        shape = tuple(ref.shape[:2]) if ref.dim() >= 2 else tuple(ref.shape)
+        if name in ("input_features_mask", "audio_mel_mask") and ref.dim() == 3:
+            shape = (ref.shape[0], ref.shape[-1] if ref.shape[1] < ref.shape[2] else ref.shape[1])
+        return self.ones(*shape, dtype=self.torch.bool if "audio_mel" in name else None)
+
+    def labels(self, made: dict):
+        task = self.task
+        if task in ("causal_lm", "masked_lm"):
+            return made.get("input_ids") if made.get("input_ids") is not None else self.ids(self.b, self.s)
+        if task in ("seq2seq_lm", "speech_seq2seq"):
+            return self.ids(self.b, self.s)
+        return self.ids(self.b, low=0, high=max(1, int(getattr(self.config, "num_labels", 2) or 2)))
+
+
+def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> dict:
+    """Keyword inputs for ``model.forward`` (see the module docstring); NoInput when one cannot be made."""
+    maker = Maker(torch, config, task, sizes, real)
+    made: dict = {}
+    choices: dict = {}
+    for name in wanted(model, task, mode):
+        value = maker.make(name, made)
+        if isinstance(value, list):
+            choices[name] = value
+            value = value[0]
+        made[name] = value
+    if mode == "inference":
+        made.pop("labels", None)
+    for name, candidates in choices.items():
+        made[name] = _first_fitting(torch, model, made, name, candidates, real)
+    return made
+
+
+def _first_fitting(torch, model, made: dict, name: str, candidates: list, real: bool):
+    """The first candidate for input ``name`` with which the model's forward runs (on meta, or for real)."""
+    for value in candidates:
+        try:
+            with torch.no_grad():
+                model(**{**made, name: value})
+            return value
+        except Exception as exc:  # noqa: BLE001 - a candidate that does not fit
+            if not _SHAPE_ERROR.search(f"{type(exc).__name__} {exc}"):
+                return value  # it got past the input layers: a later failure is not the layout's
+    return candidates[0]

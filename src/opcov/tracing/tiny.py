@@ -1,0 +1,140 @@
+"""Tiny configurations derived from a transformers config, as ``--set`` overrides.
+
+Why: under fake tensors a trace costs per op *call*, not per FLOP, so what makes a trace slow is the
+number of layers (a 61-layer default config records 30 times the calls of a 2-layer one), and what
+makes a real-valued trace (``--real``) costly is the width. Every op a deep model dispatches is
+dispatched by two of its layers, provided the two cover every kind of layer it has; so the
+overrides keep every distinct layer kind and drop the repeats:
+
+* layer counts (``num_hidden_layers``, ``encoder_layers``, ``depth``...) become the number of layer
+  kinds, at least 2; lists with one entry per layer (``layer_types``, ``mlp_layer_types``...) keep
+  the first layer of each kind, and lists of layer indices (``mlp_only_layers``...) are renumbered;
+  ``first_k_dense_replace``-style counts keep one dense layer, and periods (``attn_layer_period``)
+  shrink to 2 so both kinds of layer appear;
+* per-stage block counts (``depths`` of a CNN or Swin) become 1 per stage;
+* with ``width=True`` (for real-valued traces): hidden sizes 64, heads 4 (key-value heads 2 or 4),
+  head dims 16, intermediate sizes 128, vocabularies 512, experts 4 (2 per token).
+
+The result is a dict of dotted keys (``text_config.num_hidden_layers``) that ``opcov trace --set``
+reads back, so the op set's command line reproduces the trace. No per-model lists: the rules read
+key names and values only.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Layer counts: an int config key that counts repeated layers or blocks.
+_COUNT = re.compile(r"^(?:num_|n_)?(?:\w+_)?(?:hidden_)?(?:layers|layer|depth|blocks)$|"
+                    r"^(?:\w+_)?num_(?:hidden_)?layers$|^num_(?:\w+_)?layers$")
+# Keys that look like counts but are not: indices, sizes, periods and counts of other things.
+_NOT_COUNT = ("index", "indices", "interval", "period", "offset", "feature", "insert", "shared",
+              "max_window", "dense", "per_", "nextn", "stride", "divis", "kernel", "size", "random", "min_",
+              "max_", "group", "input", "loop", "start", "end", "conv", "feat_extract", "adapter",
+              "expert", "global", "mem", "num_blocks")
+MIN_LAYERS = 2
+# Counts of leading dense layers before the MoE ones: keep one of each kind.
+_DENSE_FIRST = ("first_k_dense_replace", "num_dense_layers", "first_k_dense")
+# Periods of a layer kind (every Nth layer is attention / MoE): 2 keeps both kinds in 2 layers.
+_PERIOD = re.compile(r"(?:_period|_interval|_every_n_layers|_step)$")
+# Per-stage block counts of hierarchical vision models.
+_STAGES = ("depths", "blocks_per_stage", "stage_num_blocks", "num_block_repeats", "n_attn_blocks")
+
+WIDTH = {"hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embed_dim": 64,
+         "intermediate_size": 128, "ffn_dim": 128, "d_ff": 128, "encoder_ffn_dim": 128,
+         "decoder_ffn_dim": 128, "n_inner": 128, "hidden_dim": 128, "moe_intermediate_size": 64,
+         "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "n_head": 4, "n_heads": 4,
+         "encoder_attention_heads": 4, "decoder_attention_heads": 4, "head_dim": 16, "d_kv": 16,
+         "vocab_size": 512, "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4,
+         "num_experts_per_tok": 2}
+
+
+def sub_configs(config, prefix: str = "", depth: int = 2):
+    """(dotted prefix, config) for the config and its nested sub-configs (``text_config``...)."""
+    yield prefix, config
+    if depth == 0:
+        return
+    for key, value in sorted(vars(config).items()):
+        if key.endswith("_config") and hasattr(value, "to_dict") and hasattr(value, "model_type"):
+            yield from sub_configs(value, f"{prefix}{key}.", depth - 1)
+
+
+def is_count(key: str, value) -> bool:
+    """Whether config key ``key`` (holding ``value``) counts repeated layers."""
+    return (isinstance(value, int) and not isinstance(value, bool) and bool(_COUNT.match(key))
+            and not any(word in key for word in _NOT_COUNT))
+
+
+def overrides(config, *, width: bool = False) -> dict:
+    """``--set`` overrides (dotted key -> value) that make ``config`` tiny (see the module docstring)."""
+    out: dict = {}
+    for prefix, cfg in sub_configs(config):
+        out.update({prefix + k: v for k, v in _one(cfg, width).items()})
+    return out
+
+
+def _one(cfg, width: bool) -> dict:
+    raw = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
+    out: dict = {}
+    for key, value in raw.items():
+        if key in _STAGES and isinstance(value, list) and value and all(isinstance(v, int) for v in value):
+            if any(v > 1 for v in value):
+                out[key] = [min(v, 1) for v in value]
+        elif key in _DENSE_FIRST and isinstance(value, int) and value > 1:
+            out[key] = 1
+        elif _PERIOD.search(key) and isinstance(value, int) and not isinstance(value, bool) and value > 2:
+            out[key] = 2
+            offset = key.rsplit("_", 1)[0] + "_offset"
+            if isinstance(raw.get(offset), int) and raw[offset] >= 2:
+                out[offset] = raw[offset] % 2
+    for key, count in raw.items():
+        if is_count(key, count) and count > MIN_LAYERS:
+            out.update(_layers(raw, key, count))
+    if width:
+        out.update(_width(raw))
+    return out
+
+
+def _layers(raw: dict, key: str, count: int) -> dict:
+    """Fewer layers for count key ``key``: the first layer of each kind, per-layer lists cut to match."""
+    per_layer = {k: v for k, v in raw.items()
+                 if k != key and isinstance(v, (list, str)) and len(v) == count and k not in _STAGES
+                 and (isinstance(v, list) or k.endswith(("pattern", "types")))}
+    indices = {k: v for k, v in raw.items()
+               if k not in per_layer and isinstance(v, list) and v and len(v) < count
+               and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in v)
+               and any(w in k for w in ("layer", "block", "indices", "indexes", "ids"))}
+    kinds: dict = {}
+    for i in range(count):
+        kind = tuple(str(v[i]) for v in per_layer.values()) + tuple(i in v for v in indices.values())
+        kinds.setdefault(kind, i)
+    keep = sorted(kinds.values())
+    for i in range(count):  # at least MIN_LAYERS, the first ones
+        if len(keep) >= MIN_LAYERS:
+            break
+        if i not in keep:
+            keep = sorted(keep + [i])
+    if len(keep) >= count:
+        return {}
+    out: dict = {key: len(keep)}
+    for k, v in per_layer.items():
+        picked = [v[i] for i in keep]
+        out[k] = "".join(picked) if isinstance(v, str) else picked
+    for k, v in indices.items():
+        out[k] = [n for n, i in enumerate(keep) if i in v]
+    return out
+
+
+def _width(raw: dict) -> dict:
+    out = {k: v for k, v in WIDTH.items() if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
+           and raw[k] > v}
+    heads = out.get("num_attention_heads", raw.get("num_attention_heads"))
+    kv = raw.get("num_key_value_heads")
+    if isinstance(kv, int) and isinstance(heads, int) and kv > 0:
+        out["num_key_value_heads"] = heads if kv >= raw.get("num_attention_heads", kv) else min(kv, 2)
+    if isinstance(raw.get("num_experts_per_tok"), int):
+        experts = min(v for k, v in out.items() if k in ("num_local_experts", "num_experts", "n_routed_experts")) \
+            if any(k in out for k in ("num_local_experts", "num_experts", "n_routed_experts")) else None
+        if experts:
+            out["num_experts_per_tok"] = min(raw["num_experts_per_tok"], 2, experts)
+    return out

@@ -1,0 +1,496 @@
+"""The whole model zoo: every transformers architecture with a base model class (and the curated zoo),
+traced in both modes by worker processes into coverage/models/, with one outcome table.
+
+Why this shape:
+
+* One architecture per model type, named after it. A type that the curated zoo (``zoo.py``) holds
+  is traced from its entry (its hand-checked config); every other type from its default config
+  made tiny by ``tiny.overrides`` (the layer kinds kept, the repeats dropped), passed as ``--set``
+  overrides, so each op set's command line reproduces it.
+* What opcov can decide for a model it decides: the dtype (``Built.dtype``: bfloat16 for grouped_mm
+  experts), the inputs (``inputs.py``), and a real-valued trace for a model whose ops depend on
+  data (fake tensors carry no values): it is retried with small real CPU tensors on a config made
+  narrow too (``tiny.overrides(width=True)``), and the op set says so.
+* Worker processes (spawned, never forked), one job (model, mode) at a time each: a model that
+  hangs past ``--timeout`` or kills its process costs that job only; the worker is replaced.
+* A journal (one JSON line per finished job, beside the table) so an interrupted run continues
+  with ``--resume``; the table is written from the journal when every job is done.
+* The outcome table (``layout.zoo_table_path``): one row per model and mode, ``traced``,
+  ``cannot_build`` or ``cannot_trace`` (``vocab.ZOO_OUTCOMES``) with a one-line reason, never a
+  traceback. ``--shard I/N`` traces every Nth model and writes its own table; ``opcov zoo merge``
+  joins shard tables into the file one unsharded run writes (rows sorted, no timings).
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+
+from opcov import vocab
+from opcov.errors import OpcovError, UsageError
+from opcov.store import layout
+from opcov.store import output
+
+MODES = ("inference", "training")
+TIMEOUT_S = 300.0  # one job (build + trace, with a real-valued retry); a worker start is not counted
+START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
+MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
+COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
+SAMPLE_SEED = 17
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One architecture: ``name`` its folder under coverage/models, ``spec`` a curated zoo name or hf:TYPE."""
+
+    name: str
+    spec: str
+
+    @property
+    def curated(self) -> bool:
+        return not self.spec.startswith("hf:")
+
+
+def transformers_types() -> list[str]:
+    """Every transformers model type with a base model class, sorted."""
+    from opcov.tracing import models
+
+    models._transformers()
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    return sorted(MODEL_MAPPING_NAMES)
+
+
+def architectures(*, every: bool = False, only=(), sample: int = 0, seed: int = SAMPLE_SEED) -> list[Arch]:
+    """The architectures to trace: the curated zoo and every transformers type (``every``), the
+    named ones (``only``: zoo names or transformers types), or a seeded random ``sample`` of the
+    transformers types (the curated ones among them traced from their entries)."""
+    from opcov.tracing import zoo
+
+    curated = [Arch(e.name, e.name) for e in zoo.ZOO]
+    names = {a.name for a in curated}
+    types = transformers_types()
+    hf = [Arch(t, t if t in names else f"hf:{t}") for t in types]
+    if sample:
+        return sorted(random.Random(seed).sample(hf, min(sample, len(hf))), key=lambda a: a.name)
+    if every:
+        return sorted({a.name: a for a in curated + hf}.values(), key=lambda a: a.name)
+    wanted = [n for part in only for n in part.split(",") if n]
+    known = {a.name: a for a in curated + hf}
+    unknown = [n for n in wanted if n not in known]
+    if unknown:
+        raise UsageError(f"not a zoo name or transformers model type: {', '.join(unknown)}")
+    return [known[n] for n in dict.fromkeys(wanted)]
+
+
+def in_shard(index: int, shard) -> bool:
+    """Whether the index-th architecture (in name order) is in shard (I, N): every Nth, from the I-th."""
+    return shard is None or index % shard[1] == shard[0] - 1
+
+
+# ---------------------------------------------------------------- one job (in a worker)
+
+def run_job(arch: Arch, mode: str, root: str) -> dict:
+    """Trace one architecture in one mode into ``root``; the table row (and seconds), never raising."""
+    from opcov.tracing import models
+
+    t0 = time.monotonic()
+    path = layout.opset_path(arch.name, mode, root)
+    row = {"model": arch.name, "mode": mode, "source": arch.spec if not arch.curated else "zoo"}
+    try:
+        result = _trace(arch, mode, path)
+        result.save(path)
+        doc = result.doc
+        row.update(outcome="traced", dtype=doc["dtype"], tracing=doc["provenance"]["tracing"],
+                   ops=doc["summary"]["distinct_ops"], reason="")
+    except models.BuildError as exc:
+        row.update(outcome="cannot_build", reason=one_line(exc))
+    except Exception as exc:  # noqa: BLE001 - every failure is a row, never a traceback
+        row.update(outcome="cannot_trace", reason=one_line(exc))
+    row["seconds"] = round(time.monotonic() - t0, 2)
+    return row
+
+
+def _trace(arch: Arch, mode: str, path: str):
+    """The op set: fake tensors first; for a data-dependent model, small real tensors on a narrow config."""
+    from opcov.tracing import models, tiny
+    from opcov.tracing.spec import trace_spec
+
+    if arch.curated:
+        return trace_spec(arch.name, mode=mode, out=path)
+    config = _config(arch.spec[3:])
+    try:
+        return trace_spec(arch.spec, mode=mode, sizes=models.Sizes(overrides=tiny.overrides(config)), out=path)
+    except models.BuildError:
+        raise
+    except OpcovError as exc:
+        if "--real" not in str(exc):
+            raise
+        first = one_line(exc)
+    narrow = models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True))
+    try:
+        result = trace_spec(arch.spec, mode=mode, real=True, sizes=narrow, out=path)
+    except Exception as exc:  # noqa: BLE001
+        raise UsageError(f"{first}; with --real: {one_line(exc)}") from None
+    result.doc["provenance"]["notes"].insert(0, f"traced with real tensors: under fake tensors {first}")
+    return result
+
+
+def _config(model_type: str):
+    from opcov.tracing import models
+
+    tf = models._transformers()
+    try:
+        return tf.AutoConfig.for_model(model_type)
+    except Exception as exc:  # noqa: BLE001 - a default config that does not construct
+        raise models.BuildError(f"cannot make the default config of {model_type}: {one_line(exc)}") from None
+
+
+def one_line(exc) -> str:
+    """An exception as one line: opcov's own message, else 'Type: first line' (at most 300 characters)."""
+    text = str(exc).strip()
+    if not isinstance(exc, OpcovError):
+        text = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def worker_main(conn, root: str) -> None:
+    """A worker: the stand-in device registered before any backward, then jobs until told to stop."""
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    from opcov.probe.worker import _die_with_parent
+
+    _die_with_parent()
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # models print; the pipe is the only output
+    from opcov.torchenv import import_torch
+    from opcov.tracing import models, target
+
+    torch = import_torch()
+    target.ensure(torch)
+    models._transformers()
+    conn.send(("ready", os.getpid()))
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        _, name, spec, mode = msg
+        row = run_job(Arch(name, spec), mode, root)
+        row["rss_mb"] = _rss_mb()
+        conn.send(("row", row))
+
+
+def _rss_mb() -> float:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+# ---------------------------------------------------------------- the pool (in the parent)
+
+class _Slot:
+    def __init__(self):
+        self.proc = self.conn = None
+        self.job = None
+        self.deadline = float("inf")
+        self.ready = False
+
+
+class Pool:
+    """``jobs`` spawned workers; a job past ``timeout`` or a worker that dies becomes a cannot_trace row."""
+
+    def __init__(self, jobs: int, root: str, timeout: float):
+        import multiprocessing as mp
+
+        self.ctx = mp.get_context("spawn")
+        self.root, self.timeout = root, timeout
+        self.slots = [_Slot() for _ in range(jobs)]
+
+    def start(self, slot: _Slot) -> None:
+        parent, child = self.ctx.Pipe()
+        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root), daemon=True)
+        slot.proc.start()
+        child.close()
+        slot.conn, slot.job, slot.ready = parent, None, False
+        slot.deadline = time.monotonic() + START_TIMEOUT_S
+
+    def kill(self, slot: _Slot) -> None:
+        if slot.proc is not None and slot.proc.is_alive():
+            slot.proc.kill()
+        if slot.proc is not None:
+            slot.proc.join(5)
+        if slot.conn is not None:
+            slot.conn.close()
+        slot.proc = slot.conn = slot.job = None
+        slot.ready = False
+
+    def run(self, pending: collections.deque, on_row) -> None:
+        """Run every (arch, mode) of ``pending``, calling ``on_row(row)`` as each finishes."""
+        from multiprocessing.connection import wait
+
+        starts = 0
+        try:
+            while pending or any(s.job for s in self.slots):
+                for s in self.slots:
+                    if s.proc is None and pending:
+                        starts += 1
+                        if starts > 3 * len(self.slots) and not any(x.ready for x in self.slots):
+                            raise UsageError("the zoo's workers cannot start (importing torch or transformers "
+                                             "fails in a fresh process)")
+                        self.start(s)
+                    if s.ready and s.job is None and pending:
+                        s.job = pending.popleft()
+                        arch, mode = s.job
+                        s.conn.send(("job", arch.name, arch.spec, mode))
+                        s.deadline = time.monotonic() + self.timeout
+                live = [s for s in self.slots if s.proc is not None]
+                if not live:
+                    break
+                wait([s.conn for s in live] + [s.proc.sentinel for s in live], timeout=1.0)
+                for s in live:
+                    self._poll(s, on_row)
+        finally:
+            for s in self.slots:
+                if s.conn is not None and s.ready and s.job is None:
+                    try:
+                        s.conn.send(("stop",))
+                    except (OSError, BrokenPipeError):
+                        pass
+            for s in self.slots:
+                if s.proc is not None:
+                    s.proc.join(2)
+                self.kill(s)
+
+    def _poll(self, s: _Slot, on_row) -> None:
+        try:
+            while s.conn is not None and s.conn.poll():
+                msg = s.conn.recv()
+                if msg[0] == "ready":
+                    s.ready, s.deadline = True, float("inf")
+                elif msg[0] == "row":
+                    row = msg[1]
+                    s.job, s.deadline = None, float("inf")
+                    if row.pop("rss_mb", 0) > MAX_RSS_MB:
+                        self.kill(s)
+                    on_row(row)
+        except (EOFError, OSError):
+            pass
+        if s.proc is None:
+            return
+        why = None
+        if not s.proc.is_alive():
+            why = f"the worker died ({_exit(s.proc.exitcode)})"
+        elif time.monotonic() > s.deadline:
+            why = f"timed out after {self.timeout:g} s" if s.job else "the worker did not start in time"
+        if why:
+            job = s.job
+            self.kill(s)
+            if job:
+                arch, mode = job
+                on_row({"model": arch.name, "mode": mode, "source": "zoo" if arch.curated else arch.spec,
+                        "outcome": "cannot_trace", "reason": why, "seconds": None})
+
+
+def _exit(code) -> str:
+    import signal
+
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
+
+
+# ---------------------------------------------------------------- journal, table, progress
+
+def journal_path(table: str) -> str:
+    return table + ".journal.jsonl"
+
+
+class Journal:
+    """One JSON line per finished job after a header of the run's settings; a torn last line is ignored."""
+
+    def __init__(self, path: str, settings: dict, resume: bool):
+        self.path, self.rows = path, {}
+        if os.path.exists(path):
+            if not resume:
+                raise UsageError(f"{path} exists from an interrupted zoo run; add --resume to continue it, "
+                                 "or delete it to start over")
+            with open(path) as f:
+                lines = [json.loads(ln) for ln in f if _json(ln)]
+            if not lines or lines[0].get("settings") != settings:
+                raise UsageError(f"{path} was written by a zoo run with other settings; run the same command "
+                                 "with --resume, or delete it to start over")
+            self.rows = {(r["model"], r["mode"]): r for r in (ln["row"] for ln in lines[1:] if "row" in ln)}
+            self.f = open(path, "a")
+        else:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+            self.f = open(path, "w")
+            self._write({"settings": settings})
+
+    def add(self, row: dict) -> None:
+        self.rows[(row["model"], row["mode"])] = row
+        self._write({"row": row})
+
+    def _write(self, item: dict) -> None:
+        self.f.write(json.dumps(item, sort_keys=True) + "\n")
+        self.f.flush()
+
+    def close(self) -> None:
+        self.f.close()
+
+
+def _json(line: str) -> bool:
+    try:
+        json.loads(line)
+        return True
+    except ValueError:
+        return False
+
+
+def table_text(rows, header: dict) -> str:
+    """The outcome table: '# key: value' header lines, then tab-separated COLUMNS, sorted by model and mode."""
+    lines = [f"# {k}: {v}" for k, v in header.items()]
+    lines.append("\t".join(COLUMNS))
+    for row in sorted(rows, key=lambda r: (r["model"], MODES.index(r["mode"]))):
+        lines.append("\t".join(_cell(row.get(c)) for c in COLUMNS))
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value) -> str:
+    return "" if value is None else " ".join(str(value).replace("\t", " ").split())
+
+
+def read_table(path: str) -> tuple[dict, list[dict]]:
+    """(header, rows) of an outcome table written by ``table_text``."""
+    header, rows = {}, []
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+    columns = None
+    for n, line in enumerate(lines, 1):
+        if line.startswith("# "):
+            key, _, value = line[2:].partition(": ")
+            header[key] = value
+        elif columns is None:
+            columns = line.split("\t")
+            if tuple(columns) != COLUMNS:
+                raise UsageError(f"{path}:{n}: not a zoo outcome table (columns {', '.join(COLUMNS)})")
+        elif line:
+            cells = line.split("\t")
+            rows.append(dict(zip(columns, cells + [""] * (len(columns) - len(cells)))))
+    return header, rows
+
+
+def merge_tables(paths) -> str:
+    """The one table that the shard tables ``paths`` make together (the headers must agree but for the shard)."""
+    header, rows, seen = None, [], {}
+    for path in paths:
+        h, r = read_table(path)
+        h.pop("shard", None)
+        if header is not None and h != header:
+            raise UsageError(f"{path}: made by another zoo run than {paths[0]} (its header differs)")
+        header = h
+        for row in r:
+            key = (row["model"], row["mode"])
+            if key in seen:
+                raise UsageError(f"{path}: {row['model']} {row['mode']} is also in {seen[key]}")
+            seen[key] = path
+            rows.append(row)
+    if header is None:
+        raise UsageError("no tables to merge")
+    return table_text(rows, header)
+
+
+class Progress:
+    """A bar with counts per outcome and an ETA: redrawn on a terminal, a line every 30 s otherwise."""
+
+    def __init__(self, total: int, done: int, stream=None):
+        self.stream = stream or sys.stderr
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.total, self.done, self.start_done = total, done, done
+        self.counts: collections.Counter = collections.Counter()
+        self.t0 = self.last = time.monotonic()
+
+    def row(self, row: dict) -> None:
+        self.done += 1
+        self.counts[row["outcome"]] += 1
+        now = time.monotonic()
+        if self.tty:
+            self.stream.write(f"\r{self.line(row)}"[:200] + "\033[K")
+        elif now - self.last >= 30 or self.done == self.total:
+            self.stream.write(f"zoo: {self.line(row)}\n")
+            self.last = now
+        else:
+            return
+        self.stream.flush()
+
+    def line(self, row=None) -> str:
+        width = 20
+        filled = width * self.done // max(self.total, 1)
+        ran, took = self.done - self.start_done, time.monotonic() - self.t0
+        eta = took / ran * (self.total - self.done) if ran else 0
+        counts = ", ".join(f"{vocab.ZOO_OUTCOMES[o].label} {self.counts[o]}" for o in vocab.ZOO_OUTCOMES
+                           if self.counts[o])
+        last = f" | {row['model']} {row['mode']}" if row else ""
+        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {counts} "
+                f"{int(took // 60)}m{int(took % 60):02d}s ETA {int(eta // 60)}m{int(eta % 60):02d}s{last}")
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+# ---------------------------------------------------------------- the run
+
+def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str | None = None,
+        table: str | None = None, resume: bool = False, timeout: float = TIMEOUT_S, selection: str = "",
+        stream=None) -> list[dict]:
+    """Trace ``archs`` (those of ``shard``) in ``modes`` with ``jobs`` workers; writes the op sets under
+    ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows."""
+    from importlib.metadata import version
+
+    root = root or layout.models_dir()
+    table = table or layout.zoo_table_path(shard=shard)
+    if jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {jobs}")
+    output.check_writable_file(table)
+    picked = [a for i, a in enumerate(archs) if in_shard(i, shard)]
+    header = {"command": selection or "opcov zoo trace", "torch": version("torch"),
+              "transformers": version("transformers"), "modes": ",".join(modes)}
+    if shard:
+        header["shard"] = f"{shard[0]}/{shard[1]}"
+    journal = Journal(journal_path(table), header, resume)
+    pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
+    for arch, mode in pending:
+        output.check_writable_file(layout.opset_path(arch.name, mode, root))
+    progress = Progress(len(picked) * len(modes), len(picked) * len(modes) - len(pending), stream)
+
+    def on_row(row):
+        journal.add(row)
+        progress.row(row)
+
+    t0 = time.monotonic()
+    try:
+        Pool(jobs, root, timeout).run(pending, on_row)
+    finally:
+        journal.close()
+        progress.finish()
+    rows = [journal.rows[(a.name, m)] for a in picked for m in modes if (a.name, m) in journal.rows]
+    output.write_atomic(table, table_text(rows, header))
+    os.remove(journal.path)
+    counts = collections.Counter(r["outcome"] for r in rows)
+    print(f"zoo: {len(rows)} op sets of {len(picked)} architectures in {time.monotonic() - t0:.0f} s: "
+          + ", ".join(f"{vocab.ZOO_OUTCOMES[o].label} {counts[o]}" for o in vocab.ZOO_OUTCOMES if counts[o])
+          + f"; table {table}", file=stream or sys.stderr)
+    return rows

@@ -1,0 +1,207 @@
+"""``opcov compare A B``: what backend A lacks that B has, and the reverse, ranked by models affected.
+
+Users choosing or migrating hardware ask "what does tpu lack that cuda has?". A catalogue-wide
+diff of two scans answers a different question (most of ~3,700 overloads no model calls), so
+both backends are judged on the same model op sets (coverage/models/, as ``gaps`` and the site
+do, through ``verdict.judge``) and compared op by op: an op one backend runs and the other does
+worse (fails, unknown, or runs only through a CPU fallback where the other has a kernel) is a
+difference. Ops judged on one backend only (a parent such as aten::linear that one backend
+overrides) are not compared.
+
+Each difference is filed under the evidence it rests on, the weaker of its two sides' (opcov.vocab's
+ladder): between two probes it was measured; where either side is a registration it is a claim.
+Torch-free: it reads saved data only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from opcov import vocab
+from opcov.errors import UsageError
+from opcov.store import layout, opset
+from opcov.verdict import judge
+
+ZOO = "zoo"  # --models: every op set under coverage/models/
+RUNS = ("ok", "fallback")  # outcomes that say an op runs
+_SECTIONS = vocab.EVIDENCE_LEVELS + (vocab.NO_EVIDENCE.name,)  # strongest first
+
+
+@dataclass
+class Difference:
+    """One op that ``lacking`` lacks and ``having`` has, on one evidence level, over the op sets it matters to."""
+
+    op: str
+    lacking: str
+    having: str
+    evidence: str
+    outcomes: set = field(default_factory=set)  # the lacking backend's outcomes (fails, unknown, fallback)
+    other: set = field(default_factory=set)  # the having backend's (ok, fallback)
+    models: set = field(default_factory=set)  # (model, mode)
+    calls: int = 0
+    why: set = field(default_factory=set)  # the lacking backend's reasons
+
+    @property
+    def outcome(self) -> str:
+        return vocab.worst(self.outcomes, judge.OUTCOMES)
+
+    @property
+    def other_outcome(self) -> str:
+        return vocab.worst(self.other, judge.OUTCOMES)
+
+    @property
+    def model_count(self) -> int:
+        return len({m for m, _ in self.models})
+
+
+@dataclass
+class Comparison:
+    a: str
+    b: str
+    opsets: int
+    modes: dict  # model -> set of modes judged
+    sources: dict  # backend -> sorted coverage files used
+    torch: dict  # backend -> sorted torch versions of its data
+    opset_torch: list  # torch versions the op sets were traced with
+    lacks: dict  # backend -> [Difference], ranked
+
+
+def _weaker(x: str, y: str) -> str:
+    return x if vocab.weaker(x, y) else y
+
+
+def _select(files: list[str], models, modes) -> list[tuple[str, dict]]:
+    """(path, op set) for the wanted models and modes; unknown model names are a UsageError."""
+    docs = [(p, opset.load(p)) for p in files]
+    if models:
+        have = {d["model"]["name"] for _, d in docs}
+        unknown = sorted(set(models) - have)
+        if unknown:
+            raise UsageError(f"--models: no op sets for {', '.join(unknown)} under the coverage folder's "
+                             f"{layout.MODELS}/ (there are {len(have)}; see 'opcov zoo list')")
+        docs = [(p, d) for p, d in docs if d["model"]["name"] in models]
+    return [(p, d) for p, d in docs if not modes or d["mode"] in modes]
+
+
+def parse_models(value: str | None) -> list[str] | None:
+    """``--models``: 'zoo' (or nothing) for every op set, else comma-separated model names."""
+    if value is None or value.strip() == ZOO:
+        return None
+    names = [n.strip() for n in value.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"--models {value!r}: give '{ZOO}' or comma-separated model names")
+    return names
+
+
+def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None) -> Comparison:
+    """Judge every selected op set on ``a`` and ``b`` and collect the ops one runs and the other does not."""
+    if a == b:
+        raise UsageError(f"compare needs two different backends, not {a!r} twice")
+    files = layout.model_files(coverage_dir)
+    if not files:
+        raise UsageError(f"no model op sets under {layout.models_dir(coverage_dir)}: trace some with "
+                         "'opcov zoo trace'")
+    chosen = _select(files, models, modes)
+    if not chosen:
+        raise UsageError(f"no op sets for mode {', '.join(modes)} under {layout.models_dir(coverage_dir)}")
+    found: dict[tuple[str, str, str], Difference] = {}
+    sources = {a: set(), b: set()}
+    torches = {a: set(), b: set()}
+    judged_modes: dict[str, set] = {}
+    for _path, doc in chosen:
+        name, mode = doc["model"]["name"], doc["mode"]
+        judged_modes.setdefault(name, set()).add(mode)
+        results = {}
+        for backend in (a, b):
+            cov = judge.coverage_for(doc, backend, coverage_dir)
+            verdict = judge.judge(doc, cov)
+            sources[backend].update(verdict.sources)
+            torches[backend].add(cov.torch)
+            results[backend] = {r.op: r for r in verdict.ops}
+        for op in sorted(results[a].keys() & results[b].keys()):
+            ra, rb = results[a][op], results[b][op]
+            for lack, have in ((ra, rb), (rb, ra)):
+                if have.outcome not in RUNS or lack.outcome not in judge.OUTCOMES:
+                    continue
+                if judge.OUTCOMES.index(lack.outcome) >= judge.OUTCOMES.index(have.outcome):
+                    continue  # not worse
+                lacking, having = (a, b) if lack is ra else (b, a)
+                evidence = _weaker(lack.evidence, have.evidence)
+                d = found.setdefault((lacking, op, evidence), Difference(op, lacking, having, evidence))
+                d.outcomes.add(lack.outcome)
+                d.other.add(have.outcome)
+                d.models.add((name, mode))
+                d.calls += lack.calls
+                d.why.update(f.why for f in lack.problems())
+    lacks = {backend: sorted((d for d in found.values() if d.lacking == backend), key=_rank) for backend in (a, b)}
+    return Comparison(a, b, len(chosen), judged_modes, {k: sorted(v) for k, v in sources.items()},
+                      {k: sorted(v) for k, v in torches.items()},
+                      sorted({judge.opset_torch(d) for _, d in chosen}), lacks)
+
+
+def _rank(d: Difference):
+    """Most models first, then most (model, mode) pairs, the worst outcome, most calls, the name."""
+    return (-d.model_count, -len(d.models), judge.OUTCOMES.index(d.outcome), -d.calls, d.op)
+
+
+def model_names(d: Difference, modes: dict) -> list[str]:
+    """'llama' where every judged mode of the model is affected, else 'llama (training)'."""
+    by_model: dict[str, set] = {}
+    for m, mode in d.models:
+        by_model.setdefault(m, set()).add(mode)
+    return [m if affected == modes.get(m, affected) else f"{m} ({', '.join(sorted(affected))})"
+            for m, affected in sorted(by_model.items(), key=lambda kv: kv[0])]
+
+
+# ---------------------------------------------------------------- output
+
+def as_dict(c: Comparison) -> dict:
+    """The comparison as plain data (``--format json``)."""
+    def entry(d: Difference) -> dict:
+        return {"op": d.op, "evidence": d.evidence, "outcome": d.outcome, "other_outcome": d.other_outcome,
+                "model_count": d.model_count, "models": model_names(d, c.modes),
+                "opsets": [f"{m} ({mode})" for m, mode in sorted(d.models)], "calls": d.calls,
+                "why": sorted(d.why)}
+
+    return {"a": c.a, "b": c.b, "opsets": c.opsets, "models": len(c.modes),
+            "sources": c.sources, "torch": c.torch, "opset_torch": c.opset_torch,
+            "lacks": {backend: [entry(d) for d in ds] for backend, ds in c.lacks.items()}}
+
+
+def _section_title(level: str) -> str:
+    if level == "probed":
+        return "measured (probed on both backends)"
+    if level == vocab.NO_EVIDENCE.name:
+        return "no evidence on one side (the op is not in that backend's data)"
+    return f"a claim ({vocab.evidence_word(level).label} on at least one side)"
+
+
+def render_text(c: Comparison) -> str:
+    lines = [f"opcov compare {c.a} {c.b}: {c.opsets} model op set(s) of {len(c.modes)} model(s) judged on both "
+             f"(traced with torch {', '.join(c.opset_torch)})"]
+    for backend in (c.a, c.b):
+        lines.append(f"  {backend}: torch {', '.join(c.torch[backend])}; {', '.join(c.sources[backend])}")
+    for lacking, having in ((c.a, c.b), (c.b, c.a)):
+        ds = c.lacks[lacking]
+        lines += ["", f"{lacking} lacks what {having} has: {len(ds)} op(s), ranked by models affected"]
+        if not ds:
+            lines.append("  (nothing: every op these models need that runs on "
+                         f"{having} runs on {lacking} too)")
+        for level in _SECTIONS:
+            in_level = [d for d in ds if d.evidence == level]
+            if not in_level:
+                continue
+            lines.append(f"  {_section_title(level)}: {len(in_level)} op(s)")
+            for d in in_level:
+                n = d.model_count
+                lines.append(f"    {n:3d} model{'s' if n != 1 else ' '}  {d.op}  {lacking}: "
+                             f"{vocab.OUTCOMES[d.outcome].label}, {having}: {vocab.OUTCOMES[d.other_outcome].label}"
+                             f"  [{', '.join(model_names(d, c.modes))}]")
+    return "\n".join(lines) + "\n"
+
+
+def render(c: Comparison, fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(as_dict(c), indent=2, sort_keys=True) + "\n"
+    return render_text(c)

@@ -1,0 +1,159 @@
+"""Which calls of an op set a backend really runs: its call tree resolved as that backend's dispatcher would.
+
+Why: an op set is traced on a stand-in device with no kernels, where every CompositeImplicitAutograd
+op runs its decomposition. A backend that registers its own kernel for such an op at its dispatch
+key runs that kernel instead (TorchTPU's ``linear``, ``silu_backward``, ``cross_entropy_loss``), and
+its autograd kernel (else the op's derivative formula, else nothing: the backward is lost) instead
+of the backward of the decomposition. Judging the decomposition there judges ops the backend never
+calls, and misses the one it does.
+
+So each node of the op set's ``calltree`` (``opcov.store.opset``), top down:
+
+* a ``composite`` node the backend has its own kernel for (registered ``fwd: kernel``), or, with no
+  registered record of the op, that its probe ran at the node's dtype key, is judged itself, as one
+  call (with its backward when its
+  inputs required grad), and its children are not; nor are the backward calls that autograd nodes
+  of its children issued (their forward never ran there);
+* any other composite, and a Python-level ``call`` node (the optimizer step), is not judged itself:
+  its children are;
+* a ``kernel`` node is judged, and so are the backward calls its autograd node issued, by the same
+  rules (a backward composite such as ``silu_backward`` is resolved like any other).
+
+Backward calls no forward node issued (the loss's ``ones_like``, gradient accumulation) are judged
+as they are. A schema 1 op set has no tree: its calls are judged flat, and each ``parents`` entry the
+backend has its own kernel for is judged too (both the kernel and the decomposition: the file does
+not say which calls came from it). Torch-free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opcov.store import opset
+from opcov.store.opset import COMPOSITE, KERNEL
+
+NOTE_OPS = 4  # decomposition ops named in a note
+
+
+@dataclass
+class Resolved:
+    """The calls to judge, and the notes that say where the backend's own kernel was judged instead."""
+
+    calls: list = field(default_factory=list)  # opset.Call
+    notes: list = field(default_factory=list)
+
+
+def needed_ops(doc: dict) -> list[str]:
+    """The ops to read from coverage data to resolve and judge ``doc``: its calls, its tree's composite
+    ops (does the backend have its own kernel?) and schema 1 parents."""
+    names = set(doc["ops"])
+    names |= {node.op for node in opset.nodes(doc) if node.kind == COMPOSITE}
+    names |= {p for p in doc.get("parents") or {} if "::" in p}
+    return sorted(names)
+
+
+def own_level(cov, op: str, dtype: str) -> str:
+    """Why the backend runs ``op`` itself at ``dtype``, else '': 'kernel' when it registers its own
+    kernel for it; 'probed' when no registered record says which path the dispatcher takes and the
+    probe ran the op at ``dtype``. A registered record that names another path (a composite, an
+    .out variant) wins over a probe: the probe saw OpInfo's inputs, the children are the model's."""
+    reg = (cov.registered or {}).get("ops", {}).get(op)
+    if isinstance(reg, dict):
+        return "kernel" if reg.get("fwd") == "kernel" else ""
+    cell = cov.cells(op).get(dtype)
+    status = cell.slot("forward").status if cell else None
+    return "probed" if status and status != "skipped" else ""
+
+
+def resolve(doc: dict, cov) -> Resolved:
+    """The calls of ``doc`` that backend ``cov`` runs (``cov``: a judge.Coverage), with notes."""
+    tree = opset.nodes(doc)
+    if not tree:
+        return _flat(doc, cov)
+    return _Walk(tree, cov).run()
+
+
+class _Walk:
+    def __init__(self, tree, cov):
+        self.cov = cov
+        self.tree = tree
+        self.children: dict = {}
+        self.issued: dict = {}  # forward node id -> backward roots it issued
+        for node in tree:
+            if node.parent is not None:
+                self.children.setdefault(node.parent, []).append(node)
+            elif node.issued_by is not None:
+                self.issued.setdefault(node.issued_by, []).append(node)
+        self.out = Resolved()
+        self.own: dict = {}  # (op, phase, reason) -> [calls, {decomposition ops}, grad]
+
+    def run(self) -> Resolved:
+        for node in self.tree:
+            if node.parent is None and node.issued_by is None:
+                self.visit(node)
+        for (op, phase, why), (calls, inside, grad) in sorted(self.own.items()):
+            self.out.notes.append(self._note(op, phase, why, calls, inside, grad))
+        return self.out
+
+    def visit(self, node) -> None:
+        if node.kind == KERNEL:
+            self.out.calls.append(_call(node))
+            for issued in self.issued.get(node.id, ()):
+                self.visit(issued)
+            return
+        why = own_level(self.cov, node.op, node.dtype) if node.kind == COMPOSITE else ""
+        if not why:
+            for child in self.children.get(node.id, ()):
+                self.visit(child)
+            return
+        self.out.calls.append(_call(node))
+        rec = self.own.setdefault((node.op, node.phase, why), [0, set(), False])
+        rec[0] += node.calls
+        rec[1] |= {n.op for n in self._below(node) if n.kind == KERNEL}
+        rec[2] = rec[2] or node.grad
+
+    def _below(self, node):
+        for child in self.children.get(node.id, ()):
+            yield child
+            yield from self._below(child)
+
+    def _note(self, op, phase, why, calls, inside, grad) -> str:
+        b = self.cov.backend
+        what = (f"{b} runs its own {op} kernel" if why == "kernel"
+                else f"{b}'s probe ran {op} itself, so it is judged as one op")
+        shown = ", ".join(sorted(inside)[:NOTE_OPS]) + (", ..." if len(inside) > NOTE_OPS else "")
+        text = f"{what} ({phase}, {calls} call{'s' if calls != 1 else ''})"
+        text += f": its decomposition ({shown}) was not judged" if inside else ": judged as one op"
+        if grad:
+            bwd = ((self.cov.registered or {}).get("ops", {}).get(op) or {}).get("bwd")
+            text += {"backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
+                     "formula": "; its backward is its derivative formula, not the decomposition's",
+                     "lost": f"; {b} has no autograd kernel for it, so its backward is lost"}.get(
+                bwd, "; the backward of the decomposition was not judged either")
+        return text
+
+
+def _call(node) -> opset.Call:
+    return opset.Call(node.op, node.phase, node.dtype, node.calls, node.grad, node.shape)
+
+
+def _flat(doc: dict, cov) -> Resolved:
+    """A schema 1 op set: every call, and the parents the backend has its own kernel for."""
+    out = Resolved(opset.calls(doc))
+    for parent, rec in sorted((doc.get("parents") or {}).items()):
+        reg = (cov.registered or {}).get("ops", {}).get(parent)
+        if not (reg and reg.get("fwd") == "kernel" and isinstance(rec, dict)):
+            continue
+        traced = set()
+        for phase, cells in sorted(rec.items()):
+            for dtype, cell in sorted((cells or {}).items()) if isinstance(cells, dict) else ():
+                if isinstance(cell, dict):
+                    out.calls.append(opset.Call(parent, phase, dtype, int(cell.get("calls", 1)),
+                                                phase == "forward"))
+                    traced |= set(cell.get("traced_as", ()))
+        shown = ", ".join(sorted(traced)[:NOTE_OPS]) + (", ..." if len(traced) > NOTE_OPS else "")
+        out.notes.append(f"{parent}: {cov.backend} registers its own kernel, so it may not run the decomposition "
+                         f"traced here ({shown}); the kernel and the decomposition are both judged (a schema 1 "
+                         "op set has no call tree: re-trace it to judge only what the backend runs)")
+    return out
+

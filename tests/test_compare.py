@@ -1,0 +1,149 @@
+"""opcov compare A B: on a small folder whose answer is known, on the bundled data, and cuda's pairing.
+
+The bundled cuda data (coverage/cuda/) was scanned from the registry's CUDA build of torch 2.13.0
+(scripts/envs/cuda.sh); these tests only read it, they never need that environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import ROOT, run_opcov
+from opcov.store import data, layout, opset
+from opcov.verdict import compare
+from test_check import TORCH, fwd, kernel, model, probed, registered
+
+BUNDLED = os.path.join(ROOT, "coverage")
+MISSING = {"fwd": "missing", "res": "missing", "bwd": "none", "bwd_res": "not_applicable"}
+FALLBACK = {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"}
+
+
+@pytest.fixture
+def two(tmp_path):
+    """Backends 'one' (fallback disabled) and 'two' (CPU fallback enabled), and four op sets.
+
+    one lacks aten::gone (missing; two has a kernel) in m1 training and m2; aten::mm is probed on
+    both and wrong on one. two runs aten::add only through its CPU fallback (one has a kernel), in
+    m1 training. aten::never is missing on both and aten::t registered on both: neither is listed.
+    """
+    root = tmp_path / "coverage"
+    one = {"aten::mm": kernel(), "aten::add.Tensor": kernel(), "aten::gone": dict(MISSING),
+           "aten::never": dict(MISSING), "aten::t": kernel()}
+    two = {"aten::mm": kernel(), "aten::add.Tensor": dict(FALLBACK), "aten::gone": kernel(),
+           "aten::never": dict(MISSING), "aten::t": kernel()}
+    data.save(registered("one", one), str(root / "one" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    data.save(registered("two", two, fallback_enabled=True),
+              str(root / "two" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    data.save(probed("one", {"aten::mm": {"float32": {"fwd": "mismatch", "err": [0.5, 0.25]}}}),
+              str(root / "one" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
+    data.save(probed("two", {"aten::mm": {"float32": {"fwd": "pass"}}}),
+              str(root / "two" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
+    sets = {("m1", "training"): {"aten::mm": fwd(), "aten::gone": fwd(calls=2), "aten::add.Tensor": fwd(calls=3)},
+            ("m1", "inference"): {"aten::mm": fwd(), "aten::t": fwd()},
+            ("m2", "inference"): {"aten::gone": fwd(calls=5), "aten::never": fwd()},
+            ("m3", "inference"): {"aten::t": fwd(), "aten::never": fwd()}}
+    for (name, mode), ops in sets.items():
+        opset.save(model(ops, mode=mode, name=name), str(root / "models" / name / f"{mode}.yaml"))
+    return str(root)
+
+
+def entries(result, backend):
+    return [(d.op, d.evidence, d.outcome, d.other_outcome, sorted(d.models)) for d in result.lacks[backend]]
+
+
+def test_known_answer(two):
+    result = compare.compare("one", "two", two)
+    assert result.opsets == 4 and result.modes == {"m1": {"training", "inference"}, "m2": {"inference"},
+                                                   "m3": {"inference"}}
+    # ranked by models affected: gone (m1, m2) before mm (m1 in both modes, one model)
+    assert entries(result, "one") == [
+        ("aten::gone", "registered", "fails", "ok", [("m1", "training"), ("m2", "inference")]),
+        ("aten::mm", "probed", "fails", "ok", [("m1", "inference"), ("m1", "training")]),
+    ]
+    assert entries(result, "two") == [("aten::add.Tensor", "registered", "fallback", "ok", [("m1", "training")])]
+    gone = result.lacks["one"][0]
+    assert gone.calls == 7 and compare.model_names(gone, result.modes) == ["m1 (training)", "m2"]
+    assert compare.model_names(result.lacks["one"][1], result.modes) == ["m1"]  # every mode of m1
+    # the same comparison from the other side swaps the lists
+    swapped = compare.compare("two", "one", two)
+    assert entries(swapped, "one") == entries(result, "one") and entries(swapped, "two") == entries(result, "two")
+
+
+def test_models_and_modes_narrow_it(two):
+    only_m2 = compare.compare("one", "two", two, models=compare.parse_models("m2"))
+    assert [d.op for d in only_m2.lacks["one"]] == ["aten::gone"] and only_m2.lacks["two"] == []
+    inference = compare.compare("one", "two", two, modes=["inference"])
+    assert [d.op for d in inference.lacks["one"]] == ["aten::gone", "aten::mm"] and inference.lacks["two"] == []
+    assert compare.parse_models("zoo") is None and compare.parse_models(" a, b ") == ["a", "b"]
+
+
+def test_cli_text_and_json(two):
+    r = run_opcov("compare", "one", "two", "--coverage", two)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("opcov compare one two: 4 model op set(s) of 3 model(s)")
+    assert "one lacks what two has: 2 op(s), ranked by models affected" in lines
+    assert "two lacks what one has: 1 op(s), ranked by models affected" in lines
+    gone = next(line for line in lines if "aten::gone" in line)
+    assert gone.split() == ["2", "models", "aten::gone", "one:", "fails,", "two:", "runs", "[m1", "(training),", "m2]"]
+    # the probed difference sits under its own heading, before the claims
+    text = r.stdout
+    assert text.index("measured (probed on both backends)") < text.index("aten::mm") < text.index("two lacks")
+    assert "a claim (registered, unverified on at least one side)" in text
+    j = run_opcov("compare", "one", "two", "--coverage", two, "--format", "json")
+    out = json.loads(j.stdout)
+    assert out["a"] == "one" and out["b"] == "two" and out["opsets"] == 4 and out["models"] == 3
+    assert [e["op"] for e in out["lacks"]["one"]] == ["aten::gone", "aten::mm"]
+    add = out["lacks"]["two"][0]
+    assert add["outcome"] == "fallback" and add["models"] == ["m1 (training)"] and add["calls"] == 3
+    assert any("CPU fallback" in w for w in add["why"])
+
+
+def test_usage_errors_are_one_line(two):
+    for args, words in ((("one", "one"), "two different backends"), (("one", "nosuch"), "nosuch"),
+                        (("one", "two", "--models", "m9"), "no op sets for m9")):
+        r = run_opcov("compare", *args, "--coverage", two)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+
+
+def test_bundled_tpu_against_cpu_agrees_with_check():
+    """Every difference compare lists is what check says of that op on both backends for those models."""
+    models = ["wav2vec2", "nn-lstm", "nn-gru", "llama"]
+    result = compare.compare("tpu", "cpu", BUNDLED, models=models)
+    assert result.opsets == 8 and result.sources["tpu"] == [
+        layout.pick(layout.snapshots(BUNDLED, "tpu")["registered"], TORCH)]
+    listed = {(d.lacking, d.op) for ds in result.lacks.values() for d in ds}
+    assert ("tpu", "aten::_weight_norm_interface_backward") in listed  # tpu's gap in wav2vec2 training
+    r = run_opcov("check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--mode", "training", "--format", "json",
+                  "--coverage", BUNDLED)
+    by = {v["backend"]: {o["op"]: o["outcome"] for o in v["ops"]} for v in json.loads(r.stdout)["verdicts"]}
+    op = "aten::_weight_norm_interface_backward"
+    assert by["tpu"][op] == "fails" and by["cpu"][op] == "ok"
+    for ds in result.lacks.values():
+        for d in ds:
+            assert d.outcome in ("fails", "unknown", "fallback") and d.other_outcome in ("ok", "fallback")
+            assert d.model_count >= 1 and set(compare.model_names(d, result.modes)) <= set(models) | {
+                f"{m} ({mode})" for m in models for mode in ("inference", "training")}
+
+
+def test_cuda_data_pairs_with_cpu_traced_op_sets():
+    """coverage/cuda was scanned with 2.13.0+cu130, the op sets traced with 2.13.0+cpu: one release,
+    one op catalogue, so check picks it and says nothing of differing versions."""
+    files = layout.snapshots(BUNDLED, "cuda")["registered"]
+    assert files and all(layout.same_torch(os.path.basename(f).split("-")[2], "2.13.0+cpu") for f in files)
+    assert layout.pick(files + ["coverage/cuda/registered-torch-2.12.0+cu126.yaml"], "2.13.0+cpu") == files[-1]
+    assert layout.same_torch("2.13.0", "2.13.0+cpu") and not layout.same_torch("2.13.1+cpu", "2.13.0+cpu")
+    r = run_opcov("check", "llama", "-b", "cuda", "--format", "json", "--coverage", BUNDLED)
+    assert r.returncode == 0, r.stderr
+    for v in json.loads(r.stdout)["verdicts"]:
+        assert v["sources"] == files[-1:] and not any("versions" in n or "torch 2.13.0+cu" in n for n in v["notes"])
+        assert v["verdict"] == "runs" and v["counts"]["unknown"] == 0
+
+
+def test_compare_tpu_cuda_on_bundled_data():
+    r = run_opcov("compare", "tpu", "cuda", "--models", "wav2vec2,nn-lstm", "--coverage", BUNDLED)
+    assert r.returncode == 0, r.stderr
+    assert "tpu lacks what cuda has" in r.stdout and "aten::_weight_norm_interface_backward" in r.stdout

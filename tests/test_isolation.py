@@ -1,0 +1,58 @@
+"""Never two backends in one process, and the coverage folder checked before any work.
+
+``opcov check`` on a model it must trace, against an installed PrivateUse1 backend with no data,
+used to trace in-process (claiming PrivateUse1 for the stand-in accelerator) and then import
+torch_tpu into the same process: a C++ abort (exit 134). Both now run in child processes.
+"""
+
+import os
+import shutil
+
+import pytest
+
+from conftest import ROOT, run_opcov
+
+
+def _has_torch_tpu():
+    import importlib.util
+
+    return importlib.util.find_spec("torch_tpu") is not None
+
+
+@pytest.mark.skipif(not _has_torch_tpu(), reason="torch_tpu is not installed")
+def test_check_traces_and_live_scans_in_child_processes(tmp_path):
+    cov = tmp_path / "cov"
+    shutil.copytree(os.path.join(ROOT, "coverage", "cpu"), cov / "cpu")  # data, but none for tpu
+    r = run_opcov("check", "nn:lstm", "-b", "tpu", "--mode", "inference", "--coverage", str(cov))
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    assert "live registered scan of tpu" in r.stdout
+    assert "nn-lstm" in r.stdout or "lstm" in r.stdout
+
+
+@pytest.mark.parametrize("make", ["missing", "empty", "file"])
+def test_bad_coverage_folder_is_one_line_before_any_tracing(tmp_path, make):
+    path = tmp_path / "cov"
+    if make == "empty":
+        path.mkdir()
+    elif make == "file":
+        path.write_text("not a folder\n")
+    # nn:lstm is not saved anywhere: if the folder were not checked first, this would trace.
+    r = run_opcov("check", "nn:lstm", "-b", "tpu", "--coverage", str(path), timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0], r.stderr
+
+
+def test_outside_the_repo_check_uses_the_bundled_data_and_says_so(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    r = subprocess.run([sys.executable, "-m", "opcov", "check", "llama", "-b", "tpu", "--mode", "inference",
+                        "--format", "json"], capture_output=True, text=True, cwd=tmp_path, env=child_env(),
+                       timeout=120)
+    assert r.returncode in (0, 1), r.stderr
+    assert "bundled coverage data" in r.stderr
+    assert '"backend": "tpu"' in r.stdout
+    assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,279 @@
+"""Probe depth (issue 18): no paying twice for a crash or hang, a reason for every overload, precision
+tiers, and harder inputs as case tiers. End-to-end runs use the planted Python PrivateUse1 backend
+(opcov.testing.pybackend) in child processes, on one or three OpInfos each."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import load_yaml, run_opcov
+
+PB = ["--import", "opcov.testing.pybackend"]
+
+
+def probe(tmp_path, name, spec, *args):
+    out = str(tmp_path / f"{name}.yaml")
+    proc = run_opcov("probe", "opcovtest", *PB, *args, "--out", out, timeout=600,
+                     OPCOV_PYBACKEND_SPEC=json.dumps(spec))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out, load_yaml(out), proc
+
+
+# ---------------------------------------------------------------- no paying twice
+
+HANG = {"kernels": {"aten::exp": "hang"}, "fallback": "cpu"}  # exp's OpInfo has 3 float32 samples
+HANG_ARGS = ("--ops", "^exp$", "--dtypes", "float32", "--directions", "forward", "--timeout", "3", "--tiers", "none")
+
+
+def test_a_hang_pays_the_timeout_once_and_a_rerun_runs_it_first(tmp_path):
+    out, doc, proc = probe(tmp_path, "hang", HANG, *HANG_ARGS)
+    exp = doc["ops"]["aten::exp"]["float32"]
+    assert exp["fwd"] == "timeout" and exp["case"] == "exp|float32|0", exp
+    assert exp["cases"] == 1 and exp["fails"] == 1 and exp["after_crash"] == 2, exp
+    assert "(1 groups, 1 worker restarts)" in proc.stdout  # one timeout paid, not three
+    assert doc["summary"]["opinfo"]["exp"]["float32"] == "timeout/-/1"
+    ledger = json.load(open(out + ".ledger.json"))
+    (entries,) = ledger.values()
+    assert entries == {"exp|float32": {"case": "exp|float32|0", "status": "timeout",
+                                       "why": "no result within 3s; worker killed"}}
+    _, again, proc = probe(tmp_path, "hang", HANG, *HANG_ARGS)
+    assert "1 group(s) known to crash or hang on this backend version run first" in proc.stderr
+    assert again["ops"]["aten::exp"] == doc["ops"]["aten::exp"]
+    _, every, proc = probe(tmp_path, "every", HANG, *HANG_ARGS, "--exhaustive")
+    exp = every["ops"]["aten::exp"]["float32"]
+    assert exp["fwd"] == "timeout" and exp["cases"] == 3 and "after_crash" not in exp, exp
+    assert "(1 groups, 3 worker restarts)" in proc.stdout
+    assert every["provenance"]["probe"]["exhaustive"] is True
+
+
+def test_a_ledger_forgets_a_group_that_runs_clean(tmp_path):
+    from opcov.probe.caserecord import CaseRecord
+    from opcov.probe.ledger import Ledger
+
+    path = str(tmp_path / "p.yaml.ledger.json")
+    crash = CaseRecord("sin|float32|1", "sin|float32", "sin", "float32", ["aten::sin"],
+                       fwd={"ops": [], "status": "crash", "why": "worker died: signal SIGSEGV"})
+    led = Ledger(path, "v1")
+    led.update([crash, crash.not_run_after("fwd", "sin|float32|2")], {"sin|float32", "cos|float32"})
+    led.save()
+    assert Ledger(path, "v1").first(["cos|float32", "sin|float32"]) == ["sin|float32"]
+    assert Ledger(path, "v2").first(["sin|float32"]) == []  # another backend version knows nothing
+    led = Ledger(path, "v1")
+    led.update([], {"sin|float32"})  # ran clean
+    led.save()
+    assert not os.path.exists(path)
+
+
+def test_a_cell_cut_short_by_a_crash_fails_outright():
+    """A crash with later cases not run is a failure of the op at that dtype, not a partial one
+    ('unknown'): the cases after it were never tried."""
+    from opcov.probe import results
+    from opcov.probe.caserecord import CaseRecord
+    from opcov.verdict.judge import Coverage, judge_requirement
+
+    ops = [["aten::sin", "float32"]]
+    ok = CaseRecord("sin|float32|0", "sin|float32", "sin", "float32", ["aten::sin"],
+                    fwd={"ops": ops, "status": "pass"})
+    crash = CaseRecord("sin|float32|1", "sin|float32", "sin", "float32", ["aten::sin"],
+                       fwd={"ops": ops, "status": "crash", "why": "worker died: signal SIGSEGV"})
+    recs = [ok, crash] + [crash.not_run_after("fwd", f"sin|float32|{i}") for i in (2, 10)]
+    cell = results.build_ops(recs, [], None)["aten::sin"]["float32"]
+    assert cell["fwd"] == "crash" and cell["case"] == "sin|float32|1"  # never a case that did not run
+    assert cell["cases"] == 2 and cell["fails"] == 1 and cell["after_crash"] == 2, cell
+    doc = {"provenance": {"torch": "2.13.0+cpu"}, "ops": {"aten::sin": {"float32": cell}}}
+    f = judge_requirement(Coverage("x", None, doc, ["p.yaml"]), "aten::sin", "float32", "forward", "2.13.0+cpu")
+    assert f.outcome == "fails" and "2 later case(s) not run" in f.why, f
+    cell.pop("after_crash")  # the same counts without the cut: partial, so unknown
+    f = judge_requirement(Coverage("x", None, doc, ["p.yaml"]), "aten::sin", "float32", "forward", "2.13.0+cpu")
+    assert f.outcome == "unknown"
+
+
+# ---------------------------------------------------------------- a reason for every overload
+
+def test_every_unprobed_overload_has_a_reason_and_summary_shows_them(tmp_path):
+    from opcov.vocab import SKIP_REASONS
+
+    out, doc, _ = probe(tmp_path, "reasons", {"kernels": {}, "fallback": "cpu"}, "--ops", "^(add|bernoulli)$",
+                        "--dtypes", "float32", "--directions", "forward", "--tiers", "none")
+    ops = doc["ops"]
+    for name, rec in ops.items():
+        assert "skipped" not in rec or rec["skipped"] in SKIP_REASONS, (name, rec)
+    assert "float32" in ops["aten::add.out"]  # the out= check probes it
+    assert ops["aten::add_.Tensor"] == {"skipped": "variant", "of": "aten::add.Tensor"}
+    assert ops["aten::sym_size.int"] == {"skipped": "host_only"}
+    assert ops["_c10d_functional::all_reduce"] == {"skipped": "distributed"}
+    assert ops["aten::_cudnn_rnn"] == {"skipped": "no_cpu_kernel"}
+    assert ops["aten::is_vulkan_available"] == {"skipped": "not_tensor_op"}
+    assert ops["aten::normal.Tensor_float"] == {"skipped": "random"}
+    assert ops["aten::sin"] == {"skipped": "not_selected"}
+    assert ops["aten::add.Scalar"] == {"skipped": "other_overload"}  # add's OpInfo ran, dispatched .Tensor
+    assert ops["aten::__and__.Tensor"] == {"skipped": "no_source"}
+    s = doc["summary"]["aten"]
+    assert sum(s["skipped_by"].values()) == s["skipped"] == s["overloads"] - s["probed"]
+    assert list(s["skipped_by"]) == [w for w in SKIP_REASONS if w in s["skipped_by"]]  # in the vocab's order
+    summ = run_opcov("summary", out)
+    assert summ.returncode == 0, summ.stderr
+    assert "  variant " in summ.stdout and SKIP_REASONS["variant"].label in summ.stdout
+    assert run_opcov("lint", out).returncode == 0
+
+
+def test_merged_shards_keep_the_best_explained_reason():
+    """Shards give an op the same facts; the shard that probed its functional form (or ran its
+    OpInfo) explains it better, and the merge keeps that one, as the whole run would have."""
+    from opcov.probe import results
+    from opcov.probe.disposition import Dispositions, pick
+
+    assert pick({"skipped": "not_selected"}, {"skipped": "other_overload"}) == {"skipped": "other_overload"}
+    assert pick({"skipped": "variant", "of": "aten::a"}, {"skipped": "no_source"})["skipped"] == "variant"
+    assert pick({"skipped": "no case of this probe dispatched it"}, {"skipped": "no_source"}) == {"skipped": "no_source"}
+    d = Dispositions({"aten::h": "host_only"}, {"aten::a.out": "aten::a"}, {"a": {"a"}, "b": {"b"}}, {"a"})
+    assert d.record("aten::h", frozenset()) == {"skipped": "host_only"}
+    assert d.record("aten::a.out", frozenset({"aten::a"})) == {"skipped": "variant", "of": "aten::a"}
+    assert d.record("aten::a.out", frozenset()) == {"skipped": "other_overload"}
+    assert d.record("aten::b", frozenset()) == {"skipped": "not_selected"}
+    assert d.record("aten::c", frozenset()) == {"skipped": "no_source"}
+    shard1 = {"aten::a.out": {"skipped": "variant", "of": "aten::a"}, "aten::b": {"skipped": "not_selected"}}
+    shard2 = {"aten::a.out": {"skipped": "not_selected"}, "aten::b": {"skipped": "other_overload"}}
+    merged = results.merge_ops([shard1, shard2])
+    assert merged == {"aten::a.out": {"skipped": "variant", "of": "aten::a"}, "aten::b": {"skipped": "other_overload"}}
+
+
+def test_functional_forms_and_facts_come_from_the_dispatcher():
+    import torch
+
+    from opcov.catalog import build_catalog
+    from opcov.probe.disposition import functional_forms, intrinsic
+
+    catalog = build_catalog()
+    forms = functional_forms(torch, catalog)
+    assert forms["aten::add.out"] == "aten::add.Tensor" and forms["aten::add_.Tensor"] == "aten::add.Tensor"
+    assert forms["aten::sum.IntList_out"] == "aten::sum.dim_IntList"
+    assert "aten::add.Tensor" not in forms
+    facts = intrinsic(torch, catalog)
+    assert facts["aten::sym_numel"] == "host_only" and facts["c10d::allreduce_"] == "distributed"
+    assert facts["aten::bernoulli.p"] == "random" and "aten::add.Tensor" not in facts
+
+
+# ---------------------------------------------------------------- precision tiers
+
+def test_precision_tiers_per_family():
+    import torch
+
+    from opcov.probe.compare import family_of, judge
+
+    torch.manual_seed(0)
+    x = torch.rand(64) + 0.5
+    ref = x.double().exp()
+    cpu = x.exp()
+    close = (ref * (1 + 5e-6)).float()  # misses float32's strict tier, within the pointwise usable tier
+    far = (ref * (1 + 1e-3)).float()
+    v = judge(close, cpu, ref, dtype="float32", mode="values", family="pointwise")
+    assert v["status"] == "pass_low_precision" and v["tol"] == "usable:pointwise", v
+    assert judge(cpu.clone(), cpu, ref, dtype="float32", mode="values", family="pointwise")["status"] == "pass"
+    assert judge(far, cpu, ref, dtype="float32", mode="values", family="pointwise")["status"] == "mismatch"
+    assert judge(far, cpu, ref, dtype="float32", mode="values", family="matmul")["status"] == "pass_low_precision"
+    wide = x.double().exp()
+    assert judge(wide * (1 + 1e-6), wide, None, dtype="float64", mode="values",
+                 family="matmul")["status"] == "mismatch"  # float64 has no usable tier: that is narrowing
+    assert family_of({"mm", "t"}, [set()]) == "matmul"
+    assert family_of({"sum"}, [{"reduction", "core"}]) == "reduction"
+    assert family_of({"exp"}, [{"pointwise", "core"}]) == "pointwise"
+    assert family_of({"cat"}, [{"core"}]) == "other"
+
+
+def _probed_doc(status: str, tol: str) -> dict:
+    return {"schema_version": 1, "evidence": "probed",
+            "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x", "version": "1"},
+            "provenance": {"torch": "2.13.0+cpu", "opcov": "0.2.0"},
+            "ops": {"aten::exp": {"float32": {"fwd": status, "tol": tol, "cases": 1}},
+                    "aten::sin": {"float32": {"fwd": "pass", "cases": 1}}}}
+
+
+def test_diff_reports_precision_changes_apart_from_regressions():
+    from opcov.verdict.diff import diff_docs, render
+
+    strict, usable = _probed_doc("pass", "float32+cpu"), _probed_doc("pass_low_precision", "usable:pointwise")
+    res = diff_docs(strict, usable, "old.yaml", "new.yaml")
+    assert not res.regressions and not res.improvements
+    assert [(c.op, c.old, c.new) for c in res.precision] == [("aten::exp", "pass", "pass_low_precision")]
+    text = render(res)
+    assert "1 precision change(s)" in text and "precision degraded" in text and "aten::exp float32 fwd" in text
+    back = diff_docs(usable, strict, "new.yaml", "old.yaml")
+    assert "precision improved" in render(back) and not back.regressions
+    assert json.loads(render(res, "json"))["precision"][0]["new"] == "pass_low_precision"
+
+
+def test_a_usable_tier_pass_runs_with_a_note():
+    from opcov.verdict.judge import Coverage, judge_requirement
+
+    doc = _probed_doc("pass_low_precision", "usable:pointwise")
+    f = judge_requirement(Coverage("x", None, doc, ["p.yaml"]), "aten::exp", "float32", "forward", "2.13.0+cpu")
+    assert f.outcome == "ok" and "usable tier (usable:pointwise)" in f.fix, f
+
+
+# ---------------------------------------------------------------- harder inputs
+
+TIERED = {"kernels": {"aten::neg": "fails_on_nan", "aten::sin": "fails_on_noncontig",
+                      "aten::avg_pool2d": "fails_on_channels_last"}, "fallback": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory):
+    return probe(tmp_path_factory.mktemp("tiers"), "tiers", TIERED, "--ops", "^(neg|sin|nn.functional.avg_pool2d)$",
+                 "--dtypes", "float32", "--directions", "forward")
+
+
+def test_each_harder_input_failure_lands_in_its_own_tier(tiered):
+    out, doc, _ = tiered
+    neg, sin, pool = (doc["ops"][op]["float32"] for op in ("aten::neg", "aten::sin", "aten::avg_pool2d"))
+    assert neg["fwd"] == "pass" and neg["special"] == "mismatch" and "NaN/inf positions" in neg["special_why"], neg
+    assert neg["noncontig"] == "pass" and neg["empty"] == "pass" and neg["special_case"] == "neg|float32|special"
+    assert sin["fwd"] == "pass" and sin["noncontig"] == "mismatch" and "values differ" in sin["noncontig_why"], sin
+    assert sin["special"] == "pass" and sin["empty"] == "pass"
+    assert pool["fwd"] == "pass" and pool["channels_last"] == "error", pool
+    assert "channels_last input" in pool["channels_last_why"] and pool["channels_last_blame"].startswith("raised_in")
+    assert pool["noncontig"] == pool["special"] == "pass"
+    assert "channels_last" not in neg and "channels_last" not in sin  # no 4-d input: the tier does not apply
+    tiers = doc["summary"]["aten"]["cells_tiers"]
+    assert tiers["channels_last"] == {"error": 1} and tiers["special"]["mismatch"] == 1
+    assert doc["provenance"]["probe"]["tiers"] == ["special", "noncontig", "channels_last", "empty"]
+    assert run_opcov("lint", out).returncode == 0
+
+
+def test_tier_cells_read_back_as_extra_slots(tiered):
+    from opcov.store import data
+    from opcov.store.cells import record_cells
+
+    cell = record_cells(data.load(tiered[0])["ops"]["aten::sin"])["float32"]
+    assert cell.slot("noncontig").status == "mismatch" and cell.extra["special"].status == "pass"
+    assert ("noncontig", "status", "mismatch") in cell.evidence()
+
+
+def test_harder_samples_and_layout_judgement():
+    import torch
+
+    from opcov.probe.sample import Sample, case_ids
+    from opcov.probe.tiers import harder, layout_problem, tier_samples
+
+    x = torch.randn(2, 3, 4, 5)
+    s = Sample(x, (torch.tensor([1, 2]),), {})
+    sp = harder("special", s)
+    assert torch.isnan(sp.input.view(-1)[0]) and sp.input.view(-1)[3] == 0 and sp.args[0].tolist() == [1, 2]
+    nc = harder("noncontig", s)
+    assert not nc.input.is_contiguous() and torch.equal(nc.input, x) and nc.keep_layout
+    assert not nc.args[0].is_contiguous() and nc.args[0].tolist() == [1, 2]  # 1-d: every other element
+    cl = harder("channels_last", s)
+    assert cl.input.is_contiguous(memory_format=torch.channels_last) and not cl.input.is_contiguous()
+    em = harder("empty", s)
+    assert em.input.shape == (0, 3, 4, 5) and em.args[0].shape == (0,)  # both lead with 2
+    assert harder("channels_last", Sample(torch.randn(3, 3), (), {})) is None
+    made = tier_samples([Sample(torch.randn(3), (), {}), s], ("channels_last", "special"))
+    assert [m.tier for m in made] == ["channels_last", "special"] and made[0].input.dim() == 4
+    assert case_ids("g", [s, s] + made) == ["g|0", "g|1", "g|channels_last", "g|special"]
+    cpu = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    assert "channels_last on cpu" in layout_problem(torch, cpu, cpu.contiguous())
+    assert layout_problem(torch, cpu, cpu.clone()) is None
+    assert layout_problem(torch, cpu.contiguous(), cpu) is None  # a contiguous CPU result binds nothing
