@@ -30,30 +30,16 @@ import os
 import sys
 from collections import Counter
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
+from opcov.scan import declared as _declared  # noqa: E402  (torch-free: it imports torchgen when called)
+from opcov.store import data  # noqa: E402
+
 
 def torchgen_kernels(key: str, yaml_dir: str | None = None) -> tuple[set[str], set[str], str]:
-    """(ops with a ``key`` kernel, every aten op torchgen parsed, the yaml path) from native_functions.yaml."""
-    import torchgen
-    from torchgen.gen import parse_native_yaml
-    from torchgen.model import DispatchKey
-
-    folder = yaml_dir or os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native")
-    native, tags = os.path.join(folder, "native_functions.yaml"), os.path.join(folder, "tags.yaml")
-    parsed = parse_native_yaml(native, tags)
-    index = parsed.backend_indices[DispatchKey.parse(key)]
-    has = {str(f.func.name) for f in parsed.native_functions if index.has_kernel(f)}
-    everything, with_kernel = set(), set()
-    for f in parsed.native_functions:
-        name = str(f.func.name)
-        everything.add(name)
-        if name in has or (f.structured_delegate is not None and str(f.structured_delegate) in has):
-            with_kernel.add(name)
-    return {_aten(n) for n in with_kernel}, {_aten(n) for n in everything}, native
-
-
-def _aten(name: str) -> str:
-    """torchgen's 'add.Tensor' / 'relu' as opcov names them: 'aten::add.Tensor', 'aten::relu'."""
-    return f"aten::{name}"
+    """(ops with a ``key`` kernel, every aten op torchgen parsed, the yaml path) from native_functions.yaml,
+    as opcov's declared data reads it (opcov.scan.declared.torchgen_kernels)."""
+    found = _declared.torchgen_kernels(key, yaml_dir)
+    return set(found.kernels), set(found.ops), found.path
 
 
 def scan_kernels(doc: dict) -> set[str]:
@@ -124,9 +110,6 @@ def main(argv=None) -> int:
                    "(default: the installed torchgen's packaged copy)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     args = p.parse_args(argv)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src"))
-    from opcov.store import data
-
     doc = data.load(args.file)
     if doc.get("evidence") != "registered":
         p.error(f"{args.file}: a registered scan is needed, this holds {doc.get('evidence')!r} evidence")

@@ -38,7 +38,7 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="opcov-reality-")
 
     def show(o):
-        mark = {True: "agree", False: "DISAGREE", None: "unknown"}[o.agrees]
+        mark = {True: "agree", False: "DISAGREE", None: "harness" if o.actual == "harness" else "unknown"}[o.agrees]
         print(f"{o.spec:20s} {o.model:15s} {o.mode:9s} predicted {o.predicted:18s} actual {o.actual:7s} "
               f"{mark:8s} {o.detail[:90]}" + (f"  [{', '.join(o.problems[:3])}]" if o.problems else ""),
               flush=True)
@@ -56,10 +56,15 @@ def main():
         print(reality.confusion(outcomes, "all backends"))
     judged = [o for o in outcomes if o.agrees is not None]
     agree = sum(o.agrees for o in judged)
-    runs_but_raised = sum(o.predicted in ("runs", "runs_with_fallback") and o.actual != "ran" for o in outcomes)
-    print(f"{agree} of {len(judged)} verdicts agree with reality ({100.0 * agree / max(len(judged), 1):.1f}%); "
-          f"{len(outcomes) - len(judged)} unknown ({100.0 * (len(outcomes) - len(judged)) / max(len(outcomes), 1):.1f}%); "
-          f"{runs_but_raised} say runs for a model that did not run; {time.time() - start:.0f} s; data in {workdir}")
+    unknown = sum(o.predicted == "unknown" for o in outcomes)
+    harness = sum(o.actual == "harness" and o.predicted != "unknown" for o in outcomes)
+    runs_but_not = sum(o.predicted in ("runs", "runs_with_fallback") and o.actual not in ("ran", "harness")
+                       for o in outcomes)
+    print(f"{agree} of {len(judged)} verdicts that claim something agree with reality "
+          f"({100.0 * agree / max(len(judged), 1):.1f}%); {unknown} unknown "
+          f"({100.0 * unknown / max(len(outcomes), 1):.1f}% of {len(outcomes)}); {harness} untested (harness: the "
+          f"test backend could not compute a kernel it plants); {runs_but_not} say runs for a model that did not "
+          f"run; {time.time() - start:.0f} s; data in {workdir}")
 
 
 if __name__ == "__main__":

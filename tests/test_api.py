@@ -176,8 +176,8 @@ def test_action_script_writes_the_summary_and_exits_with_the_gate(gate):
 
 
 def test_action_script_passes_extra_args_and_refuses_bad_input(gate):
-    assert gate("llama", "meta", mode="inference")[0].returncode == 0  # unknown: not a failure...
-    assert gate("llama", "meta", mode="inference", args="--strict")[0].returncode == 1  # ...unless --strict
+    assert gate("nn-convnet", "meta", mode="inference")[0].returncode == 0  # unknown: not a failure...
+    assert gate("nn-convnet", "meta", mode="inference", args="--strict")[0].returncode == 1  # ...unless --strict
     r, _ = gate("llama", "nodata")
     assert r.returncode == 2 and "opcov scan nodata" in r.stderr
     r, _ = gate("llama", " ")

@@ -42,7 +42,7 @@ def test_one_ladder_strongest_first_with_words_icons_and_classes():
 @pytest.mark.parametrize("verdict, evidence, says", [
     ("runs", "probed", "runs"),
     ("runs", "registered", "runs (registered, unverified)"),
-    ("runs", "declared", "runs (declared, unverified)"),
+    ("runs", "declared", "runs (declared in native_functions.yaml, unverified)"),
     ("runs_with_fallback", "registered", "runs with fallback (registered, unverified)"),
     ("fails", "probed", "fails"),
     ("fails", "registered", "fails (registered evidence)"),
@@ -88,7 +88,7 @@ def test_a_probed_failure_beside_registered_claims_is_a_probed_failure(tmp_path,
 # ---------------------------------------------------------------- check on the bundled data
 
 def test_bundled_tpu_is_registered_only_and_cpu_probed():
-    got = verdicts("llama", "-b", "tpu", "-b", "cpu", "--mode", "inference")
+    got = verdicts("nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
     tpu, cpu = got[("tpu", "inference")], got[("cpu", "inference")]
     assert (tpu["verdict"], tpu["evidence"]) == ("runs", "registered")
     assert (cpu["verdict"], cpu["evidence"]) == ("runs", "probed")
@@ -98,7 +98,7 @@ def test_bundled_tpu_is_registered_only_and_cpu_probed():
 
 
 def test_text_says_the_level():
-    r = run_opcov("check", "llama", "-b", "tpu", "-b", "cpu", "--mode", "inference")
+    r = run_opcov("check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
     assert r.returncode == 0, r.stderr
     assert "tpu (inference): RUNS (registered, unverified): " in r.stdout
     assert "cpu (inference): RUNS: " in r.stdout
@@ -107,7 +107,7 @@ def test_text_says_the_level():
     assert table[1][:4] == ["tpu", "inference", "runs", "registered"]
     assert table[2][:4] == ["cpu", "inference", "runs", "probed"]
     meta = run_opcov("check", "llama", "-b", "meta", "--mode", "inference").stdout
-    assert "????" not in meta and re.search(r"^  UNKNOWN  aten::_to_copy  x1 \(forward; probed evidence\)$", meta, re.M)
+    assert "????" not in meta and re.search(r"^  UNKNOWN  aten::_to_copy  x\d+ \(forward; probed evidence\)$", meta, re.M)
 
 
 def test_a_missing_kernel_on_registered_evidence_still_fails_and_names_it():
@@ -120,7 +120,7 @@ def test_a_missing_kernel_on_registered_evidence_still_fails_and_names_it():
 
 
 def test_markdown_gives_a_registered_run_its_own_icon():
-    md = run_opcov("check", "llama", "-b", "tpu", "-b", "cpu", "--mode", "inference", "--format", "markdown").stdout
+    md = run_opcov("check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference", "--format", "markdown").stdout
     rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| tpu") or
             line.startswith("| cpu")}
     assert "| \u2705 runs | \u25cf probed |" in rows["cpu"]
@@ -130,18 +130,18 @@ def test_markdown_gives_a_registered_run_its_own_icon():
 
 
 def test_junit_and_github_show_the_level():
-    args = ("llama", "-b", "tpu", "-b", "cpu", "--mode", "inference")
+    args = ("nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
     root = ET.fromstring(run_opcov("check", *args, "--format", "junit").stdout)
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    tpu = suites["llama.tpu.inference"]
+    tpu = suites["nn-convnet.tpu.inference"]
     props = {p.get("name"): p.get("value") for p in tpu.iter("property")}
     assert props["verdict"] == "runs" and props["evidence"] == "registered"
     assert props["says"] == "runs (registered, unverified)"
     assert {c.find("system-out").text for c in tpu.iter("testcase")} == {"evidence: registered"}
-    assert {c.find("system-out").text for c in suites["llama.cpu.inference"].iter("testcase")} == {"evidence: probed"}
+    assert {c.find("system-out").text for c in suites["nn-convnet.cpu.inference"].iter("testcase")} == {"evidence: probed"}
     gh = run_opcov("check", *args, "--format", "github").stdout
-    assert "::notice title=opcov llama on tpu (inference)%3A runs (registered%2C unverified)::" in gh
-    assert "::notice title=opcov llama on cpu (inference)%3A runs::" in gh
+    assert "::notice title=opcov nn-convnet on tpu (inference)%3A runs (registered%2C unverified)::" in gh
+    assert "::notice title=opcov nn-convnet on cpu (inference)%3A runs::" in gh
 
 
 # ---------------------------------------------------------------- the gates
@@ -153,7 +153,7 @@ def test_require_probed_fails_on_registered_claims_and_passes_on_probed_runs():
             "than the probed evidence required") in r.stderr
     assert run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "registered").returncode == 0
     assert run_opcov("check", "llama", "-b", "tpu", "--mode", "inference").returncode == 0  # no level asked
-    r = run_opcov("check", "llama", "-b", "cpu", "--mode", "inference", "--require", "probed")
+    r = run_opcov("check", "nn-convnet", "-b", "cpu", "--mode", "inference", "--require", "probed")
     assert r.returncode == 0 and r.stderr == ""
     # cpu training rests partly on registered claims (ops its probe has no cell for)
     assert run_opcov("check", "llama", "-b", "cpu", "--mode", "training", "--require", "probed").returncode == 1
@@ -222,14 +222,15 @@ def test_the_site_shows_registered_runs_as_claims(bundled_site):
     page = _site("models/llama.html")
     assert '<h3 id="inference-tpu">tpu: <span class="st registered">runs</span> <span class="ev registered">' \
            '(\u25cb registered, unverified)</span></h3>' in page
+    convnet = _site("models/nn-convnet.html")  # every op of its cpu inference is probed
     assert '<h3 id="inference-cpu">cpu: <span class="st ok">runs</span> <span class="ev probed">' \
-           '(\u25cf probed)</span></h3>' in page
+           '(\u25cf probed)</span></h3>' in convnet
     badge = _site("badges/llama-tpu.svg")
     assert 'fill="#1565c0"' in badge and "#2e7d32" not in badge  # the claim's blue, not the probed green
     assert "\u25cb inference runs (registered, unverified); training runs (registered, unverified)" in badge
     index = re.sub(r"<[^>]+>", " ", _site("index.html"))
     # tpu's model runs are all claims: none counts as shown to run
-    assert re.search(r"tpu\s+inference\s+0\.0%\s+\(0 of 34\)\s+\u25cb 34 registered, unverified", index)
+    assert re.search(r"tpu\s+inference\s+0\.0%\s+\(0 of (\d+)\)\s+\u25cb \1 registered, unverified", index)
     about = _site("about.html")
     for level in vocab.EVIDENCE_LEVELS:
         assert vocab.EVIDENCE_MEANING[level] in about

@@ -158,6 +158,7 @@ def targets():
                                   "command": doc["provenance"]["command"], "ops": sorted(doc["ops"]),
                                   "notes": doc["provenance"]["notes"]}
         out["real:llama"] = trace_spec("llama", mode="inference").doc
+        out["real:nn-lstm"] = trace_spec("nn-lstm", mode="inference").doc["provenance"]["notes"]
         print(json.dumps(out))
     """)
 
@@ -287,8 +288,11 @@ def test_data_dependent_branches_are_traced_with_real_values(targets):
     assert any(n.op == "aten::scaled_dot_product_attention" and n.seen == "both" for n in tree)
     assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built, a padded "
                             "attention mask)") for n in doc["provenance"]["notes"])
-    conv = targets["spec:nn-convnet"]["notes"]  # the test backend cannot run convolution_overrideable
-    assert any(n.startswith("the real-valued run failed (") and "convolution_overrideable" in n for n in conv)
+    assert any(n.startswith("real values: a run") for n in targets["spec:nn-convnet"]["notes"])
+    assert any(n.startswith("no real-valued run (only curated zoo models get one)")
+               for n in targets["spec:nn:convnet"]["notes"])
+    lstm = targets["real:nn-lstm"]  # the test backend cannot compute the accelerator's fused LSTM cell
+    assert any(n.startswith("the real-valued run failed (") and "_thnn_fused_lstm_cell" in n for n in lstm), lstm
 
 
 DEFAULTS = {"dtype": "float32", "autocast": False, "device": "accelerator", "optimizer": "adamw", "real": False,

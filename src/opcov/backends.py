@@ -72,7 +72,8 @@ BUILTIN = (
                   "probe runs on an NVIDIA GPU"),
     Backend("mps", "mps", "MPS", note="Apple GPUs; kernels exist only in a macOS build of torch",
             setup="torch on macOS (arm64): its wheels hold the MPS kernels; scan and probe on a Mac with "
-                  "Apple silicon"),
+                  "Apple silicon. Anywhere: 'opcov scan mps --declared' makes declared data (weaker: read "
+                  "from native_functions.yaml and torch's MPS test lists)"),
     Backend("xla", "xla", "XLA", package="torch_xla", module="torch_xla",
             note="PyTorch/XLA (legacy, lazy tensors)",
             setup="torch-xla built for the installed torch (same version); PJRT_DEVICE=CPU runs it on the "

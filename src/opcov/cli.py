@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--out", help="coverage file to write (default: coverage/<backend>/registered-...yaml)")
     sc.add_argument("--no-reach", action="store_true",
                     help="skip recording what composites reach (faster; composites stay unresolved)")
+    sc.add_argument("--declared", action="store_true",
+                    help="for an in-tree key whose build cannot be loaded here (mps): declared coverage from "
+                    "native_functions.yaml and the test suite's dtype lists, a weaker evidence kind "
+                    "(default out: coverage/<backend>/declared-...yaml)")
+    sc.add_argument("--no-test-lists", action="store_true",
+                    help="with --declared: leave out the dtype notes read from torch's MPS test lists")
 
     li = sub.add_parser("lint", help="validate coverage files; every problem with file:line")
     li.add_argument("paths", nargs="*", help=f"files or folders (default: {DEFAULT_COVERAGE}/)")
@@ -334,9 +340,17 @@ def cmd_scan(args) -> int:
     from opcov.backends import get_backend, load
     from opcov.scan.registered import command_line, scan
 
+    if args.no_test_lists and not args.declared:
+        raise UsageError("--no-test-lists goes with --declared")
     backend = get_backend(args.backend, args.import_module)
-    torch = load(backend)
-    doc = scan(backend, torch, command=command_line(), reach=not args.no_reach)
+    if args.declared:  # the key's build is not loaded (it cannot be): torch's sources are read instead
+        from opcov.scan import declared
+        from opcov.torchenv import import_torch
+
+        doc = declared.scan(backend, import_torch(), command=command_line(), reach=not args.no_reach,
+                            test_lists=not args.no_test_lists)
+    else:
+        doc = scan(backend, load(backend), command=command_line(), reach=not args.no_reach)
     out = args.out or layout.scan_path(doc)
     data.save(doc, out)
     formats.print_summary([(out, doc)])

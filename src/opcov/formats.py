@@ -138,9 +138,10 @@ def _print_probed(doc) -> None:
             continue
         rows.append((label, "probed (some dtype has evidence)", s.get("probed", 0), _pct(s.get("probed", 0), s.get("overloads", 0))))
         rows.append((label, "skipped (no case reached it)", s.get("skipped", 0), _pct(s.get("skipped", 0), s.get("overloads", 0))))
-        for why, n in (s.get("skipped_by") or {}).items():  # one reason each (opcov.vocab.SKIP_REASONS)
-            word = SKIP_REASONS.get(why)
-            rows.append((label, f"  {word.short if word else why}", n, _pct(n, s.get("overloads", 0))))
+        by = s.get("skipped_by") or {}
+        for why in sorted(by, key=lambda w: (list(SKIP_REASONS).index(w) if w in SKIP_REASONS else len(SKIP_REASONS), w)):
+            word = SKIP_REASONS.get(why)  # one reason each, in the vocabulary's order
+            rows.append((label, f"  {word.short if word else why}", by[why], _pct(by[why], s.get("overloads", 0))))
         for key, what in (("fwd", "forward"), ("bwd", "backward")):
             counts = s.get(key) or {}
             text = ", ".join(f"{st} {counts[st]}" for st in PROBED_STATUSES if counts.get(st))

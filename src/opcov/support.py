@@ -138,6 +138,8 @@ def status(cov: judge.Coverage, op: str, direction: str) -> Status:
     res, path = rec.get("res" if key == "fwd" else "bwd_res"), rec.get(key)
     word = vocab.REGISTERED.get(res)
     text = (word.short if res == "not_applicable" else word.label) if word else str(res)
+    if res == "registered" and cov.static != "registered":  # declared: says so ("declared in ..., unverified")
+        text = vocab.evidence_word(cov.static).label
     via = rec.get("via" if key == "fwd" else "bwd_via") or []
     if path == "composite" and via:
         text += f" ({path} of {', '.join(via[:3])}{', ...' if len(via) > 3 else ''})"
@@ -148,7 +150,7 @@ def status(cov: judge.Coverage, op: str, direction: str) -> Status:
         text += f"; {kind} fallback {'enabled: runs there, slowly' if enabled else 'disabled: raises'}"
     if res == "unresolved" and rec.get("why"):
         text += f": {rec['why']}"
-    return Status("registered", str(res), text, path=str(path or ""), note=note)
+    return Status(cov.static, str(res), text, path=str(path or ""), note=note)  # registered, or declared
 
 
 # ---------------------------------------------------------------- the answer
@@ -181,7 +183,7 @@ class Answer:
 def _all_names(backend: str, coverage_dir: str) -> tuple[list[str], str]:
     """Every op name in a backend's newest snapshot, and that snapshot's torch version."""
     files = layout.snapshots(coverage_dir, backend)
-    path = layout.pick(files["registered"] or files["probed"], "")
+    path = layout.pick(files["registered"] or files["declared"] or files["probed"], "")
     doc = lineyaml.load(path, summary=False)
     return list(doc["ops"]), str(doc["provenance"].get("torch", "?"))
 
@@ -246,7 +248,8 @@ def _tags(backends, coverage_dir: str, torch_of: dict) -> dict[str, set]:
     """op -> tags, over the backends' registered files."""
     out: dict[str, set] = {}
     for b in backends:
-        path = layout.pick(layout.snapshots(coverage_dir, b)["registered"], torch_of[b])
+        files = layout.snapshots(coverage_dir, b)
+        path = layout.pick(files["registered"] or files["declared"], torch_of[b])
         for name, rec in (lineyaml.load(path, summary=False)["ops"] if path else {}).items():
             out.setdefault(name, set()).update(rec.get("tags") or ())
     return out

@@ -34,7 +34,7 @@ def _table(*words: Word) -> dict[str, Word]:
 EVIDENCE = _table(
     Word("probed", "probed", "probed", "\u25cf", "probed"),
     Word("registered", "registered, unverified", "registered", "\u25cb", "registered"),
-    Word("declared", "declared, unverified", "declared", "\u25cc", "declared"),
+    Word("declared", "declared in native_functions.yaml, unverified", "declared", "\u25cc", "declared"),
 )
 EVIDENCE_LEVELS = tuple(EVIDENCE)  # strongest first: probed evidence outranks a registration
 EVIDENCE_MEANING = {
@@ -42,13 +42,14 @@ EVIDENCE_MEANING = {
               "for the inputs the probe tried",
     "registered": "read from the dispatcher of the installed build, which registers a kernel for the op "
                   "(dtype-blind); a claim, not proof that it runs",
-    "declared": "listed in native_functions.yaml for a dispatch key whose build cannot be loaded here; "
-                "a claim one step further removed (no data of this kind yet)",
+    "declared": "listed in native_functions.yaml for a dispatch key whose build cannot be loaded here "
+                "(mps); a claim one step further removed: no binary was read",
 }
 # Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
 NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
 EVIDENCE_WORST_FIRST = (NO_EVIDENCE.name,) + EVIDENCE_LEVELS[::-1]
-EVIDENCE_KINDS = ("registered", "probed")  # as written in a coverage file's ``evidence`` field (so far)
+EVIDENCE_KINDS = ("registered", "probed", "declared")  # as written in a coverage file's ``evidence`` field
+STATIC_KINDS = ("registered", "declared")  # a file of paths per op (opcov.scan), strongest first
 
 # --- Registered evidence (static, from the dispatcher) -------------------------------------------
 FWD_PATHS = ("kernel", "out_variant", "composite", "fallback", "missing", "not_applicable")

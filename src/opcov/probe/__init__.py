@@ -6,8 +6,10 @@ a case dispatches, ``compare`` judges a device result against the CPU reference,
 one case and fills its ``caserecord.CaseRecord`` (the one record type the pipe, the flight
 recorder, the journal and ``results`` share), ``worker`` is the spawned process around it, telling
 the parent what it is doing through ``flight``, ``pool`` keeps the workers, deadlines and restarts,
-``journal`` and ``progress`` what finished, ``runner`` ties them into a probe with resume and
-shards, ``results`` folds case records into per-op cells, and ``merge`` combines files.
+``journal`` and ``progress`` what finished, ``ledger`` the groups known to crash or hang (run
+first next time), ``runner`` ties them into a probe with resume and shards, ``tiers`` makes the
+harder input cases, ``results`` folds case records into per-op cells, ``disposition`` gives every
+op no case reached its reason, and ``merge`` combines files.
 """
 
 from opcov.vocab import PROBED_FAILURES, PROBED_RANK, PROBED_STATUSES

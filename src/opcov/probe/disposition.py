@@ -20,6 +20,7 @@ over the shards is the whole run's (``pick``).
 
 from __future__ import annotations
 
+from opcov.catalog import resolve_overload
 from opcov.vocab import SKIP_REASONS
 
 # Namespaces whose ops run collectives: they need an initialised process group.
@@ -61,8 +62,6 @@ def intrinsic(torch, catalog) -> dict[str, str]:
 
 
 def _schema(torch, name: str):
-    from opcov.catalog import resolve_overload
-
     try:
         return resolve_overload(torch, name)._schema
     except (AttributeError, RuntimeError):

@@ -2,8 +2,11 @@
 
 A case runs on CPU first (recording the overloads it dispatches, ``probe.record``), in float64
 where it can (the reference, ``probe.compare``), then on the device: the forward, the same call
-with ``out=`` on an OpInfo's first sample, the backward. A failure the recorded overloads cannot
-pin on one of them is localised by replaying the case's calls one at a time. Before each step
+with ``out=`` on an OpInfo's first sample, the backward; a harder case of an input tier
+(``probe.tiers``) runs forward only, its inputs laid out on the device as on CPU, and the layout
+tiers judge the outputs' memory format too. A failure the recorded overloads cannot pin on one of
+them is localised by replaying the case's calls one at a time. The value judgement
+(``probe.compare``) gets the op family, for its usable precision tier. Before each step
 (the CPU run, the device forward, the backward) the case's partial record is written into the
 flight recorder (``probe.flight``), so that when the process dies or hangs the parent knows
 which case and which phase to record it against, without a message per step.
@@ -22,8 +25,8 @@ from opcov.probe.caserecord import CaseRecord
 from opcov.probe.cases import seed_host, seed_of
 from opcov.probe.compare import family_of, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, spotting
-from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
 from opcov.probe.results import needs_localizing
+from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
 
 LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time (the rest are not)
 FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")

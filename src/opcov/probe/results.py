@@ -127,7 +127,7 @@ def _key(e: dict):
     before those that judged nothing; then the largest error, then the smallest id."""
     err = e.get("err")
     rank = RANK["no_reference"] - 0.5 if _unpinned(e) else RANK[e["status"]]
-    return (rank, bool(e.get("not_run")), -(err[0] if err else -1.0), e["case"])
+    return (rank, bool(e.get("not_run")), -(err[0] if err else -1.0), e.get("case", ""))
 
 
 def combine(a: dict | None, b: dict) -> dict:
@@ -144,7 +144,7 @@ def combine(a: dict | None, b: dict) -> dict:
 
 def to_cell(slots: dict) -> dict:
     """{'fwd': entry, 'bwd': entry, <tier>: entry} -> the file's cell (evidence keys prefixed as in
-    ``opcov.store.cells.SLOTS``; an input tier that passes has its status alone)."""
+    ``opcov.store.cells.SLOTS``; an input tier that passes has its status and counts alone)."""
     cell = {}
     samples = set()
     for slot, pre in SLOTS.values():
@@ -153,9 +153,10 @@ def to_cell(slots: dict) -> dict:
             continue
         cell[slot] = e["status"]
         samples |= set(e["samples"])
-        if slot in INPUT_TIERS and e["status"] == "pass":
-            continue  # a tier that passes says so in one word: the file stays small
+        brief = slot in INPUT_TIERS and e["status"] == "pass"  # a passing tier: its counts, no more
         for k in SLOT_KEYS:
+            if brief and k not in COUNTS:
+                continue
             if k in e and not (k in COUNTS[1:] and not e[k]):
                 # a fresh list: a list shared between keys would be written as a YAML anchor
                 cell[pre + k] = list(e[k]) if isinstance(e[k], list) else e[k]

@@ -82,7 +82,7 @@ def _noncontig(torch, t, lead):
     if t.dim() >= 2 and t.size(-1) > 1 and t.size(-2) > 1:
         return t.transpose(-1, -2).contiguous().transpose(-1, -2)
     if t.dim() >= 1 and t.size(-1) > 1:
-        wide = torch.empty(*t.shape[:-1], 2 * t.size(-1), dtype=t.dtype)
+        wide = torch.zeros(*t.shape[:-1], 2 * t.size(-1), dtype=t.dtype)
         v = wide[..., ::2]
         v.copy_(t)
         return v
@@ -108,8 +108,14 @@ assert tuple(_LEAF) == TIERS
 
 
 def copy_exact(torch, t, device):
-    """A copy of ``t`` on ``device`` with its strides (``Tensor.to`` makes a non-dense one contiguous)."""
-    out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device)
+    """A copy of ``t`` on ``device`` with its strides (``Tensor.to`` makes a non-dense one contiguous),
+    in zeroed memory: the gaps between its elements read the same everywhere (as_strided reads them).
+    A sparse or other unstrided tensor is copied as ``Tensor.to`` copies it."""
+    if t.layout != torch.strided:
+        d = t.detach().to(device, copy=True)
+        return d.requires_grad_(t.requires_grad) if t.requires_grad else d
+    span = 1 + sum((n - 1) * st for n, st in zip(t.size(), t.stride())) if t.numel() else 0
+    out = torch.zeros(span, dtype=t.dtype, device=device).as_strided(t.size(), t.stride())
     out.copy_(t.detach())
     return out.requires_grad_(t.requires_grad) if t.requires_grad else out
 

@@ -167,6 +167,11 @@ PRIVATEUSE1_REACH = {
     "aten::_convolution": ["aten::convolution_overrideable"],
     "aten::convolution_backward": ["aten::convolution_backward_overrideable"],
 }
+# On an MPS device it picks the MPS convolution (ConvBackend::Mps, or MpsTranspose when transposed).
+MPS_REACH = {
+    "aten::_convolution": ["aten::_mps_convolution", "aten::_mps_convolution_transpose"],
+    "aten::convolution_backward": ["aten::mps_convolution_backward", "aten::mps_convolution_transpose_backward"],
+}
 
 
 def _device_paths(scanner, backend, fwd_reach) -> None:
@@ -181,6 +186,9 @@ def _device_paths(scanner, backend, fwd_reach) -> None:
         elif backend.dispatch_key == "PrivateUse1" and name in PRIVATEUSE1_REACH:
             rec["via"] = list(PRIVATEUSE1_REACH[name])
             rec["why"] = "on a PrivateUse1 device ATen routes this composite to the overrideable op"
+        elif backend.dispatch_key == "MPS" and name in MPS_REACH:
+            rec["via"] = list(MPS_REACH[name])
+            rec["why"] = "on an MPS device ATen routes this composite to the MPS convolution (or its transpose)"
 
 
 def _reach_wanted(paths: dict) -> list[str]:
@@ -189,12 +197,13 @@ def _reach_wanted(paths: dict) -> list[str]:
 
 
 def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = None,
-         reach: bool = True) -> dict:
-    """The registered-coverage document for ``backend`` (already loaded)."""
+         reach: bool = True, scanner=Scanner) -> dict:
+    """The registered-coverage document for ``backend`` (already loaded); ``scanner`` makes the
+    Scanner (opcov.scan.declared passes one that reads native_functions.yaml for the key)."""
     torch = torch or _backends.load(backend)
     catalog = catalog or build_catalog((backend.module,) if backend.module else (),
                                        _backends.added_ops(backend))
-    scanner = Scanner(torch, backend, catalog, Derivatives.load())
+    scanner = scanner(torch, backend, catalog, Derivatives.load())
     scanner.classify(op.name for op in catalog)
     reach_note = "not recorded (--no-reach)"
     if reach:

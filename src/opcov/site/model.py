@@ -83,7 +83,9 @@ class Backend:
 
     @property
     def registered(self) -> Snapshot | None:
-        return self.latest("registered")
+        """The static snapshot: the newest registered scan, else the newest declared data (its
+        ``evidence`` says which; opcov.verdict.judge.coverage_for chooses the same way)."""
+        return self.latest("registered") or self.latest("declared")
 
     @property
     def probed(self) -> Snapshot | None:
@@ -328,15 +330,18 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
 def judge_models(site: Site) -> dict:
     """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges
     (judge.coverage_for, on the documents the site holds)."""
-    held = {os.path.join(site.coverage_dir, *s.path.split("/")): s.doc for b in site.backends for s in b.snapshots}
+    held = {os.path.join(site.coverage_dir, *s.path.split("/")): s for b in site.backends for s in b.snapshots}
     out = {}
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
             for b in site.backends:
                 try:
-                    cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path])
+                    cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc)
                 except UsageError:  # no data for this backend
                     continue
+                for snap in b.snapshots:  # the same document: its cells are parsed once, for every page
+                    if cov.probed is snap.doc:
+                        cov._cells = snap._cells
                 cov.paths = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
                              for p in cov.paths]
                 out[(m.name, mode, b.name)] = judge.judge(doc, cov)
@@ -386,7 +391,7 @@ class Direction:
 
     direction: str
     code: str  # a key of SUPPORT
-    evidence: str  # probed | registered | none
+    evidence: str  # probed | registered | declared | none
     dtypes: dict = field(default_factory=dict)  # dtype -> probed status (probed evidence only)
     res: str = ""  # registered resolved status
     path: str = ""  # registered path (kernel, formula, composite...)
@@ -508,7 +513,7 @@ def _direction(backend: Backend, op: str, direction: str) -> Direction:
     fwd = direction == "forward"
     res = str(rec.get("res" if fwd else "bwd_res"))
     fb = (backend.registered.prov.get("fallback") or {})
-    return Direction(direction, SUPPORT_OF_RES.get(res, "U"), "registered", res=res,
+    return Direction(direction, SUPPORT_OF_RES.get(res, "U"), backend.registered.evidence, res=res,
                      path=str(rec.get("fwd" if fwd else "bwd") or ""), via=list(rec.get("via" if fwd else "bwd_via") or []),
                      why=str(rec.get("why") or "") if res == "unresolved" else "",
                      fallback_enabled=fb.get("enabled") if fb.get("present", True) else None)

@@ -636,7 +636,8 @@ def api_path(page_path: str) -> str:
 
 
 def _json(obj) -> bytes:
-    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    """Compact, key-sorted JSON (the same data gives the same bytes)."""
+    return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
 
 
 def op_api(site: Site, name: str, op: dict, path: str) -> dict:

@@ -46,6 +46,9 @@ PROBED_CELL_KEYS = {"fwd": PROBED_STATUSES, "bwd": PROBED_STATUSES, "samples": l
 OP_KEYS = {
     "fwd": FWD_PATHS, "res": RESOLVED, "bwd": BWD_PATHS, "bwd_res": RESOLVED,
     "via": list, "bwd_via": list, "src": str, "bwd_src": str, "why": str, "tags": list,
+    # dtype (or 'all') -> why, from the backend's own test suite (declared data, opcov.scan.declared):
+    # ``xfail`` the forward is expected to fail there, ``doubt``/``bwd_doubt`` the forward/backward may.
+    "xfail": dict, "doubt": dict, "bwd_doubt": dict,
 }
 # Catalogue tags kept in registered files, so that readers (check, site) need no torch import.
 # Compiler-facing tags (pt2_compliant_tag, needs_*_strides, generated...) are left out.
@@ -61,7 +64,7 @@ BACKEND_KEYS = {"name", "device_type", "dispatch_key", "package", "version"}
 PROVENANCE_TYPES = {"torch": str, "opcov": str, "created": str, "command": str, "host": "scalars",
                     "device": str, "catalog_modules": "strings", "mode": str, "settings": "scalars",
                     "fallback": "scalars", "reach": str, "notes": "strings", "kernel_sources": "counts",
-                    "probe": "data", "merged_from": "strings"}
+                    "probe": "data", "merged_from": "strings", "declared": "data"}
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
 # A data file larger than this is refused before it is read. PyYAML holds ~40x a file's size in
@@ -408,6 +411,10 @@ def _op_problems(name, rec):
         elif allowed is str:
             if not isinstance(value, str):
                 yield (key,), f"{name}: {key} must be a string"
+        elif allowed is dict:
+            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                      for k, v in value.items()):
+                yield (key,), f"{name}: {key} must be a mapping of dtype names to strings"
         elif value not in allowed:
             yield (key,), f"{name}: {key} is {value!r}; expected one of {', '.join(allowed)}"
 

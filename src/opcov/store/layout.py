@@ -1,6 +1,7 @@
 """Where opcov's data files live and how they are named: the one module that knows the layout.
 
     coverage/<backend>/registered-torch-<torch>[-<package>-<version>].yaml          a scan
+    coverage/<backend>/declared-torch-<torch>.yaml          what torch's sources declare (opcov.scan.declared)
     coverage/<backend>/probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml  a probe
     coverage/models/<model>/<mode>.yaml                                            an op set
     coverage/zoo/outcomes[-shard-I-of-N].tsv           what 'opcov zoo trace --all' made of each model
@@ -18,13 +19,14 @@ import re
 import sys
 
 from opcov.errors import UsageError
+from opcov.vocab import EVIDENCE_KINDS
 
 DEFAULT_COVERAGE = "coverage"
 MODELS = "models"  # the folder of op sets, under the coverage folder
-EVIDENCE = ("registered", "probed")
+EVIDENCE = EVIDENCE_KINDS  # the snapshot kinds: registered, probed, declared
 YAML = (".yaml", ".yml")
 
-_SNAPSHOT = re.compile(r"^(registered|probed)-torch-(?P<torch>[^-]+(?:\+[^-]+)?)(?:-.*)?\.ya?ml$")
+_SNAPSHOT = re.compile(r"^(registered|probed|declared)-torch-(?P<torch>[^-]+(?:\+[^-]+)?)(?:-.*)?\.ya?ml$")
 
 
 def bundled_coverage() -> str | None:
@@ -124,10 +126,10 @@ def snapshot_name(evidence: str, torch: str, package: str | None = None, package
 
 
 def scan_path(doc: dict, coverage_dir: str = DEFAULT_COVERAGE) -> str:
-    """Where 'opcov scan' writes a registered document by default."""
+    """Where 'opcov scan' writes a registered (or, with --declared, a declared) document by default."""
     b = doc["backend"]
     return os.path.join(coverage_dir, b["name"],
-                        snapshot_name("registered", doc["provenance"]["torch"], b["package"], b["version"]))
+                        snapshot_name(doc["evidence"], doc["provenance"]["torch"], b["package"], b["version"]))
 
 
 def probe_path(backend, shard=None, coverage_dir: str = DEFAULT_COVERAGE) -> str:
@@ -182,13 +184,14 @@ def backends_with_data(coverage_dir: str) -> list[str]:
 
 # ---------------------------------------------------------------- misplaced files
 
-SNAPSHOT_NAMES = ("registered-torch-<torch>[-<package>-<version>].yaml and "
-                  "probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml")
+SNAPSHOT_NAMES = ("registered-torch-<torch>[-<package>-<version>].yaml, "
+                  "probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml and "
+                  "declared-torch-<torch>.yaml")
 A_FOLDER = "a folder, where a data file is expected; remove or rename it"
 
 
 def snapshot_evidence(path: str) -> str | None:
-    """The evidence kind a file's name says it holds (registered or probed), None for another name."""
+    """The evidence kind a file's name says it holds (registered, probed or declared), None for another name."""
     m = _SNAPSHOT.match(os.path.basename(path))
     return m.group(1) if m else None
 

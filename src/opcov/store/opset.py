@@ -43,6 +43,7 @@ what they were ``traced_as``) and are still read.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from opcov.store import data
@@ -128,6 +129,12 @@ def parse_node(text) -> Node:
     """A node's text back to a Node; ValueError says what is wrong with it."""
     if not isinstance(text, str):
         raise ValueError("must be a string such as '3 forward kernel aten::mm float32 x2 parent=1'")
+    return _parse_node(text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _parse_node(text: str) -> Node:
+    """parse_node's work, once per text: check validates a tree, then reads it twice (Node is frozen)."""
     head, *tail = text.split(" | ")
     words = head.split()
     if len(words) < len(NODE_FIELDS):

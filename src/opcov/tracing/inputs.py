@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import math
 import re
 
@@ -33,10 +34,12 @@ _STRIDE_KEYS = ("conv_stride", "downsampling_ratios", "upsampling_ratios", "enco
 # Sub-configs that hold a modality's settings, searched in order after the config itself.
 _AUDIO = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config", "codec_config")
 _VISION = ("vision_config", "backbone_config", "image_config", "encoder_config", "visual_config")
+_FRAME_KEYS = ("num_frames", "frames_per_clip", "num_video_frames")
 _TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_config")
 TOKEN_LOW, TOKEN_HIGH = 3, 100
 FRAMES = 64  # audio feature frames where the encoder takes any length
-_SHAPE_ERROR = re.compile(r"shape|size|dimension|expected|mat1|mat2|must match|channels|out of range|"
+_META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent", re.I)
+_SHAPE_ERROR = re.compile(r"shape|size|dimension|expected|mat1|mat2|match|length|channels|out of range|"
                           r"input_features|not enough values|invalid for input", re.I)
 
 
@@ -92,6 +95,7 @@ def wanted(model, task: str, mode: str) -> list[str]:
         names += ["input_ids", "pixel_values"]
     if mode == "training" and task != "base":
         names.append("return_loss" if task == "contrastive" else "labels")
+    names += [f"{n}_mask" for n in names if n.startswith("input_")] + ["bbox"]  # the main input's mask; layout boxes
     out = []
     for n in names:
         if n in params and n not in out:
@@ -106,6 +110,8 @@ class Maker:
         self.torch, self.config, self.task, self.sizes, self.real = torch, config, task, sizes, real
         self.dev = contextlib.nullcontext() if real else torch.device("meta")
         self.b, self.s = sizes.batch, sizes.seq
+        self.patched = False  # the forward takes a patch grid (grid_thw): pixels come as flattened patches
+        self.video_like = find(config, _FRAME_KEYS, _VISION) is not None  # images may come as clips
 
     # -- kinds
 
@@ -137,16 +143,34 @@ class Maker:
             return self.labels(made)
         if name.endswith("input_ids") or name in ("input_ids", "inputs"):
             return self.ids(b, s)
+        if name.endswith("grid_thw"):
+            return self.grid()
+        if (name == "hidden_states" or name.startswith("pixel_values")) and self.patched:
+            return self.patches()
         if name in ("pixel_values", "prompt_pixel_values", "pixel_values_images"):
-            return self.pixels()
+            return [self.pixels(), self.video()] if self.video_like else self.pixels()
         if name == "pixel_values_videos":
-            vision = sub(cfg, _VISION)
-            frames = find(cfg, ("num_frames", "frames_per_clip"), _VISION, 8)
-            return self.floats(b, frames, find(vision, ("num_channels",), default=3), *self._side(vision))
+            return self.video()
         if name == "input_values":
-            return self.floats(b, self.samples())
+            n = self.samples()
+            feats, frames, _ = self.features_shape()
+            spectrogram = [self.floats(b, frames, feats)] if find(cfg, ("max_length",), _AUDIO) else []
+            return [self.floats(b, n), self.floats(b, 1, n)] + spectrogram
         if name in ("input_features", "audio_mel"):
             return self.features()
+        if name == "past_values":
+            return self.series()
+        if name.startswith("past_") and made.get("past_values") is not None:  # time features, padding
+            ref = made["past_values"]
+            width = find(cfg, ("num_time_features",), default=0) if name.endswith("time_features") else None
+            shape = tuple(ref.shape[:2]) + ((width,) if width is not None else tuple(ref.shape[2:]))
+            with self.dev:
+                return self.torch.zeros(*shape) if name.endswith("padding") else self.torch.ones(*shape)
+        if name == "bbox":  # layout models: one box (x0, y0, x1, y1) per token
+            with self.dev:
+                return self.torch.tensor([0, 0, 1, 1]).repeat(b, s, 1)
+        if name == "freq":  # a forecaster's frequency class per series
+            return self.ids(b, 1, low=0, high=find(cfg, ("freq_size",), default=3))
         if name.endswith(("attention_mask", "_mask", "_masks")):
             return self.mask(name, made)
         if name.endswith("_embeds") or name in ("latents", "hidden_states", "states"):
@@ -154,6 +178,27 @@ class Maker:
             return self.floats(b, s, hidden)
         raise NoInput(f"the forward needs {name!r}, and opcov cannot make it from the config "
                       f"(pass a factory package.module:function that returns (model, inputs))")
+
+
+    def video(self):
+        vision = sub(self.config, _VISION)
+        frames = find(self.config, _FRAME_KEYS, _VISION, 8)
+        return self.floats(self.b, frames, find(vision, ("num_channels", "in_channels"), default=3),
+                           *self._side(vision))
+
+    def grid(self):
+        """(temporal, height, width) patch counts per image: one frame of 2x2 merge windows."""
+        merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
+        with self.dev:
+            return self.torch.tensor([[1, 2 * merge, 2 * merge]] * self.b)
+
+    def patches(self):
+        """Flattened patches for a tower that takes a patch grid: one row per patch of ``grid()``."""
+        vision = sub(self.config, _VISION)
+        merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
+        dim = (find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
+               * find(vision, ("temporal_patch_size",), default=1) * find(vision, ("patch_size",), default=14) ** 2)
+        return self.floats(self.b * 4 * merge * merge, dim)
 
     def _side(self, vision) -> tuple[int, int]:
         side = self.sizes.image or image_size(vision)
@@ -180,19 +225,35 @@ class Maker:
                 return hop * self.s
         return 16 * 400
 
-    def features(self):
-        """Audio features: [channels-first (batch, features, frames), frames-first] candidates."""
+    def series(self):
+        """Past values of a time series: [(batch, length), (batch, length, channels)] candidates, the
+        length being the context plus the largest lag."""
+        cfg = self.config
+        lags = vars(cfg).get("lags_sequence")
+        length = (find(cfg, ("context_length", "prediction_length"), default=self.s)
+                  + (max(lags) if isinstance(lags, list) and lags else 0))
+        channels = find(cfg, ("input_size", "num_input_channels"), default=1)
+        return [self.floats(self.b, length), self.floats(self.b, length, channels)]
+
+    def features_shape(self) -> tuple[int, int, bool]:
+        """(features per frame, frames, whether the encoder fixes the frame count) of audio features:
+        Whisper-like encoders take 2 x max_source_positions frames, a spectrogram model max_length."""
         cfg = self.config
         feats = find(cfg, _FEATURE_KEYS, _AUDIO)
         per_channel = find(cfg, ("input_feat_per_channel",), _AUDIO)
         if per_channel:
             feats = per_channel * find(cfg, ("input_channels",), _AUDIO, 1)
-        feats = feats or 80
         positions = find(cfg, ("max_source_positions",), _AUDIO)
-        fixed = positions and find(cfg, ("num_mel_bins",), _AUDIO) and not per_channel
-        frames = 2 * positions if fixed else FRAMES
-        first = [self.floats(self.b, feats, frames), self.floats(self.b, frames, feats)]
-        return first if not fixed else first[:1]
+        if positions and find(cfg, ("num_mel_bins",), _AUDIO) and not per_channel:
+            return feats, 2 * positions, True
+        return feats or 80, find(cfg, ("max_length",), _AUDIO, FRAMES), False
+
+    def features(self):
+        """Audio features: channels-first (batch, features, frames) where the encoder fixes the frame
+        count, else [channels-first, frames-first, a one-channel spectrogram image] candidates."""
+        feats, frames, fixed = self.features_shape()
+        first = self.floats(self.b, feats, frames)
+        return first if fixed else [first, self.floats(self.b, frames, feats), self.floats(self.b, 1, frames, feats)]
 
     def mask(self, name: str, made: dict):
         """A mask of ones shaped like the input it masks (the one named by its prefix, else the main one)."""
@@ -215,12 +276,39 @@ class Maker:
         return self.ids(self.b, low=0, high=max(1, int(getattr(self.config, "num_labels", 2) or 2)))
 
 
-def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> dict:
-    """Keyword inputs for ``model.forward`` (see the module docstring); NoInput when one cannot be made."""
+# A second modality's input, and the sub-configs that say a model has that modality.
+_MODALITIES = (("pixel_values", ("vision_config", "visual_config", "image_config")),
+               ("input_features", ("audio_config", "speech_config", "audio_encoder_config")),
+               ("input_ids", ("text_config", "language_config", "llm_config")))
+_MAIN = ("input_ids", "pixel_values", "input_values", "input_features")
+# Config keys of an image placeholder token: such a model takes images only with as many placeholders in
+# its text as its vision tower makes features (a check on the data), so it is traced on text alone.
+_PLACEHOLDERS = ("image_token_id", "image_token_index", "image_token", "img_token_id")
+
+
+def other_modality(model, config, names: list[str]) -> list[str]:
+    """Inputs of another modality the forward takes and the config describes, beside the wanted ones:
+    images for a text model with a vision config, audio with an audio config, text with a text config."""
+    params, _ = signature(model)
+    if not any(n in _MAIN for n in names):
+        return []
+    tokens = any(isinstance(vars(config).get(k), int) for k in _PLACEHOLDERS)
+    return [name for name, subs in _MODALITIES
+            if name in params and name not in names and any(hasattr(getattr(config, k, None), "to_dict") for k in subs)
+            and not (name == "pixel_values" and tokens)]
+
+
+def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tuple[dict, list[str]]:
+    """Keyword inputs for ``model.forward`` (see the module docstring) and notes on them; NoInput when
+    one cannot be made."""
     maker = Maker(torch, config, task, sizes, real)
+    names = wanted(model, task, mode)
+    extra = other_modality(model, config, names)
+    maker.patched = any(n.endswith("grid_thw") for n in names)
+    maker.video_like = maker.video_like or "video" in type(model).__name__.lower()
     made: dict = {}
     choices: dict = {}
-    for name in wanted(model, task, mode):
+    for name in names + extra:
         value = maker.make(name, made)
         if isinstance(value, list):
             choices[name] = value
@@ -228,9 +316,30 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> di
         made[name] = value
     if mode == "inference":
         made.pop("labels", None)
+    notes = []
+    combos = itertools.product(*[choices.pop(n, [made[n]]) for n in extra])
+    fitting = next((combo for combo in combos if _runs(torch, model, {**made, **dict(zip(extra, combo))})), None)
+    if fitting is not None:
+        made.update(zip(extra, fitting))
+    elif extra:
+        for name in extra:
+            made.pop(name)
+        notes.append(f"without {' and '.join(extra)}: the model does not run with them as opcov makes them; "
+                     "only the other modality was traced")
     for name, candidates in choices.items():
         made[name] = _first_fitting(torch, model, made, name, candidates, real)
-    return made
+    return made, notes
+
+
+def _runs(torch, model, made: dict) -> bool:
+    """Whether the model's forward runs on these inputs (on meta, or for real); reading a value on
+    meta counts as running: the inputs got that far."""
+    try:
+        with torch.no_grad():
+            model(**made)
+        return True
+    except Exception as exc:  # noqa: BLE001
+        return bool(_META_READ.search(str(exc)))
 
 
 def _first_fitting(torch, model, made: dict, name: str, candidates: list, real: bool):

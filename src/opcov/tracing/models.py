@@ -11,9 +11,13 @@ floating outputs.
 
 transformers models are built from their config class with random initialisation
 (``HF_HUB_OFFLINE=1``; ``from_config``, never ``from_pretrained``), with the task head that
-has a loss (causal LM, masked LM, seq2seq, image classification...), ``use_cache=False``
-(a KV cache is generation, not the model) and ``attn_implementation="sdpa"`` where the
-architecture supports it.
+has a loss (causal LM, masked LM, seq2seq, image classification...; the base model where the
+config cannot build the head), ``use_cache=False`` (a KV cache is generation, not the model) and
+``attn_implementation="sdpa"`` where the architecture supports it. Their inputs are made from the
+model's own forward signature and config (``inputs.py``), and ``Built.dtype`` says when the model
+needs a dtype to trace (bfloat16 for grouped_mm experts). Whatever stops a build is one line
+(``BuildError``): a config the class refuses, a library that is not installed, an input opcov
+cannot make.
 """
 
 from __future__ import annotations
@@ -31,14 +35,15 @@ from opcov.tracing import inputs
 from opcov.tracing import nnblocks
 
 # Task heads tried in order for a model type, with the inputs each needs.
+# A contrastive (image-text) head comes before image classification: it runs both towers.
 TASKS = (
     ("causal_lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
     ("masked_lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
     ("seq2seq_lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
     ("speech_seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+    ("contrastive", "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
     ("image_classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
     ("audio_classification", "MODEL_FOR_AUDIO_CLASSIFICATION_MAPPING_NAMES"),
-    ("contrastive", "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
 )
 
 
@@ -146,7 +151,10 @@ def _hf_config(model_type: str, zoo_entry):
                          f"{hint} (or pass a config.json, a factory package.module:function, or nn:NAME)")
     kwargs = dict(zoo_entry.config) if zoo_entry else {}
     sub = {k: kwargs.pop(k) for k in list(kwargs) if k.endswith("_config") and isinstance(kwargs[k], dict)}
-    config = tf.AutoConfig.for_model(model_type, **kwargs)
+    try:
+        config = tf.AutoConfig.for_model(model_type, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - a default config that does not construct
+        raise BuildError(f"cannot make the {model_type} config: {_why(exc)}") from None
     for key, values in sub.items():
         base = getattr(config, key)
         for k, v in values.items():
@@ -175,12 +183,15 @@ def _local_config(path: str):
 
 
 def _task_for(config, task):
-    """(task, class name) of the first head in TASKS the model type has (``task`` only, when given),
-    else ("base", the base model class)."""
+    """(task, class name) of the first head in TASKS the model type has (``task`` only, when given;
+    an encoder-decoder's sequence-to-sequence head first), else ("base", the base model class)."""
     from transformers.models.auto import modeling_auto
 
     model_type = config.model_type
-    for name, mapping in TASKS:
+    order = TASKS
+    if getattr(config, "is_encoder_decoder", False):  # the whole model, not its decoder as a causal LM
+        order = sorted(TASKS, key=lambda t: t[0] not in ("seq2seq_lm", "speech_seq2seq"))
+    for name, mapping in order:
         if task and name != task:
             continue
         cls_name = getattr(modeling_auto, mapping).get(model_type)
@@ -209,36 +220,38 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
             target = getattr(target, part, None)
             if target is None:
                 raise UsageError(f"--set {key}: the config has no {part!r}")
-        setattr(target, leaf, value)
+        try:
+            setattr(target, leaf, value)
+        except Exception as exc:  # noqa: BLE001 - a config that validates what is set
+            raise BuildError(f"--set {key}={value!r}: the config refuses it: {_why(exc)}") from None
     _no_cache(config)
     chosen, cls_name = _task_for(config, task)
     candidates = [(chosen, cls_name)]
     if chosen != "base" and not task:
         candidates.append(("base", _first(_base_class(config))))
-    failure = None
+    failures = []
     for chosen, cls_name in candidates:
         if not cls_name or not hasattr(tf, cls_name):
-            failure = failure or f"model type {config.model_type!r}: no model class in transformers {tf.__version__}"
+            failures.append(f"model type {config.model_type!r}: no model class in transformers {tf.__version__}")
             continue
         try:
             model = _instantiate(torch, getattr(tf, cls_name), config, real)
-            made = inputs.make(torch, model, config, chosen, sizes, mode=mode, real=real)
+            made, input_notes = inputs.make(torch, model, config, chosen, sizes, mode=mode, real=real)
         except inputs.NoInput as exc:
-            failure = failure or f"{cls_name}: {exc}"
+            failures.append(f"{cls_name}: {exc}")
             continue
         except Exception as exc:  # noqa: BLE001 - a config the class rejects, a missing library
-            failure = failure or f"{cls_name}: {_why(exc)}"
+            failures.append(f"{cls_name}: {_why(exc)}")
             continue
         need = needed_dtype(model)
         fell_back = [] if chosen == candidates[0][0] else [
-            f"the {candidates[0][0]} head ({candidates[0][1]}) cannot be built from this config "
-            f"({failure}); traced the base model"]
+            f"the {candidates[0][0]} head cannot be built from this config ({failures[0]}); traced the base model"]
         return Built(model, made, name=name, source=source, config=_config_summary(config, sizes),
                      dtype=need[0] if need else None,
                      notes=[f"{cls_name} ({chosen}) built from {type(config).__name__} with random initialisation",
-                            "inputs made from the forward signature and config: " + ", ".join(made),
+                            "inputs made from the forward signature and config: " + ", ".join(made), *input_notes,
                             *fell_back, *([need[1]] if need else []), *notes])
-    raise BuildError(f"cannot build {failure}")
+    raise BuildError("cannot build " + "; nor ".join(dict.fromkeys(failures)))
 
 
 def _base_class(config):

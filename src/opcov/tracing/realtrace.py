@@ -6,12 +6,12 @@ then calls sdpa with ``is_causal``; under fake tensors it cannot ask, and builds
 mask instead, so ``aten::all``, ``aten::eq.Scalar``, the host read ``aten::_local_scalar_dense`` and
 the like never reach the op set, while a real run calls them.
 
-So a small model (at most MAX_PARAMS parameters: the zoo's tiny configs) is also run with real
-values, in a child process (PrivateUse1 can be claimed once per process) whose PrivateUse1 device
+So a small curated zoo model (at most MAX_PARAMS parameters) is also run with real values, in a child
+process (PrivateUse1 can be claimed once per process) whose PrivateUse1 device
 computes: the test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op
 through its CPU fallback, so host reads see real values, while composites still take an
-accelerator's path (the device is PrivateUse1; the backend has no kernel of its own, so no device
-query such as ``_fused_sdp_choice`` is answered as CPU would) and the stand-in's pass-through
+accelerator's path (the device is PrivateUse1; the backend has no kernel of its own but convolution's,
+so no device query such as ``_fused_sdp_choice`` is answered as CPU would) and the stand-in's pass-through
 kernels show every composite call (``target.show_composites``). Text models run twice: with their
 inputs as built, and with a padded attention mask, since that branch depends on the inputs and not
 on real-vs-fake. ``calltree.merge`` adds what only the real runs saw (``seen=real``) and marks what
@@ -33,18 +33,26 @@ from opcov.tracing import calltree
 
 MAX_PARAMS = 50_000_000
 PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (the child asserts they agree)
+# Kernels of the computing device besides its CPU fallback: convolution as one op, as accelerators
+# (TorchTPU) register it; ATen's own PrivateUse1 path ends in convolution_overrideable, a stub that
+# raises, which no fallback catches. The op set does not change: the trace records aten::convolution
+# above any kernel.
+CHILD_KERNELS = {"aten::convolution": "pass", "aten::convolution_backward": "pass"}
 TIMEOUT_S = 600
 PADDED = "a padded attention mask"
 
 
 def with_real_branches(result: OpSet, model: str, *, sizes, mode: str, dtype: str, autocast: bool,
-                       device: str, optimizer: str) -> OpSet:
+                       device: str, optimizer: str, curated: bool) -> OpSet:
     """``result`` (a fake-tensor trace of ``model``, a reference trace_spec accepts) merged with
-    real-valued runs of the same model, or with a note saying why there are none."""
+    real-valued runs of the same model, or with a note saying why there are none. Only curated zoo
+    models (``curated``) get the runs for now: each is a child process (~10 s of imports), which the
+    whole-zoo tracer (hundreds of models) would pay again for every one."""
     doc = result.doc
     notes = doc["provenance"]["notes"]
     why_not = ("it was traced with real tensors already" if doc["provenance"].get("tracing") != "fake"
                else "the target is the CPU" if device == "cpu"
+               else "only curated zoo models get one" if not curated
                else "--autocast: the real run has no autocast policy for its device" if autocast
                else f"{doc['model']['params']:,} parameters is over {MAX_PARAMS:,} for a real run"
                if doc["model"].get("params", 0) > MAX_PARAMS else "")
@@ -83,7 +91,7 @@ def _run_child(job: dict) -> tuple[list, str]:
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
     # pybackend.ENV_VAR: importing pybackend here would claim this process's PrivateUse1
-    env[PYBACKEND_SPEC_VAR] = json.dumps({"name": NAME, "kernels": {}, "fallback": "cpu"})
+    env[PYBACKEND_SPEC_VAR] = json.dumps({"name": NAME, "kernels": CHILD_KERNELS, "fallback": "cpu"})
     try:
         r = subprocess.run([sys.executable, "-m", "opcov.tracing.realtrace"], input=json.dumps(job),
                            capture_output=True, text=True, env=env, timeout=TIMEOUT_S)

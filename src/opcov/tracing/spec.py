@@ -57,7 +57,7 @@ def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, 
                    optimizer=optimizer, real=real, name=entry.name if entry else built.name, source=built.source,
                    config=built.config, command=command, notes=built.notes)
     return realtrace.with_real_branches(result, model, sizes=sizes, mode=mode, dtype=dtype, autocast=autocast,
-                                        device=device, optimizer=optimizer)  # data-dependent branches
+                                        device=device, optimizer=optimizer, curated=entry is not None)
 
 
 def command_line(model: str, *, mode: str, dtype: str, autocast: bool = False, device: str = "accelerator",

@@ -12,6 +12,8 @@ overrides keep every distinct layer kind and drop the repeats:
   ``first_k_dense_replace``-style counts keep one dense layer, and periods (``attn_layer_period``)
   shrink to 2 so both kinds of layer appear;
 * per-stage block counts (``depths`` of a CNN or Swin) become 1 per stage;
+* a forecaster's ``prediction_length`` and ``context_length``, which default configs leave unset and
+  models refuse, are 8;
 * with ``width=True`` (for real-valued traces): hidden sizes 64, heads 4 (key-value heads 2 or 4),
   head dims 16, intermediate sizes 128, vocabularies 512, experts 4 (2 per token).
 
@@ -31,8 +33,10 @@ _COUNT = re.compile(r"^(?:num_|n_)?(?:\w+_)?(?:hidden_)?(?:layers|layer|depth|bl
 _NOT_COUNT = ("index", "indices", "interval", "period", "offset", "feature", "insert", "shared",
               "max_window", "dense", "per_", "nextn", "stride", "divis", "kernel", "size", "random", "min_",
               "max_", "group", "input", "loop", "start", "end", "conv", "feat_extract", "adapter",
-              "expert", "global", "mem", "num_blocks")
+              "expert", "global", "mem")
 MIN_LAYERS = 2
+HORIZON = 8  # the forecast length where the default config leaves it unset (it must be set)
+MAX_KINDS = 4  # a per-layer list with more distinct values holds per-layer numbers, not layer kinds
 # Counts of leading dense layers before the MoE ones: keep one of each kind.
 _DENSE_FIRST = ("first_k_dense_replace", "num_dense_layers", "first_k_dense")
 # Periods of a layer kind (every Nth layer is attention / MoE): 2 keeps both kinds in 2 layers.
@@ -43,7 +47,7 @@ _STAGES = ("depths", "blocks_per_stage", "stage_num_blocks", "num_block_repeats"
 WIDTH = {"hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embed_dim": 64,
          "intermediate_size": 128, "ffn_dim": 128, "d_ff": 128, "encoder_ffn_dim": 128,
          "decoder_ffn_dim": 128, "n_inner": 128, "hidden_dim": 128, "moe_intermediate_size": 64,
-         "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "n_head": 4, "n_heads": 4,
+         "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "num_heads": 4, "n_head": 4, "n_heads": 4,
          "encoder_attention_heads": 4, "decoder_attention_heads": 4, "head_dim": 16, "d_kv": 16,
          "vocab_size": 512, "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4,
          "num_experts_per_tok": 2}
@@ -87,6 +91,9 @@ def _one(cfg, width: bool) -> dict:
             offset = key.rsplit("_", 1)[0] + "_offset"
             if isinstance(raw.get(offset), int) and raw[offset] >= 2:
                 out[offset] = raw[offset] % 2
+    for key in ("prediction_length", "context_length"):  # a forecaster's horizon and context, which it needs
+        if key in raw and raw[key] is None and "prediction_length" in raw:
+            out[key] = HORIZON
     for key, count in raw.items():
         if is_count(key, count) and count > MIN_LAYERS:
             out.update(_layers(raw, key, count))
@@ -105,8 +112,9 @@ def _layers(raw: dict, key: str, count: int) -> dict:
                and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in v)
                and any(w in k for w in ("layer", "block", "indices", "indexes", "ids"))}
     kinds: dict = {}
+    typed = [v for v in per_layer.values() if len({str(x) for x in v}) <= MAX_KINDS]  # not per-layer numbers
     for i in range(count):
-        kind = tuple(str(v[i]) for v in per_layer.values()) + tuple(i in v for v in indices.values())
+        kind = tuple(str(v[i]) for v in typed) + tuple(i in v for v in indices.values())
         kinds.setdefault(kind, i)
     keep = sorted(kinds.values())
     for i in range(count):  # at least MIN_LAYERS, the first ones

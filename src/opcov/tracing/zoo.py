@@ -4,7 +4,9 @@ Tiny configs (two layers, width 64) dispatch the same ops as the full-size model
 fewer times; the sizes used are in each file's ``model.config``. Each file's
 ``provenance.command`` (``opcov trace NAME --mode MODE ...``) regenerates it alone;
 ``opcov zoo trace`` regenerates them all (``opcov.tracing.spec.trace_zoo``), reporting a failing
-model and going on.
+model and going on. ``opcov zoo trace --all`` goes further: every transformers architecture, on tiny
+configs derived from its own config (``zoorun.py``); a type this zoo holds is traced from its entry.
+The entries' dtypes agree with what the models say they need (``models.needed_dtype``).
 """
 
 from __future__ import annotations
@@ -44,12 +46,10 @@ ZOO = (
     Entry("qwen3", "hf:qwen3", _LM),
     Entry("mistral", "hf:mistral", _LM),
     Entry("mixtral", "hf:mixtral", {**_LM, "num_local_experts": 4, "num_experts_per_tok": 2},
-          dtype="bfloat16",
-          notes=("bfloat16: the experts' grouped matmul (aten::_grouped_mm) refuses float32 under fake tensors "
-                 "(its meta kernel expects bfloat16); --real traces float32 on CPU",)),
+          dtype="bfloat16", notes=("--real traces float32 on CPU",)),
     Entry("qwen2_moe", "hf:qwen2_moe", {**_LM, "num_experts": 4, "num_experts_per_tok": 2,
                                          "moe_intermediate_size": 64, "shared_expert_intermediate_size": 64},
-          dtype="bfloat16", notes=("bfloat16, as for mixtral (grouped matmul)",)),
+          dtype="bfloat16"),
     Entry("gemma", "hf:gemma", _LM),
     Entry("gemma2", "hf:gemma2", _LM),
     Entry("phi3", "hf:phi3", {**_LM, "pad_token_id": 0}),
@@ -68,7 +68,7 @@ ZOO = (
     Entry("electra", "hf:electra", {**_ENC, "embedding_size": 32}),
     Entry("t5", "hf:t5", dict(d_model=64, d_ff=128, d_kv=16, num_layers=2, num_heads=4, vocab_size=256,
                               pad_token_id=0, decoder_start_token_id=0)),
-    Entry("bart", "hf:bart", _S2S),
+    Entry("bart", "hf:bart", _S2S, task="causal_lm"),
     Entry("whisper", "hf:whisper", {**_S2S, "num_mel_bins": 16, "max_source_positions": 32,
                                      "max_target_positions": 64, "pad_token_id": 0, "bos_token_id": 1,
                                      "eos_token_id": 2, "decoder_start_token_id": 1},
@@ -77,7 +77,7 @@ ZOO = (
     Entry("dinov2", "hf:dinov2", _VIT),
     Entry("clip", "hf:clip", dict(projection_dim=32,
                                   text_config={**_ENC, "max_position_embeddings": 64},
-                                  vision_config=_VIT)),
+                                  vision_config=_VIT), task="image_classification"),
     Entry("swin", "hf:swin", dict(embed_dim=16, depths=[1, 1], num_heads=[2, 2], window_size=4,
                                   image_size=32, patch_size=4)),
     Entry("convnext", "hf:convnext", dict(hidden_sizes=[16, 32], depths=[1, 1], num_stages=2, image_size=32)),

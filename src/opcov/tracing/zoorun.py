@@ -39,6 +39,7 @@ from opcov.store import output
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace, with a real-valued retry); a worker start is not counted
 START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
+REAL_PARAMS = 150_000_000  # a real-valued trace keeps the tiny config's width up to this many parameters
 MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
 COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
 SAMPLE_SEED = 17
@@ -131,14 +132,29 @@ def _trace(arch: Arch, mode: str, path: str):
     except OpcovError as exc:
         if "--real" not in str(exc):
             raise
-        first = one_line(exc)
-    narrow = models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True))
+        first = exc
+    sizes, narrow = _real_sizes(arch, mode)
+    how = "on a narrow config" if narrow else "on the tiny config"
     try:
-        result = trace_spec(arch.spec, mode=mode, real=True, sizes=narrow, out=path)
+        result = trace_spec(arch.spec, mode=mode, real=True, sizes=sizes, out=path)
     except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"{first}; with --real: {one_line(exc)}") from None
-    result.doc["provenance"]["notes"].insert(0, f"traced with real tensors: under fake tensors {first}")
+        raise UsageError(f"{one_line(exc, 180)} (with real tensors {how}; under fake tensors: "
+                         f"{one_line(first, 120)})") from None
+    result.doc["provenance"]["notes"].insert(0, f"traced with real tensors {how}: under fake tensors {one_line(first)}")
     return result
+
+
+def _real_sizes(arch: Arch, mode: str):
+    """(sizes, narrowed) for a real-valued trace: the tiny config when its real weights are small
+    (at most REAL_PARAMS), else one made narrow too (which some models' derived sizes refuse)."""
+    from opcov.tracing import models, tiny
+
+    config = _config(arch.spec[3:])
+    sizes = models.Sizes(overrides=tiny.overrides(config))
+    built = models.build(arch.spec, sizes, mode=mode, real=False)
+    if sum(p.numel() for p in built.model.parameters()) <= REAL_PARAMS:
+        return sizes, False
+    return models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True)), True
 
 
 def _config(model_type: str):
@@ -151,13 +167,13 @@ def _config(model_type: str):
         raise models.BuildError(f"cannot make the default config of {model_type}: {one_line(exc)}") from None
 
 
-def one_line(exc) -> str:
-    """An exception as one line: opcov's own message, else 'Type: first line' (at most 300 characters)."""
+def one_line(exc, limit: int = 300) -> str:
+    """An exception as one line: opcov's own message, else 'Type: first line' (at most ``limit`` characters)."""
     text = str(exc).strip()
     if not isinstance(exc, OpcovError):
         text = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
     text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:297] + "..."
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def worker_main(conn, root: str) -> None:
@@ -453,23 +469,29 @@ class Progress:
 
 # ---------------------------------------------------------------- the run
 
+def header_for(selection: str, modes, shard=None) -> dict:
+    """The table's header, and the journal's settings: what was run, with which torch and transformers."""
+    from importlib.metadata import version
+
+    header = {"command": selection or "opcov zoo trace", "torch": version("torch"),
+              "transformers": version("transformers"), "modes": ",".join(modes)}
+    if shard:
+        header["shard"] = f"{shard[0]}/{shard[1]}"
+    return header
+
+
 def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str | None = None,
         table: str | None = None, resume: bool = False, timeout: float = TIMEOUT_S, selection: str = "",
         stream=None) -> list[dict]:
     """Trace ``archs`` (those of ``shard``) in ``modes`` with ``jobs`` workers; writes the op sets under
     ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows."""
-    from importlib.metadata import version
-
     root = root or layout.models_dir()
     table = table or layout.zoo_table_path(shard=shard)
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {jobs}")
     output.check_writable_file(table)
     picked = [a for i, a in enumerate(archs) if in_shard(i, shard)]
-    header = {"command": selection or "opcov zoo trace", "torch": version("torch"),
-              "transformers": version("transformers"), "modes": ",".join(modes)}
-    if shard:
-        header["shard"] = f"{shard[0]}/{shard[1]}"
+    header = header_for(selection, modes, shard)
     journal = Journal(journal_path(table), header, resume)
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
     for arch, mode in pending:

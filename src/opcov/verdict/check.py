@@ -20,6 +20,12 @@ from opcov.verdict import judge
 from opcov.errors import UsageError
 
 
+def load_opsets(paths, modes) -> list[tuple[str, dict]]:
+    """(path, op-set document) for each op-set file whose mode is wanted (every mode when none given)."""
+    docs = ((path, opset.load(path)) for path in paths)
+    return [(path, doc) for path, doc in docs if not modes or doc["mode"] in modes]
+
+
 def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
     """(path, op-set document) for each wanted mode of MODEL; [] when MODEL is no saved op set."""
     candidates = []
@@ -33,11 +39,7 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
             candidates = layout.opset_files(folder)
             if not candidates:
                 raise UsageError(f"{folder}: no op-set files (*.yaml) in this folder")
-    found = []
-    for path in candidates:
-        doc = opset.load(path)
-        if not modes or doc["mode"] in modes:
-            found.append((path, doc))
+    found = load_opsets(candidates, modes)
     if candidates and not found:
         have = sorted({opset.load(p)["mode"] for p in candidates})
         raise UsageError(f"{model}: no op set for mode {', '.join(modes)} (there is: {', '.join(have)}); "

@@ -54,6 +54,11 @@ class Difference:
     def model_count(self) -> int:
         return len({m for m, _ in self.models})
 
+    @property
+    def absent(self) -> bool:
+        """Whether the op does not exist in the lacking backend's torch (its data is of another release)."""
+        return any(w.startswith(judge.NOT_IN_TORCH) for w in self.why)
+
 
 @dataclass
 class Comparison:
@@ -162,7 +167,7 @@ def as_dict(c: Comparison) -> dict:
         return {"op": d.op, "evidence": d.evidence, "outcome": d.outcome, "other_outcome": d.other_outcome,
                 "model_count": d.model_count, "models": model_names(d, c.modes),
                 "opsets": [f"{m} ({mode})" for m, mode in sorted(d.models)], "calls": d.calls,
-                "why": sorted(d.why)}
+                "why": sorted(d.why), "absent": d.absent}
 
     return {"a": c.a, "b": c.b, "opsets": c.opsets, "models": len(c.modes),
             "sources": c.sources, "torch": c.torch, "opset_torch": c.opset_torch,
@@ -195,9 +200,10 @@ def render_text(c: Comparison) -> str:
             lines.append(f"  {_section_title(level)}: {len(in_level)} op(s)")
             for d in in_level:
                 n = d.model_count
+                absent = f" (no such op in torch {', '.join(c.torch[lacking])})" if d.absent else ""
                 lines.append(f"    {n:3d} model{'s' if n != 1 else ' '}  {d.op}  {lacking}: "
-                             f"{vocab.OUTCOMES[d.outcome].label}, {having}: {vocab.OUTCOMES[d.other_outcome].label}"
-                             f"  [{', '.join(model_names(d, c.modes))}]")
+                             f"{vocab.OUTCOMES[d.outcome].label}{absent}, {having}: "
+                             f"{vocab.OUTCOMES[d.other_outcome].label}  [{', '.join(model_names(d, c.modes))}]")
     return "\n".join(lines) + "\n"
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from opcov.store import layout
-from opcov.store import opset
 from opcov.verdict import judge
+from opcov.verdict.check import load_opsets
 from opcov.errors import UsageError
 
 
@@ -38,13 +38,8 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
     files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
-    judged = []
-    for path in files:
-        doc = opset.load(path)
-        if modes and doc["mode"] not in modes:
-            continue
-        cov = judge.coverage_for(doc, backend, coverage_dir)
-        judged.append((doc["model"]["name"], doc["mode"], judge.judge(doc, cov)))
+    judged = [(doc["model"]["name"], doc["mode"], judge.judge(doc, judge.coverage_for(doc, backend, coverage_dir)))
+              for _path, doc in load_opsets(files, modes)]
     ranked = tally(judged)
     for e in ranked:
         e["models"] = [f"{m} ({mode})" for m, mode in e["models"]]

@@ -35,6 +35,7 @@ PROBED_OK = {s: vocab.PROBED[s].label for s in vocab.PROBED_RAN}
 PROBED_FAIL = {s: vocab.PROBED[s].label for s in vocab.PROBED_STATUSES if s in vocab.PROBED_FAILURES}
 HOST_SYNC_TAGS = ("data_dependent_output", "dynamic_output_shape")
 HOST_SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero")
+NOT_IN_TORCH = "does not exist in torch "  # a finding's why, for an op the backend's torch lacks (compare marks it)
 
 
 def _worst(outcomes) -> str:
@@ -144,6 +145,17 @@ class Coverage:
         return self._cells[op]
 
     @property
+    def static(self) -> str:
+        """The evidence level of the static document in ``registered``: a registered scan's, or declared
+        data's (opcov.scan.declared) when the backend has no scan."""
+        return str((self.registered or {}).get("evidence") or "registered")
+
+    def unsupported_dtypes(self) -> tuple:
+        """dtypes the backend has no tensors of, as its declared data says (mps: float64, complex128)."""
+        declared = (self.registered or {}).get("provenance", {}).get("declared") or {}
+        return tuple(declared.get("unsupported_dtypes") or ())
+
+    @property
     def torch(self) -> str:
         for doc in (self.registered, self.probed):
             if doc:
@@ -179,7 +191,8 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
     """The Coverage that judges op set ``doc`` on ``backend``: what check, gaps and the site all use.
 
     It reads the ops the op set needs (``needed_ops``) from the backend's snapshots made with the op
-    set's torch version (else the newest by name), and, where the backend's CPU fallback is enabled,
+    set's torch version (else the newest by name; declared data, opcov.scan.declared, stands in for a
+    registered scan only where there is none), and, where the backend's CPU fallback is enabled,
     CPU's registered data for them (a CPU fallback can only run what CPU runs). ``read(path, names)``
     gives a file's document (the site passes the documents it holds). With no snapshot,
     ``scan(backend, names)`` may make a registered document now (check's live scan; None when it
@@ -195,7 +208,12 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
             docs[kind] = read(path, names)
             if docs[kind].get("evidence") != kind:
                 raise DataError(f"{path}: evidence is {docs[kind].get('evidence')!r}, expected {kind!r}")
-    paths = [p for p in chosen.values() if p]
+    if "registered" in docs:
+        docs.pop("declared", None)  # a registration read from a binary outranks a declaration
+    elif "declared" in docs:
+        docs["registered"] = docs.pop("declared")
+        chosen["registered"] = chosen["declared"]
+    paths = [chosen[kind] for kind in ("registered", "probed") if kind in docs]
     ignored = layout.strays(coverage_dir, backend)
     if not docs:
         if ignored:  # misnamed or misplaced data: never judge around it with a live scan
@@ -234,6 +252,35 @@ def _err_text(err) -> str:
 
 
 def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
+    """One requirement judged: from the probe's cell when it has a status, else from the static
+    document (a registered scan, or declared data with what the backend's test suite says of dtypes)."""
+    finding = _judge_requirement(cov, op, dtype, direction, torch_version)
+    if finding.evidence != "declared":
+        return finding
+    return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(op) or {})
+
+
+def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
+    """Declared data's dtype notes (opcov.scan.declared): a dtype the backend has no tensors of, or one
+    its test suite expects every OpInfo about the op to fail in (``xfail``), fails; a ``doubt`` is named."""
+    dtype, forward = finding.dtype, finding.direction == "forward"
+    suite = f"torch's {cov.backend} test suite"
+    if dtype in cov.unsupported_dtypes():
+        return replace(finding, outcome="fails", fix=f"use float32 (or bfloat16): {cov.backend} has no {dtype}",
+                       why=f"{cov.backend} has no {dtype} tensors ({suite} expects every op to fail in {dtype})")
+    if finding.outcome not in ("ok", "fallback"):
+        return finding
+    notes = (rec.get("xfail") or {}) if forward else {}
+    why = notes.get(dtype) or notes.get("all")
+    if why:
+        return replace(finding, outcome="fails", why=f"{suite} expects it to fail in {dtype} ({why}); "
+                                                     f"declared kernel: {finding.why}")
+    doubt = (rec.get("doubt" if forward else "bwd_doubt") or {})
+    why = doubt.get(dtype) or doubt.get("all")
+    return replace(finding, why=f"{finding.why}; {suite} lists it in {dtype}: {why}") if why else finding
+
+
+def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
     key = "fwd" if direction == "forward" else "bwd"
     in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
     cells = cov.cells(op)
@@ -277,6 +324,7 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_
                            f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}{cut}", src, fix)
     rec = (cov.registered or {}).get("ops", {}).get(op)
     reg_src = cov.paths[0] if cov.registered else ""
+    level, claim = cov.static, vocab.evidence_word(cov.static).label  # registered, or declared
     note = ""
     if status == "skipped" or (in_probe and cell is None and cov.probed):
         note = f"; no probe evidence in {dtype}"
@@ -285,33 +333,41 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_
             return Finding(direction, dtype, "unknown", "none",
                            f"no registered data and no probe of this op in {dtype}")
         if not layout.same_torch(cov.torch, torch_version):
+            where = (f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
+                     "every op its torch defines)" if level == "registered" and op.startswith("aten::")
+                     else f"not in the {cov.backend} data for torch {cov.torch}")
             return Finding(direction, dtype, "unknown", "none",
-                           f"not in the {cov.backend} data for torch {cov.torch} (the op set was traced "
-                           f"with torch {torch_version}: versions differ)", reg_src)
+                           f"{where}; the op set was traced with torch {torch_version}: versions differ", reg_src)
         if not op.startswith("aten::"):
             return Finding(direction, dtype, NOT_JUDGED, "none",
                            f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data", reg_src)
+        if level == "declared":
+            return Finding(direction, dtype, "unknown", "none",
+                           f"not in the declared {cov.backend} data: outside native_functions.yaml with no "
+                           f"composite kernel, nothing declares what {cov.backend} does with it", reg_src)
         return Finding(direction, dtype, "unknown", "none", "not in the coverage data", reg_src)
     path = rec.get(key)
     if key == "bwd":
         return _judge_backward_path(cov, path, dtype, note, reg_src)
     res = rec.get("res")
+    if res == "fallback" and level == "declared":  # a source's registration, not one read from a binary
+        note += f"; the boxed fallback as {cov.backend}'s source registers it"
     if res == "registered" or res == "not_applicable":
         what = {"kernel": "own kernel", "out_variant": "kernel via its .out variant",
                 "composite": "composite of registered ops", "backend_kernel": "backend autograd kernel",
                 "formula": "derivative formula over registered ops", "none": "not differentiable",
                 "not_applicable": "needs no kernel"}.get(path, path)
-        return Finding(direction, dtype, "ok", "registered", f"{what} (registered, unverified){note}", reg_src)
+        return Finding(direction, dtype, "ok", level, f"{what} ({claim}){note}", reg_src)
     if res == "fallback":
         kind, enabled = cov.fallback()
         cpu_rec = (cov.cpu or {}).get("ops", {}).get(op)
         if kind == "cpu" and enabled and cpu_rec and cpu_rec.get("res") == "missing":
-            return Finding(direction, dtype, "fails", "registered",
+            return Finding(direction, dtype, "fails", level,
                            f"only the CPU fallback catches it, and CPU has no kernel for it either{note}", reg_src)
         if kind == "cpu" and enabled:
-            return Finding(direction, dtype, "fallback", "registered",
+            return Finding(direction, dtype, "fallback", level,
                            f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}", reg_src)
-        return Finding(direction, dtype, "fails", "registered",
+        return Finding(direction, dtype, "fails", level,
                        f"no kernel; only the backend fallback ({kind}, "
                        f"{'enabled' if enabled else 'disabled'}) catches it{note}", reg_src,
                        _fix_fallback(cov.backend) if kind == "cpu" and not enabled else "")
@@ -319,10 +375,10 @@ def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_
         why = ("derivative not implemented" if path == "not_implemented" else
                "backward lost: the backend overrides the op without an autograd kernel" if path == "lost"
                else "no kernel")
-        return Finding(direction, dtype, "fails", "registered", f"{why}{note}", reg_src)
+        return Finding(direction, dtype, "fails", level, f"{why}{note}", reg_src)
     via = rec.get("via" if key == "fwd" else "bwd_via") or []
     reason = rec.get("why") or (f"reaches {', '.join(via[:3])}" if via else "path not resolved")
-    return Finding(direction, dtype, "unknown", "registered",
+    return Finding(direction, dtype, "unknown", level,
                    f"{direction} path not resolved by the scan ({reason}){note}", reg_src)
 
 
@@ -332,15 +388,16 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
     The ops that way runs are not judged here: a traced op set lists them in its
     backward phase, where each is judged as a forward kernel like any other call.
     """
+    level, claim = cov.static, vocab.evidence_word(cov.static).label
     if path in ("not_implemented", "lost"):
         why = ("derivative not implemented" if path == "not_implemented" else
                "backward lost: the backend overrides the op without an autograd kernel")
-        return Finding("backward", dtype, "fails", "registered", f"{why}{note}", src)
+        return Finding("backward", dtype, "fails", level, f"{why}{note}", src)
     what = {"backend_kernel": "the backend's autograd kernel", "formula": "derivative formula",
             "composite": "differentiated through its composite", "none": "not differentiable",
             "not_applicable": "needs no kernel"}.get(path, str(path))
-    return Finding("backward", dtype, "ok", "registered",
-                   f"{what} (registered, unverified; the ops it runs are judged in the backward phase){note}",
+    return Finding("backward", dtype, "ok", level,
+                   f"{what} ({claim}; the ops it runs are judged in the backward phase){note}",
                    src)
 
 
@@ -382,7 +439,10 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     if not layout.same_torch(cov.torch, torch_version):
         notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
                      f"{torch_version}: ops that differ between versions come out unknown")
-    if cov.probed is None:
+    if cov.probed is None and cov.static == "declared":
+        notes.append(f"no probe data and no registered scan for {cov.backend}: declared evidence only (what "
+                     f"native_functions.yaml and torch's test lists say; no {cov.backend} build was read)")
+    elif cov.probed is None:
         notes.append(f"no probe data for {cov.backend}: registered evidence only (a claim, dtype-blind)")
     else:
         notes.extend(n for n in cov.probed["provenance"].get("notes", ()) if "self-test" in n)

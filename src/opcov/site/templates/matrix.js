@@ -3,7 +3,8 @@
    Row: [name, tag bitmask over D.tags, forward status per backend (one letter each, D.reg_codes; '-' no data),
    backward likewise, optional {backend index: 0 (probe skipped) or two letters per D.dtypes entry}].
    Every cell shows an icon and words (never colour alone) and names its evidence: probed cells per dtype,
-   registered cells as a claim (blue, never the green of a probed pass), dtype-blind. */
+   registered cells as a claim (blue, never the green of a probed pass), dtype-blind. Rows are drawn a page
+   at a time (see paint). */
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("matrix-data").textContent);
@@ -168,9 +169,9 @@
     }
   }
 
-  /* Rows as HTML, the first FIRST at once and the rest in slices between frames, so that the page answers
-     input at once; table[data-complete] says when every row is in. */
-  var FIRST = 150, SLICE = 600, pending = null;
+  /* Rows as HTML: the first PAGE at once, more as the reader scrolls near the end of the box (or presses
+     the button), so that a filter or a sort re-draws a few hundred rows, never thousands. */
+  var PAGE = 200, more = $("more"), left = [], seen = null;
   function cellsOf(row, cols) { return cols.map(function (c) { return cell(row, c[1], c[2], c[3]); }); }
   var drawn = null;  /* the columns of the rows being drawn */
   function html(r) {
@@ -182,18 +183,23 @@
     }
     return h + "</tr>";
   }
+  function next() {
+    var part = left.splice(0, PAGE);
+    tbody.insertAdjacentHTML("beforeend", part.map(html).join(""));
+    more.hidden = !left.length;
+    more.textContent = "Show " + Math.min(PAGE, left.length) + " more (" + left.length + " not shown yet)";
+    table.setAttribute("data-rows", String(tbody.rows.length));
+  }
   function paint(rows) {
-    clearTimeout(pending);
-    table.removeAttribute("data-complete");
-    tbody.innerHTML = rows.slice(0, FIRST).map(html).join("");
-    var done = FIRST;
-    function more() {
-      if (done >= rows.length) { table.setAttribute("data-complete", "true"); return; }
-      tbody.insertAdjacentHTML("beforeend", rows.slice(done, done + SLICE).map(html).join(""));
-      done += SLICE;
-      pending = setTimeout(more, 0);
-    }
-    more();
+    tbody.innerHTML = "";
+    left = rows.slice();
+    next();
+  }
+  more.addEventListener("click", next);
+  if (window.IntersectionObserver) {
+    seen = new IntersectionObserver(function (es) { if (es[0].isIntersecting && left.length) next(); },
+      {root: document.querySelector(".matrix-wrap"), rootMargin: "400px"});
+    seen.observe(more);
   }
 
   /* The Python-name-aware ranking of the site search, when its index has loaded (search.js). */

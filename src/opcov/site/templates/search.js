@@ -120,6 +120,7 @@
         }).join("");
         var total = ops.length + ms.length;
         list.innerHTML = h;
+        list.setAttribute("data-q", q);  /* which query the list answers */
         all.innerHTML = "<a href=\"" + esc(root + "search.html?q=" + encodeURIComponent(q)) + "\">" +
           (total ? "All " + total + " results" : "Nothing matches " + esc(q) + "; search page") + "</a>";
         panel.hidden = false;
@@ -212,6 +213,24 @@
     var el = document.getElementById("search-page");
     if (el) page(el);
     Array.prototype.forEach.call(document.querySelectorAll("input[data-filter]"), filter);
+    scrollers();
+    window.addEventListener("resize", scrollers);
+  }
+  /* A table box that scrolls sideways (a wide table on a narrow screen) takes keyboard focus, so that it
+     can be scrolled without a mouse, and is named by its table's caption. */
+  function scrollers() {
+    Array.prototype.forEach.call(document.querySelectorAll("div.scroll"), function (el) {
+      if (el.scrollWidth > el.clientWidth + 1) {
+        var cap = el.querySelector("caption");
+        el.setAttribute("tabindex", "0");
+        el.setAttribute("role", "region");
+        el.setAttribute("aria-label", (cap ? cap.textContent : "Table") + " (scrolls sideways)");
+      } else if (!el.classList.contains("matrix-wrap")) {
+        el.removeAttribute("tabindex");
+        el.removeAttribute("role");
+        el.removeAttribute("aria-label");
+      }
+    });
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start); else start();
 })();

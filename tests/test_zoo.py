@@ -1,0 +1,225 @@
+"""The whole model zoo: tiny configs keep every kind of layer, inputs come from the model's own signature
+and config, every failure is a one-line row of the outcome table, and a run resumes, shards and merges.
+
+Models are only built here (on the meta device, which claims no PrivateUse1); traces run in child
+processes (``opcov zoo trace``), as in test_trace.py.
+"""
+
+import json
+import os
+
+import pytest
+
+from conftest import load_yaml
+from opcov.errors import UsageError
+from opcov.tracing import tiny
+from opcov.tracing import zoorun
+
+
+class Cfg:
+    """A stand-in for a transformers config: its attributes are its keys."""
+
+    model_type = "stand-in"
+
+    def __init__(self, **keys):
+        self.__dict__.update(keys)
+
+    def to_dict(self):
+        return dict(vars(self))
+
+
+# ---------------------------------------------------------------- tiny configs
+
+def test_tiny_keeps_one_layer_of_each_kind_and_renumbers():
+    cfg = Cfg(num_hidden_layers=8, layer_types=["sliding", "sliding", "sliding", "full"] * 2,
+              mlp_only_layers=[0, 5], rope_thetas=[float(i) for i in range(8)], hidden_size=4096,
+              text_config=Cfg(num_layers=24, vision_feature_layer=-1), depths=[3, 4, 6, 3],
+              first_k_dense_replace=3, attn_layer_period=8, attn_layer_offset=4, prediction_length=None)
+    ov = tiny.overrides(cfg)
+    # kinds (layer type, dense): layer 0 (sliding, dense), 1 (sliding, moe), 3 (full, moe)
+    assert ov["num_hidden_layers"] == 3
+    assert ov["layer_types"] == ["sliding", "sliding", "full"]
+    assert ov["mlp_only_layers"] == [0]
+    assert ov["rope_thetas"] == [0.0, 1.0, 3.0]  # per-layer numbers follow the kept layers, define no kinds
+    assert ov["text_config.num_layers"] == 2 and "text_config.vision_feature_layer" not in ov
+    assert ov["depths"] == [1, 1, 1, 1] and ov["first_k_dense_replace"] == 1
+    assert ov["attn_layer_period"] == 2 and ov["attn_layer_offset"] == 0
+    assert ov["prediction_length"] == tiny.HORIZON
+    assert "hidden_size" not in ov  # width costs nothing under fake tensors
+    narrow = tiny.overrides(cfg, width=True)
+    assert narrow["hidden_size"] == 64 and narrow["num_hidden_layers"] == 3
+
+
+def test_tiny_leaves_small_configs_alone():
+    assert tiny.overrides(Cfg(num_hidden_layers=2, layer_types=["a", "b"], depths=[1, 1])) == {}
+
+
+# ---------------------------------------------------------------- inputs from signature and config
+
+@pytest.fixture(scope="module")
+def build():
+    pytest.importorskip("transformers")
+    from opcov.tracing import models
+
+    tf = models._transformers()
+
+    def make(model_type, mode="training"):
+        sizes = models.Sizes(overrides=tiny.overrides(tf.AutoConfig.for_model(model_type)))
+        return models.build(f"hf:{model_type}", sizes, mode=mode, real=False)
+
+    return make
+
+
+def shapes(built):
+    return {k: tuple(v.shape) if hasattr(v, "shape") else v for k, v in built.inputs.items()}
+
+
+def test_inputs_per_modality(build):
+    # speech-to-text, channels first at the encoder's fixed length; a decoder input at inference
+    assert shapes(build("whisper", "inference")) == {"input_features": (2, 80, 3000), "decoder_input_ids": (2, 16)}
+    # speech-to-text, frames first: the meta run picks the layout that fits
+    assert shapes(build("speech_to_text"))["input_features"] == (2, 64, 80)
+    # raw audio with a channel axis, picked the same way
+    assert len(shapes(build("pe_audio_encoder"))["input_values"]) == 3
+    # vision: deit maps its type to two classes (it was a TypeError traceback)
+    deit = build("deit")
+    assert shapes(deit) == {"pixel_values": (2, 3, 224, 224), "labels": (2,)}
+    # text, and what the head needs for a loss
+    assert shapes(build("bert")) == {"input_ids": (2, 16), "labels": (2, 16)}
+    # contrastive: both towers, and the loss
+    clip = shapes(build("clip"))
+    assert clip["input_ids"] == (2, 16) and clip["pixel_values"][1:] == (3, 224, 224) and clip["return_loss"] is True
+    assert any("inputs made from the forward signature and config" in n for n in deit.notes)
+
+
+def test_moe_with_grouped_mm_needs_bfloat16(build):
+    from opcov.tracing import models
+
+    moe = build("qwen3_moe")
+    assert moe.dtype == "bfloat16" and models.GROUPED_MM_NOTE in moe.notes
+    assert build("llama").dtype is None
+
+
+def test_an_input_opcov_cannot_make_is_one_line():
+    torch = pytest.importorskip("torch")
+    from opcov.tracing import inputs
+    from opcov.tracing.models import Sizes
+
+    class Odd(torch.nn.Module):
+        main_input_name = "input_ids"
+
+        def forward(self, input_ids, weird_thing):
+            return input_ids
+
+    with pytest.raises(inputs.NoInput, match="the forward needs 'weird_thing'"):
+        inputs.make(torch, Odd(), Cfg(vocab_size=10), "base", Sizes(), mode="inference", real=False)
+
+
+def test_missing_library_is_a_clean_build_error(build):
+    pytest.importorskip("transformers")
+    try:
+        import timm  # noqa: F401
+        pytest.skip("timm is installed here")
+    except ImportError:
+        pass
+    from opcov.tracing import models
+
+    with pytest.raises(models.BuildError) as err:
+        build("timm_wrapper")
+    assert "needs the timm library, which is not installed" in str(err.value) and "\n" not in str(err.value)
+
+
+# ---------------------------------------------------------------- architectures, shards, tables
+
+def test_architectures_cover_transformers_and_the_curated_zoo():
+    pytest.importorskip("transformers")
+    from opcov.tracing import zoo
+
+    every = zoorun.architectures(every=True)
+    names = [a.name for a in every]
+    assert names == sorted(names) and len(names) == len(set(names))
+    assert {e.name for e in zoo.ZOO} <= set(names)
+    assert len(zoorun.transformers_types()) >= 600
+    by = {a.name: a for a in every}
+    assert by["llama"].spec == "llama" and by["deit"].spec == "hf:deit" and by["nn-gru"].curated
+    sample = zoorun.architectures(sample=40)
+    assert len(sample) == 40 and sample == zoorun.architectures(sample=40)
+    with pytest.raises(UsageError, match="not a zoo name or transformers model type: nope"):
+        zoorun.architectures(only=["bert,nope"])
+
+
+def test_shards_partition_the_architectures():
+    shards = [{i for i in range(10) if zoorun.in_shard(i, (k, 3))} for k in (1, 2, 3)]
+    assert set().union(*shards) == set(range(10)) and sum(map(len, shards)) == 10
+
+
+ROWS = [{"model": m, "mode": mode, "outcome": "traced", "dtype": "float32", "tracing": "fake", "ops": 3,
+         "source": "zoo", "reason": ""} for m in ("a", "b", "c") for mode in zoorun.MODES]
+ROWS[3] = {**ROWS[3], "outcome": "cannot_trace", "dtype": None, "tracing": None, "ops": None,
+           "reason": "cannot trace:\tone\nline"}
+HEADER = {"command": "opcov zoo trace --all", "torch": "t", "transformers": "x", "modes": "inference,training"}
+
+
+def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path, opcov):
+    whole = zoorun.table_text(ROWS, HEADER)
+    path = tmp_path / "whole.tsv"
+    path.write_text(whole)
+    header, rows = zoorun.read_table(str(path))
+    assert header == HEADER and [r["model"] for r in rows] == ["a", "a", "b", "b", "c", "c"]
+    assert rows[3]["reason"] == "cannot trace: one line" and rows[3]["ops"] == ""
+    parts = []
+    for k in (1, 2):
+        part = tmp_path / f"outcomes-shard-{k}-of-2.tsv"
+        part.write_text(zoorun.table_text([r for i, r in enumerate(ROWS) if zoorun.in_shard(i // 2, (k, 2))],
+                                          {**HEADER, "shard": f"{k}/2"}))
+        parts.append(str(part))
+    assert zoorun.merge_tables(parts[::-1]) == whole
+    r = opcov("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "merged.tsv").read_text() == whole
+    with pytest.raises(UsageError, match="also in"):
+        zoorun.merge_tables([parts[0], parts[0]])
+    other = tmp_path / "other.tsv"
+    other.write_text(zoorun.table_text(ROWS[:2], {**HEADER, "torch": "u"}))
+    with pytest.raises(UsageError, match="header differs"):
+        zoorun.merge_tables([parts[1], str(other)])
+
+
+# ---------------------------------------------------------------- the run, end to end
+
+def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path):
+    pytest.importorskip("transformers")
+    root, table = tmp_path / "models", tmp_path / "zoo" / "outcomes.tsv"
+    names = "nn-convnet,nn-gru,musicgen_melody"
+    selection = f"opcov zoo trace --only {names} --mode inference"
+    journal = zoorun.journal_path(str(table))
+    os.makedirs(os.path.dirname(journal))
+    done = {"model": "nn-convnet", "mode": "inference", "outcome": "traced", "dtype": "float32", "tracing": "fake",
+            "ops": 12345, "source": "zoo", "reason": "", "seconds": 0.1}
+    with open(journal, "w") as f:
+        f.write(json.dumps({"settings": zoorun.header_for(selection, ("inference",))}) + "\n")
+        f.write(json.dumps({"row": done}) + "\n")
+    args = ("zoo", "trace", "--only", names, "--mode", "inference", "--jobs", "1", "--root", str(root),
+            "--table", str(table))
+    r = opcov(*args)  # without --resume the journal is refused, in one line
+    assert r.returncode == 2 and "--resume" in r.stderr and r.stderr.count("\n") == 1
+    r = opcov(*args, "--resume")
+    assert r.returncode == 1, r.stderr  # one model cannot be built
+    assert "Traceback" not in r.stderr
+    header, rows = zoorun.read_table(str(table))
+    assert header["command"] == selection
+    by = {row["model"]: row for row in rows}
+    assert by["nn-convnet"]["ops"] == "12345"  # from the journal: not traced again
+    assert not (root / "nn-convnet").exists()
+    assert by["nn-gru"]["outcome"] == "traced" and int(by["nn-gru"]["ops"]) > 0
+    assert load_yaml(root / "nn-gru" / "inference.yaml")["mode"] == "inference"
+    bad = by["musicgen_melody"]
+    assert bad["outcome"] == "cannot_build" and bad["reason"].startswith("cannot build MusicgenMelodyForCausalLM")
+    assert "nor MusicgenMelodyModel" in bad["reason"]
+    assert not os.path.exists(journal)  # the table is complete: the journal is gone
+    assert str(table) in r.stderr and "traced 2" in r.stderr
+
+
+def test_zoo_all_needs_a_selection(opcov):
+    r = opcov("zoo", "trace", "--jobs", "2")
+    assert r.returncode == 2 and "--all, --sample N or --only NAMES" in r.stderr
