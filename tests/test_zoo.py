@@ -218,6 +218,12 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
     assert "nor MusicgenMelodyModel" in bad["reason"]
     assert not os.path.exists(journal)  # the table is complete: the journal is gone
     assert str(table) in r.stderr and "traced 2" in r.stderr
+    first = table.read_text()
+    r = opcov(*args, "--retry-failed")  # the traced rows are kept, the failure is traced again
+    assert r.returncode == 1 and "cannot build 1, traced 2" in r.stderr, r.stderr
+    assert table.read_text() == first and not (root / "nn-convnet").exists()
+    r = opcov(*args[:-2], "--table", str(tmp_path / "none.tsv"), "--retry-failed")
+    assert r.returncode == 2 and "no outcome table to retry" in r.stderr
 
 
 def test_zoo_all_needs_a_selection(opcov):

@@ -217,6 +217,8 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("--shard", help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
                     "tables with 'opcov zoo merge')")
     zo.add_argument("--resume", action="store_true", help="continue an interrupted --all run from its journal")
+    zo.add_argument("--retry-failed", action="store_true",
+                    help="keep what the outcome table says was traced and trace the rest again")
     zo.add_argument("--timeout", type=float, default=300.0,
                     help="seconds one model may take in one mode with --all (default: %(default)s)")
     zo.add_argument("--table", help="the outcome table of --all (default: coverage/zoo/outcomes.tsv); "
@@ -578,7 +580,7 @@ def cmd_zoo(args) -> int:
     if args.tables:
         raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
-    if args.every or args.sample or args.jobs or args.shard or args.resume:
+    if args.every or args.sample or args.jobs or args.shard or args.resume or args.retry_failed:
         return _zoo_all(args, modes)
     entries = zoo.select(args.only)
     if args.action == "list":
@@ -615,7 +617,7 @@ def _zoo_all(args, modes) -> int:
                                        if args.sample else "--only " + ",".join(a.name for a in archs))
                  + "".join(f" --mode {m}" for m in args.mode or ()))
     rows = zoorun.run(archs, modes=modes, jobs=args.jobs or 1, shard=shard, root=args.root, table=args.table,
-                      resume=args.resume, timeout=args.timeout, selection=selection)
+                      resume=args.resume, retry=args.retry_failed, timeout=args.timeout, selection=selection)
     return EXIT_OK if all(r["outcome"] == "traced" for r in rows) else EXIT_GATE
 
 

@@ -161,8 +161,9 @@ def _opcov(args, spec, timeout=1800):
 
 
 def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None = None,
-                  torch_version: str, models=()) -> None:
-    """opcov's own registered scan (and optionally a probe of ``probe_ops``) of the planted backend."""
+                  torch_version: str, models=(), dtypes=("float32",)) -> None:
+    """opcov's own registered scan (and optionally a probe of ``probe_ops`` in ``dtypes``) of the
+    planted backend."""
     import shutil
 
     folder = os.path.join(coverage_dir, BACKEND)
@@ -174,7 +175,7 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
     if probe_ops:
         bases = sorted({o.split("::", 1)[1].split(".")[0] for o in probe_ops})
         pattern = "^aten::(" + "|".join(re.escape(b) for b in bases) + ")$"
-        _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", "float32",
+        _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", ",".join(dtypes),
                 "--traces", ",".join(models), "--timeout", "30",
                 "--out", os.path.join(folder, layout.snapshot_name("probed", torch_version))], spec)
 
@@ -325,8 +326,10 @@ def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool =
         # probed: the calls and the composites a backend may run itself (resolve.needed_ops)
         needed = sorted({op for doc in docs for op in resolve.needed_ops(doc) if op.startswith("aten::")})
         spec = SPECS[spec_name](ops)
+        # the models' own dtypes too: a bfloat16 model's calls are judged from bfloat16 cells
+        dtypes = sorted({"float32"} | {doc["dtype"] for doc in docs})
         make_coverage(spec, cov, probe_ops=needed if probe else None, torch_version=torch_version,
-                      models=model_names)
+                      models=model_names, dtypes=dtypes)
         for (model, mode), path in opsets.items():
             verdicts, _ = check.run(path, [BACKEND], None, cov)
             v = verdicts[0]

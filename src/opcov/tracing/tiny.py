@@ -15,7 +15,8 @@ overrides keep every distinct layer kind and drop the repeats:
 * a forecaster's ``prediction_length`` and ``context_length``, which default configs leave unset and
   models refuse, are 8;
 * with ``width=True`` (for real-valued traces): hidden sizes 64, heads 4 (key-value heads 2 or 4),
-  head dims 16, intermediate sizes 128, vocabularies 512, experts 4 (2 per token).
+  intermediate sizes 128, vocabularies 512 (or up to the largest special token id), experts 4 (2 per
+  token); head dims stay, since rotary sections and the like are sized by them.
 
 The result is a dict of dotted keys (``text_config.num_hidden_layers``) that ``opcov trace --set``
 reads back, so the op set's command line reproduces the trace. No per-model lists: the rules read
@@ -48,8 +49,7 @@ WIDTH = {"hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embed_dim":
          "intermediate_size": 128, "ffn_dim": 128, "d_ff": 128, "encoder_ffn_dim": 128,
          "decoder_ffn_dim": 128, "n_inner": 128, "hidden_dim": 128, "moe_intermediate_size": 64,
          "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "num_heads": 4, "n_head": 4, "n_heads": 4,
-         "encoder_attention_heads": 4, "decoder_attention_heads": 4, "head_dim": 16, "d_kv": 16,
-         "vocab_size": 512, "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4,
+         "encoder_attention_heads": 4, "decoder_attention_heads": 4, "vocab_size": 512, "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4,
          "num_experts_per_tok": 2}
 
 
@@ -134,8 +134,14 @@ def _layers(raw: dict, key: str, count: int) -> dict:
 
 
 def _width(raw: dict) -> dict:
+    """Narrow widths (WIDTH); head dims stay (rotary sections are sized by them), and the vocabulary
+    keeps every special token id the config names."""
     out = {k: v for k, v in WIDTH.items() if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
            and raw[k] > v}
+    ids = [v for k, v in raw.items() if k.endswith(("_token_id", "_token_index", "_id")) and isinstance(v, int)
+           and not isinstance(v, bool)]
+    if "vocab_size" in out and ids and max(ids) >= out["vocab_size"]:
+        out["vocab_size"] = max(ids) + 1 if max(ids) < raw["vocab_size"] else raw["vocab_size"]
     heads = out.get("num_attention_heads", raw.get("num_attention_heads"))
     kv = raw.get("num_key_value_heads")
     if isinstance(kv, int) and isinstance(heads, int) and kv > 0:

@@ -15,6 +15,8 @@ Why this shape:
   hangs past ``--timeout`` or kills its process costs that job only; the worker is replaced.
 * A journal (one JSON line per finished job, beside the table) so an interrupted run continues
   with ``--resume``; the table is written from the journal when every job is done.
+  ``--retry-failed`` keeps what a finished table says was traced and traces the rest again (after
+  a fix in opcov).
 * The outcome table (``layout.zoo_table_path``): one row per model and mode, ``traced``,
   ``cannot_build`` or ``cannot_trace`` (``vocab.ZOO_OUTCOMES``) with a one-line reason, never a
   traceback. ``--shard I/N`` traces every Nth model and writes its own table; ``opcov zoo merge``
@@ -469,6 +471,19 @@ class Progress:
 
 # ---------------------------------------------------------------- the run
 
+def _keep_traced(journal: Journal, table: str, header: dict) -> None:
+    """Seed the journal with the traced rows of the finished table ``table`` (made by the same run)."""
+    if not os.path.exists(table):
+        raise UsageError(f"{table}: no outcome table to retry the failures of; run without --retry-failed")
+    old, rows = read_table(table)
+    if old != header:
+        raise UsageError(f"{table} was made by another zoo run (its header differs); run the same selection, "
+                         "or without --retry-failed")
+    for row in rows:
+        if row["outcome"] == "traced" and (row["model"], row["mode"]) not in journal.rows:
+            journal.add(row)
+
+
 def header_for(selection: str, modes, shard=None) -> dict:
     """The table's header, and the journal's settings: what was run, with which torch and transformers."""
     from importlib.metadata import version
@@ -481,10 +496,11 @@ def header_for(selection: str, modes, shard=None) -> dict:
 
 
 def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str | None = None,
-        table: str | None = None, resume: bool = False, timeout: float = TIMEOUT_S, selection: str = "",
-        stream=None) -> list[dict]:
+        table: str | None = None, resume: bool = False, retry: bool = False, timeout: float = TIMEOUT_S,
+        selection: str = "", stream=None) -> list[dict]:
     """Trace ``archs`` (those of ``shard``) in ``modes`` with ``jobs`` workers; writes the op sets under
-    ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows."""
+    ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows.
+    ``retry``: keep what the table at ``table`` says was traced, and trace the rest again."""
     root = root or layout.models_dir()
     table = table or layout.zoo_table_path(shard=shard)
     if jobs < 1:
@@ -493,6 +509,8 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     picked = [a for i, a in enumerate(archs) if in_shard(i, shard)]
     header = header_for(selection, modes, shard)
     journal = Journal(journal_path(table), header, resume)
+    if retry:
+        _keep_traced(journal, table, header)
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
     for arch, mode in pending:
         output.check_writable_file(layout.opset_path(arch.name, mode, root))
