@@ -171,6 +171,8 @@ def _as_file(cell) -> dict:
     """A ProbedCell written back in the file's keys (the inverse of ProbedCell.from_dict)."""
     out = {key: status for key, status in cell.statuses()}
     for slot, key, value in cell.evidence():
+        if key == "status":  # an input tier's status, already written under its own key by statuses()
+            continue
         out[(cells.SLOTS[slot][1] if slot else "") + key] = value
     return out
 

@@ -66,14 +66,14 @@ def find(config, keys, subs=(), default=None):
     return default
 
 
-def image_size(config) -> int:
-    """The config's input image side (int, list or dict in configs), else 224."""
+def image_size(config) -> tuple[int, int]:
+    """The config's input image (height, width): an int, a [height, width] list or a dict in configs; else 224."""
     size = vars(config).get("image_size") or vars(config).get("input_size") or 224
-    if isinstance(size, (list, tuple)):
-        size = size[-1]
     if isinstance(size, dict):
         size = size.get("height") or size.get("shortest_edge") or 224
-    return int(size)
+    if isinstance(size, (list, tuple)):
+        return int(size[-2 if len(size) > 1 else -1]), int(size[-1])
+    return int(size), int(size)
 
 
 def signature(model) -> tuple[dict, bool]:
@@ -175,6 +175,8 @@ class Maker:
             return self.mask(name, made)
         if name.endswith("_embeds") or name in ("latents", "hidden_states", "states"):
             hidden = find(cfg, ("hidden_size", "d_model", "latent_dim", "n_embd", "embed_dim"), _TEXT, 64)
+            if name == "latents":  # a codec's latents may be channels-first
+                return [self.floats(b, s, hidden), self.floats(b, hidden, s)]
             return self.floats(b, s, hidden)
         raise NoInput(f"the forward needs {name!r}, and opcov cannot make it from the config "
                       f"(pass a factory package.module:function that returns (model, inputs))")
@@ -201,8 +203,7 @@ class Maker:
         return self.floats(self.b * 4 * merge * merge, dim)
 
     def _side(self, vision) -> tuple[int, int]:
-        side = self.sizes.image or image_size(vision)
-        return side, side
+        return (self.sizes.image, self.sizes.image) if self.sizes.image else image_size(vision)
 
     def pixels(self):
         vision = sub(self.config, _VISION)
