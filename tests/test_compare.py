@@ -147,3 +147,17 @@ def test_compare_tpu_cuda_on_bundled_data():
     r = run_opcov("compare", "tpu", "cuda", "--models", "wav2vec2,nn-lstm", "--coverage", BUNDLED)
     assert r.returncode == 0, r.stderr
     assert "tpu lacks what cuda has" in r.stdout and "aten::_weight_norm_interface_backward" in r.stdout
+
+
+def test_cuda_convolutions_route_to_cudnn_and_native_kernels():
+    """On CUDA, ATen's _convolution picks cuDNN or a native CUDA kernel, never the overrideable stub
+    meta tensors show: every convnet in the zoo is judged on those kernels, not left unknown."""
+    r = run_opcov("check", "nn-convnet", "-b", "cuda", "--format", "json", "--coverage", BUNDLED)
+    assert r.returncode == 0, r.stderr
+    for v in json.loads(r.stdout)["verdicts"]:
+        assert v["counts"]["unknown"] == 0, v
+    from opcov.store import data
+
+    conv = data.load(layout.snapshots(BUNDLED, "cuda")["registered"][-1])["ops"]["aten::_convolution"]
+    assert "aten::cudnn_convolution" in conv["via"] and "aten::convolution_overrideable" not in conv["via"]
+    assert conv["res"] == "registered"

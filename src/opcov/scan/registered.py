@@ -173,6 +173,22 @@ MPS_REACH = {
     "aten::convolution_backward": ["aten::mps_convolution_backward", "aten::mps_convolution_transpose_backward"],
 }
 
+# On a CUDA device it picks cuDNN (the default for floating dtypes in the regular build), else a
+# depthwise, dilated, transposed or slow native kernel; every one is a candidate, judged worst-first.
+# (3-d convolutions go to slow_conv_dilated3d on CUDA, never slow_conv3d_forward, which is CPU-only.)
+CUDA_REACH = {
+    "aten::_convolution": ["aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
+                           "aten::_conv_depthwise2d", "aten::conv_depthwise3d", "aten::slow_conv_dilated2d",
+                           "aten::slow_conv_dilated3d", "aten::_slow_conv2d_forward",
+                           "aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"],
+}
+DEVICE_REACH = {"PrivateUse1": (PRIVATEUSE1_REACH, "on a PrivateUse1 device ATen routes this composite to the "
+                                "overrideable op"),
+                "MPS": (MPS_REACH, "on an MPS device ATen routes this composite to the MPS convolution (or its "
+                        "transpose)"),
+                "CUDA": (CUDA_REACH, "on a CUDA device ATen routes this composite to cuDNN or a native CUDA "
+                         "convolution (depthwise, dilated, transposed, slow); each is judged")}
+
 
 def _device_paths(scanner, backend, fwd_reach) -> None:
     """Correct what meta tensors cannot show: device-dependent composites and ATen's raising stubs."""
@@ -183,12 +199,15 @@ def _device_paths(scanner, backend, fwd_reach) -> None:
         if name.endswith("_overrideable") and f is not None and "NotImplementedError" in (f.error or ""):
             rec.update(fwd="missing", why="ATen's kernel for this key is a stub that raises NotImplementedError; "
                        "the backend must register its own")
-        elif backend.dispatch_key == "PrivateUse1" and name in PRIVATEUSE1_REACH:
-            rec["via"] = list(PRIVATEUSE1_REACH[name])
-            rec["why"] = "on a PrivateUse1 device ATen routes this composite to the overrideable op"
-        elif backend.dispatch_key == "MPS" and name in MPS_REACH:
-            rec["via"] = list(MPS_REACH[name])
-            rec["why"] = "on an MPS device ATen routes this composite to the MPS convolution (or its transpose)"
+        elif name in DEVICE_REACH.get(backend.dispatch_key, ({}, ""))[0]:
+            routes, why = DEVICE_REACH[backend.dispatch_key]
+            rec["via"] = list(routes[name])
+            rec["why"] = why
+        elif name == "aten::convolution" and rec.get("via") is None:
+            # torch 2.9's recording on meta stops in _convolution's device choice; ATen's convolution
+            # calls _convolution on every device (Convolution.cpp)
+            rec["via"] = ["aten::_convolution"]
+            rec["why"] = "ATen's convolution calls _convolution (not recorded on meta in this torch)"
 
 
 def _reach_wanted(paths: dict) -> list[str]:

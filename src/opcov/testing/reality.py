@@ -5,8 +5,9 @@ the judge that counts is the pure-Python PrivateUse1 test backend
 (``opcov.testing.pybackend``) planted with deliberate gaps.  For each planted
 backend: opcov's own ``scan`` (and, where asked, ``probe``) makes its coverage
 data; each model's committed op set gets a verdict; then the model actually runs
-on that device (tiny config, real random weights, seeded) and its outputs are
-compared with a CPU run of the same weights.  A verdict agrees when
+on that device (tiny config, real random weights, seeded), with the inputs its op set was traced
+with (as built, and with a padded attention mask where the model takes one), and its outputs
+are compared with a CPU run of the same weights.  A verdict agrees when
 
     runs / runs_with_fallback  <->  the model ran and matched CPU
     fails                      <->  the model raised, crashed, or gave wrong results
@@ -188,6 +189,7 @@ import torch.nn.functional as F
 import opcov.testing.pybackend as pb
 from opcov.tracing import models
 from opcov.tracing import zoo
+from opcov.tracing.realtrace import input_variants
 from opcov.tracing.trace import _default_loss
 
 name, mode = sys.argv[1], sys.argv[2]
@@ -242,10 +244,10 @@ def actual_of(exc):
     last = len(names) - 1 - names[::-1].index("_run_on_cpu") if "_run_on_cpu" in names else -1
     return "harness" if last > 0 and names[last - 1] == "kernel" else "raised"
 
-def step(model, where):
+def step(model, where, inputs):
     grad = torch.enable_grad() if mode == "training" else torch.no_grad()
     with grad:
-        out = call(model, move(built.inputs, where))
+        out = call(model, move(inputs, where))
         loss = None
         if mode == "training":
             loss = _default_loss(torch, out)
@@ -254,13 +256,21 @@ def step(model, where):
             torch.optim.AdamW(params, lr=1e-3, foreach=where != "cpu").step()
     return out, loss
 
+# The inputs the op set was traced with (opcov.tracing.realtrace): as built, and for a model that takes
+# an attention mask, a padded one too (the mask decides a host-side branch). It runs if it runs with each.
+variants = input_variants(torch, built)
+
+def where_it(variant):
+    return "" if variant == variants[0][0] else f"with {variant}: "
+
 # 1. Does it run? The model as it is (dropout on in training), forward, backward, AdamW step.
-try:
-    torch.manual_seed(1)
-    step(to_device(orig), pb.device())
-except Exception as exc:
-    print(json.dumps({"actual": actual_of(exc), "detail": first_line(exc)}))
-    sys.exit(0)
+for variant, inputs in variants:
+    try:
+        torch.manual_seed(1)
+        step(to_device(orig), pb.device(), inputs)
+    except Exception as exc:
+        print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + first_line(exc)}))
+        sys.exit(0)
 
 # 2. Are the numbers right? Dropout off on both sides (random streams differ), outputs, loss and
 # gradients compared with a CPU run of the same weights.
@@ -269,21 +279,24 @@ _sdpa = F.scaled_dot_product_attention
 def _sdpa_no_dropout(query, key, value, attn_mask=None, dropout_p=0.0, *args, **kwargs):
     return _sdpa(query, key, value, attn_mask, 0.0, *args, **kwargs)
 F.scaled_dot_product_attention = _sdpa_no_dropout
-ref, dev = copy.deepcopy(orig), to_device(orig)
-# the same seed before each: other random draws (Swin's stochastic depth, torch.rand on the device)
-# then come from the same CPU generator stream, which the test backend's kernels draw from too
-torch.manual_seed(2)
-want, want_loss = step(ref, "cpu")
-try:
+pairs = []
+for variant, inputs in variants:
+    ref, dev = copy.deepcopy(orig), to_device(orig)
+    # the same seed before each: other random draws (Swin's stochastic depth, torch.rand on the device)
+    # then come from the same CPU generator stream, which the test backend's kernels draw from too
     torch.manual_seed(2)
-    got, loss = step(dev, pb.device())
-except Exception as exc:
-    print(json.dumps({"actual": actual_of(exc), "detail": "with dropout off: " + first_line(exc)}))
-    sys.exit(0)
-pairs = list(zip(tensors(want), tensors(got)))
-if mode == "training":
-    pairs.append((want_loss, loss))
-    pairs += [(a.grad, b.grad) for a, b in zip(ref.parameters(), dev.parameters())]
+    want, want_loss = step(ref, "cpu", inputs)
+    try:
+        torch.manual_seed(2)
+        got, loss = step(dev, pb.device(), inputs)
+    except Exception as exc:
+        print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + "with dropout off: "
+                          + first_line(exc)}))
+        sys.exit(0)
+    pairs += list(zip(tensors(want), tensors(got)))
+    if mode == "training":
+        pairs.append((want_loss, loss))
+        pairs += [(a.grad, b.grad) for a, b in zip(ref.parameters(), dev.parameters())]
 worst = 0.0
 for a, b in pairs:
     if a is None or b is None:

@@ -6,17 +6,18 @@ then calls sdpa with ``is_causal``; under fake tensors it cannot ask, and builds
 mask instead, so ``aten::all``, ``aten::eq.Scalar``, the host read ``aten::_local_scalar_dense`` and
 the like never reach the op set, while a real run calls them.
 
-So a small curated zoo model (at most MAX_PARAMS parameters) is also run with real values, in a child
-process (PrivateUse1 can be claimed once per process) whose PrivateUse1 device
-computes: the test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op
-through its CPU fallback, so host reads see real values, while composites still take an
-accelerator's path (the device is PrivateUse1; the backend has no kernel of its own but convolution's,
-so no device query such as ``_fused_sdp_choice`` is answered as CPU would) and the stand-in's pass-through
-kernels show every composite call (``target.show_composites``). Text models run twice: with their
-inputs as built, and with a padded attention mask, since that branch depends on the inputs and not
-on real-vs-fake. ``calltree.merge`` adds what only the real runs saw (``seen=real``) and marks what
-both saw (``seen=both``); counts and shapes stay the fake trace's where it has them. A real run that
-cannot run says so in the op set's notes, which then keeps the fake trace alone.
+So a small curated zoo model (at most MAX_PARAMS parameters) is also run with real values, in a
+child process (PrivateUse1 can be claimed once per process) whose PrivateUse1 device computes: the
+test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op through its CPU
+fallback, so host reads see real values, while composites still take an accelerator's path (the
+device is PrivateUse1, and it has no kernels of its own but convolution's and an integer ``histc``,
+which CPU lacks, so no device query such as ``_fused_sdp_choice`` is answered as CPU would), and the
+stand-in's pass-through kernels show every composite call (``target.show_composites``). Text models
+run twice: with their inputs as built, and with a padded attention mask, since that branch depends
+on the inputs and not on real-vs-fake. ``calltree.merge`` adds what only the real runs saw
+(``seen=real``) and marks what both saw (``seen=both``); counts and shapes stay the fake trace's
+where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
+fake trace alone.
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ def _run_child(job: dict) -> tuple[list, str]:
     return (out["runs"], "") if out.get("runs") else ([], out.get("error", "no run"))
 
 
-def _variants(torch, built) -> list:
+def input_variants(torch, built) -> list:
     """(name, inputs): as built, and, for a model that takes an attention mask, with one padded."""
     import inspect
 
@@ -123,6 +124,19 @@ def _variants(torch, built) -> list:
     return out
 
 
+def _int_histc(torch):
+    """``histc`` of integers on the computing device: accelerators count integer expert ids with it
+    (transformers' MoE routing), CPU's histc has no integer kernel, so the CPU fallback cannot."""
+    lib = torch.library.Library("aten", "IMPL")
+
+    def histc(self, bins=100, min=0, max=0):
+        counts = torch.histc(self.cpu().double(), bins, min, max)
+        return counts.to(self.dtype).to(self.device)
+
+    lib.impl("histc", histc, "PrivateUse1")
+    return lib
+
+
 def _child(job: dict) -> dict:
     """In the child: build the model with real weights and run each input variant on the computing device."""
     from opcov.torchenv import import_torch
@@ -135,13 +149,14 @@ def _child(job: dict) -> dict:
     from opcov.tracing.trace import Options, trace_computing
 
     target.show_composites(torch)
+    lib = _int_histc(torch)  # noqa: F841 - kept registered while the runs go
     entry = zoo.BY_NAME.get(job["model"])
     torch.manual_seed(0)
     built = models.build(entry.spec if entry else job["model"], models.Sizes(**job["sizes"]), mode=job["mode"],
                          real=True, zoo_entry=entry)
     opts = Options(job["mode"], job["dtype"], False, "accelerator", job["optimizer"], real=True)
     runs = []
-    for variant, inputs in _variants(torch, built):
+    for variant, inputs in input_variants(torch, built):
         torch.manual_seed(1)
         runs.append({"variant": variant, "doc": trace_computing(built.model, inputs, pb.device().type, opts)})
     return {"runs": runs}
