@@ -416,6 +416,16 @@ def _channels_last(x: Any) -> bool:
             and x.is_contiguous(memory_format=torch.channels_last))
 
 
+def _cpu_compute(op, cargs, ckwargs):
+    """``op`` on CPU. CPU's histc has no integer kernel, which accelerators have and MoE routing uses
+    (transformers counts expert ids with it): integers are counted in float64 and cast back, so a
+    backend planted with histc (or one running it through its CPU fallback) does what it claims."""
+    if op.name() == "aten::histc" and cargs and not cargs[0].is_floating_point():
+        x = cargs[0]
+        return op(x.double(), *cargs[1:], **ckwargs).to(x.dtype)
+    return op(*cargs, **ckwargs)
+
+
 def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):
     """Run ``op`` on CPU views of the device tensors and map results back.
 
@@ -442,7 +452,7 @@ def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):
     cargs, ckwargs = pytree.tree_map(to_cpu, (tuple(args), dict(kwargs)))
     if behaviour == "fails_on_noncontig":
         cargs, ckwargs = pytree.tree_map(_misread, (cargs, ckwargs))
-    result = op(*cargs, **ckwargs)
+    result = _cpu_compute(op, cargs, ckwargs)
     if behaviour == "fails_on_nan" and any(
         bool(c.isnan().any()) for _, c in pairs if c.is_floating_point() or c.is_complex()
     ):

@@ -10,8 +10,8 @@ So a small curated zoo model (at most MAX_PARAMS parameters) is also run with re
 child process (PrivateUse1 can be claimed once per process) whose PrivateUse1 device computes: the
 test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op through its CPU
 fallback, so host reads see real values, while composites still take an accelerator's path (the
-device is PrivateUse1, and it has no kernels of its own but convolution's and an integer ``histc``,
-which CPU lacks, so no device query such as ``_fused_sdp_choice`` is answered as CPU would), and the
+device is PrivateUse1, and it has no kernels of its own but convolution's (its CPU computation
+counts integer ``histc``, which CPU's kernel lacks and MoE routing uses), so no device query such as ``_fused_sdp_choice`` is answered as CPU would), and the
 stand-in's pass-through kernels show every composite call (``target.show_composites``). Text models
 run twice: with their inputs as built, and with a padded attention mask, since that branch depends
 on the inputs and not on real-vs-fake. ``calltree.merge`` adds what only the real runs saw
@@ -124,19 +124,6 @@ def input_variants(torch, built) -> list:
     return out
 
 
-def _int_histc(torch):
-    """``histc`` of integers on the computing device: accelerators count integer expert ids with it
-    (transformers' MoE routing), CPU's histc has no integer kernel, so the CPU fallback cannot."""
-    lib = torch.library.Library("aten", "IMPL")
-
-    def histc(self, bins=100, min=0, max=0):
-        counts = torch.histc(self.cpu().double(), bins, min, max)
-        return counts.to(self.dtype).to(self.device)
-
-    lib.impl("histc", histc, "PrivateUse1")
-    return lib
-
-
 def _child(job: dict) -> dict:
     """In the child: build the model with real weights and run each input variant on the computing device."""
     from opcov.torchenv import import_torch
@@ -149,7 +136,6 @@ def _child(job: dict) -> dict:
     from opcov.tracing.trace import Options, trace_computing
 
     target.show_composites(torch)
-    lib = _int_histc(torch)  # noqa: F841 - kept registered while the runs go
     entry = zoo.BY_NAME.get(job["model"])
     torch.manual_seed(0)
     built = models.build(entry.spec if entry else job["model"], models.Sizes(**job["sizes"]), mode=job["mode"],
