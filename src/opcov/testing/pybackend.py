@@ -578,11 +578,10 @@ class _CpuGradFunction(torch.autograd.Function):
             if pairs and wanted
             else [None] * len(wanted)
         )
-        dev = torch.device(_STATE["name"])
         result = []
-        for t in cpu_in:
+        for orig, t in zip(saved, cpu_in):  # each gradient on its input's device (to() crosses devices)
             g = next(got) if t.requires_grad else None
-            result.append(None if g is None else g.to(dev))
+            result.append(None if g is None else g.to(orig.device))
         return (None, None, None, *result)
 
 
