@@ -1,7 +1,7 @@
 """Run zoo models for real on planted Python PrivateUse1 backends and compare with `opcov check`.
 
 Usage: python scripts/reality_check.py [--specs a,b] [--models m1,m2|all] [--modes inference,training]
-                                       [--no-probe] [--workdir DIR]
+                                       [--no-probe] [--workdir DIR] [--jobs N]
 Prints one line per (backend, model, mode), then per backend and in all the confusion table (verdict
 runs / fails / unknown against what the real run did: ran / raised / wrong / crashed), the agreement
 rate and the wall time. --models all: the whole curated zoo. See opcov.testing.reality.
@@ -28,6 +28,7 @@ def main():
     p.add_argument("--models", default=DEFAULT_MODELS, help="comma-separated zoo names, or 'all'")
     p.add_argument("--modes", default="inference,training")
     p.add_argument("--no-probe", action="store_true", help="registered evidence only")
+    p.add_argument("--jobs", type=int, default=1, help="real runs (child processes) at a time (default: 1)")
     p.add_argument("--workdir", default=None)
     p.add_argument("--models-dir", default=os.path.join(ROOT, "coverage", "models"),
                    help="where the op sets are (default: the bundled coverage/models)")
@@ -48,7 +49,7 @@ def main():
     models = [e.name for e in zoo.ZOO] if args.models == "all" else args.models.split(",")
     outcomes = reality.reality_check(args.specs.split(","), models, args.modes.split(","),
                                      workdir, probe=not args.no_probe, torch_version=torch.__version__,
-                                     models_dir=args.models_dir, progress=show)
+                                     models_dir=args.models_dir, progress=show, jobs=args.jobs)
     print()
     for spec in dict.fromkeys(o.spec for o in outcomes):
         print(reality.confusion([o for o in outcomes if o.spec == spec], spec))

@@ -329,7 +329,10 @@ def run_for_real(spec: dict, model: str, mode: str, timeout: int = 600) -> tuple
 
 
 def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool = True, torch_version: str,
-                  models_dir: str, progress=None) -> list[Outcome]:
+                  models_dir: str, progress=None, jobs: int = 1) -> list[Outcome]:
+    """Outcomes in (spec, model, mode) order; ``jobs`` real runs (child processes) at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     outcomes = []
     for spec_name in spec_names:
         cov = os.path.join(workdir, spec_name)
@@ -343,13 +346,16 @@ def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool =
         dtypes = sorted({"float32"} | {doc["dtype"] for doc in docs})
         make_coverage(spec, cov, probe_ops=needed if probe else None, torch_version=torch_version,
                       models=model_names, dtypes=dtypes)
-        for (model, mode), path in opsets.items():
-            verdicts, _ = check.run(path, [BACKEND], None, cov)
-            v = verdicts[0]
+        def one(item):
+            (model, mode), path = item
+            v = check.run(path, [BACKEND], None, cov)[0][0]
             actual, detail = run_for_real(spec, model, mode)
             o = Outcome(spec_name, model, mode, v.verdict, actual, detail,
                         [r.op for r in v.ops if r.outcome in ("fails", "unknown")])
-            outcomes.append(o)
             if progress:
                 progress(o)
+            return o
+
+        with ThreadPoolExecutor(max(1, jobs)) as pool:
+            outcomes += list(pool.map(one, opsets.items()))
     return outcomes
