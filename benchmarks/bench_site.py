@@ -1,9 +1,11 @@
 """Site build speed and weight, and how fast the matrix is interactive in headless Chromium.
 
-Usage: python benchmarks/bench_site.py [COVERAGE_DIR] [--worst-case]   (default: the bundled coverage/)
+Usage: python benchmarks/bench_site.py [COVERAGE_DIR] [--worst-case] [--models N] [--runs N]
+(default: the bundled coverage/, 3 runs)
 --worst-case renders synthetic data at the size issue 14 sets its targets for: 6 backends (the bundled
 registered scans plus copies), each with a probed file of 6 dtypes per op, and 800 models (copies of
-the bundled op sets under new names). Prints figures; asserts nothing. Targets (issue 14): matrix
+the bundled op sets under new names; --models N for another count: issue 17's whole zoo is ~600
+architectures, ~1,200 op sets). Prints figures; asserts nothing. Targets (issue 14): matrix
 interactive <= 300 ms; index + matrix (with their CSS and JS) <= 150 KB gzipped at that size; the
 search index is loaded on first use of the search box and is reported apart. The browser figures need
 Playwright and the system's chromium (as scripts/test.sh installs); they are skipped otherwise.
@@ -23,12 +25,12 @@ ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 
 
-def build_figures(coverage: str, out: str) -> None:
+def build_figures(coverage: str, out: str, runs: int = 3) -> None:
     from opcov.site import model as sitemodel
     from opcov.site import render
 
     times = []
-    for i in range(3):
+    for i in range(runs):
         target = os.path.join(out, f"run{i}")
         c0, t0 = time.process_time(), time.perf_counter()
         site = sitemodel.load_site(coverage)
@@ -39,7 +41,7 @@ def build_figures(coverage: str, out: str) -> None:
         t3 = time.perf_counter()
         times.append((t3 - t0, t1 - t0, t2 - t1, t3 - t2, time.process_time() - c0))
     total, load, rendering, write, cpu = (statistics.median(t[i] for t in times) for i in range(5))
-    print(f"site build (median of 3, cold output folder): {total:.2f} s wall, {cpu:.2f} s CPU  "
+    print(f"site build (median of {runs}, cold output folder): {total:.2f} s wall, {cpu:.2f} s CPU  "
           f"[load data {load:.2f} s, render {rendering:.2f} s, write {write:.2f} s]  (goal <= 10 s; "
           f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
     t0 = time.perf_counter()
@@ -56,11 +58,16 @@ def build_figures(coverage: str, out: str) -> None:
         print(f"  {name}: {raw / 1024:.0f} KB, {gz / 1024:.1f} KB gzipped")
     page_gz = sum(gz for raw, gz in sizes.values())
     print(f"index + matrix with their CSS and JS: {page_gz / 1024:.1f} KB gzipped (goal <= 150 KB)")
-    for name in ("assets/search-index.js", "models.html"):
+    for name in ("assets/search-index.js", "models.html", "compare.html"):
         with open(os.path.join(out, "run0", name), "rb") as f:
             blob = f.read()
         print(f"  {name} (loaded {'on first search' if 'index' in name else 'apart'}): {len(blob) / 1024:.0f} KB, "
               f"{len(gzip.compress(blob, 9)) / 1024:.1f} KB gzipped")
+    by_folder = {}
+    for r, _, fs in os.walk(os.path.join(out, "run0")):
+        top = os.path.relpath(r, os.path.join(out, "run0")).split(os.sep)[0]
+        by_folder[top] = by_folder.get(top, 0) + len(fs)
+    print("  files per folder: " + ", ".join(f"{k} {v}" for k, v in sorted(by_folder.items())))
     op_pages = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(out, "run0", "ops")) for f in fs]
     op_sizes = sorted(os.path.getsize(p) for p in op_pages)
     if op_sizes:
@@ -150,13 +157,21 @@ def worst_case(coverage: str, folder: str, backends: int = 6, models: int = 800)
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--worst-case"]
-    coverage = args[0] if args else os.path.join(ROOT, "coverage")
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("coverage", nargs="?", default=os.path.join(ROOT, "coverage"))
+    ap.add_argument("--worst-case", action="store_true")
+    ap.add_argument("--models", type=int, default=800, help="models of the worst case (default 800)")
+    ap.add_argument("--runs", type=int, default=3, help="builds to take the median of (default 3)")
+    args = ap.parse_args()
+    coverage = args.coverage
     with tempfile.TemporaryDirectory() as out:
-        if "--worst-case" in sys.argv:
-            coverage = worst_case(coverage, out)
-            print(f"worst case: {coverage} (6 backends, each with a probed file of 6 dtypes per op; 800 models)")
-        build_figures(coverage, out)
+        if args.worst_case:
+            coverage = worst_case(coverage, out, models=args.models)
+            print(f"worst case: {coverage} (6 backends, each with a probed file of 6 dtypes per op; "
+                  f"{args.models} models)")
+        build_figures(coverage, out, args.runs)
         browser_figures(os.path.join(out, "run0"))
 
 

@@ -80,3 +80,41 @@ def make_coverage(root) -> str:
                                "torch.nn.functional.relu": ("aten::relu",), "torch.nn.ReLU": ("aten::relu",),
                                "torch.add": ("aten::add.Tensor",)}, {"torch": TORCH}))
     return cov
+
+
+OLD_TORCH = "2.9.0"
+
+
+def make_versioned_coverage(root) -> str:
+    """make_coverage's folder plus a third backend, gamma, whose data is of another torch release (2.9.0):
+    it lacks aten::relu (absent from that torch) and has aten::old_op (absent from 2.13); and a second model,
+    tiny2 (a transformers text model, inference only, mm alone), so that the model index has something to
+    filter."""
+    cov = make_coverage(root)
+    gamma = {"aten::mm": _op("registered"), "aten::add.Tensor": _op("registered"),
+             "aten::sym_size.int": _op("not_applicable", fwd="not_applicable", bwd="not_applicable"),
+             "aten::old_op": _op("registered")}
+    doc = _registered("gamma", gamma, "2026-11-05T00:00:00+00:00", torch=OLD_TORCH, core={"registered": 2})
+    doc["backend"].update(dispatch_key="XLA", package="gamma_pkg", version="2.9.0")
+    data.save(doc, os.path.join(cov, "gamma", f"registered-torch-{OLD_TORCH}-gamma_pkg-2.9.0.yaml"))
+    two = {"schema_version": 1, "kind": "opset", "model": {"name": "tiny2", "source": "hf:tiny2"},
+           "mode": "inference", "dtype": "float32", "autocast": None, "optimizer": "none",
+           "provenance": {"torch": TORCH, "opcov": "0.1.0", "created": "2026-11-04T00:00:00+00:00",
+                          "command": "opcov trace hf:tiny2 --mode inference", "host": {},
+                          "notes": ["Tiny2ForCausalLM (causal_lm) built from Tiny2Config with random initialisation",
+                                    "inputs made from the forward signature and config: input_ids"]},
+           "ops": {"aten::mm": {"forward": {"float32": {"calls": 1}}}}}
+    opset.save(two, os.path.join(cov, "models", "tiny2", "inference.yaml"))
+    return cov
+
+
+def rendered(factory, name, make) -> tuple[str, str]:
+    """(coverage folder, rendered site folder) of ``make(root)``'s data, in a fresh folder of pytest's
+    tmp_path_factory ``factory``."""
+    from opcov.site import render
+
+    root = factory.mktemp(name)
+    cov = make(root)
+    out = str(root / "site")
+    render.render_site(cov, out)
+    return cov, out

@@ -298,3 +298,89 @@ def test_tier_cells_merge_like_one_run():
     assert cell["noncontig"] == "mismatch" and cell["noncontig_cases"] == 2 and cell["noncontig_strides"] == 1
     halves = [results.build_ops(recs[:3], [], None), results.build_ops(recs[3:], [], None)]
     assert results.merge_ops(halves) == whole
+
+
+# ---------------------------------------------------------------- schema cases and the manifest
+
+SCHEMA = {"kernels": {"aten::add.Scalar": "large_error"}, "fallback": "cpu"}
+MANIFEST = """manifest: 1
+backend: opcovtest
+claims:
+  aten::add.Scalar: [float32]
+  aten::zeros: all
+excludes:
+  aten::_fft_c2c: no FFT unit
+"""
+
+
+@pytest.fixture(scope="module")
+def schema_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("schema")
+    (tmp / "manifest.yaml").write_text(MANIFEST)
+    # add.Scalar and _softmax have no OpInfo about their overload, zeros is a factory (device=),
+    # adaptive_max_pool3d is one no candidate runs on CPU (its outputs need 5-d inputs and 3 sizes)
+    return probe(tmp, "schema", SCHEMA, "--ops", r"^aten::(add\.Scalar|_softmax|zeros|adaptive_max_pool3d)$",
+                 "--dtypes", "float32", "--directions", "forward", "--tiers", "none",
+                 "--manifest", str(tmp / "manifest.yaml"))
+
+
+def test_schema_cases_reach_overloads_no_opinfo_is_about(schema_run):
+    out, doc, _ = schema_run
+    ops = doc["ops"]
+    add = ops["aten::add.Scalar"]["float32"]
+    assert add["fwd"] == "mismatch" and add["samples"][0].startswith("schema.") and "values differ" in add["why"], add
+    assert ops["aten::_softmax"]["float32"]["fwd"] == "pass"
+    assert ops["aten::zeros"]["float32"]["fwd"] == "pass"  # device= set to the device for the device run
+    assert ops["aten::add.Scalar_out"] == {"skipped": "variant", "of": "aten::add.Scalar"}
+    assert ops["aten::adaptive_max_pool3d"] == {"skipped": "schema_no_case"}
+    assert ops["aten::_fft_c2c"] == {"skipped": "excluded"}
+    assert doc["provenance"]["probe"]["case_source"]["schema_ops"] == 4
+    claims = doc["summary"]["claims"]
+    assert claims["claimed_failing"] == 1 and claims["claimed_ok"] >= 1 and claims["unclaimed_ok"] >= 1, claims
+    assert doc["provenance"]["probe"]["manifest"]["claims"] == 2
+    assert run_opcov("lint", out).returncode == 0
+
+
+def test_schema_inputs_follow_argument_names():
+    import torch
+
+    from opcov.probe import schemacases as sc
+
+    found = sc.first_case(torch, "aten::_softmax", torch.float32, 1)
+    assert found is not None and found[1][1] in (0, -1) and found[1][2] is False  # dim, half_to_float
+    found = sc.first_case(torch, "aten::bitwise_and.Tensor", torch.float32, 1)
+    assert found[1][0].dtype == torch.int64  # no float kernel: made at int64, filed under int64
+    assert sc.first_case(torch, "aten::adaptive_max_pool3d", torch.float32, 1) is None
+    assert sc.chunks(["aten::a", "aten::b"]) == sc.chunks(["aten::b", "aten::a"])
+
+
+def test_manifest_tells_claimed_failures_from_gaps_and_gates_on_unclaimed(tmp_path):
+    from opcov.errors import UsageError
+    from opcov.probe.manifest import load
+    from opcov.verdict.judge import BackendVerdict, Finding, OpResult, apply_manifest, fail_on, gate_failures
+
+    path = tmp_path / "m.yaml"
+    path.write_text(MANIFEST)
+    m = load(str(path), "opcovtest")
+    assert m.claimed("aten::add.Scalar", "float32") and not m.claimed("aten::add.Scalar", "bfloat16")
+    assert m.claimed("aten::zeros.names", "int64") and not m.claimed("aten::zeros_like", "float32")
+    assert m.excluded("aten::_fft_c2c") == "no FFT unit"
+
+    def verdict():
+        return BackendVerdict("opcovtest", "inference", "fails", "probed", [
+            OpResult("aten::add.Scalar", findings=[Finding("forward", "float32", "fails", "probed", "mismatch")]),
+            OpResult("aten::mm", findings=[Finding("forward", "float32", "fails", "probed", "raises")])], [], [])
+
+    v = verdict()
+    assert apply_manifest([v], m) == 1
+    assert v.ops[0].findings[0].why.endswith("claimed by the manifest: a bug to report")
+    assert v.ops[1].findings[0].why.endswith("not claimed by the manifest: a known gap")
+    assert v.unclaimed == [("aten::mm", "float32")]
+    lines = gate_failures([v], outcomes=fail_on(["unclaimed"]))
+    assert any("1 needed op/dtype pair(s) not claimed by the manifest: aten::mm float32" in ln for ln in lines)
+    assert any("needs the backend's manifest" in ln for ln in gate_failures([verdict()], outcomes={"unclaimed"}))
+    for text, said in (("manifest: 2\n", "manifest: 1"), ("manifest: 1\nbackend: tpu\n", "not 'opcovtest'"),
+                       ("manifest: 1\nbackend: opcovtest\nclaims: {aten::mm: float32}\n", "dtypes must be")):
+        path.write_text(text)
+        with pytest.raises(UsageError, match=said):
+            load(str(path), "opcovtest")

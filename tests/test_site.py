@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, child_env, run_opcov
 from opcov.site import render
-from sitefixture import make_coverage
+from sitefixture import make_coverage, make_versioned_coverage, rendered
 
 
 
@@ -28,11 +28,7 @@ def tree(folder):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """(coverage folder, rendered site folder) of the small fixture data."""
-    root = tmp_path_factory.mktemp("site")
-    cov = make_coverage(root)
-    out = str(root / "site")
-    render.render_site(cov, out)
-    return cov, out
+    return rendered(tmp_path_factory, "site", make_coverage)
 
 
 def read(folder, rel):
@@ -286,16 +282,16 @@ def test_op_page_answers_per_backend_before_the_details(small):
     _, out = small
     page = said(read(out, "ops/aten/mm.html"))
     answer = page[page.index("Does it run?"):page.index("Details")]
-    assert ("alpha: ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
+    assert ("alpha (torch 2.13.0+cpu): ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
             "◑ passes in 1 of 2 dtypes probed (error: bfloat16)") in answer
-    assert ("beta: ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified; "
+    assert ("beta (torch 2.13.0+cpu): ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified; "
             "no probe") in answer
     # the grid: probed cells per dtype; beta's registered claims span every dtype, marked dtype-blind
     assert ("float32 ✓ pass ✓ pass ○ registered any dtype (dtype-blind) ○ registered any dtype (dtype-blind) "
             "bfloat16 ≠ mismatch ✗ error") in answer
     assert "Python: torch.Tensor.mm, torch.mm" in page[:page.index("Does it run?")]
     relu = said(read(out, "ops/aten/relu.html"))
-    assert ("alpha: ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
+    assert ("alpha (torch 2.13.0+cpu): ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
             "(no OpInfo sample reaches it)") in relu
     assert "any dtype ✗ missing any dtype (dtype-blind) ✗ missing" in relu  # no backend probed it: one row
     weird = text_of(read(out, "ops/aten/weird.html"))
@@ -363,12 +359,115 @@ def test_api_gives_the_numbers_the_pages_show(small):
                       "color": "1565c0"}
 
 
+def models_data(out):
+    html = read(out, "models.html")
+    return json.loads(re.search(r'<script id="models-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+
+
 def test_model_index_lists_each_verdict_with_its_evidence(small):
+    """The index is drawn in the browser from a compact JSON (models.js): one letter per backend and mode,
+    each a verdict on its evidence in words; without JavaScript, a list of every model's page."""
     _, out = small
-    page = text_of(read(out, "models.html"))
-    assert "tiny ❌ fails (registered evidence) ❌ fails (registered evidence) ○ runs (registered, unverified) " \
-           "○ runs (registered, unverified)" in page
-    assert 'data-filter="models-table"' in read(out, "models.html")
+    d = models_data(out)
+    assert [b["name"] for b in d["backends"]] == ["alpha", "beta"] and d["modes"] == ["inference", "training"]
+    (row,) = d["models"]
+    assert row[:2] == ["tiny", "models/tiny.html"]
+    said = [d["codes"][c][1] for c in row[5]]
+    assert said == ["fails (registered evidence)"] * 2 + ["runs (registered, unverified)"] * 2
+    assert [d["codes"][c][2] for c in row[5]] == ["fail", "fail", "registered", "registered"]
+    assert ["fails (registered evidence)", row[5][0]] in d["verdicts"] and ["no data", "-"] in d["verdicts"]
+    html = read(out, "models.html")
+    assert '<noscript>' in html and '<a href="models/tiny.html">tiny</a>' in html and "assets/models.js" in html
+
+
+@pytest.fixture(scope="module")
+def versioned(tmp_path_factory):
+    """(coverage, site) of the fixture plus gamma, a backend whose data is of torch 2.9.0, and a second model."""
+    return rendered(tmp_path_factory, "versioned", make_versioned_coverage)
+
+
+def test_an_op_absent_from_a_backends_torch_reads_not_in_torch(versioned):
+    """The op catalogue is the union over backends: an op the torch of a backend's data does not define
+    reads "not in torch X" there, never "missing" or "no data"; an op absent from a backend's data of the
+    same torch as the others is still "no data"."""
+    _, out = versioned
+    relu = said(read(out, "ops/aten/relu.html"))
+    assert "gamma (torch 2.9.0): ∅ not in torch 2.9.0 (the op does not exist in that release)" in relu
+    assert "beta (torch 2.13.0+cpu): ○ registered own kernel" in relu
+    assert "∅ not in torch 2.9.0: the op does not exist in the torch of this backend's data" in relu
+    old = said(read(out, "ops/aten/old_op.html"))
+    assert "alpha (torch 2.13.0+cpu): ∅ not in torch 2.13.0+cpu" in old
+    weird = said(read(out, "ops/aten/weird.html"))
+    assert "beta (torch 2.13.0+cpu): · not in this backend's data" in weird  # alpha's data of its torch has it
+    assert "gamma (torch 2.9.0): ∅ not in torch 2.9.0" in weird
+    sym = said(read(out, "ops/aten/sym_size.int.html"))  # in gamma's 2.9 data and alpha's: beta just lacks it
+    assert "beta (torch 2.13.0+cpu): · not in this backend's data" in sym and "not in torch" not in sym
+    api = json.loads(read(out, "api/ops/aten/relu.json"))["backends"]["gamma"]
+    assert api["forward"]["support"] == "A" and api["says"].startswith("not in torch 2.9.0")
+    html = read(out, "matrix.html")
+    d = json.loads(re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+    assert [(b["name"], b["torch"]) for b in d["backends"]] == [("alpha", "2.13.0+cpu"), ("beta", "2.13.0+cpu"),
+                                                                ("gamma", "2.9.0")]
+    rows = {r[0]: r for r in d["ops"]}
+    assert rows["aten::relu"][2] == "mra" and rows["aten::old_op"][2] == "aar" and rows["aten::weird"][2] == "u-a"
+    assert "gamma torch 2.9.0" in text_of(read(out, "models.html"))  # column headers name each backend's torch
+    assert "Data of torch 2.9.0, gamma_pkg 2.9.0." in text_of(read(out, "backends/gamma.html"))
+
+
+def test_compare_pages_give_what_opcov_compare_gives(versioned):
+    """One page per pair of non-control backends, each direction ranked by models affected, per evidence
+    level; its JSON is 'opcov compare A B --models zoo --format json' on the same data."""
+    from opcov.verdict import compare
+
+    cov, out = versioned
+    index = text_of(read(out, "compare.html"))
+    assert re.search(r"alpha torch 2\.13\.0\+cpu, alpha_pkg 1\.0 beta torch 2\.13\.0\+cpu, beta_pkg 1\.0 2 ops 0 ops "
+                     r"3 op sets, 2 models", index)
+    page = said(read(out, "compare/alpha-vs-beta.html"))
+    lacks = page[page.index("alpha lacks what beta has: 2 ops"):page.index("beta lacks what alpha has")]
+    # add.Tensor (alpha's disabled fallback) blocks both modes of tiny, relu (no kernel) only its training
+    assert re.search(r"aten::add\.Tensor 1 ❌ fails ✅ runs tiny .*aten::relu 1 ❌ fails ✅ runs tiny \(training\)", lacks)
+    assert "beta lacks what alpha has: 0 ops Nothing" in page
+    gamma = said(read(out, "compare/beta-vs-gamma.html"))
+    assert re.search(r"gamma lacks what beta has: 1 op .* aten::relu 1 ∅ not in torch 2\.9\.0 ✅ runs tiny \(training\)",
+                     gamma)
+    for a, b in (("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")):
+        mine = json.loads(read(out, f"api/compare/{a}-vs-{b}.json"))
+        cli = compare.as_dict(compare.compare(a, b, cov))
+        assert mine["lacks"] == cli["lacks"] and mine["torch"] == cli["torch"] and mine["opsets"] == cli["opsets"]
+    assert json.loads(read(out, "api/index.json"))["compare"]["beta gamma"] == "api/compare/beta-vs-gamma.json"
+    assert 'href="../compare/alpha-vs-beta.html"' in read(out, "backends/beta.html")
+
+
+def test_controls_are_not_compared(tmp_path):
+    """cpu and meta are the references, not targets: no compare page pairs them."""
+    from opcov.site import model as sitemodel
+    from opcov.store import data
+
+    cov = make_coverage(tmp_path)
+    os.rename(os.path.join(cov, "beta"), os.path.join(cov, "cpu"))
+    for name in os.listdir(os.path.join(cov, "cpu")):
+        path = os.path.join(cov, "cpu", name)
+        doc = data.load(path)
+        doc["backend"]["name"] = "cpu"
+        data.save(doc, path)
+    site = sitemodel.load_site(cov)
+    assert [b.name for b in site.backends if b.control] == ["cpu"]
+    assert render.comparisons(site, sitemodel.judge_models(site)) == []
+    files = render.build(site)
+    assert not [f for f in files if f.startswith("compare/")] and "Fewer than two backends" in files["compare.html"].decode()
+
+
+def test_model_index_facets(versioned):
+    """family, task and modality of each model, read from its op sets (source prefix, the head and inputs
+    the trace notes), for the index's filters; 'not said' where they do not tell."""
+    _, out = versioned
+    d = models_data(out)
+    rows = {r[0]: r for r in d["models"]}
+    facets = {name: [d["facets"][k][r[2 + i]] for i, k in enumerate(("family", "task", "modality"))]
+              for name, r in rows.items()}
+    assert facets == {"tiny": ["factory", "not said", "not said"], "tiny2": ["transformers", "causal_lm", "text"]}
+    assert rows["tiny2"][5][1::2] == "---"  # no training op set: no data on any backend
 
 
 def test_backend_page_tells_the_backends_gaps_from_opcovs(small):

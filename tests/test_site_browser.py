@@ -16,7 +16,7 @@ import pytest
 
 from conftest import ROOT
 from opcov.site import render
-from sitefixture import make_coverage
+from sitefixture import make_coverage, make_versioned_coverage, rendered
 
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
@@ -40,10 +40,7 @@ def browser():
 
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
-    root = tmp_path_factory.mktemp("browser")
-    out = str(root / "site")
-    render.render_site(make_coverage(root), out)
-    return out
+    return rendered(tmp_path_factory, "browser", make_coverage)[1]
 
 
 @pytest.fixture(scope="module")
@@ -52,6 +49,12 @@ def full(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("full") / "site")
     render.render_site(os.path.join(ROOT, "coverage"), out)
     return out
+
+
+@pytest.fixture(scope="module")
+def versioned(tmp_path_factory):
+    """The small site plus gamma (data of torch 2.9.0) and a second model, tiny2."""
+    return rendered(tmp_path_factory, "versioned", make_versioned_coverage)[1]
 
 
 def url(folder, rel):
@@ -92,6 +95,7 @@ def cells(page, op):
 
 def test_pages_load_with_no_console_error_and_no_foreign_request(browser, small):
     for rel in ("index.html", "matrix.html", "about.html", "backends/alpha.html", "models/tiny.html", "models.html",
+                "compare.html", "compare/alpha-vs-beta.html",
                 "ops/aten/mm.html", "search.html?q=relu", "badges/alpha.svg"):
         w = Watched(browser)
         with w as page:
@@ -241,10 +245,10 @@ def test_does_tpu_support_native_layer_norm_backward_in_bfloat16_in_three_intera
         page.wait_for_load_state("load")
         assert page.title() == "aten::native_layer_norm_backward · opcov"
         answer = page.text_content("ul.answers")
-        assert "tpu: ○ registered own kernel, unverified" in " ".join(answer.split())
+        assert "tpu (torch 2.13.0+cpu): ○ registered own kernel, unverified" in " ".join(answer.split())
         # the grid: tpu's forward for bfloat16 is a registered claim, marked dtype-blind, not a probed pass
         cell = page.evaluate("""() => {
-            const t = document.querySelector('table.grid'), heads = [...t.tHead.rows[0].cells].map(c => c.textContent);
+            const t = document.querySelector('table.grid'), heads = [...t.tHead.rows[0].cells].map(c => c.textContent.split(' ')[0]);
             const col = 1 + 2 * (heads.indexOf('tpu') - 1);  // dtype column, then fwd/bwd per backend
             const row = [...t.tBodies[0].rows].find(r => r.cells[0].textContent === 'bfloat16') || t.tBodies[0].rows[0];
             const first = t.tBodies[0].rows[0];
@@ -324,7 +328,7 @@ def test_matrix_search_ranks_python_names(browser, full):
 # ---------------------------------------------------------------- every screen
 
 PAGES = ("index.html", "matrix.html", "ops/aten/native_layer_norm_backward.html", "models/llama.html",
-         "backends/tpu.html", "models.html", "search.html?q=layer_norm")
+         "backends/tpu.html", "models.html", "search.html?q=layer_norm", "compare.html", "compare/cuda-vs-tpu.html")
 
 
 def test_no_page_scrolls_sideways_on_a_phone_and_dark_mode_follows_the_system(browser, full, tmp_path_factory):
@@ -376,3 +380,59 @@ def test_no_serious_accessibility_violations(browser, full, small):
                                     f"{v['nodes'][0]['target']} {v['nodes'][0].get('failureSummary', '')[:200]}")
         ctx.close()
     assert not problems, "\n".join(problems)
+
+
+def model_rows(page):
+    page.wait_for_selector("html[data-models-ready]", timeout=10000)
+    return page.eval_on_selector_all("#models-table tbody th", "els => els.map(e => e.textContent)")
+
+
+def test_model_index_filters_by_family_and_backend_verdict_and_keeps_state_in_the_url(browser, versioned):
+    with Watched(browser) as page:
+        page.goto(url(versioned, "models.html"))
+        assert model_rows(page) == ["tiny", "tiny2"]
+        assert page.inner_text("#model-count").startswith("2 of 2 models shown")
+        page.select_option("#mbackend", label="alpha (torch 2.13.0+cpu)")
+        page.select_option("#verdict", label="fails (registered evidence)")
+        assert model_rows(page) == ["tiny"]  # tiny2 runs on alpha (probed)
+        heads = page.eval_on_selector_all("#models-table thead th", "els => els.map(e => e.textContent)")
+        assert heads[4:] == ["alpha inferencetorch 2.13.0+cpu", "alpha trainingtorch 2.13.0+cpu"]  # one backend
+        page.select_option("#verdict", label="runs")
+        assert model_rows(page) == ["tiny2"]
+        page.select_option("#mbackend", label="gamma (torch 2.9.0)")
+        page.select_option("#verdict", label="unknown (no evidence)")  # tiny's training needs relu, not in 2.9
+        page.select_option("#mmode", "training")
+        assert model_rows(page) == ["tiny"]
+        cell = page.inner_text("#models-table tbody td.st")
+        assert cell.endswith("unknown (no evidence)")
+        linked = page.url
+        page.select_option("#mmode", "inference")
+        assert model_rows(page) == []
+        assert page.inner_text("#model-count").startswith("0 of 2 models shown")
+        page.goto(url(versioned, "matrix.html"))  # leave, then open the linked state afresh
+        page.goto(linked)
+        assert model_rows(page) == ["tiny"] and page.input_value("#mmode") == "training"
+        page.goto(url(versioned, "models.html"))
+        page.select_option("#family", label="transformers (1)")
+        assert model_rows(page) == ["tiny2"]
+        page.fill("#mq", "TINY")
+        page.select_option("#family", "")
+        page.wait_for_function("document.querySelectorAll('#models-table tbody tr').length === 2")
+
+
+def test_matrix_and_compare_pages_say_not_in_torch(browser, versioned):
+    with Watched(browser) as page:
+        page.goto(url(versioned, "matrix.html#q=relu"))
+        matrix_ready(page)
+        assert cells(page, "aten::relu")[2] == "∅ not in torch 2.9.0"
+        heads = page.eval_on_selector_all("#matrix thead th", "els => els.map(e => e.innerText)")
+        assert any(h.startswith("gamma") and "torch 2.9.0" in h for h in heads)
+        page.select_option("#status", "not_in_torch")
+        page.fill("#q", "")
+        page.wait_for_function("document.querySelectorAll('#matrix tbody tr').length === 3")
+        assert shown(page) == ["aten::old_op", "aten::relu", "aten::weird"]  # alpha and beta lack old_op; gamma the others
+        page.goto(url(versioned, "compare.html"))
+        page.click("tbody th a[href='compare/beta-vs-gamma.html']")
+        assert page.url.endswith("compare/beta-vs-gamma.html")
+        text = page.inner_text("#main")
+        assert "gamma lacks what beta has: 1 op" in text and "aten::relu" in text and "not in torch 2.9.0" in text

@@ -229,3 +229,29 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
 def test_zoo_all_needs_a_selection(opcov):
     r = opcov("zoo", "trace", "--jobs", "2")
     assert r.returncode == 2 and "--all, --sample N or --only NAMES" in r.stderr
+
+
+def test_shard_runs_merge_into_the_table_of_the_unsharded_run(opcov, tmp_path):
+    """--shard 1/2 and 2/2 (a CI matrix) traced for real, joined by 'opcov zoo merge': byte for byte the
+    table one unsharded run writes, and the same op sets."""
+    names = "nn-convnet,nn-gru,nn-lstm"
+    base = ("zoo", "trace", "--only", names, "--mode", "inference", "--jobs", "1")
+    r = opcov(*base, "--root", str(tmp_path / "whole"), "--table", str(tmp_path / "whole.tsv"))
+    assert r.returncode == 0, r.stderr
+    parts = []
+    for k in (1, 2):
+        part = str(tmp_path / f"outcomes-shard-{k}-of-2.tsv")
+        r = opcov(*base, "--shard", f"{k}/2", "--root", str(tmp_path / "sharded"), "--table", part)
+        assert r.returncode == 0, r.stderr
+        assert zoorun.read_table(part)[0]["shard"] == f"{k}/2"
+        parts.append(part)
+    assert {row["model"] for p in parts for row in zoorun.read_table(p)[1]} == set(names.split(","))
+    r = opcov("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
+    assert r.returncode == 0, r.stderr
+    whole = (tmp_path / "whole.tsv").read_text()
+    assert (tmp_path / "merged.tsv").read_text() == whole and whole.count("\ttraced\t") == 3
+    for name in names.split(","):
+        a, b = (load_yaml(tmp_path / root / name / "inference.yaml") for root in ("whole", "sharded"))
+        a["provenance"].pop("created"), b["provenance"].pop("created")
+        a["provenance"]["command"] = b["provenance"]["command"] = None  # names the root it was written to
+        assert a == b

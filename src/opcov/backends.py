@@ -76,8 +76,9 @@ BUILTIN = (
                   "from native_functions.yaml and torch's MPS test lists)"),
     Backend("xla", "xla", "XLA", package="torch_xla", module="torch_xla",
             note="PyTorch/XLA (legacy, lazy tensors)",
-            setup="torch-xla built for the installed torch (same version); PJRT_DEVICE=CPU runs it on the "
-                  "CPU, so both the scan and the probe work without an accelerator"),
+            setup="torch-xla built for the installed torch (same version; torch-xla 2.9.0 pins torch 2.9.0: "
+                  "scripts/envs/xla.sh makes .envs/xla, scripts/envs/xla-data.sh its data); PJRT_DEVICE=CPU "
+                  "runs it on the CPU, so both the scan and the probe work without an accelerator"),
     Backend("tpu", "tpu", "PrivateUse1", package="torch_tpu", module="torch_tpu",
             note="TorchTPU, native eager backend for Google TPUs",
             setup="pip install 'opcov[tpu]' (torch-tpu and libtpu); the scan needs no TPU, the probe runs "
@@ -201,6 +202,12 @@ def settings(backend: Backend, torch) -> dict:
         out["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
     elif backend.name == "mps":
         out["cpu_fallback_enabled"] = os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") == "1"
+    elif backend.name == "xla":
+        # PJRT_DEVICE picks XLA's client (CPU here, TPU or CUDA elsewhere); its boxed fallback always
+        # runs ops without a lowering on the CPU (XLA_FALLBACK_CUDA=1 sends them to CUDA instead).
+        out["pjrt_device"] = os.environ.get("PJRT_DEVICE", "unset")
+        out["fallback_kind"] = "cuda" if os.environ.get("XLA_FALLBACK_CUDA") in ("1", "true") else "cpu"
+        out["cpu_fallback_enabled"] = True
     if backend.module:
         # A backend may describe itself: module attribute ``__opcov_settings__`` (dict or callable).
         mod = importlib.import_module(backend.module)
@@ -219,6 +226,8 @@ def fallback_kind(backend: Backend) -> tuple[str, bool | None]:
     """
     if backend.name in ("tpu", "mps"):
         return "cpu", None
+    if backend.name == "xla":
+        return "cpu", True  # torch_xla's aten_fallback.cpp: no switch turns it off
     if backend.name == "meta":
         return "error", False  # MetaFallbackKernel: "no fake impl or Meta kernel registered"
     return "unknown", None

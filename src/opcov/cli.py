@@ -60,13 +60,16 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     ck.add_argument("--fail-on", action="append", default=[], metavar="OUTCOMES",
                     help="also fail the gate when any op has one of these outcomes, a comma list of "
-                    f"{', '.join(vocab.PROBLEMS)} (repeatable; an op that fails always "
-                    "fails the gate)")
+                    f"{', '.join(vocab.PROBLEMS)}, or unclaimed (needs --manifest) (repeatable; an op that "
+                    "fails always fails the gate)")
     ck.add_argument("--require", choices=vocab.EVIDENCE_LEVELS, metavar="LEVEL",
                     help="also fail the gate when anything a verdict rests on was judged from evidence weaker "
                     f"than LEVEL ({' > '.join(vocab.EVIDENCE_LEVELS)}), e.g. '--require probed' refuses "
                     "registered claims")
     ck.add_argument("--strict", action="store_true", help="the same as --fail-on fallback,unknown")
+    ck.add_argument("--manifest", action="append", default=[], metavar="FILE",
+                    help="a backend's manifest (docs/DATA.md): failing ops it claims are told apart from those it "
+                    "does not; '--fail-on unclaimed' fails the gate on an op or dtype it does not claim (repeatable)")
     ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
 
     tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
@@ -190,6 +193,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--exhaustive", action="store_true",
                     help="run every case of a group (OpInfo x dtype) even after one crashed or timed out "
                     "(default: the rest are recorded as not run after it)")
+    pr.add_argument("--no-schema", dest="schema", action="store_false",
+                    help="no cases made from op schemas (default: one per functional aten overload at float32, "
+                    "--ops searched in its overload name 'aten::add.Scalar')")
+    pr.add_argument("--manifest", metavar="FILE",
+                    help="the backend's manifest (ops and dtypes it claims, ops it excludes; docs/DATA.md): cells "
+                    "counted as claimed or not, excluded ops skipped as such")
     pr.add_argument("--out", help="file to write (default: coverage/<backend>/probed-...yaml)")
 
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
@@ -421,7 +430,14 @@ def cmd_check(args) -> int:
     if args.output:
         output.check_writable_file(args.output)
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
+    from opcov.probe.manifest import load as load_manifest
+
+    manifests = [load_manifest(path) for path in args.manifest]
     verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
+    for manifest in manifests:
+        if not judge.apply_manifest(verdicts, manifest):
+            raise UsageError(f"--manifest {manifest.path} speaks for backend {manifest.backend!r}, which is not "
+                             f"among the backends checked ({', '.join(args.backend)})")
     text = reports.render(args.format, verdicts, model)
     if args.output:
         output.write_atomic(args.output, text)
@@ -497,6 +513,9 @@ def cmd_probe(args) -> int:
         except re.error as exc:
             raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
     backend = get_backend(args.backend, args.import_module)
+    from opcov.probe.manifest import load as load_manifest
+
+    manifest = load_manifest(args.manifest, backend.name) if args.manifest else None
     out = args.out or layout.probe_path(backend, shard)
     from opcov.probe.runner import journal_path
 
@@ -506,7 +525,7 @@ def cmd_probe(args) -> int:
     doc, figures = probe(backend, out=out, pattern=args.ops, core=args.core, dtypes=dtypes,
                          directions=directions, jobs=args.jobs, timeout=args.timeout, shard=shard,
                          resume=args.resume, command=command_line(), traces=traces, exhaustive=args.exhaustive,
-                         tiers=tiers)
+                         tiers=tiers, schema=args.schema, manifest=manifest)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
           f"({figures['groups']} groups, {figures['restarts']} worker restarts)")

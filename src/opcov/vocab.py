@@ -75,6 +75,9 @@ PROBED = _table(
     Word("error", "raises", "error", "\u2717", "fail"),
     Word("unsupported", "no kernel", "unsupported", "\u2717", "fail"),
     Word("mismatch", "wrong results", "mismatch", "\u2260", "fail"),
+    # Ran, but only because an op fell back to the CPU (a backend that counts its fallback: PyTorch/XLA);
+    # its group is "warn", as a registered fallback's: neither ok nor a failure.
+    Word("fallback", "runs only through the CPU fallback", "fallback", "\u21aa", "warn"),
     Word("pass_low_precision", "passes only at reduced precision", "low precision", "\u2248", "ok"),
     Word("pass", "probed pass", "pass", "\u2713", "ok"),
     Word("not_comparable", "ran (values not comparable)", "not comparable", "~", "unknown"),
@@ -95,8 +98,11 @@ SKIP_REASONS = _table(
     Word("not_tensor_op", "no tensor among its arguments or results", "not a tensor op"),
     Word("no_cpu_kernel", "CPU itself has no kernel for it: no reference to compare with", "no CPU kernel"),
     Word("random", "random op (values compared not at all, only shapes): no case reached it", "random"),
+    Word("excluded", "the backend's manifest rules it out (opcov probe --manifest)", "excluded by manifest"),
     Word("variant", "out= or in-place variant: its functional form is probed, this overload is not",
          "variant"),
+    Word("schema_no_case", "no OpInfo reached it, and CPU accepted none of the inputs made from its schema",
+         "schema: no case"),
     Word("other_overload", "the OpInfo about it ran but dispatched other overloads", "other overload"),
     Word("not_selected", "its OpInfo was not in this run's selection (--ops, --core, --shard, --dtypes)",
          "not selected"),
@@ -107,7 +113,8 @@ SKIP_REASONS = _table(
 # made harder), forward only, its status in a cell key of its own (``<tier>``, evidence ``<tier>_*``),
 # so that a backend failing only on channels_last inputs says exactly that (opcov.probe.tiers).
 INPUT_TIERS = _table(
-    Word("special", "NaN, +-inf and -0.0 among the floating inputs", "NaN/inf"),
+    Word("special", "NaN, +-inf, -0.0 and the dtype's extremes (largest finite, smallest normal) among the "
+         "floating inputs", "NaN/inf"),
     Word("noncontig", "non-contiguous inputs (transposed, or every other element)", "non-contiguous"),
     Word("channels_last", "4-d (5-d) inputs in channels_last (channels_last_3d) memory format", "channels_last"),
     Word("empty", "zero-size inputs (the leading dimension cut to 0)", "empty"),

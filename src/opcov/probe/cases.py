@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass
 
 from opcov.errors import UsageError
-from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay
+from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay, schemacases
 from opcov.probe.sample import Loaded, Sample
 from opcov.probe.tiers import TIERS, tier_samples
 
@@ -59,10 +59,14 @@ class Group:
     dtype: str
     backward: bool  # generate samples with requires_grad and run the backward
     tiers: tuple = ()  # input tiers (probe.tiers): one harder case each, after the samples
+    ops: tuple = ()  # a schema group's ops (probe.schemacases): one case each
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward,
-                "tiers": list(self.tiers)}
+        d = {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward,
+             "tiers": list(self.tiers)}
+        if self.ops:
+            d["ops"] = list(self.ops)
+        return d
 
 
 def opinfo_id(op) -> str:
@@ -159,6 +163,8 @@ def load_group(group: dict) -> Loaded:
     seed_all(group["id"])
     if source.startswith(replay.TRACE_PREFIX):
         return replay.load(group)
+    if source.startswith(schemacases.SCHEMA_PREFIX):
+        return schemacases.load(group)
     if source.startswith(CANARY_PREFIX):
         dt, fn, raw = _canaries()[source]
         return Loaded(fn, [Sample(i.clone(), a, k) for i, a, k in raw], (canary_ids()[source][1],),
@@ -169,7 +175,8 @@ def load_group(group: dict) -> Loaded:
     for sample, leaves in zip(samples, host_leaves(source, op, dtype, group["backward"], len(samples))):
         sample.host_leaves = leaves
     samples += tier_samples(samples, group.get("tiers", ()))
-    return Loaded(op.op, samples, aten_names(op), bool(op.has_nondeterministic_output),
+    # has_nondeterministic_output: an OpInfo field that torch 2.9 (PyTorch/XLA's) does not have yet
+    return Loaded(op.op, samples, aten_names(op), bool(getattr(op, "has_nondeterministic_output", False)),
                   torch.float64 in op.supported_dtypes("cpu"), False, bool(getattr(op, "supports_out", False)))
 
 
@@ -288,10 +295,12 @@ def parse_traces(text: str | None) -> tuple[str, ...]:
 
 
 def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, shard=None,
-                  canaries: bool = True, traces=(), tiers=()) -> list[Group]:
+                  canaries: bool = True, traces=(), tiers=(), schema_ops=()) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
-    ``aten::<aten_name>``; ``core_bases`` (a set of aten base names) keeps core ATen OpInfos;
-    OpInfo groups get one harder case per input tier of ``tiers`` (forward only)."""
+    ``aten::<aten_name>`` (for a schema case, in the overload's name, ``aten::add.Scalar``);
+    ``core_bases`` (a set of aten base names) keeps core ATen OpInfos and schema ops; OpInfo groups
+    get one harder case per input tier of ``tiers`` (forward only); ``schema_ops`` (overload names,
+    ``probe.schemacases.targets``) get one case each made from their schemas."""
     rx = None
     if pattern:
         try:
@@ -328,6 +337,13 @@ def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, s
             sid = f"{replay.TRACE_PREFIX}{name}"
             if model_dtypes[name] in dtypes and not (rx and not rx.search(sid)) and core_bases is None:
                 groups.append(Group(f"{sid}|{model_dtypes[name]}", sid, model_dtypes[name], False))
+    if schema_ops and "forward" in directions:
+        keep = [n for n in schema_ops if not (rx and not rx.search(n))
+                and (core_bases is None or n.split("::", 1)[1].split(".", 1)[0] in core_bases)]
+        for dt in schemacases.SCHEMA_DTYPES:
+            if dt in dtypes:
+                for sid, names in sorted(schemacases.chunks(keep).items()):
+                    groups.append(Group(f"{sid}|{dt}", sid, dt, False, (), tuple(names)))
     if not groups:
         what = f"--ops {pattern!r}" if pattern else "the selection"
         raise UsageError(f"no OpInfo case matches {what} at dtypes {','.join(dtypes)} "

@@ -7,8 +7,11 @@ first that applies in that (worst-explained-last) order:
 - facts of the op itself, read from the dispatcher and its schema (``intrinsic``): a host-only
   metadata op, one that needs a distributed process group, one with no tensor in or out, one CPU
   has no kernel for (no reference to compare with), a random op;
+- ``excluded``: the backend's manifest (``probe.manifest``) rules it out;
 - ``variant``: an ``out=`` or in-place overload whose functional form is probed (this overload is
   not; said so, not counted as probed);
+- ``schema_no_case``: a schema group (``probe.schemacases``) tried it, and CPU accepted none of the
+  inputs made from its schema;
 - what the cases were (``reason``): an OpInfo about it ran but dispatched other overloads
   (``other_overload``), the OpInfos about it were not in this run's selection (``not_selected``),
   or no OpInfo is about it and no replayed zoo call reached it (``no_source``).
@@ -109,20 +112,26 @@ def functional_forms(torch, catalog) -> dict[str, str]:
 class Dispositions:
     """Everything needed to give an unprobed op its bucket, once the probed ops are known."""
 
-    def __init__(self, facts: dict, functional: dict, named: dict, selected):
+    def __init__(self, facts: dict, functional: dict, named: dict, selected, schema_tried=(), excluded=None):
         self.facts = facts  # op -> intrinsic bucket
         self.functional = functional  # variant op -> functional op
         self.named = named  # aten base name -> OpInfo ids about it
         self.selected = frozenset(selected)  # OpInfo ids this run had cases of
+        self.schema_tried = frozenset(schema_tried)  # ops this run's schema groups made cases for
+        self.excluded = excluded  # op -> why a backend manifest rules it out, or None (probe.manifest)
 
     def record(self, name: str, probed) -> dict:
         """The ``{skipped: bucket}`` record (``of`` for a variant) of op ``name``, given the probed ops."""
         bucket = self.facts.get(name)
         if bucket is not None:
             return {"skipped": bucket}
+        if self.excluded is not None and self.excluded(name):
+            return {"skipped": "excluded"}
         of = self.functional.get(name)
         if of is not None and of in probed:
             return {"skipped": "variant", "of": of}
+        if name in self.schema_tried:
+            return {"skipped": "schema_no_case"}
         if "::" in name:
             base = name.split("::", 1)[1].split(".", 1)[0]
             about = self.named.get(base, set()) | self.named.get(_bare(base), set())

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 import time
 
+from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype
-from opcov.probe import FAILURES
+from opcov.probe import FAILURES, xla
 from opcov.probe.caserecord import CaseRecord
 from opcov.probe.cases import seed_host, seed_of
 from opcov.probe.compare import family_of, judge
@@ -53,6 +54,8 @@ def aliasing(torch, inputs, outputs) -> list:
     import torch.utils._pytree as pytree
 
     def sid(t):
+        if (key := xla.alias_key(t)) is not None:  # XLA tensors have no storage
+            return key
         try:
             return t.untyped_storage()._cdata
         except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
@@ -89,6 +92,7 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     import torch
 
     why = first_line(exc)
+    xla.forget()  # what fell back in the failed step is not the next step's
     if isinstance(exc, torch.OutOfMemoryError):
         return "error", f"out of memory: {why}"
     text = str(exc)
@@ -130,6 +134,7 @@ class Executor:
             self._sync = torch.cpu.synchronize
         else:
             self._sync = getattr(getattr(torch, device_type, None), "synchronize", None)
+        self._sync = xla.sync_for(device_type, self._sync)  # xla: the lazy graph's sync
 
     def seed(self, seed: int) -> None:
         """Seed the RNGs a case can draw from: on cpu and meta the CPU generator alone (see
@@ -176,7 +181,10 @@ class Executor:
         host = getattr(sample, "host_leaves", ())
         moved = [move(x, "cpu" if i in host else self.dev) if isinstance(x, self.torch.Tensor) else x
                  for i, x in enumerate(leaves)]
-        return pytree.tree_unflatten(moved, spec)
+        inp, args, kwargs = pytree.tree_unflatten(moved, spec)
+        if sample.device_kw:  # a factory op: it makes its result on the device named
+            kwargs = dict(kwargs, **{sample.device_kw: self.dev})
+        return inp, args, kwargs
 
     def to64(self, sample):
         return self._map(sample, lambda t: widen(self.torch, t))
@@ -215,6 +223,10 @@ class Executor:
             rec.fwd = {"status": "no_reference", "why": f"cpu reference failed: {first_line(exc)}",
                        "ops": calls.pairs()}
             return
+        called = getattr(fn, "func", None)  # one op overload called as itself (probe.sample.op_call)
+        if called is not None and overload_name(called) not in {name for name, _ in calls.calls}:
+            # a composite op decomposes before the dispatch mode sees it: the call is still its evidence
+            calls.add(called, cpu_in[0], cpu_in[2], cpu_out)
         mutated = [i for i, (t, v) in enumerate(zip(leaves_cpu, versions))
                    if isinstance(t, torch.Tensor) and t._version != v]
         bases = {name.split("::")[1].split(".")[0] for name, _ in calls.calls}
@@ -227,7 +239,7 @@ class Executor:
         family = family_of(bases, calls.tags_about({a.split("::", 1)[1] for a in rec.aten}))
         ref_in = ref_out = None
         if mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
-                and loaded.float64_ok:
+                and loaded.float64_ok and not sample.no_wide:
             ref_in = self.to64(sample)
             self.seed(seed)
             try:
@@ -270,6 +282,7 @@ class Executor:
             problem = layout_problem(torch, cpu_out, dev_out)
             if problem:
                 rec.fwd.update(status="mismatch", why=problem)
+        xla.mark(rec.fwd)  # xla: a step that ran through the CPU fallback is 'fallback'
         self.localize_if_needed(rec.aten, rec.fwd, fn, sample, seed)
         if sample.tier is None and loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
                 and isinstance(dev_out, torch.Tensor) and not mutated:
@@ -311,6 +324,7 @@ class Executor:
             if verdict.get("why"):
                 verdict["why"] = f"out=: {verdict['why']}"
             part.update(verdict)
+        xla.mark(part)
         self.localize_if_needed(aten, part, fn, sample, seed, out_like=cpu_out)
         return part
 
@@ -444,7 +458,8 @@ class Executor:
             d_outs = diff_outputs(dev_out)
             d_inputs = [pytree.tree_leaves(dev_in)[i] for i in idx_in]
             d_grads = torch.autograd.grad([d_outs[i] for i in keep], d_inputs,
-                                          [g.to(self.dev) for g in gos], allow_unused=True)
+                                          [g.to(d_outs[i].device) for g, i in zip(gos, keep)],  # an output
+                                          allow_unused=True)  # may stay on CPU (to('cpu')): its grad there too
             self.sync()
         except Exception as exc:  # noqa: BLE001
             status, why = classify_exception(exc)
@@ -457,3 +472,4 @@ class Executor:
 
         bwd.update(judge(named(d_grads), named(c_grads), named(r_grads) if r_grads is not None else None,
                          dtype=dtype, mode=mode, family=family))
+        xla.mark(bwd)

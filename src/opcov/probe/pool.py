@@ -4,7 +4,7 @@ A worker that dies (signal, abort) or exceeds the per-phase timeout is killed, t
 flight recorder (``probe.flight``) is recorded as ``crash`` or ``timeout`` with the phase it was
 in, and the rest of its group is recorded as not run after it (``CaseRecord.not_run_after``): a
 hanging op pays the timeout once, not once per sample. With ``exhaustive`` (and for a replayed
-trace, whose cases are each another op), a fresh worker continues the group after that case.
+trace or a schema group, whose cases are each another op), a fresh worker continues the group after that case.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from opcov.probe.flight import Flight
 from opcov.probe.journal import Journal
 from opcov.probe.progress import Progress
 from opcov.probe.replay import TRACE_PREFIX
+from opcov.probe.schemacases import SCHEMA_PREFIX
 
 START_TIMEOUT = 300.0  # worker start + smoke test (imports torch, the backend and OpInfo)
 GROUP_TIMEOUT_MIN = 120.0  # sample generation of one group, at least
@@ -261,9 +262,10 @@ class Pool:
     def cut_short(self, slot: _Slot, rec: CaseRecord, phase: str) -> bool:
         """No paying twice: after ``rec`` crashed or timed out, record the group's remaining cases as
         not run after it and finish the group. False (the group is continued) with ``exhaustive``,
-        for a replayed trace (each of its cases is another op), or when the sample count is unknown."""
+        for a replayed trace or a schema group (each of its cases is another op), or when the sample
+        count is unknown."""
         group = slot.group
-        if self.exhaustive or slot.case_ids is None or group["source"].startswith(TRACE_PREFIX):
+        if self.exhaustive or slot.case_ids is None or group["source"].startswith((TRACE_PREFIX, SCHEMA_PREFIX)):
             return False
         done = self.done_ids.get(group["id"], set())
         for cid in slot.case_ids:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from opcov.dtypes import call_dtype, dtype_name
-from opcov.probe.sample import Loaded, Sample
+from opcov.probe.sample import Loaded, op_call
 from opcov.tracing import models, zoo
 from opcov.tracing.trace import _default_loss
 
@@ -86,15 +86,5 @@ def load(group: dict):
     name = group["source"][len(TRACE_PREFIX):]
     samples = []
     for func, args, kwargs in capture(name):
-        s = Sample(tuple(args), (), dict(kwargs))
-        s.fn = _caller(func)
-        s.aten = (func.name().split(".")[0],)
-        samples.append(s)
+        samples.append(op_call(func, args, kwargs))
     return Loaded(None, samples, (), False, True, False)
-
-
-def _caller(func):
-    def call(args, **kwargs):
-        return func(*args, **kwargs)
-
-    return call

@@ -17,10 +17,11 @@ from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
 from opcov.errors import OpcovError
-from opcov.probe import cases, disposition, results
+from opcov.probe import cases, disposition, results, schemacases, xla
 from opcov.probe.compare import CPU_MARGIN, SCALED_FAMILIES, TOLERANCES, USABLE
 from opcov.probe.journal import Journal, journal_path
 from opcov.probe.ledger import Ledger, ledger_path, version_key
+from opcov.probe.manifest import claim_counts
 from opcov.probe.pool import Pool, ProbeError
 from opcov.probe.progress import Progress
 from opcov.store import data, output
@@ -34,14 +35,16 @@ def now_iso() -> str:
 
 def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jobs=1, timeout=60.0,
           shard=None, resume=False, command="", stream=None, traces=(), exhaustive=False,
-          tiers=()) -> tuple[dict, dict]:
+          tiers=(), schema=True, manifest=None) -> tuple[dict, dict]:
     """Run the probe; return (document, run figures). The document is also written to ``out``.
 
     ``out`` and its journal are checked before any worker starts; a journal this run made is removed
     again when the run stops before any case finished (nothing to resume), and kept otherwise.
     ``exhaustive``: run every case of a group after one crashed or timed out (by default the rest
     are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
-    gets one harder case of."""
+    gets one harder case of. ``schema``: also cases made from the schemas of functional overloads
+    (probe.schemacases). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
+    claimed or not, ops it rules out given the disposition ``excluded``."""
     output.check_writable_file(out)
     output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
@@ -57,13 +60,16 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         torch = _backends.load(backend)
         catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
         core_bases = {op.base for op in catalog.core} if core else None
+        facts = disposition.intrinsic(torch, catalog)
+        schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
         groups = cases.select_groups(pattern, core_bases=core_bases, dtypes=dtypes, directions=directions,
-                                     shard=shard, traces=traces, tiers=tiers)
+                                     shard=shard, traces=traces, tiers=tiers, schema_ops=schema_ops)
         settings = {
             "backend": backend.name, "module": backend.module, "torch": str(torch.__version__),
             "dtypes": list(dtypes), "directions": list(directions), "ops": pattern, "core": bool(core),
             "shard": f"{shard[0]}/{shard[1]}" if shard else None, "timeout": timeout,
             "traces": list(traces), "exhaustive": bool(exhaustive), "tiers": list(tiers),
+            "schema": bool(schema),
         }
         journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command},
                           resume)
@@ -101,8 +107,10 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
     run_s = time.monotonic() - t0
     records = list(journal.records.values())
     universe = [op.name for op in catalog]
-    reasons = disposition.Dispositions(disposition.intrinsic(torch, catalog), disposition.functional_forms(torch, catalog),
-                                       cases.named_bases(), {g.source for g in groups})
+    reasons = disposition.Dispositions(facts, disposition.functional_forms(torch, catalog),
+                                       cases.named_bases(), {g.source for g in groups},
+                                       {n for g in groups for n in g.ops},
+                                       manifest.excluded if manifest is not None else None)
     ops = results.build_ops(records, universe, reasons.record)
     table = results.opinfo_table(records, journal.group_errors)
     doc = {
@@ -114,6 +122,9 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,
     }
+    if manifest is not None:
+        doc["provenance"]["probe"]["manifest"] = manifest.provenance()
+        doc["summary"]["claims"] = claim_counts({n: r for n, r in ops.items() if n.startswith("aten::")}, manifest)
     try:
         data.save(doc, out)
     except OpcovError as exc:  # the journal holds every case: --resume writes the file without rerunning
@@ -151,6 +162,11 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
     import platform
 
     notes = list(NOTES_ALWAYS)
+    if settings["schema"]:
+        notes.append(f"schema cases: one case per functional aten overload at {', '.join(schemacases.SCHEMA_DTYPES)}, "
+                     "inputs made from its schema (small tensors, integers and shapes chosen by argument name; "
+                     "the first candidate CPU accepts), forward only, samples 'schema.<k>'; an overload no "
+                     "candidate runs on CPU is skipped as schema_no_case")
     if settings["tiers"]:
         notes.append(f"input tiers ({', '.join(settings['tiers'])}): one harder case per OpInfo x dtype each, "
                      "forward only, its status in a cell key of its own; in the layout tiers an output's memory "
@@ -160,6 +176,7 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
                         "probe and shows CPU's dtype support; it is not a rival backend's score")
     if backend.name == "meta":
         notes.insert(0, "meta tensors have no values: shape, dtype and stride are compared, nothing else")
+    notes += xla.provenance_notes(backend.name)
     n_canary = sum(g.source.startswith(cases.CANARY_PREFIX) for g in groups)
     n_trace = sum(g.source.startswith("trace.") for g in groups)
     return {
@@ -177,10 +194,13 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
             "dtypes": settings["dtypes"], "directions": settings["directions"],
             "ops": settings["ops"], "core": settings["core"], "shard": settings["shard"] or "all",
             "timeout_s": settings["timeout"], "exhaustive": settings["exhaustive"], "tiers": settings["tiers"],
+            "schema": settings["schema"],
             "case_source": {"opinfo_lists": cases.list_counts(), "opinfos": len({g.source for g in groups
                                                                                   if not g.source.startswith((cases.CANARY_PREFIX, "trace."))}),
                             "groups": len(groups), "canary_groups": n_canary,
-                            "trace_groups": n_trace, "traces": settings["traces"]},
+                            "trace_groups": n_trace, "traces": settings["traces"],
+                            "schema_groups": sum(bool(g.ops) for g in groups),
+                            "schema_ops": len({n for g in groups for n in g.ops})},
             "tolerances": {"per_dtype_rtol_atol": {k: list(v) for k, v in TOLERANCES.items()},
                            "cpu_margin": CPU_MARGIN,
                            "usable_rtol_atol": {f: {d: list(v) for d, v in t.items()} for f, t in USABLE.items()},

@@ -13,7 +13,7 @@ class Sample:
     """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
 
     __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves", "tier",
-                 "keep_layout")
+                 "keep_layout", "device_kw", "no_wide")
 
     def __init__(self, input, args, kwargs, output_process_fn_grad=None):
         self.input, self.args, self.kwargs = input, args, kwargs
@@ -23,6 +23,25 @@ class Sample:
         self.host_leaves = frozenset()  # leaves (pytree order) the OpInfo keeps on CPU for any device
         self.tier = None  # the input tier this sample was made harder for (probe.tiers); None: as given
         self.keep_layout = False  # copies keep the inputs' strides (a tier's layout is the point)
+        self.device_kw = None  # a factory's device argument: set to the device for the device run
+        self.no_wide = False  # no float64 reference: widened inputs would change what the call means
+
+
+def op_call(func, args, kwargs) -> Sample:
+    """A sample that calls one op overload ``func(*args, **kwargs)`` (a replayed or schema-made call),
+    about that op's base name."""
+    s = Sample(tuple(args), (), dict(kwargs))
+    s.fn = _Call(func)
+    s.aten = (func.name().split(".")[0],)
+    return s
+
+
+class _Call:
+    def __init__(self, func):
+        self.func = func
+
+    def __call__(self, args, **kwargs):
+        return self.func(*args, **kwargs)
 
 
 def case_ids(group_id: str, samples) -> list[str]:

@@ -4,8 +4,9 @@ OpInfo's samples are small, finite, contiguous and non-empty; a kernel can pass 
 still fail on what models feed it. Each tier (``opcov.vocab.INPUT_TIERS``) takes the first sample
 of a group it changes and makes it harder:
 
-- ``special``: NaN, +inf, -inf and -0.0 at the first positions of every floating input (the
-  comparison then checks NaN/inf positions one by one against CPU);
+- ``special``: NaN, +inf, -inf, -0.0 and the extremes of the dtype (largest finite value, its
+  negative, the smallest normal) at the first positions of every floating input (the comparison
+  then checks NaN/inf positions one by one against CPU, and the rest value by value);
 - ``noncontig``: every input of two or more dimensions transposed in memory (same values,
   swapped strides), others laid out every other element;
 - ``channels_last``: every 4-d (5-d) input in channels_last (channels_last_3d) memory format;
@@ -71,7 +72,8 @@ def _special(torch, t, lead):
         return None
     v = t.clone(memory_format=torch.contiguous_format)
     flat = v.view(-1)
-    for i, x in enumerate(SPECIAL_VALUES[:flat.numel()]):
+    info = torch.finfo(t.dtype)
+    for i, x in enumerate((SPECIAL_VALUES + (info.max, -info.max, info.tiny))[:flat.numel()]):
         flat[i] = x
     return v
 

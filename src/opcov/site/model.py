@@ -21,12 +21,11 @@ from opcov import dtypes as dtypes_mod
 from opcov import vocab
 from opcov.errors import DataError, UsageError
 
+CONTROLS = ("cpu", "meta")
 # Registered resolved statuses, best first (for display order).
 REG_ORDER = vocab.REGISTERED_BEST_FIRST
 # Probed statuses (docs/DATA.md), grouped for colour and summaries.
-PROBE_GROUPS = {s: vocab.PROBED[s].css for s in (
-    "pass", "pass_low_precision", "mismatch", "unsupported", "error", "crash", "timeout",
-    "not_comparable", "no_reference", "skipped")}
+PROBE_GROUPS = {s: w.css for s, w in vocab.PROBED.items()}
 
 
 @dataclass
@@ -91,6 +90,27 @@ class Backend:
     def probed(self) -> Snapshot | None:
         return self.latest("probed")
 
+    @property
+    def newest(self) -> Snapshot | None:
+        """The snapshot whose versions the pages show: the static one, else the probed one."""
+        return self.registered or self.probed
+
+    @property
+    def torch(self) -> str:
+        """The torch version of the backend's data as the pages show it ('2.9.0', '2.13.0+cpu'); '' for none."""
+        snap = self.newest
+        return str(snap.prov.get("torch", "")) if snap else ""
+
+    @property
+    def versions(self) -> str:
+        """'torch 2.9.0, torch_xla 2.9.0': what a column header or a backend page names."""
+        return self.newest.versions if self.newest else "no data"
+
+    @property
+    def control(self) -> bool:
+        """cpu and meta are controls: the references the others are judged against, no target to compare."""
+        return self.name in CONTROLS
+
 
 @dataclass
 class Model:
@@ -112,6 +132,15 @@ class Site:
     pynames: pynames_mod.Index | None = None  # the Python-name index of the data's torch, when committed
     pynames_note: str = ""  # which index the pages use, or why Python names are not shown
     python_of: dict = field(default_factory=dict)  # op name -> sorted Python names that dispatch it
+    # backend name -> ops of the site's catalogue (the union over backends) that do not exist in that backend's
+    # torch: aten ops its registered scan (which covers every op its torch defines) lacks, held by the data of
+    # a backend on another torch release (see not_in_torch)
+    absent: dict = field(default_factory=dict)
+    # (model, mode, backend) -> the torch version of the data its verdict rests on (judge_models fills it)
+    data_torch: dict = field(default_factory=dict)
+
+    def backend(self, name: str) -> Backend:
+        return next(b for b in self.backends if b.name == name)
 
 
 # ---------------------------------------------------------------- loading
@@ -174,10 +203,35 @@ def load_site(coverage_dir: str) -> Site:
     for py, reached in sorted((index.names if index else {}).items()):
         for op in reached:
             python_of.setdefault(op, []).append(py)
-    return Site(coverage_dir=coverage_dir, backends=[backends[k] for k in sorted(backends)],
+    ordered = [backends[k] for k in sorted(backends)]
+    return Site(coverage_dir=coverage_dir, backends=ordered,
                 models=[models[k] for k in sorted(models)], catalog=catalog, catalog_note=note,
                 ops=sorted(names), users={k: sorted(v) for k, v in users.items()},
-                pynames=index, pynames_note=index_note, python_of=python_of)
+                pynames=index, pynames_note=index_note, python_of=python_of, absent=not_in_torch(ordered))
+
+
+def not_in_torch(backends: list[Backend]) -> dict:
+    """backend name -> the aten ops that do not exist in its torch: ops its registered scan lacks (a registered
+    scan lists every op its torch defines; declared data does not, so it never says an op is absent) that the
+    data of a backend on another torch release holds and no data of its own release does. The site's op catalogue is the union over backends: such
+    an op reads "not in torch X" on that backend, never "missing"."""
+    held: dict[str, set] = {}  # torch version -> ops some backend's data of that version holds
+    for b in backends:
+        for snap in (b.registered, b.probed):
+            if snap:
+                held.setdefault(b.torch, set()).update(snap.ops)
+    out = {}
+    for b in backends:
+        snap = b.registered
+        if snap is None or snap.evidence != "registered":
+            continue
+        others = set().union(*(ops for torch, ops in held.items() if not layout.same_torch(torch, b.torch)))
+        others -= set().union(*(ops for torch, ops in held.items() if layout.same_torch(torch, b.torch)))
+        gone = {op for op in others if op.startswith("aten::") and op not in snap.ops
+                and not (b.probed and op in b.probed.ops)}
+        if gone:
+            out[b.name] = gone
+    return out
 
 
 def python_index(coverage_dir: str, backends: dict) -> tuple[pynames_mod.Index | None, str]:
@@ -345,6 +399,7 @@ def judge_models(site: Site) -> dict:
                 cov.paths = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
                              for p in cov.paths]
                 out[(m.name, mode, b.name)] = judge.judge(doc, cov)
+                site.data_torch[(m.name, mode, b.name)] = cov.torch
     return out
 
 
@@ -368,6 +423,8 @@ SUPPORT = {w.name: w for w in (
     vocab.Word("M", _REG["missing"].label, _REG["missing"].short, _REG["missing"].icon, _REG["missing"].css),
     vocab.Word("N", _REG["not_applicable"].label, _REG["not_applicable"].short, _REG["not_applicable"].icon,
                _REG["not_applicable"].css),
+    vocab.Word("A", "not in this backend's torch: the op does not exist in that release", "not in torch", "\u2205",
+               "na"),
     vocab.Word("-", "not in this backend's data", "no data", vocab.NO_EVIDENCE.icon, "none"),
 )}
 SUPPORT_OF_RES = {"registered": "R", "fallback": "F", "unresolved": "U", "missing": "M", "not_applicable": "N"}
@@ -398,6 +455,7 @@ class Direction:
     via: list = field(default_factory=list)
     why: str = ""  # why a registration is unresolved, or the first failing dtype's error
     fallback_enabled: bool | None = None
+    torch: str = ""  # the backend's torch, for an op that does not exist in it (code A)
 
     @property
     def word(self) -> vocab.Word:
@@ -426,6 +484,8 @@ class Direction:
             return text
         if self.code == "-":
             return SUPPORT["-"].label
+        if self.code == "A":
+            return f"not in torch {self.torch} (the op does not exist in that release)"
         path = PATH_WORDS.get(self.path, self.path)
         if self.code == "R":
             via = f" of {', '.join(self.via[:2])}{', ...' if len(self.via) > 2 else ''}" if self.path == "composite" and self.via else ""
@@ -462,12 +522,14 @@ class OpAnswer:
     @property
     def evidence(self) -> str:
         """The weakest evidence of the two directions that have any (for the line's mark)."""
-        levels = [d.evidence for d in self.directions if d.code not in ("-", "N")] or [self.forward.evidence]
+        levels = [d.evidence for d in self.directions if d.code not in ("-", "N", "A")] or [self.forward.evidence]
         return vocab.worst(levels, vocab.EVIDENCE_WORST_FIRST)
 
     def segments(self) -> list[tuple[Direction | None, str]]:
         """The sentence in parts, each with the direction whose support it words (None: a joint)."""
         fwd, bwd = self.forward, self.backward
+        if fwd.code == "A":
+            return [(fwd, fwd.phrase())]
         if fwd.phrase() == bwd.phrase() and fwd.code not in ("-", "N"):
             out = [(fwd, f"{fwd.phrase()}, forward and backward")]
         elif bwd.code == "N":
@@ -490,12 +552,19 @@ class OpAnswer:
 
 def probed_support(statuses) -> str:
     """The support letter of probed statuses over dtypes: P all pass, S some, X none pass and some fail,
-    C only unchecked runs; '-' for none (skipped)."""
+    F ran only through the CPU fallback (a backend that counts it: PyTorch/XLA), C only unchecked runs; '-' for
+    none (skipped)."""
     statuses = [s for s in statuses if s and s != "skipped"]
     ok = [s for s in statuses if s in ("pass", "pass_low_precision")]
     if not statuses:
         return "-"
-    return "P" if len(ok) == len(statuses) else "S" if ok else "X" if set(statuses) & vocab.PROBED_FAILURES else "C"
+    if len(ok) == len(statuses):
+        return "P"
+    if ok:
+        return "S"
+    if set(statuses) & vocab.PROBED_FAILURES:
+        return "X"
+    return "F" if "fallback" in statuses else "C"
 
 
 def _direction(backend: Backend, op: str, direction: str) -> Direction:
@@ -519,8 +588,12 @@ def _direction(backend: Backend, op: str, direction: str) -> Direction:
                      fallback_enabled=fb.get("enabled") if fb.get("present", True) else None)
 
 
-def op_answer(backend: Backend, op: str) -> OpAnswer:
-    """The answer of ``backend``'s newest snapshots for ``op`` (the op pages, the search index, the API)."""
+def op_answer(backend: Backend, op: str, absent: bool = False) -> OpAnswer:
+    """The answer of ``backend``'s newest snapshots for ``op`` (the op pages, the search index, the API);
+    ``absent``: the op does not exist in the backend's torch (Site.absent)."""
+    if absent:
+        gone = [Direction(d, "A", vocab.NO_EVIDENCE.name, torch=backend.torch) for d in DIRECTIONS]
+        return OpAnswer(backend.name, *gone, f"not in torch {backend.torch}")
     if backend.probed is None:
         probe = "no probe"
     elif op not in backend.probed.ops:
@@ -530,3 +603,46 @@ def op_answer(backend: Backend, op: str) -> OpAnswer:
     else:
         probe = "probed"
     return OpAnswer(backend.name, _direction(backend, op, "forward"), _direction(backend, op, "backward"), probe)
+
+
+# ---------------------------------------------------------------- the model index's facets
+
+FACETS = ("family", "task", "modality")
+# op-set source prefix (opcov trace SPEC) -> the family of models it names
+FAMILIES = {"hf": "transformers", "config": "transformers", "nn": "torch.nn", "timm": "timm",
+            "tv": "torchvision", "torchvision": "torchvision", "diffusers": "diffusers", "factory": "factory"}
+# model input name -> the modality it carries (opcov.tracing.inputs makes them from the forward signature)
+MODALITY_OF_INPUT = {"input_ids": "text", "decoder_input_ids": "text", "inputs_embeds": "text",
+                     "pixel_values": "vision", "pixel_values_videos": "video", "pixel_mask": "vision",
+                     "input_values": "audio", "input_features": "audio", "audio_values": "audio"}
+NOT_SAID = "not said"
+_BUILT = re.compile(r"^\S+ \((\w+)\) built from ")
+_INPUTS = "inputs made from the forward signature and config: "
+
+
+def model_facets(model: Model) -> dict:
+    """family, task and modality of a model, for the model index's filters: from its op sets' ``model``
+    fields where they hold them (``family``, ``task``, ``modality``), else read off what the trace recorded
+    (the source's prefix: hf: is transformers; the head's task and the inputs made, in the op set's notes).
+    NOT_SAID where the op sets do not tell."""
+    out = {k: NOT_SAID for k in FACETS}
+    for _, (_, doc) in sorted(model.modes.items()):
+        info = doc.get("model") or {}
+        notes = [str(n) for n in (doc.get("provenance") or {}).get("notes") or ()]
+        source = str(info.get("source") or "")
+        prefix = source.split(":", 1)[0] if ":" in source else ""
+        found = {"family": info.get("family") or FAMILIES.get(prefix, prefix or None),
+                 "task": info.get("task"), "modality": info.get("modality")}
+        for note in notes:
+            built = _BUILT.match(note)
+            if built and not found["task"]:
+                found["task"] = built.group(1)
+            if note.startswith(_INPUTS) and not found["modality"]:
+                kinds = {MODALITY_OF_INPUT.get(n.strip()) for n in note[len(_INPUTS):].split(",")} - {None}
+                found["modality"] = "+".join(sorted(kinds)) or None
+        if prefix == "nn" and not found["task"]:
+            found["task"] = "block"
+        for k, v in found.items():
+            if v and out[k] == NOT_SAID:
+                out[k] = str(v)
+    return out

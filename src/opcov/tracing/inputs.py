@@ -38,7 +38,7 @@ _FRAME_KEYS = ("num_frames", "frames_per_clip", "num_video_frames")
 _TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_config")
 TOKEN_LOW, TOKEN_HIGH = 3, 100
 FRAMES = 64  # audio feature frames where the encoder takes any length
-_META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent", re.I)
+META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent", re.I)
 _SHAPE_ERROR = re.compile(r"shape|size|dimension|expected|mat1|mat2|match|length|channels|out of range|"
                           r"input_features|not enough values|invalid for input", re.I)
 
@@ -232,7 +232,7 @@ class Maker:
         cfg = self.config
         lags = vars(cfg).get("lags_sequence")
         length = (find(cfg, ("context_length", "prediction_length"), default=self.s)
-                  + (max(lags) if isinstance(lags, list) and lags else 0))
+                  + (max(lags) if isinstance(lags, (list, tuple)) and lags else 0))
         channels = find(cfg, ("input_size", "num_input_channels"), default=1)
         return [self.floats(self.b, length), self.floats(self.b, length, channels)]
 
@@ -340,7 +340,7 @@ def _runs(torch, model, made: dict) -> bool:
             model(**made)
         return True
     except Exception as exc:  # noqa: BLE001
-        return bool(_META_READ.search(str(exc)))
+        return bool(META_READ.search(str(exc)))
 
 
 def _first_fitting(torch, model, made: dict, name: str, candidates: list, real: bool):

@@ -230,27 +230,74 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
     if chosen != "base" and not task:
         candidates.append(("base", _first(_base_class(config))))
     failures = []
+    unrun = None  # a head that builds but whose forward fails on meta: kept should the base fail too
     for chosen, cls_name in candidates:
         if not cls_name or not hasattr(tf, cls_name):
             failures.append(f"model type {config.model_type!r}: no model class in transformers {tf.__version__}")
             continue
         try:
             model = _instantiate(torch, getattr(tf, cls_name), config, real)
+            if type(model).forward is torch.nn.Module.forward:
+                raise BuildError("it has no forward() (a pipeline of sub-models that generate() runs)")
             made, input_notes = inputs.make(torch, model, config, chosen, sizes, mode=mode, real=real)
         except inputs.NoInput as exc:
+            failures.append(f"{cls_name}: {exc}")
+            continue
+        except BuildError as exc:
             failures.append(f"{cls_name}: {exc}")
             continue
         except Exception as exc:  # noqa: BLE001 - a config the class rejects, a missing library
             failures.append(f"{cls_name}: {_why(exc)}")
             continue
-        need = needed_dtype(model)
-        fell_back = [] if chosen == candidates[0][0] else [
-            f"the {candidates[0][0]} head cannot be built from this config ({failures[0]}); traced the base model"]
-        return Built(model, made, name=name, source=source, config=_config_summary(config, sizes),
-                     dtype=need[0] if need else None,
-                     notes=[f"{cls_name} ({chosen}) built from {type(config).__name__} with random initialisation",
-                            "inputs made from the forward signature and config: " + ", ".join(made), *input_notes,
-                            *fell_back, *([need[1]] if need else []), *notes])
+        built = (chosen, cls_name, model, made, input_notes)
+        head_fails = None if real or chosen == "base" or len(candidates) == 1 else _head_fails(torch, model, made)
+        if head_fails:  # a head this config does not run (its own code raises): the base model instead
+            failures.append(f"{cls_name}: {head_fails}")
+            unrun = unrun or built
+            continue
+        break
+    else:
+        if unrun is None:
+            raise BuildError("cannot build " + "; nor ".join(dict.fromkeys(failures)))
+        built = unrun
+    chosen, cls_name, model, made, input_notes = built
+    need = needed_dtype(model)
+    fell_back = [] if chosen == candidates[0][0] else [
+        f"the {candidates[0][0]} head cannot be built or run from this config ({failures[0]}); traced the base model"]
+    return Built(model, made, name=name, source=source, config=_config_summary(config, sizes),
+                 dtype=need[0] if need else None,
+                 notes=[f"{cls_name} ({chosen}) built from {type(config).__name__} with random initialisation",
+                        "inputs made from the forward signature and config: " + ", ".join(made), *input_notes,
+                        *fell_back, *([need[1]] if need else []), *notes])
+
+
+# Errors of a model's own Python code (a head its config does not set up), as opposed to an op that
+# has no meta kernel or a value read on meta, which a fake-tensor or real-valued trace gets past.
+_CODE_ERRORS = (AttributeError, TypeError, KeyError, IndexError, ValueError)
+
+
+def _head_fails(torch, model, made) -> str | None:
+    """Why the task head's forward fails on meta with these inputs (its own code raising), else None."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class OnesOnRead(TorchDispatchMode):  # a value read on meta (mask.all(), x.item()) answers 1
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is torch.ops.aten._local_scalar_dense.default:
+                return True if args[0].dtype == torch.bool else 1
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with torch.no_grad(), OnesOnRead():
+            model(**made)
+    except _CODE_ERRORS as exc:
+        if inputs.META_READ.search(str(exc)):
+            return None
+        return f"its forward raises {type(exc).__name__}: {_first_line(exc)}"
+    except Exception:  # noqa: BLE001 - a kernel or value read on meta: the trace decides
+        return None
+    return None
+
+
     raise BuildError("cannot build " + "; nor ".join(dict.fromkeys(failures)))
 
 

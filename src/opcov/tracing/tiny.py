@@ -108,7 +108,7 @@ def _layers(raw: dict, key: str, count: int) -> dict:
                  if k != key and isinstance(v, (list, str)) and len(v) == count and k not in _STAGES
                  and (isinstance(v, list) or k.endswith(("pattern", "types")))}
     indices = {k: v for k, v in raw.items()
-               if k not in per_layer and isinstance(v, list) and v and len(v) < count
+               if k not in per_layer and k not in _STAGES and isinstance(v, list) and v and len(v) < count
                and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in v)
                and any(w in k for w in ("layer", "block", "indices", "indexes", "ids"))}
     kinds: dict = {}
@@ -127,10 +127,19 @@ def _layers(raw: dict, key: str, count: int) -> dict:
     out: dict = {key: len(keep)}
     for k, v in per_layer.items():
         picked = [v[i] for i in keep]
+        if _sources(k, v):  # each layer's source layer (kv_source_layers): renumbered to the kept ones
+            picked = [sum(1 for j in keep if j <= v[i]) - 1 for i in keep]
         out[k] = "".join(picked) if isinstance(v, str) else picked
     for k, v in indices.items():
         out[k] = [n for n, i in enumerate(keep) if i in v]
     return out
+
+
+def _sources(key: str, values) -> bool:
+    """Whether a per-layer list names, for each layer, an earlier layer (or itself) by its index."""
+    return ("layer" in key and isinstance(values, list)
+            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= i for i, v in enumerate(values))
+            and any(v > 1 for v in values))
 
 
 def _width(raw: dict) -> dict:

@@ -13,6 +13,10 @@ Why this shape:
   narrow too (``tiny.overrides(width=True)``), and the op set says so.
 * Worker processes (spawned, never forked), one job (model, mode) at a time each: a model that
   hangs past ``--timeout`` or kills its process costs that job only; the worker is replaced.
+* The curated zoo's op sets are made by ``opcov zoo trace`` (hand-checked configs, real-valued
+  branches in child processes, which would cost the whole run more than the rest of it): a run
+  records a curated architecture whose op set is already under ``--root`` from that file, and
+  traces only those that are missing.
 * A journal (one JSON line per finished job, beside the table) so an interrupted run continues
   with ``--resume``; the table is written from the journal when every job is done.
   ``--retry-failed`` keeps what a finished table says was traced and traces the rest again (after
@@ -41,7 +45,7 @@ from opcov.store import output
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace, with a real-valued retry); a worker start is not counted
 START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
-REAL_PARAMS = 150_000_000  # a real-valued trace keeps the tiny config's width up to this many parameters
+REAL_PARAMS = 40_000_000  # a real-valued trace keeps the tiny config's width up to this many parameters
 MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
 COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
 SAMPLE_SEED = 17
@@ -117,6 +121,20 @@ def run_job(arch: Arch, mode: str, root: str) -> dict:
         row.update(outcome="cannot_trace", reason=one_line(exc))
     row["seconds"] = round(time.monotonic() - t0, 2)
     return row
+
+
+def kept_row(arch: Arch, mode: str, path: str) -> dict:
+    """The row of a curated op set already at ``path`` (made by 'opcov zoo trace' from its hand-checked
+    entry, with its real-valued branches): read from the file, not traced again."""
+    from opcov.store import opset
+
+    row = {"model": arch.name, "mode": mode, "source": "zoo", "seconds": 0.0}
+    try:
+        doc = opset.load(path)
+    except OpcovError as exc:
+        return {**row, "outcome": "cannot_trace", "reason": f"the curated op set does not load: {one_line(exc)}"}
+    return {**row, "outcome": "traced", "dtype": doc.get("dtype"), "tracing": doc["provenance"].get("tracing"),
+            "ops": doc["summary"]["distinct_ops"], "reason": ""}
 
 
 def _trace(arch: Arch, mode: str, path: str):
@@ -511,6 +529,13 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     journal = Journal(journal_path(table), header, resume)
     if retry:
         _keep_traced(journal, table, header)
+    kept = 0
+    for arch in picked:  # the curated zoo's op sets are made by 'opcov zoo trace': read, not traced again
+        for mode in modes:
+            path = layout.opset_path(arch.name, mode, root)
+            if arch.curated and (arch.name, mode) not in journal.rows and os.path.isfile(path):
+                journal.add(kept_row(arch, mode, path))
+                kept += 1
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
     for arch, mode in pending:
         output.check_writable_file(layout.opset_path(arch.name, mode, root))
@@ -532,5 +557,6 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     counts = collections.Counter(r["outcome"] for r in rows)
     print(f"zoo: {len(rows)} op sets of {len(picked)} architectures in {time.monotonic() - t0:.0f} s: "
           + ", ".join(f"{vocab.ZOO_OUTCOMES[o].label} {counts[o]}" for o in vocab.ZOO_OUTCOMES if counts[o])
+          + (f" ({kept} curated op sets kept as 'opcov zoo trace' made them)" if kept else "")
           + f"; table {table}", file=stream or sys.stderr)
     return rows

@@ -110,19 +110,34 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None) -> Co
     chosen = _select(files, models, modes)
     if not chosen:
         raise UsageError(f"no op sets for mode {', '.join(modes)} under {layout.models_dir(coverage_dir)}")
+
+    def judged():
+        for _path, doc in chosen:
+            covs = {backend: judge.coverage_for(doc, backend, coverage_dir) for backend in (a, b)}
+            yield doc, {backend: (judge.judge(doc, cov), cov.torch) for backend, cov in covs.items()}
+
+    return from_verdicts(a, b, judged())
+
+
+def from_verdicts(a: str, b: str, judged) -> Comparison:
+    """The Comparison of verdicts already made: ``judged`` yields (op set, {backend: (BackendVerdict,
+    torch version of the data it rests on)}) for ``a`` and ``b`` (the site passes the verdicts it shows)."""
     found: dict[tuple[str, str, str], Difference] = {}
     sources = {a: set(), b: set()}
     torches = {a: set(), b: set()}
     judged_modes: dict[str, set] = {}
-    for _path, doc in chosen:
+    opset_torches = set()
+    count = 0
+    for doc, verdicts in judged:
+        count += 1
         name, mode = doc["model"]["name"], doc["mode"]
+        opset_torches.add(judge.opset_torch(doc))
         judged_modes.setdefault(name, set()).add(mode)
         results = {}
         for backend in (a, b):
-            cov = judge.coverage_for(doc, backend, coverage_dir)
-            verdict = judge.judge(doc, cov)
+            verdict, torch = verdicts[backend]
             sources[backend].update(verdict.sources)
-            torches[backend].add(cov.torch)
+            torches[backend].add(torch)
             results[backend] = {r.op: r for r in verdict.ops}
         for op in sorted(results[a].keys() & results[b].keys()):
             ra, rb = results[a][op], results[b][op]
@@ -140,9 +155,8 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None) -> Co
                 d.calls += lack.calls
                 d.why.update(f.why for f in lack.problems())
     lacks = {backend: sorted((d for d in found.values() if d.lacking == backend), key=_rank) for backend in (a, b)}
-    return Comparison(a, b, len(chosen), judged_modes, {k: sorted(v) for k, v in sources.items()},
-                      {k: sorted(v) for k, v in torches.items()},
-                      sorted({judge.opset_torch(d) for _, d in chosen}), lacks)
+    return Comparison(a, b, count, judged_modes, {k: sorted(v) for k, v in sources.items()},
+                      {k: sorted(v) for k, v in torches.items()}, sorted(opset_torches), lacks)
 
 
 def _rank(d: Difference):
@@ -174,6 +188,12 @@ def as_dict(c: Comparison) -> dict:
             "lacks": {backend: [entry(d) for d in ds] for backend, ds in c.lacks.items()}}
 
 
+def by_evidence(ds: list) -> list[tuple[str, str, list]]:
+    """(level, title, differences) per evidence level, strongest first, of the levels that have some."""
+    return [(level, _section_title(level), [d for d in ds if d.evidence == level])
+            for level in _SECTIONS if any(d.evidence == level for d in ds)]
+
+
 def _section_title(level: str) -> str:
     if level == "probed":
         return "measured (probed on both backends)"
@@ -193,11 +213,8 @@ def render_text(c: Comparison) -> str:
         if not ds:
             lines.append("  (nothing: every op these models need that runs on "
                          f"{having} runs on {lacking} too)")
-        for level in _SECTIONS:
-            in_level = [d for d in ds if d.evidence == level]
-            if not in_level:
-                continue
-            lines.append(f"  {_section_title(level)}: {len(in_level)} op(s)")
+        for _level, title, in_level in by_evidence(ds):
+            lines.append(f"  {title}: {len(in_level)} op(s)")
             for d in in_level:
                 n = d.model_count
                 absent = f" (no such op in torch {', '.join(c.torch[lacking])})" if d.absent else ""

@@ -103,6 +103,7 @@ class BackendVerdict:
     ops: list  # OpResult, worst first
     sources: list  # coverage files used
     notes: list
+    unclaimed: list | None = None  # with a backend manifest (apply_manifest): (op, dtype) it does not claim
 
     def counts(self) -> dict:
         """The headline: distinct ops and calls, by outcome and by evidence kind."""
@@ -300,6 +301,9 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
                        f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error "
                        "is tolerable")
             return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}{err}", src, fix)
+        if status == "fallback":  # ran on the device, with an op through its CPU fallback (probe.xla)
+            return Finding(direction, dtype, "fallback", "probed",
+                           f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}", src)
         if status in PROBED_FAIL:
             fix = ""
             if dtype == "float16":
@@ -452,6 +456,38 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
 
 
 STRICT = ("fallback", "unknown")  # --strict: --fail-on these
+UNCLAIMED = "unclaimed"  # --fail-on unclaimed: an op or dtype needed that the backend's manifest does not claim
+
+
+def apply_manifest(verdicts, manifest) -> int:
+    """Mark the verdicts of ``manifest``'s backend (opcov.probe.manifest): each failing finding says
+    whether the backend claims that op and dtype (a bug) or not (a known gap), and ``unclaimed``
+    lists every judged (op, dtype) it does not claim; a note counts both. Returns how many verdicts
+    were the manifest's backend's."""
+    n = 0
+    for v in verdicts:
+        if v.backend != manifest.backend:
+            continue
+        n += 1
+        v.unclaimed, bugs = [], 0
+        for r in v.ops:
+            marked = []
+            for f in r.findings:
+                if f.outcome == NOT_JUDGED:
+                    marked.append(f)
+                    continue
+                claimed = manifest.claimed(r.op, f.dtype)
+                if not claimed and (r.op, f.dtype) not in v.unclaimed:
+                    v.unclaimed.append((r.op, f.dtype))
+                if f.outcome == "fails":
+                    bugs += claimed
+                    f = replace(f, why=f.why + ("; claimed by the manifest: a bug to report" if claimed
+                                                else "; not claimed by the manifest: a known gap"))
+                marked.append(f)
+            r.findings = marked
+        v.notes.append(f"manifest {manifest.path}: {len(v.unclaimed)} needed op/dtype pair(s) not claimed; "
+                       f"{bugs} failing requirement(s) claimed")
+    return n
 
 
 def fail_on(values) -> set[str]:
@@ -460,8 +496,9 @@ def fail_on(values) -> set[str]:
     out = {"fails"}
     for value in values:
         for word in filter(None, (w.strip() for w in value.split(","))):
-            if word not in vocab.PROBLEMS:
-                raise UsageError(f"--fail-on: {word!r} is not an outcome; choose from {', '.join(vocab.PROBLEMS)}")
+            if word not in vocab.PROBLEMS + (UNCLAIMED,):
+                raise UsageError(f"--fail-on: {word!r} is not an outcome; choose from "
+                                 f"{', '.join(vocab.PROBLEMS + (UNCLAIMED,))}")
             out.add(word)
     return out
 
@@ -473,6 +510,12 @@ def gate_failures(verdicts, *, outcomes=("fails",), require: str | None = None) 
     bad = {"fails", *outcomes}
     out = []
     for v in verdicts:
+        if UNCLAIMED in bad and v.unclaimed is None:
+            out.append(f"{v.backend} ({v.mode}): --fail-on unclaimed needs the backend's manifest (--manifest FILE)")
+        elif UNCLAIMED in bad and v.unclaimed:
+            shown = ", ".join(f"{op} {dt}" for op, dt in v.unclaimed[:5])
+            out.append(f"{v.backend} ({v.mode}): {len(v.unclaimed)} needed op/dtype pair(s) not claimed by the "
+                       f"manifest: {shown}" + (", ..." if len(v.unclaimed) > 5 else ""))
         hit = [(o, sum(r.outcome == o for r in v.ops)) for o in OUTCOMES if o in bad]
         if any(n for _, n in hit):
             out.append(f"{v.backend} ({v.mode}): {v.says()}: "

@@ -1,6 +1,7 @@
 /* opcov op x backend matrix: renders the compact JSON in #matrix-data; search, filters, sorting; the state
    lives in the URL hash (and follows it when it changes).
-   Row: [name, tag bitmask over D.tags, forward status per backend (one letter each, D.reg_codes; '-' no data),
+   Row: [name, tag bitmask over D.tags, forward status per backend (one letter each, D.reg_codes; '-' no data;
+   'a' the op does not exist in that backend's torch, D.backends[i].torch),
    backward likewise, optional {backend index: 0 (probe skipped) or two letters per D.dtypes entry}].
    Every cell shows an icon and words (never colour alone) and names its evidence: probed cells per dtype,
    registered cells as a claim (blue, never the green of a probed pass), dtype-blind. Rows are drawn a page
@@ -8,12 +9,12 @@
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("matrix-data").textContent);
-  var REG = {"-": "absent"};
+  var REG = {"-": "absent", "a": "not_in_torch"};
   Object.keys(D.reg_codes).forEach(function (s) { REG[D.reg_codes[s]] = s; });
   var SUMMARY = {"probed: all pass": "P", "probed: some pass": "S", "probed: none pass": "X", "probed: unchecked": "C"};
   var KEYS = ["q", "ns", "tag", "core", "view", "dir", "dtype", "status", "backend", "a", "b", "sort"];
   var $ = function (id) { return document.getElementById(id); };
-  var form = $("filters"), table = $("matrix"), thead = table.querySelector("thead"), tbody = table.querySelector("tbody");
+  var form = $("filters"), table = $("matrix"), thead = table.querySelector("thead");
   var count = $("count"), coreBit = D.tags.indexOf("core"), ranked = null, rankedFor = null;
   coreBit = coreBit < 0 ? 0 : (1 << coreBit);
   var bnames = D.backends.map(function (b) { return b.name; });
@@ -32,8 +33,8 @@
   D.dtypes.forEach(function (d) { opt($("dtype"), d, d); });
   if (!D.dtypes.length) { $("dtype").disabled = true; opt($("dtype"), "", "no probed data yet").selected = true; }
   if (!D.tags.length) { $("tag").disabled = true; $("core").disabled = true; }
-  group($("status"), "registered evidence (a claim)", Object.keys(D.reg_codes).concat(["absent"]),
-    function (s) { return s === "absent" ? "no data" : D.ui.reg[s][1]; });
+  group($("status"), "registered evidence (a claim)", Object.keys(D.reg_codes).concat(["absent", "not_in_torch"]),
+    function (s) { return s === "absent" ? "no data" : s === "not_in_torch" ? D.ui.sup.A[1] : D.ui.reg[s][1]; });
   if (D.dtypes.length) {
     group($("status"), "probed evidence, one dtype", D.probe_codes, function (s) { return D.ui.probe[s][1]; });
     group($("status"), "probed evidence, all dtypes", Object.keys(SUMMARY), function (s) { return s; });
@@ -77,6 +78,10 @@
     }
     var reg = REG[row[dir === "bwd" ? 3 : 2].charAt(bi)];
     if (reg === "absent") { var a = D.ui.sup["-"]; return ["absent", a[0], a[1], a[2], bn + ": not in this backend's data", "-"]; }
+    if (reg === "not_in_torch") {
+      var t = D.ui.sup.A, v = D.backends[bi].torch;
+      return ["not_in_torch", t[0], t[1] + " " + v, t[2], bn + ": the op does not exist in torch " + v + " (the torch of its data)", "A"];
+    }
     var r = D.ui.reg[reg], css = r[2], title = bn + ", registered evidence (a claim, dtype-blind): " + r[3];
     if (reg === "fallback" && D.backends[bi].fallback === false) { css = "fail"; title += " (disabled: the call raises)"; }
     return [reg, r[0], r[1] + (dtype && reg === "registered" ? ", any dtype" : ""), css, title, D.sup_of_reg[reg]];
@@ -105,10 +110,11 @@
 
   function header(cols, sort) {
     var h = "<tr>", parts = sort.split(":"), key = parts[0], desc = parts[1] === "desc";
-    [["op", "op"]].concat(cols.map(function (c, i) { return [String(i), c[0]]; })).forEach(function (c) {
+    [["op", "op"]].concat(cols.map(function (c, i) { return [String(i), c[0], D.backends[c[1]].torch]; })).forEach(function (c) {
       var on = key === c[0];
       h += "<th scope=\"col\"" + (on ? " aria-sort=\"" + (desc ? "descending" : "ascending") + "\"" : "") +
-        "><button type=\"button\" data-sort=\"" + c[0] + "\">" + esc(c[1]) + "<span aria-hidden=\"true\">" +
+        "><button type=\"button\" data-sort=\"" + c[0] + "\">" + esc(c[1]) +
+        (c[2] ? " <span class=\"ver\">torch " + esc(c[2]) + "</span>" : "") + "<span aria-hidden=\"true\">" +
         (on ? (desc ? " \u25be" : " \u25b4") : " \u21c5") + "</span><span class=\"sr\">, sort</span></button></th>";
     });
     thead.innerHTML = h + "</tr>";
@@ -171,7 +177,7 @@
 
   /* Rows as HTML: the first PAGE at once, more as the reader scrolls near the end of the box (or presses
      the button), so that a filter or a sort re-draws a few hundred rows, never thousands. */
-  var PAGE = 200, more = $("more"), left = [], seen = null;
+  var PAGE = 200;
   function cellsOf(row, cols) { return cols.map(function (c) { return cell(row, c[1], c[2], c[3]); }); }
   var drawn = null;  /* the columns of the rows being drawn */
   function html(r) {
@@ -183,24 +189,7 @@
     }
     return h + "</tr>";
   }
-  function next() {
-    var part = left.splice(0, PAGE);
-    tbody.insertAdjacentHTML("beforeend", part.map(html).join(""));
-    more.hidden = !left.length;
-    more.textContent = "Show " + Math.min(PAGE, left.length) + " more (" + left.length + " not shown yet)";
-    table.setAttribute("data-rows", String(tbody.rows.length));
-  }
-  function paint(rows) {
-    tbody.innerHTML = "";
-    left = rows.slice();
-    next();
-  }
-  more.addEventListener("click", next);
-  if (window.IntersectionObserver) {
-    seen = new IntersectionObserver(function (es) { if (es[0].isIntersecting && left.length) next(); },
-      {root: document.querySelector(".matrix-wrap"), rootMargin: "400px"});
-    seen.observe(more);
-  }
+  var paint = window.opcovSearch.pager(table, $("more"), PAGE, html, document.querySelector(".matrix-wrap"));
 
   /* The Python-name-aware ranking of the site search, when its index has loaded (search.js). */
   function rerank() {

@@ -189,30 +189,33 @@
     });
   }
 
-  /* ---- a filter box over a table's rows (the model index): <input data-filter="TABLE-ID"> */
-  function filter(input) {
-    var rows = document.getElementById(input.getAttribute("data-filter")).tBodies[0].rows;
-    var out = document.getElementById("model-count");
-    function apply() {
-      var q = input.value.trim().toLowerCase(), n = 0;
-      for (var i = 0; i < rows.length; i++) {
-        var hit = !q || rows[i].cells[0].textContent.toLowerCase().indexOf(q) >= 0;
-        rows[i].hidden = !hit;
-        n += hit;
-      }
-      if (out) out.textContent = n + " of " + rows.length + " shown";
+  /* Rows of a long table drawn a page at a time (the matrix, the model index), so that a filter or a sort
+     re-draws a few hundred rows, never thousands: the returned paint(rows) draws the first ``size`` of
+     them as html(row) makes them; the button draws the next ones, and so does scrolling near it inside
+     ``box`` where one is given. */
+  function pager(table, button, size, html, box) {
+    var tbody = table.tBodies[0], left = [];
+    function next() {
+      var part = left.splice(0, size);
+      tbody.insertAdjacentHTML("beforeend", part.map(html).join(""));
+      button.hidden = !left.length;
+      button.textContent = "Show " + Math.min(size, left.length) + " more (" + left.length + " not shown yet)";
+      table.setAttribute("data-rows", String(tbody.rows.length));
     }
-    input.addEventListener("input", apply);
-    apply();
+    button.addEventListener("click", next);
+    if (box && window.IntersectionObserver) {
+      new IntersectionObserver(function (es) { if (es[0].isIntersecting && left.length) next(); },
+        {root: box, rootMargin: "400px"}).observe(button);
+    }
+    return function paint(rows) { tbody.innerHTML = ""; left = rows.slice(); next(); };
   }
 
-  window.opcovSearch = {load: load, rank: rank, python: python};
+  window.opcovSearch = {load: load, rank: rank, python: python, pager: pager};
   function start() {
     var f = document.querySelector("header form.search");
     if (f) box(f);
     var el = document.getElementById("search-page");
     if (el) page(el);
-    Array.prototype.forEach.call(document.querySelectorAll("input[data-filter]"), filter);
     scrollers();
     window.addEventListener("resize", scrollers);
   }

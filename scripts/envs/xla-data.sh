@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The data in coverage/xla/ and coverage/cpu/registered-torch-2.9.0*.yaml, made in .envs/xla
+# (scripts/envs/xla.sh) with PyTorch/XLA on XLA's CPU client (PJRT_DEVICE=CPU): no accelerator.
+#
+#   scripts/envs/xla-data.sh scan     # registered: xla (dispatch key XLA) and cpu at torch 2.9
+#   scripts/envs/xla-data.sh probe    # probed: zoo ops, then core ATen in two shards; then merged
+#   scripts/envs/xla-data.sh          # both
+#
+# The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
+# call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
+# most 3 samples per OpInfo and dtype (OPCOV_XLA_MAX_SAMPLES; PJRT-CPU compiles every graph), no input
+# tiers; and the calls of ten zoo models' training steps replayed one by one (XLA_TRACES). Shards
+# go to .envs/xla-data/ and are kept: a rerun skips a shard whose file exists, and an
+# interrupted one continues with --resume. Each shard's wall time and load average go to its log.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ENV=${XLA_ENV:-.envs/xla}
+WORK=${XLA_DATA:-.envs/xla-data}
+JOBS=${JOBS:-2}
+TRACES=${XLA_TRACES:-llama,gpt2,bert,vit,resnet,t5,nn-lstm,nn-gru,nn-transformer,nn-convnet}
+export PJRT_DEVICE=CPU TORCH_DEVICE_BACKEND_AUTOLOAD=0
+OPCOV="$ENV/bin/opcov"
+[ -x "$OPCOV" ] || { echo "no $OPCOV: run scripts/envs/xla.sh first" >&2; exit 2; }
+mkdir -p "$WORK"
+TV=$("$ENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)
+XV=$("$ENV/bin/python" -c 'import importlib.metadata as m; print(m.version("torch_xla"))')
+PROBED="coverage/xla/probed-torch-$TV-torch_xla-$XV.yaml"
+COMMON=(--dtypes float32,bfloat16,int64,bool --directions forward,backward --tiers none --jobs "$JOBS")
+
+scan() {
+    "$OPCOV" scan cpu
+    "$OPCOV" scan xla
+}
+
+shard() {  # shard NAME ARGS...: one probe run, timed, skipped when its file exists
+    local name=$1 out="$WORK/$1.yaml"; shift
+    if [ -f "$out" ]; then echo "$out exists: kept"; return; fi
+    local resume=()
+    [ -f "$out.journal.jsonl" ] && resume=(--resume)
+    local t0; t0=$(date +%s)
+    echo "== $name: start $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/times.log"
+    nice "$OPCOV" probe xla "$@" "${COMMON[@]}" "${resume[@]}" --out "$out" > "$WORK/$name.log" 2>&1
+    echo "== $name: done in $(( $(date +%s) - t0 )) s, load average $(cut -d' ' -f1-3 /proc/loadavg)" \
+        | tee -a "$WORK/times.log"
+}
+
+probe() {
+    shard zoo --ops "$("$ENV/bin/python" scripts/envs/xla_zoo_ops.py .)"
+    shard core-1-of-2 --core --shard 1/2
+    shard core-2-of-2 --core --shard 2/2
+    # op calls captured from zoo models' training steps, replayed one call at a time (forward only):
+    # the ops no OpInfo is about (backward kernels, _safe_softmax...); every call, no sample cap
+    shard traces --ops '^trace\.' --traces "$TRACES"
+    "$OPCOV" merge "$WORK/zoo.yaml" "$WORK/core-1-of-2.yaml" "$WORK/core-2-of-2.yaml" "$WORK/traces.yaml" \
+        --out "$PROBED"
+}
+
+case "${1:-all}" in
+    scan) scan ;;
+    probe) probe ;;
+    all) scan; probe ;;
+    *) echo "usage: $0 [scan|probe|all]" >&2; exit 2 ;;
+esac

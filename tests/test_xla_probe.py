@@ -1,0 +1,93 @@
+"""PyTorch/XLA's probe rules (opcov.probe.xla) without torch_xla: the sample cap, the fallback status
+and where it is filed, aliasing off xla, and how check judges a probed fallback cell. The real runs
+are scripts/envs/xla-data.sh's (they need the multi-GB .envs/xla)."""
+
+from __future__ import annotations
+
+import pytest
+
+from opcov.probe import xla
+from opcov.probe.caserecord import CaseRecord
+from opcov.probe.results import build_ops
+from opcov.probe.sample import Loaded, Sample
+
+
+@pytest.fixture
+def active(monkeypatch):
+    """xla's state as a worker on xla has it, with ``fell`` ops read at the last sync."""
+    def set_fell(fell):
+        monkeypatch.setitem(xla._state, "active", True)
+        monkeypatch.setitem(xla._state, "fell", list(fell))
+    monkeypatch.setattr(xla, "forget", lambda: xla._state.update(fell=[]))  # no torch_xla to clear
+    return set_fell
+
+
+def _loaded(n, tiers=()):
+    samples = [Sample(i, (), {}) for i in range(n)]
+    for t in tiers:
+        s = Sample(99, (), {})
+        s.tier = t
+        samples.append(s)
+    return Loaded(None, samples, ("aten::mul",), False, True, False)
+
+
+def test_cap_keeps_three_plain_samples_and_every_tier_on_xla_only(monkeypatch):
+    monkeypatch.delenv(xla.MAX_SAMPLES_ENV, raising=False)
+    capped = xla.cap(_loaded(7, ("special",)), "xla", "mul")
+    assert [s.input for s in capped.samples] == [0, 1, 2, 99]
+    assert len(xla.cap(_loaded(7), "cpu", "mul").samples) == 7
+    assert len(xla.cap(_loaded(7), "xla", "trace.llama").samples) == 7  # each call is another op
+    monkeypatch.setenv(xla.MAX_SAMPLES_ENV, "5")
+    assert len(xla.cap(_loaded(7), "xla", "mul").samples) == 5
+    monkeypatch.setenv(xla.MAX_SAMPLES_ENV, "zero")
+    with pytest.raises(ValueError, match="OPCOV_XLA_MAX_SAMPLES"):
+        xla.max_samples()
+
+
+def test_a_pass_with_a_fallback_becomes_fallback_and_a_failure_stays(active):
+    active(["aten::nonzero"])
+    part = {"status": "pass", "ops": []}
+    xla.mark(part)
+    assert part["status"] == "fallback" and part["fallback"] == ["aten::nonzero"]
+    assert "aten::nonzero" in part["why"] and "values pass" in part["why"]
+    active(["aten::median"])
+    bad = {"status": "mismatch", "why": "values differ"}
+    xla.mark(bad)
+    assert bad["status"] == "mismatch" and bad["fallback"] == ["aten::median"]
+    active([])
+    ok = {"status": "pass"}
+    xla.mark(ok)
+    assert ok == {"status": "pass"}
+
+
+def test_off_xla_the_hooks_do_nothing(monkeypatch):
+    monkeypatch.setitem(xla._state, "active", False)
+    part = {"status": "pass"}
+    xla.mark(part)
+    assert part == {"status": "pass"}
+    assert xla.sync_for("cpu", "default") == "default"
+
+
+def test_a_fallback_is_filed_under_the_op_it_is_about_and_the_fallen_back_op_only():
+    rec = CaseRecord("nonzero|float32|0", "nonzero|float32", "nonzero", "float32", ["aten::nonzero"],
+                     fwd={"ops": [["aten::nonzero", "float32"], ["aten::clone", "float32"],
+                                  ["aten::_helper", "float32"]],
+                          "status": "fallback", "fallback": ["aten::_helper"], "why": "ran through"})
+    ops = build_ops([rec], [], lambda name, probed: {"skipped": "no_source"})
+    assert ops["aten::nonzero"]["float32"]["fwd"] == "fallback"
+    assert ops["aten::_helper"]["float32"]["fwd"] == "fallback"
+    assert "aten::clone" not in ops  # it ran on the device: the case says nothing against it
+
+
+def test_check_judges_a_probed_fallback_cell_runs_with_fallback():
+    from opcov import vocab
+    from opcov.verdict import judge
+
+    assert "fallback" not in vocab.PROBED_FAILURES and "fallback" not in vocab.PROBED_RAN
+    cell = {"fwd": "fallback", "case": "nonzero|float32|0", "cases": 3, "samples": ["nonzero"],
+            "why": "ran through PyTorch/XLA's CPU fallback (aten::nonzero); the values pass"}
+    probed = {"evidence": "probed", "provenance": {"torch": "2.9.0"}, "ops": {"aten::nonzero": {"float32": cell}}}
+    cov = judge.Coverage("xla", None, probed, ["xla/probed.yaml"])
+    found = judge._judge_requirement(cov, "aten::nonzero", "float32", "forward", "2.9.0")
+    assert (found.outcome, found.evidence) == ("fallback", "probed"), found
+    assert "aten::nonzero" in found.why and vocab.PROBED["fallback"].label in found.why
