@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT, child_env, run_opcov
 from opcov.site import render
-from sitefixture import make_coverage, make_versioned_coverage, rendered
+from sitefixture import TORCH, make_coverage, make_versioned_coverage, rendered
 
 
 
@@ -491,3 +491,19 @@ def test_pages_fit_a_phone_and_follow_the_dark_scheme(small):
         assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in html
         # every table sits in a box that scrolls on its own
         assert html.count("<table") == len(re.findall(r'<div class="scroll[^"]*"[^>]*>\s*<table', html)), rel
+
+
+def test_a_backend_with_data_of_two_torch_releases_shows_the_zoos(tmp_path):
+    """cpu scanned again at torch 2.9 (for xla's fallback rules), later: its column still shows the data of
+    the torch the zoo was traced with, which its verdicts rest on; the history lists both."""
+    from opcov.site import model as sitemodel
+    from opcov.store import data
+
+    cov = make_coverage(tmp_path)
+    path = os.path.join(cov, "alpha", "registered-torch-2.13.0+cpu-alpha_pkg-1.0.yaml")
+    doc = data.load(path)
+    doc["provenance"].update(torch="2.9.0", created="2026-12-01T00:00:00+00:00")
+    data.save(doc, os.path.join(cov, "alpha", "registered-torch-2.9.0-alpha_pkg-1.0.yaml"))
+    alpha = sitemodel.load_site(cov).backend("alpha")
+    assert alpha.torch == "2.13.0+cpu" and alpha.registered.path.endswith("registered-torch-2.13.0+cpu-alpha_pkg-1.0.yaml")
+    assert [s.prov["torch"] for s in alpha.snapshots if s.evidence == "registered"] == ["2.12.0", TORCH, "2.9.0"]

@@ -77,6 +77,11 @@ def test_a_fallback_is_filed_under_the_op_it_is_about_and_the_fallen_back_op_onl
     assert ops["aten::nonzero"]["float32"]["fwd"] == "fallback"
     assert ops["aten::_helper"]["float32"]["fwd"] == "fallback"
     assert "aten::clone" not in ops  # it ran on the device: the case says nothing against it
+    # out=: XLA counts the functional overload that fell back; the .out overload CPU ran is filed
+    rec.out = {"ops": [["aten::clone", "float32"], ["aten::_helper.out", "float32"]], "status": "fallback",
+               "fallback": ["aten::_helper"], "why": "ran through"}
+    ops = build_ops([rec], [], lambda name, probed: {"skipped": "no_source"})
+    assert ops["aten::_helper.out"]["float32"]["fwd"] == "fallback" and "aten::clone" not in ops
 
 
 def test_check_judges_a_probed_fallback_cell_runs_with_fallback():

@@ -234,7 +234,8 @@ def test_zoo_all_needs_a_selection(opcov):
 def test_shard_runs_merge_into_the_table_of_the_unsharded_run(opcov, tmp_path):
     """--shard 1/2 and 2/2 (a CI matrix) traced for real, joined by 'opcov zoo merge': byte for byte the
     table one unsharded run writes, and the same op sets."""
-    names = "nn-convnet,nn-gru,nn-lstm"
+    pytest.importorskip("transformers")
+    names = "bitnet,olmo"  # small transformers architectures (curated ones also run real-valued children)
     base = ("zoo", "trace", "--only", names, "--mode", "inference", "--jobs", "1")
     r = opcov(*base, "--root", str(tmp_path / "whole"), "--table", str(tmp_path / "whole.tsv"))
     assert r.returncode == 0, r.stderr
@@ -249,9 +250,9 @@ def test_shard_runs_merge_into_the_table_of_the_unsharded_run(opcov, tmp_path):
     r = opcov("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
     assert r.returncode == 0, r.stderr
     whole = (tmp_path / "whole.tsv").read_text()
-    assert (tmp_path / "merged.tsv").read_text() == whole and whole.count("\ttraced\t") == 3
+    assert (tmp_path / "merged.tsv").read_text() == whole and whole.count("\ttraced\t") == 2
     for name in names.split(","):
         a, b = (load_yaml(tmp_path / root / name / "inference.yaml") for root in ("whole", "sharded"))
-        a["provenance"].pop("created"), b["provenance"].pop("created")
-        a["provenance"]["command"] = b["provenance"]["command"] = None  # names the root it was written to
+        for doc in (a, b):  # the time it was made, the file it was written to, and their checksum differ
+            doc.pop("integrity"), doc["provenance"].pop("created"), doc["provenance"].pop("command")
         assert a == b

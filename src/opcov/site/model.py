@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from opcov.scan import pynames as pynames_mod
@@ -24,8 +25,11 @@ from opcov.errors import DataError, UsageError
 CONTROLS = ("cpu", "meta")
 # Registered resolved statuses, best first (for display order).
 REG_ORDER = vocab.REGISTERED_BEST_FIRST
-# Probed statuses (docs/DATA.md), grouped for colour and summaries.
-PROBE_GROUPS = {s: w.css for s, w in vocab.PROBED.items()}
+# Probed statuses (docs/DATA.md), grouped for colour and summaries; in a fixed order (the matrix codes a status
+# by its place here), statuses vocab adds later (fallback) after the first ten.
+_PROBED_FIRST = ("pass", "pass_low_precision", "mismatch", "unsupported", "error", "crash", "timeout",
+                 "not_comparable", "no_reference", "skipped")
+PROBE_GROUPS = {s: vocab.PROBED[s].css for s in _PROBED_FIRST + tuple(s for s in vocab.PROBED if s not in _PROBED_FIRST)}
 
 
 @dataclass
@@ -75,10 +79,15 @@ class Snapshot:
 class Backend:
     name: str
     snapshots: list[Snapshot] = field(default_factory=list)  # oldest first
+    prefer: str = ""  # the torch the zoo's op sets were traced with: its snapshots are shown first
 
     def latest(self, evidence: str) -> Snapshot | None:
+        """The newest snapshot of ``evidence`` made with the preferred torch (another build of its release
+        counts), else the newest: a backend with data of several torch releases (cpu scanned at 2.13 and at
+        2.9 for xla's fallback rules) is shown with the data its verdicts rest on."""
         found = [s for s in self.snapshots if s.evidence == evidence]
-        return found[-1] if found else None
+        same = [s for s in found if self.prefer and layout.same_torch(s.prov.get("torch"), self.prefer)]
+        return (same or found)[-1] if found else None
 
     @property
     def registered(self) -> Snapshot | None:
@@ -168,8 +177,11 @@ def load_site(coverage_dir: str) -> Site:
             continue
         snap = Snapshot(rel, lineyaml.load(path))  # data.load, faster on the layout data.dumps writes
         backends.setdefault(snap.backend, Backend(snap.backend)).snapshots.append(snap)
+    traced = Counter(str((doc.get("provenance") or {}).get("torch")) for m in models.values()
+                     for _, doc in m.modes.values())
     for b in backends.values():
         b.snapshots.sort(key=lambda s: (s.created, s.path))
+        b.prefer = min(traced, key=lambda t: (-traced[t], t)) if traced else ""
     if not backends:
         raise UsageError(f"{coverage_dir}: no coverage files; create one with 'opcov scan BACKEND'")
     names: set[str] = set()

@@ -138,19 +138,21 @@ def from_verdicts(a: str, b: str, judged) -> Comparison:
             verdict, torch = verdicts[backend]
             sources[backend].update(verdict.sources)
             torches[backend].add(torch)
-            results[backend] = {r.op: r for r in verdict.ops}
+            results[backend] = {r.op: (r, r.outcome) for r in verdict.ops}  # an outcome is worked out per call
         for op in sorted(results[a].keys() & results[b].keys()):
-            ra, rb = results[a][op], results[b][op]
-            for lack, have in ((ra, rb), (rb, ra)):
-                if have.outcome not in RUNS or lack.outcome not in judge.OUTCOMES:
+            (ra, oa), (rb, ob) = results[a][op], results[b][op]
+            if oa == ob:
+                continue
+            for lack, have, lacked, had in ((ra, rb, oa, ob), (rb, ra, ob, oa)):
+                if had not in RUNS or lacked not in judge.OUTCOMES:
                     continue
-                if judge.OUTCOMES.index(lack.outcome) >= judge.OUTCOMES.index(have.outcome):
+                if judge.OUTCOMES.index(lacked) >= judge.OUTCOMES.index(had):
                     continue  # not worse
                 lacking, having = (a, b) if lack is ra else (b, a)
                 evidence = _weaker(lack.evidence, have.evidence)
                 d = found.setdefault((lacking, op, evidence), Difference(op, lacking, having, evidence))
-                d.outcomes.add(lack.outcome)
-                d.other.add(have.outcome)
+                d.outcomes.add(lacked)
+                d.other.add(had)
                 d.models.add((name, mode))
                 d.calls += lack.calls
                 d.why.update(f.why for f in lack.problems())
