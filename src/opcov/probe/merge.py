@@ -104,6 +104,9 @@ def merge_docs(docs, *, command: str) -> dict:
             if di not in directions:
                 directions.append(di)
     probe_settings["dtypes"], probe_settings["directions"] = dtypes, directions
+    for key in ("ops", "core"):  # runs of different selections: the first's would misstate the whole
+        if len({repr((d["provenance"].get("probe") or {}).get(key)) for _, d in docs}) > 1:
+            probe_settings[key] = "merged: differs between the files (see merged_from)"
     prov.update(created=now_iso(), command=command, probe=probe_settings,
                 merged_from=[f"{p}: {d['provenance']['command']}" for p, d in docs])
     return {

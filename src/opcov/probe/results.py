@@ -44,8 +44,8 @@ def _blame(aten, part: dict, ops: list) -> tuple[list, str | None]:
     base names the case is about (``CaseRecord.aten``)."""
     status = part.get("status")
     if status == "fallback":  # ran, with these overloads through the CPU fallback (probe.xla)
-        fell = set(part.get("fallback", ()))
-        hit = [p for p in ops if p[0] in fell or _base(p[0]) in set(aten)]
+        fell = set(part.get("fallback", ())) | {_base(f) for f in part.get("fallback", ())}
+        hit = [p for p in ops if p[0] in fell or _base(p[0]) in fell | set(aten)]  # .out: its functional's
         return hit or ops, "fallback: the overload the case is about, or one that ran through the CPU fallback"
     if status not in FAILURES:
         return ops, None

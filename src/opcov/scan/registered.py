@@ -306,6 +306,10 @@ def _provenance(torch, backend, catalog, scanner, ops, command, reach_note) -> d
     if backend.name == "tpu":
         notes.append("torch_tpu also patches Python above the dispatcher (F.max_pool*d routed to tpu:: "
                      "ops, optimizers, torch.compile): no dispatcher scan can see that")
+    if backend.name == "xla":
+        notes.append("torch_xla also patches Python above the dispatcher: importing it replaces torch.nn.GRU "
+                     "with its scan-based GRU (torch_xla/_patched_functions.py), so a GRU never reaches "
+                     "aten::gru or _thnn_fused_gru_cell there; no dispatcher scan can see that")
     return {
         "torch": str(torch.__version__),
         "opcov": __version__,
