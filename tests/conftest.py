@@ -46,3 +46,31 @@ def load_yaml(path):
 
 def dumps(obj):
     return json.dumps(obj, sort_keys=True)
+
+
+# A slice of the bundled zoo (~600 architectures: rendering or checking each in a test is a data
+# job, not a test): text, vision, audio, MoE, RNN and conv models, which between them get runs,
+# fails and unknown verdicts on the bundled backends.
+SLICE = ("bert", "gpt2", "llama", "mixtral", "nn-convnet", "nn-lstm", "nn-transformer", "t5", "vit",
+         "wav2vec2", "whisper")
+
+
+def bundled_slice(root, models=SLICE) -> str:
+    """A coverage folder under ``root``: every bundled backend's data, the Python-name index and the op
+    sets of ``models``, copied."""
+    import shutil
+
+    src = os.path.join(ROOT, "coverage")
+    cov = os.path.join(str(root), "coverage")
+    os.makedirs(cov, exist_ok=True)
+    for name in sorted(os.listdir(src)):
+        path = os.path.join(src, name)
+        if name == "models" or name == "zoo":
+            continue
+        if os.path.isdir(path):
+            shutil.copytree(path, os.path.join(cov, name), ignore=shutil.ignore_patterns("*.journal.jsonl"))
+        else:
+            shutil.copy(path, cov)
+    for name in models:
+        shutil.copytree(os.path.join(src, "models", name), os.path.join(cov, "models", name))
+    return cov

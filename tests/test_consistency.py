@@ -13,7 +13,7 @@ import json
 import os
 import re
 
-from conftest import ROOT, run_opcov
+from conftest import ROOT, SLICE, bundled_slice, run_opcov
 from opcov import cli
 from opcov.site import model as sitemodel
 from opcov.site import render
@@ -110,25 +110,6 @@ def assert_agree(coverage, backends, page_dir):
 
 
 # ---------------------------------------------------------------- the bundled data
-
-# A slice of the bundled zoo (the whole zoo is ~600 architectures: checking each three ways is a
-# data-making job, not a test): text, vision, audio, MoE, RNN and conv models, which between them
-# get runs, fails and unknown verdicts on the bundled backends.
-SLICE = ("bert", "gpt2", "llama", "mixtral", "nn-convnet", "nn-lstm", "nn-transformer", "t5", "vit",
-         "wav2vec2", "whisper")
-
-
-def bundled_slice(root) -> str:
-    """A coverage folder: every bundled backend's data and the op sets of SLICE, copied."""
-    import shutil
-
-    cov = os.path.join(str(root), "coverage")
-    for b in BACKENDS:
-        shutil.copytree(os.path.join(BUNDLED, b), os.path.join(cov, b))
-    for name in SLICE:
-        shutil.copytree(os.path.join(layout.models_dir(BUNDLED), name), os.path.join(layout.models_dir(cov), name))
-    return cov
-
 
 def test_bundled_data_one_verdict_everywhere(tmp_path):
     checked = assert_agree(bundled_slice(tmp_path), BACKENDS, tmp_path / "site")

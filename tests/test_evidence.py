@@ -12,7 +12,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from conftest import ROOT, run_opcov
+from conftest import ROOT, bundled_slice, run_opcov
 from opcov import vocab
 from opcov.verdict import judge
 from opcov.store import data
@@ -209,8 +209,9 @@ def bundled_site(tmp_path_factory):
     """The site rendered from the bundled coverage/ (site/ is not committed)."""
     from opcov.site import render
 
-    out = str(tmp_path_factory.mktemp("bundled") / "site")
-    render.render_site(os.path.join(ROOT, "coverage"), out)
+    root = tmp_path_factory.mktemp("bundled")
+    out = str(root / "site")
+    render.render_site(bundled_slice(root), out)
     return out
 
 

@@ -6,7 +6,7 @@ import os
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, SLICE
 from opcov.store import data
 from opcov.store import lineyaml
 from opcov.errors import DataError
@@ -33,7 +33,10 @@ def write(tmp_path, ops):
 
 
 def test_every_bundled_file_reads_as_pyyaml_reads_it():
-    files = sorted(glob.glob(os.path.join(ROOT, "coverage", "**", "*.yaml"), recursive=True))
+    # every backend's file, and the op sets of a slice of the zoo (~1,200 in all)
+    models = os.path.join(ROOT, "coverage", "models")
+    files = sorted(f for f in glob.glob(os.path.join(ROOT, "coverage", "**", "*.yaml"), recursive=True)
+                   if not f.startswith(models + os.sep) or os.path.basename(os.path.dirname(f)) in SLICE)
     fast = 0
     for path in files:
         doc = lineyaml.parse(path)

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, bundled_slice
 from opcov.site import render
 from sitefixture import make_coverage, make_versioned_coverage, rendered
 
@@ -45,9 +45,10 @@ def small(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
-    """The site of the bundled coverage/ data (~3,700 ops)."""
-    out = str(tmp_path_factory.mktemp("full") / "site")
-    render.render_site(os.path.join(ROOT, "coverage"), out)
+    """The site of the bundled coverage/ data (~3,700 ops; a slice of the zoo's models)."""
+    root = tmp_path_factory.mktemp("full")
+    out = str(root / "site")
+    render.render_site(bundled_slice(root), out)
     return out
 
 

@@ -50,6 +50,28 @@ def test_tiny_keeps_one_layer_of_each_kind_and_renumbers():
     assert narrow["hidden_size"] == 64 and narrow["num_hidden_layers"] == 3
 
 
+def test_tiny_rules_read_key_names_and_values():
+    # per-layer source-layer indices are renumbered to the kept layers; per-stage repeats are not indices
+    ov = tiny.overrides(Cfg(num_hidden_layers=6, mlp_layer_types=["dense", "moe", "moe", "moe", "moe", "moe"],
+                            kv_source_layers=[0, 1, 2, 3, 4, 5], vision_config=Cfg(
+                                num_hidden_layers=55, num_block_repeats=[1, 2, 2, 3, 3, 4, 1])))
+    assert ov["num_hidden_layers"] == 2 and ov["kv_source_layers"] == [0, 1]
+    assert ov["vision_config.num_block_repeats"] == [1] * 7
+    # mixture of experts: routing needs experts per token; grouped_mm needs 16-byte aligned rows
+    moe = tiny.overrides(Cfg(n_routed_experts=64, num_experts_per_tok=None, moe_intermediate_size=1407,
+                             intermediate_size=4096))
+    assert moe == {"num_experts_per_tok": 2, "moe_intermediate_size": 1408}
+    # a timm ResNet backbone (timm needs torchvision) as transformers' ResNet of the same widths
+    timm = Cfg(backbone="resnet50", num_channels=3, out_indices=[2, 3, 4])
+    timm.model_type = "timm_backbone"
+    swapped = tiny.overrides(Cfg(backbone_config=timm))["backbone_config"]
+    assert swapped["model_type"] == "resnet" and swapped["hidden_sizes"][-1] == 2048
+    assert swapped["out_indices"] == [2, 3, 4]
+    other = Cfg(backbone="efficientnet_b0")
+    other.model_type = "timm_backbone"
+    assert "backbone_config" not in tiny.overrides(Cfg(backbone_config=other))
+
+
 def test_tiny_leaves_small_configs_alone():
     assert tiny.overrides(Cfg(num_hidden_layers=2, layer_types=["a", "b"], depths=[1, 1])) == {}
 
@@ -90,6 +112,21 @@ def test_inputs_per_modality(build):
     clip = shapes(build("clip"))
     assert clip["input_ids"] == (2, 16) and clip["pixel_values"][1:] == (3, 224, 224) and clip["return_loss"] is True
     assert any("inputs made from the forward signature and config" in n for n in deit.notes)
+
+
+def test_a_head_the_config_does_not_run_falls_back_to_the_base_model(build):
+    # blip-2's retrieval head needs use_qformer_text_input, which the default config leaves off
+    blip = build("blip-2", "inference")
+    assert type(blip.model).__name__ == "Blip2Model"
+    assert any("the contrastive head cannot be built or run" in n and "'intermediate'" in n for n in blip.notes)
+    assert type(build("bert", "inference").model).__name__ == "BertLMHeadModel"  # a head that runs stays
+
+
+def test_a_model_without_forward_is_a_clean_build_error(build):
+    from opcov.tracing import models
+
+    with pytest.raises(models.BuildError, match="BarkModel: it has no forward"):
+        build("bark")
 
 
 def test_moe_with_grouped_mm_needs_bfloat16(build):

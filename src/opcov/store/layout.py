@@ -171,7 +171,15 @@ def pick(files: list[str], torch_version: str) -> str | None:
     made_with = {f: _SNAPSHOT.match(os.path.basename(f)).group("torch") for f in files}
     exact = [f for f in files if made_with[f] == torch_version]
     same = [f for f in files if same_torch(made_with[f], torch_version)]
-    return (exact or same or files)[-1]
+    # else the newest torch release (by number: 2.13.0 is newer than 2.9.0), then the last by name
+    newest = sorted(files, key=lambda f: (release_key(made_with[f]), f))
+    return (exact or same or newest)[-1]
+
+
+def release_key(torch_version: str) -> tuple:
+    """'2.13.0+cpu' -> (2, 13, 0): torch releases in numeric order (by name, 2.9 sorts after 2.13)."""
+    head = torch_version.split("+", 1)[0]
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[.]", head)[:3])
 
 
 def backends_with_data(coverage_dir: str) -> list[str]:
@@ -264,7 +272,7 @@ def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
     found = sorted(f for f in os.listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
     exact = [f for f in found if PYNAMES.match(f).group("torch") == torch_version]
     same = [f for f in found if same_torch(PYNAMES.match(f).group("torch"), torch_version)]
-    chosen = (exact or same or found)[-1:]
+    chosen = (exact or same or sorted(found, key=lambda f: (release_key(PYNAMES.match(f).group("torch")), f)))[-1:]
     return os.path.join(coverage_dir, chosen[0]) if chosen else None
 
 
