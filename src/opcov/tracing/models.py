@@ -221,6 +221,8 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
             if target is None:
                 raise UsageError(f"--set {key}: the config has no {part!r}")
         try:
+            if leaf.endswith("_config") and isinstance(value, dict) and "model_type" in value:
+                value = tf.AutoConfig.for_model(**value)  # a whole sub-config, named by its model_type
             setattr(target, leaf, value)
         except Exception as exc:  # noqa: BLE001 - a config that validates what is set
             raise BuildError(f"--set {key}={value!r}: the config refuses it: {_why(exc)}") from None

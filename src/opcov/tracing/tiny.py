@@ -12,6 +12,9 @@ overrides keep every distinct layer kind and drop the repeats:
   ``first_k_dense_replace``-style counts keep one dense layer, and periods (``attn_layer_period``)
   shrink to 2 so both kinds of layer appear;
 * per-stage block counts (``depths`` of a CNN or Swin) become 1 per stage;
+* in mixture-of-experts configs, an unset ``num_experts_per_tok`` becomes 2 and intermediate sizes
+  round up to a multiple of 16 (the grouped matmul of the experts needs 16-byte aligned rows);
+* a timm ResNet backbone (timm needs torchvision) becomes transformers' ResNet of the same widths;
 * a forecaster's ``prediction_length`` and ``context_length``, which default configs leave unset and
   models refuse, are 8;
 * with ``width=True`` (for real-valued traces): hidden sizes 64, heads 4 (key-value heads 2 or 4),
@@ -42,6 +45,8 @@ MAX_KINDS = 4  # a per-layer list with more distinct values holds per-layer numb
 _DENSE_FIRST = ("first_k_dense_replace", "num_dense_layers", "first_k_dense")
 # Periods of a layer kind (every Nth layer is attention / MoE): 2 keeps both kinds in 2 layers.
 _PERIOD = re.compile(r"(?:_period|_interval|_every_n_layers|_step)$")
+# Counts of routed experts (mixture-of-experts layers).
+_EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
 # Per-stage block counts of hierarchical vision models.
 _STAGES = ("depths", "blocks_per_stage", "stage_num_blocks", "num_block_repeats", "n_attn_blocks")
 
@@ -81,6 +86,11 @@ def _one(cfg, width: bool) -> dict:
     raw = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
     out: dict = {}
     for key, value in raw.items():
+        if key.endswith("_config") and getattr(value, "model_type", None) == "timm_backbone":
+            resnet = _resnet_for_timm(value)
+            if resnet:
+                out[key] = resnet
+    for key, value in raw.items():
         if key in _STAGES and isinstance(value, list) and value and all(isinstance(v, int) for v in value):
             if any(v > 1 for v in value):
                 out[key] = [min(v, 1) for v in value]
@@ -94,11 +104,34 @@ def _one(cfg, width: bool) -> dict:
     for key in ("prediction_length", "context_length"):  # a forecaster's horizon and context, which it needs
         if key in raw and raw[key] is None and "prediction_length" in raw:
             out[key] = HORIZON
+    experts = [v for k, v in raw.items() if k in _EXPERTS and isinstance(v, int) and v > 0]
+    if "num_experts_per_tok" in raw and raw["num_experts_per_tok"] is None and experts:
+        out["num_experts_per_tok"] = min(2, *experts)  # unset in the default config, which routing needs
+    for key, value in raw.items():  # grouped_mm experts need 16-byte aligned rows (deepseek_v2's 1407)
+        if experts and key.endswith("intermediate_size") and isinstance(value, int) and value % 16:
+            out[key] = value + 16 - value % 16
     for key, count in raw.items():
         if is_count(key, count) and count > MIN_LAYERS:
             out.update(_layers(raw, key, count))
     if width:
         out.update(_width(raw))
+    return out
+
+
+def _resnet_for_timm(cfg) -> dict | None:
+    """A timm ResNet backbone (which needs timm, and timm torchvision) as transformers' own ResNet of
+    the same stage widths, one block per stage: a sub-config that ``--set`` builds (it names its
+    model_type). None for other timm backbones."""
+    name = str(getattr(cfg, "backbone", "") or "")
+    if not re.fullmatch(r"resnet\d+", name):
+        return None
+    basic = name in ("resnet18", "resnet34")
+    out = {"model_type": "resnet", "depths": [1, 1, 1, 1], "layer_type": "basic" if basic else "bottleneck",
+           "hidden_sizes": [64, 128, 256, 512] if basic else [256, 512, 1024, 2048],
+           "num_channels": getattr(cfg, "num_channels", 3)}
+    indices = getattr(cfg, "out_indices", None)
+    if indices:
+        out["out_indices"] = list(indices)
     return out
 
 
@@ -156,8 +189,7 @@ def _width(raw: dict) -> dict:
     if isinstance(kv, int) and isinstance(heads, int) and kv > 0:
         out["num_key_value_heads"] = heads if kv >= raw.get("num_attention_heads", kv) else min(kv, 2)
     if isinstance(raw.get("num_experts_per_tok"), int):
-        experts = min(v for k, v in out.items() if k in ("num_local_experts", "num_experts", "n_routed_experts")) \
-            if any(k in out for k in ("num_local_experts", "num_experts", "n_routed_experts")) else None
+        experts = min(v for k, v in out.items() if k in _EXPERTS) if any(k in out for k in _EXPERTS) else None
         if experts:
             out["num_experts_per_tok"] = min(raw["num_experts_per_tok"], 2, experts)
     return out

@@ -455,7 +455,7 @@ def _default_loss(torch, out):
     """The model's own loss (HF outputs given labels), else the sum of its floating outputs."""
     own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
     if isinstance(own, torch.Tensor):
-        return own
+        return own if own.dim() == 0 else own.sum()  # a per-sample loss (audio codecs): summed
     parts = [t.sum() for t in _tensors(out if not hasattr(out, "to_tuple") else out.to_tuple(), torch)
              if t.requires_grad and t.is_floating_point()]
     if not parts:
