@@ -55,16 +55,7 @@ def move(x, where):
         return type(x)(move(v, where) for v in x)
     return x
 
-def tensors(out):
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        return [t for v in out for t in tensors(v)]
-    return []
+from opcov.testing.reality import output_tensors as tensors
 
 def on(where, model):
     if where == "cpu":

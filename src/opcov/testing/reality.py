@@ -182,6 +182,23 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
 
 
 
+def output_tensors(out) -> list:
+    """The tensors of a model's output (a ModelOutput, tuple, dict or tensor), flattened in order:
+    what a real run's outputs are compared by (the child scripts of this module and of
+    scripts/envs/xla_reality.py)."""
+    import torch
+
+    if hasattr(out, "to_tuple"):
+        out = out.to_tuple()
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for v in out for t in output_tensors(v)]
+    return []
+
+
 RUNNER = r"""
 import copy, json, sys, traceback
 import torch
@@ -216,16 +233,7 @@ def call(model, inputs):
         return model(inputs)
     return model(*inputs)
 
-def tensors(out):
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        return [t for v in out for t in tensors(v)]
-    return []
+from opcov.testing.reality import output_tensors as tensors
 
 def to_device(model):
     # Module.to() replaces parameters on a device whose tensors cannot shallow-copy CPU ones (this
