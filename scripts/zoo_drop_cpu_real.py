@@ -1,6 +1,6 @@
 """One-off migration of the zoo run of 2026-12-01: drop the op sets that `opcov zoo trace --all` made
 with a real-valued retry on CPU, and mark their outcome rows as `opcov zoo trace` now does
-(tracing.zoorun.REAL_ON_CPU is off: such op sets record CPU's kernels, not an accelerator's).
+(its real-valued retry on CPU is gone: such op sets record CPU's kernels, not an accelerator's).
 
     python scripts/zoo_drop_cpu_real.py        # rewrites coverage/zoo/outcomes.tsv, removes the files
 """

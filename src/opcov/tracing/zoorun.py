@@ -8,9 +8,10 @@ Why this shape:
   made tiny by ``tiny.overrides`` (the layer kinds kept, the repeats dropped), passed as ``--set``
   overrides, so each op set's command line reproduces it.
 * What opcov can decide for a model it decides: the dtype (``Built.dtype``: bfloat16 for grouped_mm
-  experts), the inputs (``inputs.py``), and a real-valued trace for a model whose ops depend on
-  data (fake tensors carry no values): it is retried with small real CPU tensors on a config made
-  narrow too (``tiny.overrides(width=True)``), and the op set says so.
+  experts) and the inputs (``inputs.py``). A model whose ops depend on data (fake tensors carry no
+  values) is ``cannot_trace`` with that reason: a real-valued trace on CPU would record CPU's kernels
+  (``_scaled_dot_product_flash_attention_for_cpu``), not an accelerator's; the computing stand-in
+  the curated zoo's real-valued branches use (``tracing.realtrace``) is not yet used here.
 * Worker processes (spawned, never forked), one job (model, mode) at a time each: a model that
   hangs past ``--timeout`` or kills its process costs that job only; the worker is replaced.
 * The curated zoo's op sets are made by ``opcov zoo trace`` (hand-checked configs, real-valued
@@ -43,16 +44,10 @@ from opcov.store import layout
 from opcov.store import output
 
 MODES = ("inference", "training")
-TIMEOUT_S = 300.0  # one job (build + trace, with a real-valued retry); a worker start is not counted
+TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
 START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
-# A real-valued retry runs on CPU, so it records CPU's kernels (aten::_scaled_dot_product_flash_attention_for_cpu),
-# not an accelerator's: a verdict on such an op set judges ops no accelerator calls. Off until --all
-# runs real-valued traces on the computing stand-in (tracing.realtrace) as the curated zoo does.
-REAL_ON_CPU = False
 CPU_REAL_REASON = ("data-dependent under fake tensors ({first}); a real-valued trace on CPU would record CPU's "
                    "kernels, not an accelerator's, so none is kept")
-REAL_PARAMS = 40_000_000  # a real-valued trace keeps the tiny config's width up to this many parameters
-REAL_PARAMS_MAX = 150_000_000  # ... and falls back to it, where a narrow config fails, up to this many
 MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
 COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
 SAMPLE_SEED = 17
@@ -145,7 +140,7 @@ def kept_row(arch: Arch, mode: str, path: str) -> dict:
 
 
 def _trace(arch: Arch, mode: str, path: str):
-    """The op set: fake tensors first; for a data-dependent model, small real tensors on a narrow config."""
+    """The op set, traced with fake tensors (a data-dependent model: a one-line reason, CPU_REAL_REASON)."""
     from opcov.tracing import models, tiny
     from opcov.tracing.spec import trace_spec
 
@@ -159,36 +154,7 @@ def _trace(arch: Arch, mode: str, path: str):
     except OpcovError as exc:
         if "--real" not in str(exc):
             raise
-        if not REAL_ON_CPU:
-            raise UsageError(CPU_REAL_REASON.format(first=one_line(exc, 160))) from None
-        first = exc
-    tries = _real_sizes(arch, mode)
-    for n, (sizes, how) in enumerate(tries):
-        try:
-            result = trace_spec(arch.spec, mode=mode, real=True, sizes=sizes, out=path)
-            break
-        except Exception as exc:  # noqa: BLE001
-            if n + 1 == len(tries):
-                raise UsageError(f"{one_line(exc, 180)} (with real tensors {how}; under fake tensors: "
-                                 f"{one_line(first, 120)})") from None
-    result.doc["provenance"]["notes"].insert(0, f"traced with real tensors {how}: under fake tensors {one_line(first)}")
-    return result
-
-
-def _real_sizes(arch: Arch, mode: str) -> list:
-    """[(sizes, how)] to try for a real-valued trace: the tiny config when its real weights are small
-    (at most REAL_PARAMS); else one made narrow too, then (some models' derived sizes refuse the
-    narrow widths) the tiny one when it has at most REAL_PARAMS_MAX parameters."""
-    from opcov.tracing import models, tiny
-
-    config = _config(arch.spec[3:])
-    sizes = models.Sizes(overrides=tiny.overrides(config))
-    built = models.build(arch.spec, sizes, mode=mode, real=False)
-    params = sum(p.numel() for p in built.model.parameters())
-    if params <= REAL_PARAMS:
-        return [(sizes, "on the tiny config")]
-    narrow = (models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True)), "on a narrow config")
-    return [narrow] + ([(sizes, "on the tiny config")] if params <= REAL_PARAMS_MAX else [])
+        raise UsageError(CPU_REAL_REASON.format(first=one_line(exc, 160))) from None
 
 
 def _config(model_type: str):
