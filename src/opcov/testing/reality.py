@@ -280,6 +280,10 @@ for variant, inputs in variants:
         print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + first_line(exc)}))
         sys.exit(0)
 
+def compared(out, loss, model):
+    # what a run is judged by: its outputs, and in training its loss and its parameters' gradients
+    return tensors(out) + ([loss] + [p.grad for p in model.parameters()] if mode == "training" else [])
+
 # 2. Are the numbers right? Dropout off on both sides (random streams differ), outputs, loss and
 # gradients compared with a CPU run of the same weights.
 F.dropout = lambda input, p=0.5, training=True, inplace=False: input
@@ -301,25 +305,21 @@ for variant, inputs in variants:
         print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + "with dropout off: "
                           + first_line(exc)}))
         sys.exit(0)
-    # A 16-bit model: CPU and the device may take different paths (an accelerator's grouped_mm
-    # experts, CPU's loop), which round differently at a resolution (bfloat16: 2**-8) coarser than the
+    # A 16-bit model: CPU and the device may take different paths (a backend's own kernel for a
+    # composite, CPU's decomposition of it), which round differently at a resolution (bfloat16: 2**-8) coarser than the
     # tolerance, so both are measured against a float32 CPU run (float64 has no grouped_mm), as the probe
     # judges one op: the device may be at most twice as far from it as CPU at the model's dtype, plus
     # the tolerance.
-    exact = [None] * len(tensors(want)) + ([None] * (1 + len(list(ref.parameters()))) if mode == "training" else [])
+    want_t, got_t = compared(want, want_loss, ref), compared(got, loss, dev)
+    exact = [None] * len(want_t)
     if dtype in (torch.bfloat16, torch.float16):
         try:
-            ref64 = copy.deepcopy(orig).float()
+            ref32 = copy.deepcopy(orig).float()
             torch.manual_seed(2)
-            e_out, e_loss = step(ref64, "cpu", inputs, torch.float32)
-            exact = tensors(e_out) + ([e_loss] + [p.grad for p in ref64.parameters()] if mode == "training" else [])
+            exact = compared(*step(ref32, "cpu", inputs, torch.float32), ref32)
         except Exception:
             pass  # no float32 run: compared with CPU at the model's dtype alone
-    new = list(zip(tensors(want), tensors(got)))
-    if mode == "training":
-        new.append((want_loss, loss))
-        new += [(a.grad, b.grad) for a, b in zip(ref.parameters(), dev.parameters())]
-    pairs += [(a, b, e) for (a, b), e in zip(new, exact)] if len(exact) == len(new) else [(a, b, None) for a, b in new]
+    pairs += list(zip(want_t, got_t, exact if len(exact) == len(want_t) else [None] * len(want_t)))
 worst = 0.0
 against = "a CPU run of the same weights"
 for a, b, e in pairs:
