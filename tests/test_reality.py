@@ -71,3 +71,15 @@ def test_an_op_only_a_data_dependent_branch_calls_is_judged(tmp_path):
     out = run(tmp_path, "tpu-no-mask-check", ["llama"], ["inference"])
     llama = out[("llama", "inference")]
     assert (llama.predicted, llama.actual) == ("fails", "raised") and "aten::all" in llama.problems
+
+
+def test_moe_routing_flip_is_not_a_wrong_value_but_a_wrong_kernel_is(tmp_path):
+    """bfloat16 mixtral on the TorchTPU-shaped backend: its own linear rounds the router logits otherwise
+    than CPU's decomposition, so a near-tie token picks another expert; top-k decisions are replayed from
+    the CPU run and the values compared per tensor, so it ran (it did). A planted addmm + 1.0 is wrong."""
+    out = run(tmp_path / "tpu", "tpu-shaped", ["mixtral"], ["inference"])
+    mixtral = out[("mixtral", "inference")]
+    assert (mixtral.predicted, mixtral.actual) == ("runs", "ran"), mixtral
+    assert "top-k decisions replayed from the CPU run" in mixtral.detail
+    out = run(tmp_path / "wrong", "wrong-addmm", ["gpt2"], ["inference"])
+    assert out[("gpt2", "inference")].actual == "wrong", out[("gpt2", "inference")]

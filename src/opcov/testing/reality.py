@@ -116,7 +116,7 @@ class Outcome:
     model: str
     mode: str
     predicted: str  # the verdict
-    actual: str  # ran | raised | wrong | crashed | harness
+    actual: str  # one of ACTUALS
     detail: str = ""
     problems: list = field(default_factory=list)  # the verdict's problem ops
 
@@ -286,6 +286,31 @@ def compared(out, loss, model):
 
 # 2. Are the numbers right? Dropout off on both sides (random streams differ), outputs, loss and
 # gradients compared with a CPU run of the same weights.
+# Discrete decisions are replayed from the CPU run: an MoE router's top-k on logits that differ in the
+# last bfloat16 bit (a backend's own linear rounds otherwise than CPU's decomposition) may pick
+# another expert for a near-tie token, after which the values are not comparable though every kernel
+# is right. The device still runs its topk; its logits (the values gathered at CPU's indices) flow on,
+# so a wrong router kernel still shows in the outputs. Flips are counted and reported.
+_topk = torch.topk
+decisions = {"mode": None, "log": [], "at": 0, "flips": 0, "of": 0}
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    r = _topk(input, k, dim, largest, sorted)
+    if decisions["mode"] == "record":
+        decisions["log"].append(r.indices.detach().cpu())
+    elif decisions["mode"] == "replay" and decisions["at"] < len(decisions["log"]):
+        want = decisions["log"][decisions["at"]]
+        decisions["at"] += 1
+        if want.shape == r.indices.shape:
+            flipped = (want.sort(dim).values != r.indices.detach().cpu().sort(dim).values).any(dim)
+            decisions["flips"] += int(flipped.sum())
+            decisions["of"] += flipped.numel()
+            idx = want.to(input.device)
+            return torch.return_types.topk((input.gather(dim, idx), idx))
+    return r
+
+torch.topk = topk
+torch.Tensor.topk = lambda self, *args, **kwargs: topk(self, *args, **kwargs)
 F.dropout = lambda input, p=0.5, training=True, inplace=False: input
 _sdpa = F.scaled_dot_product_attention
 def _sdpa_no_dropout(query, key, value, attn_mask=None, dropout_p=0.0, *args, **kwargs):
@@ -297,9 +322,11 @@ for variant, inputs in variants:
     # the same seed before each: other random draws (Swin's stochastic depth, torch.rand on the device)
     # then come from the same CPU generator stream, which the test backend's kernels draw from too
     torch.manual_seed(2)
+    decisions.update(mode="record", log=[])
     want, want_loss = step(ref, "cpu", inputs)
     try:
         torch.manual_seed(2)
+        decisions.update(mode="replay", at=0)
         got, loss = step(dev, pb.device(), inputs)
     except Exception as exc:
         print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + "with dropout off: "
@@ -316,10 +343,19 @@ for variant, inputs in variants:
         try:
             ref32 = copy.deepcopy(orig).float()
             torch.manual_seed(2)
+            decisions.update(mode="replay", at=0)
+            flips = decisions["flips"], decisions["of"]
             exact = compared(*step(ref32, "cpu", inputs, torch.float32), ref32)
+            decisions.update(flips=flips[0], of=flips[1])  # the device's flips are reported, not float32's
         except Exception:
             pass  # no float32 run: compared with CPU at the model's dtype alone
+    decisions["mode"] = None
     pairs += list(zip(want_t, got_t, exact if len(exact) == len(want_t) else [None] * len(want_t)))
+# Per tensor, not per element: after a whole model's worth of ops, two correct 16-bit paths round
+# differently element by element, and CPU lands exactly on the float32 value at some element where the
+# device is a few bfloat16 steps off (mixtral: the device's largest error 0.0027 against CPU's 0.0039,
+# yet 1.16x over an element-wise rule). A wrong kernel (the planted addmm + 1.0) is far over either.
+from opcov.probe.compare import CPU_MARGIN
 worst = 0.0
 against = "a CPU run of the same weights"
 for a, b, e in pairs:
@@ -333,14 +369,18 @@ for a, b, e in pairs:
         if e is not None and e.shape == a.shape:
             e = e.detach()
             tol = 1e-3 + 1e-3 * e.abs().max().item()
-            excess = (b.double() - e).abs() - 2 * (a.detach().double() - e).abs()
-            worst = max(worst, excess.nan_to_num(0).max().item() / tol)
-            against = "twice CPU's own error at this dtype against a float32 CPU run of the same weights"
+            dev_err = (b.double() - e).abs().nan_to_num(float("inf")).max().item()
+            cpu_err = (a.detach().double() - e).abs().nan_to_num(0).max().item()
+            worst = max(worst, max(0.0, dev_err - CPU_MARGIN * cpu_err) / tol)
+            against = ("twice CPU's own largest error at this dtype (per tensor) against a float32 CPU run of "
+                       "the same weights")
         else:
             tol = 1e-3 + 1e-3 * a.detach().abs().max().item()
             worst = max(worst, (a.detach() - b).abs().nan_to_num(0).max().item() / tol)
+replayed = (f"; top-k decisions replayed from the CPU run: {decisions['flips']} of {decisions['of']} differed on "
+            "the device" if decisions["of"] else "")
 print(json.dumps({"actual": "ran" if worst <= 1 else "wrong",
-                  "detail": f"max error {worst:.3g} x tolerance vs {against}"}))
+                  "detail": f"max error {worst:.3g} x tolerance vs {against}{replayed}"}))
 """
 
 
