@@ -379,6 +379,15 @@ def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
     assert "aten::nonzero" in doc["ops"] and doc["provenance"]["tracing"] == "real"
     out = tmp_path / "b.yaml"
     assert doc["provenance"]["command"] == f"opcov trace nzmodel:build --mode training --real --out {out}"
+    # real values on the computing stand-in, not on CPU: linear is a composite call there, and the
+    # optimizer takes the accelerator's foreach path; --device cpu keeps CPU's own path
+    assert "computing PrivateUse1" in doc["provenance"]["traced_on"]
+    assert any(" composite aten::linear " in node for node in doc["calltree"])
+    assert "aten::_foreach_addcdiv_.ScalarList" in doc["ops"]
+    r = opcov("trace", "nzmodel:build", "--real", "--device", "cpu", "--out", str(tmp_path / "c.yaml"), **env)
+    assert r.returncode == 0, r.stderr
+    cpu = load_yaml(tmp_path / "c.yaml")
+    assert "aten::nonzero" in cpu["ops"] and not any(op.startswith("aten::_foreach") for op in cpu["ops"])
 
 
 @pytest.mark.parametrize("model, expect", [

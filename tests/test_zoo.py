@@ -227,7 +227,7 @@ def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path
 def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path):
     pytest.importorskip("transformers")
     root, table = tmp_path / "models", tmp_path / "zoo" / "outcomes.tsv"
-    names = "nn-convnet,nn-gru,musicgen_melody"
+    names = "nn-convnet,nn-gru,musicgen_melody,jetmoe"
     selection = f"opcov zoo trace --only {names} --mode inference"
     journal = zoorun.journal_path(str(table))
     os.makedirs(os.path.dirname(journal))
@@ -253,11 +253,20 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
     bad = by["musicgen_melody"]
     assert bad["outcome"] == "cannot_build" and bad["reason"].startswith("cannot build MusicgenMelodyForCausalLM")
     assert "nor MusicgenMelodyModel" in bad["reason"]
+    # jetmoe's expert routing reads values on the host: fake tensors cannot trace it, so it is traced
+    # with real values on the computing stand-in (an accelerator's path), not on CPU
+    moe = load_yaml(root / "jetmoe" / "inference.yaml")
+    assert by["jetmoe"]["tracing"] == "real" and moe["provenance"]["tracing"] == "real"
+    assert "computing PrivateUse1" in moe["provenance"]["traced_on"]
+    assert "--real" in moe["provenance"]["command"] and "aten::_local_scalar_dense" in moe["ops"]
+    assert by["nn-gru"]["tracing"] == "fake"  # its real-valued run fails (fused GRU cell): a note says so
+    assert any("real-valued run failed" in n for n in load_yaml(root / "nn-gru" / "inference.yaml")
+               ["provenance"]["notes"])
     assert not os.path.exists(journal)  # the table is complete: the journal is gone
-    assert str(table) in r.stderr and "traced 2" in r.stderr
+    assert str(table) in r.stderr and "traced 3" in r.stderr
     first = table.read_text()
     r = opcov(*args, "--retry-failed")  # the traced rows are kept, the failure is traced again
-    assert r.returncode == 1 and "cannot build 1, traced 2" in r.stderr, r.stderr
+    assert r.returncode == 1 and "cannot build 1, traced 3" in r.stderr, r.stderr
     assert table.read_text() == first and not (root / "nn-convnet").exists()
     r = opcov(*args[:-2], "--table", str(tmp_path / "none.tsv"), "--retry-failed")
     assert r.returncode == 2 and "no outcome table to retry" in r.stderr
@@ -288,8 +297,12 @@ def test_shard_runs_merge_into_the_table_of_the_unsharded_run(opcov, tmp_path):
     assert r.returncode == 0, r.stderr
     whole = (tmp_path / "whole.tsv").read_text()
     assert (tmp_path / "merged.tsv").read_text() == whole and whole.count("\ttraced\t") == 2
+    # the attention mask check a real run makes (mask.all() on the host) is in each op set: merged from
+    # a real-valued branch run in a worker whose device is the computing stand-in
+    assert whole.count("\tfake+real\t") == 2
     for name in names.split(","):
         a, b = (load_yaml(tmp_path / root / name / "inference.yaml") for root in ("whole", "sharded"))
         for doc in (a, b):  # the time it was made, the file it was written to, and their checksum differ
             doc.pop("integrity"), doc["provenance"].pop("created"), doc["provenance"].pop("command")
         assert a == b
+        assert a["ops"]["aten::all"]["forward"]["bool"]["seen"] == "real"

@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)")
     tr.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
     tr.add_argument("--real", action="store_true",
-                    help="trace small real CPU tensors (models with data-dependent ops) instead of fake ones")
+                    help="trace small real tensors (models with data-dependent ops) instead of fake ones: on a "
+                         "computing stand-in device in a child process for an accelerator target, on CPU for --device cpu")
     tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
     tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
     tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
@@ -226,6 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("--shard", help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
                     "tables with 'opcov zoo merge')")
     zo.add_argument("--resume", action="store_true", help="continue an interrupted --all run from its journal")
+    zo.add_argument("--real", action="store_true",
+                    help="with --all/--sample/--only: trace every architecture with real values on the computing "
+                         "stand-in (narrow widths), not only those fake tensors cannot trace (scripts/zoo_recall.py)")
     zo.add_argument("--retry-failed", action="store_true",
                     help="keep what the outcome table says was traced and trace the rest again")
     zo.add_argument("--timeout", type=float, default=300.0,
@@ -599,7 +603,7 @@ def cmd_zoo(args) -> int:
     if args.tables:
         raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
-    if args.every or args.sample or args.jobs or args.shard or args.resume or args.retry_failed:
+    if args.every or args.sample or args.jobs or args.shard or args.resume or args.retry_failed or args.real:
         return _zoo_all(args, modes)
     entries = zoo.select(args.only)
     if args.action == "list":
@@ -634,9 +638,11 @@ def _zoo_all(args, modes) -> int:
         return EXIT_OK
     selection = ("opcov zoo trace " + ("--all" if args.every else f"--sample {args.sample} --seed {args.seed}"
                                        if args.sample else "--only " + ",".join(a.name for a in archs))
-                 + "".join(f" --mode {m}" for m in args.mode or ()))
+                 + "".join(f" --mode {m}" for m in args.mode or ())
+                 + (" --real" if args.real else ""))
     rows = zoorun.run(archs, modes=modes, jobs=args.jobs or 1, shard=shard, root=args.root, table=args.table,
-                      resume=args.resume, retry=args.retry_failed, timeout=args.timeout, selection=selection)
+                      resume=args.resume, retry=args.retry_failed, timeout=args.timeout, selection=selection,
+                      real=args.real)
     return EXIT_OK if all(r["outcome"] == "traced" for r in rows) else EXIT_GATE
 
 

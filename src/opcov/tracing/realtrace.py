@@ -18,6 +18,11 @@ on the inputs and not on real-vs-fake. ``calltree.merge`` adds what only the rea
 (``seen=real``) and marks what both saw (``seen=both``); counts and shapes stay the fake trace's
 where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
 fake trace alone.
+
+A model whose ops depend on data (``nonzero``, MoE routing read on the host) cannot be traced with
+fake tensors at all: ``--real`` (``trace_real``) then traces the whole op set with real values on the
+same computing stand-in, not on CPU, whose own kernels (``_scaled_dot_product_flash_attention_for_cpu``)
+an accelerator never runs. The whole-zoo tracer does this in workers whose device is the stand-in.
 """
 
 from __future__ import annotations
@@ -43,67 +48,146 @@ TIMEOUT_S = 600
 PADDED = "a padded attention mask"
 
 
-def with_real_branches(result: OpSet, model: str, *, sizes, mode: str, dtype: str, autocast: bool,
-                       device: str, optimizer: str, curated: bool) -> OpSet:
-    """``result`` (a fake-tensor trace of ``model``, a reference trace_spec accepts) merged with
-    real-valued runs of the same model, or with a note saying why there are none. Only curated zoo
-    models (``curated``) get the runs for now: each is a child process (~10 s of imports), which the
-    whole-zoo tracer (hundreds of models) would pay again for every one."""
+def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dtype: str, autocast: bool,
+                       device: str, optimizer: str, defer: bool = False) -> OpSet:
+    """``result`` (a fake-tensor trace of ``model``, a reference trace_spec accepts, built as ``built``)
+    merged with real-valued runs of the same model, or with a note saying why there are none. A
+    model over MAX_PARAMS runs at narrow widths (``tiny.overrides(width=True)`` on its config: the
+    same layer kinds, so the same branches) where it is a transformers model. ``defer``: the run is
+    not made here but left as ``result.real_job`` for the caller (the whole-zoo tracer runs it in a
+    worker whose device is the computing stand-in, so it pays no child process)."""
     doc = result.doc
     notes = doc["provenance"]["notes"]
+    config = getattr(built.model, "config", None)
+    narrow = doc["model"].get("params", 0) > MAX_PARAMS and hasattr(config, "to_dict")
     why_not = ("it was traced with real tensors already" if doc["provenance"].get("tracing") != "fake"
                else "the target is the CPU" if device == "cpu"
-               else "only curated zoo models get one" if not curated
                else "--autocast: the real run has no autocast policy for its device" if autocast
-               else f"{doc['model']['params']:,} parameters is over {MAX_PARAMS:,} for a real run"
-               if doc["model"].get("params", 0) > MAX_PARAMS else "")
+               else f"{doc['model']['params']:,} parameters is over {MAX_PARAMS:,} for a real run, and it is "
+                    "not a transformers model that opcov can narrow"
+               if doc["model"].get("params", 0) > MAX_PARAMS and not narrow else "")
     if why_not:
         if doc["provenance"].get("tracing") == "fake" and device != "cpu":
             notes.append(f"no real-valued run ({why_not}): branches on data are as fake tensors took them")
         return result
-    job = {"model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype, "optimizer": optimizer}
-    runs, failure = _run_child(job)
-    if failure:
-        notes.append(f"the real-valued run failed ({failure}): branches on data are as fake tensors took them")
-        return result
-    fake_rows = [dataclasses.asdict(n) for n in opset.nodes(doc)]
-    real_rows = [[dataclasses.asdict(n) for n in opset.nodes(run["doc"])] for run in runs]
-    merged = calltree.merge(fake_rows, real_rows)
-    doc["calltree"] = [opset.node_text(row) for row in merged]
-    doc["ops"] = calltree.flat(merged, doc["ops"], [run["doc"]["ops"] for run in runs])
-    only_real = sorted({f"{op} ({phase})" for op, rec in doc["ops"].items() for phase, cells in rec.items()
-                        if any(c.get("seen") == "real" for c in cells.values())})
-    both = sum(r.get("seen") == "both" for r in merged)
-    notes.append(
-        f"real values: a run on a computing PrivateUse1 device ({', '.join(run['variant'] for run in runs)}) "
-        f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
-        f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}")
-    doc["summary"] = {"distinct_ops": len(doc["ops"]),
-                      "calls": {phase: sum(c["calls"] for rec in doc["ops"].values()
-                                           for c in (rec.get(phase) or {}).values()) for phase in opset.PHASES}}
+    if narrow:
+        from opcov.tracing import tiny
+
+        sizes = dataclasses.replace(sizes, overrides={**sizes.overrides, **tiny.overrides(config, width=True)})
+    job = {"kind": "branches", "model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype,
+           "optimizer": optimizer, "narrowed": narrow}
+    if defer:
+        result.real_job = job
+    else:
+        merge_real_branches(result, job)
     return result
 
 
-def _run_child(job: dict) -> tuple[list, str]:
-    """(the real runs' documents with their input variant, '') or ([], why it failed)."""
+def merge_real_branches(result: OpSet, job: dict) -> bool:
+    """Merge the real-valued runs of ``job`` (``with_real_branches`` makes it) into the fake trace
+    ``result``, with a note: in this process if its device is the computing stand-in, else in a
+    child process. Whether they ran (a failure is a note: the fake trace stays as it was)."""
+    doc = result.doc
+    notes = doc["provenance"]["notes"]
+    if computing_here():
+        try:
+            out, failure = _child(job), ""
+        except Exception as exc:  # noqa: BLE001 - noted; the fake trace stays
+            text = str(exc).strip().splitlines()
+            out, failure = {}, f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+    else:
+        out, failure = run_job(job)
+    if failure:
+        notes.append(f"the real-valued run failed ({failure}): branches on data are as fake tensors took them")
+        return False
+    runs = out["runs"]
+    fake_rows = [dataclasses.asdict(n) for n in opset.nodes(doc)]
+    merged = _merge(doc, [run["doc"] for run in runs])
+    only_real = sorted({f"{op} ({phase})" for op, rec in doc["ops"].items() for phase, cells in rec.items()
+                        if any(c.get("seen") == "real" for c in cells.values())})
+    both = sum(r.get("seen") == "both" for r in merged)
+    narrowed = job.get("narrowed")
+    notes.append(
+        f"real values: a run on a computing PrivateUse1 device ({', '.join(run['variant'] for run in runs)}"
+        f"{'; at narrow widths: ' + _set_text(job['sizes']) if narrowed else ''}) "
+        f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
+        f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}")
+    return True
+
+
+def _set_text(sizes: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in sizes["overrides"].items()) or "the defaults"
+
+
+def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: str, out: str | None) -> OpSet:
+    """``opcov trace MODEL --real`` for an accelerator target: the whole op set traced with real values
+    on the computing stand-in (not on CPU, whose own kernels an accelerator never runs), in this
+    process if its PrivateUse1 device is that stand-in (the zoo's real-valued workers), else in a
+    child process. Text models run with their inputs as built and with a padded attention mask, merged."""
+    from opcov.errors import UsageError
+
+    job = {"kind": "trace", "model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype,
+           "optimizer": optimizer, "out": out}
+    if computing_here():
+        return OpSet(_child(job)["doc"])
+    result, failure = run_job(job)
+    if failure:
+        raise UsageError(f"{model}: the real-valued trace on the computing stand-in failed: {failure}")
+    return OpSet(result["doc"])
+
+
+def computing_here() -> bool:
+    """Whether this process's PrivateUse1 device is the computing stand-in (a zoo real-valued worker)."""
+    pb = sys.modules.get("opcov.testing.pybackend")
+    return pb is not None and (pb.current_spec() or {}).get("fallback") == "cpu"
+
+
+def child_spec() -> str:
+    """The computing stand-in's spec, for ``PYBACKEND_SPEC_VAR`` before ``opcov.testing.pybackend`` is imported."""
     from opcov.tracing.target import NAME
 
+    return json.dumps({"name": NAME, "kernels": CHILD_KERNELS, "fallback": "cpu"})
+
+
+def _merge(doc: dict, others: list[dict], *, seen: bool = True) -> list[dict]:
+    """Merge the call trees and ops of ``others`` into ``doc`` (``calltree.merge``); the merged rows.
+    ``seen`` False: ``doc`` was itself a real-valued run, so no node or call is marked with what saw it."""
+    rows = [dataclasses.asdict(n) for n in opset.nodes(doc)]
+    merged = calltree.merge(rows, [[dataclasses.asdict(n) for n in opset.nodes(o)] for o in others])
+    doc["ops"] = calltree.flat(merged, doc["ops"], [o["ops"] for o in others])
+    if not seen:
+        for row in merged:
+            row.pop("seen", None)
+        for rec in doc["ops"].values():
+            for cells in rec.values():
+                for cell in cells.values():
+                    cell.pop("seen", None)
+    doc["calltree"] = [opset.node_text(row) for row in merged]
+    doc["summary"] = {"distinct_ops": len(doc["ops"]),
+                      "calls": {phase: sum(c["calls"] for rec in doc["ops"].values()
+                                           for c in (rec.get(phase) or {}).values()) for phase in opset.PHASES}}
+    return merged
+
+
+def run_job(job: dict) -> tuple[dict, str]:
+    """(the child's answer, '') or ({}, why it failed): ``job`` run in a child process whose
+    PrivateUse1 device is the computing stand-in."""
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
                PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
     # pybackend.ENV_VAR: importing pybackend here would claim this process's PrivateUse1
-    env[PYBACKEND_SPEC_VAR] = json.dumps({"name": NAME, "kernels": CHILD_KERNELS, "fallback": "cpu"})
+    env[PYBACKEND_SPEC_VAR] = child_spec()
     try:
         r = subprocess.run([sys.executable, "-m", "opcov.tracing.realtrace"], input=json.dumps(job),
                            capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        return [], f"over {TIMEOUT_S} s"
+        return {}, f"over {TIMEOUT_S} s"
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
     if r.returncode != 0 or not lines:
         tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}, no output"])[-1]
-        return [], tail[:300]
+        return {}, tail[:300]
     out = json.loads(lines[-1])
-    return (out["runs"], "") if out.get("runs") else ([], out.get("error", "no run"))
+    return (out, "") if "error" not in out else ({}, out["error"])
 
 
 def input_variants(torch, built) -> list:
@@ -125,27 +209,42 @@ def input_variants(torch, built) -> list:
 
 
 def _child(job: dict) -> dict:
-    """In the child: build the model with real weights and run each input variant on the computing device."""
+    """Build the model with real weights and run each input variant on the computing device: the runs
+    (``branches``, for ``with_real_branches``) or one merged op set (``trace``, for ``trace_real``)."""
     from opcov.torchenv import import_torch
 
     torch = import_torch()
     import opcov.testing.pybackend as pb  # claims PrivateUse1 as the stand-in's name, computing on CPU
 
     assert pb.ENV_VAR == PYBACKEND_SPEC_VAR and pb.current_spec()["fallback"] == "cpu"
-    from opcov.tracing import models, target, zoo
-    from opcov.tracing.trace import Options, trace_computing
+    from opcov.tracing import models, spec, target, zoo
+    from opcov.tracing.trace import trace
 
     target.show_composites(torch)
     entry = zoo.BY_NAME.get(job["model"])
+    sizes = models.Sizes(**job["sizes"])
     torch.manual_seed(0)
-    built = models.build(entry.spec if entry else job["model"], models.Sizes(**job["sizes"]), mode=job["mode"],
-                         real=True, zoo_entry=entry)
-    opts = Options(job["mode"], job["dtype"], False, "accelerator", job["optimizer"], real=True)
+    built = models.build(entry.spec if entry else job["model"], sizes, mode=job["mode"], real=True, zoo_entry=entry)
+    dtype = job["dtype"] or (entry.dtype if entry else built.dtype or "float32")
+    command = None
+    if job["kind"] == "trace":
+        command = spec.command_line(job["model"], mode=job["mode"], dtype=dtype, optimizer=job["optimizer"],
+                                    real=True, sizes=sizes, out=job.get("out"))
     runs = []
     for variant, inputs in input_variants(torch, built):
         torch.manual_seed(1)
-        runs.append({"variant": variant, "doc": trace_computing(built.model, inputs, pb.device().type, opts)})
-    return {"runs": runs}
+        doc = trace(built.model, inputs, mode=job["mode"], dtype=dtype, optimizer=job["optimizer"], real=True,
+                    name=entry.name if entry else built.name, source=built.source, config=built.config,
+                    command=command, notes=built.notes, computing=pb.device().type).doc
+        runs.append({"variant": variant, "doc": doc})
+    if job["kind"] == "branches":
+        return {"runs": runs}
+    doc = runs[0]["doc"]
+    _merge(doc, [run["doc"] for run in runs[1:]], seen=False)
+    doc["provenance"]["notes"].append(
+        f"real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an accelerator's "
+        f"path), not on CPU; input variants merged: {', '.join(run['variant'] for run in runs)}")
+    return {"doc": doc}
 
 
 def main() -> None:

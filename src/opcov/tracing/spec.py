@@ -20,7 +20,7 @@ import time
 
 import yaml
 
-from opcov.errors import OpcovError
+from opcov.errors import OpcovError, UsageError
 from opcov.store import layout
 from opcov.store import opset
 from opcov.store.opset import OpSet
@@ -37,18 +37,24 @@ def is_saved(model: str) -> bool:
 
 def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, autocast: bool = False,
                device: str = "accelerator", optimizer: str = "adamw", real: bool = False,
-               sizes: models.Sizes | None = None, out: str | None = None) -> OpSet:
+               sizes: models.Sizes | None = None, out: str | None = None, defer_real: bool = False) -> OpSet:
     """The op set of anything ``opcov trace MODEL`` accepts (see the module docstring).
 
     ``dtype`` None: the zoo entry's, else what the model needs (``Built.dtype``), else float32;
     ``real`` also when the zoo entry says so; ``sizes`` None: the defaults (batch 2, seq 16). ``out`` is only named in the provenance
-    command (where the caller saves the op set); nothing is written here.
+    command (where the caller saves the op set); nothing is written here. ``defer_real``: the
+    real-valued branch run is left to the caller as ``result.real_job`` (``realtrace.with_real_branches``).
     """
     if is_saved(model):
         return OpSet(opset.load(model))
     entry = zoo.BY_NAME.get(model)
     real = real or bool(entry and entry.real)
     sizes = sizes or models.Sizes()
+    if real and device != "cpu":
+        if autocast:
+            raise UsageError("--real with --autocast: the computing stand-in that real values run on has no "
+                             "autocast policy; leave out --autocast, or trace on CPU with --device cpu")
+        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
     built = models.build(entry.spec if entry else model, sizes, mode=mode, real=real, zoo_entry=entry)
     dtype = dtype or (entry.dtype if entry else built.dtype or Options.dtype)
     command = command_line(model, mode=mode, dtype=dtype, autocast=autocast, device=device, optimizer=optimizer,
@@ -56,8 +62,8 @@ def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, 
     result = trace(built.model, built.inputs, mode=mode, dtype=dtype, autocast=autocast, device=device,
                    optimizer=optimizer, real=real, name=entry.name if entry else built.name, source=built.source,
                    config=built.config, command=command, notes=built.notes)
-    return realtrace.with_real_branches(result, model, sizes=sizes, mode=mode, dtype=dtype, autocast=autocast,
-                                        device=device, optimizer=optimizer, curated=entry is not None)
+    return realtrace.with_real_branches(result, model, built=built, sizes=sizes, mode=mode, dtype=dtype,
+                                        autocast=autocast, device=device, optimizer=optimizer, defer=defer_real)
 
 
 def command_line(model: str, *, mode: str, dtype: str, autocast: bool = False, device: str = "accelerator",

@@ -270,17 +270,18 @@ class Traced:
 
 def trace(model, inputs=(), *, mode="training", dtype="float32", autocast=False, device="accelerator",
           optimizer="adamw", real=False, loss=None, name=None, source=None, config=None,
-          command=None, notes=()) -> OpSet:
+          command=None, notes=(), computing: str | None = None) -> OpSet:
     """The op set ``model`` dispatches on ``device`` when called with ``inputs``.
 
     ``model`` may hold real or meta parameters; it is never modified. ``inputs``: a tuple
     of positional arguments, a dict of keyword arguments, or a tensor. For notebooks:
-    ``opcov.trace(model, (x,), mode="training").save("my.yaml")``.
+    ``opcov.trace(model, (x,), mode="training").save("my.yaml")``. ``computing``: the device type of
+    a computing PrivateUse1 backend this process already has, to run ``real`` values on (realtrace.py).
     """
     opts = Options(mode, dtype, autocast, device, optimizer, real)
     opts.check()
     torch = import_torch()
-    doc = _run(torch, opts, Traced(model, inputs, loss))
+    doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing)
     params = sum(p.numel() for p in _unique_params(model))
     header = {"name": name or type(model).__name__, "source": source or f"python:{type(model).__qualname__}",
               "params": params}

@@ -9,11 +9,13 @@ Why this shape:
   overrides, so each op set's command line reproduces it.
 * What opcov can decide for a model it decides: the dtype (``Built.dtype``: bfloat16 for grouped_mm
   experts) and the inputs (``inputs.py``). A model whose ops depend on data (fake tensors carry no
-  values) is ``cannot_trace`` with that reason: a real-valued trace on CPU would record CPU's kernels
-  (``_scaled_dot_product_flash_attention_for_cpu``), not an accelerator's; the computing stand-in
-  the curated zoo's real-valued branches use (``tracing.realtrace``) is not yet used here.
+  values) is traced again with real values (``tracing: real``) on the computing stand-in
+  (``realtrace.trace_real``), at narrow widths (``tiny.overrides(width=True)``), not on CPU, whose
+  own kernels (``_scaled_dot_product_flash_attention_for_cpu``) an accelerator never runs.
 * Worker processes (spawned, never forked), one job (model, mode) at a time each: a model that
-  hangs past ``--timeout`` or kills its process costs that job only; the worker is replaced.
+  hangs past ``--timeout`` or kills its process costs that job only; the worker is replaced. Fake
+  traces run first; the jobs that need real values then run in workers whose PrivateUse1 device is
+  the computing stand-in (a process can claim PrivateUse1 once, so a worker is one kind or the other).
 * The curated zoo's op sets are made by ``opcov zoo trace`` (hand-checked configs, real-valued
   branches in child processes, which would cost the whole run more than the rest of it): a run
   records a curated architecture whose op set is already under ``--root`` from that file, and
@@ -46,8 +48,8 @@ from opcov.store import output
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
 START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
-CPU_REAL_REASON = ("data-dependent under fake tensors ({first}); a real-valued trace on CPU would record CPU's "
-                   "kernels, not an accelerator's, so none is kept")
+REAL_FAILED = "data-dependent under fake tensors ({first}); the real-valued trace failed too: {why}"
+KINDS = ("fake", "real")  # a worker's device: the kernel-less stand-in, or the computing one
 MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
 COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
 SAMPLE_SEED = 17
@@ -104,21 +106,39 @@ def in_shard(index: int, shard) -> bool:
 
 # ---------------------------------------------------------------- one job (in a worker)
 
-def run_job(arch: Arch, mode: str, root: str) -> dict:
-    """Trace one architecture in one mode into ``root``; the table row (and seconds), never raising."""
+class NeedsReal(Exception):
+    """A fake-tensor trace met a data-dependent op: the job goes to a real-valued worker."""
+
+
+def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict | None = None) -> dict:
+    """Trace one architecture in one mode into ``root``; the table row (and seconds), never raising.
+    A fake-tensor trace that needs real values is a row with ``needs_real`` (the fake trace's reason),
+    which the parent sends to a real-valued worker and does not record; one whose real-valued
+    branch run is still to make carries ``real_job``, which the parent sends to a real-valued worker
+    (``options["real_job"]`` there: merged into the saved op set)."""
     from opcov.tracing import models
 
+    options = options or {}
     t0 = time.monotonic()
     path = layout.opset_path(arch.name, mode, root)
     row = {"model": arch.name, "mode": mode, "source": arch.spec if not arch.curated else "zoo"}
     try:
-        result = _trace(arch, mode, path)
+        if options.get("real_job"):
+            result = _with_real_branches(path, options["real_job"])
+        elif kind == "fake":
+            result = _trace(arch, mode, path)
+        else:
+            result = _trace_real(arch, mode, path)
         result.save(path)
         doc = result.doc
-        row.update(outcome="traced", dtype=doc["dtype"], tracing=doc["provenance"]["tracing"],
+        row.update(outcome="traced", dtype=doc["dtype"], tracing=tracing_of(doc),
                    ops=doc["summary"]["distinct_ops"], reason="")
+        if getattr(result, "real_job", None):
+            row["real_job"] = result.real_job
     except models.BuildError as exc:
         row.update(outcome="cannot_build", reason=one_line(exc))
+    except NeedsReal as exc:
+        row.update(outcome="cannot_trace", needs_real=str(exc), reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - every failure is a row, never a traceback
         row.update(outcome="cannot_trace", reason=one_line(exc))
     row["seconds"] = round(time.monotonic() - t0, 2)
@@ -135,26 +155,67 @@ def kept_row(arch: Arch, mode: str, path: str) -> dict:
         doc = opset.load(path)
     except OpcovError as exc:
         return {**row, "outcome": "cannot_trace", "reason": f"the curated op set does not load: {one_line(exc)}"}
-    return {**row, "outcome": "traced", "dtype": doc.get("dtype"), "tracing": doc["provenance"].get("tracing"),
+    return {**row, "outcome": "traced", "dtype": doc.get("dtype"), "tracing": tracing_of(doc),
             "ops": doc["summary"]["distinct_ops"], "reason": ""}
 
 
 def _trace(arch: Arch, mode: str, path: str):
-    """The op set, traced with fake tensors (a data-dependent model: a one-line reason, CPU_REAL_REASON)."""
+    """The op set, traced with fake tensors (a data-dependent model: NeedsReal), its real-valued
+    branch run left to a real-valued worker (``real_job``)."""
     from opcov.tracing import models, tiny
     from opcov.tracing.spec import trace_spec
 
     if arch.curated:
-        return trace_spec(arch.name, mode=mode, out=path)
+        return trace_spec(arch.name, mode=mode, out=path, defer_real=True)
     config = _config(arch.spec[3:])
     try:
-        return trace_spec(arch.spec, mode=mode, sizes=models.Sizes(overrides=tiny.overrides(config)), out=path)
+        return trace_spec(arch.spec, mode=mode, sizes=models.Sizes(overrides=tiny.overrides(config)),
+                          out=path, defer_real=True)
     except models.BuildError:
         raise
     except OpcovError as exc:
         if "--real" not in str(exc):
             raise
-        raise UsageError(CPU_REAL_REASON.format(first=one_line(exc, 160))) from None
+        raise NeedsReal(one_line(exc, 160)) from None
+
+
+def _with_real_branches(path: str, job: dict):
+    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in."""
+    from opcov.store import opset
+    from opcov.tracing import realtrace
+
+    result = opset.OpSet(opset.load(path))
+    realtrace.merge_real_branches(result, job)
+    return result
+
+
+def _note_branch_failure(path: str, why: str) -> None:
+    """A branch run that timed out or killed its worker: the fake trace at ``path`` says so."""
+    from opcov.store import opset
+
+    result = opset.OpSet(opset.load(path))
+    result.doc["provenance"]["notes"].append(
+        f"the real-valued run failed ({why}): branches on data are as fake tensors took them")
+    result.save(path)
+
+
+def tracing_of(doc: dict) -> str:
+    """The table's ``tracing``: fake, real, or fake+real (a fake trace with real-valued branches merged)."""
+    tracing = doc["provenance"].get("tracing") or ""
+    if tracing == "fake" and any(" seen=" in text for text in doc.get("calltree") or ()):
+        return "fake+real"
+    return tracing
+
+
+def _trace_real(arch: Arch, mode: str, path: str):
+    """The op set, traced with real values on the computing stand-in this worker's device is, at
+    narrow widths (a real model of a full-width config would hold its real weights)."""
+    from opcov.tracing import models, realtrace, tiny
+
+    if arch.curated:  # its hand-checked config is small already
+        return realtrace.trace_real(arch.name, sizes=models.Sizes(), mode=mode, dtype=None, optimizer="adamw", out=path)
+    sizes = models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True))
+    return realtrace.trace_real(arch.spec, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
 
 
 def _config(model_type: str):
@@ -176,26 +237,33 @@ def one_line(exc, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def worker_main(conn, root: str) -> None:
-    """A worker: the stand-in device registered before any backward, then jobs until told to stop."""
+def worker_main(conn, root: str, kind: str = "fake") -> None:
+    """A worker: its device registered before any backward (the kernel-less stand-in, or for ``real``
+    the computing one), then jobs until told to stop."""
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     from opcov.probe.worker import _die_with_parent
 
     _die_with_parent()
     sys.stdout = sys.stderr = open(os.devnull, "w")  # models print; the pipe is the only output
     from opcov.torchenv import import_torch
-    from opcov.tracing import models, target
+    from opcov.tracing import models, realtrace, target
 
     torch = import_torch()
-    target.ensure(torch)
+    if kind == "real":
+        os.environ[realtrace.PYBACKEND_SPEC_VAR] = realtrace.child_spec()
+        import opcov.testing.pybackend  # noqa: F401 - claims PrivateUse1: the computing stand-in
+
+        target.show_composites(torch)
+    else:
+        target.ensure(torch)
     models._transformers()
     conn.send(("ready", os.getpid()))
     while True:
         msg = conn.recv()
         if msg[0] == "stop":
             return
-        _, name, spec, mode = msg
-        row = run_job(Arch(name, spec), mode, root)
+        _, name, spec, mode, *options = msg
+        row = run_job(Arch(name, spec), mode, root, kind, options[0] if options else None)
         row["rss_mb"] = _rss_mb()
         conn.send(("row", row))
 
@@ -219,18 +287,19 @@ class _Slot:
 
 
 class Pool:
-    """``jobs`` spawned workers; a job past ``timeout`` or a worker that dies becomes a cannot_trace row."""
+    """``jobs`` spawned workers of one ``kind``; a job past ``timeout`` or a worker that dies becomes a
+    cannot_trace row."""
 
-    def __init__(self, jobs: int, root: str, timeout: float):
+    def __init__(self, jobs: int, root: str, timeout: float, kind: str = "fake"):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")
-        self.root, self.timeout = root, timeout
+        self.root, self.timeout, self.kind = root, timeout, kind
         self.slots = [_Slot() for _ in range(jobs)]
 
     def start(self, slot: _Slot) -> None:
         parent, child = self.ctx.Pipe()
-        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root), daemon=True)
+        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root, self.kind), daemon=True)
         slot.proc.start()
         child.close()
         slot.conn, slot.job, slot.ready = parent, None, False
@@ -261,9 +330,10 @@ class Pool:
                                              "fails in a fresh process)")
                         self.start(s)
                     if s.ready and s.job is None and pending:
-                        s.job = pending.popleft()
-                        arch, mode = s.job
-                        s.conn.send(("job", arch.name, arch.spec, mode))
+                        arch, mode, *job = pending.popleft()
+                        s.job = (arch, mode)
+                        s.conn.send(("job", arch.name, arch.spec, mode,
+                                     {"real_job": job[0] if job else None}))
                         s.deadline = time.monotonic() + self.timeout
                 live = [s for s in self.slots if s.proc is not None]
                 if not live:
@@ -495,10 +565,11 @@ def header_for(selection: str, modes, shard=None) -> dict:
 
 def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str | None = None,
         table: str | None = None, resume: bool = False, retry: bool = False, timeout: float = TIMEOUT_S,
-        selection: str = "", stream=None) -> list[dict]:
+        selection: str = "", stream=None, real: bool = False) -> list[dict]:
     """Trace ``archs`` (those of ``shard``) in ``modes`` with ``jobs`` workers; writes the op sets under
     ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows.
-    ``retry``: keep what the table at ``table`` says was traced, and trace the rest again."""
+    ``retry``: keep what the table at ``table`` says was traced, and trace the rest again. ``real``:
+    every job traced with real values in real-valued workers (curated ones too; scripts/zoo_recall.py)."""
     root = root or layout.models_dir()
     table = table or layout.zoo_table_path(shard=shard)
     if jobs < 1:
@@ -513,7 +584,7 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     for arch in picked:  # the curated zoo's op sets are made by 'opcov zoo trace': read, not traced again
         for mode in modes:
             path = layout.opset_path(arch.name, mode, root)
-            if arch.curated and (arch.name, mode) not in journal.rows and os.path.isfile(path):
+            if arch.curated and not real and (arch.name, mode) not in journal.rows and os.path.isfile(path):
                 journal.add(kept_row(arch, mode, path))
                 kept += 1
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
@@ -521,16 +592,50 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
         output.check_writable_file(layout.opset_path(arch.name, mode, root))
     progress = Progress(len(picked) * len(modes), len(picked) * len(modes) - len(pending), stream)
 
+    by_name = {a.name: a for a in picked}
+    needs_real: dict = {}  # (model, mode) -> the fake trace's reason, while its real-valued trace runs
+    branching: set = set()  # (model, mode) whose real-valued branch run is queued
+    real_pending: collections.deque = collections.deque()
+    for key, row in journal.rows.items():  # resumed: fake traces whose branch runs never finished
+        if row.get("real_job") and key[0] in by_name:
+            real_pending.append((by_name[key[0]], key[1], row["real_job"]))
+            branching.add(key)
+    passes = [progress]
+
     def on_row(row):
+        key = (row["model"], row["mode"])
+        if "needs_real" in row:
+            needs_real[key] = row.pop("needs_real")
+            real_pending.append((by_name[row["model"]], row["mode"]))
+            return
+        if key in branching:  # a branch run's row: a failure leaves the fake trace, with a note
+            branching.discard(key)
+            if row["outcome"] != "traced":
+                _note_branch_failure(layout.opset_path(row["model"], row["mode"], root), row["reason"])
+                row = {k: v for k, v in journal.rows[key].items() if k != "real_job"}
+        elif row.get("real_job"):  # journaled with its job, so --resume can still run it
+            real_pending.append((by_name[row["model"]], row["mode"], row["real_job"]))
+            branching.add(key)
+        if key in needs_real and row["outcome"] != "traced":
+            row["reason"] = REAL_FAILED.format(first=needs_real[key], why=row["reason"])
         journal.add(row)
-        progress.row(row)
+        passes[-1].row(row)
 
     t0 = time.monotonic()
     try:
+        if real:
+            pending, real_pending = collections.deque(), pending
         Pool(jobs, root, timeout).run(pending, on_row)
+        if real_pending:
+            progress.finish()
+            print(f"zoo: {len(real_pending)} real-valued " + ("traces" if real else "runs (branch runs merged into "
+                  "fake traces, and traces fake tensors cannot make)") + " on the computing stand-in",
+                  file=stream or sys.stderr)
+            passes.append(Progress(len(real_pending), 0, stream))
+            Pool(min(jobs, len(real_pending)), root, timeout, kind="real").run(real_pending, on_row)
     finally:
         journal.close()
-        progress.finish()
+        passes[-1].finish()
     rows = [journal.rows[(a.name, m)] for a in picked for m in modes if (a.name, m) in journal.rows]
     output.write_atomic(table, table_text(rows, header))
     os.remove(journal.path)
