@@ -126,6 +126,12 @@ def planted() -> dict:
     v = da.clone()
     v[1].fill_(3.0)
     res["view_write"] = v.cpu()[1].tolist() == [3.0] * 5
+    # a Python number for a Tensor argument (remainder.Scalar -> remainder.Tensor with a wrapped number,
+    # which the boxed fallback receives as an int): computed, with CPU's type promotion
+    i32 = torch.arange(6, dtype=torch.int32)
+    res["wrapped_numbers"] = [torch.equal((i32.to(dev) % 3).cpu(), i32 % 3),
+                              torch.equal((i32.to(dev) % 2.5).cpu(), i32 % 2.5),
+                              torch.equal(torch.remainder(da, 0.7).cpu(), torch.remainder(a, 0.7))]
     # autograd kernel on addmm: dispatch table entry and correct gradients
     table = torch._C._dispatch_dump_table("aten::addmm").splitlines()
     res["addmm_autograd_line"] = [ln for ln in table if ln.startswith("AutogradPrivateUse1:")][0]
@@ -263,6 +269,7 @@ def test_cpu_fallback_runs_ops_without_kernel(planted):
     assert planted["sin_out"] == [[4, 5], True]
     assert planted["cos_inplace"]
     assert planted["view_write"]
+    assert planted["wrapped_numbers"] == [True, True, True]
 
 
 def test_raise_fallback(default):

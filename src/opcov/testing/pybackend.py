@@ -416,6 +416,28 @@ def _channels_last(x: Any) -> bool:
             and x.is_contiguous(memory_format=torch.channels_last))
 
 
+def _unwrap_numbers(op, cargs, ckwargs):
+    """Tensors again where a boxed call handed Python numbers for ``Tensor`` arguments: the dispatcher
+    boxes a wrapped-number tensor (``x % 3`` -> ``remainder.Tensor`` with a wrapped 3) as a Python
+    scalar, which the op's own overload then refuses. Made 0-dim with the dtype a wrapped number
+    promotes as (int64, bool, the default float dtype), so type promotion comes out as on CPU."""
+    args = op._schema.arguments
+    fixed = list(cargs)
+    for i, a in enumerate(args[:len(fixed)]):
+        if str(a.type) == "Tensor" and isinstance(fixed[i], (bool, int, float, complex)):
+            fixed[i] = _number_tensor(fixed[i])
+    for a in args:
+        if a.name in ckwargs and str(a.type) == "Tensor" and isinstance(ckwargs[a.name], (bool, int, float, complex)):
+            ckwargs = {**ckwargs, a.name: _number_tensor(ckwargs[a.name])}
+    return tuple(fixed), ckwargs
+
+
+def _number_tensor(v):
+    dtype = (torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int)
+             else torch.get_default_dtype() if isinstance(v, float) else None)
+    return torch.tensor(v, dtype=dtype)
+
+
 def _cpu_compute(op, cargs, ckwargs):
     """``op`` on CPU. CPU's histc has no integer kernel, which accelerators have and MoE routing uses
     (transformers counts expert ids with it): integers are counted in float64 and cast back, so a
@@ -423,6 +445,7 @@ def _cpu_compute(op, cargs, ckwargs):
     if op.name() == "aten::histc" and cargs and not cargs[0].is_floating_point():
         x = cargs[0]
         return op(x.double(), *cargs[1:], **ckwargs).to(x.dtype)
+    cargs, ckwargs = _unwrap_numbers(op, cargs, ckwargs)
     return op(*cargs, **ckwargs)
 
 

@@ -3,8 +3,9 @@
 Why this shape:
 
 * No weights, no hardware: parameters and inputs become fake tensors (``FakeTensorMode``),
-  so a Llama-3-8B shape costs metadata only. ``real=True`` uses small real CPU tensors for
-  models whose ops depend on data (``nonzero``, MoE routing), which fake tensors refuse.
+  so a Llama-3-8B shape costs metadata only. ``real=True`` uses small real tensors for
+  models whose ops depend on data (``nonzero``, MoE routing), which fake tensors refuse: on the
+  computing stand-in where ``computing`` names it (``opcov trace --real``: realtrace.py), else on CPU.
 * What the device receives, not what the CPU tracer did: for an accelerator target, the fake
   tensors live on a stand-in PrivateUse1 device (``target.py``), so device checks inside
   composite kernels take the accelerator's path (``dropout`` -> ``native_dropout``, sdpa's
@@ -21,7 +22,7 @@ Why this shape:
   itself. On CPU only the device-dependent parent calls (``PARENTS``) are seen, from a
   TorchFunctionMode, and the notes say so.
 * Real values where the model branches on data: ``trace_spec`` merges a real-valued run on a
-  computing PrivateUse1 device into the fake trace (``realtrace.py``, ``trace_computing`` here).
+  computing PrivateUse1 device into the fake trace (``realtrace.py``; ``trace(..., computing=)`` here).
 * The optimizer step is what the target would run: ``foreach=True`` on accelerators (what
   ``torch.optim`` picks by default on cuda/xpu/PrivateUse1 with plain tensors; under fake
   tensors it would otherwise take the single-tensor path because a FakeTensor is not a plain
@@ -310,14 +311,6 @@ def _hf_header(model) -> dict:
 
     return {"transformers": transformers.__version__,
             "attn_implementation": str(getattr(cfg, "_attn_implementation", None) or "eager")}
-
-
-def trace_computing(model, inputs, device_type: str, opts: Options) -> dict:
-    """The op-set document of ``model`` run with real values (``opts.real``) on ``device_type``: a
-    computing PrivateUse1 backend this process already has, with the stand-in's pass-through composite
-    kernels (``target.show_composites``). For realtrace.py's child process."""
-    opts.check()
-    return _run(import_torch(), opts, Traced(model, inputs), computing=device_type)
 
 
 def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, computing: str | None = None) -> dict:
