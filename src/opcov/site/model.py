@@ -7,6 +7,7 @@ evidence, snapshots and model op sets are joined.
 
 from __future__ import annotations
 
+import operator
 import os
 import re
 from collections import Counter
@@ -80,14 +81,21 @@ class Backend:
     name: str
     snapshots: list[Snapshot] = field(default_factory=list)  # oldest first
     prefer: str = ""  # the torch the zoo's op sets were traced with: its snapshots are shown first
+    _latest: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def latest(self, evidence: str) -> Snapshot | None:
         """The newest snapshot of ``evidence`` made with the preferred torch (another build of its release
         counts), else the newest: a backend with data of several torch releases (cpu scanned at 2.13 and at
         2.9 for xla's fallback rules) is shown with the data its verdicts rest on."""
-        found = [s for s in self.snapshots if s.evidence == evidence]
+        snaps = tuple(self.snapshots)  # asked ~a million times by a site build: worked out once per list
+        memo = self._latest.get((evidence, self.prefer))
+        if memo is not None and len(memo[0]) == len(snaps) and all(map(operator.is_, memo[0], snaps)):
+            return memo[1]
+        found = [s for s in snaps if s.evidence == evidence]
         same = [s for s in found if self.prefer and layout.same_torch(s.prov.get("torch"), self.prefer)]
-        return (same or found)[-1] if found else None
+        out = (same or found)[-1] if found else None
+        self._latest[(evidence, self.prefer)] = (snaps, out)
+        return out
 
     @property
     def registered(self) -> Snapshot | None:
@@ -147,13 +155,25 @@ class Site:
     absent: dict = field(default_factory=dict)
     # (model, mode, backend) -> the torch version of the data its verdict rests on (judge_models fills it)
     data_torch: dict = field(default_factory=dict)
+    _models: tuple = field(default=(None, 0, {}), init=False, repr=False, compare=False)  # (list, length, by name)
 
     def backend(self, name: str) -> Backend:
         return next(b for b in self.backends if b.name == name)
 
+    def model(self, name: str) -> Model:
+        """The model of that name (every op page looks up its users' models)."""
+        held, n, by_name = self._models
+        if held is not self.models or n != len(self.models):
+            by_name = {}
+            for m in self.models:
+                by_name.setdefault(m.name, m)  # the first of a name, as a search would find
+            self._models = (self.models, len(self.models), by_name)
+        return by_name[name]
+
 
 # ---------------------------------------------------------------- loading
 
+@judge.bulk()  # every coverage and op-set file held at once: see judge.bulk
 def load_site(coverage_dir: str) -> Site:
     """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file."""
     if not os.path.isdir(coverage_dir):
@@ -393,16 +413,20 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
 
 # ---------------------------------------------------------------- verdicts
 
+@judge.bulk()
 def judge_models(site: Site) -> dict:
     """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges
     (judge.coverage_for, on the documents the site holds)."""
     held = {os.path.join(site.coverage_dir, *s.path.split("/")): s for b in site.backends for s in b.snapshots}
     out = {}
+    pool: dict = {}  # each requirement judged once per backend's documents (judge.share)
+    listings: dict = {}  # each backend's folder listed once
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
             for b in site.backends:
                 try:
-                    cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc)
+                    cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc,
+                                             listings=listings)
                 except UsageError:  # no data for this backend
                     continue
                 for snap in b.snapshots:  # the same document: its cells are parsed once, for every page
@@ -410,7 +434,7 @@ def judge_models(site: Site) -> dict:
                         cov._cells = snap._cells
                 cov.paths = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
                              for p in cov.paths]
-                out[(m.name, mode, b.name)] = judge.judge(doc, cov)
+                out[(m.name, mode, b.name)] = judge.judge(doc, judge.share(cov, pool))
                 site.data_torch[(m.name, mode, b.name)] = cov.torch
     return out
 

@@ -22,6 +22,7 @@ from opcov.formats import LABELS
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
 from opcov.store import output
 from opcov.store.cells import skip_reason
+from opcov.verdict import judge
 from opcov.vocab import VERDICT_ORDER
 
 TEMPLATES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "templates")
@@ -303,14 +304,24 @@ def op_page(site: Site, name: str, links: dict, answers) -> dict:
         rows.append(row)
     users = []
     for model, mode in site.users.get(name, []):
-        m = next(x for x in site.models if x.name == model)
+        m = site.model(model)
         rec = m.modes[mode][1]["ops"][name]
         phases = [(p, sorted((rec.get(p) or {}).items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
-        users.append({"model": model, "mode": mode, "href": links["models"][model], "phases": phases})
+        users.append({"model": model, "mode": mode, "href": links["models"][model], "phases": phases,
+                      "calls": _calls_html(phases)})
     return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
             "core": "core" in (meta.get("tags") or ()),
             "answers": [answer_view(a, b.torch) for a, b in zip(answers, site.backends)],
             "grid": dtype_grid(answers, [b.torch for b in site.backends]), "python": site.python_of.get(name, []), "api": answers}
+
+
+def _calls_html(phases) -> str:
+    """'forward float32 &times;3, bfloat16 &times;1; backward ...' (escaped: Markup): a user's line on an op
+    page, made here rather than in the template (an op such as aten::mm has a line per zoo op set)."""
+    from markupsafe import Markup, escape
+
+    return Markup("; ".join(f"{escape(phase)} " + ", ".join(f"{escape(d)} &times;{escape(c['calls'])}"
+                                                           for d, c in cells) for phase, cells in phases))
 
 
 def answer_view(a, torch: str = "") -> NS:
@@ -482,6 +493,7 @@ def ladder() -> list:
                runs_css=vocab.verdict_css("runs", w.name)) for w in vocab.EVIDENCE.values()]
 
 
+@judge.bulk()  # millions of objects that live until the pages are written: see judge.bulk
 def build(site: Site) -> dict:
     """Every file of the site: relative path -> bytes."""
     from opcov.verdict import compare

@@ -47,6 +47,7 @@ import functools
 from dataclasses import dataclass
 
 from opcov.store import data
+from opcov.store import lineyaml
 from opcov.store import output
 from opcov.store.data import Problem
 
@@ -169,9 +170,28 @@ def _count(word: str, what: str) -> int:
     return int(word)
 
 
+_TREES: list = []  # (copy of a calltree list, its nodes), the newest last: nodes' memo
+_TREES_KEPT = 4
+
+
 def nodes(doc: dict) -> list[Node]:
-    """The op set's call tree in file order (a parent before its children); [] for a schema 1 op set."""
-    return [parse_node(text) for text in doc.get("calltree") or ()]
+    """The op set's call tree in file order (a parent before its children); [] for a schema 1 op set.
+
+    Judging one op set on every backend (check, gaps, the site) asks for its tree a dozen times in a
+    row, so the last few trees are kept: a tree is the same when its texts are (a list compare, which
+    is quick as a parsed document's strings are the same objects)."""
+    tree = doc.get("calltree") or ()
+    if not tree:
+        return []
+    for i, (texts, parsed) in enumerate(_TREES):
+        if texts == tree:
+            if i != len(_TREES) - 1:
+                _TREES.append(_TREES.pop(i))
+            return list(parsed)
+    parsed = [parse_node(text) for text in tree]
+    _TREES.append((list(tree), parsed))
+    del _TREES[:-_TREES_KEPT]
+    return list(parsed)
 
 
 def validate(doc, path: str) -> list[Problem]:
@@ -353,7 +373,17 @@ def is_opset(doc) -> bool:
 
 
 def load(path: str) -> dict:
-    """Parse and validate an op-set file; DataError names file:line of the first problem."""
+    """Parse and validate an op-set file; DataError names file:line of the first problem.
+
+    Read by ``lineyaml.parse`` (the same document, several times faster than PyYAML's constructor:
+    the site and ``gaps`` read every op set of the zoo), which verifies the integrity line and takes
+    only the layout ``dumps`` writes; anything else, and any file with a problem, is read by
+    ``data.load``, which names the problem and its line."""
+    doc = lineyaml.parse(path)
+    if doc is not None:
+        doc.pop(data.INTEGRITY, None)
+        if not validate(doc, path):
+            return doc
     return data.load(path, validate)
 
 

@@ -22,8 +22,15 @@ from opcov.errors import UsageError
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
     """(path, op-set document) for each op-set file whose mode is wanted (every mode when none given)."""
-    docs = ((path, opset.load(path)) for path in paths)
-    return [(path, doc) for path, doc in docs if not modes or doc["mode"] in modes]
+    return list(iter_opsets(paths, modes))
+
+
+def iter_opsets(paths, modes):
+    """``load_opsets`` one at a time (gaps judges each as it is read, while its parsed tree is at hand)."""
+    for path in paths:
+        doc = opset.load(path)
+        if not modes or doc["mode"] in modes:
+            yield path, doc
 
 
 def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:

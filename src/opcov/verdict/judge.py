@@ -17,6 +17,9 @@ and the gates can demand a level (``--require probed``).
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import re
 from dataclasses import dataclass, field, replace
 
 from opcov.store import layout
@@ -35,12 +38,20 @@ PROBED_OK = {s: vocab.PROBED[s].label for s in vocab.PROBED_RAN}
 PROBED_FAIL = {s: vocab.PROBED[s].label for s in vocab.PROBED_STATUSES if s in vocab.PROBED_FAILURES}
 HOST_SYNC_TAGS = ("data_dependent_output", "dynamic_output_shape")
 HOST_SYNC_OPS = ("aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::is_nonzero")
+_HOST_SYNC_TAGS = frozenset(HOST_SYNC_TAGS)
+_ATTENTION = re.compile("scaled_dot_product|flash_attention|efficient_attention")  # ops whose fix may be another attn
 NOT_IN_TORCH = "does not exist in torch "  # a finding's why, for an op the backend's torch lacks (compare marks it)
 
 
+_OUTCOME_RANK = {o: i for i, o in enumerate(OUTCOMES)}
+_EVIDENCE_RANK = {e: i for i, e in enumerate(vocab.EVIDENCE_LEVELS)}  # strongest first
+_EVIDENCE_WEAK = {e: i for i, e in enumerate(vocab.EVIDENCE_WORST_FIRST)}
+
+
 def _worst(outcomes) -> str:
-    found = [o for o in outcomes if o in OUTCOMES]
-    return min(found, key=OUTCOMES.index) if found else NOT_JUDGED
+    rank = _OUTCOME_RANK
+    found = [rank[o] for o in outcomes if o in rank]
+    return OUTCOMES[min(found)] if found else NOT_JUDGED
 
 
 def rests_on(judged) -> str:
@@ -50,13 +61,20 @@ def rests_on(judged) -> str:
     outcome says something of every part (that it runs, or that nothing was seen to fail), so it
     rests on the weakest. Parts not judged do not count; with none left it is 'none'.
     """
-    pairs = [(o, e) for o, e in judged if o in OUTCOMES]
+    pairs = [(o, e) for o, e in judged if o in _OUTCOME_RANK]
     failing = [e for o, e in pairs if o == "fails"]
-    if failing:
-        return vocab.worst(failing, vocab.EVIDENCE_LEVELS)  # the first in strongest-first order
-    if pairs:
-        return vocab.worst([e for _, e in pairs], vocab.EVIDENCE_WORST_FIRST)
+    if failing:  # vocab.worst(failing, vocab.EVIDENCE_LEVELS): the first in strongest-first order
+        return _first(failing, _EVIDENCE_RANK)
+    if pairs:  # vocab.worst(..., vocab.EVIDENCE_WORST_FIRST)
+        return _first([e for _, e in pairs], _EVIDENCE_WEAK)
     return vocab.NO_EVIDENCE.name
+
+
+def _first(levels, rank: dict) -> str:
+    """vocab.worst with its ranks made once: the first of ``levels`` by ``rank`` (unranked last; ties
+    keep the earliest, as min does)."""
+    last = len(rank)
+    return min(levels, key=lambda e: rank.get(e, last))
 
 
 @dataclass(frozen=True)
@@ -81,14 +99,30 @@ class OpResult:
     findings: list = field(default_factory=list)
     flags: list = field(default_factory=list)
 
+    # outcome and evidence are read millions of times over a zoo (reports, the site, gaps), so each is
+    # worked out once per findings list: assigning ``findings`` or appending to it makes them anew.
+    # (Findings are frozen; replace one with a new list, never by assigning into the list.)
+    _memo = (None, -1, "", "")  # (the findings list, its length, outcome, evidence); not a field
+
+    def _summary(self) -> tuple:
+        findings = self.findings
+        memo = self._memo
+        if memo[0] is not findings or memo[1] != len(findings):
+            memo = self._memo = (findings, len(findings), _worst(f.outcome for f in findings),
+                                 rests_on((f.outcome, f.evidence) for f in findings))
+        return memo
+
     @property
     def outcome(self) -> str:
-        return _worst(f.outcome for f in self.findings)
+        memo = self._memo
+        if memo[0] is self.findings and memo[1] == len(memo[0]):
+            return memo[2]
+        return self._summary()[2]
 
     @property
     def evidence(self) -> str:
         """The level the op's outcome rests on (``rests_on`` its findings)."""
-        return rests_on((f.outcome, f.evidence) for f in self.findings)
+        return self._summary()[3]
 
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if f.outcome in vocab.PROBLEMS]
@@ -107,16 +141,27 @@ class BackendVerdict:
 
     def counts(self) -> dict:
         """The headline: distinct ops and calls, by outcome and by evidence kind."""
-        judged = [r for r in self.ops if r.outcome != NOT_JUDGED]
-        out = {"ops": len(judged), "calls": sum(r.calls for r in judged),
-               "not_judged": len(self.ops) - len(judged)}
+        ops = calls = 0
+        n = dict.fromkeys(OUTCOMES, 0)
+        n_calls = dict.fromkeys(OUTCOMES, 0)
+        ok = dict.fromkeys(vocab.EVIDENCE_LEVELS, 0)
+        for r in self.ops:  # one pass: a site reads this for every model, mode and backend
+            outcome = r.outcome
+            if outcome == NOT_JUDGED:
+                continue
+            ops += 1
+            calls += r.calls
+            if outcome in n:
+                n[outcome] += 1
+                n_calls[outcome] += r.calls
+            if outcome == "ok" and r.evidence in ok:
+                ok[r.evidence] += 1
+        out = {"ops": ops, "calls": calls, "not_judged": len(self.ops) - ops}
         for o in OUTCOMES:
-            rs = [r for r in judged if r.outcome == o]
-            out[o] = len(rs)
-            out[f"{o}_calls"] = sum(r.calls for r in rs)
-        ok = [r for r in judged if r.outcome == "ok"]
+            out[o] = n[o]
+            out[f"{o}_calls"] = n_calls[o]
         for kind in vocab.EVIDENCE_LEVELS:
-            out[f"ok_{kind}"] = sum(1 for r in ok if r.evidence == kind)
+            out[f"ok_{kind}"] = ok[kind]
         return out
 
     def says(self) -> str:
@@ -138,6 +183,9 @@ class Coverage:
     cpu: dict | None = None  # cpu's registered data: a CPU fallback can only run what CPU runs
     notes: list = field(default_factory=list)  # files passed over in the backend's folder (layout.strays)
     _cells: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    # (op, dtype, direction, torch) -> Finding, shared by the Coverages of the same documents (``share``);
+    # None: not memoized (a lone check judges each requirement once anyway)
+    _judged: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def cells(self, op: str) -> dict[str, ProbedCell]:
         """The op's probed cells by dtype key, parsed once; {} when it was not probed or skipped."""
@@ -188,7 +236,20 @@ def read_ops(path: str, names) -> dict:
     return lineyaml.load(path, names, summary=False)
 
 
-def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, scan=None) -> Coverage:
+def _listing(coverage_dir: str, backend: str, listings: dict | None) -> tuple[dict, list]:
+    """(layout.snapshots, layout.strays) of a backend's folder; kept in ``listings`` when given (a zoo
+    judged in one process lists each folder once, not once per op set)."""
+    key = (coverage_dir, backend)
+    if listings is not None and key in listings:
+        return listings[key]
+    found = (layout.snapshots(coverage_dir, backend), layout.strays(coverage_dir, backend))
+    if listings is not None:
+        listings[key] = found
+    return found
+
+
+def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, scan=None,
+                 listings: dict | None = None) -> Coverage:
     """The Coverage that judges op set ``doc`` on ``backend``: what check, gaps and the site all use.
 
     It reads the ops the op set needs (``needed_ops``) from the backend's snapshots made with the op
@@ -197,11 +258,11 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
     CPU's registered data for them (a CPU fallback can only run what CPU runs). ``read(path, names)``
     gives a file's document (the site passes the documents it holds). With no snapshot,
     ``scan(backend, names)`` may make a registered document now (check's live scan; None when it
-    cannot); else it is a UsageError.
+    cannot); else it is a UsageError. ``listings``: a dict that keeps the folders' listings between calls.
     """
     names = needed_ops(doc)
     torch_version = opset_torch(doc)
-    files = layout.snapshots(coverage_dir, backend)
+    files, ignored = _listing(coverage_dir, backend, listings)
     chosen = {kind: layout.pick(files[kind], torch_version) for kind in layout.EVIDENCE}
     docs = {}
     for kind, path in chosen.items():
@@ -215,7 +276,6 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
         docs["registered"] = docs.pop("declared")
         chosen["registered"] = chosen["declared"]
     paths = [chosen[kind] for kind in ("registered", "probed") if kind in docs]
-    ignored = layout.strays(coverage_dir, backend)
     if not docs:
         if ignored:  # misnamed or misplaced data: never judge around it with a live scan
             raise DataError(f"{ignored[0][0]}: {ignored[0][1]}, so {backend} has no data opcov reads; "
@@ -228,8 +288,37 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
     cov = Coverage(backend, docs.get("registered"), docs.get("probed"), paths,
                    notes=[f"ignored {p}: {why}" for p, why in ignored])
     if backend != "cpu" and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
-        cpu_path = layout.pick(layout.snapshots(coverage_dir, "cpu")["registered"], torch_version)
+        cpu_path = layout.pick(_listing(coverage_dir, "cpu", listings)[0]["registered"], torch_version)
         cov.cpu = read(cpu_path, names) if cpu_path else None
+    return cov
+
+
+@contextlib.contextmanager
+def bulk():
+    """Judge (or read) a whole zoo with Python's cyclic garbage collector paused, and restored as it was
+    after. Judging every op set makes millions of small objects that live on (findings, op results),
+    and each collection walks all of them again: over the bundled zoo that was a third of a site build.
+    Nothing made here depends on cycles being collected early; they are collected once it is back on."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def share(cov: Coverage, pool: dict) -> Coverage:
+    """Let ``cov`` share parsed cells and judged requirements with the Coverages in ``pool`` made from the
+    same documents (by identity: the caller reads each coverage file once) with the same backend and
+    source paths, which is all a requirement's judgment rests on. Judging a zoo judges the same
+    (op, dtype, direction) on one backend hundreds of times; each is judged once. ``pool`` keeps the
+    documents it was handed, so that their identities are never reused by other objects."""
+    key = (cov.backend, id(cov.registered), id(cov.probed), id(cov.cpu), tuple(cov.paths))
+    entry = pool.get(key)
+    if entry is None:
+        entry = pool[key] = ((cov.registered, cov.probed, cov.cpu), cov._cells, {})
+    cov._cells, cov._judged = entry[1], entry[2]
     return cov
 
 
@@ -254,7 +343,19 @@ def _err_text(err) -> str:
 
 def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
     """One requirement judged: from the probe's cell when it has a status, else from the static
-    document (a registered scan, or declared data with what the backend's test suite says of dtypes)."""
+    document (a registered scan, or declared data with what the backend's test suite says of dtypes).
+    Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
+    memo = cov._judged
+    if memo is not None:
+        key = (op, dtype, direction, torch_version)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version)
+        return found
+    return _judge_requirement_now(cov, op, dtype, direction, torch_version)
+
+
+def _judge_requirement_now(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
     finding = _judge_requirement(cov, op, dtype, direction, torch_version)
     if finding.evidence != "declared":
         return finding
@@ -413,31 +514,36 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     seen = set()
     resolved = resolve.resolve(doc, cov)  # the calls the backend's dispatcher really makes
     for call in resolved.calls:
-        r = results.setdefault(call.op, OpResult(call.op))
+        r = results.get(call.op)
+        if r is None:
+            r = results[call.op] = OpResult(call.op)
         r.calls += call.calls
         r.phases.add(call.phase)
         r.dtypes.add(call.dtype)
-        wanted = [("forward", call.dtype)]
+        key = (call.op, "forward", call.dtype)
+        if key not in seen:
+            seen.add(key)
+            r.findings.append(judge_requirement(cov, call.op, call.dtype, "forward", torch_version))
         if training and call.phase == "forward" and call.grad:
-            wanted.append(("backward", call.dtype))
-        for direction, dtype in wanted:
-            if (call.op, direction, dtype) not in seen:
-                seen.add((call.op, direction, dtype))
-                r.findings.append(judge_requirement(cov, call.op, dtype, direction, torch_version))
+            key = (call.op, "backward", call.dtype)
+            if key not in seen:
+                seen.add(key)
+                r.findings.append(judge_requirement(cov, call.op, call.dtype, "backward", torch_version))
     # A fake-tensor trace (no ShapeEnv) raises on a data-dependent shape or value, so an op it
     # recorded ran with static shapes there (index.Tensor with integer indices, not a bool mask):
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
     fake = (doc.get("provenance") or {}).get("tracing") == "fake"
+    registered = (cov.registered or {}).get("ops", {})
     for r in results.values():
-        rec = (cov.registered or {}).get("ops", {}).get(r.op) or {}
-        if r.op in HOST_SYNC_OPS or (set(rec.get("tags", ())) & set(HOST_SYNC_TAGS) and not fake):
+        rec = registered.get(r.op) or {}
+        if r.op in HOST_SYNC_OPS or (not fake and not _HOST_SYNC_TAGS.isdisjoint(rec.get("tags", ()))):
             r.flags.append("may force a host sync (tagged dynamic_output_shape or data_dependent_output, "
                            "or reads a value to the host): stalls a deferred-execution device")
-        if any(k in r.op for k in ("scaled_dot_product", "flash_attention", "efficient_attention")):
+        if _ATTENTION.search(r.op):
             r.findings = [replace(f, fix="try another attn_implementation (e.g. 'eager')")
                           if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]
-    ops = sorted(results.values(), key=lambda r: (OUTCOMES.index(r.outcome) if r.outcome in OUTCOMES
-                                                 else len(OUTCOMES), -r.calls, r.op))
+    last = len(OUTCOMES)
+    ops = sorted(results.values(), key=lambda r: (_OUTCOME_RANK.get(r.outcome, last), -r.calls, r.op))
     worst = _worst(r.outcome for r in ops)
     notes = ["eager mode: the torch.compile path is not judged"]
     if not layout.same_torch(cov.torch, torch_version):
