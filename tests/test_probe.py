@@ -512,3 +512,65 @@ def test_probe_modules_import_each_other_without_cycles():
 
     for mod in sorted(graph):
         visit(mod)
+
+
+def test_judge_fast_path_gives_the_general_paths_answers():
+    """The all-finite shortcut of the value judgement (no masks) keeps the answers of the general path:
+    a device NaN or inf where CPU is finite is an infinite error at its index; without a float64
+    reference the usable tier adds no CPU margin; a 0-d output and a non-finite CPU value still work."""
+    import math
+
+    import torch
+
+    from opcov.probe.compare import judge
+
+    kw = {"dtype": "float32", "mode": "values", "family": "pointwise"}
+    c = torch.tensor([1.0, 2.0, 3.0])
+    for bad in (float("nan"), float("inf")):
+        v = judge(torch.tensor([1.0, bad, 3.0]), c, c.double(), **kw)
+        assert v["status"] == "mismatch" and v["err"] == [math.inf, math.inf] and "index (1,)" in v["why"]
+    torch.manual_seed(0)
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    cpu = a @ b
+    low = cpu.to(torch.bfloat16).float()
+    v = judge(low, cpu, None, dtype="float32", mode="values", family="matmul")
+    assert v["status"] == "pass_low_precision" and v["err"][0] > 0
+    assert judge(torch.tensor(2.5), torch.tensor(2.5), torch.tensor(2.5, dtype=torch.float64), **kw)["status"] == "pass"
+    v = judge(torch.tensor(2.0), torch.tensor(2.5), None, **kw)
+    assert v["status"] == "mismatch" and "at index ()" in v["why"]
+    x = torch.tensor([float("inf"), 1.0, 2.0])
+    v = judge(torch.tensor([float("inf"), 1.0, 2.5]), x, x.double(), **kw)
+    assert v["status"] == "mismatch" and "index (2,)" in v["why"] and v["err"][0] == 0.5
+
+
+def test_probe_trees_walk_as_pytree_does():
+    """probe.trees gives pytree's leaves, maps and leaf indices, also through node types it hands to
+    pytree (namedtuple, torch.Size, return types, OrderedDict), and notices a node type registered
+    after it took that type for a leaf."""
+    import collections
+
+    import torch
+    import torch.utils._pytree as pytree
+
+    from opcov.probe import trees
+
+    nt = collections.namedtuple("nt", "a b")
+    samples = [(None, [1, (2,)], {"b": 3, "a": torch.Size([2, 4])}, torch.ones(1)), torch.ones(2), 3, [], {},
+               (nt(torch.ones(1), [2, 3]), collections.OrderedDict(x=1, y=[torch.zeros(2)])),
+               torch.max(torch.ones(3, 2), 1), ([torch.ones(1)], {"k": (torch.float32, "s", 1.5, torch.device("cpu"))})]
+    for tree in samples:
+        got, want = trees.leaves(tree), pytree.tree_leaves(tree)
+        assert len(got) == len(want) and all(g is w for g, w in zip(got, want))
+        mapped = trees.map_leaves(lambda x: ("leaf", x), tree)
+        assert pytree.tree_structure(mapped) == pytree.tree_structure(pytree.tree_map(lambda x: ("leaf", x), tree))
+        flat, spec = pytree.tree_flatten(tree)
+        assert trees.map_indexed(lambda i, x: i, tree) == pytree.tree_unflatten(list(range(len(flat))), spec)
+
+    class Pair:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    p = Pair(torch.ones(1), 2)
+    assert trees.leaves([p]) == [p]  # a leaf to pytree as well, until registered
+    pytree.register_pytree_node(Pair, lambda q: ([q.a, q.b], None), lambda xs, _: Pair(*xs))
+    assert trees.leaves([p]) == pytree.tree_leaves([p]) == [p.a, 2]

@@ -170,6 +170,8 @@ def load_group(group: dict) -> Loaded:
         return Loaded(fn, [Sample(i.clone(), a, k) for i, a, k in raw], (canary_ids()[source][1],),
                       False, True, True)
     op = opinfos()[source]
+    if group.get("host_free"):  # another worker found this OpInfo's samples keep nothing on CPU
+        _HOST_FREE.add(source)
     samples = [Sample(s.input, s.args, s.kwargs, s.output_process_fn_grad)
                for s in opinfo_samples(op, dtype, group["backward"])]
     for sample, leaves in zip(samples, host_leaves(source, op, dtype, group["backward"], len(samples))):
@@ -201,11 +203,18 @@ def opinfo_samples(op, dtype, requires_grad: bool, device: str = "cpu"):
 _HOST_FREE: set = set()  # OpInfos whose samples were found to keep nothing on CPU
 
 
+def host_free(source: str) -> bool:
+    """Whether this process found ``source``'s samples to keep nothing on CPU (the pool passes it on
+    to the other workers as the group's ``host_free``, sparing them the meta generation)."""
+    return source in _HOST_FREE
+
+
 def host_leaves(source: str, op, dtype, requires_grad: bool, n: int) -> list:
     """Per sample, the leaves the OpInfo makes on CPU whatever device it is asked for (tensor_split's
     indices, which the op requires on CPU): generating the samples for "meta" shows them. The
     device run must leave those on CPU, as PyTorch's own device tests do. Cached per OpInfo when
-    none are found (about 2 ms a group; 4 OpInfos of torch 2.13 have such leaves)."""
+    none are found, and passed on to the other workers (``host_free``): generating the samples a
+    second time costs as much as the first, 5-20 ms a group; 4 OpInfos of torch 2.13 have such leaves."""
     import torch
     import torch.utils._pytree as pytree
 

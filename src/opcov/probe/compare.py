@@ -21,6 +21,10 @@ difference is recorded, never a mismatch (except on meta, where layout is all th
 
 from __future__ import annotations
 
+import math
+
+from opcov.probe.trees import leaves
+
 # (rtol, atol) per dtype: torch.testing's defaults.
 TOLERANCES = {
     "float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5),
@@ -73,12 +77,6 @@ def _sig(x: float) -> float:
     return float(f"{x:.3g}")
 
 
-def _leaves(tree):
-    import torch.utils._pytree as pytree
-
-    return pytree.tree_leaves(tree)
-
-
 class Verdict(dict):
     """status plus evidence: err [abs, rel], tol, why, strides (bool)."""
 
@@ -91,8 +89,8 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other") -> Ver
     usable tier a value that misses the strict one is judged by."""
     import torch
 
-    d_leaves, c_leaves = _leaves(dev), _leaves(cpu)
-    r_leaves = _leaves(ref) if ref is not None else c_leaves
+    d_leaves, c_leaves = leaves(dev), leaves(cpu)
+    r_leaves = leaves(ref) if ref is not None else c_leaves
     if len(d_leaves) != len(c_leaves) or len(r_leaves) != len(c_leaves):
         return Verdict(status="mismatch", why=f"{len(d_leaves)} outputs, cpu gives {len(c_leaves)}")
     v = Verdict(status="pass")
@@ -175,7 +173,9 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
     d64, c64 = d.to(wide), c.to(wide)
     r64 = r.to(wide) if r.dtype != c.dtype or r is not c else c64
     bar = r is not c and r.dtype != c.dtype  # a float64 reference distinct from the CPU run
-    finite = torch.isfinite(c64) & torch.isfinite(r64)
+    finite = torch.isfinite(c64) & torch.isfinite(r64) if r64 is not c64 else torch.isfinite(c64)
+    if r64.shape == c64.shape and bool(finite.all()):  # the common case: no NaN/inf to place, every position compared
+        return _finite(d, c, r, d64, c64, r64, finite, dtype=dtype, mode=mode, family=family, bar=bar)
     special = ~finite
     if bool(special.any()):
         dn, cn = d64[special], c64[special]
@@ -187,18 +187,30 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
                            f"cpu gives {c[tuple(idx)].item()!r}"}
     if not bool(finite.any()):
         return {"status": "pass", "abs": 0.0, "rel": 0.0, "tol": _tol_label(dtype, mode, bar)}
-    dv, cv, rv = d64[finite], c64[finite], r64[finite]
+    return _finite(d, c, r, d64[finite], c64[finite], r64[finite], finite, dtype=dtype, mode=mode, family=family,
+                   bar=bar)
+
+
+def _finite(d, c, r, dv, cv, rv, finite, *, dtype: str, mode: str, family: str, bar: bool) -> dict:
+    """The value judgement of the positions where CPU and the reference are finite: ``dv``, ``cv``,
+    ``rv`` (widened), in the order of ``finite.nonzero()``."""
+    import torch
+
     diff = (dv - rv).abs()
-    if not bool(torch.isfinite(diff).all()):
-        diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff.real if diff.is_complex() else diff, float("inf")))
     diff = diff.real if diff.is_complex() else diff
+    abs_err = float(diff.max())  # NaN or inf when the device gave a non-finite value (or d - r overflowed)
+    if not math.isfinite(abs_err):
+        diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, float("inf")))
+        abs_err = float(diff.max())
     mag = rv.abs()
     mag = mag.real if mag.is_complex() else mag
-    cpu_err = (cv - rv).abs()
-    cpu_err = cpu_err.real if cpu_err.is_complex() else cpu_err
+    # |c - r|: only a float64 reference adds it to the strict bar; the usable tier computes it when needed
+    cpu_err = None
+    if bar:
+        cpu_err = (cv - rv).abs()
+        cpu_err = cpu_err.real if cpu_err.is_complex() else cpu_err
     rtol, atol = CANARY if mode == "canary" else TOLERANCES.get(dtype, TOLERANCES["float64"])
-    allowed = atol + rtol * mag + (CPU_MARGIN * cpu_err if bar else 0.0)
-    abs_err = float(diff.max())
+    allowed = atol + rtol * mag + CPU_MARGIN * cpu_err if bar else atol + rtol * mag
     rel_err = float((diff / mag.clamp_min(max(atol, 1e-30))).max())
     tol = _tol_label(dtype, mode, bar)
     if bool((diff <= allowed).all()):
@@ -207,7 +219,11 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
     if usable is not None and mode == "values":
         urtol, uatol = usable
         scale = max(1.0, float(mag.max())) if family in SCALED_FAMILIES else 1.0
-        if bool((diff <= uatol * scale + urtol * mag + CPU_MARGIN * cpu_err).all()):
+        if cpu_err is None:
+            cpu_err = (cv - rv).abs()
+            cpu_err = cpu_err.real if cpu_err.is_complex() else cpu_err
+        margin = CPU_MARGIN * cpu_err
+        if bool((diff <= uatol * scale + urtol * mag + margin).all()):
             return {"status": "pass_low_precision", "abs": abs_err, "rel": rel_err, "tol": usable_label(family)}
     k = int((diff - allowed).argmax())
     idx = finite.nonzero()[k].tolist()

@@ -28,6 +28,7 @@ from opcov.probe.compare import family_of, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, spotting
 from opcov.probe.results import needs_localizing
 from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
+from opcov.probe.trees import leaves, map_indexed, map_leaves
 
 LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time (the rest are not)
 FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
@@ -51,8 +52,6 @@ def aliasing(torch, inputs, outputs) -> list:
     A view op must return a view on the device too (code relies on writes through it), and a
     functional op must not return its input's storage; the storage identity (StorageImpl) tells.
     """
-    import torch.utils._pytree as pytree
-
     def sid(t):
         if (key := xla.alias_key(t)) is not None:  # XLA tensors have no storage
             return key
@@ -61,8 +60,8 @@ def aliasing(torch, inputs, outputs) -> list:
         except (RuntimeError, NotImplementedError):  # sparse and other storage-less layouts
             return None
 
-    ins = [sid(t) if isinstance(t, torch.Tensor) else None for t in pytree.tree_leaves(inputs)]
-    outs = [t for t in pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+    ins = [sid(t) if isinstance(t, torch.Tensor) else None for t in leaves(inputs)]
+    outs = [t for t in leaves(outputs) if isinstance(t, torch.Tensor)]
     return [[i for i, s in enumerate(ins) if s is not None and s == sid(o)] for o in outs]
 
 
@@ -156,10 +155,8 @@ class Executor:
     # ---------------------------------------------------------------- trees
 
     def _map(self, sample, fn):
-        import torch.utils._pytree as pytree
-
-        return pytree.tree_map(lambda x: fn(x) if isinstance(x, self.torch.Tensor) else x,
-                               (sample.input, sample.args, sample.kwargs))
+        tensor = self.torch.Tensor
+        return map_leaves(lambda x: fn(x) if isinstance(x, tensor) else x, (sample.input, sample.args, sample.kwargs))
 
     def clone(self, sample):
         if sample.keep_layout:
@@ -169,19 +166,16 @@ class Executor:
     def to_device(self, sample):
         """A copy of the sample on the device, but for the leaves its OpInfo keeps on CPU (with the
         inputs' strides for a sample whose layout is the point, ``Sample.keep_layout``)."""
-        import torch.utils._pytree as pytree
-
         def move(t, dev):
             if sample.keep_layout:
                 return copy_exact(self.torch, t, dev)
             d = t.detach().to(dev, copy=True)  # a copy even on cpu: never the sample itself
             return d.requires_grad_(t.requires_grad) if t.requires_grad else d
 
-        leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
         host = getattr(sample, "host_leaves", ())
-        moved = [move(x, "cpu" if i in host else self.dev) if isinstance(x, self.torch.Tensor) else x
-                 for i, x in enumerate(leaves)]
-        inp, args, kwargs = pytree.tree_unflatten(moved, spec)
+        tensor = self.torch.Tensor
+        inp, args, kwargs = map_indexed(lambda i, x: move(x, "cpu" if i in host else self.dev)
+                                        if isinstance(x, tensor) else x, (sample.input, sample.args, sample.kwargs))
         if sample.device_kw:  # a factory op: it makes its result on the device named
             kwargs = dict(kwargs, **{sample.device_kw: self.dev})
         return inp, args, kwargs
@@ -205,15 +199,13 @@ class Executor:
         return rec
 
     def _run(self, loaded, sample, rec: CaseRecord, backward: bool) -> None:
-        import torch.utils._pytree as pytree
-
         torch = self.torch
         cid, dtype = rec.case, rec.dtype
         seed = seed_of(cid)
         fn = sample.fn or loaded.fn
         calls = Calls()
         cpu_in = self.clone(sample)
-        leaves_cpu = pytree.tree_leaves(cpu_in)
+        leaves_cpu = leaves(cpu_in)
         versions = [t._version if isinstance(t, torch.Tensor) else None for t in leaves_cpu]
         self.seed(seed)
         try:
@@ -266,8 +258,10 @@ class Executor:
             return
 
         def pick(tree_in, out):
-            leaves = pytree.tree_leaves(tree_in)
-            return (out, [leaves[i] for i in mutated])
+            if not mutated:
+                return (out, [])
+            flat = leaves(tree_in)
+            return (out, [flat[i] for i in mutated])
 
         verdict = judge(pick(dev_in, dev_out), pick(cpu_in, cpu_out),
                         pick(ref_in, ref_out) if ref_out is not None else None,
@@ -340,8 +334,6 @@ class Executor:
         its own CPU result: {"replayed": n, "failed": [[op, dtype key], ...]}. None when the CPU
         run cannot be captured, or made more calls than are kept and none kept failed alone (no
         telling). A failure that no single call reproduces is the composition's."""
-        import torch.utils._pytree as pytree
-
         torch = self.torch
         cap = Captured(LOCALIZE_MAX_CALLS)
         cpu_in = self.clone(sample)
@@ -354,7 +346,7 @@ class Executor:
             return None
 
         def each(tree, fn):
-            return pytree.tree_map(lambda t: fn(t) if isinstance(t, torch.Tensor) else t, tree)
+            return map_leaves(lambda t: fn(t) if isinstance(t, torch.Tensor) else t, tree)
 
         failed: dict = {}
         for func, args, kwargs in cap.calls:
@@ -398,8 +390,6 @@ class Executor:
     def backward(self, rec: CaseRecord, sample, seed, mode, family, outs, ins) -> None:
         """The backward on the device against CPU's (and float64's): ``rec.bwd``, left None when the
         sample has nothing differentiable."""
-        import torch.utils._pytree as pytree
-
         torch = self.torch
         dtype = rec.dtype
         cpu_out, dev_out, ref_out = outs
@@ -407,18 +397,18 @@ class Executor:
         process = sample.output_process_fn_grad
 
         def diff_outputs(out):
-            return [t for t in pytree.tree_leaves(process(out))]
+            return leaves(process(out))
 
         try:
             c_outs = diff_outputs(cpu_out)
         except Exception:  # noqa: BLE001
             return
         keep = [i for i, t in enumerate(c_outs) if isinstance(t, torch.Tensor) and t.requires_grad]
-        c_inputs = [t for t in pytree.tree_leaves(cpu_in) if isinstance(t, torch.Tensor) and t.requires_grad]
+        cpu_leaves = leaves(cpu_in)
+        c_inputs = [t for t in cpu_leaves if isinstance(t, torch.Tensor) and t.requires_grad]
         if not keep or not c_inputs:
             return  # nothing differentiable in this sample
-        idx_in = [i for i, t in enumerate(pytree.tree_leaves(cpu_in))
-                  if isinstance(t, torch.Tensor) and t.requires_grad]
+        idx_in = [i for i, t in enumerate(cpu_leaves) if isinstance(t, torch.Tensor) and t.requires_grad]
         gen = torch.Generator().manual_seed(seed_of(rec.case + "|grad"))
         gos = [torch.randn(c_outs[i].shape, dtype=c_outs[i].dtype, generator=gen) for i in keep]
         calls = Calls()
@@ -445,7 +435,8 @@ class Executor:
         if ref_out is not None:
             try:
                 r_outs = diff_outputs(ref_out)
-                r_inputs = [pytree.tree_leaves(ref_in)[i] for i in idx_in]
+                ref_leaves = leaves(ref_in)
+                r_inputs = [ref_leaves[i] for i in idx_in]
                 wide = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in gos]
                 r_grads = torch.autograd.grad([r_outs[i] for i in keep], r_inputs, wide, allow_unused=True)
             except Exception:  # noqa: BLE001 - no float64 reference for the backward
@@ -456,7 +447,8 @@ class Executor:
         # through a Python dispatch mode on autograd's device thread terminates the process.
         try:
             d_outs = diff_outputs(dev_out)
-            d_inputs = [pytree.tree_leaves(dev_in)[i] for i in idx_in]
+            dev_leaves = leaves(dev_in)
+            d_inputs = [dev_leaves[i] for i in idx_in]
             d_grads = torch.autograd.grad([d_outs[i] for i in keep], d_inputs,
                                           [g.to(d_outs[i].device) for g, i in zip(gos, keep)],  # an output
                                           allow_unused=True)  # may stay on CPU (to('cpu')): its grad there too

@@ -71,6 +71,7 @@ class Pool:
         self.ever_ready = False
         self.restarts = 0
         self.ready_at = None  # when the first worker passed its smoke test
+        self.host_free: set = set()  # OpInfos a worker found to keep nothing on CPU (cases.host_leaves)
         self.logdir = tempfile.mkdtemp(prefix="opcov-probe-")
 
     # -- lifecycle
@@ -160,6 +161,8 @@ class Pool:
 
     def assign(self, slot: _Slot, group: dict) -> None:
         skip = sorted(self.done_ids.get(group["id"], ()))
+        if group["source"] in self.host_free:
+            group = dict(group, host_free=True)
         slot.conn.send(("group", group, skip))
         slot.state, slot.group = "busy", group
         slot.generated, slot.case_ids = False, None
@@ -213,6 +216,8 @@ class Pool:
         elif kind == "group":
             slot.generated = True  # samples exist; a death from here on is a case's, or between cases
             slot.case_ids = msg[2]
+            if len(msg) > 3 and msg[3]:
+                self.host_free.add(slot.group["source"])
         elif kind == "group_error":
             self.journal.write({"group_error": msg[1], "why": msg[2]})
             self.progress.group()

@@ -10,19 +10,48 @@ from __future__ import annotations
 
 from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype, dtype_name
+from opcov.probe.trees import leaves, map_leaves
+
+_torch = None
+
+
+def _t():
+    global _torch
+    if _torch is None:
+        import torch
+
+        _torch = torch
+    return _torch
 
 
 def _dtypes(tree):
-    import torch
-    import torch.utils._pytree as pytree
-
-    return [dtype_name(x.dtype) for x in pytree.tree_leaves(tree) if isinstance(x, torch.Tensor)]
+    tensor = _t().Tensor
+    return [dtype_name(x.dtype) for x in leaves(tree) if isinstance(x, tensor)]
 
 
-def _mode_base():
-    from torch.utils._python_dispatch import TorchDispatchMode
+_MODES: dict = {}
 
-    return TorchDispatchMode
+
+def _mode_class(name: str, dispatch):
+    """A TorchDispatchMode subclass calling ``dispatch(mode, func, args, kwargs)``, made once per
+    name: a class made per case costs about 0.1 ms, and torch wraps each new class's
+    ``__torch_dispatch__`` for dynamo anew (the probe runs eagerly: no wrapper at all)."""
+    cls = _MODES.get(name)
+    if cls is None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        def __init__(self, state):
+            TorchDispatchMode.__init__(self)
+            self.state = state
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return dispatch(self.state, func, args, kwargs or {})
+
+        cls = _MODES[name] = type(name, (TorchDispatchMode,), {
+            "__init__": __init__, "__torch_dispatch__": __torch_dispatch__,
+            # eager only: no dynamo-disabling wrapper around every dispatched call
+            "_should_skip_dynamo": classmethod(lambda cls: False)})
+    return cls
 
 
 class Calls:
@@ -33,11 +62,10 @@ class Calls:
         self.seeded_random = False
 
     def add(self, func, args, kwargs, out) -> None:
-        import torch
-
         key = call_dtype(_dtypes((args, kwargs)), _dtypes(out))
-        self.calls[(overload_name(func), key)] = func.tags
-        if torch.Tag.nondeterministic_seeded in func.tags:
+        tags = func.tags
+        self.calls[(overload_name(func), key)] = tags
+        if _t().Tag.nondeterministic_seeded in tags:
             self.seeded_random = True
 
     def pairs(self) -> list[list[str]]:
@@ -53,21 +81,19 @@ class Calls:
         return [{t.name for t in tags} for tags in about]
 
 
+def _record(calls: Calls, func, args, kwargs):
+    try:
+        out = func(*args, **kwargs)
+    except BaseException:
+        calls.add(func, args, kwargs, ())
+        raise
+    calls.add(func, args, kwargs, out)
+    return out
+
+
 def recording(calls: Calls):
     """A mode that files every call into ``calls`` (also those that raise)."""
-
-    class Recorder(_mode_base()):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            try:
-                out = func(*args, **kwargs)
-            except BaseException:
-                calls.add(func, args, kwargs, ())
-                raise
-            calls.add(func, args, kwargs, out)
-            return out
-
-    return Recorder()
+    return _mode_class("Recorder", _record)(calls)
 
 
 class Spot:
@@ -78,21 +104,19 @@ class Spot:
         self.dkey: str | None = None
 
 
+def _spot(spot: Spot, func, args, kwargs):
+    try:
+        return func(*args, **kwargs)
+    except BaseException:
+        if spot.raised is None:
+            spot.raised = overload_name(func)
+            spot.dkey = call_dtype(_dtypes((args, kwargs)))
+        raise
+
+
 def spotting(spot: Spot):
     """A light mode for the device run: remembers which overload raised, changes nothing else."""
-
-    class Spotter(_mode_base()):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            try:
-                return func(*args, **kwargs)
-            except BaseException:
-                if spot.raised is None:
-                    spot.raised = overload_name(func)
-                    spot.dkey = call_dtype(_dtypes((args, kwargs)))
-                raise
-
-    return Spotter()
+    return _mode_class("Spotter", _spot)(spot)
 
 
 class Captured:
@@ -104,21 +128,19 @@ class Captured:
         self.truncated = False  # the run made more calls than were kept
 
 
+def _copy(tree):
+    tensor = _t().Tensor
+    return map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, tree)
+
+
+def _capture(cap: Captured, func, args, kwargs):
+    if len(cap.calls) >= cap.limit:
+        cap.truncated = True
+        return func(*args, **kwargs)
+    cap.calls.append((func, _copy(args), _copy(kwargs)))
+    return func(*args, **kwargs)
+
+
 def capturing(cap: Captured):
     """A mode that copies each call's arguments, before the call, into ``cap``."""
-    import torch
-    import torch.utils._pytree as pytree
-
-    def copy(tree):
-        return pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, tree)
-
-    class Capturer(_mode_base()):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            if len(cap.calls) >= cap.limit:
-                cap.truncated = True
-                return func(*args, **kwargs)
-            cap.calls.append((func, copy(args), copy(kwargs)))
-            return func(*args, **kwargs)
-
-    return Capturer()
+    return _mode_class("Capturer", _capture)(cap)

@@ -16,7 +16,7 @@ import sys
 import traceback
 
 from opcov.probe import xla
-from opcov.probe.cases import load_group, opinfos
+from opcov.probe.cases import host_free, load_group, opinfos
 from opcov.probe.execute import Executor, first_line
 from opcov.probe.flight import Flight
 from opcov.probe.sample import case_ids
@@ -72,7 +72,7 @@ class Worker:
             self.send("group_error", group["id"], f"sample generation failed: {first_line(exc)}")
             return
         ids = case_ids(group["id"], loaded.samples)
-        self.send("group", group["id"], ids)
+        self.send("group", group["id"], ids, host_free(group["source"]))
         for cid, sample in zip(ids, loaded.samples):
             if cid in skip:
                 continue
