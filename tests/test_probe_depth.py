@@ -274,6 +274,10 @@ def test_harder_samples_and_layout_judgement():
     made = tier_samples([Sample(torch.randn(3), (), {}), s], ("channels_last", "special"))
     assert [m.tier for m in made] == ["channels_last", "special"] and made[0].input.dim() == 4
     assert case_ids("g", [s, s] + made) == ["g|0", "g|1", "g|channels_last", "g|special"]
+    every = tier_samples([Sample(torch.randn(3), (), {}), s, s], ("channels_last", "special"), every=True)
+    assert [m.tier for m in every] == ["channels_last", "channels_last", "special", "special", "special"]
+    assert case_ids("g", [s] + every)[1:] == ["g|channels_last", "g|channels_last.2", "g|special",
+                                               "g|special.2", "g|special.3"]
     cpu = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
     assert "channels_last on cpu" in layout_problem(torch, cpu, cpu.contiguous())
     assert layout_problem(torch, cpu, cpu.clone()) is None
@@ -352,6 +356,26 @@ def test_schema_inputs_follow_argument_names():
     assert found[1][0].dtype == torch.int64  # no float kernel: made at int64, filed under int64
     assert sc.first_case(torch, "aten::adaptive_max_pool3d", torch.float32, 1) is None
     assert sc.chunks(["aten::a", "aten::b"]) == sc.chunks(["aten::b", "aten::a"])
+
+
+def test_schema_cases_never_read_memory_the_kernel_left_unset():
+    import torch
+
+    from opcov.probe import schemacases as sc
+
+    # g the shape of v: the kernel fills one norm per row of a (3, 4) output and leaves the rest
+    func = sc._overload(torch, "aten::_weight_norm_interface")
+    v, g = torch.randn(3, 4), torch.randn(3, 4)
+    assert sc.reads_unset(torch, func, (v, g), {}, func(v, g), 1)
+    v1, g1 = v[:, 0].contiguous(), g[:, 0].contiguous()
+    assert not sc.reads_unset(torch, func, (v1, g1), {}, func(v1, g1), 1)
+    for name in ("aten::_weight_norm_interface", "aten::_weight_norm_interface_backward"):
+        func, args, kwargs, _, unset = sc.first_case(torch, name, torch.float32, 1)
+        assert not unset and args[0].shape == args[1].shape == (4,)  # a norm per element: consistent
+        assert sc._same(torch, func(*args, **kwargs), func(*args, **kwargs))
+    # no candidate of empty's is filled: kept, its values marked as not compared
+    assert sc.first_case(torch, "aten::empty.memory_format", torch.float32, 1)[4] is True
+    assert sc.first_case(torch, "aten::rand_like", torch.float32, 1)[4] is False  # seeded: same each call
 
 
 def test_manifest_tells_claimed_failures_from_gaps_and_gates_on_unclaimed(tmp_path):

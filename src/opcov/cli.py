@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--tiers", metavar="TIERS",
                     help="input tiers, one harder case per OpInfo x dtype each: special (NaN/inf/-0.0), "
                     "noncontig, channels_last, empty; comma-separated, 'all' (default) or 'none'")
+    pr.add_argument("--all-samples", action="store_true",
+                    help="each input tier makes a harder case of every OpInfo sample it changes, not only "
+                    "of the first (case ids <group>|<tier>.<n>)")
     pr.add_argument("--exhaustive", action="store_true",
                     help="run every case of a group (OpInfo x dtype) even after one crashed or timed out "
                     "(default: the rest are recorded as not run after it)")
@@ -529,7 +532,7 @@ def cmd_probe(args) -> int:
     doc, figures = probe(backend, out=out, pattern=args.ops, core=args.core, dtypes=dtypes,
                          directions=directions, jobs=args.jobs, timeout=args.timeout, shard=shard,
                          resume=args.resume, command=command_line(), traces=traces, exhaustive=args.exhaustive,
-                         tiers=tiers, schema=args.schema, manifest=manifest)
+                         tiers=tiers, schema=args.schema, manifest=manifest, all_samples=args.all_samples)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
           f"({figures['groups']} groups, {figures['restarts']} worker restarts)")

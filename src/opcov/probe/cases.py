@@ -60,12 +60,15 @@ class Group:
     backward: bool  # generate samples with requires_grad and run the backward
     tiers: tuple = ()  # input tiers (probe.tiers): one harder case each, after the samples
     ops: tuple = ()  # a schema group's ops (probe.schemacases): one case each
+    all_samples: bool = False  # a harder case of every sample each tier changes, not only the first
 
     def as_dict(self) -> dict:
         d = {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward,
              "tiers": list(self.tiers)}
         if self.ops:
             d["ops"] = list(self.ops)
+        if self.all_samples:
+            d["all_samples"] = True
         return d
 
 
@@ -176,7 +179,7 @@ def load_group(group: dict) -> Loaded:
                for s in opinfo_samples(op, dtype, group["backward"])]
     for sample, leaves in zip(samples, host_leaves(source, op, dtype, group["backward"], len(samples))):
         sample.host_leaves = leaves
-    samples += tier_samples(samples, group.get("tiers", ()))
+    samples += tier_samples(samples, group.get("tiers", ()), bool(group.get("all_samples")))
     # has_nondeterministic_output: an OpInfo field that torch 2.9 (PyTorch/XLA's) does not have yet
     return Loaded(op.op, samples, aten_names(op), bool(getattr(op, "has_nondeterministic_output", False)),
                   torch.float64 in op.supported_dtypes("cpu"), False, bool(getattr(op, "supports_out", False)))
@@ -304,11 +307,12 @@ def parse_traces(text: str | None) -> tuple[str, ...]:
 
 
 def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, shard=None,
-                  canaries: bool = True, traces=(), tiers=(), schema_ops=()) -> list[Group]:
+                  canaries: bool = True, traces=(), tiers=(), schema_ops=(), all_samples=False) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
     ``aten::<aten_name>`` (for a schema case, in the overload's name, ``aten::add.Scalar``);
     ``core_bases`` (a set of aten base names) keeps core ATen OpInfos and schema ops; OpInfo groups
-    get one harder case per input tier of ``tiers`` (forward only); ``schema_ops`` (overload names,
+    get one harder case per input tier of ``tiers`` (forward only; with ``all_samples`` one per
+    sample the tier changes); ``schema_ops`` (overload names,
     ``probe.schemacases.targets``) get one case each made from their schemas."""
     rx = None
     if pattern:
@@ -330,7 +334,8 @@ def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, s
         for dt in dtypes:
             if dt in cpu:
                 groups.append(Group(f"{oid}|{dt}", oid, dt, dt in bwd,
-                                    tuple(tiers) if "forward" in directions else ()))
+                                    tuple(tiers) if "forward" in directions else (),
+                                    all_samples=bool(all_samples and tiers and "forward" in directions)))
     if canaries:
         for cid, (dt, aten) in sorted(canary_ids().items()):
             if dt not in dtypes or "forward" not in directions:

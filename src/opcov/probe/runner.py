@@ -35,14 +35,14 @@ def now_iso() -> str:
 
 def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jobs=1, timeout=60.0,
           shard=None, resume=False, command="", stream=None, traces=(), exhaustive=False,
-          tiers=(), schema=True, manifest=None) -> tuple[dict, dict]:
+          tiers=(), schema=True, manifest=None, all_samples=False) -> tuple[dict, dict]:
     """Run the probe; return (document, run figures). The document is also written to ``out``.
 
     ``out`` and its journal are checked before any worker starts; a journal this run made is removed
     again when the run stops before any case finished (nothing to resume), and kept otherwise.
     ``exhaustive``: run every case of a group after one crashed or timed out (by default the rest
     are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
-    gets one harder case of. ``schema``: also cases made from the schemas of functional overloads
+    gets one harder case of (``all_samples``: one per sample the tier changes). ``schema``: also cases made from the schemas of functional overloads
     (probe.schemacases). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
     claimed or not, ops it rules out given the disposition ``excluded``."""
     output.check_writable_file(out)
@@ -63,7 +63,8 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         facts = disposition.intrinsic(torch, catalog)
         schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
         groups = cases.select_groups(pattern, core_bases=core_bases, dtypes=dtypes, directions=directions,
-                                     shard=shard, traces=traces, tiers=tiers, schema_ops=schema_ops)
+                                     shard=shard, traces=traces, tiers=tiers, schema_ops=schema_ops,
+                                     all_samples=all_samples)
         settings = {
             "backend": backend.name, "module": backend.module, "torch": str(torch.__version__),
             "dtypes": list(dtypes), "directions": list(directions), "ops": pattern, "core": bool(core),
@@ -71,6 +72,8 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
             "traces": list(traces), "exhaustive": bool(exhaustive), "tiers": list(tiers),
             "schema": bool(schema),
         }
+        if all_samples:  # only when set: a journal from before the option resumes as it was
+            settings["all_samples"] = True
         journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command},
                           resume)
         done_ids: dict[str, set] = {}
@@ -168,7 +171,9 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
                      "the first candidate CPU accepts), forward only, samples 'schema.<k>'; an overload no "
                      "candidate runs on CPU is skipped as schema_no_case")
     if settings["tiers"]:
-        notes.append(f"input tiers ({', '.join(settings['tiers'])}): one harder case per OpInfo x dtype each, "
+        each = ("a harder case of every sample it changes (--all-samples)" if settings.get("all_samples")
+                else "one harder case per OpInfo x dtype each")
+        notes.append(f"input tiers ({', '.join(settings['tiers'])}): {each}, "
                      "forward only, its status in a cell key of its own; in the layout tiers an output's memory "
                      "format is judged where CPU keeps a non-contiguous one")
     if backend.name == "cpu":
@@ -194,7 +199,7 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
             "dtypes": settings["dtypes"], "directions": settings["directions"],
             "ops": settings["ops"], "core": settings["core"], "shard": settings["shard"] or "all",
             "timeout_s": settings["timeout"], "exhaustive": settings["exhaustive"], "tiers": settings["tiers"],
-            "schema": settings["schema"],
+            "all_samples": bool(settings.get("all_samples")), "schema": settings["schema"],
             "case_source": {"opinfo_lists": cases.list_counts(), "opinfos": len({g.source for g in groups
                                                                                   if not g.source.startswith((cases.CANARY_PREFIX, "trace."))}),
                             "groups": len(groups), "canary_groups": n_canary,

@@ -13,7 +13,7 @@ class Sample:
     """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
 
     __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves", "tier",
-                 "keep_layout", "device_kw", "no_wide")
+                 "keep_layout", "device_kw", "no_wide", "unset")
 
     def __init__(self, input, args, kwargs, output_process_fn_grad=None):
         self.input, self.args, self.kwargs = input, args, kwargs
@@ -25,6 +25,7 @@ class Sample:
         self.keep_layout = False  # copies keep the inputs' strides (a tier's layout is the point)
         self.device_kw = None  # a factory's device argument: set to the device for the device run
         self.no_wide = False  # no float64 reference: widened inputs would change what the call means
+        self.unset = False  # CPU's result depends on memory the kernel never wrote: values not compared
 
 
 def op_call(func, args, kwargs) -> Sample:
@@ -46,8 +47,15 @@ class _Call:
 
 def case_ids(group_id: str, samples) -> list[str]:
     """The ids of a group's cases: ``<group>|<index>`` for a sample as given, ``<group>|<tier>``
-    for one made harder for a tier (one per tier)."""
-    return [f"{group_id}|{s.tier}" if s.tier else f"{group_id}|{i}" for i, s in enumerate(samples)]
+    for the first made harder for a tier, ``<group>|<tier>.<n>`` for its n-th (``--all-samples``)."""
+    ids, seen = [], {}
+    for i, s in enumerate(samples):
+        if s.tier:
+            n = seen[s.tier] = seen.get(s.tier, 0) + 1
+            ids.append(f"{group_id}|{s.tier}" if n == 1 else f"{group_id}|{s.tier}.{n}")
+        else:
+            ids.append(f"{group_id}|{i}")
+    return ids
 
 
 @dataclass

@@ -246,18 +246,83 @@ def candidates(torch, name: str, dtype, seed: int):
 
 
 def first_case(torch, name: str, dtype, seed: int):
-    """The first candidate the CPU kernel accepts (it returns without raising), or None; at the
-    group's dtype, then (for ops that take no floating tensor) at ``FALLBACK_DTYPE``. A case made
-    at int64 files its cell under int64, as the dtype key of its call says."""
+    """The first candidate the CPU kernel accepts (it returns without raising) with a result that
+    depends on its inputs alone (``reads_unset``), or None; at the group's dtype, then (for ops
+    that take no floating tensor) at ``FALLBACK_DTYPE``. A case made at int64 files its cell under
+    int64, as the dtype key of its call says. When every accepted candidate's result depends on
+    memory the kernel never wrote (an output-sized argument of a shape the kernel does not check,
+    ``empty``), the first accepted is the case, with ``unset`` True: its values are not compared.
+    (func, args, kwargs, device argument, unset)."""
     func = _overload(torch, name)
+    first = None
     for dt in dict.fromkeys((dtype, getattr(torch, FALLBACK_DTYPE))):
         for args, kwargs, device_kw in candidates(torch, name, dt, seed):
             try:
-                func(*_copy(torch, args), **_copy(torch, kwargs))
+                torch.default_generator.manual_seed(seed)
+                out = func(*_copy(torch, args), **_copy(torch, kwargs))
             except Exception:  # noqa: BLE001 - CPU refuses this candidate: try the next
                 continue
-            return func, args, kwargs, device_kw
-    return None
+            if not reads_unset(torch, func, args, kwargs, out, seed):
+                return func, args, kwargs, device_kw, False
+            first = first or (func, args, kwargs, device_kw, True)
+    return first
+
+
+POISON = (0xFF, 0x7B)  # byte patterns of freed blocks: 0xFF is NaN (-1 for integers), 0x7B a finite value
+
+
+def reads_unset(torch, func, args, kwargs, out, seed: int) -> bool:
+    """Whether ``out`` (the call's CPU result) depends on memory the kernel never wrote: the call is
+    made again after freeing blocks of each output's and each input's size filled with each of
+    ``POISON`` (the allocator hands a just-freed block of the size back first), with the same
+    seed, and must give the same values each time (NaN where NaN). A kernel that takes an
+    argument of the wrong shape without checking (``_weight_norm_interface``'s ``g`` the shape of
+    ``v``) fills part of an output and leaves the rest as it found it."""
+    sizes = sorted({t.untyped_storage().nbytes() for t in _tensors(torch, (out, args, kwargs))
+                    if t.layout == torch.strided}, reverse=True)
+    for byte in POISON:
+        blocks = [torch.full((n,), byte, dtype=torch.uint8) for n in sizes for _ in range(2)]
+        del blocks
+        try:
+            torch.default_generator.manual_seed(seed)
+            again = func(*_copy(torch, args), **_copy(torch, kwargs))
+        except Exception:  # noqa: BLE001 - a call that fails on a second try depends on something unset
+            return True
+        if not _same(torch, out, again):
+            return True
+    return False
+
+
+def _tensors(torch, tree):
+    import torch.utils._pytree as pytree
+
+    return [t for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
+
+
+def _same(torch, a, b) -> bool:
+    """Same structure, shapes, dtypes and values (NaN equal to NaN) in both results."""
+    import torch.utils._pytree as pytree
+
+    la, spec_a = pytree.tree_flatten(a)
+    lb, spec_b = pytree.tree_flatten(b)
+    if spec_a != spec_b:
+        return False
+    for x, y in zip(la, lb):
+        if not isinstance(x, torch.Tensor):
+            if x != y and x == x:  # NaN scalars are equal here
+                return False
+            continue
+        if not isinstance(y, torch.Tensor) or x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        x, y = (t.detach().to_dense() if t.layout != torch.strided else t.detach() for t in (x, y))
+        if x.is_complex():
+            x, y = torch.view_as_real(x.resolve_conj()), torch.view_as_real(y.resolve_conj())
+        if x.is_floating_point():
+            if not bool(((x == y) | (x.isnan() & y.isnan())).all()):
+                return False
+        elif not torch.equal(x, y):
+            return False
+    return True
 
 
 def _copy(torch, tree):
@@ -282,9 +347,10 @@ def load(group: dict) -> Loaded:
             found = first_case(torch, name, dtype, zlib.crc32(f"{group['id']}|{name}".encode()) & 0x7FFFFFFF)
             if found is None:
                 continue
-            func, args, kwargs, device_kw = found
+            func, args, kwargs, device_kw, unset = found
             s = op_call(func, args, kwargs)
             s.device_kw = device_kw
+            s.unset = unset
             # a ScalarType argument (view.dtype, _to_copy) means other things on float64 inputs
             s.no_wide = any(_kind(a.real_type) == "ScalarType" and not a.has_default_value()
                             for a in func._schema.arguments)

@@ -2,7 +2,7 @@
 
 OpInfo's samples are small, finite, contiguous and non-empty; a kernel can pass them all and
 still fail on what models feed it. Each tier (``opcov.vocab.INPUT_TIERS``) takes the first sample
-of a group it changes and makes it harder:
+of a group it changes (``--all-samples``: every sample it changes) and makes it harder:
 
 - ``special``: NaN, +inf, -inf, -0.0 and the extremes of the dtype (largest finite value, its
   negative, the smallest normal) at the first positions of every floating input (the comparison
@@ -29,15 +29,17 @@ LAYOUT_TIERS = ("noncontig", "channels_last")
 SPECIAL_VALUES = (float("nan"), float("inf"), float("-inf"), -0.0)
 
 
-def tier_samples(samples, tiers) -> list[Sample]:
-    """For each tier of ``tiers``, the first sample of ``samples`` it changes, made harder."""
+def tier_samples(samples, tiers, every: bool = False) -> list[Sample]:
+    """For each tier of ``tiers``, the first sample of ``samples`` it changes, made harder; with
+    ``every`` (``--all-samples``), each sample it changes."""
     out = []
     for tier in tiers:
         for sample in samples:
             made = harder(tier, sample)
             if made is not None:
                 out.append(made)
-                break
+                if not every:
+                    break
     return out
 
 
