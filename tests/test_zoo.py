@@ -306,3 +306,15 @@ def test_shard_runs_merge_into_the_table_of_the_unsharded_run(opcov, tmp_path):
             doc.pop("integrity"), doc["provenance"].pop("created"), doc["provenance"].pop("command")
         assert a == b
         assert a["ops"]["aten::all"]["forward"]["bool"]["seen"] == "real"
+
+
+def test_a_job_over_the_memory_bound_is_killed_and_is_one_line(tmp_path):
+    """A worker whose resident memory passes the bound during a job is killed, and the job is a
+    cannot_trace row saying so (bounded here far below what importing torch takes)."""
+    import collections
+
+    rows = []
+    pool = zoorun.Pool(1, str(tmp_path), 300, max_job_mb=64)
+    pool.run(collections.deque([(zoorun.Arch("nn-gru", "nn-gru"), "inference")]), rows.append)
+    assert len(rows) == 1 and rows[0]["outcome"] == "cannot_trace"
+    assert rows[0]["reason"] == "over 64 MB of memory (killed)"

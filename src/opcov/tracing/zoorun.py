@@ -48,9 +48,10 @@ from opcov.store import output
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
 START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
-REAL_FAILED = "data-dependent under fake tensors ({first}); the real-valued trace failed too: {why}"
+REAL_FAILED = "fake tensors cannot trace it ({first}); the real-valued trace failed too: {why}"
 KINDS = ("fake", "real")  # a worker's device: the kernel-less stand-in, or the computing one
 MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
+JOB_RSS_MB = 8192  # a worker over this during a job is killed: the job is cannot_trace (memory stays bounded)
 COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
 SAMPLE_SEED = 17
 
@@ -269,8 +270,13 @@ def worker_main(conn, root: str, kind: str = "fake") -> None:
 
 
 def _rss_mb() -> float:
+    return _rss_of("self")
+
+
+def _rss_of(pid) -> float:
+    """Resident memory of process ``pid`` in MB (0 where /proc cannot tell)."""
     try:
-        with open("/proc/self/statm") as f:
+        with open(f"/proc/{pid}/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
     except (OSError, ValueError, IndexError):
         return 0.0
@@ -287,14 +293,15 @@ class _Slot:
 
 
 class Pool:
-    """``jobs`` spawned workers of one ``kind``; a job past ``timeout`` or a worker that dies becomes a
-    cannot_trace row."""
+    """``jobs`` spawned workers of one ``kind``; a job past ``timeout``, a worker over ``max_job_mb`` of
+    resident memory during a job (one real-valued run of a large model reached 23 GB), or a worker
+    that dies becomes a cannot_trace row."""
 
-    def __init__(self, jobs: int, root: str, timeout: float, kind: str = "fake"):
+    def __init__(self, jobs: int, root: str, timeout: float, kind: str = "fake", max_job_mb: float = JOB_RSS_MB):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")
-        self.root, self.timeout, self.kind = root, timeout, kind
+        self.root, self.timeout, self.kind, self.max_job_mb = root, timeout, kind, max_job_mb
         self.slots = [_Slot() for _ in range(jobs)]
 
     def start(self, slot: _Slot) -> None:
@@ -374,6 +381,8 @@ class Pool:
             why = f"the worker died ({_exit(s.proc.exitcode)})"
         elif time.monotonic() > s.deadline:
             why = f"timed out after {self.timeout:g} s" if s.job else "the worker did not start in time"
+        elif s.job and _rss_of(s.proc.pid) > self.max_job_mb:
+            why = f"over {self.max_job_mb:,} MB of memory (killed)"
         if why:
             job = s.job
             self.kill(s)
