@@ -49,7 +49,6 @@ MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
 START_TIMEOUT_S = 300.0  # a worker's imports (torch, transformers) and its stand-in device
 REAL_FAILED = "fake tensors cannot trace it ({first}); the real-valued trace failed too: {why}"
-KINDS = ("fake", "real")  # a worker's device: the kernel-less stand-in, or the computing one
 MAX_RSS_MB = 6144  # a worker over this after a job is replaced (imported model code and caches grow)
 JOB_RSS_MB = 8192  # a worker over this during a job is killed: the job is cannot_trace (memory stays bounded)
 COLUMNS = ("model", "mode", "outcome", "dtype", "tracing", "ops", "source", "reason")
@@ -213,10 +212,11 @@ def _trace_real(arch: Arch, mode: str, path: str):
     narrow widths (a real model of a full-width config would hold its real weights)."""
     from opcov.tracing import models, realtrace, tiny
 
-    if arch.curated:  # its hand-checked config is small already
-        return realtrace.trace_real(arch.name, sizes=models.Sizes(), mode=mode, dtype=None, optimizer="adamw", out=path)
-    sizes = models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True))
-    return realtrace.trace_real(arch.spec, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
+    # a curated entry's hand-checked config is small already
+    model = arch.name if arch.curated else arch.spec
+    sizes = (models.Sizes() if arch.curated
+             else models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True)))
+    return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
 
 
 def _config(model_type: str):
@@ -263,8 +263,8 @@ def worker_main(conn, root: str, kind: str = "fake") -> None:
         msg = conn.recv()
         if msg[0] == "stop":
             return
-        _, name, spec, mode, *options = msg
-        row = run_job(Arch(name, spec), mode, root, kind, options[0] if options else None)
+        _, name, spec, mode, options = msg
+        row = run_job(Arch(name, spec), mode, root, kind, options)
         row["rss_mb"] = _rss_mb()
         conn.send(("row", row))
 
