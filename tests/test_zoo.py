@@ -166,6 +166,50 @@ def test_missing_library_is_a_clean_build_error(build):
     assert "needs the timm library, which is not installed" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_a_transducer_gets_decoder_ids_and_the_audio_layout_that_fits(build):
+    # parakeet's prediction network embeds decoder_input_ids (None was a TypeError); its encoder takes
+    # frames first, which the meta run picks once a matmul's "reduction dim" counts as a shape error
+    assert shapes(build("parakeet_tdt", "inference")) == {"input_features": (2, 64, 80), "decoder_input_ids": (2, 16)}
+
+
+def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
+    pytest.importorskip("transformers")
+    from opcov.tracing import models, repair
+
+    tf = models._transformers()
+    # hunyuan's default config leaves head_dim None (the model computes head_dim ** -0.5)
+    hunyuan = tf.AutoConfig.for_model("hunyuan_v1_dense")
+    fix, notes = repair.repairs(hunyuan, "TypeError: unsupported operand type(s) for ** or pow(): 'NoneType' and 'float'")
+    assert fix["head_dim"] == hunyuan.hidden_size // hunyuan.num_attention_heads and "head_dim" in notes[0]
+    sizes = models.Sizes(overrides={**tiny.overrides(hunyuan), **fix})
+    assert models.build("hf:hunyuan_v1_dense", sizes, mode="inference", real=False).model is not None
+    # glm4v's rotary sections [8, 12, 12] fit half its head dim: the partial rotary factor checkpoints set
+    glm = tf.AutoConfig.for_model("glm4v_text")
+    fix, _ = repair.repairs(glm, "RuntimeError: split_with_sizes expects split_sizes to sum exactly to 64 (input "
+                                 "tensor's size at dimension -1), but got split_sizes=[8, 12, 12]")
+    assert fix["rope_parameters"]["partial_rotary_factor"] == 0.5
+    # at narrow widths (8 frequencies) the sections themselves shrink
+    fix, _ = repair.repairs(glm, "split_with_sizes expects split_sizes to sum exactly to 8 (x), but got split_sizes=[8, 12, 12]")
+    assert fix["rope_parameters"]["mrope_section"] == [2, 3, 3]
+    # an attribute a config class lacks, named by the error; unknown failures get no repair
+    t5 = tf.AutoConfig.for_model("t5gemma2_encoder")
+    fix, _ = repair.repairs(t5, f"AttributeError: '{type(t5.text_config).__name__}' object has no attribute 'dropout_rate'")
+    assert fix == {"text_config.dropout_rate": 0.1}
+    assert repair.repairs(hunyuan, "RuntimeError: something else") == ({}, [])
+
+
+def test_timm_and_torchvision_say_where_they_trace(opcov, tmp_path):
+    try:
+        import torchvision  # noqa: F401
+        pytest.skip("torchvision imports here")
+    except Exception:  # noqa: BLE001 - the CPU torch's environment: it does not
+        pass
+    r = opcov("trace", "timm:resnet18", "--out", str(tmp_path / "t.yaml"))
+    assert r.returncode == 2 and "scripts/envs/vision.sh" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(UsageError, match="scripts/envs/vision.sh"):
+        zoorun.architectures(every=True, libraries=("timm",))
+
+
 # ---------------------------------------------------------------- architectures, shards, tables
 
 def test_architectures_cover_transformers_and_the_curated_zoo():
@@ -181,7 +225,7 @@ def test_architectures_cover_transformers_and_the_curated_zoo():
     assert by["llama"].spec == "llama" and by["deit"].spec == "hf:deit" and by["nn-gru"].curated
     sample = zoorun.architectures(sample=40)
     assert len(sample) == 40 and sample == zoorun.architectures(sample=40)
-    with pytest.raises(UsageError, match="not a zoo name or transformers model type: nope"):
+    with pytest.raises(UsageError, match="not a zoo name, transformers model type, or timm-/torchvision- model of the zoo: nope"):
         zoorun.architectures(only=["bert,nope"])
 
 

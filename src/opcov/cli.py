@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)")
+    tr.add_argument("--input", action="append", default=[], metavar="NAME",
+                    help="also make this forward input (pixel_values, input_ids, visual_feats...), for a model whose "
+                         "forward asks for one it does not require (repeatable)")
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
 
     ops = sub.add_parser(
@@ -233,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument("--real", action="store_true",
                     help="with --all/--sample/--only: trace every architecture with real values on the computing "
                          "stand-in (narrow widths), not only those fake tensors cannot trace (scripts/zoo_recall.py)")
+    zo.add_argument("--library", action="append", default=[], metavar="NAME",
+                    help="with --all: the models of transformers (default; with the curated zoo), timm "
+                         "(one per family) or torchvision (every one but the quantized), repeatable; timm and "
+                         "torchvision import only in the CUDA torch environment (scripts/envs/vision.sh)")
     zo.add_argument("--retry-failed", action="store_true",
                     help="keep what the outcome table says was traced and trace the rest again")
     zo.add_argument("--timeout", type=float, default=300.0,
@@ -557,7 +564,8 @@ def cmd_trace(args) -> int:
     from opcov.tracing.models import Sizes
     from opcov.tracing.spec import is_saved, trace_spec
 
-    sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set))
+    sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set),
+                  inputs=tuple(dict.fromkeys(args.input)))
     if args.out:
         output.check_writable_file(args.out)
     with activity(f"tracing {args.model} ({args.mode})"):
@@ -633,13 +641,16 @@ def _zoo_all(args, modes) -> int:
     if not (args.every or args.sample or args.only):
         raise UsageError("say which architectures: --all, --sample N or --only NAMES")
     shard = parse_shard(args.shard)
-    archs = zoorun.architectures(every=args.every, only=args.only, sample=args.sample, seed=args.seed)
+    libraries = tuple(dict.fromkeys(lib for part in args.library or ("transformers",) for lib in part.split(",") if lib))
+    archs = zoorun.architectures(every=args.every, only=args.only, sample=args.sample, seed=args.seed,
+                                 libraries=libraries)
     if args.action == "list":
         for i, a in enumerate(archs):
             if zoorun.in_shard(i, shard):
                 print(f"{a.name:32} {a.spec}")
         return EXIT_OK
-    selection = ("opcov zoo trace " + ("--all" if args.every else f"--sample {args.sample} --seed {args.seed}"
+    selection = ("opcov zoo trace " + ("--all" + "".join(f" --library {lib}" for lib in args.library or ())
+                                       if args.every else f"--sample {args.sample} --seed {args.seed}"
                                        if args.sample else "--only " + ",".join(a.name for a in archs))
                  + "".join(f" --mode {m}" for m in args.mode or ())
                  + (" --real" if args.real else ""))

@@ -39,7 +39,7 @@ _TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_con
 TOKEN_LOW, TOKEN_HIGH = 3, 100
 FRAMES = 64  # audio feature frames where the encoder takes any length
 META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent", re.I)
-_SHAPE_ERROR = re.compile(r"shape|size|dimension|expected|mat1|mat2|match|length|channels|out of range|"
+_SHAPE_ERROR = re.compile(r"shape|size|dimension|reduction dim|expected|mat1|mat2|match|length|channels|out of range|"
                           r"input_features|not enough values|invalid for input", re.I)
 
 
@@ -89,8 +89,9 @@ def wanted(model, task: str, mode: str) -> list[str]:
     main = getattr(model, "main_input_name", "input_ids")
     names = list(main) if isinstance(main, (list, tuple)) else [main]
     names += [n for n, p in params.items() if p.default is inspect.Parameter.empty]
-    if task in ("seq2seq_lm", "speech_seq2seq") and mode == "inference":
-        names.append("decoder_input_ids")
+    if mode == "inference" and (task in ("seq2seq_lm", "speech_seq2seq")
+                                or getattr(getattr(model, "config", None), "is_encoder_decoder", False)):
+        names.append("decoder_input_ids")  # a transducer's prediction network too (parakeet)
     if task == "contrastive":  # both towers
         names += ["input_ids", "pixel_values"]
     if mode == "training" and task != "base":
@@ -173,6 +174,12 @@ class Maker:
             return self.ids(b, 1, low=0, high=find(cfg, ("freq_size",), default=3))
         if name.endswith(("attention_mask", "_mask", "_masks")):
             return self.mask(name, made)
+        if name == "visual_feats":  # region features of a detector (lxmert)
+            return self.floats(b, s, find(cfg, ("visual_feat_dim",), default=2048))
+        if name == "visual_pos":  # their boxes
+            return self.floats(b, s, find(cfg, ("visual_pos_dim",), default=4))
+        if name == "encoder_hidden_states":  # what a cross-attending model attends to
+            return self.floats(b, s, find(cfg, ("encoder_hidden_size", "encoder_width", "hidden_size"), _TEXT, 64))
         if name.endswith("_embeds") or name in ("latents", "hidden_states", "states"):
             hidden = find(cfg, ("hidden_size", "d_model", "latent_dim", "n_embd", "embed_dim"), _TEXT, 64)
             if name == "latents":  # a codec's latents may be channels-first
@@ -304,6 +311,8 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
     one cannot be made."""
     maker = Maker(torch, config, task, sizes, real)
     names = wanted(model, task, mode)
+    params, _ = signature(model)
+    names += [n for n in sizes.inputs if n in params and n not in names]  # asked for (--input)
     extra = other_modality(model, config, names)
     maker.patched = any(n.endswith("grid_thw") for n in names)
     maker.video_like = maker.video_like or "video" in type(model).__name__.lower()

@@ -33,6 +33,7 @@ from opcov.errors import UsageError
 from opcov.torchenv import import_torch
 from opcov.tracing import inputs
 from opcov.tracing import nnblocks
+from opcov.tracing import vision
 
 # Task heads tried in order for a model type, with the inputs each needs.
 # A contrastive (image-text) head comes before image classification: it runs both towers.
@@ -55,6 +56,7 @@ class Sizes:
     seq: int = 16
     image: int | None = None  # default: the config's image_size
     overrides: dict = field(default_factory=dict)  # config attributes set before building
+    inputs: tuple = ()  # forward inputs to make beside those opcov picks (--input NAME)
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Built:
     config: dict = field(default_factory=dict)
     notes: list = field(default_factory=list)
     dtype: str | None = None  # the dtype the model needs to trace (bfloat16 for grouped_mm experts), if any
+    facets: dict = field(default_factory=dict)  # family, task, modality where the builder knows them (op set's model)
 
 
 class BuildError(UsageError):
@@ -80,6 +83,20 @@ def build(spec: str, sizes: Sizes, *, mode: str, real: bool, zoo_entry=None) -> 
         return Built(model, inputs, name=name, source=spec, config=config,
                      notes=[f"torch.nn {name} block built by opcov.tracing.nnblocks",
                             *(zoo_entry.notes if zoo_entry else ())])
+    if vision.is_spec(spec):
+        try:
+            model, made, family, notes = vision.build(spec, sizes, mode=mode, real=real)
+        except UsageError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a model its library cannot build here
+            raise BuildError(f"cannot build {spec}: {_why(exc)}") from None
+        library, _, kind = family.partition(".")
+        task = "image_classification" if library == "timm" or kind == "classification" else kind
+        modality = "video" if task == "video" else "vision"
+        family = library
+        return Built(model, made, name=vision.arch_name(spec), source=spec,
+                     facets={"family": family, "task": task, "modality": modality},
+                     notes=[*notes, *(zoo_entry.notes if zoo_entry else ())])
     if spec.startswith("factory:") or (":" in spec and not spec.startswith("hf:") and "/" not in spec):
         return build_factory(spec.removeprefix("factory:"), real=real)
     if spec.endswith(".json") or os.path.isdir(spec):

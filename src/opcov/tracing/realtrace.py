@@ -236,6 +236,7 @@ def _child(job: dict) -> dict:
         doc = trace(built.model, inputs, mode=job["mode"], dtype=dtype, optimizer=job["optimizer"], real=True,
                     name=entry.name if entry else built.name, source=built.source, config=built.config,
                     command=command, notes=built.notes, computing=pb.device().type).doc
+        doc["model"].update(built.facets)
         runs.append({"variant": variant, "doc": doc})
     if job["kind"] == "branches":
         return {"runs": runs}

@@ -62,6 +62,7 @@ def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, 
     result = trace(built.model, built.inputs, mode=mode, dtype=dtype, autocast=autocast, device=device,
                    optimizer=optimizer, real=real, name=entry.name if entry else built.name, source=built.source,
                    config=built.config, command=command, notes=built.notes)
+    result.doc["model"].update(built.facets)
     return realtrace.with_real_branches(result, model, built=built, sizes=sizes, mode=mode, dtype=dtype,
                                         autocast=autocast, device=device, optimizer=optimizer, defer=defer_real)
 
@@ -91,6 +92,8 @@ def command_line(model: str, *, mode: str, dtype: str, autocast: bool = False, d
         parts += ["--image-size", str(sizes.image)]
     for key, value in sizes.overrides.items():
         parts += ["--set", f"{key}={_yaml_value(value)}"]
+    for name in sizes.inputs:
+        parts += ["--input", name]
     if out:
         parts += ["--out", out]
     return shlex.join(parts)

@@ -33,6 +33,7 @@ Why this shape:
 from __future__ import annotations
 
 import collections
+import re
 import json
 import os
 import random
@@ -64,7 +65,9 @@ class Arch:
 
     @property
     def curated(self) -> bool:
-        return not self.spec.startswith("hf:")
+        from opcov.tracing import vision
+
+        return not (self.spec.startswith("hf:") or vision.is_spec(self.spec))
 
 
 def transformers_types() -> list[str]:
@@ -77,25 +80,43 @@ def transformers_types() -> list[str]:
     return sorted(MODEL_MAPPING_NAMES)
 
 
-def architectures(*, every: bool = False, only=(), sample: int = 0, seed: int = SAMPLE_SEED) -> list[Arch]:
-    """The architectures to trace: the curated zoo and every transformers type (``every``), the
-    named ones (``only``: zoo names or transformers types), or a seeded random ``sample`` of the
-    transformers types (the curated ones among them traced from their entries)."""
-    from opcov.tracing import zoo
+LIBRARIES = ("transformers", "timm", "torchvision")
 
+
+def architectures(*, every: bool = False, only=(), sample: int = 0, seed: int = SAMPLE_SEED,
+                  libraries=("transformers",)) -> list[Arch]:
+    """The architectures to trace: the curated zoo and every transformers type (``every``; with
+    ``libraries`` naming timm or torchvision, their models of ``vision.zoo_archs`` instead or as
+    well), the named ones (``only``: zoo names, transformers types, timm-NAME, torchvision-NAME), or a
+    seeded random ``sample`` of the transformers types (the curated ones among them traced from their
+    entries)."""
+    from opcov.tracing import vision, zoo
+
+    unknown = [lib for lib in libraries if lib not in LIBRARIES]
+    if unknown:
+        raise UsageError(f"--library {unknown[0]}: expected one of {', '.join(LIBRARIES)}")
     curated = [Arch(e.name, e.name) for e in zoo.ZOO]
     names = {a.name for a in curated}
     types = transformers_types()
     hf = [Arch(t, t if t in names else f"hf:{t}") for t in types]
+    wanted = [n for part in only for n in part.split(",") if n]
+    vis = []
+    if (every and set(libraries) - {"transformers"}) or any(n.startswith(("timm-", "torchvision-")) for n in wanted):
+        vis = [Arch(vision.arch_name(s), s) for s in vision.zoo_archs()
+               if not every or s.partition(":")[0] in libraries]
+        if every and not vis:
+            raise UsageError(f"--library {', '.join(libraries)}: timm and torchvision do not import here; "
+                             "run in the environment scripts/envs/vision.sh makes")
     if sample:
         return sorted(random.Random(seed).sample(hf, min(sample, len(hf))), key=lambda a: a.name)
     if every:
-        return sorted({a.name: a for a in curated + hf}.values(), key=lambda a: a.name)
-    wanted = [n for part in only for n in part.split(",") if n]
-    known = {a.name: a for a in curated + hf}
+        picked = (curated + hf if "transformers" in libraries else []) + vis
+        return sorted({a.name: a for a in picked}.values(), key=lambda a: a.name)
+    known = {a.name: a for a in curated + hf + vis}
     unknown = [n for n in wanted if n not in known]
     if unknown:
-        raise UsageError(f"not a zoo name or transformers model type: {', '.join(unknown)}")
+        raise UsageError(f"not a zoo name, transformers model type, or timm-/torchvision- model of the zoo: "
+                         f"{', '.join(unknown)}")
     return [known[n] for n in dict.fromkeys(wanted)]
 
 
@@ -161,22 +182,77 @@ def kept_row(arch: Arch, mode: str, path: str) -> dict:
 
 def _trace(arch: Arch, mode: str, path: str):
     """The op set, traced with fake tensors (a data-dependent model: NeedsReal), its real-valued
-    branch run left to a real-valued worker (``real_job``)."""
-    from opcov.tracing import models, tiny
+    branch run left to a real-valued worker (``real_job``); a default config its model refuses is
+    repaired first (``opcov.tracing.repair``)."""
+    from opcov.tracing import models
     from opcov.tracing.spec import trace_spec
 
     if arch.curated:
         return trace_spec(arch.name, mode=mode, out=path, defer_real=True)
-    config = _config(arch.spec[3:])
     try:
-        return trace_spec(arch.spec, mode=mode, sizes=models.Sizes(overrides=tiny.overrides(config)),
-                          out=path, defer_real=True)
+        if not arch.spec.startswith("hf:"):  # timm, torchvision: their default sizes
+            return trace_spec(arch.spec, mode=mode, out=path, defer_real=True)
+        return _tiny_or_default(arch, mode, path)
     except models.BuildError:
         raise
     except OpcovError as exc:
         if "--real" not in str(exc):
             raise
         raise NeedsReal(one_line(exc, 160)) from None
+
+
+def _tiny_or_default(arch: Arch, mode: str, path: str):
+    """A transformers model's fake trace at its tiny config, repaired; a tiny config whose sizes no
+    longer fit together at the default config (its full depth), with a note saying why."""
+    from opcov.tracing import models, tiny
+    from opcov.tracing.spec import trace_spec
+
+    config = _config(arch.spec[3:])
+
+    def run(sizes):
+        return trace_spec(arch.spec, mode=mode, sizes=sizes, out=path, defer_real=True)
+
+    small = tiny.overrides(config)
+    try:
+        return _repaired(run, config, small)
+    except Exception as exc:
+        if not small or isinstance(exc, models.BuildError) or not _SHAPE.search(str(exc)):
+            raise
+        first = exc
+    try:
+        return _repaired(run, config, {}, [f"traced at the default config's full depth: its tiny "
+                                           f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"])
+    except Exception:
+        raise first from None
+
+
+def _set_text(overrides: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in overrides.items())
+
+
+def _repaired(run, config, overrides: dict, notes=()):
+    """``run(Sizes(overrides))``; where it fails for a reason ``opcov.tracing.repair`` knows (a config
+    field, an input the model's own check asks for), again with the repairs added to the sizes (so
+    they are in the op set's command: ``--set``, ``--input``), and noted."""
+    from opcov.tracing import models, repair
+
+    notes, asked = list(notes), ()
+    for _ in range(5):
+        try:
+            result = run(models.Sizes(overrides=overrides, inputs=asked))
+        except Exception as exc:
+            fix, why = repair.repairs(config, str(exc))
+            fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
+            more = tuple(n for n in repair.asked_inputs(str(exc)) if n not in asked)
+            if not fix and not more:
+                raise
+            if more:
+                why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
+            overrides, asked, notes = {**overrides, **fix}, asked + more, notes + why
+            continue
+        result.doc["provenance"]["notes"].extend(notes)
+        return result
+    return run(models.Sizes(overrides=overrides, inputs=asked))
 
 
 def _with_real_branches(path: str, job: dict):
@@ -209,14 +285,37 @@ def tracing_of(doc: dict) -> str:
 
 def _trace_real(arch: Arch, mode: str, path: str):
     """The op set, traced with real values on the computing stand-in this worker's device is, at
-    narrow widths (a real model of a full-width config would hold its real weights)."""
-    from opcov.tracing import models, realtrace, tiny
+    narrow widths (a real model of a full-width config would hold its real weights); a config whose
+    narrow widths do not fit together (a width some other size is derived from) at its full widths,
+    with as few layers (the job memory limit guards the size), and a note saying so."""
+    from opcov.tracing import realtrace, tiny
 
-    # a curated entry's hand-checked config is small already
+    def run(sizes):
+        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
+
     model = arch.name if arch.curated else arch.spec
-    sizes = (models.Sizes() if arch.curated
-             else models.Sizes(overrides=tiny.overrides(_config(arch.spec[3:]), width=True)))
-    return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
+    if arch.curated:  # a curated entry's hand-checked config is small already
+        from opcov.tracing import models
+
+        return run(models.Sizes())
+    if not arch.spec.startswith("hf:"):
+        from opcov.tracing import models
+
+        return run(models.Sizes())
+    config = _config(arch.spec[3:])
+    try:
+        return _repaired(run, config, tiny.overrides(config, width=True))
+    except Exception as exc:
+        if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
+            raise
+        narrow = one_line(exc, 160)
+    return _repaired(run, config, tiny.overrides(config),
+                     [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"])
+
+
+# A failure of shapes that do not fit together (narrow widths some other size does not follow).
+_SHAPE = re.compile(r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
+                    r"reduction dim|out of range", re.I)
 
 
 def _config(model_type: str):

@@ -1,0 +1,113 @@
+"""Repairs for default transformers configs that do not build or run, as ``--set`` overrides.
+
+Why: about one architecture in twenty ships a default config that its own model class refuses
+(``head_dim`` or ``num_key_value_heads`` left None, an attribute the model reads and the config
+class lacks, rotary sections that do not fit the head dim). Real checkpoints set these fields, so
+the model a user has does run; opcov fills them the way checkpoints do and says so. The rules read
+the failure's message and the config's key names and values, never a per-model list; the
+overrides go into the op set's command line (``--set``), so the trace reproduces, and each is
+explained in a note.
+
+``repairs(config, why)`` returns (overrides, notes) for failure message ``why``, or ({}, []) when
+no rule applies (the failure is then reported as it is). ``asked_inputs(why)``: the forward inputs
+a model's own check asks for ("You have to specify either pixel_values or image_embeds"), which
+``--input`` makes beside those opcov picks.
+"""
+
+from __future__ import annotations
+
+import re
+
+from opcov.tracing.tiny import sub_configs
+
+# A value the model needs where the default config leaves it None: derived from other keys.
+_DERIVED = {
+    "head_dim": lambda c: _div(c, "hidden_size", "num_attention_heads"),
+    "num_key_value_heads": lambda c: _int(c, "num_attention_heads"),
+    "num_attention_heads": lambda c: _int(c, "num_heads"),
+}
+# Values that checkpoints set and some config classes lack (the model reads them): the usual ones.
+_USUAL = {"dropout": 0.1, "dropout_rate": 0.1, "attention_dropout": 0.0, "hidden_dropout": 0.0,
+          "rope_theta": 10000.0, "layer_norm_eps": 1e-5, "rms_norm_eps": 1e-6, "initializer_range": 0.02,
+          "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1}
+_NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type NoneType")
+_MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]")
+
+
+# Inputs opcov can make (opcov.tracing.inputs) that a model's own check may ask for by name.
+ASKABLE = ("input_ids", "pixel_values", "pixel_values_videos", "input_values", "input_features", "visual_feats",
+           "visual_pos", "encoder_hidden_states", "decoder_input_ids")
+_ASKING = re.compile(r"specify|must be given|cannot be `?None|has to be not-None|is required|are required|"
+                     r"must be provided|should be provided|missing", re.I)
+
+
+def asked_inputs(why: str) -> list:
+    """The inputs (of ASKABLE) that failure message ``why``, a model's own check, asks for: the first named."""
+    if not _ASKING.search(why):
+        return []
+    named = [n for n in re.findall(r"\w+", why) if n in ASKABLE]
+    return named[:1]
+
+
+def _int(cfg, key):
+    value = vars(cfg).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _div(cfg, a, b):
+    x, y = _int(cfg, a), _int(cfg, b)
+    return x // y if x and y and x % y == 0 else None
+
+
+def repairs(config, why: str) -> tuple[dict, list]:
+    """Overrides (dotted key -> value) that repair ``config`` for failure ``why``, and a note for each."""
+    out, notes = {}, []
+    if _NONE.search(why):
+        for prefix, cfg in sub_configs(config):
+            for key, derive in _DERIVED.items():
+                if key in vars(cfg) and vars(cfg)[key] is None and derive(cfg):
+                    out[prefix + key] = derive(cfg)
+            for key, value in _USUAL.items():
+                if key in vars(cfg) and vars(cfg)[key] is None:
+                    out[prefix + key] = value
+        if out:
+            notes.append("the default config leaves " + ", ".join(sorted(out)) + " unset, which the model "
+                         "needs: set as checkpoints do (" + ", ".join(f"{k}={v}" for k, v in out.items()) + ")")
+    m = _MISSING.search(why)
+    if m and m.group(1).endswith("Config"):
+        cls, key = m.groups()
+        for prefix, cfg in sub_configs(config):
+            if type(cfg).__name__ != cls or key in vars(cfg):
+                continue
+            value = (_DERIVED[key](cfg) if key in _DERIVED else None) or _USUAL.get(key)
+            if value is not None:
+                out[prefix + key] = value
+                notes.append(f"{cls} has no {key!r}, which the model reads: set to {value} as checkpoints do")
+    m = _SPLIT.search(why)
+    if m:
+        out.update(_rotary_sections(config, int(m.group(1)), [int(x) for x in m.group(2).split(",")], notes))
+    return out, notes
+
+
+def _rotary_sections(config, rotary: int, sections: list, notes: list) -> dict:
+    """Multimodal rotary sections (``mrope_section``) that do not sum to the rotary frequencies the
+    head dim gives: a partial rotary factor that makes them fit (as real checkpoints set it), else
+    the sections scaled to the rotary size."""
+    total = sum(sections)
+    for prefix, cfg in sub_configs(config):
+        rope = vars(cfg).get("rope_parameters")
+        if not isinstance(rope, dict):
+            continue
+        factor = float(rope.get("partial_rotary_factor", 1.0))
+        if total < rotary:
+            new = round(factor * total / rotary, 6)
+            notes.append(f"the rotary sections {sections} fit {total} of the {rotary} rotary frequencies this "
+                         f"default config's head dim gives: partial_rotary_factor={new} as checkpoints set it")
+            return {prefix + "rope_parameters": {**rope, "partial_rotary_factor": new}}
+        if rotary and all(s * rotary % total == 0 for s in sections):
+            scaled = [s * rotary // total for s in sections]
+            notes.append(f"the rotary sections {sections} exceed the {rotary} rotary frequencies of these "
+                         f"narrow widths: scaled to {scaled}")
+            return {prefix + "rope_parameters": {**rope, "mrope_section": scaled}}
+    return {}
