@@ -445,8 +445,36 @@ def _cpu_compute(op, cargs, ckwargs):
     if op.name() == "aten::histc" and cargs and not cargs[0].is_floating_point():
         x = cargs[0]
         return op(x.double(), *cargs[1:], **ckwargs).to(x.dtype)
+    if op.name() in _FUSED_CELLS:  # kernels CPU lacks: aten::lstm picks them on any non-CPU device
+        return _FUSED_CELLS[op.name()](*cargs, **ckwargs)
     cargs, ckwargs = _unwrap_numbers(op, cargs, ckwargs)
     return op(*cargs, **ckwargs)
+
+
+def _lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    """aten::_thnn_fused_lstm_cell as CUDA computes it: (hy, cy, workspace of the activated gates)."""
+    gates = input_gates + hidden_gates
+    if input_bias is not None:
+        gates = gates + input_bias + hidden_bias
+    i, f, g, o = gates.chunk(4, 1)
+    i, f, g, o = i.sigmoid(), f.sigmoid(), g.tanh(), o.sigmoid()
+    cy = f * cx + i * g
+    return o * cy.tanh(), cy, torch.cat([i, f, g, o], 1)
+
+
+def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
+    """aten::_thnn_fused_lstm_cell_backward_impl: (grad_gates, grad_cx, grad_bias) from the workspace."""
+    i, f, g, o = workspace.chunk(4, 1)
+    tanh_cy = cy.tanh()
+    grad_hy = torch.zeros_like(cy) if grad_hy is None else grad_hy
+    gcx = (torch.zeros_like(cy) if grad_cy is None else grad_cy) + grad_hy * o * (1 - tanh_cy * tanh_cy)
+    grad_gates = torch.cat([gcx * g * i * (1 - i), gcx * cx * f * (1 - f), gcx * i * (1 - g * g),
+                            grad_hy * tanh_cy * o * (1 - o)], 1)
+    return grad_gates, gcx * f, grad_gates.sum(0) if has_bias else torch.empty(0, dtype=cy.dtype)
+
+
+_FUSED_CELLS = {"aten::_thnn_fused_lstm_cell": _lstm_cell,
+                "aten::_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward}
 
 
 def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):

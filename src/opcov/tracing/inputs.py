@@ -142,6 +142,9 @@ class Maker:
             return True
         if name == "labels":
             return self.labels(made)
+        if name.endswith("token_type_ids"):  # one segment (or modality) for every token
+            with self.dev:
+                return self.torch.zeros(b, s, dtype=self.torch.long)
         if name.endswith("input_ids") or name in ("input_ids", "inputs"):
             return self.ids(b, s)
         if name.endswith("grid_thw"):
@@ -312,7 +315,10 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
     maker = Maker(torch, config, task, sizes, real)
     names = wanted(model, task, mode)
     params, _ = signature(model)
-    names += [n for n in sizes.inputs if n in params and n not in names]  # asked for (--input)
+    for name in sizes.inputs:  # asked for (--input); a decoder's input_ids are its decoder_input_ids
+        name = name if name in params else f"decoder_{name}"
+        if name in params and name not in names:
+            names.append(name)
     extra = other_modality(model, config, names)
     maker.patched = any(n.endswith("grid_thw") for n in names)
     maker.video_like = maker.video_like or "video" in type(model).__name__.lower()

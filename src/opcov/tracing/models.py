@@ -342,10 +342,11 @@ def _why(exc) -> str:
     """One line for a build failure; a missing optional library says which."""
     text = _first_line(exc)
     m = re.search(r"requires the (\w+) library but it was not found", text)
-    if m:
-        return f"needs the {m.group(1)} library, which is not installed"
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return f"needs the {exc.name.split('.')[0]} library, which is not installed"
+    library = m.group(1) if m else exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else None
+    if library:
+        where = (" here (timm needs torchvision, which imports only beside the CUDA torch: scripts/make_vision_zoo.sh "
+                 "traces it there)" if library in ("timm", "torchvision") else "")
+        return f"needs the {library} library, which is not installed{where}"
     return f"{type(exc).__name__}: {text}"
 
 

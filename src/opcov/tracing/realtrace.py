@@ -256,6 +256,10 @@ def main() -> None:
         text = str(exc).strip().splitlines()
         out = {"error": f"{type(exc).__name__}: {text[0][:200] if text else ''}"}
     print(json.dumps(out))
+    # no interpreter teardown: after a backward through the stand-in's CPU fallback it may abort
+    # ("terminate called without an active exception", torch 2.13), which would lose the answer
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def asked_inputs(why: str) -> list:
     """The inputs (of ASKABLE) that failure message ``why``, a model's own check, asks for: the first named."""
     if not _ASKING.search(why):
         return []
-    named = [n for n in re.findall(r"\w+", why) if n in ASKABLE]
+    named = [n for n in re.findall(r"\w+", why) if n in ASKABLE or n.endswith("token_type_ids")]
     return named[:1]
 
 
