@@ -191,6 +191,15 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     # at narrow widths (8 frequencies) the sections themselves shrink
     fix, _ = repair.repairs(glm, "split_with_sizes expects split_sizes to sum exactly to 8 (x), but got split_sizes=[8, 12, 12]")
     assert fix["rope_parameters"]["mrope_section"] == [2, 3, 3]
+    # glm4v_moe: 4096 does not divide into 96 heads, so the head dim is the one the sections fit (as
+    # GLM-4.5V's checkpoint sets it: 128)
+    moe = tf.AutoConfig.for_model("glm4v_moe_text")
+    assert repair.repairs(moe, "split_with_sizes expects split_sizes to sum exactly to 11 (x), but got "
+                               "split_sizes=[8, 12, 12]")[0] == {"head_dim": 128}
+    # a key the model's own check names, unset in the default config
+    step = tf.AutoConfig.for_model("step3p7")
+    assert repair.repairs(step, "ValueError: Could not find a `sliding_window` argument in the config, or it "
+                                "is not set")[0] == {"sliding_window": 4096}
     # an attribute a config class lacks, named by the error; unknown failures get no repair
     t5 = tf.AutoConfig.for_model("t5gemma2_encoder")
     fix, _ = repair.repairs(t5, f"AttributeError: '{type(t5.text_config).__name__}' object has no attribute 'dropout_rate'")

@@ -29,7 +29,7 @@ _DERIVED = {
 # Values that checkpoints set and some config classes lack (the model reads them): the usual ones.
 _USUAL = {"dropout": 0.1, "dropout_rate": 0.1, "attention_dropout": 0.0, "hidden_dropout": 0.0,
           "rope_theta": 10000.0, "layer_norm_eps": 1e-5, "rms_norm_eps": 1e-6, "initializer_range": 0.02,
-          "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1}
+          "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1, "sliding_window": 4096}
 _NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type NoneType")
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]")
@@ -84,6 +84,14 @@ def repairs(config, why: str) -> tuple[dict, list]:
             if value is not None:
                 out[prefix + key] = value
                 notes.append(f"{cls} has no {key!r}, which the model reads: set to {value} as checkpoints do")
+    if "config" in why:  # a config key the model's own check names ("`sliding_window` ... in the config")
+        for key in re.findall(r"`(\w+)`", why):
+            for prefix, cfg in sub_configs(config):
+                if key in _USUAL and vars(cfg).get(key) is None and prefix + key not in out:
+                    out[prefix + key] = _USUAL[key]
+                    notes.append(f"the model asks for {key}, which the default config leaves unset: "
+                                 f"{key}={_USUAL[key]} as checkpoints set it")
+                    break
     m = _SPLIT.search(why)
     if m:
         out.update(_rotary_sections(config, int(m.group(1)), [int(x) for x in m.group(2).split(",")], notes))
@@ -100,6 +108,13 @@ def _rotary_sections(config, rotary: int, sections: list, notes: list) -> dict:
         if not isinstance(rope, dict):
             continue
         factor = float(rope.get("partial_rotary_factor", 1.0))
+        hidden, heads = _int(cfg, "hidden_size"), _int(cfg, "num_attention_heads")
+        fits = 2 * total / factor
+        if (vars(cfg).get("head_dim") is None and hidden and heads and hidden % heads
+                and fits == int(fits)):  # no whole head dim from hidden_size: the one the sections fit
+            notes.append(f"the default config leaves head_dim unset and hidden_size {hidden} does not divide into "
+                         f"{heads} heads: head_dim={int(fits)}, which its rotary sections {sections} fit")
+            return {prefix + "head_dim": int(fits)}
         if total < rotary:
             new = round(factor * total / rotary, 6)
             notes.append(f"the rotary sections {sections} fit {total} of the {rotary} rotary frequencies this "
