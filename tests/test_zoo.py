@@ -199,7 +199,7 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     # a key the model's own check names, unset in the default config
     step = tf.AutoConfig.for_model("step3p7")
     assert repair.repairs(step, "ValueError: Could not find a `sliding_window` argument in the config, or it "
-                                "is not set")[0] == {"sliding_window": 4096}
+                                "is not set")[0] == {"text_config.sliding_window": 4096}
     # an attribute a config class lacks, named by the error; unknown failures get no repair
     t5 = tf.AutoConfig.for_model("t5gemma2_encoder")
     fix, _ = repair.repairs(t5, f"AttributeError: '{type(t5.text_config).__name__}' object has no attribute 'dropout_rate'")

@@ -112,6 +112,7 @@ class Maker:
         self.dev = contextlib.nullcontext() if real else torch.device("meta")
         self.b, self.s = sizes.batch, sizes.seq
         self.patched = False  # the forward takes a patch grid (grid_thw): pixels come as flattened patches
+        self.naflex = False  # the forward takes spatial_shapes: pixels come as (batch, patches, patch values)
         self.video_like = find(config, _FRAME_KEYS, _VISION) is not None  # images may come as clips
 
     # -- kinds
@@ -151,6 +152,22 @@ class Maker:
             return self.grid()
         if (name == "hidden_states" or name.startswith("pixel_values")) and self.patched:
             return self.patches()
+        if name == "pixel_values" and self.naflex:
+            rows, cols, dim = self.patch_grid()
+            return self.floats(b, rows * cols, dim)
+        if name == "spatial_shapes":  # each image's patch grid (rows, columns)
+            rows, cols, _ = self.patch_grid()
+            with self.dev:
+                return self.torch.tensor([[rows, cols]] * b)
+        if name == "pixel_attention_mask" and self.naflex:
+            rows, cols, _ = self.patch_grid()
+            return self.ones(b, rows * cols)
+        if name == "merge_sizes":  # one spatial merge size per image of the grid
+            with self.dev:
+                return self.torch.tensor([find(cfg, ("spatial_merge_size", "merge_size"), _VISION, 2)] * b)
+        if name == "task_inputs":  # a task prompt's token ids (oneformer: "the task is semantic")
+            return self.ids(b, find(cfg, ("task_seq_len",), default=s),
+                            high=find(cfg, ("text_encoder_vocab_size", "vocab_size"), _TEXT, TOKEN_HIGH))
         if name in ("pixel_values", "prompt_pixel_values", "pixel_values_images"):
             return [self.pixels(), self.video()] if self.video_like else self.pixels()
         if name == "pixel_values_videos":
@@ -183,7 +200,7 @@ class Maker:
             return self.floats(b, s, find(cfg, ("visual_pos_dim",), default=4))
         if name == "encoder_hidden_states":  # what a cross-attending model attends to
             return self.floats(b, s, find(cfg, ("encoder_hidden_size", "encoder_width", "hidden_size"), _TEXT, 64))
-        if name.endswith("_embeds") or name in ("latents", "hidden_states", "states"):
+        if name.endswith("_embeds") or name.endswith("hidden_states") or name in ("latents", "states"):
             hidden = find(cfg, ("hidden_size", "d_model", "latent_dim", "n_embd", "embed_dim"), _TEXT, 64)
             if name == "latents":  # a codec's latents may be channels-first
                 return [self.floats(b, s, hidden), self.floats(b, hidden, s)]
@@ -211,6 +228,16 @@ class Maker:
         dim = (find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
                * find(vision, ("temporal_patch_size",), default=1) * find(vision, ("patch_size",), default=14) ** 2)
         return self.floats(self.b * 4 * merge * merge, dim)
+
+    def patch_grid(self) -> tuple[int, int, int]:
+        """(rows, columns, values per patch) of an image cut into the vision config's patches."""
+        vision = sub(self.config, _VISION)
+        patch = find(vision, ("patch_size",), default=16)
+        height, width = self._side(vision)
+        count = find(vision, ("num_patches",))
+        rows = cols = int(math.isqrt(count)) if count else None
+        rows, cols = rows or max(1, height // patch), cols or max(1, width // patch)
+        return rows, cols, find(vision, ("num_channels", "in_channels"), default=3) * patch * patch
 
     def _side(self, vision) -> tuple[int, int]:
         return (self.sizes.image, self.sizes.image) if self.sizes.image else image_size(vision)
@@ -321,6 +348,9 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
             names.append(name)
     extra = other_modality(model, config, names)
     maker.patched = any(n.endswith("grid_thw") for n in names)
+    maker.naflex = "spatial_shapes" in params
+    if maker.naflex and "pixel_values" in names + extra:  # patches need their grid and mask beside them
+        names += [n for n in ("spatial_shapes", "pixel_attention_mask") if n in params and n not in names]
     maker.video_like = maker.video_like or "video" in type(model).__name__.lower()
     made: dict = {}
     choices: dict = {}

@@ -85,13 +85,15 @@ def repairs(config, why: str) -> tuple[dict, list]:
                 out[prefix + key] = value
                 notes.append(f"{cls} has no {key!r}, which the model reads: set to {value} as checkpoints do")
     if "config" in why:  # a config key the model's own check names ("`sliding_window` ... in the config")
-        for key in re.findall(r"`(\w+)`", why):
-            for prefix, cfg in sub_configs(config):
-                if key in _USUAL and vars(cfg).get(key) is None and prefix + key not in out:
-                    out[prefix + key] = _USUAL[key]
-                    notes.append(f"the model asks for {key}, which the default config leaves unset: "
-                                 f"{key}={_USUAL[key]} as checkpoints set it")
-                    break
+        for key in (k for k in re.findall(r"`(\w+)`", why) if k in _USUAL):
+            subs = list(sub_configs(config))  # the sub-configs that hold the key unset, else the config
+            unset = [p for p, cfg in subs if key in vars(cfg) and vars(cfg)[key] is None] or (
+                [""] if vars(config).get(key) is None else [])
+            for prefix in unset:
+                out[prefix + key] = _USUAL[key]
+            if unset:
+                notes.append(f"the model asks for {key}, which the default config leaves unset: "
+                             f"{key}={_USUAL[key]} as checkpoints set it")
     m = _SPLIT.search(why)
     if m:
         out.update(_rotary_sections(config, int(m.group(1)), [int(x) for x in m.group(2).split(",")], notes))

@@ -1,0 +1,48 @@
+"""How many transformers architectures the zoo traced, per mode, over every outcome table.
+
+Why: the transformers run (coverage/zoo/outcomes.tsv, in .venv) cannot build the architectures that
+need timm; scripts/make_vision_zoo.sh traces those in the CUDA torch environment into
+outcomes-needs-timm.tsv. A (model, mode) counts as traced when any table says so; the denominator is
+transformers' model types with a base model class.
+
+    python scripts/zoo_counts.py            # per mode: traced / types (percent), and by table
+"""
+
+import glob
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+
+from opcov.tracing import zoorun  # noqa: E402
+
+
+def main() -> None:
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "coverage", "zoo")
+    types = set(zoorun.transformers_types())
+    traced: dict = {}
+    other: dict = {}
+    for path in sorted(glob.glob(os.path.join(root, "outcomes*.tsv"))):
+        _, rows = zoorun.read_table(path)
+        for row in rows:
+            key = (row["model"], row["mode"])
+            if row["model"] in types:
+                if row["outcome"] == "traced":
+                    traced.setdefault(key, os.path.basename(path))
+            else:
+                other.setdefault((os.path.basename(path), row["mode"], row["outcome"]), 0)
+                other[(os.path.basename(path), row["mode"], row["outcome"])] += 1
+    for mode in zoorun.MODES:
+        done = [k for k in traced if k[1] == mode]
+        by = {}
+        for k in done:
+            by[traced[k]] = by.get(traced[k], 0) + 1
+        print(f"transformers {mode}: {len(done)} / {len(types)} traced ({100 * len(done) / len(types):.1f}%): "
+              + ", ".join(f"{n} from {t}" for t, n in sorted(by.items())))
+    for (table, mode, outcome), n in sorted(other.items()):
+        print(f"other architectures in {table}, {mode}: {outcome} {n}")
+
+
+if __name__ == "__main__":
+    main()
