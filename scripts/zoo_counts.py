@@ -1,8 +1,8 @@
 """How many transformers architectures the zoo traced, per mode, over every outcome table.
 
 Why: the transformers run (coverage/zoo/outcomes.tsv, in .venv) cannot build the architectures that
-need timm; scripts/make_vision_zoo.sh traces those in the CUDA torch environment into
-outcomes-needs-timm.tsv. A (model, mode) counts as traced when any table says so; the denominator is
+need timm (or scipy); scripts/make_vision_zoo.sh traces those in the CUDA torch environment into
+outcomes-needs-libraries.tsv. A (model, mode) counts as traced when any table says so; the denominator is
 transformers' model types with a base model class.
 
     python scripts/zoo_counts.py            # per mode: traced / types (percent), and by table

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Complete .envs/cuda (scripts/envs/cuda.sh: the registry's CUDA build of torch) with torchvision, timm and
-# transformers, for tracing timm and torchvision models: torchvision's wheel for torch 2.13 is built
+# transformers (and scipy, which one transformers model needs), for tracing timm and torchvision models: torchvision's wheel for torch 2.13 is built
 # against the CUDA torch and does not import beside the CPU build, and timm imports torchvision. Tracing
 # never touches a device, so no GPU is needed. Not part of CI (about 5 GB with cuda.sh), run by hand:
 #
@@ -20,7 +20,7 @@ TRANSFORMERS_VERSION=$(.venv/bin/python -c 'import importlib.metadata as m; prin
 [ -x "$ENV/bin/python" ] || scripts/envs/cuda.sh
 pip_registry() { "$ENV/bin/python" -m pip --isolated --no-cache-dir "$@"; }
 pip_registry install -q --no-deps "torchvision==$TORCHVISION_VERSION" "timm==$TIMM_VERSION"
-pip_registry install -q "transformers==$TRANSFORMERS_VERSION" pillow
+pip_registry install -q "transformers==$TRANSFORMERS_VERSION" pillow scipy
 "$ENV/bin/python" - <<'PY'
 import torch, torchvision, timm, transformers
 print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, timm {timm.__version__}, "

@@ -89,9 +89,10 @@ def wanted(model, task: str, mode: str) -> list[str]:
     main = getattr(model, "main_input_name", "input_ids")
     names = list(main) if isinstance(main, (list, tuple)) else [main]
     names += [n for n, p in params.items() if p.default is inspect.Parameter.empty]
-    if mode == "inference" and (task in ("seq2seq_lm", "speech_seq2seq")
-                                or getattr(getattr(model, "config", None), "is_encoder_decoder", False)):
-        names.append("decoder_input_ids")  # a transducer's prediction network too (parakeet)
+    seq2seq = task in ("seq2seq_lm", "speech_seq2seq")  # a head that shifts its labels into decoder inputs
+    if (mode == "inference" and seq2seq) or (
+            not seq2seq and getattr(getattr(model, "config", None), "is_encoder_decoder", False)):
+        names.append("decoder_input_ids")  # a base encoder-decoder, a transducer's prediction network (parakeet)
     if task == "contrastive":  # both towers
         names += ["input_ids", "pixel_values"]
     if mode == "training" and task != "base":

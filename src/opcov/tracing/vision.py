@@ -7,10 +7,11 @@ does not import beside the CPU build, so they are traced in the CUDA torch envir
 touches a device, so that environment needs no GPU.
 
 * ``timm:NAME``: ``timm.create_model(NAME, pretrained=False)``; input (batch, *its pretrained
-  config's ``input_size``);
-* ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None)``; the input by the
-  module the model comes from: images (batch, 3, 224, 224) for classification and segmentation,
-  clips (batch, 3, 16, 112, 112) for video, a pair of (batch, 3, 128, 128) images for optical flow,
+  config's ``input_size``), passed positionally;
+* ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None)`` (on CPU where its
+  constructor reads tensor values: regnet); the input by the module the model comes from, its side
+  the crop size its weights' metadata names (vit_h_14: 518), else 224: images for classification and
+  segmentation, clips of 16 frames (or the weights' minimum) for video, a pair of images for optical flow,
   a list of images (and, in training, one target per image: boxes, labels, masks or keypoints as
   the model's heads need) for detection; quantized models are left out (their kernels are CPU-only
   by design, nothing an accelerator is asked to run).
@@ -102,21 +103,25 @@ def build(spec: str, sizes, *, mode: str, real: bool):
         size = tuple(model.pretrained_cfg.get("input_size") or (3, 224, 224))
         if sizes.image:
             size = size[:-2] + (sizes.image, sizes.image)
-        return model, {"x": floats(b, *size)}, "timm.classification", [
+        return model, (floats(b, *size),), "timm.classification", [
             f"timm {timm.__version__} {name} (module {_timm_module(timm, name)}) with random initialisation; "
             f"input {b}x{'x'.join(map(str, size))}"]
     tv = _torchvision()
     if name not in tv.list_models():
         raise UsageError(f"{spec}: not a torchvision model (torchvision.models.list_models() names them)")
     module = next((m for m in _TV_MODULES if name in tv.list_models(module=getattr(tv, m))), "classification")
-    with device:
-        try:  # no pretrained backbone either (detection, segmentation): nothing is downloaded
-            model = tv.get_model(name, weights=None, weights_backbone=None)
-        except TypeError:
-            model = tv.get_model(name, weights=None)
-    side = sizes.image or (128 if module == "optical_flow" else 112 if module == "video" else 224)
+    notes = []
+    try:
+        model = _tv_model(tv, name, device)
+    except NotImplementedError as exc:  # a constructor that reads its own weights (regnet's widths): on CPU
+        if "meta" not in str(exc) or real:
+            raise
+        model = _tv_model(tv, name, contextlib.nullcontext())
+        notes.append("built on CPU with real random weights: its constructor reads tensor values, which meta has not")
+    crop, frames = _tv_input_size(tv, name)
+    side = sizes.image or crop or (128 if module == "optical_flow" else 112 if module == "video" else 224)
     if module == "video":
-        inputs = {"x": floats(b, 3, 16, side, side)}
+        inputs = (floats(b, 3, frames, side, side),)
     elif module == "optical_flow":
         inputs = {"image1": floats(b, 3, side, side), "image2": floats(b, 3, side, side)}
     elif module == "detection":
@@ -124,9 +129,29 @@ def build(spec: str, sizes, *, mode: str, real: bool):
         if mode == "training":
             inputs["targets"] = [_target(torch, model, side, real) for _ in range(b)]
     else:
-        inputs = {"x": floats(b, 3, side, side)}
+        inputs = (floats(b, 3, side, side),)
     return model, inputs, f"torchvision.{module}", [
-        f"torchvision {_tv_version()} {name} ({module}) with random initialisation"]
+        f"torchvision {_tv_version()} {name} ({module}) with random initialisation; input side {side} "
+        "(its weights' crop size where they name one)", *notes]
+
+
+def _tv_model(tv, name, device):
+    with device:
+        try:  # no pretrained backbone either (detection, segmentation): nothing is downloaded
+            return tv.get_model(name, weights=None, weights_backbone=None)
+        except TypeError:
+            return tv.get_model(name, weights=None)
+
+
+def _tv_input_size(tv, name) -> tuple:
+    """(crop side, clip frames) that the model's weights metadata names (no download), else (None, 16)."""
+    try:
+        weights = tv.get_model_weights(name).DEFAULT
+    except Exception:  # noqa: BLE001 - a model without published weights
+        return None, 16
+    crop = (getattr(weights.transforms, "keywords", None) or {}).get("crop_size")
+    crop = crop[0] if isinstance(crop, (list, tuple)) else crop
+    return (int(crop) if crop else None), max(16, int(weights.meta.get("min_temporal_size") or 0))
 
 
 def _timm_module(timm, name: str) -> str:
@@ -143,8 +168,9 @@ def _target(torch, model, side: int, real: bool) -> dict:
     """One detection target: two boxes inside the image, their labels, and masks or keypoints where
     the model has those heads (values: a box needs real corners, so fake traces meet the data check)."""
     boxes = torch.tensor([[10.0, 12.0, side * 0.6, side * 0.7], [side * 0.3, side * 0.2, side - 5.0, side - 8.0]])
-    target = {"boxes": boxes, "labels": torch.tensor([1, 2])}
     heads = getattr(model, "roi_heads", None)
+    classes = getattr(getattr(getattr(heads, "box_predictor", None), "cls_score", None), "out_features", 3)
+    target = {"boxes": boxes, "labels": torch.tensor([1, min(2, classes - 1)])}  # keypoint R-CNN: person only
     if getattr(heads, "mask_head", None) is not None:
         masks = torch.zeros(2, side, side, dtype=torch.uint8)
         masks[0, 12:int(side * 0.7), 10:int(side * 0.6)] = 1
