@@ -426,13 +426,13 @@ class Pool:
         """Run every (arch, mode) of ``pending``, calling ``on_row(row)`` as each finishes."""
         from multiprocessing.connection import wait
 
-        starts = 0
+        self.unready_starts = 0  # workers started since one last reported ready
         try:
             while pending or any(s.job for s in self.slots):
                 for s in self.slots:
                     if s.proc is None and pending:
-                        starts += 1
-                        if starts > 3 * len(self.slots) and not any(x.ready for x in self.slots):
+                        self.unready_starts += 1
+                        if self.unready_starts > 3 * len(self.slots):
                             raise UsageError("the zoo's workers cannot start (importing torch or transformers "
                                              "fails in a fresh process)")
                         self.start(s)
@@ -466,6 +466,7 @@ class Pool:
                 msg = s.conn.recv()
                 if msg[0] == "ready":
                     s.ready, s.deadline = True, float("inf")
+                    self.unready_starts = 0
                 elif msg[0] == "row":
                     row = msg[1]
                     s.job, s.deadline = None, float("inf")
