@@ -185,6 +185,23 @@ def test_precision_tiers_per_family():
     assert family_of({"cat"}, [{"core"}]) == "other"
 
 
+def test_identical_results_pass_without_the_float64_reference():
+    import torch
+
+    from opcov.probe.compare import identical
+
+    x = torch.tensor([1.0, float("nan"), -0.0, float("inf")])
+    assert identical((x.clone(), 3, "no gradient"), (x, 3, "no gradient"))  # NaN where CPU has NaN
+    assert not identical(x.clone(), x.double()) and not identical(x[:3], x)
+    y = x.clone()
+    y[0] = 1.0000001
+    assert not identical(y, x)  # one ulp off: judged against the float64 reference
+    z = x.clone()
+    z[1] = 0.0
+    assert not identical(z, x) and not identical(x, z)
+    assert not identical((x, 3), (x, 4)) and not identical([x], [x, x])
+
+
 def _probed_doc(status: str, tol: str) -> dict:
     return {"schema_version": 1, "evidence": "probed",
             "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x", "version": "1"},

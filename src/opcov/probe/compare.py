@@ -14,6 +14,10 @@ run at reduced precision by default (TorchTPU does; ``torch.set_float32_matmul_p
 knob): bfloat16-level there, far tighter for an elementwise op. float64 (and complex128) has no
 usable tier: a float64 result at float32 precision is a narrowing, not a usable pass.
 
+A result bit-for-bit identical to CPU's (``identical``) is no worse than CPU by construction: it
+passes the strict tier without the float64 reference being run (``tol`` ``same``), which the probe
+then skips; the reference is made only for results that differ.
+
 Values are compared where CPU's result is finite; where it is NaN or infinite the device must
 give the same (NaN positions, infinities with sign). Shape and dtype must match; a stride
 difference is recorded, never a mismatch (except on meta, where layout is all there is).
@@ -81,12 +85,45 @@ class Verdict(dict):
     """status plus evidence: err [abs, rel], tol, why, strides (bool)."""
 
 
-def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other") -> Verdict:
+SAME = "same"  # the tol of a result bit-for-bit identical to CPU's
+
+
+def identical(dev, cpu) -> bool:
+    """Whether the device's outputs are CPU's, bit for bit: the same tree of leaves, tensors of one
+    shape, dtype and layout with equal values (NaN where CPU has NaN), other leaves equal."""
+    import torch
+
+    d_leaves, c_leaves = leaves(dev), leaves(cpu)
+    if len(d_leaves) != len(c_leaves):
+        return False
+    for d, c in zip(d_leaves, c_leaves):
+        if isinstance(c, torch.Tensor) != isinstance(d, torch.Tensor):
+            return False
+        if not isinstance(c, torch.Tensor):
+            if type(c) is not type(d) or not (c == d or (c != c and d != d)):
+                return False
+            continue
+        if d.shape != c.shape or d.dtype != c.dtype or d.layout != torch.strided or c.layout != torch.strided:
+            return False
+        d = d.detach().to("cpu")
+        c = c.detach()
+        if torch.equal(d, c):
+            continue
+        if not (c.is_floating_point() or c.is_complex()):
+            return False
+        nan = torch.isnan(c)
+        if not bool(nan.any()) or not torch.equal(nan, torch.isnan(d)) or not torch.equal(d[~nan], c[~nan]):
+            return False
+    return True
+
+
+def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: bool = False) -> Verdict:
     """Compare device output ``dev`` with CPU ``cpu`` (same dtype) and reference ``ref``.
 
     mode: "values", "canary", "meta" (shape, dtype, stride) or "not_comparable" (shape and
     dtype only; values are not comparable). ``family``: the op family (``family_of``), whose
-    usable tier a value that misses the strict one is judged by."""
+    usable tier a value that misses the strict one is judged by. ``same``: the caller found ``dev``
+    ``identical`` to ``cpu``, so values need no comparison (``tol`` ``same``, err [0, 0])."""
     import torch
 
     d_leaves, c_leaves = leaves(dev), leaves(cpu)
@@ -119,7 +156,7 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other") -> Ver
             if mode == "meta":
                 return Verdict(status="mismatch", why=f"{where}: stride {d.stride()}, cpu gives {c.stride()}")
             strides = True
-        if mode in ("meta", "not_comparable") or c.numel() == 0:
+        if mode in ("meta", "not_comparable") or c.numel() == 0 or same:
             continue
         res = _values(d, c, r, dtype=dtype, mode=mode, family=family)
         abs_err, rel_err = max(abs_err, res["abs"]), max(rel_err, res["rel"])
@@ -135,6 +172,8 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other") -> Ver
     if mode in ("values", "canary"):
         v["err"] = [_sig(abs_err), _sig(rel_err)]
     v["tol"] = usable_label(family) if low else (tol_name or _tol_label(dtype, mode, False))
+    if same and mode in ("values", "canary"):
+        v["tol"] = SAME
     v["strides"] = strides
     return v
 

@@ -24,7 +24,7 @@ from opcov.dtypes import call_dtype
 from opcov.probe import FAILURES, xla
 from opcov.probe.caserecord import CaseRecord
 from opcov.probe.cases import seed_host, seed_of
-from opcov.probe.compare import family_of, judge
+from opcov.probe.compare import family_of, identical, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, spotting
 from opcov.probe.results import needs_localizing
 from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
@@ -229,15 +229,9 @@ class Executor:
         if self.device_type == "meta":
             mode = "meta"
         family = family_of(bases, calls.tags_about({a.split("::", 1)[1] for a in rec.aten}))
-        ref_in = ref_out = None
-        if mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
-                and loaded.float64_ok and not sample.no_wide:
-            ref_in = self.to64(sample)
-            self.seed(seed)
-            try:
-                ref_out = fn(ref_in[0], *ref_in[1], **ref_in[2])
-            except Exception:  # noqa: BLE001 - no float64 reference: judge at the case's dtype
-                ref_in = ref_out = None
+        wide = mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
+            and loaded.float64_ok and not sample.no_wide
+        reference = _Reference(self, fn, sample, seed) if wide else None
         rec.fwd = {"ops": calls.pairs()}
         self.step("fwd", rec)
 
@@ -263,9 +257,8 @@ class Executor:
             flat = leaves(tree_in)
             return (out, [flat[i] for i in mutated])
 
-        verdict = judge(pick(dev_in, dev_out), pick(cpu_in, cpu_out),
-                        pick(ref_in, ref_out) if ref_out is not None else None,
-                        dtype=dtype, mode=mode, family=family)
+        verdict = _judged(reference, pick(dev_in, dev_out), pick(cpu_in, cpu_out),
+                          lambda ref_in, ref_out: pick(ref_in, ref_out), dtype=dtype, mode=mode, family=family)
         rec.fwd.update(verdict)
         alias_cpu, alias_dev = aliasing(torch, cpu_in, cpu_out), aliasing(torch, dev_in, dev_out)
         if alias_cpu != alias_dev and rec.fwd.get("status") in ("pass", "pass_low_precision", "not_comparable"):
@@ -284,7 +277,7 @@ class Executor:
         if not backward:
             return
         self.step("bwd", rec)
-        self.backward(rec, sample, fn, seed, mode, family, (cpu_out, dev_out, ref_out), (cpu_in, dev_in, ref_in))
+        self.backward(rec, sample, fn, seed, mode, family, (cpu_out, dev_out), (cpu_in, dev_in), reference)
 
     def out_variant(self, fn, sample, cpu_out, dev_out, seed, dtype, mode, family, aten):
         """The same call with ``out=``: it must write into the given tensor and return it, with the values
@@ -387,13 +380,13 @@ class Executor:
             return None
         return {"replayed": len(cap.calls), "failed": [list(k) for k in failed]}
 
-    def backward(self, rec: CaseRecord, sample, fn, seed, mode, family, outs, ins) -> None:
-        """The backward on the device against CPU's (and float64's): ``rec.bwd``, left None when the
-        sample has nothing differentiable."""
+    def backward(self, rec: CaseRecord, sample, fn, seed, mode, family, outs, ins, reference) -> None:
+        """The backward on the device against CPU's (and float64's, ``reference``, made only when the
+        gradients differ from CPU's): ``rec.bwd``, left None when the sample has nothing differentiable."""
         torch = self.torch
         dtype = rec.dtype
-        cpu_out, dev_out, ref_out = outs
-        cpu_in, dev_in, ref_in = ins
+        cpu_out, dev_out = outs
+        cpu_in, dev_in = ins
         process = sample.output_process_fn_grad
 
         def diff_outputs(out):
@@ -432,16 +425,6 @@ class Executor:
                 rec.bwd = {"status": "no_reference", "why": f"cpu reference backward failed: {first_line(exc)}",
                            "ops": calls.pairs()}
                 return
-        r_grads = None
-        if ref_out is not None:
-            try:
-                r_outs = diff_outputs(ref_out)
-                ref_leaves = leaves(ref_in)
-                r_inputs = [ref_leaves[i] for i in idx_in]
-                wide = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in gos]
-                r_grads = torch.autograd.grad([r_outs[i] for i in keep], r_inputs, wide, allow_unused=True)
-            except Exception:  # noqa: BLE001 - no float64 reference for the backward
-                r_grads = None
         rec.bwd = bwd = {"ops": calls.pairs()}
         self.step("bwd", rec)
         # No dispatch mode around the device backward: in torch 2.13 an exception raised
@@ -463,6 +446,50 @@ class Executor:
         def named(grads):
             return [g if g is not None else "no gradient" for g in grads]
 
-        bwd.update(judge(named(d_grads), named(c_grads), named(r_grads) if r_grads is not None else None,
-                         dtype=dtype, mode=mode, family=family))
+        def ref_grads(ref_in, ref_out):
+            r_outs = diff_outputs(ref_out)
+            ref_leaves = leaves(ref_in)
+            r_inputs = [ref_leaves[i] for i in idx_in]
+            wide = [g.to(torch.complex128 if g.is_complex() else torch.float64) for g in gos]
+            return named(torch.autograd.grad([r_outs[i] for i in keep], r_inputs, wide, allow_unused=True))
+
+        # the float64 forward's graph, made now if the forward's judgement did not need it
+        bwd.update(_judged(reference, named(d_grads), named(c_grads), ref_grads,
+                           dtype=dtype, mode=mode, family=family))
         xla.mark(bwd)
+
+
+class _Reference:
+    """The case's float64 forward, run on first use (``get``: (inputs, outputs), or None when it fails)."""
+
+    def __init__(self, ex: Executor, fn, sample, seed):
+        self.ex, self.fn, self.sample, self.seed = ex, fn, sample, seed
+        self.made = False
+        self.value = None
+
+    def get(self):
+        if not self.made:
+            self.made = True
+            ref_in = self.ex.to64(self.sample)
+            self.ex.seed(self.seed)
+            try:
+                self.value = (ref_in, self.fn(ref_in[0], *ref_in[1], **ref_in[2]))
+            except Exception:  # noqa: BLE001 - no float64 reference: judge at the case's dtype
+                self.value = None
+        return self.value
+
+
+def _judged(reference, dev, cpu, derive, *, dtype, mode, family):
+    """``judge`` with the float64 reference made only when ``dev`` differs from ``cpu``: an identical
+    result passes the strict tier by construction (``tol`` ``same``, err [0, 0]: no worse than CPU;
+    at any dtype, so float64 and integer results skip the value comparison too).
+    ``derive(ref_in, ref_out)`` gives the reference outputs to compare (None: no float64 reference)."""
+    if mode in ("values", "canary") and identical(dev, cpu):
+        return judge(dev, cpu, None, dtype=dtype, mode=mode, family=family, same=True)
+    ref = None
+    if reference is not None and reference.get() is not None:
+        try:
+            ref = derive(*reference.get())
+        except Exception:  # noqa: BLE001 - no float64 reference for this comparison
+            ref = None
+    return judge(dev, cpu, ref, dtype=dtype, mode=mode, family=family)
