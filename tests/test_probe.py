@@ -575,3 +575,15 @@ def test_probe_trees_walk_as_pytree_does():
     assert trees.leaves([p]) == [p]  # a leaf to pytree as well, until registered
     pytree.register_pytree_node(Pair, lambda q: ([q.a, q.b], None), lambda xs, _: Pair(*xs))
     assert trees.leaves([p]) == pytree.tree_leaves([p]) == [p.a, 2]
+
+
+def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
+    """PyTorch's own samples: masked.prod's float16 backward is finite on CPU under a Python mode
+    (autograd's tensor-subclass formula) and inf without one, as a device runs it; the probe judges
+    the device against the plain formula, so cpu probed against itself passes."""
+    out = str(tmp_path / "prod.yaml")
+    proc = run_opcov("probe", "cpu", "--ops", "^masked.prod$", "--dtypes", "float16", "--tiers", "none",
+                     "--no-schema", "--out", out, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    prod = cell(load_yaml(out), "aten::prod.dim_int", "float16")
+    assert prod["bwd"] == "pass" and prod["bwd_cases"] > 30, prod

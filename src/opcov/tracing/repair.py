@@ -11,7 +11,8 @@ explained in a note.
 ``repairs(config, why)`` returns (overrides, notes) for failure message ``why``, or ({}, []) when
 no rule applies (the failure is then reported as it is). ``asked_inputs(why)``: the forward inputs
 a model's own check asks for ("You have to specify either pixel_values or image_embeds"), which
-``--input`` makes beside those opcov picks.
+``--input`` makes beside those opcov picks; ``image_size(why)``: the image side a model's check
+names (``--image-size``).
 """
 
 from __future__ import annotations
@@ -29,9 +30,15 @@ _DERIVED = {
 # Values that checkpoints set and some config classes lack (the model reads them): the usual ones.
 _USUAL = {"dropout": 0.1, "dropout_rate": 0.1, "attention_dropout": 0.0, "hidden_dropout": 0.0,
           "rope_theta": 10000.0, "layer_norm_eps": 1e-5, "rms_norm_eps": 1e-6, "initializer_range": 0.02,
-          "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1, "sliding_window": 4096}
-_NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type NoneType")
+          "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1, "sliding_window": 4096,
+          # a mixture of experts' counts (a default config of dots1 leaves them None)
+          "n_routed_experts": 8, "num_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1}
+# A None size: the message itself, or what torch.empty(None, a, b) says.
+_NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type NoneType|"
+                   r"empty\(\) takes 1 positional argument but \d+ were given")
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
+_HEADS = re.compile(r"embed_dim\W+must be divisible by num_heads \(got `?embed_dim`?: (\d+) and `?num_heads`?: (\d+)")
+_NO_BACKBONE = re.compile(r"backbone is not set in the config")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]")
 
 
@@ -43,11 +50,24 @@ _ASKING = re.compile(r"specify|must be given|cannot be `?None|has to be not-None
 
 
 def asked_inputs(why: str) -> list:
-    """The inputs (of ASKABLE) that failure message ``why``, a model's own check, asks for: the first named."""
+    """The inputs (of ASKABLE) that failure message ``why``, a model's own check, asks for, in the order
+    named: the caller makes the first it has not made yet ("either pixel_values or image_embeds" needs
+    one; "at least two of input_ids, pixel_values_videos, or input_values" gets a second on the next try)."""
     if not _ASKING.search(why):
         return []
     named = [n for n in re.findall(r"\w+", why) if n in ASKABLE or n.endswith("token_type_ids")]
-    return named[:1]
+    return list(dict.fromkeys(named))
+
+
+# A model's own check that names the image size it was built for (timm's patch embedding).
+_IMAGE = re.compile(r"Input (?:height|width|image size) \(\d+\*?\d*\) doesn't match model \((\d+)\*?\d*\)")
+
+
+def image_size(why: str) -> int | None:
+    """The image side that failure message ``why`` says the model wants ("Input height (224) doesn't
+    match model (336)"), or None."""
+    m = _IMAGE.search(why)
+    return int(m.group(1)) if m else None
 
 
 def _int(cfg, key):
@@ -94,10 +114,29 @@ def repairs(config, why: str) -> tuple[dict, list]:
             if unset:
                 notes.append(f"the model asks for {key}, which the default config leaves unset: "
                              f"{key}={_USUAL[key]} as checkpoints set it")
+    if _NO_BACKBONE.search(why) and "backbone" in vars(config) and not vars(config)["backbone"]:
+        out["backbone"] = "resnet18"
+        notes.append("the default config names no timm backbone: resnet18, a small timm model, chosen by opcov")
     m = _SPLIT.search(why)
     if m:
         out.update(_rotary_sections(config, int(m.group(1)), [int(x) for x in m.group(2).split(",")], notes))
+    m = _HEADS.search(why)
+    if m:
+        out.update(_heads(config, int(m.group(1)), int(m.group(2)), notes))
     return out, notes
+
+
+def _heads(config, width: int, heads: int, notes: list) -> dict:
+    """A sub-config whose width does not divide into its heads: the nearest head count that divides
+    it (the larger on a tie), as the checkpoints of such a default set it."""
+    for prefix, cfg in sub_configs(config):
+        for key in ("num_attention_heads", "num_heads"):
+            if _int(cfg, key) == heads and width in (_int(cfg, "hidden_size"), _int(cfg, "embed_dim")):
+                fit = min((d for d in range(1, width + 1) if width % d == 0), key=lambda d: (abs(d - heads), -d))
+                notes.append(f"the default config's width {width} does not divide into its {heads} heads: "
+                             f"{fit} heads, the nearest count that divides it")
+                return {prefix + key: fit}
+    return {}
 
 
 def _rotary_sections(config, rotary: int, sections: list, notes: list) -> dict:

@@ -204,7 +204,7 @@ def _trace(arch: Arch, mode: str, path: str):
 def _tiny_or_default(arch: Arch, mode: str, path: str):
     """A transformers model's fake trace at its tiny config, repaired; a tiny config whose sizes no
     longer fit together at the default config (its full depth), with a note saying why."""
-    from opcov.tracing import models, tiny
+    from opcov.tracing import tiny
     from opcov.tracing.spec import trace_spec
 
     config = _config(arch.spec[3:])
@@ -216,7 +216,7 @@ def _tiny_or_default(arch: Arch, mode: str, path: str):
     try:
         return _repaired(run, config, small)
     except Exception as exc:
-        if not small or isinstance(exc, models.BuildError) or not _SHAPE.search(str(exc)):
+        if not small or _LASTING.search(str(exc)):
             raise
         first = exc
     try:
@@ -236,23 +236,28 @@ def _repaired(run, config, overrides: dict, notes=()):
     they are in the op set's command: ``--set``, ``--input``), and noted."""
     from opcov.tracing import models, repair
 
-    notes, asked = list(notes), ()
+    notes, asked, image = list(notes), (), None
     for _ in range(5):
         try:
-            result = run(models.Sizes(overrides=overrides, inputs=asked))
+            result = run(models.Sizes(overrides=overrides, inputs=asked, image=image))
         except Exception as exc:
             fix, why = repair.repairs(config, str(exc))
             fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
-            more = tuple(n for n in repair.asked_inputs(str(exc)) if n not in asked)
-            if not fix and not more:
+            more = tuple(n for n in repair.asked_inputs(str(exc)) if n not in asked)[:1]
+            side = repair.image_size(str(exc))
+            side = side if side != image else None
+            if not fix and not more and not side:
                 raise
             if more:
                 why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
+            if side:
+                why = why + [f"images of side {side}, the size the model's own check names ({one_line(exc, 120)})"]
+                image = side
             overrides, asked, notes = {**overrides, **fix}, asked + more, notes + why
             continue
         result.doc["provenance"]["notes"].extend(notes)
         return result
-    return run(models.Sizes(overrides=overrides, inputs=asked))
+    return run(models.Sizes(overrides=overrides, inputs=asked, image=image))
 
 
 def _with_real_branches(path: str, job: dict):
@@ -313,6 +318,11 @@ def _trace_real(arch: Arch, mode: str, path: str):
                      [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"])
 
 
+# Failures no config size changes: a missing library or class, an input opcov cannot make, the
+# real-valued trace needed. Any other failure of a tiny config is tried again at the default depth
+# (the tiny sizes may be what breaks: shapes, or layer lists such as gemma3n's KV-sharing layers).
+_LASTING = re.compile(r"needs the \w+ library|no model class|has no forward|cannot make it from the config|"
+                      r"--real|out of memory|killed", re.I)
 # A failure of shapes that do not fit together (narrow widths some other size does not follow).
 _SHAPE = re.compile(r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
                     r"reduction dim|out of range", re.I)
