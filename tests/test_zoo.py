@@ -205,6 +205,20 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     fix, _ = repair.repairs(t5, f"AttributeError: '{type(t5.text_config).__name__}' object has no attribute 'dropout_rate'")
     assert fix == {"text_config.dropout_rate": 0.1}
     assert repair.repairs(hunyuan, "RuntimeError: something else") == ({}, [])
+    # aya_vision's default vision tower: width 1152 in 14 heads; 16 divides it (SigLIP so400m's count)
+    aya = tf.AutoConfig.for_model("aya_vision")
+    fix, notes = repair.repairs(aya, "cannot build AyaVisionModel: ValueError: embed_dim must be divisible by "
+                                     "num_heads (got `embed_dim`: 1152 and `num_heads`: 14).")
+    assert fix == {"vision_config.num_attention_heads": 16} and "16 heads" in notes[0]
+    # dots1 leaves its expert counts None: torch.empty(None, ...) is the symptom
+    dots = tf.AutoConfig.for_model("dots1")
+    fix, _ = repair.repairs(dots, "TypeError: empty() takes 1 positional argument but 3 were given")
+    assert fix["n_routed_experts"] > fix["num_experts_per_tok"] > 0 and fix["n_shared_experts"] == 1
+    # the image size a model's own check names; every input such a check names, in order
+    assert repair.image_size("AssertionError: Input height (224) doesn't match model (336).") == 336
+    assert repair.image_size("Input height (224) is odd") is None
+    assert repair.asked_inputs("ValueError: At least two of input_ids, pixel_values_videos, or input_values "
+                               "must be provided.") == ["input_ids", "pixel_values_videos", "input_values"]
 
 
 def test_timm_and_torchvision_say_where_they_trace(opcov, tmp_path):
@@ -321,6 +335,9 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
     r = opcov(*args, "--retry-failed")  # the traced rows are kept, the failure is traced again
     assert r.returncode == 1 and "cannot build 1, traced 3" in r.stderr, r.stderr
     assert table.read_text() == first and not (root / "nn-convnet").exists()
+    r = opcov("zoo", "trace", "--only", "nn-gru", "--mode", "inference", "--root", str(root), "--table", str(table))
+    assert r.returncode == 2 and "would replace them" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert table.read_text() == first  # another selection never overwrites a table's outcomes
     r = opcov(*args[:-2], "--table", str(tmp_path / "none.tsv"), "--retry-failed")
     assert r.returncode == 2 and "no outcome table to retry" in r.stderr
 

@@ -244,7 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="keep what the outcome table says was traced and trace the rest again")
     zo.add_argument("--timeout", type=float, default=300.0,
                     help="seconds one model may take in one mode with --all (default: %(default)s)")
-    zo.add_argument("--table", help="the outcome table of --all (default: coverage/zoo/outcomes.tsv); "
+    zo.add_argument("--table", help="the outcome table of --all, --sample or --only in workers (default: "
+                    "coverage/zoo/outcomes.tsv; a table made by another selection is never replaced); "
                     "merge: the table to write")
     zo.add_argument("--mode", choices=("inference", "training"), action="append",
                     help="only this mode (repeatable; default: both)")
@@ -614,7 +615,8 @@ def cmd_zoo(args) -> int:
     if args.tables:
         raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
-    if args.every or args.sample or args.jobs or args.shard or args.resume or args.retry_failed or args.real:
+    if (args.every or args.sample or args.jobs or args.shard or args.resume or args.retry_failed or args.real
+            or args.table):
         return _zoo_all(args, modes)
     entries = zoo.select(args.only)
     if args.action == "list":

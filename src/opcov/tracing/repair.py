@@ -26,13 +26,15 @@ _DERIVED = {
     "head_dim": lambda c: _div(c, "hidden_size", "num_attention_heads"),
     "num_key_value_heads": lambda c: _int(c, "num_attention_heads"),
     "num_attention_heads": lambda c: _int(c, "num_heads"),
+    "moe_intermediate_size": lambda c: _int(c, "intermediate_size"),
 }
 # Values that checkpoints set and some config classes lack (the model reads them): the usual ones.
 _USUAL = {"dropout": 0.1, "dropout_rate": 0.1, "attention_dropout": 0.0, "hidden_dropout": 0.0,
           "rope_theta": 10000.0, "layer_norm_eps": 1e-5, "rms_norm_eps": 1e-6, "initializer_range": 0.02,
           "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1, "sliding_window": 4096,
           # a mixture of experts' counts (a default config of dots1 leaves them None)
-          "n_routed_experts": 8, "num_experts": 8, "num_experts_per_tok": 2, "n_shared_experts": 1}
+          "n_routed_experts": 8, "num_experts": 8, "num_experts_per_tok": 2, "top_k_experts": 2, "n_shared_experts": 1,
+          "n_group": 1, "topk_group": 1}
 # A None size: the message itself, or what torch.empty(None, a, b) says.
 _NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type NoneType|"
                    r"empty\(\) takes 1 positional argument but \d+ were given")

@@ -697,6 +697,11 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     output.check_writable_file(table)
     picked = [a for i, a in enumerate(archs) if in_shard(i, shard)]
     header = header_for(selection, modes, shard)
+    if not resume and os.path.exists(table):  # its rows are replaced: only by a run of the same selection
+        old = read_table(table)[0].get("command")
+        if old and old != header["command"]:
+            raise UsageError(f"{table} holds the outcomes of '{old}'; this run ('{header['command']}') would "
+                             "replace them: pass --table FILE for it, or delete that table first")
     journal = Journal(journal_path(table), header, resume)
     if retry:
         _keep_traced(journal, table, header)
