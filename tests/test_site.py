@@ -119,6 +119,8 @@ def test_backend_page_ranks_gaps_and_charts_history(small):
     # add.Tensor blocks both modes of tiny, relu only training: ranked by models blocked
     assert gaps.index("aten::add.Tensor fails 2: tiny (inference), tiny (training)") < gaps.index("aten::relu fails 1")
     assert len(re.findall(r'<circle [^>]*class="core"', html)) == 2  # two registered snapshots
+    # every op the probe did not reach is counted under its reason (issue 18: a reason for every overload)
+    assert "whole catalogue, not probed, by reason: no OpInfo sample reaches it 1." in page
     beta = read(out, "backends/beta.html")
     assert "<svg" not in beta and "a chart needs two" in text_of(beta)  # one snapshot: no chart
     hist = page[page.index("Snapshots of alpha, oldest first"):]

@@ -402,6 +402,10 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
         cells = snap.cells(name)
         if not cells:
             counts["skipped"] += 1
+            rec = snap.ops.get(name) if isinstance(snap.ops, dict) else None
+            word = str(rec.get("skipped")) if isinstance(rec, dict) and "skipped" in rec else "no reason recorded"
+            counts.setdefault("skipped_by", {})
+            counts["skipped_by"][word] = counts["skipped_by"].get(word, 0) + 1
             continue
         fwd = [PROBE_GROUPS.get(str(c.forward.status), "unknown") for c in cells.values()]
         bwd = [PROBE_GROUPS.get(str(c.backward.status), "unknown") for c in cells.values() if c.backward.status]

@@ -225,6 +225,9 @@ def probed_figures(site: Site, backend, figs: dict) -> dict | None:
             continue
         c = sitemodel.probed_counts(snap, ops)
         denom = (figs.get("by_key") or {}).get(key, {}).get("applicable")
+        c["skipped_by"] = [(vocab.SKIP_REASONS[w].short if w in vocab.SKIP_REASONS else w,
+                            vocab.SKIP_REASONS[w].label if w in vocab.SKIP_REASONS else w, n)  # w: an older file's sentence
+                           for w, n in sorted((c.get("skipped_by") or {}).items(), key=lambda x: (-x[1], x[0]))]
         out.append({"label": label, "unknown": False, **c, "fwd_share": share(c["fwd_pass"], c["ops"]),
                     "bwd_share": share(c["bwd_pass"], c["ops"]), "denom": denom,
                     "of_section": share(c["fwd_pass"], denom) if denom else None})
