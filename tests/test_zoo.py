@@ -214,6 +214,13 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     dots = tf.AutoConfig.for_model("dots1")
     fix, _ = repair.repairs(dots, "TypeError: empty() takes 1 positional argument but 3 were given")
     assert fix["n_routed_experts"] > fix["num_experts_per_tok"] > 0 and fix["n_shared_experts"] == 1
+    # reformer's axial position factors must multiply to the traced sequence length
+    ref = tf.AutoConfig.for_model("reformer")
+    fix, _ = repair.repairs(ref, "ValueError: If training, make sure that config.axial_pos_shape factors: (64, 64) "
+                                 "multiply to sequence length. Got prod((64, 64)) != sequence_length: 16.")
+    assert fix == {"axial_pos_shape": [4, 4]}
+    built = models.build("hf:reformer", models.Sizes(overrides=fix), mode="inference", real=False)
+    assert built.model.config.axial_pos_shape == (4, 4)  # the config's tuple stays a tuple
     # the image size a model's own check names; every input such a check names, in order
     assert repair.image_size("AssertionError: Input height (224) doesn't match model (336).") == 336
     assert repair.image_size("Input height (224) is odd") is None

@@ -240,6 +240,8 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
         try:
             if leaf.endswith("_config") and isinstance(value, dict) and "model_type" in value:
                 value = tf.AutoConfig.for_model(**value)  # a whole sub-config, named by its model_type
+            if isinstance(value, list) and isinstance(getattr(target, leaf, None), tuple):
+                value = tuple(value)  # YAML has lists only; a config that holds a tuple keeps one
             setattr(target, leaf, value)
         except Exception as exc:  # noqa: BLE001 - a config that validates what is set
             raise BuildError(f"--set {key}={value!r}: the config refuses it: {_why(exc)}") from None

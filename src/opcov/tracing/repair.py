@@ -40,6 +40,7 @@ _NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type N
                    r"empty\(\) takes 1 positional argument but \d+ were given")
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _HEADS = re.compile(r"embed_dim\W+must be divisible by num_heads \(got `?embed_dim`?: (\d+) and `?num_heads`?: (\d+)")
+_AXIAL = re.compile(r"axial_pos_shape factors: \(([\d, ]+)\) multiply to sequence length.*?sequence_length: (\d+)")
 _NO_BACKBONE = re.compile(r"backbone is not set in the config")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]")
 
@@ -125,7 +126,28 @@ def repairs(config, why: str) -> tuple[dict, list]:
     m = _HEADS.search(why)
     if m:
         out.update(_heads(config, int(m.group(1)), int(m.group(2)), notes))
+    m = _AXIAL.search(why)
+    if m:
+        length, k = int(m.group(2)), len(m.group(1).split(","))
+        shape = _factors(length, k)
+        for prefix, cfg in sub_configs(config):
+            if "axial_pos_shape" in vars(cfg) and shape:
+                out[prefix + "axial_pos_shape"] = shape
+                notes.append(f"axial position factors {shape}, whose product is the traced sequence length "
+                             f"{length} (the default config's are for longer sequences)")
+                break
     return out, notes
+
+
+def _factors(n: int, k: int) -> list | None:
+    """``k`` factors of ``n``, as even as can be (16, 2 -> [4, 4]), or None."""
+    if k == 1:
+        return [n]
+    for d in sorted((d for d in range(1, n + 1) if n % d == 0), key=lambda d: abs(d - round(n ** (1 / k)))):
+        rest = _factors(n // d, k - 1)
+        if rest:
+            return [d] + rest
+    return None
 
 
 def _heads(config, width: int, heads: int, notes: list) -> dict:
