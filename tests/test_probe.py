@@ -587,3 +587,22 @@ def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     prod = cell(load_yaml(out), "aten::prod.dim_int", "float16")
     assert prod["bwd"] == "pass" and prod["bwd_cases"] > 30, prod
+
+
+def test_a_crash_of_cpus_own_reference_is_not_the_devices(tmp_path):
+    """PyTorch's own samples: torch 2.13's CPU _segment_reduce segfaults on one empty-tier sample
+    (--all-samples). On a device probe the worker dies before the device ran: that case has no
+    reference; it is never a device crash (and the rest of its group is not run after it)."""
+    out = str(tmp_path / "seg.yaml")
+    proc = run_opcov("probe", "cpu", "--ops", "^_segment_reduce.lengths$", "--all-samples", "--tiers", "empty",
+                     "--dtypes", "float32", "--no-schema", "--directions", "forward", "--out", out, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 worker restarts" in proc.stdout + proc.stderr  # the segfault happened
+    doc = load_yaml(out)
+    seg = cell(doc, "aten::segment_reduce")
+    assert seg["fwd"] == "pass" and seg["empty"] == "no_reference", seg
+    statuses = {v for rec in doc["ops"].values() if isinstance(rec, dict) for c in rec.values()
+                if isinstance(c, dict) for v in c.values() if isinstance(v, str)}
+    assert "crash" not in statuses
+    # before, the segfault was filed as the backend's crash, and its ledger isolated the group next time
+    assert not os.path.exists(out + ".ledger.json")

@@ -25,6 +25,9 @@ from typing import TypedDict
 from opcov.vocab import AFTER_CRASH
 
 
+REFERENCE = "reference"  # mark of a part whose CPU reference is running, in the flight record (probe.pool)
+
+
 class Part(TypedDict, total=False):
     """One step's result. Only ``ops`` is there while the step runs."""
 

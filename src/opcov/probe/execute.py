@@ -22,7 +22,7 @@ import time
 from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype
 from opcov.probe import FAILURES, xla
-from opcov.probe.caserecord import CaseRecord
+from opcov.probe.caserecord import REFERENCE, CaseRecord
 from opcov.probe.cases import seed_host, seed_of
 from opcov.probe.compare import family_of, identical, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, spotting
@@ -207,6 +207,8 @@ class Executor:
         cpu_in = self.clone(sample)
         leaves_cpu = leaves(cpu_in)
         versions = [t._version if isinstance(t, torch.Tensor) else None for t in leaves_cpu]
+        rec.fwd = {"ops": [], REFERENCE: True}  # a death from here on is CPU's, not the device's
+        self.step("fwd", rec)
         self.seed(seed)
         try:
             with recording(calls):
@@ -405,6 +407,8 @@ class Executor:
         gen = torch.Generator().manual_seed(seed_of(rec.case + "|grad"))
         gos = [torch.randn(c_outs[i].shape, dtype=c_outs[i].dtype, generator=gen) for i in keep]
         calls = Calls()
+        rec.bwd = {"ops": [], REFERENCE: True}  # CPU's backward first: a death in it is CPU's
+        self.step("bwd", rec)
 
         def plain_grads():
             """The bar without the mode, as the device backward runs, on the forward made anew."""

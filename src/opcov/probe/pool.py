@@ -17,7 +17,7 @@ import time
 
 from opcov.errors import OpcovError
 from opcov.probe import worker
-from opcov.probe.caserecord import CaseRecord
+from opcov.probe.caserecord import REFERENCE, CaseRecord
 from opcov.probe.flight import Flight
 from opcov.probe.journal import Journal
 from opcov.probe.progress import Progress
@@ -252,6 +252,10 @@ class Pool:
         found = self.in_flight(slot)
         if found is not None:
             rec, phase = found
+            if (getattr(rec, phase) or {}).pop(REFERENCE, False):
+                # CPU's own reference died or hung, before the device ran: no reference, not the
+                # device's crash (the rest of the group is not run after it all the same)
+                status, why = "no_reference", f"cpu reference {status}: {why}"
             rec.fail(phase, status, why)
             self.record(rec)
             if self.cut_short(slot, rec, phase):
