@@ -303,7 +303,7 @@ DEFAULTS = {"dtype": "float32", "autocast": False, "device": "accelerator", "opt
     ({}, {}),
     ({"dtype": "bfloat16", "autocast": True, "device": "cpu", "optimizer": "sgd", "real": True, "out": "a b.yaml"},
      {}),
-    ({}, {"batch": 4, "seq": 7, "image": 64,
+    ({}, {"batch": 4, "seq": 7, "image": 64, "audio": 7680,
           "overrides": {"num_hidden_layers": 3, "hidden_act": "gelu", "text_config.x": "true", "depths": [1, 2],
                         "rope_scaling": {"type": "linear", "factor": 2.0}, "pad": None}}),
 ])
@@ -324,7 +324,8 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     got = {k: getattr(args, k) for k in DEFAULTS}
     got["dtype"] = got["dtype"] or "float32"  # the CLI's None: the zoo entry's dtype, else float32
     assert got == want
-    assert Sizes(args.batch, args.seq, args.image_size, cli._overrides(args.set)) == Sizes(**sizes)
+    assert Sizes(batch=args.batch, seq=args.seq, image=args.image_size, audio=args.audio_length,
+                 overrides=cli._overrides(args.set)) == Sizes(**sizes)
     if not options and not sizes:
         assert line == "opcov trace hf:llama --mode inference"
 

@@ -89,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
     tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
     tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
+    tr.add_argument("--audio-length", type=int, help="audio input length: raw-audio samples or feature frames "
+                                                      "(default: from the config's strides)")
     tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)")
     tr.add_argument("--input", action="append", default=[], metavar="NAME",
@@ -565,7 +567,7 @@ def cmd_trace(args) -> int:
     from opcov.tracing.models import Sizes
     from opcov.tracing.spec import is_saved, trace_spec
 
-    sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, overrides=_overrides(args.set),
+    sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, audio=args.audio_length, overrides=_overrides(args.set),
                   inputs=tuple(dict.fromkeys(args.input)))
     if args.out:
         output.check_writable_file(args.out)

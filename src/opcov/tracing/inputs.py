@@ -12,8 +12,11 @@ inputs are made from what the model class and its config say:
   count is ``2 * max_source_positions`` where the encoder has a fixed length, as Whisper's),
   the product of the convolution strides for raw audio, ``num_frames`` for video, ``vocab_size``
   and ``num_labels`` for token ids and labels;
-* where the layout is ambiguous (audio features channels-first or frames-first), each candidate is
-  run once on the meta device and the first that fits is kept.
+* where the layout is ambiguous, each candidate is run once on the meta device and the first that
+  fits is kept: audio features channels-first or frames-first; an image or an image pair; patches as
+  rows or as small images; a NaViT-packed strip of every image's patches (MiniCPM-V); token ids per
+  codebook (``num_codebooks``: flattened into the batch, as MusicGen's, or a dim of their own); a
+  codec's ``hidden_states`` as raw audio or as latents.
 
 Token ids are drawn from ``[3, min(vocab, 100))`` (real tensors), clear of the usual special ids.
 """
@@ -32,15 +35,18 @@ _FEATURE_KEYS = ("num_mel_bins", "input_feat_size", "feature_size", "n_mels", "n
 # Config keys listing the strides of a raw-audio encoder (their product: samples per frame).
 _STRIDE_KEYS = ("conv_stride", "downsampling_ratios", "upsampling_ratios", "encoder_rates", "strides", "ratios")
 # Sub-configs that hold a modality's settings, searched in order after the config itself.
-_AUDIO = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config", "codec_config")
+_AUDIO = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config", "codec_config",
+          "semantic_model_config", "asr_config")
 _VISION = ("vision_config", "backbone_config", "image_config", "encoder_config", "visual_config")
 _FRAME_KEYS = ("num_frames", "frames_per_clip", "num_video_frames")
-_TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_config")
+_TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_config",
+         "model_config")  # a text-to-speech model's beside its vocoder (fastspeech2_conformer_with_hifigan)
 TOKEN_LOW, TOKEN_HIGH = 3, 100
 FRAMES = 64  # audio feature frames where the encoder takes any length
-META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent", re.I)
+META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent|"
+                       r"cannot \w+ a meta tensor", re.I)
 _SHAPE_ERROR = re.compile(r"shape|size|dimension|reduction dim|expected|mat1|mat2|match|length|channels|out of range|"
-                          r"input_features|not enough values|invalid for input", re.I)
+                          r"input_features|not enough values|invalid for input|mono", re.I)
 
 
 class NoInput(Exception):
@@ -113,6 +119,7 @@ class Maker:
         self.dev = contextlib.nullcontext() if real else torch.device("meta")
         self.b, self.s = sizes.batch, sizes.seq
         self.patched = False  # the forward takes a patch grid (grid_thw): pixels come as flattened patches
+        self.audio_states = False  # the main input is raw audio (input_values), taken as hidden_states
         self.naflex = False  # the forward takes spatial_shapes: pixels come as (batch, patches, patch values)
         self.video_like = find(config, _FRAME_KEYS, _VISION) is not None  # images may come as clips
 
@@ -147,16 +154,38 @@ class Maker:
         if name.endswith("token_type_ids"):  # one segment (or modality) for every token
             with self.dev:
                 return self.torch.zeros(b, s, dtype=self.torch.long)
+        if name == "input_ids" and self.query_placeholders():  # BLIP-2: a placeholder per query token, then text
+            token, count = self.query_placeholders()
+            with self.dev:
+                return self.torch.cat([self.torch.full((b, count), token, dtype=self.torch.long), self.ids(b, s)], 1)
         if name.endswith("input_ids") or name in ("input_ids", "inputs"):
+            books = find(cfg, ("num_codebooks",), _TEXT)
+            if books:  # an audio-token decoder: a row of ids per codebook, flattened or as a dim of its own
+                return [self.ids(b, s), self.ids(b * books, s), self.ids(b, books, s), self.ids(b, s, books),
+                        self.ids(b, s, books + 1)]  # the text stream beside the codebooks (kyutai)
             return self.ids(b, s)
         if name.endswith("grid_thw"):
             return self.grid()
         if (name == "hidden_states" or name.startswith("pixel_values")) and self.patched:
-            return self.patches()
+            flat = self.patches()  # a row per patch, or (patches, channels, patch, patch) for a conv embedding
+            vision = sub(cfg, _VISION)
+            side = find(vision, ("patch_size",), default=14)
+            channels = find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
+            square = flat.shape[1] == channels * side * side
+            return [flat, flat.reshape(flat.shape[0], channels, side, side)] if square else flat
+        if name == "hidden_states" and self.audio_states:  # a codec's raw audio or latents, channels first
+            hidden = find(cfg, ("hidden_size", "latent_dim", "vae_dim"), default=64)
+            return [self.floats(b, find(cfg, ("channels", "audio_channels"), default=1), self.samples()),
+                    self.floats(b, hidden, s), self.floats(b, s, hidden)]
         if name == "pixel_values" and self.naflex:
+            # a row per patch; or the patches side by side in a strip, per image or every image's packed
+            # into one (NaViT packing, MiniCPM-V: the grids say where each image's patches are)
             rows, cols, dim = self.patch_grid()
-            return self.floats(b, rows * cols, dim)
-        if name == "spatial_shapes":  # each image's patch grid (rows, columns)
+            vision = sub(cfg, _VISION)
+            patch, channels = find(vision, ("patch_size",), default=16), find(vision, ("num_channels",), default=3)
+            return [self.floats(b, rows * cols, dim), self.floats(b, channels, patch, rows * cols * patch),
+                    self.floats(1, channels, patch, b * rows * cols * patch)]
+        if name in ("spatial_shapes", "target_sizes"):  # each image's patch grid (rows, columns)
             rows, cols, _ = self.patch_grid()
             with self.dev:
                 return self.torch.tensor([[rows, cols]] * b)
@@ -170,7 +199,8 @@ class Maker:
             return self.ids(b, find(cfg, ("task_seq_len",), default=s),
                             high=find(cfg, ("text_encoder_vocab_size", "vocab_size"), _TEXT, TOKEN_HIGH))
         if name in ("pixel_values", "prompt_pixel_values", "pixel_values_images"):
-            return [self.pixels(), self.video()] if self.video_like else self.pixels()
+            # an image pair (keypoint matchers take (batch, 2, channels, height, width)) where one image does not fit
+            return [self.pixels(), self.video()] if self.video_like else [self.pixels(), self.pair()]
         if name == "pixel_values_videos":
             return self.video()
         if name == "input_values":
@@ -216,6 +246,20 @@ class Maker:
         return self.floats(self.b, frames, find(vision, ("num_channels", "in_channels"), default=3),
                            *self._side(vision))
 
+    def query_placeholders(self) -> tuple[int, int] | None:
+        """(image token id, count) where the config has a query-token count (BLIP-2's ``num_query_tokens``)
+        and sets its image placeholder token: the text must hold that many placeholders."""
+        count = find(self.config, ("num_query_tokens",))
+        keys = _PLACEHOLDERS + ("video_token_index", "video_token_id")  # InstructBLIP-Video: one per query token
+        token = next((v for k in keys if isinstance(v := vars(self.config).get(k), int)), None)
+        return (token, count) if count and token is not None else None
+
+    def pair(self):
+        """Two images per sample: (batch, 2, channels, height, width)."""
+        vision = sub(self.config, _VISION)
+        return self.floats(self.b, 2, find(vision, ("num_channels", "in_channels", "in_chans"), default=3),
+                           *self._side(vision))
+
     def grid(self):
         """(temporal, height, width) patch counts per image: one frame of 2x2 merge windows."""
         merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
@@ -227,7 +271,7 @@ class Maker:
         vision = sub(self.config, _VISION)
         merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
         dim = (find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
-               * find(vision, ("temporal_patch_size",), default=1) * find(vision, ("patch_size",), default=14) ** 2)
+               * find(vision, ("temporal_patch_size", "patch_temporal"), default=1) * find(vision, ("patch_size",), default=14) ** 2)
         return self.floats(self.b * 4 * merge * merge, dim)
 
     def patch_grid(self) -> tuple[int, int, int]:
@@ -249,20 +293,24 @@ class Maker:
                            *self._side(vision))
 
     def samples(self) -> int:
-        """Raw-audio length: the encoder's samples per frame times the sequence length."""
-        for cfg in [self.config] + [getattr(self.config, s) for s in _AUDIO
-                                    if hasattr(getattr(self.config, s, None), "to_dict")]:
+        """Raw-audio length: the encoder's samples per frame times the sequence length (or as asked)."""
+        if self.sizes.audio:
+            return self.sizes.audio
+        from opcov.tracing.tiny import sub_configs
+
+        lengths = []  # per (sub-)config; the longest, so that the most downsampling encoder gets frames
+        for _, cfg in sub_configs(self.config):
             for key in _STRIDE_KEYS:
                 value = vars(cfg).get(key)
                 if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
-                    hop = math.prod(value)
                     kernel = vars(cfg).get("conv_kernel")
-                    extra = sum(kernel) if isinstance(kernel, (list, tuple)) else 0
-                    return hop * self.s + extra
-            hop = vars(cfg).get("hop_length")
-            if isinstance(hop, int) and hop > 0:
-                return hop * self.s
-        return 16 * 400
+                    lengths.append(math.prod(value) * self.s + (sum(kernel) if isinstance(kernel, (list, tuple)) else 0))
+                    break
+            else:
+                hop = vars(cfg).get("hop_length")
+                if isinstance(hop, int) and hop > 0:
+                    lengths.append(hop * self.s)
+        return max(lengths) if lengths and max(lengths) > self.s else 16 * 400
 
     def series(self):
         """Past values of a time series: [(batch, length), (batch, length, channels)] candidates, the
@@ -285,7 +333,7 @@ class Maker:
         positions = find(cfg, ("max_source_positions",), _AUDIO)
         if positions and find(cfg, ("num_mel_bins",), _AUDIO) and not per_channel:
             return feats, 2 * positions, True
-        return feats or 80, find(cfg, ("max_length",), _AUDIO, FRAMES), False
+        return feats or 80, self.sizes.audio or find(cfg, ("max_length",), _AUDIO, FRAMES), False
 
     def features(self):
         """Audio features: channels-first (batch, features, frames) where the encoder fixes the frame
@@ -309,6 +357,10 @@ class Maker:
     def labels(self, made: dict):
         task = self.task
         if task in ("causal_lm", "masked_lm"):
+            books = find(self.config, ("num_codebooks",), _TEXT)
+            if books:  # an audio-token decoder's labels: per codebook, in one of the layouts its ids take
+                b, s = self.b, self.s
+                return [self.ids(b, s, books), self.ids(b * books, s), self.ids(b, books, s), self.ids(b, s)]
             return made.get("input_ids") if made.get("input_ids") is not None else self.ids(self.b, self.s)
         if task in ("seq2seq_lm", "speech_seq2seq"):
             return self.ids(self.b, self.s)
@@ -349,9 +401,11 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
             names.append(name)
     extra = other_modality(model, config, names)
     maker.patched = any(n.endswith("grid_thw") for n in names)
-    maker.naflex = "spatial_shapes" in params
+    maker.naflex = "spatial_shapes" in params or "target_sizes" in params
     if maker.naflex and "pixel_values" in names + extra:  # patches need their grid and mask beside them
-        names += [n for n in ("spatial_shapes", "pixel_attention_mask") if n in params and n not in names]
+        names += [n for n in ("spatial_shapes", "target_sizes", "pixel_attention_mask") if n in params and n not in names]
+    main = getattr(model, "main_input_name", None)
+    maker.audio_states = main == "input_values" and main not in params and "hidden_states" in params
     maker.video_like = maker.video_like or "video" in type(model).__name__.lower()
     made: dict = {}
     choices: dict = {}
@@ -363,6 +417,7 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
         made[name] = value
     if mode == "inference":
         made.pop("labels", None)
+        choices.pop("labels", None)
     notes = []
     combos = itertools.product(*[choices.pop(n, [made[n]]) for n in extra])
     fitting = next((combo for combo in combos if _runs(torch, model, {**made, **dict(zip(extra, combo))})), None)
@@ -373,8 +428,9 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
             made.pop(name)
         notes.append(f"without {' and '.join(extra)}: the model does not run with them as opcov makes them; "
                      "only the other modality was traced")
-    for name, candidates in choices.items():
-        made[name] = _first_fitting(torch, model, made, name, candidates, real)
+    for name, candidates in choices.items():  # labels last (wanted() puts them last), against the inputs chosen
+        fitted = {k: v for k, v in made.items() if k != "labels" or name == "labels"}
+        made[name] = _first_fitting(torch, model, fitted, name, candidates, real)
     return made, notes
 
 
@@ -397,6 +453,6 @@ def _first_fitting(torch, model, made: dict, name: str, candidates: list, real: 
                 model(**{**made, name: value})
             return value
         except Exception as exc:  # noqa: BLE001 - a candidate that does not fit
-            if not _SHAPE_ERROR.search(f"{type(exc).__name__} {exc}"):
+            if META_READ.search(str(exc)) or not _SHAPE_ERROR.search(f"{type(exc).__name__} {exc}"):
                 return value  # it got past the input layers: a later failure is not the layout's
     return candidates[0]

@@ -55,6 +55,7 @@ class Sizes:
     batch: int = 2
     seq: int = 16
     image: int | None = None  # default: the config's image_size
+    audio: int | None = None  # raw-audio samples or feature frames (default: from the config's strides)
     overrides: dict = field(default_factory=dict)  # config attributes set before building
     inputs: tuple = ()  # forward inputs to make beside those opcov picks (--input NAME)
 
@@ -256,11 +257,16 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
         if not cls_name or not hasattr(tf, cls_name):
             failures.append(f"model type {config.model_type!r}: no model class in transformers {tf.__version__}")
             continue
+        cls = getattr(tf, cls_name)
         try:
-            model = _instantiate(torch, getattr(tf, cls_name), config, real)
+            own, part = _own_config(cls, config)  # a class whose library is missing raises on its first attribute
+            model = _instantiate(torch, cls, own, real)
             if type(model).forward is torch.nn.Module.forward:
                 raise BuildError("it has no forward() (a pipeline of sub-models that generate() runs)")
-            made, input_notes = inputs.make(torch, model, config, chosen, sizes, mode=mode, real=real)
+            made, input_notes = inputs.make(torch, model, own, chosen, sizes, mode=mode, real=real)
+            if part:
+                input_notes = [f"{cls_name} takes a {type(own).__name__}: built from the config's {part!r} "
+                               f"part (the other parts of {type(config).__name__} are not traced)", *input_notes]
         except inputs.NoInput as exc:
             failures.append(f"{cls_name}: {exc}")
             continue
@@ -328,6 +334,21 @@ def _base_class(config):
     return modeling_auto.MODEL_MAPPING_NAMES.get(config.model_type)
 
 
+def _own_config(cls, config):
+    """The config ``cls`` declares it takes (its ``config_class``): ``config`` itself, else the sub-config
+    of that class a composite config holds (MusicgenForCausalLM takes the MusicgenConfig's ``decoder``),
+    with that part's name (else None)."""
+    want = getattr(cls, "config_class", None)
+    if want is None or isinstance(config, want):
+        return config, None
+    from opcov.tracing.tiny import sub_configs
+
+    for prefix, cfg in sub_configs(config):
+        if prefix and type(cfg) is want:
+            return cfg, prefix.rstrip(".")
+    return config, None
+
+
 def _instantiate(torch, cls, config, real):
     """``cls`` from ``config`` with random weights (on meta unless ``real``): sdpa where it has it, else eager."""
     for attn in ("sdpa", "eager"):
@@ -391,4 +412,6 @@ def _config_summary(config, sizes: Sizes) -> dict:
                 out[f"{cfg_name}.{key}" if cfg_name else key] = d[key]
     if sizes.image:
         out["image"] = sizes.image
+    if sizes.audio:
+        out["audio"] = sizes.audio
     return out

@@ -90,6 +90,8 @@ def command_line(model: str, *, mode: str, dtype: str, autocast: bool = False, d
         parts += ["--seq", str(sizes.seq)]
     if sizes.image:
         parts += ["--image-size", str(sizes.image)]
+    if sizes.audio:
+        parts += ["--audio-length", str(sizes.audio)]
     for key, value in sizes.overrides.items():
         parts += ["--set", f"{key}={_yaml_value(value)}"]
     for name in sizes.inputs:

@@ -59,12 +59,13 @@ WIDTH = {"hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embed_dim":
 
 
 def sub_configs(config, prefix: str = "", depth: int = 2):
-    """(dotted prefix, config) for the config and its nested sub-configs (``text_config``...)."""
+    """(dotted prefix, config) for the config and its nested sub-configs (``text_config``; a composite's
+    ``decoder``, ``text_encoder``...)."""
     yield prefix, config
     if depth == 0:
         return
     for key, value in sorted(vars(config).items()):
-        if key.endswith("_config") and hasattr(value, "to_dict") and hasattr(value, "model_type"):
+        if hasattr(value, "to_dict") and isinstance(getattr(value, "model_type", None), str):
             yield from sub_configs(value, f"{prefix}{key}.", depth - 1)
 
 

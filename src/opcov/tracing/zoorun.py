@@ -222,7 +222,9 @@ def _tiny_or_default(arch: Arch, mode: str, path: str):
     try:
         return _repaired(run, config, {}, [f"traced at the default config's full depth: its tiny "
                                            f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"])
-    except Exception:
+    except Exception as second:
+        if "--real" in str(second) and "--real" not in str(first):  # got further: the real-valued trace's turn
+            raise
         raise first from None
 
 
@@ -236,18 +238,24 @@ def _repaired(run, config, overrides: dict, notes=()):
     they are in the op set's command: ``--set``, ``--input``), and noted."""
     from opcov.tracing import models, repair
 
-    notes, asked, image = list(notes), (), None
+    notes, asked, image, audio = list(notes), (), None, None
     for _ in range(5):
         try:
-            result = run(models.Sizes(overrides=overrides, inputs=asked, image=image))
+            result = run(models.Sizes(overrides=overrides, inputs=asked, image=image, audio=audio))
         except Exception as exc:
-            fix, why = repair.repairs(config, str(exc))
+            fix, why = repair.repairs(config, str(exc), overrides)
             fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
-            more = tuple(n for n in repair.asked_inputs(str(exc)) if n not in asked)[:1]
+            more = tuple(n for n in repair.asked_inputs(str(exc)) + repair.none_inputs(exc) if n not in asked)[:1]
             side = repair.image_size(str(exc))
             side = side if side != image else None
-            if not fix and not more and not side:
+            length = repair.audio_length(str(exc))
+            length = length if length != audio else None
+            if not fix and not more and not side and not length:
                 raise
+            if length:
+                why = why + [f"audio of length {length}, the multiple the model's own check asks for "
+                             f"({one_line(exc, 120)})"]
+                audio = length
             if more:
                 why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
             if side:
@@ -325,7 +333,7 @@ _LASTING = re.compile(r"needs the \w+ library|no model class|has no forward|cann
                       r"--real|out of memory|killed", re.I)
 # A failure of shapes that do not fit together (narrow widths some other size does not follow).
 _SHAPE = re.compile(r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
-                    r"reduction dim|out of range", re.I)
+                    r"reduction dim|out of range|not enough values to unpack", re.I)
 
 
 def _config(model_type: str):
