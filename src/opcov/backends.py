@@ -8,7 +8,6 @@ so ``opcov backends`` stays fast and cannot crash on a broken backend.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata as md
 import os
 import re
 import sys
@@ -95,6 +94,8 @@ _BUILD_CHECKS = {"cuda": "cuda", "mps": "mps"}
 
 
 def _dist_version(dist: str) -> str | None:
+    import importlib.metadata as md  # here, not at import: it costs 'opcov check' a tenth of its time
+
     try:
         return md.version(dist)
     except md.PackageNotFoundError:
@@ -103,6 +104,8 @@ def _dist_version(dist: str) -> str | None:
 
 def _entry_point_backends() -> list[Backend]:
     """PrivateUse1 backends that announce themselves through entry points."""
+    import importlib.metadata as md
+
     found = []
     for ep in md.entry_points(group=PLUGIN_GROUP):
         dist = ep.dist.name if ep.dist else None
