@@ -11,8 +11,9 @@ explained in a note.
 ``repairs(config, why)`` returns (overrides, notes) for failure message ``why``, or ({}, []) when
 no rule applies (the failure is then reported as it is). ``asked_inputs(why)``: the forward inputs
 a model's own check asks for ("You have to specify either pixel_values or image_embeds"), which
-``--input`` makes beside those opcov picks; ``image_size(why)``: the image side a model's check
-names (``--image-size``).
+``--input`` makes beside those opcov picks, and ``none_inputs(exc)`` those its code used while
+opcov left them None; ``image_size(why)`` and ``audio_length(why)``: the image side and audio length
+a model's check names (``--image-size``, ``--audio-length``).
 """
 
 from __future__ import annotations
