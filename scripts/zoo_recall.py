@@ -1,8 +1,12 @@
-"""Trace-vs-eager recall over the zoo (issue 17, part 3): each architecture's op set (as the zoo
-made it: coverage/models) against the same architecture run eager with real values, per phase.
+"""Trace-vs-eager recall over the zoo (issue 17, part 3), per phase: on the computing stand-in, each
+architecture's op set (as the zoo made it: coverage/models) against the same architecture run eager
+with real values; on CPU (``--device cpu``), a fake-tensor CPU trace against an eager CPU run.
 
 Usage: python scripts/zoo_recall.py (--sample N [--seed S] | --only a,b | --all) [--jobs N]
-                                    [--traced coverage/models] [--workdir DIR] [--out coverage/zoo/recall.tsv]
+                                    [--device accelerator|cpu] [--traced coverage/models]
+                                    [--workdir DIR] [--out coverage/zoo/recall.tsv]
+
+The stand-in half (the default):
 Step 1: ``opcov zoo trace ... --real``: every architecture eager on the computing stand-in
 (real values, composites on an accelerator's path, every dispatched op recorded), at narrow widths.
 Step 2: ``opcov.tracing.recall.compare`` per architecture, mode and phase against the op set under
@@ -12,11 +16,30 @@ recall >= 0.95 per phase. Op sets made with real values (fake tensors cannot tra
 architectures either side could not trace are counted apart, not compared. The op sets' fake traces
 are at the zoo's tiny widths, the eager runs at narrower ones: an op that only one width reaches
 shows as a difference. Outside CI: minutes per dozen architectures.
+
+The CPU half (``--device cpu``; default table coverage/zoo/recall-cpu.tsv): the issue's other
+comparison, which an accelerator trace cannot be part of (CPU has its own kernels, such as
+``_scaled_dot_product_flash_attention_for_cpu``, and its own composite paths). Per architecture and
+mode, in the zoo's workers (journal, timeouts, memory limit) with no stand-in device: (a) ``opcov
+trace --device cpu`` with fake tensors and (b) ``opcov trace --device cpu --real`` (eager, real
+weights, seeded), both into the work folder, never into coverage/models. Both at the same sizes: the
+real-valued trace's (``zoorun._narrow``: the zoo's tiny config with narrow widths,
+``tiny.overrides(width=True)``, and the zoo's repairs; its full widths with as few layers where the
+narrow ones do not fit together; a curated entry's own config). Why those: the eager side holds real
+weights and AdamW state, which at the zoo's full widths (hidden sizes in the thousands, vocabularies
+of 100k+) would cost gigabytes and minutes per model on two cores, while fake tensors cost the same
+at any width; and with one set of sizes on both sides an op that one width reaches and the other
+does not cannot show as a miss, so what differs is fake-vs-real alone. A pair whose ``opcov trace``
+lines still differ (beyond --real) or whose models differ in parameters (a head the fake build fell
+back from) is counted apart (``recall.unlike``), as are fake traces that cannot be made (data-
+dependent models, curated entries traced with real values) and failures on either side. CPU traces
+have no real-valued branch runs, so the op set is its fake part: one recall per phase.
 """
 
 import argparse
 import datetime
 import os
+import re
 import sys
 import tempfile
 import time
@@ -24,6 +47,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+# A fake trace's failure that no size changes: an op whose output depends on values (trace.py's hints)
+DATA_DEPENDENT = re.compile(r"DataDependent|DynamicOutputShape|data-dependent|data dependent")
 
 
 def main():
@@ -37,13 +62,23 @@ def main():
     p.add_argument("--all", action="store_true")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--modes", default="inference,training")
-    p.add_argument("--traced", default=os.path.join(ROOT, "coverage", "models"),
-                   help="the op sets to check (default: the bundled coverage/models)")
+    p.add_argument("--device", choices=("accelerator", "cpu"), default="accelerator",
+                   help="accelerator: the op sets under --traced against eager runs on the computing stand-in; "
+                        "cpu: --device cpu fake traces against eager CPU runs, both made here")
+    p.add_argument("--traced", default=None,
+                   help="the op sets to check (default: the bundled coverage/models; not with --device cpu)")
     p.add_argument("--workdir", default=None, help="where the eager runs' op sets go (default: a temporary folder)")
-    p.add_argument("--out", default=os.path.join(ROOT, "coverage", "zoo", "recall.tsv"))
+    p.add_argument("--out", default=None,
+                   help="the table (default: coverage/zoo/recall.tsv, with --device cpu recall-cpu.tsv)")
     args = p.parse_args()
     if not (args.sample or args.only or args.all):
         p.error("say which architectures: --sample N, --only NAMES or --all")
+    cpu = args.device == "cpu"
+    if cpu and args.traced:
+        p.error("--traced: with --device cpu both sides are traced here (fake and eager, on CPU); "
+                "leave --traced out")
+    traced_dir = args.traced or os.path.join(ROOT, "coverage", "models")
+    out = args.out or os.path.join(ROOT, "coverage", "zoo", "recall-cpu.tsv" if cpu else "recall.tsv")
     archs = zoorun.architectures(every=args.all, only=[args.only] if args.only else (), sample=args.sample,
                                  seed=args.seed)
     modes = tuple(args.modes.split(","))
@@ -51,43 +86,90 @@ def main():
     selection = ("--all" if args.all else f"--sample {args.sample} --seed {args.seed}" if args.sample
                  else f"--only {args.only}")
     t0 = time.monotonic()
-    table = os.path.join(work, "eager.tsv")
-    rows = zoorun.run(archs, modes=modes, jobs=args.jobs, root=os.path.join(work, "eager"), table=table,
-                      resume=os.path.exists(zoorun.journal_path(table)), real=True,
-                      selection=f"opcov zoo trace {selection} --real")
-    eager_rows = {(r["model"], r["mode"]): r for r in rows}
-    compared, apart = [], []
-    for a in archs:
-        for mode in modes:
-            path = layout.opset_path(a.name, mode, args.traced)
-            real = eager_rows.get((a.name, mode)) or {}
-            if not os.path.isfile(path):
-                apart.append((a.name, mode, "no op set under --traced"))
-                continue
-            traced = opset.load(path)
-            if traced["provenance"].get("tracing") != "fake":
-                apart.append((a.name, mode, "data-dependent: its op set was traced with real values"))
-            elif real.get("outcome") != "traced":
-                apart.append((a.name, mode, f"the eager run failed: {real.get('reason', 'no row')[:200]}"))
-            else:
-                eager = opset.load(layout.opset_path(a.name, mode, os.path.join(work, "eager")))
-                compared += [(a.name, mode, r) for r in recall.compare(traced, eager)]
-    lines = [f"# command: python scripts/zoo_recall.py {selection} --modes {args.modes}",
+    if cpu:
+        compared, apart = _cpu_pairs(archs, modes, args.jobs, work, selection)
+    else:
+        table = os.path.join(work, "eager.tsv")
+        rows = zoorun.run(archs, modes=modes, jobs=args.jobs, root=os.path.join(work, "eager"), table=table,
+                          resume=os.path.exists(zoorun.journal_path(table)), real=True,
+                          selection=f"opcov zoo trace {selection} --real")
+        eager_rows = {(r["model"], r["mode"]): r for r in rows}
+        compared, apart = [], []
+        for a in archs:
+            for mode in modes:
+                path = layout.opset_path(a.name, mode, traced_dir)
+                real = eager_rows.get((a.name, mode)) or {}
+                if not os.path.isfile(path):
+                    apart.append((a.name, mode, "no op set under --traced"))
+                    continue
+                traced = opset.load(path)
+                if traced["provenance"].get("tracing") != "fake":
+                    apart.append((a.name, mode, "data-dependent: its op set was traced with real values"))
+                elif real.get("outcome") != "traced":
+                    apart.append((a.name, mode, f"the eager run failed: {real.get('reason', 'no row')[:200]}"))
+                else:
+                    eager = opset.load(layout.opset_path(a.name, mode, os.path.join(work, "eager")))
+                    compared += [(a.name, mode, r) for r in recall.compare(traced, eager)]
+    lines = [f"# command: python scripts/zoo_recall.py {selection}{' --device cpu' if cpu else ''} "
+             f"--modes {args.modes}",
              f"# created: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
              f"# torch: {_version('torch')}", f"# transformers: {_version('transformers')}",
-             f"# traced: {os.path.relpath(args.traced, ROOT)}; eager: real values on the computing PrivateUse1 "
-             "stand-in at tiny.overrides(width=True)",
+             ("# device: cpu; traced: opcov trace --device cpu (fake tensors); eager: opcov trace --device cpu "
+              "--real (real values on CPU, seeded); both at zoorun._narrow's sizes (tiny.overrides(width=True), "
+              "repaired)") if cpu else
+             (f"# traced: {os.path.relpath(traced_dir, ROOT)}; eager: real values on the computing PrivateUse1 "
+              "stand-in at tiny.overrides(width=True)"),
              "\t".join(recall.COLUMNS)]
     lines += [recall.row_text(m, mode, r) for m, mode, r in compared]
     lines += [f"# apart\t{m}\t{mode}\t{why}" for m, mode, why in apart]
-    output.write_atomic(args.out, "\n".join(lines) + "\n")
+    output.write_atomic(out, "\n".join(lines) + "\n")
     pairs = {(m, mode) for m, mode, _ in compared}
     print(f"recall: {len(pairs)} architecture-modes compared, {len(apart)} apart; {time.monotonic() - t0:.0f} s; "
-          f"table {args.out}")
-    for fake, what in ((False, "op set as saved"), (True, "its fake-tensor part alone")):
+          f"table {out}")
+    blocks = (((False, "fake CPU trace (no branch runs: its fake part is all of it)"),) if cpu
+              else ((False, "op set as saved"), (True, "its fake-tensor part alone")))
+    for fake, what in blocks:
         print(f" {what}:")
         for phase, (ok, n, mean) in recall.summary(compared, fake=fake).items():
             print(f"  {phase:9} recall >= {recall.TARGET}: {ok}/{n} ({100 * ok / n:.1f}%), mean {mean:.3f}")
+
+
+def _cpu_pairs(archs, modes, jobs, work, selection):
+    """(compared rows, apart rows) of the CPU half: fake CPU traces and eager CPU runs made under ``work``
+    (each pass resumable from its journal), paired per architecture and mode (see the docstring)."""
+    from opcov.store import layout, opset
+    from opcov.tracing import recall, zoorun
+
+    rows = {}
+    for side, real in (("fake", False), ("eager", True)):
+        table = os.path.join(work, f"{side}.tsv")
+        done = zoorun.run(archs, modes=modes, jobs=jobs, root=os.path.join(work, side), table=table,
+                          resume=os.path.exists(zoorun.journal_path(table)), real=real, device="cpu",
+                          selection=f"python scripts/zoo_recall.py {selection} --device cpu: {side}")
+        rows[side] = {(r["model"], r["mode"]): r for r in done}
+    compared, apart = [], []
+    for a in archs:
+        for mode in modes:
+            fake, eager = (rows[side].get((a.name, mode)) or {} for side in ("fake", "eager"))
+            if fake.get("outcome") != "traced":
+                why, also = fake.get("reason", "no row"), eager.get("outcome") != "traced"
+                what = ("data-dependent: fake tensors cannot trace it" if DATA_DEPENDENT.search(why)
+                        else "the fake CPU trace failed")
+                apart.append((a.name, mode, f"{what} ({'the eager run failed too' if also else 'the eager run ran'}): "
+                                            f"{why[:200]}"))
+                continue
+            if eager.get("outcome") != "traced":
+                apart.append((a.name, mode, f"the eager run failed: {eager.get('reason', 'no row')[:200]}"))
+                continue
+            traced, real = (opset.load(layout.opset_path(a.name, mode, os.path.join(work, side)))
+                            for side in ("fake", "eager"))
+            why = ("data-dependent: its zoo entry traces real values" if traced["provenance"].get("tracing") != "fake"
+                   else recall.unlike(traced, real))
+            if why:
+                apart.append((a.name, mode, why))
+            else:
+                compared += [(a.name, mode, r) for r in recall.compare(traced, real)]
+    return compared, apart
 
 
 def _version(name):
@@ -97,4 +179,9 @@ def _version(name):
 
 
 if __name__ == "__main__":
-    main()
+    from opcov.errors import OpcovError
+
+    try:
+        main()
+    except OpcovError as exc:  # a user's mistake (an unknown name, a journal of other settings): one line
+        sys.exit(f"zoo_recall.py: {exc}")

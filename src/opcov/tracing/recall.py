@@ -12,10 +12,15 @@ Two recalls, since an op set is a fake trace with real-valued branch runs merged
 (``realtrace``): of the op set as saved, and of its fake-tensor part alone (cells a real run alone
 saw, ``seen: real``, left out). Where the branch run used the eager run's inputs, the first is
 close to 1 by construction: it shows the merge worked; the second shows what fake tensors miss.
+
+The CPU half (``scripts/zoo_recall.py --device cpu``) compares a ``--device cpu`` fake trace with an
+eager CPU run (``--real --device cpu``) at the same sizes (``unlike`` says where two op sets are not):
+CPU's own kernels on both sides, and no branch runs, so the two recalls are one.
 """
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 from opcov.store import opset
@@ -62,6 +67,31 @@ def compare(traced: dict, eager: dict) -> list[PhaseRecall]:
 
     return [PhaseRecall(p, ops(eager, p), ops(traced, p), ops(traced, p, fake_only=True)) for p in opset.PHASES
             if ops(eager, p) or ops(traced, p)]
+
+
+def unlike(traced: dict, eager: dict) -> str:
+    """Why two op sets of one architecture are not like for like ('' where they are): their ``opcov
+    trace`` lines differ by more than ``--real`` and ``--out`` (other sizes, repairs, inputs), or they
+    built models of other sizes (a head the fake build fell back from: other parameters). Their
+    recall would then measure the difference in what was built, not fake-vs-real."""
+    def line(doc):
+        words, out = shlex.split(doc["provenance"].get("command") or ""), []
+        while words:
+            word = words.pop(0)
+            if word == "--out":
+                words = words[1:]
+            elif word != "--real":
+                out.append(word)
+        return out
+
+    a, b = line(traced), line(eager)
+    if a != b:
+        diff = [w for w in a if w not in b] + [w for w in b if w not in a]
+        return f"traced at other sizes than the eager run ({' '.join(diff[:6]) or 'the order of options'})"
+    pa, pb = traced["model"].get("params"), eager["model"].get("params")
+    if pa != pb:
+        return f"another model was built: {pa} parameters traced, {pb} run eager"
+    return ""
 
 
 def row_text(model: str, mode: str, r: PhaseRecall) -> str:

@@ -131,12 +131,15 @@ class NeedsReal(Exception):
     """A fake-tensor trace met a data-dependent op: the job goes to a real-valued worker."""
 
 
-def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict | None = None) -> dict:
+def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict | None = None,
+            device: str = "accelerator") -> dict:
     """Trace one architecture in one mode into ``root``; the table row (and seconds), never raising.
     A fake-tensor trace that needs real values is a row with ``needs_real`` (the fake trace's reason),
     which the parent sends to a real-valued worker and does not record; one whose real-valued
     branch run is still to make carries ``real_job``, which the parent sends to a real-valued worker
-    (``options["real_job"]`` there: merged into the saved op set)."""
+    (``options["real_job"]`` there: merged into the saved op set). ``device`` "cpu": the trace's
+    target is the CPU (``opcov trace --device cpu``, with ``--real`` for the real kind), both kinds
+    at the real-valued trace's narrow widths (``_trace_cpu``)."""
     from opcov.tracing import models
 
     options = options or {}
@@ -146,6 +149,8 @@ def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict 
     try:
         if options.get("real_job"):
             result = _with_real_branches(path, options["real_job"])
+        elif device == "cpu":
+            result = _trace_cpu(arch, mode, path, real=kind == "real")
         elif kind == "fake":
             result = _trace(arch, mode, path)
         else:
@@ -301,19 +306,39 @@ def _trace_real(arch: Arch, mode: str, path: str):
     narrow widths (a real model of a full-width config would hold its real weights); a config whose
     narrow widths do not fit together (a width some other size is derived from) at its full widths,
     with as few layers (the job memory limit guards the size), and a note saying so."""
-    from opcov.tracing import realtrace, tiny
+    from opcov.tracing import realtrace
 
     def run(sizes):
         return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
 
     model = arch.name if arch.curated else arch.spec
-    if arch.curated:  # a curated entry's hand-checked config is small already
-        from opcov.tracing import models
+    return _narrow(arch, run)
 
-        return run(models.Sizes())
-    if not arch.spec.startswith("hf:"):
-        from opcov.tracing import models
 
+def _trace_cpu(arch: Arch, mode: str, path: str, real: bool):
+    """The op set for a CPU target (``opcov trace --device cpu``, ``--real`` for ``real``: eager on CPU
+    with real weights, seeded), at the sizes of ``_narrow``, fake and real alike, so that the two
+    differ by fake-vs-real only (scripts/zoo_recall.py --device cpu). A fake trace that meets a
+    data-dependent op fails as it is (a cannot_trace row): no stand-in traces it instead."""
+    from opcov.torchenv import import_torch
+    from opcov.tracing.spec import trace_spec
+
+    def run(sizes):
+        if real:
+            import_torch().manual_seed(0)
+        return trace_spec(model, mode=mode, device="cpu", real=real, sizes=sizes, out=path)
+
+    model = arch.name if arch.curated else arch.spec
+    return _narrow(arch, run)
+
+
+def _narrow(arch: Arch, run):
+    """``run(sizes)`` at a real-valued trace's sizes: a curated entry's own (small already), a timm or
+    torchvision model's defaults, a transformers model's narrow widths (``tiny.overrides(width=True)``),
+    repaired, else its full widths with as few layers (see ``_trace_real``)."""
+    from opcov.tracing import models, tiny
+
+    if arch.curated or not arch.spec.startswith("hf:"):  # a curated entry's hand-checked config is small already
         return run(models.Sizes())
     config = _config(arch.spec[3:])
     try:
@@ -355,9 +380,10 @@ def one_line(exc, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def worker_main(conn, root: str, kind: str = "fake") -> None:
+def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator") -> None:
     """A worker: its device registered before any backward (the kernel-less stand-in, or for ``real``
-    the computing one), then jobs until told to stop."""
+    the computing one; none for a ``device`` "cpu" worker, whose traces are on CPU), then jobs until
+    told to stop."""
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     from opcov.probe.worker import _die_with_parent
 
@@ -367,7 +393,9 @@ def worker_main(conn, root: str, kind: str = "fake") -> None:
     from opcov.tracing import models, realtrace, target
 
     torch = import_torch()
-    if kind == "real":
+    if device == "cpu":
+        pass
+    elif kind == "real":
         os.environ[realtrace.PYBACKEND_SPEC_VAR] = realtrace.child_spec()
         import opcov.testing.pybackend  # noqa: F401 - claims PrivateUse1: the computing stand-in
 
@@ -382,7 +410,7 @@ def worker_main(conn, root: str, kind: str = "fake") -> None:
             conn.close()
             os._exit(0)
         _, name, spec, mode, options = msg
-        row = run_job(Arch(name, spec), mode, root, kind, options)
+        row = run_job(Arch(name, spec), mode, root, kind, options, device)
         row["rss_mb"] = _rss_mb()
         conn.send(("row", row))
 
@@ -411,20 +439,23 @@ class _Slot:
 
 
 class Pool:
-    """``jobs`` spawned workers of one ``kind``; a job past ``timeout``, a worker over ``max_job_mb`` of
-    resident memory during a job (one real-valued run of a large model reached 23 GB), or a worker
-    that dies becomes a cannot_trace row."""
+    """``jobs`` spawned workers of one ``kind`` and target ``device``; a job past ``timeout``, a worker
+    over ``max_job_mb`` of resident memory during a job (one real-valued run of a large model reached
+    23 GB), or a worker that dies becomes a cannot_trace row."""
 
-    def __init__(self, jobs: int, root: str, timeout: float, kind: str = "fake", max_job_mb: float = JOB_RSS_MB):
+    def __init__(self, jobs: int, root: str, timeout: float, kind: str = "fake", max_job_mb: float = JOB_RSS_MB,
+                 device: str = "accelerator"):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")
         self.root, self.timeout, self.kind, self.max_job_mb = root, timeout, kind, max_job_mb
+        self.device = device
         self.slots = [_Slot() for _ in range(jobs)]
 
     def start(self, slot: _Slot) -> None:
         parent, child = self.ctx.Pipe()
-        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root, self.kind), daemon=True)
+        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root, self.kind, self.device),
+                                     daemon=True)
         slot.proc.start()
         child.close()
         slot.conn, slot.job, slot.ready = parent, None, False
@@ -693,11 +724,13 @@ def header_for(selection: str, modes, shard=None) -> dict:
 
 def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str | None = None,
         table: str | None = None, resume: bool = False, retry: bool = False, timeout: float = TIMEOUT_S,
-        selection: str = "", stream=None, real: bool = False) -> list[dict]:
+        selection: str = "", stream=None, real: bool = False, device: str = "accelerator") -> list[dict]:
     """Trace ``archs`` (those of ``shard``) in ``modes`` with ``jobs`` workers; writes the op sets under
     ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows.
     ``retry``: keep what the table at ``table`` says was traced, and trace the rest again. ``real``:
-    every job traced with real values in real-valued workers (curated ones too; scripts/zoo_recall.py)."""
+    every job traced with real values in real-valued workers (curated ones too; scripts/zoo_recall.py).
+    ``device`` "cpu": op sets for a CPU target (``run_job``), fake or (``real``) eager on CPU, in
+    workers with no stand-in device; a fake trace that needs real values is recorded as it failed."""
     root = root or layout.models_dir()
     table = table or layout.zoo_table_path(shard=shard)
     if jobs < 1:
@@ -717,7 +750,7 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     for arch in picked:  # the curated zoo's op sets are made by 'opcov zoo trace': read, not traced again
         for mode in modes:
             path = layout.opset_path(arch.name, mode, root)
-            if arch.curated and not real and (arch.name, mode) not in journal.rows and os.path.isfile(path):
+            if arch.curated and not real and device != "cpu" and (arch.name, mode) not in journal.rows and os.path.isfile(path):
                 journal.add(kept_row(arch, mode, path))
                 kept += 1
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
@@ -758,14 +791,14 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     try:
         if real:
             pending, real_pending = collections.deque(), pending
-        Pool(jobs, root, timeout).run(pending, on_row)
+        Pool(jobs, root, timeout, device=device).run(pending, on_row)
         if real_pending:
             progress.finish()
             print(f"zoo: {len(real_pending)} real-valued " + ("traces" if real else "runs (branch runs merged into "
-                  "fake traces, and traces fake tensors cannot make)") + " on the computing stand-in",
-                  file=stream or sys.stderr)
+                  "fake traces, and traces fake tensors cannot make)")
+                  + (" on CPU" if device == "cpu" else " on the computing stand-in"), file=stream or sys.stderr)
             passes.append(Progress(len(real_pending), 0, stream))
-            Pool(min(jobs, len(real_pending)), root, timeout, kind="real").run(real_pending, on_row)
+            Pool(min(jobs, len(real_pending)), root, timeout, kind="real", device=device).run(real_pending, on_row)
     finally:
         journal.close()
         passes[-1].finish()
