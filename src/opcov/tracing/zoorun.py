@@ -270,7 +270,7 @@ def _repaired(run, config, overrides: dict, notes=()):
             continue
         result.doc["provenance"]["notes"].extend(notes)
         return result
-    return run(models.Sizes(overrides=overrides, inputs=asked, image=image))
+    return run(models.Sizes(overrides=overrides, inputs=asked, image=image, audio=audio))
 
 
 def _with_real_branches(path: str, job: dict):
