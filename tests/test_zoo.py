@@ -326,6 +326,20 @@ def test_unset_rotary_sections_layer_kinds_and_image_sizes_are_repaired_from_the
                              "scaled_images_ratios=(0.25, 0.5, 1) when patch_size=384.") == 1536
 
 
+def test_narrow_widths_keep_the_head_the_zoo_traced(build):
+    # the recall check's eager runs and real-valued traces use tiny.overrides(width=True); MobileBERT's
+    # masked-LM head is hidden_size - embedding_size wide, so a narrowed hidden_size alone made it negative
+    # and the build fell back to the base model, whose pooler ops then read as the op set's misses
+    pytest.importorskip("transformers")
+    from opcov.tracing import models
+
+    tf = models._transformers()
+    narrow = tiny.overrides(tf.AutoConfig.for_model("mobilebert"), width=True)
+    assert narrow["embedding_size"] <= narrow["hidden_size"]
+    built = models.build("hf:mobilebert", models.Sizes(overrides=narrow), mode="training", real=False)
+    assert type(built.model).__name__ == type(build("mobilebert").model).__name__ == "MobileBertForMaskedLM"
+
+
 def test_an_optional_input_passed_on_as_none_is_asked_for():
     from opcov.tracing import repair
 

@@ -51,6 +51,7 @@ _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
 _STAGES = ("depths", "blocks_per_stage", "stage_num_blocks", "num_block_repeats", "n_attn_blocks")
 
 WIDTH = {"hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embed_dim": 64,
+         "embedding_size": 64,  # narrowed with hidden_size: MobileBERT's head is hidden - embedding wide
          "intermediate_size": 128, "ffn_dim": 128, "d_ff": 128, "encoder_ffn_dim": 128,
          "decoder_ffn_dim": 128, "n_inner": 128, "hidden_dim": 128, "moe_intermediate_size": 64,
          "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "num_heads": 4, "n_head": 4, "n_heads": 4,
