@@ -483,3 +483,12 @@ def test_privateuse1_taken_by_another_backend_traces_on_cpu_and_says_so():
     assert got["on"] == "cpu"
     assert any("PrivateUse1 is taken by another backend" in n for n in got["notes"])
     assert "aten::native_dropout" in got["ops"] and not any(op.startswith("aten::bernoulli") for op in got["ops"])
+
+
+def test_a_cpu_target_says_it_has_no_real_valued_branch_run(opcov, tmp_path):
+    # scripts/zoo_recall.py --device cpu: CPU op sets miss the host-side branches a real run would add
+    out = tmp_path / "cpu.yaml"
+    r = opcov("trace", "nn:convnet", "--device", "cpu", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    notes = load_yaml(out)["provenance"]["notes"]
+    assert any(n.startswith("no real-valued run (the target is the CPU)") for n in notes), notes
