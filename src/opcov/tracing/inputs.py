@@ -154,8 +154,8 @@ class Maker:
         if name.endswith("token_type_ids"):  # one segment (or modality) for every token
             with self.dev:
                 return self.torch.zeros(b, s, dtype=self.torch.long)
-        if name == "input_ids" and self.query_placeholders():  # BLIP-2: a placeholder per query token, then text
-            token, count = self.query_placeholders()
+        if name == "input_ids" and (placeholders := self.query_placeholders()):  # BLIP-2: one per query token
+            token, count = placeholders
             with self.dev:
                 return self.torch.cat([self.torch.full((b, count), token, dtype=self.torch.long), self.ids(b, s)], 1)
         if name.endswith("input_ids") or name in ("input_ids", "inputs"):
@@ -167,24 +167,13 @@ class Maker:
         if name.endswith("grid_thw"):
             return self.grid()
         if (name == "hidden_states" or name.startswith("pixel_values")) and self.patched:
-            flat = self.patches()  # a row per patch, or (patches, channels, patch, patch) for a conv embedding
-            vision = sub(cfg, _VISION)
-            side = find(vision, ("patch_size",), default=14)
-            channels = find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
-            square = flat.shape[1] == channels * side * side
-            return [flat, flat.reshape(flat.shape[0], channels, side, side)] if square else flat
+            return self.patches()
         if name == "hidden_states" and self.audio_states:  # a codec's raw audio or latents, channels first
             hidden = find(cfg, ("hidden_size", "latent_dim", "vae_dim"), default=64)
             return [self.floats(b, find(cfg, ("channels", "audio_channels"), default=1), self.samples()),
                     self.floats(b, hidden, s), self.floats(b, s, hidden)]
         if name == "pixel_values" and self.naflex:
-            # a row per patch; or the patches side by side in a strip, per image or every image's packed
-            # into one (NaViT packing, MiniCPM-V: the grids say where each image's patches are)
-            rows, cols, dim = self.patch_grid()
-            vision = sub(cfg, _VISION)
-            patch, channels = find(vision, ("patch_size",), default=16), find(vision, ("num_channels",), default=3)
-            return [self.floats(b, rows * cols, dim), self.floats(b, channels, patch, rows * cols * patch),
-                    self.floats(1, channels, patch, b * rows * cols * patch)]
+            return self.patch_rows()
         if name in ("spatial_shapes", "target_sizes"):  # each image's patch grid (rows, columns)
             rows, cols, _ = self.patch_grid()
             with self.dev:
@@ -267,12 +256,25 @@ class Maker:
             return self.torch.tensor([[1, 2 * merge, 2 * merge]] * self.b)
 
     def patches(self):
-        """Flattened patches for a tower that takes a patch grid: one row per patch of ``grid()``."""
+        """Patches for a tower that takes a patch grid, one per patch of ``grid()``: flattened rows, and
+        where a patch has one frame, (patches, channels, patch, patch) too, for a conv embedding (kimi_k25)."""
         vision = sub(self.config, _VISION)
         merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
-        dim = (find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
-               * find(vision, ("temporal_patch_size", "patch_temporal"), default=1) * find(vision, ("patch_size",), default=14) ** 2)
-        return self.floats(self.b * 4 * merge * merge, dim)
+        channels = find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
+        frames, side = find(vision, ("temporal_patch_size", "patch_temporal"), default=1), find(vision, ("patch_size",), default=14)
+        flat = self.floats(self.b * 4 * merge * merge, channels * frames * side * side)
+        return [flat, flat.reshape(flat.shape[0], channels, side, side)] if frames == 1 else flat
+
+    def patch_rows(self):
+        """Pixels for a tower that takes each image's patch grid (``spatial_shapes``, ``target_sizes``): a
+        row per patch; or the patches side by side in a strip, per image or every image's packed into one
+        (NaViT packing, MiniCPM-V: the grids say where each image's patches are)."""
+        rows, cols, dim = self.patch_grid()
+        vision = sub(self.config, _VISION)
+        patch, channels = find(vision, ("patch_size",), default=16), find(vision, ("num_channels",), default=3)
+        b, n = self.b, rows * cols
+        return [self.floats(b, n, dim), self.floats(b, channels, patch, n * patch),
+                self.floats(1, channels, patch, b * n * patch)]
 
     def patch_grid(self) -> tuple[int, int, int]:
         """(rows, columns, values per patch) of an image cut into the vision config's patches."""
