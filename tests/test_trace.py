@@ -485,10 +485,19 @@ def test_privateuse1_taken_by_another_backend_traces_on_cpu_and_says_so():
     assert "aten::native_dropout" in got["ops"] and not any(op.startswith("aten::bernoulli") for op in got["ops"])
 
 
-def test_a_cpu_target_says_it_has_no_real_valued_branch_run(opcov, tmp_path):
-    # scripts/zoo_recall.py --device cpu: CPU op sets miss the host-side branches a real run would add
+def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
+    """A --device cpu op set, like an accelerator's, holds what a real run adds where the model branches
+    on data (transformers' host-side "is the mask all ones?"), run eager on CPU itself: CPU's own sdpa
+    kernel on both sides, no stand-in (scripts/zoo_recall.py --device cpu measured the misses without it)."""
     out = tmp_path / "cpu.yaml"
-    r = opcov("trace", "nn:convnet", "--device", "cpu", "--out", str(out))
+    r = opcov("trace", "llama", "--device", "cpu", "--mode", "inference", "--out", str(out))
     assert r.returncode == 0, r.stderr
-    notes = load_yaml(out)["provenance"]["notes"]
-    assert any(n.startswith("no real-valued run (the target is the CPU)") for n in notes), notes
+    doc = load_yaml(out)
+    notes = doc["provenance"]["notes"]
+    assert any(n.startswith("real values: a run on CPU itself (inputs as built, a padded attention mask)")
+               for n in notes), notes
+    assert not any(n.startswith(("no real-valued run", "the real-valued run failed")) for n in notes), notes
+    seen = {op: {cell.get("seen") for cell in rec["forward"].values()} for op, rec in doc["ops"].items()}
+    assert seen["aten::all"] == seen["aten::_local_scalar_dense"] == {"real"}
+    assert seen["aten::_scaled_dot_product_flash_attention_for_cpu"] == {"both"}
+    assert (doc["provenance"]["target_device"], doc["provenance"]["traced_on"]) == ("cpu", "cpu")

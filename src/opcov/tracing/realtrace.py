@@ -17,7 +17,8 @@ run twice: with their inputs as built, and with a padded attention mask, since t
 on the inputs and not on real-vs-fake. ``calltree.merge`` adds what only the real runs saw
 (``seen=real``) and marks what both saw (``seen=both``); counts and shapes stay the fake trace's
 where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
-fake trace alone.
+fake trace alone. A CPU target's (``--device cpu``) branch run is eager on CPU itself, in the same
+process: CPU needs no device claim, and its own kernels are what a CPU run calls.
 
 A model whose ops depend on data (``nonzero``, MoE routing read on the host) cannot be traced with
 fake tensors at all: ``--real`` (``trace_real``) then traces the whole op set with real values on the
@@ -60,14 +61,14 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
     notes = doc["provenance"]["notes"]
     config = getattr(built.model, "config", None)
     narrow = doc["model"].get("params", 0) > MAX_PARAMS and hasattr(config, "to_dict")
+    cpu = device == "cpu"
     why_not = ("it was traced with real tensors already" if doc["provenance"].get("tracing") != "fake"
-               else "the target is the CPU" if device == "cpu"
-               else "--autocast: the real run has no autocast policy for its device" if autocast
+               else "--autocast: the real run has no autocast policy for its device" if autocast and not cpu
                else f"{doc['model']['params']:,} parameters is over {MAX_PARAMS:,} for a real run, and it is "
                     "not a transformers model that opcov can narrow"
                if doc["model"].get("params", 0) > MAX_PARAMS and not narrow else "")
     if why_not:
-        if doc["provenance"].get("tracing") == "fake":  # a CPU target too: its op set lacks them as well
+        if doc["provenance"].get("tracing") == "fake":
             notes.append(f"no real-valued run ({why_not}): branches on data are as fake tensors took them")
         return result
     if narrow:
@@ -76,7 +77,9 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
         sizes = dataclasses.replace(sizes, overrides={**sizes.overrides, **tiny.overrides(config, width=True)})
     job = {"kind": "branches", "model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype,
            "optimizer": optimizer, "narrowed": narrow}
-    if defer:
+    if cpu:  # eager on CPU itself, in this process: CPU needs no device claim
+        job.update(device="cpu", autocast=autocast)
+    if defer and not cpu:
         result.real_job = job
     else:
         merge_real_branches(result, job)
@@ -89,7 +92,7 @@ def merge_real_branches(result: OpSet, job: dict) -> bool:
     child process. Whether they ran (a failure is a note: the fake trace stays as it was)."""
     doc = result.doc
     notes = doc["provenance"]["notes"]
-    if computing_here():
+    if job.get("device") == "cpu" or computing_here():
         try:
             out, failure = _child(job), ""
         except Exception as exc:  # noqa: BLE001 - noted; the fake trace stays
@@ -107,8 +110,9 @@ def merge_real_branches(result: OpSet, job: dict) -> bool:
                         if any(c.get("seen") == "real" for c in cells.values())})
     both = sum(r.get("seen") == "both" for r in merged)
     narrowed = job.get("narrowed")
+    where = "on CPU itself" if job.get("device") == "cpu" else "on a computing PrivateUse1 device"
     notes.append(
-        f"real values: a run on a computing PrivateUse1 device ({', '.join(run['variant'] for run in runs)}"
+        f"real values: a run {where} ({', '.join(run['variant'] for run in runs)}"
         f"{'; at narrow widths: ' + _set_text(job['sizes']) if narrowed else ''}) "
         f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
         f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}")
@@ -214,13 +218,15 @@ def _child(job: dict) -> dict:
     from opcov.torchenv import import_torch
 
     torch = import_torch()
-    import opcov.testing.pybackend as pb  # claims PrivateUse1 as the stand-in's name, computing on CPU
-
-    assert pb.ENV_VAR == PYBACKEND_SPEC_VAR and pb.current_spec()["fallback"] == "cpu"
     from opcov.tracing import models, spec, target, zoo
     from opcov.tracing.trace import trace
 
-    target.show_composites(torch)
+    cpu = job.get("device") == "cpu"  # a CPU target's branch run: eager on CPU, no stand-in
+    if not cpu:
+        import opcov.testing.pybackend as pb  # claims PrivateUse1 as the stand-in's name, computing on CPU
+
+        assert pb.ENV_VAR == PYBACKEND_SPEC_VAR and pb.current_spec()["fallback"] == "cpu"
+        target.show_composites(torch)
     entry = zoo.BY_NAME.get(job["model"])
     sizes = models.Sizes(**job["sizes"])
     torch.manual_seed(0)
@@ -233,9 +239,11 @@ def _child(job: dict) -> dict:
     runs = []
     for variant, inputs in input_variants(torch, built):
         torch.manual_seed(1)
+        where = ({"device": "cpu", "autocast": job.get("autocast", False)} if cpu
+                 else {"computing": pb.device().type})
         doc = trace(built.model, inputs, mode=job["mode"], dtype=dtype, optimizer=job["optimizer"], real=True,
                     name=entry.name if entry else built.name, source=built.source, config=built.config,
-                    command=command, notes=built.notes, computing=pb.device().type).doc
+                    command=command, notes=built.notes, **where).doc
         doc["model"].update(built.facets)
         runs.append({"variant": variant, "doc": doc})
     if job["kind"] == "branches":

@@ -15,7 +15,8 @@ close to 1 by construction: it shows the merge worked; the second shows what fak
 
 The CPU half (``scripts/zoo_recall.py --device cpu``) compares a ``--device cpu`` fake trace with an
 eager CPU run (``--real --device cpu``) at the same sizes (``unlike`` says where two op sets are not):
-CPU's own kernels on both sides, and no branch runs, so the two recalls are one.
+CPU's own kernels on both sides; a CPU op set's branch run is eager on CPU itself, so its two recalls
+differ as an accelerator op set's do.
 """
 
 from __future__ import annotations
