@@ -62,6 +62,11 @@ def sub(config, names):
     return config
 
 
+# An image's channel count, by the names vision configs give it (one order for every image shape:
+# no transformers 5.24 config sets two of them to different values)
+_IMAGE_CHANNELS = ("num_channels", "in_channels", "in_chans")
+
+
 def find(config, keys, subs=(), default=None):
     """The first int-valued key of ``keys`` in the config or, after it, its sub-configs ``subs``."""
     for cfg in [config] + [getattr(config, s) for s in subs if hasattr(getattr(config, s, None), "to_dict")]:
@@ -232,7 +237,7 @@ class Maker:
     def video(self):
         vision = sub(self.config, _VISION)
         frames = find(self.config, _FRAME_KEYS, _VISION, 8)
-        return self.floats(self.b, frames, find(vision, ("num_channels", "in_channels"), default=3),
+        return self.floats(self.b, frames, find(vision, _IMAGE_CHANNELS, default=3),
                            *self._side(vision))
 
     def query_placeholders(self) -> tuple[int, int] | None:
@@ -246,7 +251,7 @@ class Maker:
     def pair(self):
         """Two images per sample: (batch, 2, channels, height, width)."""
         vision = sub(self.config, _VISION)
-        return self.floats(self.b, 2, find(vision, ("num_channels", "in_channels", "in_chans"), default=3),
+        return self.floats(self.b, 2, find(vision, _IMAGE_CHANNELS, default=3),
                            *self._side(vision))
 
     def grid(self):
@@ -260,7 +265,7 @@ class Maker:
         where a patch has one frame, (patches, channels, patch, patch) too, for a conv embedding (kimi_k25)."""
         vision = sub(self.config, _VISION)
         merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
-        channels = find(vision, ("in_channels", "num_channels", "in_chans"), default=3)
+        channels = find(vision, _IMAGE_CHANNELS, default=3)
         frames, side = find(vision, ("temporal_patch_size", "patch_temporal"), default=1), find(vision, ("patch_size",), default=14)
         flat = self.floats(self.b * 4 * merge * merge, channels * frames * side * side)
         return [flat, flat.reshape(flat.shape[0], channels, side, side)] if frames == 1 else flat
@@ -271,7 +276,7 @@ class Maker:
         (NaViT packing, MiniCPM-V: the grids say where each image's patches are)."""
         rows, cols, dim = self.patch_grid()
         vision = sub(self.config, _VISION)
-        patch, channels = find(vision, ("patch_size",), default=16), find(vision, ("num_channels",), default=3)
+        patch, channels = find(vision, ("patch_size",), default=16), find(vision, _IMAGE_CHANNELS, default=3)
         b, n = self.b, rows * cols
         return [self.floats(b, n, dim), self.floats(b, channels, patch, n * patch),
                 self.floats(1, channels, patch, b * n * patch)]
@@ -284,14 +289,14 @@ class Maker:
         count = find(vision, ("num_patches",))
         rows = cols = int(math.isqrt(count)) if count else None
         rows, cols = rows or max(1, height // patch), cols or max(1, width // patch)
-        return rows, cols, find(vision, ("num_channels", "in_channels"), default=3) * patch * patch
+        return rows, cols, find(vision, _IMAGE_CHANNELS, default=3) * patch * patch
 
     def _side(self, vision) -> tuple[int, int]:
         return (self.sizes.image, self.sizes.image) if self.sizes.image else image_size(vision)
 
     def pixels(self):
         vision = sub(self.config, _VISION)
-        return self.floats(self.b, find(vision, ("num_channels", "in_channels", "in_chans"), default=3),
+        return self.floats(self.b, find(vision, _IMAGE_CHANNELS, default=3),
                            *self._side(vision))
 
     def samples(self) -> int:

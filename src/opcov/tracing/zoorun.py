@@ -393,14 +393,12 @@ def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator"
     from opcov.tracing import models, realtrace, target
 
     torch = import_torch()
-    if device == "cpu":
-        pass
-    elif kind == "real":
+    if device != "cpu" and kind == "real":
         os.environ[realtrace.PYBACKEND_SPEC_VAR] = realtrace.child_spec()
         import opcov.testing.pybackend  # noqa: F401 - claims PrivateUse1: the computing stand-in
 
         target.show_composites(torch)
-    else:
+    elif device != "cpu":
         target.ensure(torch)
     models._transformers()
     conn.send(("ready", os.getpid()))
