@@ -485,6 +485,40 @@ def test_privateuse1_taken_by_another_backend_traces_on_cpu_and_says_so():
     assert "aten::native_dropout" in got["ops"] and not any(op.startswith("aten::bernoulli") for op in got["ops"])
 
 
+def test_a_data_dependent_op_in_backward_is_a_clean_error_not_an_abort():
+    """A write through a boolean mask (wav2vec2-style SpecAugment: ``hidden[mask] = embed``, sew-d,
+    t5gemma2) puts ``index.Tensor`` with a boolean mask in the backward, which fake tensors cannot
+    size. Raised inside a backward kernel on the stand-in it aborted the whole process (torch 2.13's
+    Python device guard); it must be the same one-line error as in forward, naming the op and --real,
+    for either target, with the process alive to say it."""
+    got = run_child("""
+        import json, torch, opcov
+        from opcov.errors import UsageError
+
+        class Masked(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj, self.embed = torch.nn.Linear(8, 8), torch.nn.Parameter(torch.randn(8))
+
+            def forward(self, x):
+                h = self.proj(x)
+                h[x[..., 0] > 0] = self.embed.to(h.dtype)
+                return h.sum()
+
+        out = {}
+        for device in ("tpu", "cpu"):
+            try:
+                opcov.trace(Masked(), (torch.randn(2, 15, 8),), mode="training", device=device)
+                out[device] = "traced"
+            except UsageError as exc:
+                out[device] = str(exc)
+        print(json.dumps(out))
+    """)
+    for device, text in got.items():
+        assert text.startswith("cannot trace at aten::nonzero: DynamicOutputShapeException"), (device, text)
+        assert "--real" in text, text
+
+
 def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
     """A --device cpu op set, like an accelerator's, holds what a real run adds where the model branches
     on data (transformers' host-side "is the mask all ones?"), run eager on CPU itself: CPU's own sdpa

@@ -118,6 +118,33 @@ class Recording:
     tree: calltree.Builder = field(default_factory=calltree.Builder)
     dropped: Counter = field(default_factory=Counter)  # op (prefixed "host:" when off the device) -> calls
     phase: str = "forward"
+    # a data-dependent op's error in backward, raised once backward is over (see _as_if_all_true)
+    deferred: Exception | None = None
+
+
+def _as_if_all_true(torch, name: str, args):
+    """The output of a boolean-mask op (``index.Tensor``, ``nonzero``, ``masked_select``) under fake
+    tensors as if every mask value were true, or None for another op. Why: fake tensors cannot size
+    such an output (DynamicOutputShapeException), and an error raised in a backward kernel on the
+    stand-in device aborts the process (torch 2.13: the Python device guard's stream exchange runs
+    while the error unwinds, and it may not raise), where in forward it is a clean error. So the
+    backward goes on with this stand-in output, and the error is raised once it is over (the trace is
+    then made with real values, as for a data-dependent forward); nothing traced after it is kept."""
+    def every(mask):  # the long indices of every position of ``mask``
+        grids = torch.meshgrid(*[torch.arange(n, device=mask.device) for n in mask.shape], indexing="ij")
+        return [g.reshape(-1) for g in grids]
+
+    if name == "aten::nonzero":
+        return torch.stack(every(args[0]), dim=1) if args[0].dim() else None
+    if name == "aten::masked_select":
+        x, mask = torch.broadcast_tensors(args[0], args[1])
+        return x.reshape(-1).clone()
+    if name == "aten::index.Tensor":
+        x, indices = args[0], []
+        for index in args[1]:
+            indices += every(index) if index is not None and index.dtype in (torch.bool, torch.uint8) else [index]
+        return torch.ops.aten.index.Tensor(x, indices)
+    return None
 
 
 def _tensors(obj, torch):
@@ -151,7 +178,11 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             except Exception as exc:
                 if not hasattr(exc, "opcov_op"):
                     exc.opcov_op = name  # the innermost op that failed, for the one-line error
-                raise
+                out = (_as_if_all_true(torch, name, args) if rec.phase == "backward" and target_type != "cpu"
+                       and type(exc).__name__ == "DynamicOutputShapeException" else None)
+                if out is None:
+                    raise
+                rec.deferred = rec.deferred or exc  # the first one is the error raised
             if func.namespace in NO_KERNEL_NAMESPACES or name in NO_KERNEL_OPS or func._opname.startswith("sym_"):
                 rec.dropped[name] += 1
                 return out
@@ -419,6 +450,8 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
             loss = traced.loss(out) if traced.loss else _default_loss(torch, out)
         rec.phase = "backward"
         loss.backward()
+        if rec.deferred is not None:
+            raise rec.deferred
         if opts.optimizer == "none":
             return
         leaves = list({id(p): p for p in params.values() if p.requires_grad and p.grad is not None}.values())
