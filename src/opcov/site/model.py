@@ -427,10 +427,11 @@ def judge_models(site: Site) -> dict:
     listings: dict = {}  # each backend's folder listed once
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
+            names = judge.needed_ops(doc)  # once per op set, not once per backend
             for b in site.backends:
                 try:
                     cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc,
-                                             listings=listings)
+                                             listings=listings, names=names)
                 except UsageError:  # no data for this backend
                     continue
                 for snap in b.snapshots:  # the same document: its cells are parsed once, for every page

@@ -48,12 +48,6 @@ _EVIDENCE_RANK = {e: i for i, e in enumerate(vocab.EVIDENCE_LEVELS)}  # stronges
 _EVIDENCE_WEAK = {e: i for i, e in enumerate(vocab.EVIDENCE_WORST_FIRST)}
 
 
-def _worst(outcomes) -> str:
-    rank = _OUTCOME_RANK
-    found = [rank[o] for o in outcomes if o in rank]
-    return OUTCOMES[min(found)] if found else NOT_JUDGED
-
-
 def rests_on(judged) -> str:
     """The evidence level an outcome rests on, from the (outcome, evidence) pairs it was judged from.
 
@@ -61,20 +55,31 @@ def rests_on(judged) -> str:
     outcome says something of every part (that it runs, or that nothing was seen to fail), so it
     rests on the weakest. Parts not judged do not count; with none left it is 'none'.
     """
-    pairs = [(o, e) for o, e in judged if o in _OUTCOME_RANK]
-    failing = [e for o, e in pairs if o == "fails"]
-    if failing:  # vocab.worst(failing, vocab.EVIDENCE_LEVELS): the first in strongest-first order
-        return _first(failing, _EVIDENCE_RANK)
-    if pairs:  # vocab.worst(..., vocab.EVIDENCE_WORST_FIRST)
-        return _first([e for _, e in pairs], _EVIDENCE_WEAK)
-    return vocab.NO_EVIDENCE.name
+    return _summarize(judged)[1]
 
 
-def _first(levels, rank: dict) -> str:
-    """vocab.worst with its ranks made once: the first of ``levels`` by ``rank`` (unranked last; ties
-    keep the earliest, as min does)."""
-    last = len(rank)
-    return min(levels, key=lambda e: rank.get(e, last))
+def _summarize(judged) -> tuple[str, str]:
+    """(the worst outcome, ``rests_on`` the pairs) in one pass over (outcome, evidence) pairs:
+    asked for every op of every verdict, where two passes and their lists were a tenth of judging.
+    Evidence ranks as vocab.worst ranks it: unranked last, ties keep the earliest."""
+    rank, strong, weak = _OUTCOME_RANK, _EVIDENCE_RANK, _EVIDENCE_WEAK
+    n_strong, n_weak = len(strong), len(weak)
+    worst = len(rank)
+    failing, failing_rank = None, n_strong + 1  # the best-evidenced failing part (strongest first)
+    weakest, weakest_rank = None, n_weak + 1  # the weakest part of all
+    for o, e in judged:
+        r = rank.get(o)
+        if r is None:  # not judged: does not count
+            continue
+        if r < worst:
+            worst = r
+        if o == "fails" and strong.get(e, n_strong) < failing_rank:
+            failing, failing_rank = e, strong.get(e, n_strong)
+        if weak.get(e, n_weak) < weakest_rank:
+            weakest, weakest_rank = e, weak.get(e, n_weak)
+    if worst == len(rank):
+        return NOT_JUDGED, vocab.NO_EVIDENCE.name
+    return OUTCOMES[worst], failing if failing_rank <= n_strong else weakest
 
 
 @dataclass(frozen=True)
@@ -108,8 +113,14 @@ class OpResult:
         findings = self.findings
         memo = self._memo
         if memo[0] is not findings or memo[1] != len(findings):
-            memo = self._memo = (findings, len(findings), _worst(f.outcome for f in findings),
-                                 rests_on((f.outcome, f.evidence) for f in findings))
+            if len(findings) == 1:  # most ops (every inference op at one dtype)
+                f = findings[0]
+                judged = f.outcome in _OUTCOME_RANK
+                memo = (findings, 1, f.outcome if judged else NOT_JUDGED,
+                        f.evidence if judged else vocab.NO_EVIDENCE.name)
+            else:
+                memo = (findings, len(findings)) + _summarize((f.outcome, f.evidence) for f in findings)
+            self._memo = memo
         return memo
 
     @property
@@ -249,7 +260,7 @@ def _listing(coverage_dir: str, backend: str, listings: dict | None) -> tuple[di
 
 
 def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, scan=None,
-                 listings: dict | None = None) -> Coverage:
+                 listings: dict | None = None, names: list | None = None) -> Coverage:
     """The Coverage that judges op set ``doc`` on ``backend``: what check, gaps and the site all use.
 
     It reads the ops the op set needs (``needed_ops``) from the backend's snapshots made with the op
@@ -259,8 +270,10 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
     gives a file's document (the site passes the documents it holds). With no snapshot,
     ``scan(backend, names)`` may make a registered document now (check's live scan; None when it
     cannot); else it is a UsageError. ``listings``: a dict that keeps the folders' listings between calls.
+    ``names``: ``needed_ops(doc)`` when the caller has it (the site judges each op set on every backend,
+    and working it out walks the whole call tree).
     """
-    names = needed_ops(doc)
+    names = needed_ops(doc) if names is None else names
     torch_version = opset_torch(doc)
     files, ignored = _listing(coverage_dir, backend, listings)
     chosen = {kind: layout.pick(files[kind], torch_version) for kind in layout.EVIDENCE}
@@ -544,7 +557,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
                           if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]
     last = len(OUTCOMES)
     ops = sorted(results.values(), key=lambda r: (_OUTCOME_RANK.get(r.outcome, last), -r.calls, r.op))
-    worst = _worst(r.outcome for r in ops)
+    worst, evidence = _summarize((r.outcome, r.evidence) for r in ops)
     notes = ["eager mode: the torch.compile path is not judged"]
     if not layout.same_torch(cov.torch, torch_version):
         notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
@@ -558,7 +571,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
         notes.extend(n for n in cov.probed["provenance"].get("notes", ()) if "self-test" in n)
     notes.extend(resolved.notes + cov.notes)
     return BackendVerdict(cov.backend, doc.get("mode", "?"), VERDICTS.get(worst, "runs"),
-                          rests_on((r.outcome, r.evidence) for r in ops), ops, cov.paths, notes)
+                          evidence, ops, cov.paths, notes)
 
 
 STRICT = ("fallback", "unknown")  # --strict: --fail-on these
