@@ -534,3 +534,44 @@ def test_a_job_over_the_memory_bound_is_killed_and_is_one_line(tmp_path):
     pool.run(collections.deque([(zoorun.Arch("nn-gru", "nn-gru"), "inference")]), rows.append)
     assert len(rows) == 1 and rows[0]["outcome"] == "cannot_trace"
     assert rows[0]["reason"] == "over 64 MB of memory (killed)"
+
+
+def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, monkeypatch):
+    """qwen2_vl's real-valued branch run failed at narrow widths (its rotary sections [16, 24, 24] sum
+    past the narrowed head dim: the real message below) and its op set kept the fake trace alone; the
+    zoo's own repairs fix that failure, so the branch run is made again with the repair in its sizes,
+    merged, and noted. The runs themselves are stood in for here (each costs a model build), the
+    config and the repair are transformers' and opcov's own."""
+    pytest.importorskip("transformers")
+    from opcov.store import opset
+    from opcov.tracing import realtrace
+
+    path = tmp_path / "qwen2_vl" / "inference.yaml"
+    path.parent.mkdir()
+    doc = opset.load(os.path.join(os.path.dirname(__file__), "..", "coverage", "models", "qwen2_vl",
+                                  "inference.yaml"))
+    doc["provenance"]["notes"] = [n for n in doc["provenance"]["notes"] if "real-valued run" not in n]
+    opset.OpSet(doc).save(str(path))
+    asked = []
+
+    def branch_runs(job):
+        asked.append(job["sizes"]["overrides"])
+        rope = job["sizes"]["overrides"].get("text_config.rope_parameters") or {}
+        if rope.get("mrope_section") is None:
+            return {}, ("UsageError: cannot trace at aten::split_with_sizes: RuntimeError: split_with_sizes "
+                        "expects split_sizes to sum exactly to 8 (input tensor's size at dimension -1), but got "
+                        "split_sizes=[16, 24, 24] (the model itself)")
+        return {"runs": [{"variant": "inputs as built", "doc": opset.load(str(path))}]}, ""
+
+    monkeypatch.setattr(realtrace, "branch_runs", branch_runs)
+    narrow = {"text_config.hidden_size": 64, "text_config.num_attention_heads": 4}
+    job = {"kind": "branches", "model": "hf:qwen2_vl", "mode": "inference", "dtype": "float32",
+           "optimizer": "adamw", "narrowed": True,
+           "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []}}
+    notes = zoorun._with_real_branches(str(path), job).doc["provenance"]["notes"]
+    assert len(asked) == 2 and asked[0] == narrow
+    assert asked[1]["text_config.rope_parameters"]["mrope_section"] == [2, 3, 3]  # 8 frequencies
+    assert any(n.startswith("the rotary sections [16, 24, 24] exceed the 8 rotary frequencies") for n in notes), notes
+    assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built; at narrow "
+                            "widths: text_config.hidden_size=64") and "mrope_section" in n for n in notes), notes
+    assert not any("real-valued run failed" in n for n in notes), notes

@@ -86,20 +86,27 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
     return result
 
 
-def merge_real_branches(result: OpSet, job: dict) -> bool:
-    """Merge the real-valued runs of ``job`` (``with_real_branches`` makes it) into the fake trace
-    ``result``, with a note: in this process if its device is the computing stand-in, else in a
-    child process. Whether they ran (a failure is a note: the fake trace stays as it was)."""
-    doc = result.doc
-    notes = doc["provenance"]["notes"]
+def branch_runs(job: dict) -> tuple[dict, str]:
+    """(the real-valued runs of ``job``, '') or ({}, why they failed): in this process if its device is
+    the computing stand-in or the target is the CPU, else in a child process."""
     if job.get("device") == "cpu" or computing_here():
         try:
-            out, failure = _child(job), ""
-        except Exception as exc:  # noqa: BLE001 - noted; the fake trace stays
+            return _child(job), ""
+        except Exception as exc:  # noqa: BLE001 - the caller notes it; the fake trace stays
             text = str(exc).strip().splitlines()
-            out, failure = {}, f"{type(exc).__name__}: {text[0][:200] if text else ''}"
-    else:
-        out, failure = run_job(job)
+            return {}, f"{type(exc).__name__}: {text[0][:200] if text else ''}"
+    return run_job(job)
+
+
+def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | None = None,
+                        notes=()) -> bool:
+    """Merge the real-valued runs of ``job`` (``with_real_branches`` makes it) into the fake trace
+    ``result``, with a note (and ``notes``: how its sizes were repaired); ``answer``: ``branch_runs(job)``
+    where the caller made it. Whether they ran (a failure is a note: the fake trace stays as it was)."""
+    doc = result.doc
+    out, failure = answer or branch_runs(job)
+    doc["provenance"]["notes"].extend(notes)
+    notes = doc["provenance"]["notes"]
     if failure:
         notes.append(f"the real-valued run failed ({failure}): branches on data are as fake tensors took them")
         return False

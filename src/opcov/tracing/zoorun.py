@@ -33,6 +33,7 @@ Why this shape:
 from __future__ import annotations
 
 import collections
+import dataclasses
 import re
 import json
 import os
@@ -237,49 +238,89 @@ def _set_text(overrides: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in overrides.items())
 
 
-def _repaired(run, config, overrides: dict, notes=()):
+def _repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exception | None = None,
+              note=None):
     """``run(Sizes(overrides))``; where it fails for a reason ``opcov.tracing.repair`` knows (a config
     field, an input the model's own check asks for), again with the repairs added to the sizes (so
-    they are in the op set's command: ``--set``, ``--input``), and noted."""
+    they are in the op set's command: ``--set``, ``--input``), and noted. ``start``: the sizes whose
+    other fields (inputs, image, audio, batch) the runs start from; ``failed``: how a run at ``start``
+    with ``overrides`` already failed (it is not made again); ``note(result, notes)`` files the notes
+    (default: in the op set's provenance)."""
     from opcov.tracing import models, repair
 
-    notes, asked, image, audio = list(notes), (), None, None
+    start = start or models.Sizes()
+    notes, asked, image, audio = list(notes), tuple(start.inputs), start.image, start.audio
+
+    def sizes():
+        return dataclasses.replace(start, overrides=overrides, inputs=asked, image=image, audio=audio)
+
     for _ in range(5):
-        try:
-            result = run(models.Sizes(overrides=overrides, inputs=asked, image=image, audio=audio))
-        except Exception as exc:
-            fix, why = repair.repairs(config, str(exc), overrides)
-            fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
-            more = tuple(n for n in repair.asked_inputs(str(exc)) + repair.none_inputs(exc) if n not in asked)[:1]
-            side = repair.image_size(str(exc))
-            side = side if side != image else None
-            length = repair.audio_length(str(exc))
-            length = length if length != audio else None
-            if not fix and not more and not side and not length:
-                raise
-            if length:
-                why = why + [f"audio of length {length}, the multiple the model's own check asks for "
-                             f"({one_line(exc, 120)})"]
-                audio = length
-            if more:
-                why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
-            if side:
-                why = why + [f"images of side {side}, the size the model's own check names ({one_line(exc, 120)})"]
-                image = side
-            overrides, asked, notes = {**overrides, **fix}, asked + more, notes + why
-            continue
-        result.doc["provenance"]["notes"].extend(notes)
-        return result
-    return run(models.Sizes(overrides=overrides, inputs=asked, image=image, audio=audio))
+        if failed is None:
+            try:
+                result = run(sizes())
+            except Exception as exc:  # noqa: BLE001 - repaired below, or raised as it is
+                failed = exc
+        if failed is None:
+            (note or _note_in_opset)(result, notes)
+            return result
+        exc, failed = failed, None
+        fix, why = repair.repairs(config, str(exc), overrides)
+        fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
+        more = tuple(n for n in repair.asked_inputs(str(exc)) + repair.none_inputs(exc) if n not in asked)[:1]
+        side = repair.image_size(str(exc))
+        side = side if side != image else None
+        length = repair.audio_length(str(exc))
+        length = length if length != audio else None
+        if not fix and not more and not side and not length:
+            raise exc
+        if length:
+            why = why + [f"audio of length {length}, the multiple the model's own check asks for "
+                         f"({one_line(exc, 120)})"]
+            audio = length
+        if more:
+            why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
+        if side:
+            why = why + [f"images of side {side}, the size the model's own check names ({one_line(exc, 120)})"]
+            image = side
+        overrides, asked, notes = {**overrides, **fix}, asked + more, notes + why
+    return run(sizes())
+
+
+def _note_in_opset(result, notes) -> None:
+    result.doc["provenance"]["notes"].extend(notes)
+
+
+class _BranchFailed(Exception):
+    """A real-valued branch run that failed (its one-line reason), for ``_repaired``."""
 
 
 def _with_real_branches(path: str, job: dict):
-    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in."""
+    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in. A
+    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
+    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
+    traces are; where it still fails, the fake trace says why."""
     from opcov.store import opset
-    from opcov.tracing import realtrace
+    from opcov.tracing import models, realtrace
 
     result = opset.OpSet(opset.load(path))
-    realtrace.merge_real_branches(result, job)
+    out, failure = realtrace.branch_runs(job)
+    notes: list = []
+    if failure and job["model"].startswith("hf:"):
+        def run(sizes):
+            trial = {**job, "sizes": dataclasses.asdict(sizes)}
+            runs, why = realtrace.branch_runs(trial)
+            if why:
+                raise _BranchFailed(why)
+            return trial, runs
+
+        start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
+        try:
+            job, out = _repaired(run, _config(job["model"][3:]), start.overrides, start=start,
+                                 failed=_BranchFailed(failure), note=lambda _, why: notes.extend(why))
+            failure = ""
+        except Exception as exc:  # noqa: BLE001 - noted below; the fake trace stays
+            failure = str(exc) if isinstance(exc, _BranchFailed) else failure
+    realtrace.merge_real_branches(result, job, answer=(out, failure), notes=notes)
     return result
 
 
