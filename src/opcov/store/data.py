@@ -21,6 +21,7 @@ files) is read, with a lint warning.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -246,8 +247,13 @@ def _loader():
 
 _PRINTABLE_ASCII = b"\t\n\r" + bytes(range(0x20, 0x7F))
 _HIGH_BYTES = bytes(range(0x80, 0x100))
-# Characters YAML does not allow in a stream (PyYAML refuses them too, without a line).
-_NON_PRINTABLE = re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+@functools.lru_cache(maxsize=None)
+def _non_printable():
+    """Characters YAML does not allow in a stream (PyYAML refuses them too, without a line); compiled
+    on first need (~25 ms, a tenth of an 'opcov check'), as almost no file has a byte it is needed for."""
+    return re.compile("[^\t\n\r\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 
 def read_text(path: str):
@@ -275,7 +281,7 @@ def read_text(path: str):
                              f"not UTF-8 (byte 0x{raw[exc.start]:02x}); opcov's data files are UTF-8")
     odd = raw.translate(None, _PRINTABLE_ASCII)  # usually empty: the search below runs only if needed
     if odd and (odd.translate(None, _HIGH_BYTES) or b"\xc2" in odd or b"\xef" in odd):
-        m = _NON_PRINTABLE.search(text)
+        m = _non_printable().search(text)
         if m:
             return None, Problem(path, text.count("\n", 0, m.start()) + 1,
                                  f"character U+{ord(m.group()):04X} is not allowed in YAML")
