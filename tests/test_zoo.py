@@ -575,3 +575,35 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
     assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built; at narrow "
                             "widths: text_config.hidden_size=64") and "mrope_section" in n for n in notes), notes
     assert not any("real-valued run failed" in n for n in notes), notes
+
+
+def test_retry_failed_also_retries_op_sets_whose_branch_run_failed(tmp_path):
+    """--retry-failed after a fix: the failed rows, and the traced rows whose op set notes that its
+    real-valued branch run failed (the fix may let it through), are traced again; the rest are kept."""
+    from opcov.store import opset
+
+    root, table = tmp_path / "models", tmp_path / "outcomes.tsv"
+    header = zoorun.header_for("opcov zoo trace --all", ("inference",))
+    src = os.path.join(os.path.dirname(__file__), "..", "coverage", "models", "qwen2_vl", "inference.yaml")
+    rows = []
+    for name, note in (("a", "the real-valued run failed (UsageError: cannot trace at aten::split_with_sizes: ...): "
+                              "branches on data are as fake tensors took them"),
+                       ("b", "real values: a run on a computing PrivateUse1 device (inputs as built) saw 3 of ..."),
+                       ("c", None)):
+        doc = opset.load(src)
+        doc["provenance"]["notes"] = [n for n in doc["provenance"]["notes"] if "real-valued run" not in n]
+        doc["provenance"]["notes"] += [note] if note else []
+        os.makedirs(root / name)
+        opset.OpSet(doc).save(str(root / name / "inference.yaml"))
+        rows.append({"model": name, "mode": "inference", "outcome": "traced", "dtype": "float32",
+                     "tracing": "fake+real" if name == "b" else "fake", "ops": "40", "source": f"hf:{name}",
+                     "reason": ""})
+    rows.append({"model": "d", "mode": "inference", "outcome": "cannot_trace", "dtype": "", "tracing": "",
+                 "ops": "", "source": "hf:d", "reason": "the worker died (signal SIGABRT)"})
+    table.write_text(zoorun.table_text(rows, header))
+    journal = zoorun.Journal(zoorun.journal_path(str(table)), header, False)
+    try:
+        zoorun._keep_traced(journal, str(table), header, str(root))
+        assert sorted(m for m, _ in journal.rows) == ["b", "c"]  # a (branch run failed) and d are traced again
+    finally:
+        journal.close()

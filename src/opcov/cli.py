@@ -243,7 +243,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "(one per family) or torchvision (every one but the quantized), repeatable; timm and "
                          "torchvision import only in the CUDA torch environment (scripts/envs/vision.sh)")
     zo.add_argument("--retry-failed", action="store_true",
-                    help="keep what the outcome table says was traced and trace the rest again")
+                    help="keep what the outcome table says was traced and trace the rest again, with "
+                         "the op sets whose real-valued branch run failed")
     zo.add_argument("--timeout", type=float, default=300.0,
                     help="seconds one model may take in one mode with --all (default: %(default)s)")
     zo.add_argument("--table", help="the outcome table of --all, --sample or --only in workers (default: "

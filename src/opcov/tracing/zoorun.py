@@ -23,7 +23,7 @@ Why this shape:
 * A journal (one JSON line per finished job, beside the table) so an interrupted run continues
   with ``--resume``; the table is written from the journal when every job is done.
   ``--retry-failed`` keeps what a finished table says was traced and traces the rest again (after
-  a fix in opcov).
+  a fix in opcov), with the fake traces whose real-valued branch run failed.
 * The outcome table (``layout.zoo_table_path``): one row per model and mode, ``traced``,
   ``cannot_build`` or ``cannot_trace`` (``vocab.ZOO_OUTCOMES``) with a one-line reason, never a
   traceback. ``--shard I/N`` traces every Nth model and writes its own table; ``opcov zoo merge``
@@ -737,8 +737,10 @@ class Progress:
 
 # ---------------------------------------------------------------- the run
 
-def _keep_traced(journal: Journal, table: str, header: dict) -> None:
-    """Seed the journal with the traced rows of the finished table ``table`` (made by the same run)."""
+def _keep_traced(journal: Journal, table: str, header: dict, root: str) -> None:
+    """Seed the journal with the traced rows of the finished table ``table`` (made by the same run),
+    but those whose op set under ``root`` says its real-valued branch run failed: their fake trace and
+    branch run are made again too (a fix may let the branch run through)."""
     if not os.path.exists(table):
         raise UsageError(f"{table}: no outcome table to retry the failures of; run without --retry-failed")
     old, rows = read_table(table)
@@ -746,8 +748,20 @@ def _keep_traced(journal: Journal, table: str, header: dict) -> None:
         raise UsageError(f"{table} was made by another zoo run (its header differs); run the same selection, "
                          "or without --retry-failed")
     for row in rows:
-        if row["outcome"] == "traced" and (row["model"], row["mode"]) not in journal.rows:
+        if row["outcome"] == "traced" and (row["model"], row["mode"]) not in journal.rows and not (
+                row.get("tracing") == "fake" and _branch_failed(layout.opset_path(row["model"], row["mode"], root))):
             journal.add(row)
+
+
+def _branch_failed(path: str) -> bool:
+    """Whether the op set at ``path`` notes that its real-valued branch run failed."""
+    from opcov.store import opset
+
+    try:
+        notes = opset.load(path)["provenance"]["notes"]
+    except OpcovError:
+        return False
+    return any(n.startswith("the real-valued run failed (") for n in notes)
 
 
 def header_for(selection: str, modes, shard=None) -> dict:
@@ -784,7 +798,7 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
                              "replace them: pass --table FILE for it, or delete that table first")
     journal = Journal(journal_path(table), header, resume)
     if retry:
-        _keep_traced(journal, table, header)
+        _keep_traced(journal, table, header, root)
     kept = 0
     for arch in picked:  # the curated zoo's op sets are made by 'opcov zoo trace': read, not traced again
         for mode in modes:
