@@ -510,3 +510,49 @@ def test_a_backend_with_data_of_two_torch_releases_shows_the_zoos(tmp_path):
     alpha = sitemodel.load_site(cov).backend("alpha")
     assert alpha.torch == "2.13.0+cpu" and alpha.registered.path.endswith("registered-torch-2.13.0+cpu-alpha_pkg-1.0.yaml")
     assert [s.prov["torch"] for s in alpha.snapshots if s.evidence == "registered"] == ["2.12.0", TORCH, "2.9.0"]
+
+
+def test_a_build_split_with_a_forked_child_gives_the_serial_files(small):
+    """load_site and build with parallel=True (half the files parsed, the op pages and half the model pages
+    made in forked children) give the very files of a serial build, in the same order."""
+    from opcov.site import forked
+    from opcov.site import model as sitemodel
+
+    cov, _ = small
+    if not forked.can_fork():
+        pytest.skip("no second core or no fork here: the build runs serially")
+    serial = render.build(sitemodel.load_site(cov, parallel=False), parallel=False)
+    split = render.build(sitemodel.load_site(cov, parallel=True), parallel=True)
+    assert list(split) == list(serial) and split == serial
+
+
+def test_a_forked_childs_failure_leaves_the_work_to_the_parent():
+    """forked.Later: a child that raises or dies gives no value, and the parent works it out itself (raising
+    what the serial call raises); split_map keeps the items' order."""
+    import threading
+
+    from opcov.site import forked
+
+    calls = []
+
+    def boom():
+        calls.append(os.getpid())
+        raise ValueError("bad data")
+
+    later = forked.Later(boom, fork=forked.can_fork())
+    with pytest.raises(ValueError, match="bad data"):
+        later.result()
+    assert calls == [os.getpid()]  # the child's call left no trace here; the parent's raised
+    parent = os.getpid()
+    dies = forked.Later(lambda: os._exit(3) if os.getpid() != parent else "worked out here", fork=forked.can_fork())
+    assert dies.result() == "worked out here"
+    assert forked.split_map(lambda x: x * x, list(range(9))) == [x * x for x in range(9)]
+    assert forked.split_map(str, [], fork=True) == []
+    stop = threading.Event()
+    thread = threading.Thread(target=stop.wait)
+    thread.start()
+    try:
+        assert not forked.can_fork()  # another thread: never fork
+    finally:
+        stop.set()
+        thread.join()

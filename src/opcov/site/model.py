@@ -173,9 +173,27 @@ class Site:
 
 # ---------------------------------------------------------------- loading
 
+PARALLEL_FILES = 200  # data files from which load_site parses half of them in a forked child (auto)
+
+
+def _read(path: str, rel: str):
+    """The document of one data file (an op set, or a coverage file: data.load, faster on the layout
+    data.dumps writes), or the exception its reading raised (load_site raises it in file order)."""
+    try:
+        return opset.load(path) if layout.in_models(rel) else lineyaml.load(path)
+    except Exception as exc:  # noqa: BLE001 - handed back, raised where the serial read would have
+        return exc
+
+
 @judge.bulk()  # every coverage and op-set file held at once: see judge.bulk
-def load_site(coverage_dir: str) -> Site:
-    """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file."""
+def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
+    """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file.
+
+    ``parallel``: parse half the files in a forked child (opcov.site.forked; documents are quick to
+    pickle back, parsing is not). None: where there are PARALLEL_FILES or more and forked.spare_core();
+    False: never. The site is the same either way, and so is the error raised."""
+    from opcov.site import forked
+
     if not os.path.isdir(coverage_dir):
         raise UsageError(f"{coverage_dir}: no such folder; pass --coverage DIR (the folder 'opcov scan' writes to)")
     stray = layout.strays(coverage_dir)  # what check passes over: never publish a site that differs from it
@@ -184,10 +202,14 @@ def load_site(coverage_dir: str) -> Site:
         raise DataError(f"{stray[0][0]}: {stray[0][1]}{more}; run 'opcov lint {coverage_dir}'")
     backends: dict[str, Backend] = {}
     models: dict[str, Model] = {}
-    for path in layout.yaml_files(coverage_dir):
-        rel = os.path.relpath(path, coverage_dir).replace(os.sep, "/")
+    paths = [(p, os.path.relpath(p, coverage_dir).replace(os.sep, "/")) for p in layout.yaml_files(coverage_dir)]
+    if parallel is None:
+        parallel = len(paths) >= PARALLEL_FILES and forked.spare_core()
+    docs = forked.split_map(lambda p: _read(*p), paths, fork=parallel and forked.can_fork())
+    for (path, rel), doc in zip(paths, docs):
+        if isinstance(doc, Exception):
+            raise doc
         if layout.in_models(rel):
-            doc = opset.load(path)
             name = str(doc["model"]["name"])
             model = models.setdefault(name, Model(name))
             if doc["mode"] in model.modes:
@@ -195,7 +217,7 @@ def load_site(coverage_dir: str) -> Site:
                                 f"(the other is {model.modes[doc['mode']][0]}); keep one file per model and mode")
             model.modes[doc["mode"]] = (rel, doc)
             continue
-        snap = Snapshot(rel, lineyaml.load(path))  # data.load, faster on the layout data.dumps writes
+        snap = Snapshot(rel, doc)
         backends.setdefault(snap.backend, Backend(snap.backend)).snapshots.append(snap)
     traced = Counter(str((doc.get("provenance") or {}).get("torch")) for m in models.values()
                      for _, doc in m.modes.values())

@@ -496,16 +496,78 @@ def ladder() -> list:
                runs_css=vocab.verdict_css("runs", w.name)) for w in vocab.EVIDENCE.values()]
 
 
+PARALLEL_PAGES = 1000  # op and model pages from which a build splits its work with a forked child (auto)
+
+
+def _render(env, site: Site, links: dict, path: str, template: str, **ctx) -> bytes:
+    """One page, its links relative to its own folder."""
+    root = "../" * path.count("/")
+    return env.get_template(template).render(root=root, links=links, site=site, **ctx).encode("utf-8")
+
+
+def _op_files(env, site: Site, links: dict) -> dict:
+    """The op pages, their JSON and the search index (everything that needs the ops' answers, and no
+    verdict): path -> bytes."""
+    answers = {name: [sitemodel.op_answer(b, name, name in site.absent.get(b.name, ())) for b in site.backends]
+               for name in site.ops}
+    files = {}
+    op_tpl = env.get_template("op.html")
+    for name in site.ops:
+        path = links["ops"][name]
+        op = op_page(site, name, links, answers[name])
+        files[path] = op_tpl.render(root="../../", links=links, site=site, title=name, op=op,
+                                    api_path=api_path(path)).encode("utf-8")
+        files[api_path(path)] = _json(op_api(site, name, op, path))
+    files["assets/search-index.js"] = search_index(site, links, answers)
+    return files
+
+
+def _model_files(env, site: Site, links: dict, verdicts: dict, model_badges: dict, m) -> list:
+    """One model's page and JSON: [(path, bytes)]."""
+    modes = []
+    for mode in ("inference", "training"):
+        if mode not in m.modes:
+            continue
+        path, doc = m.modes[mode]
+        per_backend = [{"b": b, "v": verdict_view(verdicts[(m.name, mode, b.name)]),
+                        "badge": model_badges.get((m.name, b.name))}
+                       for b in site.backends if (m.name, mode, b.name) in verdicts]
+        modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend})
+    href = links["models"][m.name]
+    return [(href, _render(env, site, links, href, "model.html", title=f"Model {m.name}", model=m, modes=modes,
+                           api_path=api_path(href))),
+            (api_path(href), _json(model_api(m, modes, verdicts)))]
+
+
 @judge.bulk()  # millions of objects that live until the pages are written: see judge.bulk
-def build(site: Site) -> dict:
-    """Every file of the site: relative path -> bytes."""
-    from opcov.verdict import compare
+def build(site: Site, parallel: bool | None = None) -> dict:
+    """Every file of the site: relative path -> bytes.
+
+    ``parallel``: split the work with a forked child (opcov.site.forked): the op pages are made beside
+    the judging, and half the model pages beside the other half. None: where the site has at least
+    PARALLEL_PAGES op and model pages and forked.spare_core(); False: never. The files are the same
+    either way."""
+    from opcov.site import forked
+    if parallel is None:
+        parallel = len(site.ops) + len(site.models) >= PARALLEL_PAGES and forked.spare_core()
+    parallel = parallel and forked.can_fork()
     env = environment()
     links = {
         "ops": unique_paths(site.ops, "ops", op_stem),
         "backends": unique_paths([b.name for b in site.backends], "backends", _safe),
         "models": unique_paths([m.name for m in site.models], "models", _safe),
     }
+    op_files = forked.Later(lambda: _op_files(env, site, links), fork=parallel)
+    try:
+        return _build(site, env, links, op_files, parallel)
+    finally:
+        op_files.cancel()
+
+
+def _build(site: Site, env, links: dict, op_files, parallel: bool) -> dict:
+    """build's body, with the op pages' files to come from ``op_files`` (a forked.Later)."""
+    from opcov.site import forked
+    from opcov.verdict import compare
     verdicts = sitemodel.judge_models(site)
     pairs = comparisons(site, verdicts)
     links["compare"] = unique_paths([(c.a, c.b) for c in pairs], "compare",
@@ -513,12 +575,8 @@ def build(site: Site) -> dict:
     files: dict[str, bytes] = {}
 
     def page(path: str, template: str, **ctx):
-        root = "../" * path.count("/")
-        text = env.get_template(template).render(root=root, links=links, site=site, **ctx)
-        files[path] = text.encode("utf-8")
+        files[path] = _render(env, site, links, path, template, **ctx)
 
-    answers = {name: [sitemodel.op_answer(b, name, name in site.absent.get(b.name, ())) for b in site.backends]
-               for name in site.ops}
     backends = []
     for b in site.backends:
         figs = backend_figures(site, b)
@@ -572,29 +630,14 @@ def build(site: Site) -> dict:
         files[entry["api"]] = _json(backend_api(entry, g, h))
         api["backends"][b.name] = entry["api"]
         api["badges"].update({path.rsplit("/", 1)[-1][:-4]: shield for path, _, shield in entry["badges"]})
+    for pages in forked.split_map(lambda m: _model_files(env, site, links, verdicts, model_badges, m), site.models,
+                                  fork=parallel):
+        files.update(pages)
     for m in site.models:
-        modes = []
-        for mode in ("inference", "training"):
-            if mode not in m.modes:
-                continue
-            path, doc = m.modes[mode]
-            per_backend = [{"b": b, "v": verdict_view(verdicts[(m.name, mode, b.name)]),
-                            "badge": model_badges.get((m.name, b.name))}
-                           for b in site.backends if (m.name, mode, b.name) in verdicts]
-            modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend})
-        href = links["models"][m.name]
-        page(href, "model.html", title=f"Model {m.name}", model=m, modes=modes, api_path=api_path(href))
-        files[api_path(href)] = _json(model_api(m, modes, verdicts))
-        api["models"][m.name] = api_path(href)
-    op_tpl = env.get_template("op.html")
+        api["models"][m.name] = api_path(links["models"][m.name])
+    files.update(op_files.result())
     for name in site.ops:
-        path = links["ops"][name]
-        op = op_page(site, name, links, answers[name])
-        files[path] = op_tpl.render(root="../../", links=links, site=site, title=name, op=op,
-                                    api_path=api_path(path)).encode("utf-8")
-        files[api_path(path)] = _json(op_api(site, name, op, path))
-        api["ops"][name] = api_path(path)
-    files["assets/search-index.js"] = search_index(site, links, answers)
+        api["ops"][name] = api_path(links["ops"][name])
     files["api/index.json"] = _json(api_index(site, api))
     for asset in ASSETS:
         with open(os.path.join(TEMPLATES, asset), "rb") as f:
@@ -780,9 +823,10 @@ def write(files: dict, out_dir: str) -> dict:
     for rel, blob in sorted(files.items()):
         path = os.path.join(out_dir, *rel.split("/"))
         try:
-            with open(path, "rb") as f:
-                if f.read() == blob:
-                    continue
+            if rel in existing:  # a cold folder has nothing to compare: no failing open per file
+                with open(path, "rb") as f:
+                    if f.read() == blob:
+                        continue
         except OSError:
             pass
         output.write_atomic(path, blob, durable=False)  # a re-render mends a torn site

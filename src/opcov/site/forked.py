@@ -1,0 +1,116 @@
+"""Parts of a site build worked out in a forked child process, beside the parent's own work.
+
+Why: a build of the whole zoo is pure Python over data already in memory, one core's work, and the
+machines it runs on have two or more. A child made by fork has the parent's data as it stands (no
+copying in, no pickling of the site); only what it returns is pickled back, so it is handed work
+whose results are small beside their cost (pages as bytes, parsed op sets).
+
+Every result is what the same call gives in the parent, so a build is byte-identical whichever way
+it ran. Where a child cannot help or fails (no fork on this system, one core, other threads running
+that a fork could catch holding a lock, the child's error or death), the parent does the work itself:
+``Later.result`` always returns the serial answer, and raises what the serial call raises.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import threading
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def can_fork() -> bool:
+    """Whether a child could run beside this process: fork exists, more than one core is ours, and this
+    process runs no other thread (a fork copies only the calling thread; a lock another thread held
+    would never be released in the child)."""
+    return hasattr(os, "fork") and threading.active_count() == 1 and _cores() > 1
+
+
+def spare_core() -> bool:
+    """Whether can_fork() and a core is idle for the child: the load average of the last minute leaves
+    one free. On a machine busy with other work the child only takes its time from that work, and two
+    processes cost more CPU in all than one (measured: a zoo build at load 5 on 2 cores took longer
+    split than serial)."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        load = 0.0
+    return can_fork() and load <= _cores() - 1
+
+
+class Later:
+    """``fn()`` worked out in a forked child from now on; ``result()`` gives its value (once).
+
+    With ``fork`` False, or where the child cannot be made, ``result()`` calls ``fn()`` itself.
+    The child writes its pickled value to an unlinked temporary file (a pipe would stall it once
+    full, until the parent reads) and leaves with os._exit, running none of the parent's exit handlers.
+    """
+
+    def __init__(self, fn, fork: bool = True):
+        self.fn, self.pid, self.file = fn, None, None
+        if not fork:
+            return
+        try:
+            self.file = tempfile.TemporaryFile()
+            self.pid = os.fork()
+        except OSError:
+            self.pid = None
+            return
+        if self.pid == 0:  # the child
+            code = 1
+            try:
+                with open(os.dup(self.file.fileno()), "wb") as out:
+                    pickle.dump(fn(), out, protocol=pickle.HIGHEST_PROTOCOL)
+                code = 0
+            finally:
+                os._exit(code)
+
+    def result(self):
+        """The child's value; ``fn()`` worked out here when the child did not give one."""
+        pid, self.pid = self.pid, None
+        if pid:
+            _, status = os.waitpid(pid, 0)
+            if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+                self.file.seek(0)
+                try:
+                    value = pickle.load(self.file)
+                except Exception:  # a torn file: the serial answer below
+                    pass
+                else:
+                    self.file.close()
+                    return value
+        if self.file is not None:
+            self.file.close()
+        return self.fn()
+
+    def cancel(self) -> None:
+        """Stop the child, if it still runs, and let it go (the parent is leaving the build)."""
+        pid, self.pid = self.pid, None
+        if pid:
+            try:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        if self.file is not None:
+            self.file.close()
+
+
+def split_map(fn, items: list, fork: bool = True) -> list:
+    """``[fn(x) for x in items]``, its second half worked out in a forked child while the parent works
+    out the first (see Later; serial where ``fork`` is False or a child cannot be made)."""
+    half = len(items) // 2
+    later = Later(lambda: [fn(x) for x in items[half:]], fork=fork and half > 0)
+    try:
+        first = [fn(x) for x in items[:half]]
+    except BaseException:
+        later.cancel()
+        raise
+    return first + later.result()
