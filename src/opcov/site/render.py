@@ -751,7 +751,8 @@ def model_api(m, modes: list, verdicts: dict) -> dict:
             v = verdicts[(m.name, md["mode"], pb["b"].name)]
             per[pb["b"].name] = {
                 "verdict": v.verdict, "evidence": v.evidence, "says": vocab.verdict_words(v.verdict, v.evidence),
-                "counts": v.counts(), "sources": list(v.sources), "notes": list(v.notes),
+                "counts": pb["v"]["counts"],  # verdict_view's: counted once per verdict
+                "sources": list(v.sources), "notes": list(v.notes),
                 "problems": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
                               "findings": [dict(f.__dict__) for f in r.problems()]}
                              for r in v.ops if r.outcome in vocab.PROBLEMS]}
