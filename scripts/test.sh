@@ -8,4 +8,5 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
     (apt-get -qq update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
         || echo "scripts/test.sh: could not install chromium; the browser tests will be skipped" >&2
 fi
-TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python -m pytest -q "$@"
+# One worker per core (OPCOV_TEST_JOBS=1 for one process); each test file stays in one worker.
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python -m pytest -q -n "${OPCOV_TEST_JOBS:-auto}" --dist loadfile "$@"
