@@ -47,6 +47,8 @@ PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (
 CHILD_KERNELS = {"aten::convolution": "pass", "aten::convolution_backward": "pass"}
 TIMEOUT_S = 600
 PADDED = "a padded attention mask"
+# The note of a fake trace whose real-valued branch run failed (zoo --retry-failed looks for it).
+FAILED_NOTE = "the real-valued run failed ({why}): branches on data are as fake tensors took them"
 
 
 def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dtype: str, autocast: bool,
@@ -99,16 +101,17 @@ def branch_runs(job: dict) -> tuple[dict, str]:
 
 
 def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | None = None,
-                        notes=()) -> bool:
+                        repairs=()) -> bool:
     """Merge the real-valued runs of ``job`` (``with_real_branches`` makes it) into the fake trace
-    ``result``, with a note (and ``notes``: how its sizes were repaired); ``answer``: ``branch_runs(job)``
-    where the caller made it. Whether they ran (a failure is a note: the fake trace stays as it was)."""
+    ``result``, with a note (after ``repairs``: the notes of how its sizes were repaired); ``answer``:
+    ``branch_runs(job)`` where the caller made it. Whether they ran (a failure is a note: the fake
+    trace stays as it was)."""
     doc = result.doc
     out, failure = answer or branch_runs(job)
-    doc["provenance"]["notes"].extend(notes)
     notes = doc["provenance"]["notes"]
+    notes.extend(repairs)
     if failure:
-        notes.append(f"the real-valued run failed ({failure}): branches on data are as fake tensors took them")
+        notes.append(FAILED_NOTE.format(why=failure))
         return False
     runs = out["runs"]
     fake_rows = [dataclasses.asdict(n) for n in opset.nodes(doc)]
@@ -243,11 +246,10 @@ def _child(job: dict) -> dict:
     if job["kind"] == "trace":
         command = spec.command_line(job["model"], mode=job["mode"], dtype=dtype, optimizer=job["optimizer"],
                                     real=True, sizes=sizes, out=job.get("out"))
+    where = {"device": "cpu", "autocast": job.get("autocast", False)} if cpu else {"computing": pb.device().type}
     runs = []
     for variant, inputs in input_variants(torch, built):
         torch.manual_seed(1)
-        where = ({"device": "cpu", "autocast": job.get("autocast", False)} if cpu
-                 else {"computing": pb.device().type})
         doc = trace(built.model, inputs, mode=job["mode"], dtype=dtype, optimizer=job["optimizer"], real=True,
                     name=entry.name if entry else built.name, source=built.source, config=built.config,
                     command=command, notes=built.notes, **where).doc

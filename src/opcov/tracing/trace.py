@@ -137,8 +137,7 @@ def _as_if_all_true(torch, name: str, args):
     if name == "aten::nonzero":
         return torch.stack(every(args[0]), dim=1) if args[0].dim() else None
     if name == "aten::masked_select":
-        x, mask = torch.broadcast_tensors(args[0], args[1])
-        return x.reshape(-1).clone()
+        return torch.broadcast_tensors(args[0], args[1])[0].reshape(-1).clone()
     if name == "aten::index.Tensor":
         x, indices = args[0], []
         for index in args[1]:

@@ -320,17 +320,17 @@ def _with_real_branches(path: str, job: dict):
             failure = ""
         except Exception as exc:  # noqa: BLE001 - noted below; the fake trace stays
             failure = str(exc) if isinstance(exc, _BranchFailed) else failure
-    realtrace.merge_real_branches(result, job, answer=(out, failure), notes=notes)
+    realtrace.merge_real_branches(result, job, answer=(out, failure), repairs=notes)
     return result
 
 
 def _note_branch_failure(path: str, why: str) -> None:
     """A branch run that timed out or killed its worker: the fake trace at ``path`` says so."""
     from opcov.store import opset
+    from opcov.tracing.realtrace import FAILED_NOTE
 
     result = opset.OpSet(opset.load(path))
-    result.doc["provenance"]["notes"].append(
-        f"the real-valued run failed ({why}): branches on data are as fake tensors took them")
+    result.doc["provenance"]["notes"].append(FAILED_NOTE.format(why=why))
     result.save(path)
 
 
@@ -434,7 +434,7 @@ def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator"
     from opcov.tracing import models, realtrace, target
 
     torch = import_torch()
-    if device != "cpu" and kind == "real":
+    if device != "cpu" and kind == "real":  # a CPU worker claims no device
         os.environ[realtrace.PYBACKEND_SPEC_VAR] = realtrace.child_spec()
         import opcov.testing.pybackend  # noqa: F401 - claims PrivateUse1: the computing stand-in
 
@@ -756,12 +756,14 @@ def _keep_traced(journal: Journal, table: str, header: dict, root: str) -> None:
 def _branch_failed(path: str) -> bool:
     """Whether the op set at ``path`` notes that its real-valued branch run failed."""
     from opcov.store import opset
+    from opcov.tracing.realtrace import FAILED_NOTE
 
     try:
         notes = opset.load(path)["provenance"]["notes"]
     except OpcovError:
         return False
-    return any(n.startswith("the real-valued run failed (") for n in notes)
+    before, after = FAILED_NOTE.split("{why}")
+    return any(n.startswith(before) and n.endswith(after) for n in notes)
 
 
 def header_for(selection: str, modes, shard=None) -> dict:
