@@ -340,6 +340,49 @@ def test_narrow_widths_keep_the_head_the_zoo_traced(build):
     assert type(built.model).__name__ == type(build("mobilebert").model).__name__ == "MobileBertForMaskedLM"
 
 
+def test_whole_heads_widths_run_models_the_narrowest_widths_break():
+    # codegen splits its fused qkv projection by the narrowed hidden / heads but rotates by the
+    # config's own rotary_dim, so at hidden 64 its eager run fails (the zoo's branch runs did, on
+    # CPU too); at 4 heads of the config's own head dim it runs. Real model, real CPU forward.
+    pytest.importorskip("transformers")
+    from opcov.torchenv import import_torch
+    from opcov.tracing import models
+
+    torch, tf = import_torch(), models._transformers()
+    cfg = tf.AutoConfig.for_model("codegen")
+    narrow, heads = tiny.overrides(cfg, width=True), tiny.overrides(cfg, width="heads")
+    assert narrow["n_embd"] == 64 and heads["n_embd"] == 4 * (cfg.n_embd // cfg.n_head)
+    assert {k: v for k, v in heads.items() if k != "n_embd"} == {k: v for k, v in narrow.items() if k != "n_embd"}
+
+    def forward(overrides):
+        built = models.build("hf:codegen", models.Sizes(overrides=overrides), mode="inference", real=True)
+        args = built.inputs
+        with torch.no_grad():
+            return built.model(**args) if isinstance(args, dict) else built.model(*args)
+
+    with pytest.raises(RuntimeError):
+        forward(narrow)
+    assert forward(heads) is not None
+
+
+def test_narrow_widths_carry_the_sizes_that_follow_hidden_and_divide_experts():
+    # siglip's text projection_size equals its hidden size and must follow it (mm 2x768 and 256x2 at
+    # the branch run before); deepseek_v3 routes over n_group=8 groups of experts, which 4 experts
+    # cannot make (view [-1, 8, 0]); an image_size equal to the hidden size by chance stays
+    pytest.importorskip("transformers")
+    from opcov.tracing import models
+
+    tf = models._transformers()
+    siglip = tiny.overrides(tf.AutoConfig.for_model("siglip"), width=True)
+    assert siglip["text_config.projection_size"] == siglip["text_config.hidden_size"] == 64
+    ds = tiny.overrides(tf.AutoConfig.for_model("deepseek_v3"), width=True)
+    assert ds["n_routed_experts"] % ds["n_group"] == 0 and ds["topk_group"] <= ds["n_group"]
+    cfg = Cfg(hidden_size=768, image_size=768, pooler_hidden_size=768, num_attention_heads=12)
+    narrow = tiny.overrides(cfg, width=True)
+    assert narrow["pooler_hidden_size"] == 64 and "image_size" not in narrow
+    assert tiny.overrides(cfg, width="heads")["pooler_hidden_size"] == 4 * 64
+
+
 def test_an_optional_input_passed_on_as_none_is_asked_for():
     from opcov.tracing import repair
 
@@ -536,6 +579,18 @@ def test_a_job_over_the_memory_bound_is_killed_and_is_one_line(tmp_path):
     assert rows[0]["reason"] == "over 64 MB of memory (killed)"
 
 
+def _fake_only_copy(tmp_path, model: str):
+    """The bundled inference op set of ``model`` saved under ``tmp_path`` without its branch-run notes."""
+    from opcov.store import opset
+
+    path = tmp_path / model / "inference.yaml"
+    path.parent.mkdir()
+    doc = opset.load(os.path.join(os.path.dirname(__file__), "..", "coverage", "models", model, "inference.yaml"))
+    doc["provenance"]["notes"] = [n for n in doc["provenance"]["notes"] if "real-valued run" not in n]
+    opset.OpSet(doc).save(str(path))
+    return path
+
+
 def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, monkeypatch):
     """qwen2_vl's real-valued branch run failed at narrow widths (its rotary sections [16, 24, 24] sum
     past the narrowed head dim: the real message below) and its op set kept the fake trace alone; the
@@ -546,12 +601,7 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
     from opcov.store import opset
     from opcov.tracing import realtrace
 
-    path = tmp_path / "qwen2_vl" / "inference.yaml"
-    path.parent.mkdir()
-    doc = opset.load(os.path.join(os.path.dirname(__file__), "..", "coverage", "models", "qwen2_vl",
-                                  "inference.yaml"))
-    doc["provenance"]["notes"] = [n for n in doc["provenance"]["notes"] if "real-valued run" not in n]
-    opset.OpSet(doc).save(str(path))
+    path = _fake_only_copy(tmp_path, "qwen2_vl")
     asked = []
 
     def branch_runs(job):
@@ -574,6 +624,37 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
     assert any(n.startswith("the rotary sections [16, 24, 24] exceed the 8 rotary frequencies") for n in notes), notes
     assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built; at narrow "
                             "widths: text_config.hidden_size=64") and "mrope_section" in n for n in notes), notes
+    assert not any("real-valued run failed" in n for n in notes), notes
+
+
+def test_a_branch_run_the_narrowest_widths_break_is_made_again_with_whole_heads(tmp_path, monkeypatch):
+    """codegen's branch run failed at hidden 64 (the real message below; the eager CPU forward fails
+    the same way, test above) and its op set kept the fake trace alone: it is made again at 4 heads
+    of the config's own head dim, merged, and the op set says at which widths and why. The runs are
+    stood in for (each costs a model build)."""
+    pytest.importorskip("transformers")
+    from opcov.store import opset
+    from opcov.tracing import models, realtrace
+
+    path = _fake_only_copy(tmp_path, "codegen")
+    asked = []
+
+    def branch_runs(job):
+        asked.append(job["sizes"]["overrides"]["n_embd"])
+        if job["sizes"]["overrides"]["n_embd"] == 64:
+            return {}, ("UsageError: cannot trace at aten::mul.Tensor: RuntimeError: The size of tensor a (16) "
+                        "must match the size of tensor b (64) at non-singleton dimension 3 (the model itself)")
+        return {"runs": [{"variant": "inputs as built", "doc": opset.load(str(path))}]}, ""
+
+    monkeypatch.setattr(realtrace, "branch_runs", branch_runs)
+    narrow = tiny.overrides(models._transformers().AutoConfig.for_model("codegen"), width=True)
+    job = {"kind": "branches", "model": "hf:codegen", "mode": "inference", "dtype": "float32",
+           "optimizer": "adamw", "narrowed": True,
+           "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []}}
+    notes = zoorun._with_real_branches(str(path), job).doc["provenance"]["notes"]
+    assert asked == [64, 1024]
+    assert any(n.startswith("at narrow widths whose hidden size is 4 heads") and "tensor a (16)" in n for n in notes)
+    assert any(n.startswith("real values: a run") and "n_embd=1024" in n for n in notes), notes
     assert not any("real-valued run failed" in n for n in notes), notes
 
 

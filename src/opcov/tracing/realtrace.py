@@ -83,8 +83,11 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
         job.update(device="cpu", autocast=autocast)
     if defer and not cpu:
         result.real_job = job
-    else:
-        merge_real_branches(result, job)
+    else:  # repaired as the zoo's are, so `opcov trace X` and `opcov zoo trace` make the same runs
+        from opcov.tracing.zoorun import repaired_branch_runs
+
+        job, answer, repairs = repaired_branch_runs(job)
+        merge_real_branches(result, job, answer=answer, repairs=repairs)
     return result
 
 

@@ -19,7 +19,10 @@ overrides keep every distinct layer kind and drop the repeats:
   models refuse, are 8;
 * with ``width=True`` (for real-valued traces): hidden sizes 64, heads 4 (key-value heads 2 or 4),
   intermediate sizes 128, vocabularies 512 (or up to the largest special token id), experts 4 (2 per
-  token); head dims stay, since rotary sections and the like are sized by them.
+  token); head dims stay, since rotary sections and the like are sized by them. ``width="heads"``:
+  the same, but hidden sizes are the 4 heads times the config's own head dim, for models whose code
+  derives a size from hidden / heads and another from the head dim (codegen's fused qkv split,
+  helium's projections), which a 64-wide hidden size with a larger head dim breaks.
 
 The result is a dict of dotted keys (``text_config.num_hidden_layers``) that ``opcov trace --set``
 reads back, so the op set's command line reproduces the trace. No per-model lists: the rules read
@@ -47,6 +50,11 @@ _DENSE_FIRST = ("first_k_dense_replace", "num_dense_layers", "first_k_dense")
 _PERIOD = re.compile(r"(?:_period|_interval|_every_n_layers|_step)$")
 # Counts of routed experts (mixture-of-experts layers).
 _EXPERTS = ("num_local_experts", "num_experts", "n_routed_experts")
+# The width keys and head-count keys whose ratio is a head dim (``width="heads"``).
+_HIDDEN = ("hidden_size", "d_model", "n_embd", "dim", "embed_dim")
+_HEAD_COUNTS = ("num_attention_heads", "num_heads", "n_head", "n_heads", "encoder_attention_heads")
+# Sizes that equal a hidden size by coincidence, not because they follow it.
+_UNRELATED = re.compile(r"codebook|image|patch|flow|vocab|position|max_|window|chunk|kernel|num_|_len")
 # Per-stage block counts of hierarchical vision models.
 _STAGES = ("depths", "blocks_per_stage", "stage_num_blocks", "num_block_repeats", "n_attn_blocks")
 
@@ -76,7 +84,7 @@ def is_count(key: str, value) -> bool:
             and not any(word in key for word in _NOT_COUNT))
 
 
-def overrides(config, *, width: bool = False) -> dict:
+def overrides(config, *, width: bool | str = False) -> dict:
     """``--set`` overrides (dotted key -> value) that make ``config`` tiny (see the module docstring)."""
     out: dict = {}
     for prefix, cfg in sub_configs(config):
@@ -84,7 +92,7 @@ def overrides(config, *, width: bool = False) -> dict:
     return out
 
 
-def _one(cfg, width: bool) -> dict:
+def _one(cfg, width: bool | str) -> dict:
     raw = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
     out: dict = {}
     for key, value in raw.items():
@@ -117,6 +125,8 @@ def _one(cfg, width: bool) -> dict:
             out.update(_layers(raw, key, count))
     if width:
         out.update(_width(raw))
+    if width == "heads":
+        out.update(_whole_heads(raw, out))
     return out
 
 
@@ -190,8 +200,41 @@ def _width(raw: dict) -> dict:
     kv = raw.get("num_key_value_heads")
     if isinstance(kv, int) and isinstance(heads, int) and kv > 0:
         out["num_key_value_heads"] = heads if kv >= raw.get("num_attention_heads", kv) else min(kv, 2)
-    if isinstance(raw.get("num_experts_per_tok"), int):
-        experts = min(v for k, v in out.items() if k in _EXPERTS) if any(k in out for k in _EXPERTS) else None
-        if experts:
-            out["num_experts_per_tok"] = min(raw["num_experts_per_tok"], 2, experts)
-    return out
+    experts = min(v for k, v in out.items() if k in _EXPERTS) if any(k in out for k in _EXPERTS) else None
+    if isinstance(raw.get("num_experts_per_tok"), int) and experts:
+        out["num_experts_per_tok"] = min(raw["num_experts_per_tok"], 2, experts)
+    group = raw.get("n_group")  # routing views the experts as n_group groups (deepseek_v3): they must divide
+    if experts and isinstance(group, int) and group > 1 and experts % group:
+        out["n_group"] = 1
+        if isinstance(raw.get("topk_group"), int) and raw["topk_group"] > 1:
+            out["topk_group"] = 1
+    return {**out, **_followers(raw, out)}
+
+
+def _followers(raw: dict, narrow: dict) -> dict:
+    """Sizes the config sets equal to its hidden size (``projection_size``, ``pooler_hidden_size``,
+    ``cross_attention_hidden_size``...), which follow the narrowed hidden size: a projection or
+    pooler as wide as the model's hidden states."""
+    width = next((k for k in _HIDDEN if k in narrow), None)
+    if width is None:
+        return {}
+    return {k: narrow[width] for k, v in raw.items()
+            if k != width and k not in narrow and k not in WIDTH and k.endswith(("_size", "_dim"))
+            and not _UNRELATED.search(k) and isinstance(v, int) and not isinstance(v, bool) and v == raw[width]}
+
+
+def _whole_heads(raw: dict, narrow: dict) -> dict:
+    """The narrowed hidden size made the narrowed head count times the config's own head dim (its
+    ``head_dim``, else hidden / heads): the width of whole heads. Only where that is narrower than the
+    config's own width; {} where the config names no head dim to keep."""
+    width = next((k for k in _HIDDEN if k in narrow), None)
+    count = next((k for k in _HEAD_COUNTS if isinstance(raw.get(k), int) and raw[k] > 0), None)
+    if width is None or count is None:
+        return {}
+    head = raw.get("head_dim")
+    if not isinstance(head, int) or isinstance(head, bool) or head <= 0:
+        head = raw[width] // raw[count] if raw[width] % raw[count] == 0 else None
+    wide = head * narrow.get(count, raw[count]) if head else None
+    if not wide or wide >= raw[width] or wide == narrow[width]:
+        return {}
+    return {width: wide, **{k: wide for k in _followers(raw, {width: narrow[width]})}}

@@ -295,14 +295,25 @@ class _BranchFailed(Exception):
 
 
 def _with_real_branches(path: str, job: dict):
-    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in. A
-    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
-    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
-    traces are; where it still fails, the fake trace says why."""
+    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in
+    (``repaired_branch_runs``)."""
     from opcov.store import opset
-    from opcov.tracing import models, realtrace
+    from opcov.tracing import realtrace
 
     result = opset.OpSet(opset.load(path))
+    job, answer, notes = repaired_branch_runs(job)
+    realtrace.merge_real_branches(result, job, answer=answer, repairs=notes)
+    return result
+
+
+def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
+    """(the job as made, ``realtrace.branch_runs``' answer, notes) for branch run ``job``. A
+    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
+    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
+    traces are; one whose narrowest widths do not fit together, at whole heads (see ``_narrow``).
+    Where it still fails, the answer says why (the fake trace stays)."""
+    from opcov.tracing import models, realtrace, tiny
+
     out, failure = realtrace.branch_runs(job)
     notes: list = []
     if failure and job["model"].startswith("hf:"):
@@ -315,13 +326,24 @@ def _with_real_branches(path: str, job: dict):
 
         start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
         try:
-            job, out = _repaired(run, _config(job["model"][3:]), start.overrides, start=start,
-                                 failed=_BranchFailed(failure), note=lambda _, why: notes.extend(why))
-            failure = ""
-        except Exception as exc:  # noqa: BLE001 - noted below; the fake trace stays
-            failure = str(exc) if isinstance(exc, _BranchFailed) else failure
-    realtrace.merge_real_branches(result, job, answer=(out, failure), repairs=notes)
-    return result
+            config = _config(job["model"][3:])
+        except models.BuildError:
+            return job, (out, failure), notes
+        tries = [(start.overrides, _BranchFailed(failure), [])]
+        heads = {**start.overrides, **tiny.overrides(config, width="heads")}
+        if job.get("narrowed") and heads != start.overrides:
+            tries.append((heads, None, [WHOLE_HEADS_NOTE.format(why=failure[:160])]))
+        for overrides, failed, why in tries:
+            try:
+                job, out = _repaired(run, config, overrides, why, start=start, failed=failed,
+                                     note=lambda _, why: notes.extend(why))
+                failure = ""
+                break
+            except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
+                failure = str(exc) if isinstance(exc, _BranchFailed) else failure
+                if not _SHAPE.search(failure):
+                    break
+    return job, (out, failure), notes
 
 
 def _note_branch_failure(path: str, why: str) -> None:
@@ -388,8 +410,20 @@ def _narrow(arch: Arch, run):
         if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
             raise
         narrow = one_line(exc, 160)
+    heads = tiny.overrides(config, width="heads")
+    if heads != tiny.overrides(config, width=True):
+        try:
+            return _repaired(run, config, heads, [WHOLE_HEADS_NOTE.format(why=narrow)])
+        except Exception as exc:
+            if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
+                raise
     return _repaired(run, config, tiny.overrides(config),
                      [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"])
+
+
+# Narrow widths whose hidden size is whole heads of the config's own head dim (tiny's width="heads").
+WHOLE_HEADS_NOTE = ("at narrow widths whose hidden size is 4 heads of the config's own head dim: at the narrowest "
+                    "widths it fails ({why})")
 
 
 # Failures no config size changes: a missing library or class, an input opcov cannot make, the
