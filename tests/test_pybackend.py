@@ -272,7 +272,7 @@ def test_cpu_fallback_runs_ops_without_kernel(planted):
     assert planted["wrapped_numbers"] == [True, True, True]
 
 
-def test_the_fused_lstm_cell_cpu_lacks_is_computed_as_cuda_does():
+def test_the_fused_lstm_and_gru_cells_cpu_lacks_are_computed_as_cuda_does():
     # off CPU, aten::lstm takes the fused cell (_thnn_fused_lstm_cell), which CPU has no kernel for: the
     # stand-in computes it, forward and backward, and agrees with CPU's own (unfused) LSTM
     res = _results("""
@@ -292,9 +292,21 @@ def test_the_fused_lstm_cell_cpu_lacks_is_computed_as_cuda_does():
     with Seen():
         out_d = lstm(xs.to(dev))[0]
         out_d.sum().backward()
-    res["ops"] = sorted(n for n in seen if "lstm_cell" in n)
     res["lstm"] = [torch.allclose(out_d.cpu(), out_c.detach(), atol=1e-6),
                    torch.allclose(lstm.weight_ih_l0.grad.cpu(), grad_c, atol=1e-5)]
+    # the GRU's fused cell likewise, against CPU's own GRU: output, and both weights' and bias' grads
+    gru = torch.nn.GRU(4, 5)
+    out_c = gru(xs)[0]
+    (out_c * out_c).sum().backward()
+    grads_c = [p.grad.clone() for p in gru.parameters()]
+    gru.zero_grad()
+    gru.to(dev)
+    with Seen():
+        out_d = gru(xs.to(dev))[0]
+        (out_d * out_d).sum().backward()
+    res["gru"] = [torch.allclose(out_d.cpu(), out_c.detach(), atol=1e-6)] + [
+        torch.allclose(p.grad.cpu(), g, atol=1e-5) for p, g in zip(gru.parameters(), grads_c)]
+    res["ops"] = sorted(n for n in seen if "_cell" in n)
     # interpreter teardown after a backward through the CPU fallback may abort ("terminate called
     # without an active exception", seen here with torch 2.13): leave without it, as the probe's workers do
     import os, sys
@@ -303,7 +315,9 @@ def test_the_fused_lstm_cell_cpu_lacks_is_computed_as_cuda_does():
     os._exit(0)
     """, spec={"kernels": {}, "fallback": "cpu"})
     assert res["lstm"] == [True, True]
-    assert "aten::_thnn_fused_lstm_cell" in res["ops"] and "aten::_thnn_fused_lstm_cell_backward_impl" in res["ops"]
+    assert res["gru"] == [True] * 5
+    assert {"aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_lstm_cell_backward_impl", "aten::_thnn_fused_gru_cell",
+            "aten::_thnn_fused_gru_cell_backward"} <= set(res["ops"])
 
 
 def test_raise_fallback(default):

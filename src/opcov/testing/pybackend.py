@@ -473,8 +473,32 @@ def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     return grad_gates, gcx * f, grad_gates.sum(0) if has_bias else torch.empty(0, dtype=cy.dtype)
 
 
+def _gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    """aten::_thnn_fused_gru_cell as CUDA computes it: (hy, workspace of r, z, n, hx and the hidden
+    gates' new part)."""
+    if input_bias is not None:
+        input_gates, hidden_gates = input_gates + input_bias, hidden_gates + hidden_bias
+    ir, iz, in_ = input_gates.chunk(3, 1)
+    hr, hz, hn = hidden_gates.chunk(3, 1)
+    r, z = (ir + hr).sigmoid(), (iz + hz).sigmoid()
+    n = (in_ + r * hn).tanh()
+    return n + z * (hx - n), torch.cat([r, z, n, hx, hn], 1)
+
+
+def _gru_cell_backward(grad_hy, workspace, has_bias):
+    """aten::_thnn_fused_gru_cell_backward: (grad input gates, grad hidden gates, grad hx, grad input
+    bias, grad hidden bias) from the workspace."""
+    r, z, n, hx, hn = workspace.chunk(5, 1)
+    gn = grad_hy * (1 - z) * (1 - n * n)  # through n = tanh(in + r * hn)
+    gr, gz = gn * hn * r * (1 - r), grad_hy * (hx - n) * z * (1 - z)
+    gi, gh = torch.cat([gr, gz, gn], 1), torch.cat([gr, gz, gn * r], 1)
+    none = torch.empty(0, dtype=hx.dtype)
+    return gi, gh, grad_hy * z, gi.sum(0) if has_bias else none, gh.sum(0) if has_bias else none
+
+
 _FUSED_CELLS = {"aten::_thnn_fused_lstm_cell": _lstm_cell,
-                "aten::_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward}
+                "aten::_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward,
+                "aten::_thnn_fused_gru_cell": _gru_cell, "aten::_thnn_fused_gru_cell_backward": _gru_cell_backward}
 
 
 def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):
