@@ -377,6 +377,13 @@ def test_narrow_widths_carry_the_sizes_that_follow_hidden_and_divide_experts():
     assert siglip["text_config.projection_size"] == siglip["text_config.hidden_size"] == 64
     ds = tiny.overrides(tf.AutoConfig.for_model("deepseek_v3"), width=True)
     assert ds["n_routed_experts"] % ds["n_group"] == 0 and ds["topk_group"] <= ds["n_group"]
+    # instructblipvideo: the Q-Former's encoder_hidden_size is the vision tower's width (1408), and the
+    # composite's video token id indexes the text vocabulary, which must keep it
+    ibv = tf.AutoConfig.for_model("instructblipvideo")
+    ibv.video_token_index = 50271
+    narrow = tiny.overrides(ibv, width=True)
+    assert narrow["qformer_config.encoder_hidden_size"] == narrow["vision_config.hidden_size"] == 64
+    assert narrow["text_config.vocab_size"] > 50271
     cfg = Cfg(hidden_size=768, image_size=768, pooler_hidden_size=768, num_attention_heads=12)
     narrow = tiny.overrides(cfg, width=True)
     assert narrow["pooler_hidden_size"] == 64 and "image_size" not in narrow

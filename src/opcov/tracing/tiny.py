@@ -19,7 +19,9 @@ overrides keep every distinct layer kind and drop the repeats:
   models refuse, are 8;
 * with ``width=True`` (for real-valued traces): hidden sizes 64, heads 4 (key-value heads 2 or 4),
   intermediate sizes 128, vocabularies 512 (or up to the largest special token id), experts 4 (2 per
-  token); head dims stay, since rotary sections and the like are sized by them. ``width="heads"``:
+  token); head dims stay, since rotary sections and the like are sized by them; sizes equal to a
+  hidden size (a projection, a Q-Former's encoder width) follow it, and a composite's token ids
+  stay inside its text vocabulary. ``width="heads"``:
   the same, but hidden sizes are the 4 heads times the config's own head dim, for models whose code
   derives a size from hidden / heads and another from the head dim (codegen's fused qkv split,
   helium's projections), which a 64-wide hidden size with a larger head dim breaks.
@@ -87,12 +89,14 @@ def is_count(key: str, value) -> bool:
 def overrides(config, *, width: bool | str = False) -> dict:
     """``--set`` overrides (dotted key -> value) that make ``config`` tiny (see the module docstring)."""
     out: dict = {}
-    for prefix, cfg in sub_configs(config):
-        out.update({prefix + k: v for k, v in _one(cfg, width).items()})
-    return out
+    subs = list(sub_configs(config))
+    top = _token_ids(vars(config))  # the composite's own token ids index its text config's vocabulary
+    for prefix, cfg in subs:
+        out.update({prefix + k: v for k, v in _one(cfg, width, top).items()})
+    return {**out, **_followers(subs, out)} if width else out
 
 
-def _one(cfg, width: bool | str) -> dict:
+def _one(cfg, width: bool | str, ids=()) -> dict:
     raw = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
     out: dict = {}
     for key, value in raw.items():
@@ -124,7 +128,7 @@ def _one(cfg, width: bool | str) -> dict:
         if is_count(key, count) and count > MIN_LAYERS:
             out.update(_layers(raw, key, count))
     if width:
-        out.update(_width(raw))
+        out.update(_width(raw, ids))
     if width == "heads":
         out.update(_whole_heads(raw, out))
     return out
@@ -187,13 +191,17 @@ def _sources(key: str, values) -> bool:
             and any(v > 1 for v in values))
 
 
-def _width(raw: dict) -> dict:
+def _token_ids(raw: dict) -> list:
+    return [v for k, v in raw.items() if k.endswith(("_token_id", "_token_index", "_id")) and isinstance(v, int)
+            and not isinstance(v, bool)]
+
+
+def _width(raw: dict, more_ids=()) -> dict:
     """Narrow widths (WIDTH); head dims stay (rotary sections are sized by them), and the vocabulary
-    keeps every special token id the config names."""
+    keeps every special token id the config names (and ``more_ids``: its composite's)."""
     out = {k: v for k, v in WIDTH.items() if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
            and raw[k] > v}
-    ids = [v for k, v in raw.items() if k.endswith(("_token_id", "_token_index", "_id")) and isinstance(v, int)
-           and not isinstance(v, bool)]
+    ids = _token_ids(raw) + list(more_ids)
     if "vocab_size" in out and ids and max(ids) >= out["vocab_size"]:
         out["vocab_size"] = max(ids) + 1 if max(ids) < raw["vocab_size"] else raw["vocab_size"]
     heads = out.get("num_attention_heads", raw.get("num_attention_heads"))
@@ -208,19 +216,34 @@ def _width(raw: dict) -> dict:
         out["n_group"] = 1
         if isinstance(raw.get("topk_group"), int) and raw["topk_group"] > 1:
             out["topk_group"] = 1
-    return {**out, **_followers(raw, out)}
+    return out
 
 
-def _followers(raw: dict, narrow: dict) -> dict:
-    """Sizes the config sets equal to its hidden size (``projection_size``, ``pooler_hidden_size``,
-    ``cross_attention_hidden_size``...), which follow the narrowed hidden size: a projection or
-    pooler as wide as the model's hidden states."""
-    width = next((k for k in _HIDDEN if k in narrow), None)
-    if width is None:
-        return {}
-    return {k: narrow[width] for k, v in raw.items()
-            if k != width and k not in narrow and k not in WIDTH and k.endswith(("_size", "_dim"))
-            and not _UNRELATED.search(k) and isinstance(v, int) and not isinstance(v, bool) and v == raw[width]}
+def _followers(subs: list, out: dict) -> dict:
+    """Sizes a config sets equal to a hidden size, which follow that hidden size narrowed: its own
+    (``projection_size``, ``pooler_hidden_size``: a projection or pooler as wide as the model's
+    hidden states), else another sub-config's where only one narrows from that width (a Q-Former's
+    ``encoder_hidden_size``, the vision tower's width)."""
+    hidden = {}  # prefix -> (its width, narrowed)
+    for prefix, cfg in subs:
+        key = next((k for k in _HIDDEN if prefix + k in out), None)
+        if key:
+            hidden[prefix] = (vars(cfg)[key], out[prefix + key])
+    others: dict = {}
+    for width, narrow in hidden.values():
+        others.setdefault(width, set()).add(narrow)
+    fix = {}
+    for prefix, cfg in subs:
+        own = hidden.get(prefix)
+        for key, value in vars(cfg).items():
+            if (prefix + key in out or key in _HIDDEN or key in WIDTH or not key.endswith(("_size", "_dim"))
+                    or _UNRELATED.search(key) or not isinstance(value, int) or isinstance(value, bool)):
+                continue
+            if own and value == own[0]:
+                fix[prefix + key] = own[1]
+            elif len(others.get(value, ())) == 1:
+                fix[prefix + key] = next(iter(others[value]))
+    return fix
 
 
 def _whole_heads(raw: dict, narrow: dict) -> dict:
@@ -235,6 +258,4 @@ def _whole_heads(raw: dict, narrow: dict) -> dict:
     if not isinstance(head, int) or isinstance(head, bool) or head <= 0:
         head = raw[width] // raw[count] if raw[width] % raw[count] == 0 else None
     wide = head * narrow.get(count, raw[count]) if head else None
-    if not wide or wide >= raw[width] or wide == narrow[width]:
-        return {}
-    return {width: wide, **{k: wide for k in _followers(raw, {width: narrow[width]})}}
+    return {width: wide} if wide and wide < raw[width] and wide != narrow[width] else {}
