@@ -2,7 +2,7 @@
 architecture's op set (as the zoo made it: coverage/models) against the same architecture run eager
 with real values; on CPU (``--device cpu``), a fake-tensor CPU trace against an eager CPU run.
 
-Usage: python scripts/zoo_recall.py (--sample N [--seed S] | --only a,b | --all) [--jobs N]
+Usage: python scripts/zoo_recall.py (--sample N [--seed S] | --only a,b [--update] | --all) [--jobs N]
                                     [--device accelerator|cpu] [--traced coverage/models]
                                     [--workdir DIR] [--out coverage/zoo/recall.tsv]
 
@@ -48,6 +48,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+PHASES = ("forward", "backward", "optimizer")  # opcov.store.opset.PHASES, the table's order
 # A fake trace's failure that no size changes: an op whose output depends on values (trace.py's hints)
 DATA_DEPENDENT = re.compile(r"DataDependent|DynamicOutputShape|data-dependent|data dependent")
 
@@ -71,9 +72,14 @@ def main():
     p.add_argument("--workdir", default=None, help="where the eager runs' op sets go (default: a temporary folder)")
     p.add_argument("--out", default=None,
                    help="the table (default: coverage/zoo/recall.tsv, with --device cpu recall-cpu.tsv)")
+    p.add_argument("--update", action="store_true",
+                   help="with --only: the selection's rows replace theirs in the existing table, the rest stay "
+                        "(after a zoo refresh re-traced some architectures); the header says so")
     args = p.parse_args()
     if not (args.sample or args.only or args.all):
         p.error("say which architectures: --sample N, --only NAMES or --all")
+    if args.update and not args.only:
+        p.error("--update replaces the rows of the architectures --only names: give --only")
     cpu = args.device == "cpu"
     if cpu and args.traced:
         p.error("--traced: with --device cpu both sides are traced here (fake and eager, on CPU); "
@@ -121,16 +127,54 @@ def main():
              (f"# traced: {os.path.relpath(traced_dir, ROOT)}; eager: real values on the computing PrivateUse1 "
               "stand-in at tiny.overrides(width=True)"),
              "\t".join(recall.COLUMNS)]
-    lines += [recall.row_text(m, mode, r) for m, mode, r in compared]
-    lines += [f"# apart\t{m}\t{mode}\t{why}" for m, mode, why in apart]
-    output.write_atomic(out, "\n".join(lines) + "\n")
-    pairs = {(m, mode) for m, mode, _ in compared}
-    print(f"recall: {len(pairs)} architecture-modes compared, {len(apart)} apart; {time.monotonic() - t0:.0f} s; "
-          f"table {out}")
+    rows = [recall.row_text(m, mode, r) for m, mode, r in compared]
+    rows += [f"# apart\t{m}\t{mode}\t{why}" for m, mode, why in apart]
+    if args.update:
+        lines, rows = _updated(out, lines, rows, {(a.name, mode) for a in archs for mode in modes})
+    output.write_atomic(out, "\n".join(lines + rows) + "\n")
+    print(f"recall: {len({(m, mode) for m, mode, _ in compared})} architecture-modes compared, {len(apart)} apart; "
+          f"{time.monotonic() - t0:.0f} s; table {out}")
+    if args.update:
+        print(f" the whole table after the update ({out}):")
     for fake, what in ((False, "op set as saved"), (True, "its fake-tensor part alone")):
         print(f" {what}:")
-        for phase, (ok, n, mean) in recall.summary(compared, fake=fake).items():
+        for phase, (ok, n, mean) in _summary(rows, fake).items():
             print(f"  {phase:9} recall >= {recall.TARGET}: {ok}/{n} ({100 * ok / n:.1f}%), mean {mean:.3f}")
+
+
+def _updated(out: str, header: list, rows: list, selected: set) -> tuple[list, list]:
+    """The existing table at ``out`` with the rows (and apart lines) of the ``selected`` (model, mode)
+    pairs replaced by ``rows``: its own header first, then this run's command and time as an update."""
+    if not os.path.isfile(out):
+        raise SystemExit(f"zoo_recall: --update: no table at {out} to update; run without --update first")
+    with open(out, encoding="utf-8") as f:
+        old = f.read().splitlines()
+    head = [line for line in old if line.startswith("# ") and not line.startswith("# apart\t")]
+    columns = next(line for line in old if line.startswith("model\t"))
+    kept = [line for line in old if line != columns and line not in head
+            and tuple(line.removeprefix("# apart\t").split("\t")[:2]) not in selected]
+    command = next(line for line in header if line.startswith("# command:")).removeprefix("# command: ")
+    created = next(line for line in header if line.startswith("# created:")).removeprefix("# created: ")
+    update = [f"# updated: {command} (at {created})"]
+    def order(line):
+        apart = line.startswith("# apart\t")
+        model, mode, phase = (line.removeprefix("# apart\t").split("\t") + ["", ""])[:3]
+        return apart, model, mode, "" if apart else PHASES.index(phase)
+
+    return head + update + [columns], sorted(kept + rows, key=order)
+
+
+def _summary(rows: list, fake: bool) -> dict:
+    """recall.summary's figures, read from the table's rows (recall or fake_recall column)."""
+    from opcov.tracing import recall
+
+    column = recall.COLUMNS.index("fake_recall" if fake else "recall")
+    out = {}
+    for phase in PHASES:
+        these = [float(r.split("\t")[column]) for r in rows if not r.startswith("#") and r.split("\t")[2] == phase]
+        if these:
+            out[phase] = (sum(x >= recall.TARGET for x in these), len(these), sum(these) / len(these))
+    return out
 
 
 def _cpu_pairs(archs, modes, jobs, work, selection):
