@@ -519,45 +519,79 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
                    src)
 
 
-def judge(doc: dict, cov: Coverage) -> BackendVerdict:
-    """The verdict of one op set (one mode) on one backend."""
-    torch_version = opset_torch(doc)
-    training = doc.get("mode") == "training"
-    results: dict[str, OpResult] = {}
+def requirements(calls, training: bool) -> list[tuple]:
+    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction)]):
+    what ``judge`` judges of resolved ``calls``, each requirement once, in call order. Backends that
+    resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
+    out: dict = {}
     seen = set()
-    resolved = resolve.resolve(doc, cov)  # the calls the backend's dispatcher really makes
-    for call in resolved.calls:
-        r = results.get(call.op)
-        if r is None:
-            r = results[call.op] = OpResult(call.op)
-        r.calls += call.calls
-        r.phases.add(call.phase)
-        r.dtypes.add(call.dtype)
+    for call in calls:
+        entry = out.get(call.op)
+        if entry is None:
+            entry = out[call.op] = [call.op, 0, {}, {}, []]
+        entry[1] += call.calls
+        entry[2][call.phase] = None  # dicts as ordered sets: the sets judge makes from them fill alike
+        entry[3][call.dtype] = None
         key = (call.op, "forward", call.dtype)
         if key not in seen:
             seen.add(key)
-            r.findings.append(judge_requirement(cov, call.op, call.dtype, "forward", torch_version))
+            entry[4].append((call.dtype, "forward"))
         if training and call.phase == "forward" and call.grad:
             key = (call.op, "backward", call.dtype)
             if key not in seen:
                 seen.add(key)
-                r.findings.append(judge_requirement(cov, call.op, call.dtype, "backward", torch_version))
+                entry[4].append((call.dtype, "backward"))
+    return [(op, n, tuple(phases), tuple(dtypes), tuple(reqs)) for op, n, phases, dtypes, reqs in out.values()]
+
+
+HOST_SYNC_FLAG = ("may force a host sync (tagged dynamic_output_shape or data_dependent_output, "
+                  "or reads a value to the host): stalls a deferred-execution device")
+
+
+def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: str) -> tuple:
+    """(findings, flags, outcome, evidence, outcome's rank) of one op's requirements ``reqs`` on ``cov``:
+    pure in the Coverage's documents and paths and in the arguments, so memoized with the requirements
+    where the Coverage was ``share``d (an op of a zoo is judged alike in hundreds of op sets)."""
+    r = OpResult(op, findings=[judge_requirement(cov, op, dtype, direction, torch_version) for dtype, direction in reqs])
+    rec = (cov.registered or {}).get("ops", {}).get(op) or {}
+    if op in HOST_SYNC_OPS or (not fake and not _HOST_SYNC_TAGS.isdisjoint(rec.get("tags", ()))):
+        r.flags.append(HOST_SYNC_FLAG)
+    if _ATTENTION.search(op):
+        r.findings = [replace(f, fix="try another attn_implementation (e.g. 'eager')")
+                      if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]
+    return tuple(r.findings), tuple(r.flags), r.outcome, r.evidence, _OUTCOME_RANK.get(r.outcome, len(OUTCOMES))
+
+
+def judge(doc: dict, cov: Coverage) -> BackendVerdict:
+    """The verdict of one op set (one mode) on one backend."""
+    torch_version = opset_torch(doc)
+    training = doc.get("mode") == "training"
+    resolved = resolve.resolve(doc, cov)  # the calls the backend's dispatcher really makes
+    wanted = resolved.shared.get(training) if resolved.shared is not None else None
+    if wanted is None:
+        wanted = requirements(resolved.calls, training)
+        if resolved.shared is not None:
+            resolved.shared[training] = wanted
     # A fake-tensor trace (no ShapeEnv) raises on a data-dependent shape or value, so an op it
     # recorded ran with static shapes there (index.Tensor with integer indices, not a bool mask):
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
     fake = (doc.get("provenance") or {}).get("tracing") == "fake"
-    registered = (cov.registered or {}).get("ops", {})
-    for r in results.values():
-        rec = registered.get(r.op) or {}
-        if r.op in HOST_SYNC_OPS or (not fake and not _HOST_SYNC_TAGS.isdisjoint(rec.get("tags", ()))):
-            r.flags.append("may force a host sync (tagged dynamic_output_shape or data_dependent_output, "
-                           "or reads a value to the host): stalls a deferred-execution device")
-        if _ATTENTION.search(r.op):
-            r.findings = [replace(f, fix="try another attn_implementation (e.g. 'eager')")
-                          if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]
-    last = len(OUTCOMES)
-    ops = sorted(results.values(), key=lambda r: (_OUTCOME_RANK.get(r.outcome, last), -r.calls, r.op))
-    worst, evidence = _summarize((r.outcome, r.evidence) for r in ops)
+    memo = cov._judged
+    ops = []
+    for op, calls, phases, dtypes, reqs in wanted:
+        key = (op, reqs, fake, torch_version)  # never a requirement's key: reqs is a tuple, a dtype a str
+        judged = memo.get(key) if memo is not None else None
+        if judged is None:
+            judged = _judge_op(cov, op, reqs, fake, torch_version)
+            if memo is not None:
+                memo[key] = judged
+        findings, flags, outcome, evidence, rank = judged
+        r = OpResult(op, calls, set(phases), set(dtypes), list(findings), list(flags))
+        r._memo = (r.findings, len(findings), outcome, evidence)  # _judge_op summarized these findings
+        ops.append(((rank, -calls, op), r, outcome, evidence))
+    ops.sort(key=lambda row: row[0])
+    worst, evidence = _summarize([(o, e) for _, _, o, e in ops])
+    ops = [r for _, r, _, _ in ops]
     notes = ["eager mode: the torch.compile path is not judged"]
     if not layout.same_torch(cov.torch, torch_version):
         notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "

@@ -41,6 +41,10 @@ class Resolved:
 
     calls: list = field(default_factory=list)  # opset.Call
     notes: list = field(default_factory=list)
+    # The same dict for every backend whose dispatcher resolves the op set's tree to the same calls (None
+    # for a schema 1 op set): where a caller keeps what it works out from ``calls`` alone (judge.judge's
+    # requirements), so that judging one op set on a dozen backends does that work once per resolution.
+    shared: dict | None = field(default=None, compare=False, repr=False)
 
 
 def needed_ops(doc: dict) -> list[str]:
@@ -67,70 +71,108 @@ def own_level(cov, op: str, dtype: str) -> str:
 
 def resolve(doc: dict, cov) -> Resolved:
     """The calls of ``doc`` that backend ``cov`` runs (``cov``: a judge.Coverage), with notes."""
-    tree = opset.nodes(doc)
-    if not tree:
+    if not doc.get("calltree"):
         return _flat(doc, cov)
-    return _Walk(tree, cov).run()
+    plan = _plan(doc)
+    # The walk asks only whether the backend runs each composite (op, dtype) itself: with the same
+    # answers it makes the same calls, which are worked out once per set of answers.
+    answers = tuple(own_level(cov, op, dtype) for op, dtype in plan.composites)
+    walk = plan.walks.get(answers)
+    if walk is None:
+        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, answers))).run()
+    calls, own, shared = walk
+    return Resolved(list(calls), [_note(cov, *key, *rec) for key, rec in sorted(own.items())], shared)
 
 
-class _Walk:
-    def __init__(self, tree, cov):
-        self.cov = cov
-        self.tree = tree
+_PLANS: list = []  # (copy of a calltree list, its _Plan), the newest last
+_PLANS_KEPT = 4
+
+
+class _Plan:
+    """A call tree's shape, worked out once for every backend that judges it: each node's children,
+    the backward roots each forward node issued, the tree's roots and its composite (op, dtype) pairs;
+    ``walks``: the walk's outcome per answer of ``own_level`` to those pairs."""
+
+    def __init__(self, tree):
         self.children: dict = {}
         self.issued: dict = {}  # forward node id -> backward roots it issued
+        self.roots = []
         for node in tree:
             if node.parent is not None:
                 self.children.setdefault(node.parent, []).append(node)
             elif node.issued_by is not None:
                 self.issued.setdefault(node.issued_by, []).append(node)
-        self.out = Resolved()
+            else:
+                self.roots.append(node)
+        self.composites = sorted({(node.op, node.dtype) for node in tree if node.kind == COMPOSITE})
+        self.walks: dict = {}
+
+
+def _plan(doc: dict) -> _Plan:
+    """The _Plan of the op set's call tree; the last few are kept (the site and gaps judge one op set on
+    every backend in a row). A tree is the same when its texts are, as in opset.nodes."""
+    tree = doc.get("calltree")
+    for i, (texts, plan) in enumerate(_PLANS):
+        if texts == tree:
+            if i != len(_PLANS) - 1:
+                _PLANS.append(_PLANS.pop(i))
+            return plan
+    plan = _Plan(opset.nodes(doc))
+    _PLANS.append((list(tree), plan))
+    del _PLANS[:-_PLANS_KEPT]
+    return plan
+
+
+class _Walk:
+    """One walk of a plan's tree, top down, given which composite (op, dtype) the backend runs itself."""
+
+    def __init__(self, plan: _Plan, own_of: dict):
+        self.plan, self.own_of = plan, own_of
+        self.calls: list = []
         self.own: dict = {}  # (op, phase, reason) -> [calls, {decomposition ops}, grad]
 
-    def run(self) -> Resolved:
-        for node in self.tree:
-            if node.parent is None and node.issued_by is None:
-                self.visit(node)
-        for (op, phase, why), (calls, inside, grad) in sorted(self.own.items()):
-            self.out.notes.append(self._note(op, phase, why, calls, inside, grad))
-        return self.out
+    def run(self) -> tuple:
+        for node in self.plan.roots:
+            self.visit(node)
+        return tuple(self.calls), self.own, {}
 
     def visit(self, node) -> None:
         if node.kind == KERNEL:
-            self.out.calls.append(_call(node))
-            for issued in self.issued.get(node.id, ()):
+            self.calls.append(_call(node))
+            for issued in self.plan.issued.get(node.id, ()):
                 self.visit(issued)
             return
-        why = own_level(self.cov, node.op, node.dtype) if node.kind == COMPOSITE else ""
+        why = self.own_of[node.op, node.dtype] if node.kind == COMPOSITE else ""
         if not why:
-            for child in self.children.get(node.id, ()):
+            for child in self.plan.children.get(node.id, ()):
                 self.visit(child)
             return
-        self.out.calls.append(_call(node))
+        self.calls.append(_call(node))
         rec = self.own.setdefault((node.op, node.phase, why), [0, set(), False])
         rec[0] += node.calls
         rec[1] |= {n.op for n in self._below(node) if n.kind == KERNEL}
         rec[2] = rec[2] or node.grad
 
     def _below(self, node):
-        for child in self.children.get(node.id, ()):
+        for child in self.plan.children.get(node.id, ()):
             yield child
             yield from self._below(child)
 
-    def _note(self, op, phase, why, calls, inside, grad) -> str:
-        b = self.cov.backend
-        what = (f"{b} runs its own {op} kernel" if why == "kernel"
-                else f"{b}'s probe ran {op} itself, so it is judged as one op")
-        shown = ", ".join(sorted(inside)[:NOTE_OPS]) + (", ..." if len(inside) > NOTE_OPS else "")
-        text = f"{what} ({phase}, {calls} call{'s' if calls != 1 else ''})"
-        text += f": its decomposition ({shown}) was not judged" if inside else ": judged as one op"
-        if grad:
-            bwd = ((self.cov.registered or {}).get("ops", {}).get(op) or {}).get("bwd")
-            text += {"backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
-                     "formula": "; its backward is its derivative formula, not the decomposition's",
-                     "lost": f"; {b} has no autograd kernel for it, so its backward is lost"}.get(
-                bwd, "; the backward of the decomposition was not judged either")
-        return text
+
+def _note(cov, op, phase, why, calls, inside, grad) -> str:
+    b = cov.backend
+    what = (f"{b} runs its own {op} kernel" if why == "kernel"
+            else f"{b}'s probe ran {op} itself, so it is judged as one op")
+    shown = ", ".join(sorted(inside)[:NOTE_OPS]) + (", ..." if len(inside) > NOTE_OPS else "")
+    text = f"{what} ({phase}, {calls} call{'s' if calls != 1 else ''})"
+    text += f": its decomposition ({shown}) was not judged" if inside else ": judged as one op"
+    if grad:
+        bwd = ((cov.registered or {}).get("ops", {}).get(op) or {}).get("bwd")
+        text += {"backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
+                 "formula": "; its backward is its derivative formula, not the decomposition's",
+                 "lost": f"; {b} has no autograd kernel for it, so its backward is lost"}.get(
+            bwd, "; the backward of the decomposition was not judged either")
+    return text
 
 
 def _call(node) -> opset.Call:
