@@ -16,6 +16,7 @@ which refuses it.
 
 from __future__ import annotations
 
+import marshal
 import re
 
 from opcov.store import data
@@ -161,12 +162,55 @@ def _value(toks, i):
     raise _Unusual(f"unexpected {kind!r}")
 
 
+_LINES: dict = {}  # an op line's text -> its value, marshalled (see _op_line)
+_LINES_KEPT = 100_000  # texts kept before the memo starts anew (~10 MB)
+_LINE_CHARS = 300  # longer lines (a probed op's dozen dtypes) seldom repeat: not kept
+
+
+def _op_line(text: str, resolvers, memo):
+    """parse_flow of one op line. Over the zoo most lines are the same text in several files (56% of
+    the op sets' lines, half the coverage files'): the value of a text seen before is unmarshalled
+    from the bytes kept then, a fresh object (nothing handed out is shared, as a parse gives) made in
+    C, several times faster than tokenizing the line again."""
+    kept = _LINES.get(text)
+    if kept is not None:
+        return marshal.loads(kept)
+    value = parse_flow(text, resolvers, memo)
+    if len(text) <= _LINE_CHARS:
+        if len(_LINES) >= _LINES_KEPT:
+            _LINES.clear()
+        _LINES[text] = marshal.dumps(value)
+    return value
+
+
 def _without_summary(head: str) -> str:
     """The header text less its ``summary`` block (large in probed files; sorted keys put it last)."""
     at = head.find("\nsummary:")
     if at >= 0 and head.find("\n", at + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[at + 9:]):
         return head[:at + 1]
     return head
+
+
+_TREE_NODE = re.compile(r"- '((?:[ -&(-~]|'')*)'")  # printable ASCII, single-quoted, on one line
+
+
+def _cut_tree(head: str) -> tuple[str, list | None]:
+    """(the header less its ``calltree`` block, the block's node texts) where the block ends the
+    header a node per line as opcov.store.opset.dumps writes it; else (``head``, None). PyYAML's
+    constructor spent as long on a tree's ~100 quoted scalars as on the rest of the file."""
+    at = head.find("\ncalltree:\n")
+    if at < 0:
+        return head, None
+    lines = head[at + len("\ncalltree:\n"):].split("\n")
+    if lines.pop() != "":
+        return head, None
+    tree = []
+    for line in lines:
+        m = _TREE_NODE.fullmatch(line)
+        if m is None:
+            return head, None
+        tree.append(m.group(1).replace("''", "'"))
+    return head[:at + 1], tree
 
 
 def parse(path: str, names=None, summary: bool = True):
@@ -188,10 +232,15 @@ def parse(path: str, names=None, summary: bool = True):
         return None
     wanted = set(names) if names is not None else None
     resolvers, memo = _resolvers(), {}
+    head, tree = _cut_tree(head)
     try:
         doc = yaml.load(head, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         if not isinstance(doc, dict) or "ops" in doc or (stamp is None and data.INTEGRITY in doc):
             return None
+        if tree is not None:
+            if "calltree" in doc:
+                return None
+            doc["calltree"] = tree  # the head's last key, where the file has it
         ops, count = {}, 0
         for line in text[cut + 6:].splitlines():
             count += 1
@@ -202,7 +251,7 @@ def parse(path: str, names=None, summary: bool = True):
                 return None
             key = _plain(key, resolvers)
             if wanted is None or key in wanted:
-                ops[key] = parse_flow(rest, resolvers, memo)
+                ops[key] = _op_line(rest, resolvers, memo)
             elif "&" in rest or "*" in rest:  # an anchor or alias in any line sends the file to data.load
                 parse_flow(rest, resolvers, memo)
     except (_Unusual, IndexError, ValueError, RecursionError, yaml.YAMLError):
