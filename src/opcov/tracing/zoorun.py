@@ -771,20 +771,27 @@ class Progress:
 
 # ---------------------------------------------------------------- the run
 
-def _keep_traced(journal: Journal, table: str, header: dict, root: str) -> None:
+def _keep_traced(journal: Journal, table: str, header: dict, root: str) -> dict:
     """Seed the journal with the traced rows of the finished table ``table`` (made by the same run),
     but those whose op set under ``root`` says its real-valued branch run failed: their fake trace and
-    branch run are made again too (a fix may let the branch run through)."""
+    branch run are made again too (a fix may let the branch run through). Returns those rows, by
+    (model, mode): where the new trace fails, the row and op set it had stay (no traced op set is lost)."""
     if not os.path.exists(table):
         raise UsageError(f"{table}: no outcome table to retry the failures of; run without --retry-failed")
     old, rows = read_table(table)
     if old != header:
         raise UsageError(f"{table} was made by another zoo run (its header differs); run the same selection, "
                          "or without --retry-failed")
+    again = {}
     for row in rows:
-        if row["outcome"] == "traced" and (row["model"], row["mode"]) not in journal.rows and not (
-                row.get("tracing") == "fake" and _branch_failed(layout.opset_path(row["model"], row["mode"], root))):
+        key = (row["model"], row["mode"])
+        if row["outcome"] != "traced" or key in journal.rows:
+            continue
+        if row.get("tracing") == "fake" and _branch_failed(layout.opset_path(row["model"], row["mode"], root)):
+            again[key] = row
+        else:
             journal.add(row)
+    return again
 
 
 def _branch_failed(path: str) -> bool:
@@ -833,8 +840,7 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
             raise UsageError(f"{table} holds the outcomes of '{old}'; this run ('{header['command']}') would "
                              "replace them: pass --table FILE for it, or delete that table first")
     journal = Journal(journal_path(table), header, resume)
-    if retry:
-        _keep_traced(journal, table, header, root)
+    again = _keep_traced(journal, table, header, root) if retry else {}
     kept = 0
     for arch in picked:  # the curated zoo's op sets are made by 'opcov zoo trace': read, not traced again
         for mode in modes:
@@ -873,6 +879,8 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
             branching.add(key)
         if key in needs_real and row["outcome"] != "traced":
             row["reason"] = REAL_FAILED.format(first=needs_real[key], why=row["reason"])
+        if key in again and row["outcome"] != "traced":  # a retry that failed: the old op set (untouched) stays
+            row = dict(again[key])
         journal.add(row)
         passes[-1].row(row)
 
