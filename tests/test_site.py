@@ -556,3 +556,32 @@ def test_a_forked_childs_failure_leaves_the_work_to_the_parent():
     finally:
         stop.set()
         thread.join()
+
+
+def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
+    # render.py writes the op page's three long loops itself (speed): the same bytes as op.html's loops were
+    from types import SimpleNamespace as NS
+
+    from markupsafe import Markup
+
+    env, odd = render.environment(), "<a & 'b' \"c\">"
+    rows = [NS(dtype=odd, cells=[NS(icon="\u2713", text=odd, css="ok", title=odd, span=1, note=""),
+                                 NS(icon="x", text="t", css=odd, title="t", span=3, note=odd)]),
+            NS(dtype=None, cells=[NS(icon="", text="", css="", title="", span=2, note="")])]
+    grid = env.from_string(
+        '{% for r in rows %}<tr><th scope="row">{{ r.dtype or "any dtype" }}</th>{% for c in r.cells %}<td class="st '
+        '{{ c.css }}"{% if c.span > 1 %} rowspan="{{ c.span }}"{% endif %} title="{{ c.title }}">{{ c.icon }} '
+        '{{ c.text }}{% if c.note %}<br><span class="muted">{{ c.note }}</span>{% endif %}</td>{% endfor %}</tr>\n'
+        '{% endfor %}')
+    assert render._grid_html(rows) == grid.render(rows=rows)
+    cells = [NS(dtype=odd, fwd=render.Cell(odd, odd, odd, odd), bwd=render.probe_cell("pass"),
+                extra=Markup("a: <code>&lt;</code>")), NS(dtype="float32", fwd=render.probe_cell(None),
+                                                          bwd=render.probe_cell("error"), extra=Markup(""))]
+    probed = env.from_string(
+        '{% for c in cells %}<tr><th scope="row">{{ c.dtype }}</th><td class="st {{ c.fwd.css }}">{{ c.fwd.icon }} '
+        '{{ c.fwd.text }}</td><td class="st {{ c.bwd.css }}">{{ c.bwd.icon }} {{ c.bwd.text }}</td><td '
+        'class="ev-detail">{{ c.extra }}</td></tr>\n{% endfor %}')
+    assert render._probed_rows_html(cells) == probed.render(cells=cells)
+    user = env.from_string('<li><a href="{{ root }}{{ href }}">{{ model }}</a> ({{ mode }}): ')
+    assert render._user_item("../../", f"models/{odd}.html", odd, "training") == user.render(
+        root="../../", href=f"models/{odd}.html", model=odd, mode="training")

@@ -16,6 +16,8 @@ from functools import lru_cache
 from types import SimpleNamespace as NS
 from typing import NamedTuple
 
+from markupsafe import Markup, escape
+
 from opcov.site import model as sitemodel
 from opcov import vocab
 from opcov.formats import LABELS
@@ -278,9 +280,7 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
 def op_page(site: Site, name: str, links: dict, answers) -> dict:
     """One op's evidence per backend (namespaces, not dicts: ~3,700 pages, and attribute lookups are
     what Jinja does fastest)."""
-    from html import escape
-
-    from markupsafe import Markup
+    from html import escape  # the evidence lines' escaping (markupsafe's writes quotes otherwise)
 
     meta = site.catalog.get(name, {})
     rows = []
@@ -302,10 +302,11 @@ def op_page(site: Site, name: str, links: dict, answers) -> dict:
                                            for slot, k, v in cell.evidence()))
                 cells.append(NS(dtype=dtype, fwd=probe_cell(cell.forward.status), bwd=probe_cell(cell.backward.status),
                                 extra=extra))
-            row.probe = NS(skip=skip_reason(rec), cells=cells, snap=b.probed.path,
+            row.probe = NS(skip=skip_reason(rec), cells=cells, snap=b.probed.path, html=_probed_rows_html(cells),
                            versions=b.probed.versions, command=b.probed.prov.get("command"))
         rows.append(row)
     users = []
+    root = "../" * links["ops"][name].count("/")
     for model, mode in site.users.get(name, []):
         m = site.model(model)
         rec = m.modes[mode][1]["ops"][name]
@@ -313,6 +314,8 @@ def op_page(site: Site, name: str, links: dict, answers) -> dict:
         users.append({"model": model, "mode": mode, "href": links["models"][model], "phases": phases,
                       "calls": _calls_html(phases)})
     return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
+            "users_html": Markup("".join(f'{_user_item(root, u["href"], u["model"], u["mode"])}{u["calls"]}</li>\n'
+                                         for u in users)),
             "core": "core" in (meta.get("tags") or ()),
             "answers": [answer_view(a, b.torch) for a, b in zip(answers, site.backends)],
             "grid": dtype_grid(answers, [b.torch for b in site.backends]), "python": site.python_of.get(name, []), "api": answers}
@@ -354,7 +357,42 @@ def dtype_grid(answers, torch=()) -> NS:
                                         note="any dtype (dtype-blind)" if x.code not in ("-", "N", "A") else "",
                                         title=f"{a.backend} {x.direction}: {x.phrase()}"))
     return NS(backends=[a.backend for a in answers], torch=list(torch) or [""] * len(answers), rows=rows,
-              probed=bool(dtypes))
+              probed=bool(dtypes), html=_grid_html(rows))
+
+
+# The op page's three long loops (its dtype grid, its probed tables, its users: an op such as aten::mm has a
+# user per zoo op set) written here, each piece once: through Jinja they were most of a site build's op
+# pages. Each writes what op.html's loop wrote, escaped as its autoescape escapes.
+
+def _grid_html(rows) -> Markup:
+    """The dtype grid's body rows."""
+    return Markup("".join(f'<tr><th scope="row">{escape(r.dtype or "any dtype")}</th>'
+                          + "".join(_grid_cell(c.icon, c.text, c.css, c.title, c.span, c.note) for c in r.cells)
+                          + "</tr>\n" for r in rows))
+
+
+@lru_cache(maxsize=1 << 16)
+def _grid_cell(icon, text, css, title, span, note) -> str:
+    rowspan = f' rowspan="{escape(span)}"' if span > 1 else ""
+    below = f'<br><span class="muted">{escape(note)}</span>' if note else ""
+    return f'<td class="st {escape(css)}"{rowspan} title="{escape(title)}">{escape(icon)} {escape(text)}{below}</td>'
+
+
+def _probed_rows_html(cells) -> Markup:
+    """A probed table's body rows: a dtype's forward and backward statuses and its evidence."""
+    return Markup("".join(f'<tr><th scope="row">{escape(c.dtype)}</th>{_status_cells(c.fwd, c.bwd)}'
+                          f'<td class="ev-detail">{escape(c.extra)}</td></tr>\n' for c in cells))
+
+
+@lru_cache(maxsize=None)
+def _status_cells(fwd: Cell, bwd: Cell) -> str:
+    return "".join(f'<td class="st {escape(c.css)}">{escape(c.icon)} {escape(c.text)}</td>' for c in (fwd, bwd))
+
+
+@lru_cache(maxsize=1 << 14)
+def _user_item(root: str, href: str, model: str, mode: str) -> str:
+    """A user line's start, up to its calls (the same on every op page the op set uses)."""
+    return f'<li><a href="{escape(root)}{escape(href)}">{escape(model)}</a> ({escape(mode)}): '
 
 
 def gaps(site: Site, backend, verdicts: dict) -> dict:
