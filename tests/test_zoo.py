@@ -366,6 +366,22 @@ def test_whole_heads_widths_run_models_the_narrowest_widths_break():
     assert forward(heads) is not None
 
 
+def test_narrow_widths_keep_a_mamba2_mixer_whole():
+    # Mamba-2 mixers hold heads x head dim = expand x hidden, and split their heads into n_groups:
+    # at hidden 64 with the default 128 heads (or 4 heads of 64 and 8 groups) mamba2's eager CPU
+    # forward failed (view, repeat_interleave); the narrowed head count keeps both. Real forward.
+    pytest.importorskip("transformers")
+    from opcov.torchenv import import_torch
+    from opcov.tracing import models
+
+    torch, tf = import_torch(), models._transformers()
+    narrow = tiny.overrides(tf.AutoConfig.for_model("mamba2"), width=True)
+    assert narrow["num_heads"] * 64 == 2 * narrow["hidden_size"] and narrow["num_heads"] % narrow.get("n_groups", 8) == 0
+    built = models.build("hf:mamba2", models.Sizes(overrides=narrow), mode="inference", real=True)
+    with torch.no_grad():
+        assert built.model(**built.inputs) is not None
+
+
 def test_narrow_widths_carry_the_sizes_that_follow_hidden_and_divide_experts():
     # siglip's text projection_size equals its hidden size and must follow it (mm 2x768 and 256x2 at
     # the branch run before); deepseek_v3 routes over n_group=8 groups of experts, which 4 experts

@@ -131,6 +131,7 @@ def _one(cfg, width: bool | str, ids=()) -> dict:
         out.update(_width(raw, ids))
     if width == "heads":
         out.update(_whole_heads(raw, out))
+        out.update(_ssm_heads(raw, out))
     return out
 
 
@@ -211,12 +212,48 @@ def _width(raw: dict, more_ids=()) -> dict:
     experts = min(v for k, v in out.items() if k in _EXPERTS) if any(k in out for k in _EXPERTS) else None
     if isinstance(raw.get("num_experts_per_tok"), int) and experts:
         out["num_experts_per_tok"] = min(raw["num_experts_per_tok"], 2, experts)
+    out.update(_ssm_heads(raw, out))
     group = raw.get("n_group")  # routing views the experts as n_group groups (deepseek_v3): they must divide
     if experts and isinstance(group, int) and group > 1 and experts % group:
         out["n_group"] = 1
         if isinstance(raw.get("topk_group"), int) and raw["topk_group"] > 1:
             out["topk_group"] = 1
     return out
+
+
+# A state-space (Mamba-2) mixer's head count, head dim and expansion: heads x head dim = expand x hidden.
+_SSM_HEADS = ("mamba_n_heads", "n_mamba_heads", "mamba_num_heads", "num_heads")
+_SSM_DIMS = ("mamba_d_head", "mamba_headdim", "mamba_head_dim", "head_dim")
+_SSM_EXPAND = ("mamba_expand", "expand")
+_SSM_GROUPS = ("n_groups", "mamba_n_groups", "mamba_ngroups")
+
+
+def _ssm_heads(raw: dict, narrow: dict) -> dict:
+    """A Mamba-2 mixer's heads for the narrowed hidden size, where the config's own sizes hold
+    heads x head dim = expand x hidden (mamba2, bamba, zamba2...): the head count that keeps its head
+    dim, else the head dim that keeps its count."""
+    width = next((k for k in _HIDDEN if k in narrow), None)
+    keys = [next((k for k in names if _positive(raw.get(k))), None) for names in (_SSM_HEADS, _SSM_DIMS, _SSM_EXPAND)]
+    if width is None or None in keys:
+        return {}
+    heads, dim, expand = keys
+    inner = narrow[width] * raw[expand]
+    if raw[heads] * raw[dim] != raw[width] * raw[expand] or inner * 1.0 != int(inner):
+        return {}
+    inner = int(inner)
+    if inner % raw[dim] == 0:
+        out = {heads: inner // raw[dim]}
+    else:
+        count = narrow.get(heads, raw[heads])
+        out = {heads: count, dim: inner // count} if inner % count == 0 else {}
+    for key in _SSM_GROUPS:  # the heads are split into groups (of B and C): they must divide
+        if out and _positive(raw.get(key)) and out[heads] % raw[key]:
+            out[key] = 1
+    return out
+
+
+def _positive(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
 def _followers(subs: list, out: dict) -> dict:
