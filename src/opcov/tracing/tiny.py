@@ -238,7 +238,7 @@ def _ssm_heads(raw: dict, narrow: dict) -> dict:
         return {}
     heads, dim, expand = keys
     inner = narrow[width] * raw[expand]
-    if raw[heads] * raw[dim] != raw[width] * raw[expand] or inner * 1.0 != int(inner):
+    if raw[heads] * raw[dim] != raw[width] * raw[expand] or inner != int(inner):
         return {}
     inner = int(inner)
     if inner % raw[dim] == 0:

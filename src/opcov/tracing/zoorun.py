@@ -312,7 +312,7 @@ def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
     widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
     traces are; one whose narrowest widths do not fit together, at whole heads (see ``_narrow``).
     Where it still fails, the answer says why (the fake trace stays)."""
-    from opcov.tracing import models, realtrace, tiny
+    from opcov.tracing import models, realtrace
 
     out, failure = realtrace.branch_runs(job)
     notes: list = []
@@ -330,9 +330,8 @@ def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
         except models.BuildError:
             return job, (out, failure), notes
         tries = [(start.overrides, _BranchFailed(failure), [])]
-        heads = {**start.overrides, **tiny.overrides(config, width="heads")}
-        if job.get("narrowed") and heads != start.overrides:
-            tries.append((heads, None, [WHOLE_HEADS_NOTE.format(why=failure[:160])]))
+        if job.get("narrowed"):
+            tries += _whole_heads(config, start.overrides, failure[:160])
         for overrides, failed, why in tries:
             try:
                 job, out = _repaired(run, config, overrides, why, start=start, failed=failed,
@@ -404,16 +403,16 @@ def _narrow(arch: Arch, run):
     if arch.curated or not arch.spec.startswith("hf:"):  # a curated entry's hand-checked config is small already
         return run(models.Sizes())
     config = _config(arch.spec[3:])
+    narrowest = tiny.overrides(config, width=True)
     try:
-        return _repaired(run, config, tiny.overrides(config, width=True))
+        return _repaired(run, config, narrowest)
     except Exception as exc:
         if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
             raise
         narrow = one_line(exc, 160)
-    heads = tiny.overrides(config, width="heads")
-    if heads != tiny.overrides(config, width=True):
+    for heads, _, why in _whole_heads(config, narrowest, narrow):
         try:
-            return _repaired(run, config, heads, [WHOLE_HEADS_NOTE.format(why=narrow)])
+            return _repaired(run, config, heads, why)
         except Exception as exc:
             if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
                 raise
@@ -424,6 +423,16 @@ def _narrow(arch: Arch, run):
 # Narrow widths whose hidden size is whole heads of the config's own head dim (tiny's width="heads").
 WHOLE_HEADS_NOTE = ("at narrow widths whose hidden size is 4 heads of the config's own head dim: at the narrowest "
                     "widths it fails ({why})")
+
+
+def _whole_heads(config, narrow: dict, why: str) -> list:
+    """[(overrides, None, notes)] of the retry at whole heads of a run at ``narrow`` widths that failed
+    for ``why`` (its shapes did not fit together), or [] where whole heads are the same widths: the
+    step between the narrowest widths and full ones, for branch runs and real-valued traces alike."""
+    from opcov.tracing import tiny
+
+    heads = {**narrow, **tiny.overrides(config, width="heads")}
+    return [(heads, None, [WHOLE_HEADS_NOTE.format(why=why)])] if heads != narrow else []
 
 
 # Failures no config size changes: a missing library or class, an input opcov cannot make, the
