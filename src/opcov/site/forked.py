@@ -106,13 +106,18 @@ class Later:
 
 
 def split_map(fn, items: list, fork: bool = True) -> list:
-    """``[fn(x) for x in items]``, its second half worked out in a forked child while the parent works
-    out the first (see Later; serial where ``fork`` is False or a child cannot be made)."""
-    half = len(items) // 2
-    later = Later(lambda: [fn(x) for x in items[half:]], fork=fork and half > 0)
+    """``[fn(x) for x in items]``, every other item worked out in a forked child while the parent works
+    out the rest (see Later; serial where ``fork`` is False or a child cannot be made). Alternate items,
+    not halves: neighbours cost alike (the site's big coverage files sort together, and halves of
+    the bundled data took 4.1 s and 2.1 s to parse), so each side gets its share of the dear ones."""
+    if len(items) < 2:
+        return [fn(x) for x in items]
+    later = Later(lambda: [fn(x) for x in items[1::2]], fork=fork)
     try:
-        first = [fn(x) for x in items[:half]]
+        mine = [fn(x) for x in items[0::2]]
     except BaseException:
         later.cancel()
         raise
-    return first + later.result()
+    out = [None] * len(items)
+    out[0::2], out[1::2] = mine, later.result()
+    return out

@@ -79,7 +79,7 @@ class Snapshot:
 @dataclass
 class Backend:
     name: str
-    snapshots: list[Snapshot] = field(default_factory=list)  # oldest first
+    snapshots: list[Snapshot] | tuple = field(default_factory=list)  # oldest first; a tuple once load_site has them all
     prefer: str = ""  # the torch the zoo's op sets were traced with: its snapshots are shown first
     _latest: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -87,14 +87,16 @@ class Backend:
         """The newest snapshot of ``evidence`` made with the preferred torch (another build of its release
         counts), else the newest: a backend with data of several torch releases (cpu scanned at 2.13 and at
         2.9 for xla's fallback rules) is shown with the data its verdicts rest on."""
-        snaps = tuple(self.snapshots)  # asked ~a million times by a site build: worked out once per list
-        memo = self._latest.get((evidence, self.prefer))
+        memo = self._latest.get((evidence, self.prefer))  # asked ~a million times by a site build
+        if memo is not None and memo[0] is self.snapshots:  # load_site leaves a tuple: nothing to compare
+            return memo[1]
+        snaps = tuple(self.snapshots)  # a list may have changed since: worked out once per its contents
         if memo is not None and len(memo[0]) == len(snaps) and all(map(operator.is_, memo[0], snaps)):
             return memo[1]
         found = [s for s in snaps if s.evidence == evidence]
         same = [s for s in found if self.prefer and layout.same_torch(s.prov.get("torch"), self.prefer)]
         out = (same or found)[-1] if found else None
-        self._latest[(evidence, self.prefer)] = (snaps, out)
+        self._latest[(evidence, self.prefer)] = (self.snapshots if isinstance(self.snapshots, tuple) else snaps, out)
         return out
 
     @property
@@ -222,7 +224,7 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     traced = Counter(str((doc.get("provenance") or {}).get("torch")) for m in models.values()
                      for _, doc in m.modes.values())
     for b in backends.values():
-        b.snapshots.sort(key=lambda s: (s.created, s.path))
+        b.snapshots = tuple(sorted(b.snapshots, key=lambda s: (s.created, s.path)))  # fixed from here on
         b.prefer = min(traced, key=lambda t: (-traced[t], t)) if traced else ""
     if not backends:
         raise UsageError(f"{coverage_dir}: no coverage files; create one with 'opcov scan BACKEND'")

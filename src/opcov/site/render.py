@@ -560,21 +560,30 @@ def _op_files(env, site: Site, links: dict) -> dict:
     return files
 
 
-def _model_files(env, site: Site, links: dict, verdicts: dict, model_badges: dict, m) -> list:
-    """One model's page and JSON: [(path, bytes)]."""
+def _model_files(env, site: Site, links: dict, verdicts: dict, m) -> list:
+    """One model's page, its JSON and its badge per backend: [(path, bytes)]."""
+    out, badges = [], {}
+    for b in site.backends:
+        vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in ("inference", "training")
+              if (m.name, mode, b.name) in verdicts]
+        if vs:
+            value, colour = model_badge(vs)
+            path = f"badges/{_badge_stem(m.name, b.name)}.svg"
+            out.append((path, _badge(env, f"{m.name} on {b.name}", value, colour)))
+            badges[b.name] = (path, f"{m.name} on {b.name}: {value}")
     modes = []
     for mode in ("inference", "training"):
         if mode not in m.modes:
             continue
         path, doc = m.modes[mode]
-        per_backend = [{"b": b, "v": verdict_view(verdicts[(m.name, mode, b.name)]),
-                        "badge": model_badges.get((m.name, b.name))}
+        per_backend = [{"b": b, "v": verdict_view(verdicts[(m.name, mode, b.name)]), "badge": badges.get(b.name)}
                        for b in site.backends if (m.name, mode, b.name) in verdicts]
         modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend})
     href = links["models"][m.name]
-    return [(href, _render(env, site, links, href, "model.html", title=f"Model {m.name}", model=m, modes=modes,
+    out += [(href, _render(env, site, links, href, "model.html", title=f"Model {m.name}", model=m, modes=modes,
                            api_path=api_path(href))),
             (api_path(href), _json(model_api(m, modes, verdicts)))]
+    return out
 
 
 @judge.bulk()  # millions of objects that live until the pages are written: see judge.bulk
@@ -628,17 +637,6 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool) -> dict:
             entry["badges"].append((f"badges/{stem}.svg", f"{label} {value}", f"api/badges/{stem}.json"))
     for entry in backends:
         entry["models"] = model_rows(verdicts, entry["b"].name)
-    model_badges = {}
-    for m in site.models:
-        for b in site.backends:
-            vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in ("inference", "training")
-                  if (m.name, mode, b.name) in verdicts]
-            if not vs:
-                continue
-            value, colour = model_badge(vs)
-            path = f"badges/{_badge_stem(m.name, b.name)}.svg"
-            files[path] = _badge(env, f"{m.name} on {b.name}", value, colour)
-            model_badges[(m.name, b.name)] = (path, f"{m.name} on {b.name}: {value}")
 
     page("index.html", "index.html", title="Coverage overview", backends=backends, traced=traced_note(site))
     page("about.html", "about.html", title="About the data", labels=LABELS, reg_status=REG_STATUS,
@@ -668,7 +666,7 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool) -> dict:
         files[entry["api"]] = _json(backend_api(entry, g, h))
         api["backends"][b.name] = entry["api"]
         api["badges"].update({path.rsplit("/", 1)[-1][:-4]: shield for path, _, shield in entry["badges"]})
-    for pages in forked.split_map(lambda m: _model_files(env, site, links, verdicts, model_badges, m), site.models,
+    for pages in forked.split_map(lambda m: _model_files(env, site, links, verdicts, m), site.models,
                                   fork=parallel):
         files.update(pages)
     for m in site.models:
@@ -861,11 +859,14 @@ def write(files: dict, out_dir: str) -> dict:
     written = removed = 0
     for rel, blob in sorted(files.items()):
         path = os.path.join(out_dir, *rel.split("/"))
+        if rel not in existing:  # a cold folder has nothing to compare or replace
+            output.write_new(path, blob)
+            written += 1
+            continue
         try:
-            if rel in existing:  # a cold folder has nothing to compare: no failing open per file
-                with open(path, "rb") as f:
-                    if f.read() == blob:
-                        continue
+            with open(path, "rb") as f:
+                if f.read() == blob:
+                    continue
         except OSError:
             pass
         output.write_atomic(path, blob, durable=False)  # a re-render mends a torn site

@@ -153,6 +153,39 @@ def check_writable_dir(path: str, *, marker: str | None = None, files=()) -> Non
                 raise UsageError(f"cannot write {here}: it is a folder or a device, not a file; remove it")
 
 
+def write_new(path: str, blob: bytes) -> None:
+    """Create ``path``, which must not exist, with ``blob`` (its folders made if missing): one exclusive
+    open, no temporary file and rename, so about a third fewer file-system operations where a site
+    writes ~14,000 pages into a new folder. O_EXCL with O_NOFOLLOW never opens an existing file or a
+    planted link; something already there is written by ``write_atomic`` instead. A failed write
+    removes its file; one killed outright leaves a short file, which the next render rewrites (it
+    compares every file it keeps). OS errors become one-line UsageErrors naming ``path``."""
+    absolute = _refuse_pseudo(path)
+    try:
+        os.makedirs(os.path.dirname(absolute), exist_ok=True)
+        fd = os.open(absolute, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+    except FileExistsError:
+        write_atomic(path, blob, durable=False)
+        return
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {_why(exc)}") from None
+    try:
+        view = memoryview(blob)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException as exc:  # a full disk, or Ctrl-C: no half-written page left behind
+        os.close(fd)
+        try:
+            os.remove(absolute)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise UsageError(f"cannot write {path}: {_why(exc)}") from None
+        raise
+    os.close(fd)
+
+
 def write_atomic(path: str, content, *, durable: bool = True) -> None:
     """Write ``content`` (str as UTF-8, or bytes) to ``path`` atomically: a temporary file in the
     same folder (made if missing), fsync'd when ``durable``, renamed over ``path``. The temporary

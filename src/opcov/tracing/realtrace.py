@@ -117,7 +117,7 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
         notes.append(FAILED_NOTE.format(why=failure))
         return False
     runs = out["runs"]
-    fake_rows = [dataclasses.asdict(n) for n in opset.nodes(doc)]
+    fake_rows = [n._asdict() for n in opset.nodes(doc)]
     merged = _merge(doc, [run["doc"] for run in runs])
     only_real = sorted({f"{op} ({phase})" for op, rec in doc["ops"].items() for phase, cells in rec.items()
                         if any(c.get("seen") == "real" for c in cells.values())})
@@ -169,8 +169,8 @@ def child_spec() -> str:
 def _merge(doc: dict, others: list[dict], *, seen: bool = True) -> list[dict]:
     """Merge the call trees and ops of ``others`` into ``doc`` (``calltree.merge``); the merged rows.
     ``seen`` False: ``doc`` was itself a real-valued run, so no node or call is marked with what saw it."""
-    rows = [dataclasses.asdict(n) for n in opset.nodes(doc)]
-    merged = calltree.merge(rows, [[dataclasses.asdict(n) for n in opset.nodes(o)] for o in others])
+    rows = [n._asdict() for n in opset.nodes(doc)]
+    merged = calltree.merge(rows, [[n._asdict() for n in opset.nodes(o)] for o in others])
     doc["ops"] = calltree.flat(merged, doc["ops"], [o["ops"] for o in others])
     if not seen:
         for row in merged:
