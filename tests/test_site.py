@@ -526,6 +526,46 @@ def test_a_build_split_with_a_forked_child_gives_the_serial_files(small):
     assert list(split) == list(serial) and split == serial
 
 
+def test_a_split_render_writes_the_serial_site(small, tmp_path):
+    """render_site split (the op pages written by the forked child that made them, the rest by the
+    parent) writes the very tree a serial render writes, counts every file, and onto an up-to-date
+    site writes nothing; a stale file of an earlier render is still removed."""
+    from opcov.site import forked
+
+    cov, _ = small
+    if not forked.can_fork():
+        pytest.skip("no second core or no fork here: the build runs serially")
+    a, b = str(tmp_path / "serial"), str(tmp_path / "split")
+    serial = render.render_site(cov, a, parallel=False)
+    split = render.render_site(cov, b, parallel=True)
+    assert tree(b) == tree(a) and split["written"] == serial["written"] == serial["files"] == len(tree(a))
+    with open(os.path.join(b, "ops", "stale.html"), "w") as f:
+        f.write("from an older render")
+    again = render.render_site(cov, b, parallel=True)
+    assert again["written"] == 0 and again["removed"] == 1 and tree(b) == tree(a)
+
+
+def test_a_build_splits_only_where_a_core_is_idle_now(monkeypatch):
+    """forked.spare_core: by the cores idle over the last tenth of a second where the system says, so a
+    build right after another (the load average still counting it) splits, and one beside other work
+    does not; by the load average elsewhere."""
+    from opcov.site import forked
+
+    if not forked.can_fork():
+        pytest.skip("no second core or no fork here")
+    idle = forked._idle_cores()
+    assert idle is None or 0 <= idle <= (os.cpu_count() or 1) + 0.01
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setattr(forked, "_idle_cores", lambda: 1.6)
+    assert forked.spare_core()
+    monkeypatch.setattr(forked, "_idle_cores", lambda: 0.3)
+    assert not forked.spare_core()
+    monkeypatch.setattr(forked, "_idle_cores", lambda: None)
+    assert not forked.spare_core()
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert forked.spare_core()
+
+
 def test_a_forked_childs_failure_leaves_the_work_to_the_parent():
     """forked.Later: a child that raises or dies gives no value, and the parent works it out itself (raising
     what the serial call raises); split_map keeps the items' order."""

@@ -34,17 +34,43 @@ def can_fork() -> bool:
 
 
 def spare_core() -> bool:
-    """Whether can_fork() and a core is idle for the child: the load average of the last minute leaves
-    one free, give or take half a process (the average still counts what ran just before, such as
-    the previous command; at load 1.2 on 2 cores the split build took 35.6 s against 52 s serial). On
-    a machine busy with other work the child only takes its time from that work, and two processes
-    cost more CPU in all than one (measured: a zoo build at load 5 on 2 cores took longer split than
-    serial)."""
+    """Whether can_fork() and a core is idle for the child now. On a machine busy with other work the
+    child only takes its time from that work, and two processes cost more CPU in all than one
+    (measured: a zoo build at load 5 on 2 cores took longer split than serial). Measured where the
+    system says (Linux's /proc/stat, over a tenth of a second): the load average of the last minute
+    still counts what ran just before, such as the previous build, and made back-to-back builds on
+    an idle machine run serially; elsewhere that average, leaving one core free give or take half a
+    process."""
+    if not can_fork():
+        return False
+    idle = _idle_cores()
+    if idle is not None:
+        return idle >= 0.7
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         load = 0.0
-    return can_fork() and load < _cores() - 0.5
+    return load < _cores() - 0.5
+
+
+def _idle_cores(window: float = 0.1) -> float | None:
+    """How many cores' worth of time went idle over ``window`` seconds (/proc/stat); None where unknown."""
+    import time
+
+    def sample():
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        return sum(fields), fields[3] + (fields[4] if len(fields) > 4 else 0)  # all, idle + iowait
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(window)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    if total1 <= total0:
+        return None
+    return (idle1 - idle0) / (total1 - total0) * (os.cpu_count() or 1)
 
 
 class Later:

@@ -12,6 +12,7 @@ import json
 import os
 import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace as NS
 from typing import NamedTuple
@@ -395,6 +396,31 @@ def _user_item(root: str, href: str, model: str, mode: str) -> str:
     return f'<li><a href="{escape(root)}{escape(href)}">{escape(model)}</a> ({escape(mode)}): '
 
 
+@lru_cache(maxsize=1 << 14)
+def _op_item(root: str, op: str, href: str | None) -> str:
+    """One op of a model page's list of its op set's ops (the same on every model page that lists it)."""
+    name = escape(op)
+    return f'<li><a href="{escape(root)}{escape(href)}">{name}</a></li>' if href is not None else f"<li>{name}</li>"
+
+
+def _problem_rows_html(root: str, op_links: dict, problems: list) -> Markup:
+    """A model page's problem table body (a verdict_view's problems; a model can have hundreds on a
+    backend without kernels), as model.html's loop wrote it."""
+    rows = []
+    for r in problems:
+        op, href = escape(r["op"]), op_links.get(r["op"])
+        name = f'<a href="{escape(root)}{escape(href)}">{op}</a>' if href is not None else op
+        ev = r["ev"]
+        why = "<br>".join(f'{escape(f["direction"])} {escape(f["dtype"])}, {escape(f["evidence"])}: {escape(f["why"])}'
+                          + (f' <span class="muted">fix: {escape(f["fix"])}</span>' if f["fix"] else "")
+                          for f in r["findings"])
+        flags = "".join(f'<br><span class="muted">{escape(fl)}</span>' for fl in r["flags"])
+        rows.append(f'<tr><th scope="row">{name}</th><td class="st {escape(r["css"])}">{escape(r["outcome"])}</td>'
+                    f'<td><span class="ev {escape(ev.css)}">{escape(ev.icon)} {escape(ev.short)}</span></td>'
+                    f'<td>{escape(r["calls"])}</td>\n<td>{why}{flags}</td></tr>\n')
+    return Markup("".join(rows))
+
+
 def gaps(site: Site, backend, verdicts: dict) -> dict:
     """Ops that block zoo models on this backend (ranked by opcov.verdict.gaps.tally, as 'opcov gaps' ranks them),
     and core ATen ops not registered, each split in two: the backend's gaps (an op fails; no kernel, or
@@ -571,14 +597,19 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m) -> list:
             path = f"badges/{_badge_stem(m.name, b.name)}.svg"
             out.append((path, _badge(env, f"{m.name} on {b.name}", value, colour)))
             badges[b.name] = (path, f"{m.name} on {b.name}: {value}")
-    modes = []
+    modes, root = [], "../" * links["models"][m.name].count("/")
     for mode in ("inference", "training"):
         if mode not in m.modes:
             continue
         path, doc = m.modes[mode]
-        per_backend = [{"b": b, "v": verdict_view(verdicts[(m.name, mode, b.name)]), "badge": badges.get(b.name)}
-                       for b in site.backends if (m.name, mode, b.name) in verdicts]
-        modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend})
+        per_backend = []
+        for b in site.backends:
+            if (m.name, mode, b.name) in verdicts:
+                v = verdict_view(verdicts[(m.name, mode, b.name)])
+                per_backend.append({"b": b, "v": v, "badge": badges.get(b.name),
+                                    "problems_html": _problem_rows_html(root, links["ops"], v["problems"])})
+        modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend,
+                      "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"])))})
     href = links["models"][m.name]
     out += [(href, _render(env, site, links, href, "model.html", title=f"Model {m.name}", model=m, modes=modes,
                            api_path=api_path(href))),
@@ -594,6 +625,15 @@ def build(site: Site, parallel: bool | None = None) -> dict:
     the judging, and half the model pages beside the other half. None: where the site has at least
     PARALLEL_PAGES op and model pages and forked.spare_core(); False: never. The files are the same
     either way."""
+    files, _ = _build_split(site, parallel, None)
+    return files
+
+
+def _build_split(site: Site, parallel: bool | None, into: "_Folder | None") -> tuple[dict, list]:
+    """(files, [what was written]): build's work; with ``into``, the op and model pages with their JSON
+    and badges (all but ~100 files) are written there by whoever made them, the forked child beside
+    the parent's own work, and left out of ``files`` (file creation is most of a cold write, and two
+    processes create files about twice as fast as one)."""
     from opcov.site import forked
     if parallel is None:
         parallel = len(site.ops) + len(site.models) >= PARALLEL_PAGES and forked.spare_core()
@@ -604,15 +644,20 @@ def build(site: Site, parallel: bool | None = None) -> dict:
         "backends": unique_paths([b.name for b in site.backends], "backends", _safe),
         "models": unique_paths([m.name for m in site.models], "models", _safe),
     }
-    op_files = forked.Later(lambda: _op_files(env, site, links), fork=parallel)
+    if into is None:
+        op_files = forked.Later(lambda: _op_files(env, site, links), fork=parallel)
+    else:
+        op_files = forked.Later(lambda: into.write(_op_files(env, site, links)), fork=parallel)
     try:
-        return _build(site, env, links, op_files, parallel)
+        return _build(site, env, links, op_files, parallel, into)
     finally:
         op_files.cancel()
 
 
-def _build(site: Site, env, links: dict, op_files, parallel: bool) -> dict:
-    """build's body, with the op pages' files to come from ``op_files`` (a forked.Later)."""
+def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folder | None") -> tuple[dict, list]:
+    """build's body, with the op pages' files to come from ``op_files`` (a forked.Later): their bytes,
+    or what _Folder.write wrote of them. With ``into``, the model pages too are written by whoever
+    makes them."""
     from opcov.site import forked
     from opcov.verdict import compare
     verdicts = sitemodel.judge_models(site)
@@ -666,12 +711,23 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool) -> dict:
         files[entry["api"]] = _json(backend_api(entry, g, h))
         api["backends"][b.name] = entry["api"]
         api["badges"].update({path.rsplit("/", 1)[-1][:-4]: shield for path, _, shield in entry["badges"]})
-    for pages in forked.split_map(lambda m: _model_files(env, site, links, verdicts, m), site.models,
-                                  fork=parallel):
-        files.update(pages)
+    done = []  # what was written already (with ``into``)
+    if into is None:
+        make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
+    else:
+        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m)))  # noqa: E731
+    for pages in forked.split_map(make, site.models, fork=parallel):
+        if into is None:
+            files.update(pages)
+        else:
+            done.append(pages)
     for m in site.models:
         api["models"][m.name] = api_path(links["models"][m.name])
-    files.update(op_files.result())
+    ops_done = op_files.result()
+    if isinstance(ops_done, _Written):
+        done.append(ops_done)
+    else:
+        files.update(ops_done)
     for name in site.ops:
         api["ops"][name] = api_path(links["ops"][name])
     files["api/index.json"] = _json(api_index(site, api))
@@ -680,7 +736,7 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool) -> dict:
             files[f"assets/{asset}"] = f.read()
     files[".nojekyll"] = b""  # GitHub Pages would hide ops/aten/_foo.html otherwise
     files[MARKER] = MARKER_TEXT.encode()
-    return files
+    return files, done
 
 
 def model_badge(vs) -> tuple[str, str]:
@@ -843,6 +899,60 @@ def _badge(env, label: str, value: str, colour: str) -> bytes:
     return env.get_template("badge.svg").render(**badge(label, value, colour)).encode("utf-8")
 
 
+@dataclass(frozen=True)
+class _Written:
+    """What _Folder.write wrote: every path it was given, how many it wrote, their bytes."""
+
+    paths: tuple
+    written: int
+    bytes: int
+
+
+class _Folder:
+    """An output folder as it stood before this render: its files (relative paths), listed once."""
+
+    def __init__(self, out_dir: str):
+        self.out_dir = out_dir
+        self.existing = set()
+        if os.path.isdir(out_dir):
+            for root, _, names in os.walk(out_dir):
+                for n in names:
+                    self.existing.add(os.path.relpath(os.path.join(root, n), out_dir).replace(os.sep, "/"))
+
+    def write(self, files: dict) -> _Written:
+        """Write ``files`` (checked first: no link, folder or device where one goes); a file the folder
+        held with the same bytes is left as it is (its mtime stays)."""
+        output.check_writable_dir(self.out_dir, marker=MARKER, files=files)
+        written = 0
+        for rel, blob in sorted(files.items()):
+            path = os.path.join(self.out_dir, *rel.split("/"))
+            if rel not in self.existing:  # a cold folder has nothing to compare or replace
+                output.write_new(path, blob)
+                written += 1
+                continue
+            try:
+                with open(path, "rb") as f:
+                    if f.read() == blob:
+                        continue
+            except OSError:
+                pass
+            output.write_atomic(path, blob, durable=False)  # a re-render mends a torn site
+            written += 1
+        return _Written(tuple(files), written, sum(len(b) for b in files.values()))
+
+    def prune(self, kept) -> int:
+        """Remove the files of an earlier render not in ``kept``, then empty folders; how many removed."""
+        removed = 0
+        for rel in sorted(self.existing - set(kept)):
+            os.remove(os.path.join(self.out_dir, *rel.split("/")))
+            removed += 1
+        for root, dirs, names in sorted(os.walk(self.out_dir, topdown=False)):
+            if root != self.out_dir and not os.listdir(root):
+                os.rmdir(root)
+        return removed
+
+
+@judge.bulk()  # the build's objects are still alive: a collection would walk them all for nothing
 def write(files: dict, out_dir: str) -> dict:
     """Write the files; remove files of an earlier render that are no longer produced.
 
@@ -850,42 +960,31 @@ def write(files: dict, out_dir: str) -> dict:
     symbolic link as the folder or where a page goes, so no file outside the folder is touched
     (checked before the first write). Unchanged files are not rewritten (their mtime stays).
     """
-    output.check_writable_dir(out_dir, marker=MARKER, files=files)
-    existing = set()
-    if os.path.isdir(out_dir):
-        for root, _, names in os.walk(out_dir):
-            for n in names:
-                existing.add(os.path.relpath(os.path.join(root, n), out_dir).replace(os.sep, "/"))
-    written = removed = 0
-    for rel, blob in sorted(files.items()):
-        path = os.path.join(out_dir, *rel.split("/"))
-        if rel not in existing:  # a cold folder has nothing to compare or replace
-            output.write_new(path, blob)
-            written += 1
-            continue
-        try:
-            with open(path, "rb") as f:
-                if f.read() == blob:
-                    continue
-        except OSError:
-            pass
-        output.write_atomic(path, blob, durable=False)  # a re-render mends a torn site
-        written += 1
-    for rel in sorted(existing - set(files)):
-        os.remove(os.path.join(out_dir, *rel.split("/")))
-        removed += 1
-    for root, dirs, names in sorted(os.walk(out_dir, topdown=False)):
-        if root != out_dir and not os.listdir(root):
-            os.rmdir(root)
-    return {"files": len(files), "written": written, "removed": removed,
-            "bytes": sum(len(b) for b in files.values())}
+    return _finish(_Folder(out_dir), files, [])
 
 
-def render_site(coverage_dir: str, out_dir: str) -> dict:
-    """Load the data, build every page, write them; returns counts for the CLI to print."""
+def _finish(folder: _Folder, files: dict, done: list) -> dict:
+    done = done + [folder.write(files)]
+    kept = [p for w in done for p in w.paths]
+    removed = folder.prune(kept)
+    return {"files": len(kept), "written": sum(w.written for w in done), "removed": removed,
+            "bytes": sum(w.bytes for w in done)}
+
+
+def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None) -> dict:
+    """Load the data, build every page, write them; returns counts for the CLI to print. The op pages
+    are written as they are made (by the forked child, where the build splits: see _build_split)."""
     output.check_writable_dir(out_dir, marker=MARKER)  # before the slow part
-    site = sitemodel.load_site(coverage_dir)
-    stats = write(build(site), out_dir)
+    site = sitemodel.load_site(coverage_dir, parallel=parallel)
+    folder = _Folder(out_dir)
+    marked = MARKER not in folder.existing
+    if marked:  # an empty or new folder: marked ours before the first page lands
+        output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
+        folder.existing.add(MARKER)
+    with judge.bulk():
+        files, done = _build_split(site, parallel, folder)
+        stats = _finish(folder, files, done)
+    stats["written"] += marked
     stats.update(ops=len(site.ops), backends=len(site.backends), models=len(site.models),
                  catalog_note=site.catalog_note)
     return stats
