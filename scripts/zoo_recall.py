@@ -23,7 +23,7 @@ comparison, which an accelerator trace cannot be part of (CPU has its own kernel
 mode, in the zoo's workers (journal, timeouts, memory limit) with no stand-in device: (a) ``opcov
 trace --device cpu`` with fake tensors and (b) ``opcov trace --device cpu --real`` (eager, real
 weights, seeded), both into the work folder, never into coverage/models. Both at the same sizes: the
-real-valued trace's (``zoorun._narrow``: the zoo's tiny config with narrow widths,
+real-valued trace's (``ladder.narrow``: the zoo's tiny config with narrow widths,
 ``tiny.overrides(width=True)``, and the zoo's repairs; its full widths with as few layers where the
 narrow ones do not fit together; a curated entry's own config). Why those: the eager side holds real
 weights and AdamW state, which at the zoo's full widths (hidden sizes in the thousands, vocabularies
@@ -122,7 +122,7 @@ def main():
              f"# created: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
              f"# torch: {_version('torch')}", f"# transformers: {_version('transformers')}",
              ("# device: cpu; traced: opcov trace --device cpu (fake tensors, its branch run eager on CPU merged); eager: opcov trace --device cpu "
-              "--real (real values on CPU, seeded); both at zoorun._narrow's sizes (tiny.overrides(width=True), "
+              "--real (real values on CPU, seeded); both at ladder.narrow's sizes (tiny.overrides(width=True), "
               "repaired)") if cpu else
              (f"# traced: {os.path.relpath(traced_dir, ROOT)}; eager: real values on the computing PrivateUse1 "
               "stand-in at tiny.overrides(width=True)"),

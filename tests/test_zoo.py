@@ -13,6 +13,7 @@ import pytest
 
 from conftest import load_yaml
 from opcov.errors import UsageError
+from opcov.tracing import ladder
 from opcov.tracing import tiny
 from opcov.tracing import zoorun
 
@@ -643,7 +644,7 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
     job = {"kind": "branches", "model": "hf:qwen2_vl", "mode": "inference", "dtype": "float32",
            "optimizer": "adamw", "narrowed": True,
            "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []}}
-    notes = zoorun._with_real_branches(str(path), job).doc["provenance"]["notes"]
+    notes = ladder.with_real_branches(str(path), job).doc["provenance"]["notes"]
     assert len(asked) == 2 and asked[0] == narrow
     assert asked[1]["text_config.rope_parameters"]["mrope_section"] == [2, 3, 3]  # 8 frequencies
     assert any(n.startswith("the rotary sections [16, 24, 24] exceed the 8 rotary frequencies") for n in notes), notes
@@ -676,7 +677,7 @@ def test_a_branch_run_the_narrowest_widths_break_is_made_again_with_whole_heads(
     job = {"kind": "branches", "model": "hf:codegen", "mode": "inference", "dtype": "float32",
            "optimizer": "adamw", "narrowed": True,
            "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []}}
-    notes = zoorun._with_real_branches(str(path), job).doc["provenance"]["notes"]
+    notes = ladder.with_real_branches(str(path), job).doc["provenance"]["notes"]
     assert asked == [64, 1024]
     assert any(n.startswith("at narrow widths whose hidden size is 4 heads") and "tensor a (16)" in n for n in notes)
     assert any(n.startswith("real values: a run") and "n_embd=1024" in n for n in notes), notes

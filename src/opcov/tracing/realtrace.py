@@ -37,6 +37,7 @@ import sys
 from opcov.store import opset
 from opcov.store.opset import OpSet
 from opcov.tracing import calltree
+from opcov.tracing import ladder
 
 MAX_PARAMS = 50_000_000
 PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (the child asserts they agree)
@@ -84,9 +85,7 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
     if defer and not cpu:
         result.real_job = job
     else:  # repaired as the zoo's are, so `opcov trace X` and `opcov zoo trace` make the same runs
-        from opcov.tracing.zoorun import repaired_branch_runs
-
-        job, answer, repairs = repaired_branch_runs(job)
+        job, answer, repairs = ladder.repaired_branch_runs(job)
         merge_real_branches(result, job, answer=answer, repairs=repairs)
     return result
 

@@ -6,7 +6,8 @@ Why this shape:
 * One architecture per model type, named after it. A type that the curated zoo (``zoo.py``) holds
   is traced from its entry (its hand-checked config); every other type from its default config
   made tiny by ``tiny.overrides`` (the layer kinds kept, the repeats dropped), passed as ``--set``
-  overrides, so each op set's command line reproduces it.
+  overrides, so each op set's command line reproduces it. The sizes and the retries that find ones
+  a model takes are ``ladder``'s (shared with ``opcov trace``); this module runs the jobs.
 * What opcov can decide for a model it decides: the dtype (``Built.dtype``: bfloat16 for grouped_mm
   experts) and the inputs (``inputs.py``). A model whose ops depend on data (fake tensors carry no
   values) is traced again with real values (``tracing: real``) on the computing stand-in
@@ -33,8 +34,6 @@ Why this shape:
 from __future__ import annotations
 
 import collections
-import dataclasses
-import re
 import json
 import os
 import random
@@ -46,6 +45,7 @@ from opcov import vocab
 from opcov.errors import OpcovError, UsageError
 from opcov.store import layout
 from opcov.store import output
+from opcov.tracing import ladder
 
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
@@ -128,10 +128,6 @@ def in_shard(index: int, shard) -> bool:
 
 # ---------------------------------------------------------------- one job (in a worker)
 
-class NeedsReal(Exception):
-    """A fake-tensor trace met a data-dependent op: the job goes to a real-valued worker."""
-
-
 def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict | None = None,
             device: str = "accelerator") -> dict:
     """Trace one architecture in one mode into ``root``; the table row (and seconds), never raising.
@@ -140,7 +136,7 @@ def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict 
     branch run is still to make carries ``real_job``, which the parent sends to a real-valued worker
     (``options["real_job"]`` there: merged into the saved op set). ``device`` "cpu": the trace's
     target is the CPU (``opcov trace --device cpu``, with ``--real`` for the real kind), both kinds
-    at the real-valued trace's narrow widths (``_trace_cpu``)."""
+    at the real-valued trace's narrow widths (``cpu_trace``)."""
     from opcov.tracing import models
 
     options = options or {}
@@ -149,13 +145,13 @@ def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict 
     row = {"model": arch.name, "mode": mode, "source": arch.spec if not arch.curated else "zoo"}
     try:
         if options.get("real_job"):
-            result = _with_real_branches(path, options["real_job"])
+            result = ladder.with_real_branches(path, options["real_job"])
         elif device == "cpu":
-            result = _trace_cpu(arch, mode, path, real=kind == "real")
+            result = ladder.cpu_trace(arch, mode, path, real=kind == "real")
         elif kind == "fake":
-            result = _trace(arch, mode, path)
+            result = ladder.fake_trace(arch, mode, path)
         else:
-            result = _trace_real(arch, mode, path)
+            result = ladder.real_trace(arch, mode, path)
         result.save(path)
         doc = result.doc
         row.update(outcome="traced", dtype=doc["dtype"], tracing=tracing_of(doc),
@@ -163,11 +159,11 @@ def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict 
         if getattr(result, "real_job", None):
             row["real_job"] = result.real_job
     except models.BuildError as exc:
-        row.update(outcome="cannot_build", reason=one_line(exc))
-    except NeedsReal as exc:
+        row.update(outcome="cannot_build", reason=ladder.one_line(exc))
+    except ladder.NeedsReal as exc:
         row.update(outcome="cannot_trace", needs_real=str(exc), reason=str(exc))
     except Exception as exc:  # noqa: BLE001 - every failure is a row, never a traceback
-        row.update(outcome="cannot_trace", reason=one_line(exc))
+        row.update(outcome="cannot_trace", reason=ladder.one_line(exc))
     row["seconds"] = round(time.monotonic() - t0, 2)
     return row
 
@@ -181,168 +177,9 @@ def kept_row(arch: Arch, mode: str, path: str) -> dict:
     try:
         doc = opset.load(path)
     except OpcovError as exc:
-        return {**row, "outcome": "cannot_trace", "reason": f"the curated op set does not load: {one_line(exc)}"}
+        return {**row, "outcome": "cannot_trace", "reason": f"the curated op set does not load: {ladder.one_line(exc)}"}
     return {**row, "outcome": "traced", "dtype": doc.get("dtype"), "tracing": tracing_of(doc),
             "ops": doc["summary"]["distinct_ops"], "reason": ""}
-
-
-def _trace(arch: Arch, mode: str, path: str):
-    """The op set, traced with fake tensors (a data-dependent model: NeedsReal), its real-valued
-    branch run left to a real-valued worker (``real_job``); a default config its model refuses is
-    repaired first (``opcov.tracing.repair``)."""
-    from opcov.tracing import models
-    from opcov.tracing.spec import trace_spec
-
-    if arch.curated:
-        return trace_spec(arch.name, mode=mode, out=path, defer_real=True)
-    try:
-        if not arch.spec.startswith("hf:"):  # timm, torchvision: their default sizes
-            return trace_spec(arch.spec, mode=mode, out=path, defer_real=True)
-        return _tiny_or_default(arch, mode, path)
-    except models.BuildError:
-        raise
-    except OpcovError as exc:
-        if "--real" not in str(exc):
-            raise
-        raise NeedsReal(one_line(exc, 160)) from None
-
-
-def _tiny_or_default(arch: Arch, mode: str, path: str):
-    """A transformers model's fake trace at its tiny config, repaired; a tiny config whose sizes no
-    longer fit together at the default config (its full depth), with a note saying why."""
-    from opcov.tracing import tiny
-    from opcov.tracing.spec import trace_spec
-
-    config = _config(arch.spec[3:])
-
-    def run(sizes):
-        return trace_spec(arch.spec, mode=mode, sizes=sizes, out=path, defer_real=True)
-
-    small = tiny.overrides(config)
-    try:
-        return _repaired(run, config, small)
-    except Exception as exc:
-        if not small or _LASTING.search(str(exc)):
-            raise
-        first = exc
-    try:
-        return _repaired(run, config, {}, [f"traced at the default config's full depth: its tiny "
-                                           f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"])
-    except Exception as second:
-        if "--real" in str(second) and "--real" not in str(first):  # got further: the real-valued trace's turn
-            raise
-        raise first from None
-
-
-def _set_text(overrides: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in overrides.items())
-
-
-def _repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exception | None = None,
-              note=None):
-    """``run(Sizes(overrides))``; where it fails for a reason ``opcov.tracing.repair`` knows (a config
-    field, an input the model's own check asks for), again with the repairs added to the sizes (so
-    they are in the op set's command: ``--set``, ``--input``), and noted. ``start``: the sizes whose
-    other fields (inputs, image, audio, batch) the runs start from; ``failed``: how a run at ``start``
-    with ``overrides`` already failed (it is not made again); ``note(result, notes)`` files the notes
-    (default: in the op set's provenance)."""
-    from opcov.tracing import models, repair
-
-    start = start or models.Sizes()
-    notes, asked, image, audio = list(notes), tuple(start.inputs), start.image, start.audio
-
-    def sizes():
-        return dataclasses.replace(start, overrides=overrides, inputs=asked, image=image, audio=audio)
-
-    for _ in range(5):
-        if failed is None:
-            try:
-                result = run(sizes())
-            except Exception as exc:  # noqa: BLE001 - repaired below, or raised as it is
-                failed = exc
-        if failed is None:
-            (note or _note_in_opset)(result, notes)
-            return result
-        exc, failed = failed, None
-        fix, why = repair.repairs(config, str(exc), overrides)
-        fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
-        more = tuple(n for n in repair.asked_inputs(str(exc)) + repair.none_inputs(exc) if n not in asked)[:1]
-        side = repair.image_size(str(exc))
-        side = side if side != image else None
-        length = repair.audio_length(str(exc))
-        length = length if length != audio else None
-        if not fix and not more and not side and not length:
-            raise exc
-        if length:
-            why = why + [f"audio of length {length}, the multiple the model's own check asks for "
-                         f"({one_line(exc, 120)})"]
-            audio = length
-        if more:
-            why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
-        if side:
-            why = why + [f"images of side {side}, the size the model's own check names ({one_line(exc, 120)})"]
-            image = side
-        overrides, asked, notes = {**overrides, **fix}, asked + more, notes + why
-    return run(sizes())
-
-
-def _note_in_opset(result, notes) -> None:
-    result.doc["provenance"]["notes"].extend(notes)
-
-
-class _BranchFailed(Exception):
-    """A real-valued branch run that failed (its one-line reason), for ``_repaired``."""
-
-
-def _with_real_branches(path: str, job: dict):
-    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in
-    (``repaired_branch_runs``)."""
-    from opcov.store import opset
-    from opcov.tracing import realtrace
-
-    result = opset.OpSet(opset.load(path))
-    job, answer, notes = repaired_branch_runs(job)
-    realtrace.merge_real_branches(result, job, answer=answer, repairs=notes)
-    return result
-
-
-def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
-    """(the job as made, ``realtrace.branch_runs``' answer, notes) for branch run ``job``. A
-    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
-    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
-    traces are; one whose narrowest widths do not fit together, at whole heads (see ``_narrow``).
-    Where it still fails, the answer says why (the fake trace stays)."""
-    from opcov.tracing import models, realtrace
-
-    out, failure = realtrace.branch_runs(job)
-    notes: list = []
-    if failure and job["model"].startswith("hf:"):
-        def run(sizes):
-            trial = {**job, "sizes": dataclasses.asdict(sizes)}
-            runs, why = realtrace.branch_runs(trial)
-            if why:
-                raise _BranchFailed(why)
-            return trial, runs
-
-        start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
-        try:
-            config = _config(job["model"][3:])
-        except models.BuildError:
-            return job, (out, failure), notes
-        tries = [(start.overrides, _BranchFailed(failure), [])]
-        if job.get("narrowed"):
-            tries += _whole_heads(config, start.overrides, failure[:160])
-        for overrides, failed, why in tries:
-            try:
-                job, out = _repaired(run, config, overrides, why, start=start, failed=failed,
-                                     note=lambda _, why: notes.extend(why))
-                failure = ""
-                break
-            except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
-                failure = str(exc) if isinstance(exc, _BranchFailed) else failure
-                if not _SHAPE.search(failure):
-                    break
-    return job, (out, failure), notes
 
 
 def _note_branch_failure(path: str, why: str) -> None:
@@ -361,107 +198,6 @@ def tracing_of(doc: dict) -> str:
     if tracing == "fake" and any(" seen=" in text for text in doc.get("calltree") or ()):
         return "fake+real"
     return tracing
-
-
-def _trace_real(arch: Arch, mode: str, path: str):
-    """The op set, traced with real values on the computing stand-in this worker's device is, at
-    narrow widths (a real model of a full-width config would hold its real weights); a config whose
-    narrow widths do not fit together (a width some other size is derived from) at its full widths,
-    with as few layers (the job memory limit guards the size), and a note saying so."""
-    from opcov.tracing import realtrace
-
-    def run(sizes):
-        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
-
-    model = arch.name if arch.curated else arch.spec
-    return _narrow(arch, run)
-
-
-def _trace_cpu(arch: Arch, mode: str, path: str, real: bool):
-    """The op set for a CPU target (``opcov trace --device cpu``, ``--real`` for ``real``: eager on CPU
-    with real weights, seeded), at the sizes of ``_narrow``, fake and real alike, so that the two
-    differ by fake-vs-real only (scripts/zoo_recall.py --device cpu). A fake trace that meets a
-    data-dependent op fails as it is (a cannot_trace row): no stand-in traces it instead."""
-    from opcov.torchenv import import_torch
-    from opcov.tracing.spec import trace_spec
-
-    def run(sizes):
-        if real:
-            import_torch().manual_seed(0)
-        return trace_spec(model, mode=mode, device="cpu", real=real, sizes=sizes, out=path)
-
-    model = arch.name if arch.curated else arch.spec
-    return _narrow(arch, run)
-
-
-def _narrow(arch: Arch, run):
-    """``run(sizes)`` at a real-valued trace's sizes: a curated entry's own (small already), a timm or
-    torchvision model's defaults, a transformers model's narrow widths (``tiny.overrides(width=True)``),
-    repaired, else its full widths with as few layers (see ``_trace_real``)."""
-    from opcov.tracing import models, tiny
-
-    if arch.curated or not arch.spec.startswith("hf:"):  # a curated entry's hand-checked config is small already
-        return run(models.Sizes())
-    config = _config(arch.spec[3:])
-    narrowest = tiny.overrides(config, width=True)
-    try:
-        return _repaired(run, config, narrowest)
-    except Exception as exc:
-        if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
-            raise
-        narrow = one_line(exc, 160)
-    for heads, _, why in _whole_heads(config, narrowest, narrow):
-        try:
-            return _repaired(run, config, heads, why)
-        except Exception as exc:
-            if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
-                raise
-    return _repaired(run, config, tiny.overrides(config),
-                     [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"])
-
-
-# Narrow widths whose hidden size is whole heads of the config's own head dim (tiny's width="heads").
-WHOLE_HEADS_NOTE = ("at narrow widths whose hidden size is 4 heads of the config's own head dim: at the narrowest "
-                    "widths it fails ({why})")
-
-
-def _whole_heads(config, narrow: dict, why: str) -> list:
-    """[(overrides, None, notes)] of the retry at whole heads of a run at ``narrow`` widths that failed
-    for ``why`` (its shapes did not fit together), or [] where whole heads are the same widths: the
-    step between the narrowest widths and full ones, for branch runs and real-valued traces alike."""
-    from opcov.tracing import tiny
-
-    heads = {**narrow, **tiny.overrides(config, width="heads")}
-    return [(heads, None, [WHOLE_HEADS_NOTE.format(why=why)])] if heads != narrow else []
-
-
-# Failures no config size changes: a missing library or class, an input opcov cannot make, the
-# real-valued trace needed. Any other failure of a tiny config is tried again at the default depth
-# (the tiny sizes may be what breaks: shapes, or layer lists such as gemma3n's KV-sharing layers).
-_LASTING = re.compile(r"needs the \w+ library|no model class|has no forward|cannot make it from the config|"
-                      r"--real|out of memory|killed", re.I)
-# A failure of shapes that do not fit together (narrow widths some other size does not follow).
-_SHAPE = re.compile(r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
-                    r"reduction dim|out of range|not enough values to unpack", re.I)
-
-
-def _config(model_type: str):
-    from opcov.tracing import models
-
-    tf = models._transformers()
-    try:
-        return tf.AutoConfig.for_model(model_type)
-    except Exception as exc:  # noqa: BLE001 - a default config that does not construct
-        raise models.BuildError(f"cannot make the default config of {model_type}: {one_line(exc)}") from None
-
-
-def one_line(exc, limit: int = 300) -> str:
-    """An exception as one line: opcov's own message, else 'Type: first line' (at most ``limit`` characters)."""
-    text = str(exc).strip()
-    if not isinstance(exc, OpcovError):
-        text = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator") -> None:

@@ -1,0 +1,289 @@
+"""The sizes a model is traced at, and the ladder of retries that finds sizes its model takes.
+
+Why a module of its own: the zoo's workers (``zoorun``) and ``opcov trace``'s real-valued branch
+runs (``realtrace.with_real_branches``) climb the same ladder, and a runner of jobs should not hold
+the rules of a trace. The rungs, each tried where the one before fails for a reason of sizes:
+
+* a transformers model's tiny config (``tiny.overrides``: the layer kinds kept, repeats dropped),
+  then its default config's full depth;
+* at each size, the repairs ``opcov.tracing.repair`` knows (a config field the model needs, an input
+  or image side its own check asks for), added as ``--set`` / ``--input`` so the op set's command
+  reproduces it, and noted;
+* for a real-valued trace or branch run (real weights: narrow widths), the narrowest widths
+  (``tiny.overrides(width=True)``), then 4 whole heads of the config's own head dim
+  (``width="heads"``), then the full widths with as few layers.
+
+``arch`` is a ``zoorun.Arch`` (name, spec, curated). Torch and transformers are imported inside the
+functions: this module is read by torch-free code too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from opcov.errors import OpcovError
+
+
+class NeedsReal(Exception):
+    """A fake-tensor trace met a data-dependent op: the job goes to a real-valued worker."""
+
+
+def fake_trace(arch, mode: str, path: str):
+    """The op set, traced with fake tensors (a data-dependent model: NeedsReal), its real-valued
+    branch run left to a real-valued worker (``real_job``); a default config its model refuses is
+    repaired first (``opcov.tracing.repair``)."""
+    from opcov.tracing import models
+    from opcov.tracing.spec import trace_spec
+
+    if arch.curated:
+        return trace_spec(arch.name, mode=mode, out=path, defer_real=True)
+    try:
+        if not arch.spec.startswith("hf:"):  # timm, torchvision: their default sizes
+            return trace_spec(arch.spec, mode=mode, out=path, defer_real=True)
+        return _tiny_or_default(arch, mode, path)
+    except models.BuildError:
+        raise
+    except OpcovError as exc:
+        if "--real" not in str(exc):
+            raise
+        raise NeedsReal(one_line(exc, 160)) from None
+
+
+def _tiny_or_default(arch, mode: str, path: str):
+    """A transformers model's fake trace at its tiny config, repaired; a tiny config whose sizes no
+    longer fit together at the default config (its full depth), with a note saying why."""
+    from opcov.tracing import tiny
+    from opcov.tracing.spec import trace_spec
+
+    config = default_config(arch.spec[3:])
+
+    def run(sizes):
+        return trace_spec(arch.spec, mode=mode, sizes=sizes, out=path, defer_real=True)
+
+    small = tiny.overrides(config)
+    try:
+        return repaired(run, config, small)
+    except Exception as exc:
+        if not small or _LASTING.search(str(exc)):
+            raise
+        first = exc
+    try:
+        return repaired(run, config, {}, [f"traced at the default config's full depth: its tiny "
+                                           f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"])
+    except Exception as second:
+        if "--real" in str(second) and "--real" not in str(first):  # got further: the real-valued trace's turn
+            raise
+        raise first from None
+
+
+def _set_text(overrides: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in overrides.items())
+
+
+def repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exception | None = None,
+              note=None):
+    """``run(Sizes(overrides))``; where it fails for a reason ``opcov.tracing.repair`` knows (a config
+    field, an input the model's own check asks for), again with the repairs added to the sizes (so
+    they are in the op set's command: ``--set``, ``--input``), and noted. ``start``: the sizes whose
+    other fields (inputs, image, audio, batch) the runs start from; ``failed``: how a run at ``start``
+    with ``overrides`` already failed (it is not made again); ``note(result, notes)`` files the notes
+    (default: in the op set's provenance)."""
+    from opcov.tracing import models, repair
+
+    start = start or models.Sizes()
+    notes, asked, image, audio = list(notes), tuple(start.inputs), start.image, start.audio
+
+    def sizes():
+        return dataclasses.replace(start, overrides=overrides, inputs=asked, image=image, audio=audio)
+
+    for _ in range(5):
+        if failed is None:
+            try:
+                result = run(sizes())
+            except Exception as exc:  # noqa: BLE001 - repaired below, or raised as it is
+                failed = exc
+        if failed is None:
+            (note or _note_in_opset)(result, notes)
+            return result
+        exc, failed = failed, None
+        fix, why = repair.repairs(config, str(exc), overrides)
+        fix = {k: v for k, v in fix.items() if overrides.get(k) != v}
+        more = tuple(n for n in repair.asked_inputs(str(exc)) + repair.none_inputs(exc) if n not in asked)[:1]
+        side = repair.image_size(str(exc))
+        side = side if side != image else None
+        length = repair.audio_length(str(exc))
+        length = length if length != audio else None
+        if not fix and not more and not side and not length:
+            raise exc
+        if length:
+            why = why + [f"audio of length {length}, the multiple the model's own check asks for "
+                         f"({one_line(exc, 120)})"]
+            audio = length
+        if more:
+            why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
+        if side:
+            why = why + [f"images of side {side}, the size the model's own check names ({one_line(exc, 120)})"]
+            image = side
+        overrides, asked, notes = {**overrides, **fix}, asked + more, notes + why
+    return run(sizes())
+
+
+def _note_in_opset(result, notes) -> None:
+    result.doc["provenance"]["notes"].extend(notes)
+
+
+class _BranchFailed(Exception):
+    """A real-valued branch run that failed (its one-line reason), for ``repaired``."""
+
+
+def with_real_branches(path: str, job: dict):
+    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in
+    (``repaired_branch_runs``)."""
+    from opcov.store import opset
+    from opcov.tracing import realtrace
+
+    result = opset.OpSet(opset.load(path))
+    job, answer, notes = repaired_branch_runs(job)
+    realtrace.merge_real_branches(result, job, answer=answer, repairs=notes)
+    return result
+
+
+def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
+    """(the job as made, ``realtrace.branch_runs``' answer, notes) for branch run ``job``. A
+    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
+    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
+    traces are; one whose narrowest widths do not fit together, at whole heads (see ``narrow``).
+    Where it still fails, the answer says why (the fake trace stays)."""
+    from opcov.tracing import models, realtrace
+
+    out, failure = realtrace.branch_runs(job)
+    notes: list = []
+    if failure and job["model"].startswith("hf:"):
+        def run(sizes):
+            trial = {**job, "sizes": dataclasses.asdict(sizes)}
+            runs, why = realtrace.branch_runs(trial)
+            if why:
+                raise _BranchFailed(why)
+            return trial, runs
+
+        start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
+        try:
+            config = default_config(job["model"][3:])
+        except models.BuildError:
+            return job, (out, failure), notes
+        tries = [(start.overrides, _BranchFailed(failure), [])]
+        if job.get("narrowed"):
+            tries += whole_heads(config, start.overrides, failure[:160])
+        for overrides, failed, why in tries:
+            try:
+                job, out = repaired(run, config, overrides, why, start=start, failed=failed,
+                                     note=lambda _, why: notes.extend(why))
+                failure = ""
+                break
+            except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
+                failure = str(exc) if isinstance(exc, _BranchFailed) else failure
+                if not _SHAPE.search(failure):
+                    break
+    return job, (out, failure), notes
+
+
+def real_trace(arch, mode: str, path: str):
+    """The op set, traced with real values on the computing stand-in this worker's device is, at
+    narrow widths (a real model of a full-width config would hold its real weights); a config whose
+    narrow widths do not fit together (a width some other size is derived from) at its full widths,
+    with as few layers (the job memory limit guards the size), and a note saying so."""
+    from opcov.tracing import realtrace
+
+    def run(sizes):
+        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
+
+    model = arch.name if arch.curated else arch.spec
+    return narrow(arch, run)
+
+
+def cpu_trace(arch, mode: str, path: str, real: bool):
+    """The op set for a CPU target (``opcov trace --device cpu``, ``--real`` for ``real``: eager on CPU
+    with real weights, seeded), at the sizes of ``narrow``, fake and real alike, so that the two
+    differ by fake-vs-real only (scripts/zoo_recall.py --device cpu). A fake trace that meets a
+    data-dependent op fails as it is (a cannot_trace row): no stand-in traces it instead."""
+    from opcov.torchenv import import_torch
+    from opcov.tracing.spec import trace_spec
+
+    def run(sizes):
+        if real:
+            import_torch().manual_seed(0)
+        return trace_spec(model, mode=mode, device="cpu", real=real, sizes=sizes, out=path)
+
+    model = arch.name if arch.curated else arch.spec
+    return narrow(arch, run)
+
+
+def narrow(arch, run):
+    """``run(sizes)`` at a real-valued trace's sizes: a curated entry's own (small already), a timm or
+    torchvision model's defaults, a transformers model's narrow widths (``tiny.overrides(width=True)``),
+    repaired, else its full widths with as few layers (see ``real_trace``)."""
+    from opcov.tracing import models, tiny
+
+    if arch.curated or not arch.spec.startswith("hf:"):  # a curated entry's hand-checked config is small already
+        return run(models.Sizes())
+    config = default_config(arch.spec[3:])
+    narrowest = tiny.overrides(config, width=True)
+    try:
+        return repaired(run, config, narrowest)
+    except Exception as exc:
+        if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
+            raise
+        narrow = one_line(exc, 160)
+    for heads, _, why in whole_heads(config, narrowest, narrow):
+        try:
+            return repaired(run, config, heads, why)
+        except Exception as exc:
+            if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
+                raise
+    return repaired(run, config, tiny.overrides(config),
+                     [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"])
+
+
+# Narrow widths whose hidden size is whole heads of the config's own head dim (tiny's width="heads").
+WHOLE_HEADS_NOTE = ("at narrow widths whose hidden size is 4 heads of the config's own head dim: at the narrowest "
+                    "widths it fails ({why})")
+
+
+def whole_heads(config, narrow: dict, why: str) -> list:
+    """[(overrides, None, notes)] of the retry at whole heads of a run at ``narrow`` widths that failed
+    for ``why`` (its shapes did not fit together), or [] where whole heads are the same widths: the
+    step between the narrowest widths and full ones, for branch runs and real-valued traces alike."""
+    from opcov.tracing import tiny
+
+    heads = {**narrow, **tiny.overrides(config, width="heads")}
+    return [(heads, None, [WHOLE_HEADS_NOTE.format(why=why)])] if heads != narrow else []
+
+
+# Failures no config size changes: a missing library or class, an input opcov cannot make, the
+# real-valued trace needed. Any other failure of a tiny config is tried again at the default depth
+# (the tiny sizes may be what breaks: shapes, or layer lists such as gemma3n's KV-sharing layers).
+_LASTING = re.compile(r"needs the \w+ library|no model class|has no forward|cannot make it from the config|"
+                      r"--real|out of memory|killed", re.I)
+# A failure of shapes that do not fit together (narrow widths some other size does not follow).
+_SHAPE = re.compile(r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
+                    r"reduction dim|out of range|not enough values to unpack", re.I)
+
+
+def default_config(model_type: str):
+    from opcov.tracing import models
+
+    tf = models._transformers()
+    try:
+        return tf.AutoConfig.for_model(model_type)
+    except Exception as exc:  # noqa: BLE001 - a default config that does not construct
+        raise models.BuildError(f"cannot make the default config of {model_type}: {one_line(exc)}") from None
+
+
+def one_line(exc, limit: int = 300) -> str:
+    """An exception as one line: opcov's own message, else 'Type: first line' (at most ``limit`` characters)."""
+    text = str(exc).strip()
+    if not isinstance(exc, OpcovError):
+        text = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
