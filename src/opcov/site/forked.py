@@ -131,19 +131,33 @@ class Later:
             self.file.close()
 
 
+class Split:
+    """``[fn(x) for x in items]`` in two: every other item worked out in a forked child from now on,
+    the rest by the parent when ``result()`` is asked (so the parent can do other work first while
+    the child works). Alternate items, not halves: neighbours cost alike (the site's big coverage
+    files sort together, and halves of the bundled data took 4.1 s and 2.1 s to parse), so each side
+    gets its share of the dear ones. Serial where ``fork`` is False or a child cannot be made (see
+    Later)."""
+
+    def __init__(self, fn, items: list, fork: bool = True):
+        self.fn, self.items = fn, list(items)
+        self.later = Later(lambda: [fn(x) for x in self.items[1::2]], fork=fork and len(self.items) > 1)
+
+    def result(self) -> list:
+        try:
+            mine = [self.fn(x) for x in self.items[0::2]]
+        except BaseException:
+            self.later.cancel()
+            raise
+        out = [None] * len(self.items)
+        out[0::2], out[1::2] = mine, self.later.result()
+        return out
+
+    def cancel(self) -> None:
+        self.later.cancel()
+
+
 def split_map(fn, items: list, fork: bool = True) -> list:
     """``[fn(x) for x in items]``, every other item worked out in a forked child while the parent works
-    out the rest (see Later; serial where ``fork`` is False or a child cannot be made). Alternate items,
-    not halves: neighbours cost alike (the site's big coverage files sort together, and halves of
-    the bundled data took 4.1 s and 2.1 s to parse), so each side gets its share of the dear ones."""
-    if len(items) < 2:
-        return [fn(x) for x in items]
-    later = Later(lambda: [fn(x) for x in items[1::2]], fork=fork)
-    try:
-        mine = [fn(x) for x in items[0::2]]
-    except BaseException:
-        later.cancel()
-        raise
-    out = [None] * len(items)
-    out[0::2], out[1::2] = mine, later.result()
-    return out
+    out the rest (see Split)."""
+    return Split(fn, items, fork).result()

@@ -659,8 +659,25 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folde
     or what _Folder.write wrote of them. With ``into``, the model pages too are written by whoever
     makes them."""
     from opcov.site import forked
-    from opcov.verdict import compare
     verdicts = sitemodel.judge_models(site)
+    # The model pages need only the verdicts: the child's half starts now, beside the comparisons and
+    # the pages below (and the op pages' child, which is ending by then).
+    if into is None:
+        make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
+    else:
+        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m)))  # noqa: E731
+    model_files = forked.Split(make, site.models, fork=parallel)
+    try:
+        return _build_rest(site, env, links, op_files, model_files, verdicts, into)
+    finally:
+        model_files.cancel()
+
+
+def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: dict,
+                into: "_Folder | None") -> tuple[dict, list]:
+    """_build's pages after the judging, the op and model pages to come from ``op_files`` (a
+    forked.Later) and ``model_files`` (a forked.Split)."""
+    from opcov.verdict import compare
     pairs = comparisons(site, verdicts)
     links["compare"] = unique_paths([(c.a, c.b) for c in pairs], "compare",
                                     lambda p: _safe(f"{_safe(p[0])}-vs-{_safe(p[1])}", f"{p[0]}\0{p[1]}"))
@@ -712,11 +729,7 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folde
         api["backends"][b.name] = entry["api"]
         api["badges"].update({path.rsplit("/", 1)[-1][:-4]: shield for path, _, shield in entry["badges"]})
     done = []  # what was written already (with ``into``)
-    if into is None:
-        make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
-    else:
-        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m)))  # noqa: E731
-    for pages in forked.split_map(make, site.models, fork=parallel):
+    for pages in model_files.result():
         if into is None:
             files.update(pages)
         else:
