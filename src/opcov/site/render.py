@@ -927,10 +927,16 @@ class _Folder:
     def __init__(self, out_dir: str):
         self.out_dir = out_dir
         self.existing = set()
+        self.links = []  # symbolic links in it (os.walk follows none), which render_site refuses up front
         if os.path.isdir(out_dir):
-            for root, _, names in os.walk(out_dir):
-                for n in names:
-                    self.existing.add(os.path.relpath(os.path.join(root, n), out_dir).replace(os.sep, "/"))
+            for root, dirs, names in os.walk(out_dir):
+                for n in dirs + names:
+                    path = os.path.join(root, n)
+                    rel = os.path.relpath(path, out_dir).replace(os.sep, "/")
+                    if os.path.islink(path):
+                        self.links.append(rel)
+                    elif n in names:
+                        self.existing.add(rel)
 
     def write(self, files: dict) -> _Written:
         """Write ``files`` (checked first: no link, folder or device where one goes); a file the folder
@@ -990,6 +996,8 @@ def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None) -
     output.check_writable_dir(out_dir, marker=MARKER)  # before the slow part
     site = sitemodel.load_site(coverage_dir, parallel=parallel)
     folder = _Folder(out_dir)
+    if folder.links:  # pages are written by several processes as they are made: refuse before any of them
+        output.check_writable_dir(out_dir, files=[folder.links[0]])  # raises, naming the link
     marked = MARKER not in folder.existing
     if marked:  # an empty or new folder: marked ours before the first page lands
         output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
