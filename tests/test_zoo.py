@@ -383,6 +383,21 @@ def test_narrow_widths_keep_a_mamba2_mixer_whole():
         assert built.model(**built.inputs) is not None
 
 
+def test_narrow_widths_route_no_more_experts_than_they_keep_under_a_configs_own_key_name():
+    """kimi_linear keeps experts per token as num_experts_per_token (its attribute_map maps the standard
+    name to it): at 4 experts it still routed 8 ('selected index k out of range' in topk at the branch
+    run, so its op sets were fake-only). The standard name's --set reaches the config's own key."""
+    pytest.importorskip("transformers")
+    from opcov.tracing import models
+
+    config = models._transformers().AutoConfig.for_model("kimi_linear")
+    narrow = tiny.overrides(config, width=True)
+    assert narrow["num_experts"] == 4 and narrow["num_experts_per_tok"] == 2
+    assert "num_experts_per_tok" not in tiny.overrides(config)  # fake traces keep the config's routing
+    config.num_experts_per_tok = narrow["num_experts_per_tok"]
+    assert config.num_experts_per_token == 2
+
+
 def test_narrow_widths_carry_the_sizes_that_follow_hidden_and_divide_experts():
     # siglip's text projection_size equals its hidden size and must follow it (mm 2x768 and 256x2 at
     # the branch run before); deepseek_v3 routes over n_group=8 groups of experts, which 4 experts

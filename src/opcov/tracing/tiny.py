@@ -96,8 +96,18 @@ def overrides(config, *, width: bool | str = False) -> dict:
     return {**out, **_followers(subs, out)} if width else out
 
 
+# Standard names the rules read that some configs keep under their own (the class's attribute_map):
+# kimi_linear's num_experts_per_token, hunyuan_v1_moe's moe_topk. A ``--set`` of the standard name
+# reaches the config's own key through the same map.
+_ALIASED = ("num_experts_per_tok",)
+
+
 def _one(cfg, width: bool | str, ids=()) -> dict:
     raw = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
+    aliases = getattr(type(cfg), "attribute_map", None) or {}
+    for key in _ALIASED:
+        if key not in raw and aliases.get(key) in raw:
+            raw[key] = raw[aliases[key]]
     out: dict = {}
     for key, value in raw.items():
         if key.endswith("_config") and getattr(value, "model_type", None) == "timm_backbone":
