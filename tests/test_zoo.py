@@ -396,6 +396,10 @@ def test_narrow_widths_route_no_more_experts_than_they_keep_under_a_configs_own_
     assert "num_experts_per_tok" not in tiny.overrides(config)  # fake traces keep the config's routing
     config.num_experts_per_tok = narrow["num_experts_per_tok"]
     assert config.num_experts_per_token == 2
+    # bailing_hybrid's routing views its experts as num_expert_group (n_group) 8 groups: 4 cannot make
+    # them ('shape [-1, 8, 0] is invalid' at the branch run before)
+    hybrid = tiny.overrides(models._transformers().AutoConfig.for_model("bailing_hybrid"), width=True)
+    assert hybrid["num_experts"] % hybrid["n_group"] == 0 and hybrid["topk_group"] <= hybrid["n_group"]
 
 
 def test_narrow_widths_carry_the_sizes_that_follow_hidden_and_divide_experts():

@@ -97,9 +97,9 @@ def overrides(config, *, width: bool | str = False) -> dict:
 
 
 # Standard names the rules read that some configs keep under their own (the class's attribute_map):
-# kimi_linear's num_experts_per_token, hunyuan_v1_moe's moe_topk. A ``--set`` of the standard name
+# kimi_linear's num_experts_per_token, bailing_hybrid's num_expert_group. A ``--set`` of the standard name
 # reaches the config's own key through the same map.
-_ALIASED = ("num_experts_per_tok",)
+_ALIASED = ("num_experts_per_tok", "n_group")
 
 
 def _one(cfg, width: bool | str, ids=()) -> dict:
