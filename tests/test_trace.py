@@ -535,3 +535,21 @@ def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
     assert seen["aten::all"] == seen["aten::_local_scalar_dense"] == {"real"}
     assert seen["aten::_scaled_dot_product_flash_attention_for_cpu"] == {"both"}
     assert (doc["provenance"]["target_device"], doc["provenance"]["traced_on"]) == ("cpu", "cpu")
+
+
+def test_a_bfloat16_trace_keeps_in_float32_what_a_bfloat16_checkpoint_load_keeps(opcov, tmp_path):
+    """inkling2's MoE router holds its weight in float32 (``_keep_in_fp32_modules_strict``), as
+    ``from_pretrained(dtype=bfloat16)`` loads it, and upcasts its input: the router's matmul is float32
+    on any device. A trace that cast every weight to bfloat16 recorded a matmul the loaded model never
+    runs, and its real-valued branch run failed (float x bfloat16); now it runs, and both see the
+    float32 matmul."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "inkling2.yaml"
+    r = opcov("trace", "hf:inkling2_text", "--mode", "inference", "--dtype", "bfloat16", "--set",
+              "num_hidden_layers=2", "--set", "layer_types=[hybrid_sliding, hybrid]", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = load_yaml(out)
+    notes = doc["provenance"]["notes"]
+    assert not any(n.startswith(("no real-valued run", "the real-valued run failed")) for n in notes), notes
+    router = [text for text in doc["calltree"] if " aten::mm float32 " in text]
+    assert router and all("seen=both" in text for text in router), router

@@ -743,3 +743,17 @@ def test_retry_failed_also_retries_op_sets_whose_branch_run_failed(tmp_path):
     assert by["a"]["outcome"] == "traced" and by["a"]["tracing"] == "fake"
     assert by["d"]["outcome"] == "cannot_build"
     assert (root / "a" / "inference.yaml").read_bytes() == before
+
+
+def test_a_model_built_from_one_part_of_a_composite_config_is_narrowed_through_that_part():
+    """llama4, mllama, emu3 and dots3_note build their causal LM from the composite config's text part:
+    the branch run's narrow widths were the part's own top-level keys, which the composite ignores, so
+    it ran at full width and was memory-killed (fake-only op sets). They are the part's keys now."""
+    pytest.importorskip("transformers")
+    from opcov.tracing import realtrace
+
+    composite = ladder.default_config("llama4")
+    narrow = tiny.overrides(realtrace._set_on("hf:llama4", composite.text_config), width=True)
+    assert narrow["text_config.hidden_size"] == 64 and "hidden_size" not in narrow
+    llama = ladder.default_config("llama")
+    assert realtrace._set_on("hf:llama", llama) is llama

@@ -77,7 +77,8 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
     if narrow:
         from opcov.tracing import tiny
 
-        sizes = dataclasses.replace(sizes, overrides={**sizes.overrides, **tiny.overrides(config, width=True)})
+        sizes = dataclasses.replace(sizes, overrides={**sizes.overrides,
+                                                      **tiny.overrides(_set_on(model, config), width=True)})
     job = {"kind": "branches", "model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype,
            "optimizer": optimizer, "narrowed": narrow}
     if cpu:  # eager on CPU itself, in this process: CPU needs no device claim
@@ -88,6 +89,21 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
         job, answer, repairs = ladder.repaired_branch_runs(job)
         merge_real_branches(result, job, answer=answer, repairs=repairs)
     return result
+
+
+def _set_on(model: str, config):
+    """The config that ``--set`` overrides of ``model`` are set on: the model's own, or, for a model built
+    from one part of a composite config (dots3_note's, llama4's, mllama's and emu3's text part), the
+    composite's default, whose narrow widths are that part's keys (``text_config.hidden_size``): the
+    part's own would be top-level keys the composite ignores, and the run would be at full width (over
+    8 GB for those four)."""
+    kind = model[3:] if model.startswith("hf:") else None
+    if kind and getattr(config, "model_type", kind) != kind:
+        try:
+            return ladder.default_config(kind)
+        except Exception:  # noqa: BLE001 - a type whose default does not build: the part's own, as before
+            return config
+    return config
 
 
 def branch_runs(job: dict) -> tuple[dict, str]:

@@ -384,15 +384,41 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
     return doc
 
 
+def _kept_in_float32(torch, module, want):
+    """Whether a parameter or buffer name of ``module`` stays float32 at dtype ``want``, as transformers
+    loads a checkpoint in that dtype: a model's ``_keep_in_fp32_modules_strict`` (MoE routers'
+    ``gate.weight`` and ``e_score_correction_bias``: their matmul is float32 on any device) at
+    bfloat16 or float16, its ``_keep_in_fp32_modules`` at float16, matched by transformers' own
+    ``_get_dtype_plan`` and glob patterns. Without it a bfloat16 trace recorded the router's matmul in
+    bfloat16, which the loaded model never runs (and inkling2's real run failed: float x bfloat16)."""
+    found = next(((prefix, m) for prefix, m in module.named_modules() if hasattr(m, "_get_dtype_plan")), None)
+    if found is None or want not in (torch.float16, torch.bfloat16):
+        return lambda name: False
+    prefix, model = found
+    try:
+        from transformers.core_model_loading import build_glob_alternation
+
+        plan = model._get_dtype_plan(want)
+        pattern = build_glob_alternation(list(plan))[0] if plan else None
+    except Exception:  # noqa: BLE001 - another transformers: the model's dtype for every tensor, as before
+        return lambda name: False
+    if pattern is None:
+        return lambda name: False
+    start = prefix + "." if prefix else ""
+    return lambda name: name.startswith(start) and pattern.search(name[len(start):]) is not None
+
+
 def _leaves(torch, module, dev_type, opts):
-    """Parameters (leaves requiring grad as in the model) and buffers as tensors on the device."""
+    """Parameters (leaves requiring grad as in the model) and buffers as tensors on the device, in the
+    trace's dtype but for those a checkpoint loaded in it keeps in float32 (``_kept_in_float32``)."""
     want = getattr(torch, opts.dtype)
+    kept = _kept_in_float32(torch, module, want)
     made: dict = {}
 
-    def convert(t, is_param):
+    def convert(name, t, is_param):
         if id(t) in made:
             return made[id(t)]
-        dtype = want if t.is_floating_point() else t.dtype
+        dtype = (torch.float32 if kept(name) else want) if t.is_floating_point() else t.dtype
         if opts.real:
             new = t.detach().to(device=dev_type, dtype=dtype, copy=True)
             if t.device.type == "meta":
@@ -404,8 +430,8 @@ def _leaves(torch, module, dev_type, opts):
         made[id(t)] = new
         return new
 
-    params = {n: convert(p, True) for n, p in module.named_parameters(remove_duplicate=False)}
-    buffers = {n: convert(b, False) for n, b in module.named_buffers(remove_duplicate=False)}
+    params = {n: convert(n, p, True) for n, p in module.named_parameters(remove_duplicate=False)}
+    buffers = {n: convert(n, b, False) for n, b in module.named_buffers(remove_duplicate=False)}
     return params, buffers
 
 
