@@ -385,8 +385,8 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
 
 
 def _kept_in_float32(torch, module, want):
-    """Whether a parameter or buffer name of ``module`` stays float32 at dtype ``want``, as transformers
-    loads a checkpoint in that dtype: a model's ``_keep_in_fp32_modules_strict`` (MoE routers'
+    """A test of a parameter or buffer name of ``module``: whether it stays float32 at dtype ``want``, as
+    transformers loads a checkpoint in that dtype: a model's ``_keep_in_fp32_modules_strict`` (MoE routers'
     ``gate.weight`` and ``e_score_correction_bias``: their matmul is float32 on any device) at
     bfloat16 or float16, its ``_keep_in_fp32_modules`` at float16, matched by transformers' own
     ``_get_dtype_plan`` and glob patterns. Without it a bfloat16 trace recorded the router's matmul in
