@@ -96,7 +96,7 @@ class Backend:
         found = [s for s in snaps if s.evidence == evidence]
         same = [s for s in found if self.prefer and layout.same_torch(s.prov.get("torch"), self.prefer)]
         out = (same or found)[-1] if found else None
-        self._latest[(evidence, self.prefer)] = (self.snapshots if isinstance(self.snapshots, tuple) else snaps, out)
+        self._latest[(evidence, self.prefer)] = (snaps, out)  # tuple() of a tuple is that tuple: the fast path above
         return out
 
     @property
