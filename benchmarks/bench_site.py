@@ -1,6 +1,7 @@
 """Site build speed and weight, and how fast the matrix is interactive in headless Chromium.
 
 Usage: python benchmarks/bench_site.py [COVERAGE_DIR] [--worst-case] [--models N] [--runs N] [--parallel auto|yes|no]
+       [--out-root DIR]
 (default: the bundled coverage/, 3 runs)
 --worst-case renders synthetic data at the size issue 14 sets its targets for: 6 backends (the bundled
 registered scans plus copies), each with a probed file of 6 dtypes per op, and 800 models (copies of
@@ -32,13 +33,18 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     times = []
     for i in range(runs):  # what 'opcov site' does: render_site, the op pages written by the child that made them
         target = os.path.join(out, f"run{i}")
-        c0, t0, k0 = time.process_time(), time.perf_counter(), _children_cpu()
+        t0, c0 = time.perf_counter(), os.times()
         stats = render.render_site(coverage, target, parallel=parallel)
-        times.append((time.perf_counter() - t0, time.process_time() - c0, _children_cpu() - k0))
-    total, cpu, kids = (statistics.median(t[i] for t in times) for i in range(3))
+        c1 = os.times()
+        times.append((time.perf_counter() - t0, c1.user - c0.user + c1.children_user - c0.children_user,
+                      c1.system - c0.system + c1.children_system - c0.children_system))
+    total, user, system = (statistics.median(t[i] for t in times) for i in range(3))
     print(f"site build (opcov site's render_site, median of {runs}, cold output folder): {total:.2f} s wall, "
-          f"{cpu:.2f} s CPU (+ {kids:.2f} s in forked children)  (goal <= 10 s; load average now "
-          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+          f"{user:.2f} s user CPU and {system:.2f} s system CPU, parent and forked children together  (goal "
+          f"<= 10 s; load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
+    print(f"  output on {out} ({_fs_type(out)}). System time is mostly file creation: on ext4 it varies "
+          "several-fold from run to run (after many recent deletions the kernel's inode allocator scans "
+          "past recently deleted inodes); --out-root /dev/shm measures the build without the disk")
     t0 = time.perf_counter()
     site = sitemodel.load_site(coverage, parallel=parallel)
     t1 = time.perf_counter()
@@ -79,10 +85,17 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
               f"largest {op_sizes[-1] / 1024:.1f} KB")
 
 
-def _children_cpu() -> float:
-    """CPU seconds of this process's finished children (the build's forked helpers, opcov.site.forked)."""
-    t = os.times()
-    return t.children_user + t.children_system
+def _fs_type(path: str) -> str:
+    """The file system type of the mount that holds ``path`` (/proc/mounts), or 'unknown'."""
+    try:
+        with open("/proc/mounts") as f:
+            mounts = [line.split()[1:3] for line in f]
+    except OSError:
+        return "unknown"
+    path = os.path.realpath(path)
+    best = max((m for m in mounts if path == m[0] or path.startswith(m[0].rstrip("/") + "/")),
+               key=lambda m: len(m[0]), default=None)
+    return best[1] if best else "unknown"
 
 
 def browser_figures(site: str) -> None:
@@ -176,9 +189,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3, help="builds to take the median of (default 3)")
     ap.add_argument("--parallel", choices=("auto", "yes", "no"), default="auto",
                     help="split the build with forked children: as opcov site decides (auto), always, never")
+    ap.add_argument("--out-root", default=None,
+                    help="folder to make the temporary output folders in (default: the system's; /dev/shm "
+                         "leaves the disk out of the figures)")
     args = ap.parse_args()
     coverage = args.coverage
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory(dir=args.out_root) as out:
         if args.worst_case:
             coverage = worst_case(coverage, out, models=args.models)
             print(f"worst case: {coverage} (6 backends, each with a probed file of 6 dtypes per op; "

@@ -278,57 +278,145 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
     return rows
 
 
-def op_page(site: Site, name: str, links: dict, answers) -> dict:
-    """One op's evidence per backend (namespaces, not dicts: ~3,700 pages, and attribute lookups are
-    what Jinja does fastest)."""
-    from html import escape  # the evidence lines' escaping (markupsafe's writes quotes otherwise)
+class _BackendView(NamedTuple):
+    """What every op page shows of one backend and is the same on each: worked out once per build."""
 
+    b: object  # the site model's Backend
+    reg: object  # its registered (or declared) Snapshot, or None
+    probed: object  # its probed Snapshot, or None
+    fb: bool | None  # its CPU fallback enabled?
+    reg_versions: str
+    reg_command: object
+    href: str  # its page, from the op pages' folder
+    head: str  # its answer line's and registered row's start (escaped)
+
+
+def backend_views(site: Site, links: dict, root: str = "../../") -> list[_BackendView]:
+    """One _BackendView per backend, in the site's order."""
+    out = []
+    for b in site.backends:
+        reg, probed = b.registered, b.probed
+        href = f"{root}{links['backends'][b.name]}"
+        out.append(_BackendView(b, reg, probed, _fallback_enabled(reg), reg.versions if reg else "",
+                                reg.prov.get("command") if reg else None, href,
+                                f'<a href="{escape(href)}">{escape(b.name)}</a>'))
+    return out
+
+
+def op_page(site: Site, name: str, links: dict, answers, views: list | None = None, memo: dict | None = None) -> dict:
+    """One op's evidence per backend (namespaces, not dicts: ~3,700 pages, and attribute lookups are
+    what Jinja does fastest). ``views``: backend_views(site, links), and ``memo``, a dict kept over the
+    build's op pages, save working out again what every page shares."""
+    from html import escape as html_escape  # the evidence lines' escaping (markupsafe's writes quotes otherwise)
+
+    views = views if views is not None else backend_views(site, links)
+    memo = memo if memo is not None else {}
     meta = site.catalog.get(name, {})
     rows = []
-    for b in site.backends:
-        reg = b.registered.ops.get(name) if b.registered else None
-        fb = _fallback_enabled(b.registered)
+    for v in views:
+        b = v.b
+        reg = v.reg.ops.get(name) if v.reg else None
         row = NS(backend=b.name, reg=None, probe=None, absent=b.torch if name in site.absent.get(b.name, ()) else "")
         if reg is not None:
             row.reg = NS(
-                fwd=reg.get("fwd"), res=reg_cell(reg.get("res"), fb), bwd=reg.get("bwd"),
-                bwd_res=reg_cell(reg.get("bwd_res"), fb), via=reg.get("via") or [], bwd_via=reg.get("bwd_via") or [],
+                fwd=reg.get("fwd"), res=reg_cell(reg.get("res"), v.fb), bwd=reg.get("bwd"),
+                bwd_res=reg_cell(reg.get("bwd_res"), v.fb), via=reg.get("via") or [], bwd_via=reg.get("bwd_via") or [],
                 src=reg.get("src"), bwd_src=reg.get("bwd_src"), why=reg.get("why"),
-                versions=b.registered.versions, command=b.registered.prov.get("command"))
-        if b.probed and name in b.probed.ops:
-            rec = b.probed.ops[name]
+                versions=v.reg_versions, command=v.reg_command)
+        if v.probed and name in v.probed.ops:
+            rec = v.probed.ops[name]
             cells = []
-            for dtype, cell in b.probed.cells(name).items():
-                extra = Markup("<br>".join(f"{escape(_key_label(slot, k))}: <code>{escape(_text(v))}</code>"
-                                           for slot, k, v in cell.evidence()))
+            for dtype, cell in v.probed.cells(name).items():
+                extra = Markup("<br>".join(f"{html_escape(_key_label(slot, k))}: <code>{html_escape(_text(val))}</code>"
+                                           for slot, k, val in cell.evidence()))
                 cells.append(NS(dtype=dtype, fwd=probe_cell(cell.forward.status), bwd=probe_cell(cell.backward.status),
                                 extra=extra))
-            row.probe = NS(skip=skip_reason(rec), cells=cells, snap=b.probed.path, html=_probed_rows_html(cells),
-                           versions=b.probed.versions, command=b.probed.prov.get("command"))
+            row.probe = NS(skip=skip_reason(rec), cells=cells, snap=v.probed.path, html=_probed_rows_html(cells),
+                           versions=v.probed.versions, command=v.probed.prov.get("command"))
         rows.append(row)
     users = []
     root = "../" * links["ops"][name].count("/")
+    model_links = links["models"]
     for model, mode in site.users.get(name, []):
-        m = site.model(model)
-        rec = m.modes[mode][1]["ops"][name]
-        phases = [(p, sorted((rec.get(p) or {}).items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
-        users.append({"model": model, "mode": mode, "href": links["models"][model], "phases": phases,
+        rec = site.model(model).modes[mode][1]["ops"][name]
+        phases = [(p, sorted(rec[p].items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
+        users.append({"model": model, "mode": mode, "href": model_links[model], "phases": phases,
                       "calls": _calls_html(phases)})
     return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
             "users_html": Markup("".join(f'{_user_item(root, u["href"], u["model"], u["mode"])}{u["calls"]}</li>\n'
                                          for u in users)),
+            "answers_html": Markup("".join(_answer_item(v, answer_view(a, v.b.torch)) for a, v in zip(answers, views))),
+            "reg_html": Markup("".join(_reg_row(v, r, root, links["ops"], memo) for v, r in zip(views, rows))),
             "core": "core" in (meta.get("tags") or ()),
-            "answers": [answer_view(a, b.torch) for a, b in zip(answers, site.backends)],
-            "grid": dtype_grid(answers, [b.torch for b in site.backends]), "python": site.python_of.get(name, []), "api": answers}
+            "grid": dtype_grid(answers, [v.b.torch for v in views], memo), "python": site.python_of.get(name, []),
+            "api": answers}
+
+
+# An op page's answer list and registered table, written here (as op.html wrote them, escaped as its
+# autoescape escapes): through Jinja, their loops over backends and reached ops were most of the op pages' time.
+
+def _answer_item(v: _BackendView, a: NS) -> str:
+    parts = "".join(f'<span class="st {escape(p.css)}"><span aria-hidden="true">{escape(p.icon)}</span> '
+                    f'{escape(p.text)}</span>' if p.css else escape(p.text) for p in a.parts)
+    return (f'<li><a href="{escape(v.href)}"><strong>{escape(a.backend)}</strong></a> <span class="muted">(torch '
+            f'{escape(a.torch or "?")})</span>: {parts}</li>\n')
+
+
+def _reached(root: str, op_links: dict, via, memo: dict) -> str:
+    """'a, b' of reached ops, each linked where it has a page (the same list recurs on many pages)."""
+    key = (root, tuple(via))
+    html = memo.get(key)
+    if html is None:
+        html = memo[key] = ", ".join(f'<a href="{escape(root)}{escape(op_links[x])}">{escape(x)}</a>' if x in op_links
+                                     else str(escape(x)) for x in via)
+    return html
+
+
+def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> str:
+    head = f'<tr><th scope="row">{v.head}</th>\n'
+    g = r.reg
+    if g is None:
+        if r.absent:
+            return (f'{head}<td colspan="3" class="st na">{escape(sitemodel.SUPPORT["A"].icon)} not in torch '
+                    f"{escape(r.absent)}: the op does not exist in the torch of this backend's data (a registered "
+                    "scan lists every op its torch defines)</td>\n</tr>\n")
+        return f"{head}<td colspan=\"3\">not in this backend's data</td></tr>\n"
+    details = []
+    if g.src:
+        details.append(f"kernel at <code>{escape(g.src)}</code><br>")
+    if g.bwd_src:
+        details.append(f"backward kernel at <code>{escape(g.bwd_src)}</code><br>")
+    if g.via:
+        details.append(f"reaches {_reached(root, op_links, g.via, memo)}<br>")
+    if g.bwd_via:
+        details.append(f"backward reaches {_reached(root, op_links, g.bwd_via, memo)}<br>")
+    if g.why:
+        blame = ("opcov could not resolve it (the backend is not to blame): "
+                 if g.res.text == "unresolved" or g.bwd_res.text == "unresolved" else "")
+        details.append(f'<span class="muted">{blame}{escape(g.why)}</span><br>')
+    return (f'{head}<td class="st {escape(g.res.css)}">{escape(g.res.icon)} {escape(g.res.title)}<br><span class="muted">'
+            f'path: {escape(g.fwd)}</span></td><td class="st {escape(g.bwd_res.css)}">{escape(g.bwd_res.icon)} '
+            f'{escape(g.bwd_res.title)}<br><span class="muted">path: {escape(g.bwd)}</span></td>\n<td>{"".join(details)}'
+            f'<span class="muted">{escape(g.versions)}; reproduce: <code>{escape(g.command)}</code></span></td>\n</tr>\n')
 
 
 def _calls_html(phases) -> str:
     """'forward float32 &times;3, bfloat16 &times;1; backward ...' (escaped: Markup): a user's line on an op
     page, made here rather than in the template (an op such as aten::mm has a line per zoo op set)."""
-    from markupsafe import Markup, escape
+    return Markup("; ".join(_words(phase) + " " + ", ".join(_times(d, c["calls"]) for d, c in cells)
+                            for phase, cells in phases))
 
-    return Markup("; ".join(f"{escape(phase)} " + ", ".join(f"{escape(d)} &times;{escape(c['calls'])}"
-                                                           for d, c in cells) for phase, cells in phases))
+
+@lru_cache(maxsize=1 << 12)
+def _words(text) -> str:
+    """escape(text) as str, once per text (phase and dtype names recur on every op page)."""
+    return str(escape(text))
+
+
+@lru_cache(maxsize=1 << 14)
+def _times(dtype, calls) -> str:
+    """'float32 &times;3', escaped, once per dtype and count."""
+    return f"{escape(dtype)} &times;{escape(calls)}"
 
 
 def answer_view(a, torch: str = "") -> NS:
@@ -337,10 +425,11 @@ def answer_view(a, torch: str = "") -> NS:
               parts=[NS(text=text, css=d.word.css if d else "", icon=d.word.icon if d else "") for d, text in a.segments()])
 
 
-def dtype_grid(answers, torch=()) -> NS:
+def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
     """The dtype x direction grid of one op: one row per dtype any backend probed it in (else one 'any
     dtype' row); per backend a forward and a backward column. A probed direction has a cell per dtype;
-    a registered one a single cell over every row, marked dtype-blind (a registration says nothing of dtypes)."""
+    a registered one a single cell over every row, marked dtype-blind (a registration says nothing of dtypes).
+    ``head``: its header rows (the same on every op page of a build: kept in ``memo``)."""
     dtypes = sitemodel.dtype_order(d for a in answers for x in a.directions for d in x.dtypes)
     keys = dtypes or [None]
     rows = [NS(dtype=d, cells=[]) for d in keys]
@@ -357,8 +446,19 @@ def dtype_grid(answers, torch=()) -> NS:
                 rows[0].cells.append(NS(icon=w.icon, text=w.short, css=w.css, span=len(rows),
                                         note="any dtype (dtype-blind)" if x.code not in ("-", "N", "A") else "",
                                         title=f"{a.backend} {x.direction}: {x.phrase()}"))
-    return NS(backends=[a.backend for a in answers], torch=list(torch) or [""] * len(answers), rows=rows,
-              probed=bool(dtypes), html=_grid_html(rows))
+    backends, torch = [a.backend for a in answers], list(torch) or [""] * len(answers)
+    key = ("grid head", tuple(backends), tuple(torch))
+    head = (memo or {}).get(key)
+    if head is None:
+        head = Markup(
+            '<tr><th scope="col" rowspan="2">dtype</th>'
+            + "".join(f'<th scope="colgroup" colspan="2">{escape(b)}'
+                      + (f' <span class="ver">torch {escape(t)}</span>' if t else "") + "</th>"
+                      for b, t in zip(backends, torch))
+            + "</tr>\n<tr>" + '<th scope="col">fwd</th><th scope="col">bwd</th>' * len(backends) + "</tr>")
+        if memo is not None:
+            memo[key] = head
+    return NS(backends=backends, torch=torch, rows=rows, probed=bool(dtypes), html=_grid_html(rows), head=head)
 
 
 # The op page's three long loops (its dtype grid, its probed tables, its users: an op such as aten::mm has a
@@ -576,9 +676,10 @@ def _op_files(env, site: Site, links: dict) -> dict:
                for name in site.ops}
     files = {}
     op_tpl = env.get_template("op.html")
+    views, memo = backend_views(site, links), {}
     for name in site.ops:
         path = links["ops"][name]
-        op = op_page(site, name, links, answers[name])
+        op = op_page(site, name, links, answers[name], views, memo)
         files[path] = op_tpl.render(root="../../", links=links, site=site, title=name, op=op,
                                     api_path=api_path(path)).encode("utf-8")
         files[api_path(path)] = _json(op_api(site, name, op, path))
