@@ -625,3 +625,25 @@ def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
     user = env.from_string('<li><a href="{{ root }}{{ href }}">{{ model }}</a> ({{ mode }}): ')
     assert render._user_item("../../", f"models/{odd}.html", odd, "training") == user.render(
         root="../../", href=f"models/{odd}.html", model=odd, mode="training")
+
+
+def test_the_site_program_ends_with_its_summary_written_and_its_exit_code(tmp_path):
+    """As a program, 'opcov site' ends its process without freeing the build (os._exit): its summary must
+    still reach a pipe, its exit code must be 0, and a user mistake still exits 2 with its one line."""
+    cov = make_coverage(tmp_path)
+    out = str(tmp_path / "web")
+    env = child_env()
+    env.pop("PYTHONUNBUFFERED", None)  # a pipe's stdout is block-buffered, as for users
+
+    def site(folder):
+        return subprocess.run([sys.executable, "-m", "opcov", "site", "--coverage", cov, "--out", folder],
+                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+
+    proc = site(out)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"{out}: ") and "(6 ops, 2 backends, 1 models)" in proc.stdout
+    assert os.path.exists(os.path.join(out, "index.html"))
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine\n")
+    proc = site(str(tmp_path / "taken"))
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not an opcov site" in proc.stderr

@@ -258,11 +258,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run one command. As the ``opcov`` program (``argv`` None), a command that leaves a large build in
+    ``args.held`` (site) ends the process once its output is flushed, as mypy does, leaving its objects
+    to the exit rather than freeing them one by one; called from Python, it returns."""
     args = build_parser().parse_args(argv)
+    args.held = []
     try:
         if hasattr(args, "coverage"):  # reading commands: check the folder before any work
             args.coverage = layout.read_coverage(args.coverage, say=lambda line: print(line, file=sys.stderr))
-        return _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
+        if argv is None and args.held:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
     except OpcovError as exc:
         print(f"opcov: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -499,7 +508,7 @@ def cmd_site(args) -> int:
     from opcov.site.render import render_site
 
     with activity(f"rendering {args.out}/ from {args.coverage}/"):
-        stats = render_site(args.coverage, args.out)
+        stats = render_site(args.coverage, args.out, hold=args.held)
     print(f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
           f"{stats['models']} models), {stats['written']} written, {stats['removed']} removed; "
           f"{stats['catalog_note']}")

@@ -1091,11 +1091,15 @@ def _finish(folder: _Folder, files: dict, done: list) -> dict:
             "bytes": sum(w.bytes for w in done)}
 
 
-def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None) -> dict:
+def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, hold: list | None = None) -> dict:
     """Load the data, build every page, write them; returns counts for the CLI to print. The op pages
-    are written as they are made (by the forked child, where the build splits: see _build_split)."""
+    are written as they are made (by the forked child, where the build splits: see _build_split).
+    ``hold``: a list the loaded site is appended to, so that the caller decides when its millions of
+    objects go (the CLI leaves them to the process's exit: freeing them one by one took ~0.7 s)."""
     output.check_writable_dir(out_dir, marker=MARKER)  # before the slow part
     site = sitemodel.load_site(coverage_dir, parallel=parallel)
+    if hold is not None:
+        hold.append(site)
     folder = _Folder(out_dir)
     if folder.links:  # pages are written by several processes as they are made: refuse before any of them
         output.check_writable_dir(out_dir, files=[folder.links[0]])  # raises, naming the link
@@ -1162,13 +1166,13 @@ def comparisons(site: Site, verdicts: dict) -> list:
     from opcov.verdict import compare
 
     names = [b.name for b in site.backends if not b.control]
-    out = []
+    out, memo = [], {}
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             judged = ((doc, {x: (verdicts[(m.name, mode, x)], site.data_torch[(m.name, mode, x)]) for x in (a, b)})
                       for m in site.models for mode, (_, doc) in sorted(m.modes.items())
                       if (m.name, mode, a) in verdicts and (m.name, mode, b) in verdicts)
-            out.append(compare.from_verdicts(a, b, judged))
+            out.append(compare.from_verdicts(a, b, judged, memo))
     return out
 
 

@@ -119,9 +119,12 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None) -> Co
     return from_verdicts(a, b, judged())
 
 
-def from_verdicts(a: str, b: str, judged) -> Comparison:
+def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Comparison:
     """The Comparison of verdicts already made: ``judged`` yields (op set, {backend: (BackendVerdict,
-    torch version of the data it rests on)}) for ``a`` and ``b`` (the site passes the verdicts it shows)."""
+    torch version of the data it rests on)}) for ``a`` and ``b`` (the site passes the verdicts it shows).
+    ``memo``: a dict kept while the verdicts live, where each verdict's ops by name are worked out once
+    over several comparisons (the site compares every pair of backends)."""
+    memo = {} if memo is None else memo
     found: dict[tuple[str, str, str], Difference] = {}
     sources = {a: set(), b: set()}
     torches = {a: set(), b: set()}
@@ -138,7 +141,10 @@ def from_verdicts(a: str, b: str, judged) -> Comparison:
             verdict, torch = verdicts[backend]
             sources[backend].update(verdict.sources)
             torches[backend].add(torch)
-            results[backend] = {r.op: (r, r.outcome) for r in verdict.ops}  # an outcome is worked out per call
+            by_op = memo.get(id(verdict))
+            if by_op is None or by_op[0] is not verdict:
+                by_op = memo[id(verdict)] = (verdict, {r.op: (r, r.outcome) for r in verdict.ops})  # outcome: per call
+            results[backend] = by_op[1]
         for op in sorted(results[a].keys() & results[b].keys()):
             (ra, oa), (rb, ob) = results[a][op], results[b][op]
             if oa == ob:
