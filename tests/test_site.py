@@ -598,6 +598,38 @@ def test_a_forked_childs_failure_leaves_the_work_to_the_parent():
         thread.join()
 
 
+def test_a_split_shares_its_items_and_answers_as_the_serial_loop():
+    """forked.Split hands items out one at a time from a pipe: slow items are worked out by both processes,
+    a list longer than the pipe holds is whole and in order, the first failing item's error is the one
+    raised (as the serial loop raises it), and items a dying child took are worked out by the parent."""
+    import time
+
+    from opcov.site import forked
+
+    if not forked.can_fork():
+        pytest.skip("no second core or no fork here")
+    pids = forked.split_map(lambda x: (time.sleep(0.02), os.getpid())[1], list(range(40)))
+    assert len(set(pids)) == 2 and os.getpid() in pids
+    assert forked.split_map(lambda x: x + 1, list(range(50_000))) == list(range(1, 50_001))
+
+    def fails(x):
+        time.sleep(0.01)
+        if x in (5, 30):
+            raise ValueError(f"bad item {x}")
+        return x
+
+    with pytest.raises(ValueError, match="bad item 5"):
+        forked.split_map(fails, list(range(40)))
+    parent = os.getpid()
+
+    def dies_in_child(x):
+        time.sleep(0.01)
+        if os.getpid() != parent and x > 3:
+            os._exit(3)
+        return x * 2
+
+    assert forked.split_map(dies_in_child, list(range(30))) == [x * 2 for x in range(30)]
+
 def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
     # render.py writes the op page's three long loops itself (speed): the same bytes as op.html's loops were
     from types import SimpleNamespace as NS
@@ -626,6 +658,56 @@ def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
     assert render._user_item("../../", f"models/{odd}.html", odd, "training") == user.render(
         root="../../", href=f"models/{odd}.html", model=odd, mode="training")
 
+
+
+def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_wrote():
+    # render.py writes an op page's answer list, registered table and grid header itself (speed): the bytes
+    # op.html's loops wrote before, escaping included, for every kind of row
+    from types import SimpleNamespace as NS
+
+    env, odd = render.environment(), "<a & 'b' \"c\">"
+    view = render._BackendView(NS(name=odd, torch=odd), None, None, None, "", None, f"../../backends/{odd}.html",
+                               f'<a href="../../backends/{render.escape(odd)}.html">{render.escape(odd)}</a>')
+    links = {"backends": {odd: f"backends/{odd}.html"}, "ops": {"aten::mm": f"ops/aten/{odd}.html"}}
+    answer = NS(backend=odd, torch="", parts=[NS(css=odd, icon=odd, text=odd), NS(css="", icon="", text=odd)])
+    item = env.from_string(
+        '{% for a in answers %}<li><a href="{{ root }}{{ links.backends[a.backend] }}"><strong>{{ a.backend }}</strong>'
+        '</a> <span class="muted">(torch {{ a.torch or "?" }})</span>: {% for p in a.parts %}{% if p.css %}<span '
+        'class="st {{ p.css }}"><span aria-hidden="true">{{ p.icon }}</span> {{ p.text }}</span>{% else %}'
+        '{{ p.text }}{% endif %}{% endfor %}</li>\n{% endfor %}')
+    assert render._answer_item(view, answer) == item.render(root="../../", links=links, answers=[answer])
+    reg = NS(fwd=odd, bwd=None, res=render.Cell(odd, "unresolved", odd, odd), bwd_res=render.reg_cell("registered"),
+             via=["aten::mm", odd], bwd_via=[odd], src=odd, bwd_src=None, why=odd, versions=odd, command=odd)
+    rows = [NS(backend=odd, reg=reg, absent=""), NS(backend=odd, reg=None, absent=odd),
+            NS(backend=odd, reg=None, absent=""), NS(backend=odd, reg=NS(**{**reg.__dict__, "why": None, "via": []}),
+                                                     absent="")]
+    table = env.from_string(
+        '{% for r in rows %}<tr><th scope="row"><a href="{{ root }}{{ links.backends[r.backend] }}">{{ r.backend }}</a>'
+        '</th>\n{% if r.reg %}{% set g = r.reg %}<td class="st {{ g.res.css }}">{{ g.res.icon }} {{ g.res.title }}<br>'
+        '<span class="muted">path: {{ g.fwd }}</span></td><td class="st {{ g.bwd_res.css }}">{{ g.bwd_res.icon }} '
+        '{{ g.bwd_res.title }}<br><span class="muted">path: {{ g.bwd }}</span></td>\n<td>{% if g.src %}kernel at <code>'
+        '{{ g.src }}</code><br>{% endif %}{% if g.bwd_src %}backward kernel at <code>{{ g.bwd_src }}</code><br>'
+        '{% endif %}{% if g.via %}reaches {% for v in g.via %}{% if v in links.ops %}<a href="{{ root }}'
+        '{{ links.ops[v] }}">{{ v }}</a>{% else %}{{ v }}{% endif %}{% if not loop.last %}, {% endif %}{% endfor %}'
+        '<br>{% endif %}{% if g.bwd_via %}backward reaches {% for v in g.bwd_via %}{% if v in links.ops %}<a href="'
+        '{{ root }}{{ links.ops[v] }}">{{ v }}</a>{% else %}{{ v }}{% endif %}{% if not loop.last %}, {% endif %}'
+        '{% endfor %}<br>{% endif %}{% if g.why %}<span class="muted">{% if g.res.text == "unresolved" or '
+        'g.bwd_res.text == "unresolved" %}opcov could not resolve it (the backend is not to blame): {% endif %}'
+        '{{ g.why }}</span><br>{% endif %}<span class="muted">{{ g.versions }}; reproduce: <code>{{ g.command }}'
+        '</code></span></td>\n{% elif r.absent %}<td colspan="3" class="st na">{{ support.A.icon }} not in torch '
+        "{{ r.absent }}: the op does not exist in the torch of this backend's data (a registered scan lists every op "
+        'its torch defines)</td>\n{% else %}<td colspan="3">not in this backend\'s data</td>{% endif %}</tr>\n'
+        '{% endfor %}')
+    memo = {}
+    assert "".join(render._reg_row(view, r, "../../", links["ops"], memo) for r in rows) == table.render(
+        root="../../", links=links, rows=rows)
+    grid = render.dtype_grid([NS(backend=odd, directions=[]), NS(backend="b", directions=[])], [odd, ""], memo)
+    head = env.from_string(
+        '<tr><th scope="col" rowspan="2">dtype</th>{% for b in g.backends %}<th scope="colgroup" colspan="2">{{ b }}'
+        '{% if g.torch[loop.index0] %} <span class="ver">torch {{ g.torch[loop.index0] }}</span>{% endif %}</th>'
+        '{% endfor %}</tr>\n<tr>{% for b in g.backends %}<th scope="col">fwd</th><th scope="col">bwd</th>{% endfor %}'
+        '</tr>')
+    assert grid.head == head.render(g=grid)
 
 def test_the_site_program_ends_with_its_summary_written_and_its_exit_code(tmp_path):
     """As a program, 'opcov site' ends its process without freeing the build (os._exit): its summary must

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
+import struct
 import tempfile
 import threading
 
@@ -132,32 +134,99 @@ class Later:
 
 
 class Split:
-    """``[fn(x) for x in items]`` in two: every other item worked out in a forked child from now on,
-    the rest by the parent when ``result()`` is asked (so the parent can do other work first while
-    the child works). Alternate items, not halves: neighbours cost alike (the site's big coverage
-    files sort together, and halves of the bundled data took 4.1 s and 2.1 s to parse), so each side
-    gets its share of the dear ones. Serial where ``fork`` is False or a child cannot be made (see
-    Later)."""
+    """``[fn(x) for x in items]`` shared with a forked child from now on: the two take items one at a time
+    from a pipe of their indices (as make's jobserver hands out tokens), so each takes what it has time
+    for and both end together, whatever the items cost and whatever else either is doing meanwhile
+    (alternate items, before, left the child idle for a second of a zoo build while the parent was busy
+    with other pages). The child works from its start; the parent joins when ``result()`` is asked. Reads
+    of a few bytes from a pipe are atomic, so each index reaches one of them. Items the child took but
+    gave no result for (it failed or died) are worked out by the parent; an error raised is the one the
+    serial loop would raise (the first failing item's). Serial where ``fork`` is False or a child cannot
+    be made (see Later)."""
 
     def __init__(self, fn, items: list, fork: bool = True):
         self.fn, self.items = fn, list(items)
-        self.later = Later(lambda: [fn(x) for x in self.items[1::2]], fork=fork and len(self.items) > 1)
+        self.read = None
+        fork = fork and len(self.items) > 1
+        if fork:
+            try:
+                self.read, write = os.pipe()
+            except OSError:
+                fork = False
+        if fork:
+            os.set_blocking(write, False)  # indices the pipe cannot hold are the parent's (self.unsent)
+            sent, step = 0, select.PIPE_BUF // _TOKEN.size  # a write of at most PIPE_BUF is whole or nothing
+            try:
+                while sent < len(self.items):
+                    chunk = range(sent, min(sent + step, len(self.items)))
+                    os.write(write, b"".join(_TOKEN.pack(i) for i in chunk))
+                    sent = chunk.stop
+            except OSError:  # full
+                pass
+            os.close(write)  # the pipe ends, for both, once read
+            self.unsent = range(sent, len(self.items))
+        self.later = Later(self._take, fork=fork)
+
+    def _take(self) -> dict:
+        """{index: fn(item)} for each index this process takes from the pipe; an item whose call raised
+        has the exception as its value."""
+        out = {}
+        while self.read is not None:
+            token = os.read(self.read, _TOKEN.size)
+            if not token:
+                break
+            i = _TOKEN.unpack(token)[0]
+            try:
+                out[i] = self.fn(self.items[i])
+            except Exception as exc:  # noqa: BLE001 - raised in item order by result()
+                out[i] = _Raised(exc)
+        return out
 
     def result(self) -> list:
         try:
-            mine = [self.fn(x) for x in self.items[0::2]]
+            done = self._take()
+            if self.read is not None:
+                for i in self.unsent:
+                    done[i] = self._call(i)
         except BaseException:
             self.later.cancel()
             raise
-        out = [None] * len(self.items)
-        out[0::2], out[1::2] = mine, self.later.result()
+        theirs = self.later.result()  # without a child: this process's _take of an empty pipe, {}
+        if self.read is not None:
+            os.close(self.read)
+            self.read = None
+        done.update(theirs)
+        out = []
+        for i, item in enumerate(self.items):
+            value = done[i] if i in done else self._call(i)  # the child's, lost with it: worked out here
+            if isinstance(value, _Raised):
+                raise value.exc
+            out.append(value)
         return out
+
+    def _call(self, i: int):
+        try:
+            return self.fn(self.items[i])
+        except Exception as exc:  # noqa: BLE001
+            return _Raised(exc)
 
     def cancel(self) -> None:
         self.later.cancel()
+        if self.read is not None:
+            os.close(self.read)
+            self.read = None
+
+
+class _Raised:
+    """An item's exception, carried to where the serial loop would have raised it."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
+
+
+_TOKEN = struct.Struct("<I")  # one item's index in the pipe
 
 
 def split_map(fn, items: list, fork: bool = True) -> list:
-    """``[fn(x) for x in items]``, every other item worked out in a forked child while the parent works
-    out the rest (see Split)."""
+    """``[fn(x) for x in items]``, shared between this process and a forked child (see Split)."""
     return Split(fn, items, fork).result()

@@ -191,7 +191,7 @@ def _read(path: str, rel: str):
 def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file.
 
-    ``parallel``: parse half the files in a forked child (opcov.site.forked; documents are quick to
+    ``parallel``: share the files with a forked child, item by item (opcov.site.forked; documents are quick to
     pickle back, parsing is not). None: where there are PARALLEL_FILES or more and forked.spare_core();
     False: never. The site is the same either way, and so is the error raised."""
     from opcov.site import forked

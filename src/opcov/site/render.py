@@ -723,7 +723,7 @@ def build(site: Site, parallel: bool | None = None) -> dict:
     """Every file of the site: relative path -> bytes.
 
     ``parallel``: split the work with a forked child (opcov.site.forked): the op pages are made beside
-    the judging, and half the model pages beside the other half. None: where the site has at least
+    the judging, and the model pages shared item by item between parent and child. None: where the site has at least
     PARALLEL_PAGES op and model pages and forked.spare_core(); False: never. The files are the same
     either way."""
     files, _ = _build_split(site, parallel, None)
