@@ -189,7 +189,7 @@ class Split:
                 for i in self.unsent:
                     done[i] = self._call(i)
         except BaseException:
-            self.later.cancel()
+            self.cancel()
             raise
         theirs = self.later.result()  # without a child: this process's _take of an empty pipe, {}
         if self.read is not None:

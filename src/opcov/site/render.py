@@ -288,7 +288,7 @@ class _BackendView(NamedTuple):
     reg_versions: str
     reg_command: object
     href: str  # its page, from the op pages' folder
-    head: str  # its answer line's and registered row's start (escaped)
+    head: str  # its link as the registered table's row header shows it (escaped)
 
 
 def backend_views(site: Site, links: dict, root: str = "../../") -> list[_BackendView]:
