@@ -449,6 +449,7 @@ def judge_models(site: Site) -> dict:
     out = {}
     pool: dict = {}  # each requirement judged once per backend's documents (judge.share)
     listings: dict = {}  # each backend's folder listed once
+    shown_paths: dict = {}  # a verdict's data files as the pages name them, worked out once per set of files
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
             names = judge.needed_ops(doc)  # once per op set, not once per backend
@@ -461,8 +462,12 @@ def judge_models(site: Site) -> dict:
                 for snap in b.snapshots:  # the same document: its cells are parsed once, for every page
                     if cov.probed is snap.doc:
                         cov._cells = snap._cells
-                cov.paths = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
-                             for p in cov.paths]
+                key = tuple(cov.paths)
+                shown = shown_paths.get(key)
+                if shown is None:
+                    shown = shown_paths[key] = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
+                                                for p in key]
+                cov.paths = list(shown)
                 out[(m.name, mode, b.name)] = judge.judge(doc, judge.share(cov, pool))
                 site.data_torch[(m.name, mode, b.name)] = cov.torch
     return out
