@@ -666,7 +666,8 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
     from types import SimpleNamespace as NS
 
     env, odd = render.environment(), "<a & 'b' \"c\">"
-    view = render._BackendView(NS(name=odd, torch=odd), None, None, None, "", None, f"../../backends/{odd}.html",
+    view = render._BackendView(NS(name=odd, torch=odd), None, None, None, "", None,
+                               f"../../backends/{render.escape(odd)}.html",
                                f'<a href="../../backends/{render.escape(odd)}.html">{render.escape(odd)}</a>')
     links = {"backends": {odd: f"backends/{odd}.html"}, "ops": {"aten::mm": f"ops/aten/{odd}.html"}}
     answer = NS(backend=odd, torch="", parts=[NS(css=odd, icon=odd, text=odd), NS(css="", icon="", text=odd)])

@@ -146,7 +146,7 @@ class Split:
 
     def __init__(self, fn, items: list, fork: bool = True):
         self.fn, self.items = fn, list(items)
-        self.read = None
+        self.read, self.unsent = None, range(0)  # unsent: indices the pipe could not hold (the parent's)
         fork = fork and len(self.items) > 1
         if fork:
             try:
@@ -154,7 +154,7 @@ class Split:
             except OSError:
                 fork = False
         if fork:
-            os.set_blocking(write, False)  # indices the pipe cannot hold are the parent's (self.unsent)
+            os.set_blocking(write, False)
             sent, step = 0, select.PIPE_BUF // _TOKEN.size  # a write of at most PIPE_BUF is whole or nothing
             try:
                 while sent < len(self.items):
@@ -185,9 +185,8 @@ class Split:
     def result(self) -> list:
         try:
             done = self._take()
-            if self.read is not None:
-                for i in self.unsent:
-                    done[i] = self._call(i)
+            for i in self.unsent:
+                done[i] = self._call(i)
         except BaseException:
             self.cancel()
             raise
@@ -197,7 +196,7 @@ class Split:
             self.read = None
         done.update(theirs)
         out = []
-        for i, item in enumerate(self.items):
+        for i in range(len(self.items)):
             value = done[i] if i in done else self._call(i)  # the child's, lost with it: worked out here
             if isinstance(value, _Raised):
                 raise value.exc

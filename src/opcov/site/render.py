@@ -287,7 +287,7 @@ class _BackendView(NamedTuple):
     fb: bool | None  # its CPU fallback enabled?
     reg_versions: str
     reg_command: object
-    href: str  # its page, from the op pages' folder
+    href: str  # its page from the op pages' folder, escaped
     head: str  # its link as the registered table's row header shows it (escaped)
 
 
@@ -296,10 +296,10 @@ def backend_views(site: Site, links: dict, root: str = "../../") -> list[_Backen
     out = []
     for b in site.backends:
         reg, probed = b.registered, b.probed
-        href = f"{root}{links['backends'][b.name]}"
+        href = str(escape(f"{root}{links['backends'][b.name]}"))
         out.append(_BackendView(b, reg, probed, _fallback_enabled(reg), reg.versions if reg else "",
                                 reg.prov.get("command") if reg else None, href,
-                                f'<a href="{escape(href)}">{escape(b.name)}</a>'))
+                                f'<a href="{href}">{escape(b.name)}</a>'))
     return out
 
 
@@ -358,7 +358,7 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
 def _answer_item(v: _BackendView, a: NS) -> str:
     parts = "".join(f'<span class="st {escape(p.css)}"><span aria-hidden="true">{escape(p.icon)}</span> '
                     f'{escape(p.text)}</span>' if p.css else escape(p.text) for p in a.parts)
-    return (f'<li><a href="{escape(v.href)}"><strong>{escape(a.backend)}</strong></a> <span class="muted">(torch '
+    return (f'<li><a href="{v.href}"><strong>{escape(a.backend)}</strong></a> <span class="muted">(torch '
             f'{escape(a.torch or "?")})</span>: {parts}</li>\n')
 
 
@@ -403,12 +403,12 @@ def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> s
 def _calls_html(phases) -> str:
     """'forward float32 &times;3, bfloat16 &times;1; backward ...' (escaped: Markup): a user's line on an op
     page, made here rather than in the template (an op such as aten::mm has a line per zoo op set)."""
-    return Markup("; ".join(_words(phase) + " " + ", ".join(_times(d, c["calls"]) for d, c in cells)
+    return Markup("; ".join(_escaped(phase) + " " + ", ".join(_times(d, c["calls"]) for d, c in cells)
                             for phase, cells in phases))
 
 
 @lru_cache(maxsize=1 << 12)
-def _words(text) -> str:
+def _escaped(text) -> str:
     """escape(text) as str, once per text (phase and dtype names recur on every op page)."""
     return str(escape(text))
 
