@@ -61,3 +61,30 @@ def test_bulk_restores_the_collector():
             pass
         assert not gc.isenabled()
     assert gc.isenabled()
+
+
+def test_bulk_freezes_what_was_made_only_when_the_caller_keeps_it():
+    # the opcov site program keeps its build until it exits: frozen, no collection walks it; any other
+    # caller's objects stay collectable (frozen cycles would never be freed)
+    import gc
+
+    class Cycle:
+        pass
+
+    def cycle():
+        a, b = Cycle(), Cycle()
+        a.b, b.a = b, a
+
+    gc.collect()
+    frozen = gc.get_freeze_count()
+    try:
+        with judge.bulk():
+            cycle()
+        assert gc.get_freeze_count() == frozen and gc.collect() >= 2  # the cycle was collectable
+        with judge.bulk(kept=True):
+            with judge.bulk(kept=True):  # an inner bulk leaves the outer one to decide
+                kept = [Cycle() for _ in range(100)]
+            assert gc.get_freeze_count() == frozen and not gc.isenabled()
+        assert gc.isenabled() and gc.get_freeze_count() >= frozen + 100 and len(kept) == 100
+    finally:
+        gc.unfreeze()

@@ -1095,19 +1095,20 @@ def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, h
     """Load the data, build every page, write them; returns counts for the CLI to print. The op pages
     are written as they are made (by the forked child, where the build splits: see _build_split).
     ``hold``: a list the loaded site is appended to, so that the caller decides when its millions of
-    objects go (the CLI leaves them to the process's exit: freeing them one by one took ~0.7 s)."""
+    objects go (the CLI leaves them to the process's exit: freeing them one by one took ~0.7 s), and
+    they are frozen out of the garbage collector's walks (judge.bulk's ``kept``)."""
     output.check_writable_dir(out_dir, marker=MARKER)  # before the slow part
-    site = sitemodel.load_site(coverage_dir, parallel=parallel)
-    if hold is not None:
-        hold.append(site)
-    folder = _Folder(out_dir)
-    if folder.links:  # pages are written by several processes as they are made: refuse before any of them
-        output.check_writable_dir(out_dir, files=[folder.links[0]])  # raises, naming the link
-    marked = MARKER not in folder.existing
-    if marked:  # an empty or new folder: marked ours before the first page lands
-        output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
-        folder.existing.add(MARKER)
-    with judge.bulk():
+    with judge.bulk(kept=hold is not None):  # one pause from loading to the last write: see judge.bulk
+        site = sitemodel.load_site(coverage_dir, parallel=parallel)
+        if hold is not None:
+            hold.append(site)
+        folder = _Folder(out_dir)
+        if folder.links:  # pages are written by several processes as they are made: refuse before any
+            output.check_writable_dir(out_dir, files=[folder.links[0]])  # raises, naming the link
+        marked = MARKER not in folder.existing
+        if marked:  # an empty or new folder: marked ours before the first page lands
+            output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
+            folder.existing.add(MARKER)
         files, done = _build_split(site, parallel, folder)
         stats = _finish(folder, files, done)
     stats["written"] += marked
