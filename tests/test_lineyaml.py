@@ -126,3 +126,24 @@ def test_reading_a_few_ops_of_a_hand_edited_file(tmp_path):
     rec = {"fwd": "kernel", "res": "registered", "bwd": "none", "bwd_res": "not_applicable"}
     path = write(tmp_path, {"aten::a": dict(rec, why="line\nbreak"), "aten::b": dict(rec, why="x")})
     assert lineyaml.load(path, ["aten::a"])["ops"] == {"aten::a": dict(rec, why="line\nbreak")}
+
+
+def test_op_set_lines_read_by_the_fast_pattern_are_what_pyyaml_reads():
+    # an op set's op line has one layout (phase -> dtype -> {calls, grad, seen, shape}); lines in it are
+    # read by a pattern, others by the tokenizer: either way as PyYAML reads them
+    shapes = ["[2, 16]", "", "it's", "a: b", "#x", "x #y", "[1], [2, 3]", "''", "tab\there", "caf\u00e9"]
+    dtypes = ["float32", "bfloat16", "null", "true", "on", "y", "no", "int64x", "Float32", "1"]
+    resolvers = lineyaml._resolvers()
+    fast = 0
+    for i, (shape, dtype) in enumerate(zip(shapes * 2, dtypes + dtypes[::-1])):
+        cell = {"calls": i + 1, **({"grad": True} if i % 2 else {}), **({"seen": "both"} if i % 3 else {}),
+                **({"shape": shape} if i % 4 != 3 else {})}
+        value = {"forward": {dtype: cell, "int64": {"calls": 2}}, **({"backward": {dtype: dict(cell)}} if i % 2 else {})}
+        text = yaml.safe_dump(value, default_flow_style=True, width=float("inf"), allow_unicode=True).strip()
+        assert lineyaml._op_line(text, resolvers, {}) == yaml.safe_load(text), text
+        fast += lineyaml._opset_line(text) is not None
+    assert 5 <= fast < 20  # the usual layout took the pattern; the odd dtypes and quoting the tokenizer
+    assert lineyaml._opset_line("{forward: {float32: {calls: 1}}}") == {"forward": {"float32": {"calls": 1}}}
+    for odd in ("{forward: {null: {calls: 1}}}", "{forward: {float32: {calls: 0}}}",
+                "{forward: {float32: {grad: true, calls: 1}}}", "{forward: {float32: {calls: 1, grad: false}}}"):
+        assert lineyaml._opset_line(odd) is None, odd

@@ -167,6 +167,37 @@ _LINES_KEPT = 100_000  # texts kept before the memo starts anew (~10 MB)
 _LINE_CHARS = 300  # longer lines (a probed op's dozen dtypes) seldom repeat: not kept
 
 
+# An op set's op line as ``opset.dumps`` writes it: phase to dtype to {calls[, grad][, seen][, shape]},
+# keys sorted. One regex checks the whole line and another reads its cells, several times faster than
+# the tokenizer; a dtype YAML would type (true, null, ...) or anything else takes the tokenizer.
+_KEY = r"(?!(?:yes|no|on|off|true|false|null):)[a-z][a-z0-9_]*"
+_PHASES = r"forward|backward|optimizer"
+_CELL = _KEY + r": \{calls: [1-9][0-9]*(?:, grad: true)?(?:, seen: (?:real|both))?(?:, shape: '(?:[^'\n]|'')*')?\}"
+_BLOCK = r"(?:" + _PHASES + r"): \{" + _CELL + r"(?:, " + _CELL + r")*\}"
+_OP_LINE = re.compile(r"\{" + _BLOCK + r"(?:, " + _BLOCK + r")*\}")
+_OP_CELL = re.compile(r"(?:(" + _PHASES + r"): \{)?(" + _KEY + r"): \{calls: ([1-9][0-9]*)(, grad: true)?"
+                      r"(?:, seen: (real|both))?(, shape: '((?:[^'\n]|'')*)')?\}")
+
+
+def _opset_line(text: str):
+    """The value of an op line in the layout above (as PyYAML gives it), or None."""
+    if _OP_LINE.fullmatch(text) is None:
+        return None
+    out: dict = {}
+    cells: dict = {}
+    for phase, dtype, calls, grad, seen, has_shape, shape in _OP_CELL.findall(text):
+        if phase:
+            cells = out[phase] = {}
+        cell = cells[dtype] = {"calls": int(calls)}
+        if grad:
+            cell["grad"] = True
+        if seen:
+            cell["seen"] = seen
+        if has_shape:
+            cell["shape"] = shape.replace("''", "'") if "''" in shape else shape
+    return out
+
+
 def _op_line(text: str, resolvers, memo):
     """parse_flow of one op line. Over the zoo most lines are the same text in several files (56% of
     the op sets' lines, half the coverage files'): the value of a text seen before is unmarshalled
@@ -175,7 +206,9 @@ def _op_line(text: str, resolvers, memo):
     kept = _LINES.get(text)
     if kept is not None:
         return marshal.loads(kept)
-    value = parse_flow(text, resolvers, memo)
+    value = _opset_line(text)
+    if value is None:
+        value = parse_flow(text, resolvers, memo)
     if len(text) <= _LINE_CHARS:
         if len(_LINES) >= _LINES_KEPT:
             _LINES.clear()
