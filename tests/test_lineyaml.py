@@ -147,3 +147,16 @@ def test_op_set_lines_read_by_the_fast_pattern_are_what_pyyaml_reads():
     for odd in ("{forward: {null: {calls: 1}}}", "{forward: {float32: {calls: 0}}}",
                 "{forward: {float32: {grad: true, calls: 1}}}", "{forward: {float32: {calls: 1, grad: false}}}"):
         assert lineyaml._opset_line(odd) is None, odd
+
+
+def test_coverage_lines_read_in_one_go_as_json_or_else_line_by_line():
+    # a coverage file's op lines are read together through JSON; where JSON would read them otherwise
+    # than YAML (a key YAML types, a trailing comma, a quote or a comma that would join or split lines)
+    # the whole block goes line by line
+    resolvers = lineyaml._resolvers()
+    usual = ["{fwd: kernel, tags: [core, pointwise], via: ['aten::add.out']}", "{a: 1.0e-06, b: [0.0, -1], c: null}",
+             "{x: 'it''s', y: \"caf\\xE9\", z: yes, w: ~}", "plain", "[]"]
+    assert lineyaml._as_json(usual, resolvers, {}) == [yaml.safe_load(t) for t in usual]
+    for odd in (["{a: 1}", "'b", "c'"], ["{a: 1}", "b, c", "'d", "e'"], ["{1: x}"], ["{true: x}"], ["{null: x}"],
+                ["{a: b,}"], ["{a: &x b}"], ["{a: b #c}"], ["{a: [b, c], d}"], ["{a: b: c}"], [""]):
+        assert lineyaml._as_json(odd, resolvers, {}) is None, odd

@@ -3,7 +3,9 @@
 The site reads every coverage file in full, and PyYAML spends seconds per probed
 file building nodes; ``opcov check`` needs a hundred-odd ops of ~3,700 and reads
 only their lines (``names``). Each op line is a small flow mapping of plain or
-single-quoted scalars, which a tokenizer reads several times faster. Scalars are
+single-quoted scalars: an op set's lines have one layout, read by a pattern; a
+coverage file's are rewritten as JSON and read in one go; anything else, a line
+at a time by a tokenizer, several times faster than PyYAML. Scalars are
 typed with PyYAML's own implicit resolvers, so values come out as PyYAML would give
 them; on anything outside that layout (anchors, tags, odd escapes, a hand-edited
 file) the whole file is read by ``opcov.store.data.load`` instead, errors and all.
@@ -16,21 +18,23 @@ which refuses it.
 
 from __future__ import annotations
 
+import json
 import marshal
 import re
 
 from opcov.store import data
 
-# One token: a flow indicator, a ':' separator, a quoted scalar, or a plain scalar (which in flow
-# context ends at an indicator or at ': ').
-_TOKEN = re.compile(r"""\s*(?:
-    (?P<ind>[{}\[\],])
-  | (?P<colon>:)(?=[\s,\[\]{}]|$)
-  | '(?P<sq>(?:[^'\n]|'')*)'
-  | "(?P<dq>(?:[^"\\\n]|\\.)*)"
-  | (?P<plain>[^\s,\[\]{}'"&*!|>%@`#?:-](?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))*?
-      |-(?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))+?)(?=\s*(?:[,\[\]{}]|:(?:[\s,\[\]{}]|$)|$))
-)""", re.X)
+# A plain scalar in flow context (it ends at an indicator or at ': '), and the lookahead that ends it.
+_PLAIN = (r"""[^\s,\[\]{}'"&*!|>%@`#?:-](?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))*?"""
+          r"""|-(?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))+?""")
+_PLAIN_END = r"(?=\s*(?:[,\[\]{}]|:(?:[\s,\[\]{}]|$)|$))"
+_SQ = r"'((?:[^'\n]|'')*)'"
+_DQ = r'"((?:[^"\\\n]|\\.)*)"'
+# One token: a flow indicator, a ':' separator, a quoted scalar, or a plain scalar.
+_TOKEN = re.compile(r"\s*(?:(?P<ind>[{}\[\],])|(?P<colon>:)(?=[\s,\[\]{}]|$)|" + _SQ.replace("(", "(?P<sq>", 1)
+                    + "|" + _DQ.replace("(", "(?P<dq>", 1) + "|(?P<plain>" + _PLAIN + ")" + _PLAIN_END + ")")
+# A scalar alone (quoted, or plain), for _as_json.
+_SCALAR = re.compile(_SQ + "|" + _DQ + "|(" + _PLAIN + ")" + _PLAIN_END)
 
 
 # YAML double-quoted escapes (the emitter writes \xHH, \uHHHH, \UHHHHHHHH and the one-letter ones).
@@ -216,6 +220,32 @@ def _op_line(text: str, resolvers, memo):
     return value
 
 
+def _as_json(values: list, resolvers, memo: dict) -> list | None:
+    """The flow values ``values`` (texts, one per line) parsed in one go: every scalar rewritten as
+    JSON, the rest left as it is, and the whole read by json.loads (C), ~2x faster than the tokenizer
+    on the probed and registered files. None where the result could differ from the tokenizer's: JSON
+    rejects whatever is not a flow value of scalars, mappings with string keys and sequences (a key
+    YAML types, an anchor, a comment, a trailing comma), and each line must give exactly one value
+    (quotes cannot span a line, plain scalars end at a comma)."""
+
+    def scalar(m):
+        sq, dq, plain = m.groups()
+        if plain is not None:
+            text = memo.get(plain)
+            if text is None:
+                text = memo[plain] = json.dumps(_scalar("plain", plain, resolvers, {}))
+            return text
+        if sq is not None:
+            return json.dumps(sq.replace("''", "'") if "''" in sq else sq)
+        return json.dumps(_DQ_ESCAPE.sub(_unescape, dq))
+
+    try:
+        out = json.loads(_SCALAR.sub(scalar, "[" + ",\n".join(values) + "]"))
+    except (ValueError, _Unusual):
+        return None
+    return out if len(out) == len(values) else None
+
+
 def _without_summary(head: str) -> str:
     """The header text less its ``summary`` block (large in probed files; sorted keys put it last)."""
     at = head.find("\nsummary:")
@@ -273,7 +303,7 @@ def parse(path: str, names=None, summary: bool = True):
             if "calltree" in doc:
                 return None
             doc["calltree"] = tree  # the head's last key, where the file has it
-        ops, count = {}, 0
+        keys, rests, count = [], [], 0
         for line in text[cut + 6:].splitlines():
             count += 1
             if not line.startswith("  ") or line.startswith("   "):
@@ -283,9 +313,16 @@ def parse(path: str, names=None, summary: bool = True):
                 return None
             key = _plain(key, resolvers)
             if wanted is None or key in wanted:
-                ops[key] = _op_line(rest, resolvers, memo)
+                keys.append(key)
+                rests.append(rest)
             elif "&" in rest or "*" in rest:  # an anchor or alias in any line sends the file to data.load
                 parse_flow(rest, resolvers, memo)
+        # An op set's lines take the op-line pattern (and the memo of lines seen); a coverage file's
+        # lines are read in one go as JSON, or else by the tokenizer, a line at a time.
+        values = None if not rests or _opset_line(rests[0]) is not None else _as_json(rests, resolvers, {})
+        if values is None:
+            values = [_op_line(rest, resolvers, memo) for rest in rests]
+        ops = dict(zip(keys, values))
     except (_Unusual, IndexError, ValueError, RecursionError, yaml.YAMLError):
         return None
     if stamp is not None and stamp.ops != count:
