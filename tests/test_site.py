@@ -710,6 +710,46 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
         '</tr>')
     assert grid.head == head.render(g=grid)
 
+def test_model_page_sections_written_in_python_are_what_model_html_wrote():
+    # render.py writes a model page's verdict per backend and mode (speed): the bytes model.html's loop and
+    # its said macro wrote, escaping included, with and without badge, notes, problems and unjudged ops
+    from types import SimpleNamespace as NS
+
+    env, odd = render.environment(), "<a & 'b' \"c\">"
+    said = ('{% macro said(v) %}<span class="st {{ v.css }}">{{ v.verdict | replace("_", " ") }}</span> <span '
+            'class="ev {{ v.ev.css }}">({{ v.ev.icon }} {{ v.ev_said }})</span>{% endmacro %}')
+    loop = env.from_string(
+        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h3 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
+        '{{ said(v) }}</h3>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
+        '<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): '
+        '{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), '
+        '{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown'
+        '{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}. Data: {% for s in v.sources %}'
+        '<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.notes %}<ul class="notes">'
+        '{% for n in v.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}\n{% if v.problems %}\n<div class="scroll">'
+        '<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n'
+        '<thead><tr><th scope="col">op</th><th scope="col">outcome</th><th scope="col">evidence</th><th scope="col">'
+        'calls</th><th scope="col">why (direction, dtype, evidence)</th></tr></thead>\n<tbody>{{ pb.problems_html }}'
+        '</tbody>\n</table></div>\n{% else %}<p>No problem ops.</p>{% endif %}\n{% endfor %}\n')
+    table = env.from_string(said + "{% for pb in m.backends %}[{{ said(pb.v) }}]{% endfor %}")
+    counts = {k: 3 for k in ("ops", "calls", "ok", "ok_probed", "ok_registered", "fallback", "fails", "unknown")}
+    word = NS(css=odd, icon=odd)
+    backends = []
+    for i in range(4):
+        v = {"verdict": "runs_with_fallback", "css": odd, "ev": word, "ev_said": odd,
+             "counts": {**counts, "not_judged": i % 2}, "sources": [odd, "b.yaml"][:1 + i % 2],
+             "notes": [odd] * (i // 2), "problems": [1] if i in (1, 2) else []}
+        pb = {"b": NS(name=odd), "v": v, "badge": (odd, odd) if i % 3 == 0 else None,
+              "problems_html": render.Markup("<tr>rows</tr>")}
+        pb["said"] = render.Markup(render._said_html(v))
+        pb["html"] = render._verdict_section_html("../", odd, odd, pb)
+        backends.append(pb)
+    m = {"mode": odd, "backends": backends}
+    ctx = {"root": "../", "model": {"name": odd}, "m": m}
+    assert env.from_string("{% for pb in m.backends %}{{ pb.html }}{% endfor %}\n").render(**ctx) == loop.render(**ctx)
+    assert "".join(f"[{pb['said']}]" for pb in backends) == table.render(**ctx)
+
+
 def test_the_site_program_ends_with_its_summary_written_and_its_exit_code(tmp_path):
     """As a program, 'opcov site' ends its process without freeing the build (os._exit): its summary must
     still reach a pipe, its exit code must be 0, and a user mistake still exits 2 with its one line."""

@@ -526,13 +526,20 @@ class Direction:
     why: str = ""  # why a registration is unresolved, or the first failing dtype's error
     fallback_enabled: bool | None = None
     torch: str = ""  # the backend's torch, for an op that does not exist in it (code A)
+    _phrase: str | None = field(default=None, init=False, repr=False, compare=False)  # phrase(), once made
 
     @property
     def word(self) -> vocab.Word:
         return SUPPORT[self.code]
 
     def phrase(self) -> str:
-        """'passes in 6 of 6 dtypes', 'registered own kernel, unverified', 'no kernel'..."""
+        """'passes in 6 of 6 dtypes', 'registered own kernel, unverified', 'no kernel'... (worded once: an
+        op page, its JSON and the search index each ask)."""
+        if self._phrase is None:
+            self._phrase = self._words()
+        return self._phrase
+
+    def _words(self) -> str:
         if self.evidence == "probed":
             ok = [d for d, s in self.dtypes.items() if s in ("pass", "pass_low_precision")]
             low = [d for d, s in self.dtypes.items() if s == "pass_low_precision"]
@@ -598,14 +605,15 @@ class OpAnswer:
     def segments(self) -> list[tuple[Direction | None, str]]:
         """The sentence in parts, each with the direction whose support it words (None: a joint)."""
         fwd, bwd = self.forward, self.backward
+        said = fwd.phrase()
         if fwd.code == "A":
-            return [(fwd, fwd.phrase())]
-        if fwd.phrase() == bwd.phrase() and fwd.code not in ("-", "N"):
-            out = [(fwd, f"{fwd.phrase()}, forward and backward")]
+            return [(fwd, said)]
+        if said == bwd.phrase() and fwd.code not in ("-", "N"):
+            out = [(fwd, f"{said}, forward and backward")]
         elif bwd.code == "N":
-            out = [(fwd, fwd.phrase())] + ([] if fwd.code == "N" else [(None, "; no backward")])
+            out = [(fwd, said)] + ([] if fwd.code == "N" else [(None, "; no backward")])
         else:
-            out = [(fwd, fwd.phrase()), (None, "; backward: "), (bwd, bwd.phrase())]
+            out = [(fwd, said), (None, "; backward: "), (bwd, bwd.phrase())]
         if self.probe != "probed":
             out.append((None, f"; {self.probe}"))
         return out

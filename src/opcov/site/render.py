@@ -244,9 +244,8 @@ def verdict_view(v) -> dict:
     """One model x mode x backend verdict, shaped for the model page: the verdict word and its css (a run
     on a claim is not shown as proof), the level it rests on (a vocab Word) and how the verdict names it."""
     problems = []
-    for r in v.ops:
-        if r.outcome not in vocab.PROBLEMS:
-            continue
+    problem_ops = [r for r in v.ops if r.outcome in vocab.PROBLEMS]
+    for r in problem_ops:
         problems.append({"op": r.op, "outcome": r.outcome, "css": OUTCOME_CSS.get(r.outcome, "unknown"),
                          "calls": r.calls, "phases": sorted(r.phases), "ev": vocab.evidence_word(r.evidence),
                          "findings": [{"direction": f.direction, "dtype": f.dtype, "outcome": f.outcome,
@@ -256,7 +255,7 @@ def verdict_view(v) -> dict:
     return {"verdict": v.verdict, "css": vocab.verdict_css(v.verdict, v.evidence),
             "ev": vocab.evidence_word(v.evidence), "ev_said": vocab.evidence_said(v.verdict, v.evidence),
             "counts": v.counts(),
-            "notes": list(v.notes), "sources": list(v.sources), "problems": problems}
+            "notes": list(v.notes), "sources": list(v.sources), "problems": problems, "problem_ops": problem_ops}
 
 
 def model_rows(verdicts: dict, backend: str) -> list[dict]:
@@ -521,6 +520,39 @@ def _problem_rows_html(root: str, op_links: dict, problems: list) -> Markup:
     return Markup("".join(rows))
 
 
+def _said_html(v: dict) -> str:
+    """A verdict and the evidence it rests on, as a model page says it (its table and its sections)."""
+    ev = v["ev"]
+    return (f'<span class="st {escape(v["css"])}">{escape(v["verdict"].replace("_", " "))}</span> '
+            f'<span class="ev {escape(ev.css)}">({escape(ev.icon)} {escape(v["ev_said"])})</span>')
+
+
+def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
+    """A model page's section for one backend in one mode (its verdict, counts, data, notes and problem
+    table), written here, not in model.html: ~9,000 sections over the zoo. The bytes model.html's loop
+    wrote (a test renders both)."""
+    v, name = pb["v"], escape(pb["b"].name)
+    c = v["counts"]
+    out = [f'<h3 id="{escape(mode)}-{name}">{name}: {pb["said"]}</h3>\n']
+    if pb["badge"]:
+        src = escape(pb["badge"][0])
+        out.append(f'<p><img src="{escape(root)}{src}" alt="{escape(pb["badge"][1])}"> <code>{src}</code></p>')
+    out.append(f'<p>{c["ops"]} ops judged ({c["calls"]} calls): {c["ok"]} ok ({c["ok_probed"]} probed, '
+               f'{c["ok_registered"]} registered), {c["fallback"]} on the fallback, {c["fails"]} fail, '
+               f'{c["unknown"]} unknown' + (f', {c["not_judged"]} not judged' if c["not_judged"] else "")
+               + ". Data: " + ", ".join(f"<code>{escape(src)}</code>" for src in v["sources"]) + ".</p>\n")
+    if v["notes"]:
+        out.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in v["notes"]) + "</ul>")
+    if v["problems"]:
+        out.append(f'<div class="scroll"><table>\n<caption>Problem ops of {escape(model)} ({escape(mode)}) on '
+                   f'{name}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">outcome</th>'
+                   '<th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, dtype, '
+                   f'evidence)</th></tr></thead>\n<tbody>{pb["problems_html"]}</tbody>\n</table></div>\n')
+    else:
+        out.append("<p>No problem ops.</p>")
+    return Markup("".join(out))
+
+
 def gaps(site: Site, backend, verdicts: dict) -> dict:
     """Ops that block zoo models on this backend (ranked by opcov.verdict.gaps.tally, as 'opcov gaps' ranks them),
     and core ATen ops not registered, each split in two: the backend's gaps (an op fails; no kernel, or
@@ -707,8 +739,11 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m) -> list:
         for b in site.backends:
             if (m.name, mode, b.name) in verdicts:
                 v = verdict_view(verdicts[(m.name, mode, b.name)])
-                per_backend.append({"b": b, "v": v, "badge": badges.get(b.name),
-                                    "problems_html": _problem_rows_html(root, links["ops"], v["problems"])})
+                pb = {"b": b, "v": v, "badge": badges.get(b.name),
+                      "problems_html": _problem_rows_html(root, links["ops"], v["problems"])}
+                pb["said"] = Markup(_said_html(v))
+                pb["html"] = _verdict_section_html(root, m.name, mode, pb)
+                per_backend.append(pb)
         modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend,
                       "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"])))})
     href = links["models"][m.name]
@@ -961,7 +996,7 @@ def model_api(m, modes: list, verdicts: dict) -> dict:
                 "sources": list(v.sources), "notes": list(v.notes),
                 "problems": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
                               "findings": [dict(f.__dict__) for f in r.problems()]}
-                             for r in v.ops if r.outcome in vocab.PROBLEMS]}
+                             for r in pb["v"]["problem_ops"]]}
         out["modes"][md["mode"]] = {"op_set": f"coverage/{md['path']}", "ops": len(md["doc"].get("ops") or {}),
                                     "torch": str(md["doc"]["provenance"].get("torch")), "backends": per}
     return out

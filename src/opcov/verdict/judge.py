@@ -137,6 +137,14 @@ class OpResult:
         """The level the op's outcome rests on (``rests_on`` its findings)."""
         return self._summary()[3]
 
+    @property
+    def judged(self) -> tuple[str, str]:
+        """(outcome, evidence) in one read, for passes over every op of a zoo's verdicts."""
+        memo = self._memo
+        if memo[0] is not self.findings or memo[1] != len(memo[0]):
+            memo = self._summary()
+        return memo[2], memo[3]
+
     def problems(self) -> list[Finding]:
         return [f for f in self.findings if f.outcome in vocab.PROBLEMS]
 
@@ -159,7 +167,7 @@ class BackendVerdict:
         n_calls = dict.fromkeys(OUTCOMES, 0)
         ok = dict.fromkeys(vocab.EVIDENCE_LEVELS, 0)
         for r in self.ops:  # one pass: a site reads this for every model, mode and backend
-            outcome = r.outcome
+            outcome, evidence = r.judged
             if outcome == NOT_JUDGED:
                 continue
             ops += 1
@@ -167,8 +175,8 @@ class BackendVerdict:
             if outcome in n:
                 n[outcome] += 1
                 n_calls[outcome] += r.calls
-            if outcome == "ok" and r.evidence in ok:
-                ok[r.evidence] += 1
+            if outcome == "ok" and evidence in ok:
+                ok[evidence] += 1
         out = {"ops": ops, "calls": calls, "not_judged": len(self.ops) - ops}
         for o in OUTCOMES:
             out[o] = n[o]
