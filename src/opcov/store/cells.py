@@ -52,7 +52,20 @@ class ProbedSlot:
 
     @classmethod
     def from_dict(cls, cell: dict, status_key: str, prefix: str) -> ProbedSlot:
-        return cls(cell.get(status_key), **{k: _frozen(cell.get(prefix + k)) for k in EVIDENCE_KEYS})
+        keys = _KEYS.get(prefix)
+        if keys is None:
+            keys = _KEYS[prefix] = tuple((k, prefix + k) for k in EVIDENCE_KEYS)
+        values = {"status": cell.get(status_key)}
+        for k, key in keys:
+            value = cell.get(key)
+            values[k] = _frozen(value) if isinstance(value, list) else value
+        if values["status"] is None and all(v is None for v in values.values()):
+            return _EMPTY  # a slot the probe did not run (most input-tier slots): one shared record
+        # The frozen record's fields set at once (its generated __init__ sets them one by one through
+        # object.__setattr__: ~5x slower, and a site build makes ~300k of them).
+        slot = object.__new__(cls)
+        slot.__dict__.update(values)
+        return slot
 
     def evidence(self) -> list[tuple[str, object]]:
         """(key, value) of the evidence the file holds for this slot, by key, values as read."""
@@ -60,6 +73,8 @@ class ProbedSlot:
 
 
 EVIDENCE_KEYS = tuple(f.name for f in fields(ProbedSlot) if f.name != "status")
+_KEYS: dict = {}  # a slot's key prefix -> (field, key in the cell) of its evidence
+_EMPTY = ProbedSlot()
 
 
 @dataclass(frozen=True)
@@ -75,8 +90,10 @@ class ProbedCell:
     def from_dict(cls, cell: dict) -> ProbedCell:
         """The record of a cell as a probed file holds it (validated by opcov.store.data)."""
         slots = {name: ProbedSlot.from_dict(cell, key, prefix) for name, (key, prefix) in SLOTS.items()}
-        return cls(slots.pop("forward"), slots.pop("backward"), _frozen(cell.get("samples")),
-                   MappingProxyType(slots))
+        out = object.__new__(cls)  # the frozen fields set at once, as ProbedSlot.from_dict does
+        out.__dict__.update(forward=slots.pop("forward"), backward=slots.pop("backward"),
+                            samples=_frozen(cell.get("samples")), extra=MappingProxyType(slots))
+        return out
 
     def slot(self, name: str) -> ProbedSlot:
         """A slot by name ('forward', 'backward', or one of ``extra``)."""
