@@ -710,6 +710,19 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
         '</tr>')
     assert grid.head == head.render(g=grid)
 
+def test_the_pages_escaping_is_markupsafes():
+    # render.py's f-string HTML escapes with _esc (str, no Markup for a value with nothing to escape):
+    # the same text as markupsafe's escape for every kind of value it meets
+    from markupsafe import Markup, escape
+
+    class Word(str):
+        pass
+
+    for value in ["aten::mm", "<a & 'b' \"c\">", "", "caf\u00e9 &amp;", 3, 0.5, None, True, Markup("<b>x</b>"),
+                  Word("x<y"), ("a", "<")]:
+        assert render._esc(value) == str(escape(value)) and type(render._esc(value)) is str, value
+
+
 def test_model_page_sections_written_in_python_are_what_model_html_wrote():
     # render.py writes a model page's verdict per backend and mode (speed): the bytes model.html's loop and
     # its said macro wrote, escaping included, with and without badge, notes, problems and unjudged ops

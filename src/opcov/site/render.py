@@ -50,6 +50,18 @@ REG_CODE = {"registered": "r", "unresolved": "u", "fallback": "f", "missing": "m
 PROBE_CODES = tuple(PROBE_GROUPS)  # index in this tuple, as one character (see matrix.js)
 
 
+_HTML_SPECIAL = re.compile(r"[&<>'\"]").search
+
+
+def _esc(value) -> str:
+    """markupsafe's escape(value) as str, for the HTML written here with f-strings: a value with nothing
+    to escape (most: op, dtype and backend names) is not wrapped in Markup (~1.3M values a build)."""
+    if hasattr(value, "__html__"):
+        return str(value.__html__())
+    text = value if type(value) is str else str(value)
+    return str(escape(text)) if _HTML_SPECIAL(text) else text
+
+
 # ---------------------------------------------------------------- small helpers
 
 MAX_STEM = 150  # bytes of a page's file name before its suffix; file systems allow 255 in all
@@ -295,10 +307,10 @@ def backend_views(site: Site, links: dict, root: str = "../../") -> list[_Backen
     out = []
     for b in site.backends:
         reg, probed = b.registered, b.probed
-        href = str(escape(f"{root}{links['backends'][b.name]}"))
+        href = str(_esc(f"{root}{links['backends'][b.name]}"))
         out.append(_BackendView(b, reg, probed, _fallback_enabled(reg), reg.versions if reg else "",
                                 reg.prov.get("command") if reg else None, href,
-                                f'<a href="{href}">{escape(b.name)}</a>'))
+                                f'<a href="{href}">{_esc(b.name)}</a>'))
     return out
 
 
@@ -355,10 +367,10 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
 # autoescape escapes): through Jinja, their loops over backends and reached ops were most of the op pages' time.
 
 def _answer_item(v: _BackendView, a: NS) -> str:
-    parts = "".join(f'<span class="st {escape(p.css)}"><span aria-hidden="true">{escape(p.icon)}</span> '
-                    f'{escape(p.text)}</span>' if p.css else escape(p.text) for p in a.parts)
-    return (f'<li><a href="{v.href}"><strong>{escape(a.backend)}</strong></a> <span class="muted">(torch '
-            f'{escape(a.torch or "?")})</span>: {parts}</li>\n')
+    parts = "".join(f'<span class="st {_esc(p.css)}"><span aria-hidden="true">{_esc(p.icon)}</span> '
+                    f'{_esc(p.text)}</span>' if p.css else _esc(p.text) for p in a.parts)
+    return (f'<li><a href="{v.href}"><strong>{_esc(a.backend)}</strong></a> <span class="muted">(torch '
+            f'{_esc(a.torch or "?")})</span>: {parts}</li>\n')
 
 
 def _reached(root: str, op_links: dict, via, memo: dict) -> str:
@@ -366,8 +378,8 @@ def _reached(root: str, op_links: dict, via, memo: dict) -> str:
     key = (root, tuple(via))
     html = memo.get(key)
     if html is None:
-        html = memo[key] = ", ".join(f'<a href="{escape(root)}{escape(op_links[x])}">{escape(x)}</a>' if x in op_links
-                                     else str(escape(x)) for x in via)
+        html = memo[key] = ", ".join(f'<a href="{_esc(root)}{_esc(op_links[x])}">{_esc(x)}</a>' if x in op_links
+                                     else str(_esc(x)) for x in via)
     return html
 
 
@@ -376,15 +388,15 @@ def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> s
     g = r.reg
     if g is None:
         if r.absent:
-            return (f'{head}<td colspan="3" class="st na">{escape(sitemodel.SUPPORT["A"].icon)} not in torch '
-                    f"{escape(r.absent)}: the op does not exist in the torch of this backend's data (a registered "
+            return (f'{head}<td colspan="3" class="st na">{_esc(sitemodel.SUPPORT["A"].icon)} not in torch '
+                    f"{_esc(r.absent)}: the op does not exist in the torch of this backend's data (a registered "
                     "scan lists every op its torch defines)</td>\n</tr>\n")
         return f"{head}<td colspan=\"3\">not in this backend's data</td></tr>\n"
     details = []
     if g.src:
-        details.append(f"kernel at <code>{escape(g.src)}</code><br>")
+        details.append(f"kernel at <code>{_esc(g.src)}</code><br>")
     if g.bwd_src:
-        details.append(f"backward kernel at <code>{escape(g.bwd_src)}</code><br>")
+        details.append(f"backward kernel at <code>{_esc(g.bwd_src)}</code><br>")
     if g.via:
         details.append(f"reaches {_reached(root, op_links, g.via, memo)}<br>")
     if g.bwd_via:
@@ -392,11 +404,11 @@ def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> s
     if g.why:
         blame = ("opcov could not resolve it (the backend is not to blame): "
                  if g.res.text == "unresolved" or g.bwd_res.text == "unresolved" else "")
-        details.append(f'<span class="muted">{blame}{escape(g.why)}</span><br>')
-    return (f'{head}<td class="st {escape(g.res.css)}">{escape(g.res.icon)} {escape(g.res.title)}<br><span class="muted">'
-            f'path: {escape(g.fwd)}</span></td><td class="st {escape(g.bwd_res.css)}">{escape(g.bwd_res.icon)} '
-            f'{escape(g.bwd_res.title)}<br><span class="muted">path: {escape(g.bwd)}</span></td>\n<td>{"".join(details)}'
-            f'<span class="muted">{escape(g.versions)}; reproduce: <code>{escape(g.command)}</code></span></td>\n</tr>\n')
+        details.append(f'<span class="muted">{blame}{_esc(g.why)}</span><br>')
+    return (f'{head}<td class="st {_esc(g.res.css)}">{_esc(g.res.icon)} {_esc(g.res.title)}<br><span class="muted">'
+            f'path: {_esc(g.fwd)}</span></td><td class="st {_esc(g.bwd_res.css)}">{_esc(g.bwd_res.icon)} '
+            f'{_esc(g.bwd_res.title)}<br><span class="muted">path: {_esc(g.bwd)}</span></td>\n<td>{"".join(details)}'
+            f'<span class="muted">{_esc(g.versions)}; reproduce: <code>{_esc(g.command)}</code></span></td>\n</tr>\n')
 
 
 def _calls_html(phases) -> str:
@@ -408,14 +420,14 @@ def _calls_html(phases) -> str:
 
 @lru_cache(maxsize=1 << 12)
 def _escaped(text) -> str:
-    """escape(text) as str, once per text (phase and dtype names recur on every op page)."""
-    return str(escape(text))
+    """_esc(text) as str, once per text (phase and dtype names recur on every op page)."""
+    return str(_esc(text))
 
 
 @lru_cache(maxsize=1 << 14)
 def _times(dtype, calls) -> str:
     """'float32 &times;3', escaped, once per dtype and count."""
-    return f"{escape(dtype)} &times;{escape(calls)}"
+    return f"{_esc(dtype)} &times;{_esc(calls)}"
 
 
 def answer_view(a, torch: str = "") -> NS:
@@ -451,8 +463,8 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
     if head is None:
         head = Markup(
             '<tr><th scope="col" rowspan="2">dtype</th>'
-            + "".join(f'<th scope="colgroup" colspan="2">{escape(b)}'
-                      + (f' <span class="ver">torch {escape(t)}</span>' if t else "") + "</th>"
+            + "".join(f'<th scope="colgroup" colspan="2">{_esc(b)}'
+                      + (f' <span class="ver">torch {_esc(t)}</span>' if t else "") + "</th>"
                       for b, t in zip(backends, torch))
             + "</tr>\n<tr>" + '<th scope="col">fwd</th><th scope="col">bwd</th>' * len(backends) + "</tr>")
         if memo is not None:
@@ -466,40 +478,40 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
 
 def _grid_html(rows) -> Markup:
     """The dtype grid's body rows."""
-    return Markup("".join(f'<tr><th scope="row">{escape(r.dtype or "any dtype")}</th>'
+    return Markup("".join(f'<tr><th scope="row">{_esc(r.dtype or "any dtype")}</th>'
                           + "".join(_grid_cell(c.icon, c.text, c.css, c.title, c.span, c.note) for c in r.cells)
                           + "</tr>\n" for r in rows))
 
 
 @lru_cache(maxsize=1 << 16)
 def _grid_cell(icon, text, css, title, span, note) -> str:
-    rowspan = f' rowspan="{escape(span)}"' if span > 1 else ""
-    below = f'<br><span class="muted">{escape(note)}</span>' if note else ""
-    return f'<td class="st {escape(css)}"{rowspan} title="{escape(title)}">{escape(icon)} {escape(text)}{below}</td>'
+    rowspan = f' rowspan="{_esc(span)}"' if span > 1 else ""
+    below = f'<br><span class="muted">{_esc(note)}</span>' if note else ""
+    return f'<td class="st {_esc(css)}"{rowspan} title="{_esc(title)}">{_esc(icon)} {_esc(text)}{below}</td>'
 
 
 def _probed_rows_html(cells) -> Markup:
     """A probed table's body rows: a dtype's forward and backward statuses and its evidence."""
-    return Markup("".join(f'<tr><th scope="row">{escape(c.dtype)}</th>{_status_cells(c.fwd, c.bwd)}'
-                          f'<td class="ev-detail">{escape(c.extra)}</td></tr>\n' for c in cells))
+    return Markup("".join(f'<tr><th scope="row">{_esc(c.dtype)}</th>{_status_cells(c.fwd, c.bwd)}'
+                          f'<td class="ev-detail">{_esc(c.extra)}</td></tr>\n' for c in cells))
 
 
 @lru_cache(maxsize=None)
 def _status_cells(fwd: Cell, bwd: Cell) -> str:
-    return "".join(f'<td class="st {escape(c.css)}">{escape(c.icon)} {escape(c.text)}</td>' for c in (fwd, bwd))
+    return "".join(f'<td class="st {_esc(c.css)}">{_esc(c.icon)} {_esc(c.text)}</td>' for c in (fwd, bwd))
 
 
 @lru_cache(maxsize=1 << 14)
 def _user_item(root: str, href: str, model: str, mode: str) -> str:
     """A user line's start, up to its calls (the same on every op page the op set uses)."""
-    return f'<li><a href="{escape(root)}{escape(href)}">{escape(model)}</a> ({escape(mode)}): '
+    return f'<li><a href="{_esc(root)}{_esc(href)}">{_esc(model)}</a> ({_esc(mode)}): '
 
 
 @lru_cache(maxsize=1 << 14)
 def _op_item(root: str, op: str, href: str | None) -> str:
     """One op of a model page's list of its op set's ops (the same on every model page that lists it)."""
-    name = escape(op)
-    return f'<li><a href="{escape(root)}{escape(href)}">{name}</a></li>' if href is not None else f"<li>{name}</li>"
+    name = _esc(op)
+    return f'<li><a href="{_esc(root)}{_esc(href)}">{name}</a></li>' if href is not None else f"<li>{name}</li>"
 
 
 def _problem_rows_html(root: str, op_links: dict, problems: list) -> Markup:
@@ -507,44 +519,44 @@ def _problem_rows_html(root: str, op_links: dict, problems: list) -> Markup:
     backend without kernels), as model.html's loop wrote it."""
     rows = []
     for r in problems:
-        op, href = escape(r["op"]), op_links.get(r["op"])
-        name = f'<a href="{escape(root)}{escape(href)}">{op}</a>' if href is not None else op
+        op, href = _esc(r["op"]), op_links.get(r["op"])
+        name = f'<a href="{_esc(root)}{_esc(href)}">{op}</a>' if href is not None else op
         ev = r["ev"]
-        why = "<br>".join(f'{escape(f["direction"])} {escape(f["dtype"])}, {escape(f["evidence"])}: {escape(f["why"])}'
-                          + (f' <span class="muted">fix: {escape(f["fix"])}</span>' if f["fix"] else "")
+        why = "<br>".join(f'{_esc(f["direction"])} {_esc(f["dtype"])}, {_esc(f["evidence"])}: {_esc(f["why"])}'
+                          + (f' <span class="muted">fix: {_esc(f["fix"])}</span>' if f["fix"] else "")
                           for f in r["findings"])
-        flags = "".join(f'<br><span class="muted">{escape(fl)}</span>' for fl in r["flags"])
-        rows.append(f'<tr><th scope="row">{name}</th><td class="st {escape(r["css"])}">{escape(r["outcome"])}</td>'
-                    f'<td><span class="ev {escape(ev.css)}">{escape(ev.icon)} {escape(ev.short)}</span></td>'
-                    f'<td>{escape(r["calls"])}</td>\n<td>{why}{flags}</td></tr>\n')
+        flags = "".join(f'<br><span class="muted">{_esc(fl)}</span>' for fl in r["flags"])
+        rows.append(f'<tr><th scope="row">{name}</th><td class="st {_esc(r["css"])}">{_esc(r["outcome"])}</td>'
+                    f'<td><span class="ev {_esc(ev.css)}">{_esc(ev.icon)} {_esc(ev.short)}</span></td>'
+                    f'<td>{_esc(r["calls"])}</td>\n<td>{why}{flags}</td></tr>\n')
     return Markup("".join(rows))
 
 
 def _said_html(v: dict) -> str:
     """A verdict and the evidence it rests on, as a model page says it (its table and its sections)."""
     ev = v["ev"]
-    return (f'<span class="st {escape(v["css"])}">{escape(v["verdict"].replace("_", " "))}</span> '
-            f'<span class="ev {escape(ev.css)}">({escape(ev.icon)} {escape(v["ev_said"])})</span>')
+    return (f'<span class="st {_esc(v["css"])}">{_esc(v["verdict"].replace("_", " "))}</span> '
+            f'<span class="ev {_esc(ev.css)}">({_esc(ev.icon)} {_esc(v["ev_said"])})</span>')
 
 
 def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
     """A model page's section for one backend in one mode (its verdict, counts, data, notes and problem
     table), written here, not in model.html: ~9,000 sections over the zoo. The bytes model.html's loop
     wrote (a test renders both)."""
-    v, name = pb["v"], escape(pb["b"].name)
+    v, name = pb["v"], _esc(pb["b"].name)
     c = v["counts"]
-    out = [f'<h3 id="{escape(mode)}-{name}">{name}: {pb["said"]}</h3>\n']
+    out = [f'<h3 id="{_esc(mode)}-{name}">{name}: {pb["said"]}</h3>\n']
     if pb["badge"]:
-        src = escape(pb["badge"][0])
-        out.append(f'<p><img src="{escape(root)}{src}" alt="{escape(pb["badge"][1])}"> <code>{src}</code></p>')
+        src = _esc(pb["badge"][0])
+        out.append(f'<p><img src="{_esc(root)}{src}" alt="{_esc(pb["badge"][1])}"> <code>{src}</code></p>')
     out.append(f'<p>{c["ops"]} ops judged ({c["calls"]} calls): {c["ok"]} ok ({c["ok_probed"]} probed, '
                f'{c["ok_registered"]} registered), {c["fallback"]} on the fallback, {c["fails"]} fail, '
                f'{c["unknown"]} unknown' + (f', {c["not_judged"]} not judged' if c["not_judged"] else "")
-               + ". Data: " + ", ".join(f"<code>{escape(src)}</code>" for src in v["sources"]) + ".</p>\n")
+               + ". Data: " + ", ".join(f"<code>{_esc(src)}</code>" for src in v["sources"]) + ".</p>\n")
     if v["notes"]:
-        out.append('<ul class="notes">' + "".join(f"<li>{escape(n)}</li>" for n in v["notes"]) + "</ul>")
+        out.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in v["notes"]) + "</ul>")
     if v["problems"]:
-        out.append(f'<div class="scroll"><table>\n<caption>Problem ops of {escape(model)} ({escape(mode)}) on '
+        out.append(f'<div class="scroll"><table>\n<caption>Problem ops of {_esc(model)} ({_esc(mode)}) on '
                    f'{name}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">outcome</th>'
                    '<th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, dtype, '
                    f'evidence)</th></tr></thead>\n<tbody>{pb["problems_html"]}</tbody>\n</table></div>\n')
