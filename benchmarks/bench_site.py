@@ -28,20 +28,24 @@ ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-net
         "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
 
 
+def _program(coverage: str, target: str) -> tuple:
+    """(wall, user CPU, system CPU, its summary line) of 'opcov site' run as users run it: imports, the
+    build, its forked children, its exit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "opcov", "site", "--coverage", coverage, "--out", target],
+                          check=True, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")})
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the program and the children it waited for
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, done.stdout
+
+
 def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None = None) -> None:
     from opcov.site import model as sitemodel
     from opcov.site import render
 
-    times = []
-    for i in range(runs):  # the program as users run it: imports, the build, its forked children, its exit
-        target = os.path.join(out, f"run{i}")
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "opcov", "site", "--coverage", coverage, "--out", target],
-                       check=True, stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")})
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the program and the children it waited for
-        times.append((wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime))
+    times = [_program(coverage, os.path.join(out, f"run{i}"))[:3] for i in range(runs)]
     total, user, system = (statistics.median(t[i] for t in times) for i in range(3))
     print(f"site build ('opcov site', the program, median of {runs}, cold output folder): {total:.2f} s wall, "
           f"{user:.2f} s user CPU and {system:.2f} s system CPU, with its forked children  (goal <= 10 s; "
@@ -58,9 +62,9 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     t3 = time.perf_counter()
     print(f"  the same apart: load data {t1 - t0:.2f} s, build every page in memory {t2 - t1:.2f} s, write them "
           f"from one process {t3 - t2:.2f} s (file creation: its time varies with the disk, several-fold here)")
-    t0 = time.perf_counter()
-    again = render.render_site(coverage, os.path.join(out, "run0"), parallel=parallel)
-    print(f"re-render onto an up-to-date site: {time.perf_counter() - t0:.2f} s ({again['written']} files written)")
+    wall, _, _, said = _program(coverage, os.path.join(out, "run0"))
+    written = said.split(" written")[0].rsplit(" ", 1)[-1]
+    print(f"re-render onto an up-to-date site ('opcov site' again): {wall:.2f} s ({written} files written)")
     print(f"  {stats['files']} files, {stats['bytes'] / 1e6:.1f} MB; {len(site.ops)} ops, {len(site.backends)} backends, "
           f"{len(site.models)} models")
     sizes = {}
