@@ -307,7 +307,7 @@ def backend_views(site: Site, links: dict, root: str = "../../") -> list[_Backen
     out = []
     for b in site.backends:
         reg, probed = b.registered, b.probed
-        href = str(_esc(f"{root}{links['backends'][b.name]}"))
+        href = _esc(f"{root}{links['backends'][b.name]}")
         out.append(_BackendView(b, reg, probed, _fallback_enabled(reg), reg.versions if reg else "",
                                 reg.prov.get("command") if reg else None, href,
                                 f'<a href="{href}">{_esc(b.name)}</a>'))
@@ -379,7 +379,7 @@ def _reached(root: str, op_links: dict, via, memo: dict) -> str:
     html = memo.get(key)
     if html is None:
         html = memo[key] = ", ".join(f'<a href="{_esc(root)}{_esc(op_links[x])}">{_esc(x)}</a>' if x in op_links
-                                     else str(_esc(x)) for x in via)
+                                     else _esc(x) for x in via)
     return html
 
 
@@ -420,8 +420,8 @@ def _calls_html(phases) -> str:
 
 @lru_cache(maxsize=1 << 12)
 def _escaped(text) -> str:
-    """_esc(text) as str, once per text (phase and dtype names recur on every op page)."""
-    return str(_esc(text))
+    """_esc(text), once per text (phase and dtype names recur on every op page)."""
+    return _esc(text)
 
 
 @lru_cache(maxsize=1 << 14)

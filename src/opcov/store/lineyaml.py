@@ -235,9 +235,7 @@ def _as_json(values: list, resolvers, memo: dict) -> list | None:
             if text is None:
                 text = memo[plain] = json.dumps(_scalar("plain", plain, resolvers, {}))
             return text
-        if sq is not None:
-            return json.dumps(sq.replace("''", "'") if "''" in sq else sq)
-        return json.dumps(_DQ_ESCAPE.sub(_unescape, dq))
+        return json.dumps(_scalar("sq", sq, resolvers, {}) if sq is not None else _scalar("dq", dq, resolvers, {}))
 
     try:
         out = json.loads(_SCALAR.sub(scalar, "[" + ",\n".join(values) + "]"))
