@@ -25,17 +25,30 @@ def wall(cmd, n=7):
 
 
 def synthetic(path):
-    from opcov.store import data
-    from opcov.store import opset
+    from opcov.store import data, opset
 
     doc = data.load(os.path.join(ROOT, "coverage", "tpu", "registered-torch-2.13.0+cpu-torch_tpu-0.2.0.yaml"))
     names = sorted(n for n in doc["ops"] if n.startswith("aten::"))[::15][:200]
-    ops = {n: {"forward": {"bfloat16": {"calls": 3, "grad": True}}, "backward": {"bfloat16": {"calls": 2}}}
-           for n in names}
-    opset.save({"schema_version": 1, "kind": "opset", "model": {"name": "synthetic"}, "mode": "training",
-                "dtype": "bfloat16", "provenance": {"torch": doc["provenance"]["torch"], "opcov": "bench",
-                                                     "created": "bench", "command": "bench_check.py"},
-                "ops": ops}, path)
+    ops = {
+        n: {"forward": {"bfloat16": {"calls": 3, "grad": True}}, "backward": {"bfloat16": {"calls": 2}}} for n in names
+    }
+    opset.save(
+        {
+            "schema_version": 1,
+            "kind": "opset",
+            "model": {"name": "synthetic"},
+            "mode": "training",
+            "dtype": "bfloat16",
+            "provenance": {
+                "torch": doc["provenance"]["torch"],
+                "opcov": "bench",
+                "created": "bench",
+                "command": "bench_check.py",
+            },
+            "ops": ops,
+        },
+        path,
+    )
     return path
 
 
@@ -54,8 +67,10 @@ def main():
     for backends in (["tpu"], ["tpu", "cpu", "meta"]):
         args = [a for b in backends for a in ("-b", b)]
         best, med = wall([sys.executable, "-m", "opcov", "check", path, *args])
-        print(f"opcov check {os.path.relpath(path, ROOT)} ({n_ops} ops) on {', '.join(backends)}: "
-              f"best {best:.3f} s, median {med:.3f} s; ratio to import torch {best / torch_best:.2f}")
+        print(
+            f"opcov check {os.path.relpath(path, ROOT)} ({n_ops} ops) on {', '.join(backends)}: "
+            f"best {best:.3f} s, median {med:.3f} s; ratio to import torch {best / torch_best:.2f}"
+        )
     print(f"python -c 'import torch': best {torch_best:.3f} s, median {torch_med:.3f} s")
     best, med = wall([sys.executable, "-c", "pass"])
     print(f"python startup: best {best:.3f} s")

@@ -28,9 +28,11 @@ os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
-OPS = ("^(add|mul|sub|div.no_rounding_mode|mm|bmm|addmm|sum|mean|exp|log|sin|tanh|sigmoid|"
-       "nn.functional.relu|nn.functional.gelu|softmax|clone|cat|stack|transpose|reshape|index_select|"
-       "gather|where|abs|neg|max.reduction_with_dim|nn.functional.linear|nn.functional.layer_norm)$")
+OPS = (
+    "^(add|mul|sub|div.no_rounding_mode|mm|bmm|addmm|sum|mean|exp|log|sin|tanh|sigmoid|"
+    "nn.functional.relu|nn.functional.gelu|softmax|clone|cat|stack|transpose|reshape|index_select|"
+    "gather|where|abs|neg|max.reduction_with_dim|nn.functional.linear|nn.functional.layer_norm)$"
+)
 DTYPES = "float32,bfloat16,float16,float64"
 
 
@@ -77,8 +79,9 @@ def main() -> None:
     if args.bare:
         return bare(args.ops, args.dtypes)
 
-    bare_cmd_s, out = timed([sys.executable, os.path.abspath(__file__), "--bare", "--ops", args.ops,
-                             "--dtypes", args.dtypes])
+    bare_cmd_s, out = timed(
+        [sys.executable, os.path.abspath(__file__), "--bare", "--ops", args.ops, "--dtypes", args.dtypes]
+    )
     n, bare_loop_s = out.split()
     n, bare_loop_s = int(n), float(bare_loop_s)
 
@@ -88,22 +91,54 @@ def main() -> None:
     from opcov.probe.tiers import TIERS
 
     with tempfile.TemporaryDirectory() as tmp:
-        iso_cmd_s, _ = timed([sys.executable, "-m", "opcov", "probe", "cpu", "--ops", args.ops, "--dtypes",
-                              args.dtypes, "--jobs", str(args.jobs), "--out", os.path.join(tmp, "cmd.yaml")])
+        iso_cmd_s, _ = timed(
+            [
+                sys.executable,
+                "-m",
+                "opcov",
+                "probe",
+                "cpu",
+                "--ops",
+                args.ops,
+                "--dtypes",
+                args.dtypes,
+                "--jobs",
+                str(args.jobs),
+                "--out",
+                os.path.join(tmp, "cmd.yaml"),
+            ]
+        )
         # in process, for the split of the probe's own time
-        _, fig = probe(get_backend("cpu"), out=os.path.join(tmp, "p.yaml"), pattern=args.ops,
-                       dtypes=tuple(args.dtypes.split(",")), directions=DIRECTIONS, jobs=args.jobs,
-                       timeout=60.0, command="bench_probe", stream=open(os.devnull, "w"), tiers=TIERS)
+        _, fig = probe(
+            get_backend("cpu"),
+            out=os.path.join(tmp, "p.yaml"),
+            pattern=args.ops,
+            dtypes=tuple(args.dtypes.split(",")),
+            directions=DIRECTIONS,
+            jobs=args.jobs,
+            timeout=60.0,
+            command="bench_probe",
+            stream=open(os.devnull, "w"),
+            tiers=TIERS,
+        )
     start, run, wall = fig["start_s"] or 0.0, fig["run_s"], fig["wall_s"]
     cases = run - start
-    print(f"cases: {n} ({fig['groups']} groups; dtypes {args.dtypes}; forward+backward, one harder case per "
-          f"input tier; jobs={args.jobs})")
-    print(f"commands, launch to exit:  bare script {bare_cmd_s:6.2f} s   opcov probe {iso_cmd_s:6.2f} s   "
-          f"ratio {iso_cmd_s / bare_cmd_s:.2f} (goal: at most 1.5)")
-    print(f"per case, steady state:    bare loop   {bare_loop_s:6.2f} s   probe cases {cases:6.2f} s   "
-          f"ratio {cases / bare_loop_s:.2f}   ({n / cases:.0f} cases/s)")
-    print(f"probe() split: first worker ready after {start:.2f} s (its start overlaps the catalogue and "
-          f"case selection), cases {cases:.2f} s, results built and written {wall - run:.2f} s")
+    print(
+        f"cases: {n} ({fig['groups']} groups; dtypes {args.dtypes}; forward+backward, one harder case per "
+        f"input tier; jobs={args.jobs})"
+    )
+    print(
+        f"commands, launch to exit:  bare script {bare_cmd_s:6.2f} s   opcov probe {iso_cmd_s:6.2f} s   "
+        f"ratio {iso_cmd_s / bare_cmd_s:.2f} (goal: at most 1.5)"
+    )
+    print(
+        f"per case, steady state:    bare loop   {bare_loop_s:6.2f} s   probe cases {cases:6.2f} s   "
+        f"ratio {cases / bare_loop_s:.2f}   ({n / cases:.0f} cases/s)"
+    )
+    print(
+        f"probe() split: first worker ready after {start:.2f} s (its start overlaps the catalogue and "
+        f"case selection), cases {cases:.2f} s, results built and written {wall - run:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -29,15 +29,15 @@ def main():
     name = sys.argv[1] if len(sys.argv) > 1 else "tpu"
     print(f"opcov backends wall (best of 5): {wall([sys.executable, '-m', 'opcov', 'backends']):.3f} s")
     t0 = time.perf_counter()
-    import torch  # noqa: F401
+    import torch  # noqa: F401  (timed: the import alone)
 
     t1 = time.perf_counter()
     from opcov import backends
-    from opcov.scan import registered
     from opcov.catalog import build_catalog
+    from opcov.scan import registered
 
     backend = backends.get_backend(name)
-    torch = backends.load(backend)
+    torch = backends.load(backend)  # noqa: F811 - the loaded module, backend imported
     t2 = time.perf_counter()
     catalog = build_catalog((backend.module,) if backend.module else (), backends.added_ops(backend))
     t3 = time.perf_counter()
@@ -53,12 +53,16 @@ def main():
     print(f"after import torch, warm:      {(t3 - t1) + (t5 - t4):.2f} s (backend import + catalogue + scan)")
     with tempfile.TemporaryDirectory() as cache:
         t = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "opcov", "scan", name, "--out", os.path.join(cache, "x.yaml")],
-                              capture_output=True, env=dict(os.environ, XDG_CACHE_HOME=cache,
-                                                            PYTHONPATH=os.path.join(ROOT, "src")))
+        proc = subprocess.run(
+            [sys.executable, "-m", "opcov", "scan", name, "--out", os.path.join(cache, "x.yaml")],
+            capture_output=True,
+            env=dict(os.environ, XDG_CACHE_HOME=cache, PYTHONPATH=os.path.join(ROOT, "src")),
+        )
         cold = time.perf_counter() - t
-    print(f"opcov scan {name}, cold caches, whole command wall: {cold:.2f} s (rc {proc.returncode}; "
-          "records the catalogue and composite reach once per torch version)")
+    print(
+        f"opcov scan {name}, cold caches, whole command wall: {cold:.2f} s (rc {proc.returncode}; "
+        "records the catalogue and composite reach once per torch version)"
+    )
 
 
 if __name__ == "__main__":

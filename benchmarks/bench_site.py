@@ -24,8 +24,15 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 
 
 def _program(coverage: str, target: str) -> tuple:
@@ -33,9 +40,13 @@ def _program(coverage: str, target: str) -> tuple:
     build, its forked children, its exit."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "opcov", "site", "--coverage", coverage, "--out", target],
-                          check=True, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")})
+    done = subprocess.run(
+        [sys.executable, "-m", "opcov", "site", "--coverage", coverage, "--out", target],
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.path.join(ROOT, "src")},
+    )
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)  # the program and the children it waited for
     return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, done.stdout
@@ -47,12 +58,16 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
 
     times = [_program(coverage, os.path.join(out, f"run{i}"))[:3] for i in range(runs)]
     total, user, system = (statistics.median(t[i] for t in times) for i in range(3))
-    print(f"site build ('opcov site', the program, median of {runs}, cold output folder): {total:.2f} s wall, "
-          f"{user:.2f} s user CPU and {system:.2f} s system CPU, with its forked children  (goal <= 10 s; "
-          f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)")
-    print(f"  output on {out} ({_fs_type(out)}). System time is mostly file creation: on ext4 it varies "
-          "several-fold from run to run (after many recent deletions the kernel's inode allocator scans "
-          "past recently deleted inodes); --out-root /dev/shm measures the build without the disk")
+    print(
+        f"site build ('opcov site', the program, median of {runs}, cold output folder): {total:.2f} s wall, "
+        f"{user:.2f} s user CPU and {system:.2f} s system CPU, with its forked children  (goal <= 10 s; "
+        f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores)"
+    )
+    print(
+        f"  output on {out} ({_fs_type(out)}). System time is mostly file creation: on ext4 it varies "
+        "several-fold from run to run (after many recent deletions the kernel's inode allocator scans "
+        "past recently deleted inodes); --out-root /dev/shm measures the build without the disk"
+    )
     t0 = time.perf_counter()
     site = sitemodel.load_site(coverage, parallel=parallel)
     t1 = time.perf_counter()
@@ -60,13 +75,17 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     t2 = time.perf_counter()
     stats = render.write(files, os.path.join(out, "apart"))
     t3 = time.perf_counter()
-    print(f"  the same apart: load data {t1 - t0:.2f} s, build every page in memory {t2 - t1:.2f} s, write them "
-          f"from one process {t3 - t2:.2f} s (file creation: its time varies with the disk, several-fold here)")
+    print(
+        f"  the same apart: load data {t1 - t0:.2f} s, build every page in memory {t2 - t1:.2f} s, write them "
+        f"from one process {t3 - t2:.2f} s (file creation: its time varies with the disk, several-fold here)"
+    )
     wall, _, _, said = _program(coverage, os.path.join(out, "run0"))
     written = said.split(" written")[0].rsplit(" ", 1)[-1]
     print(f"re-render onto an up-to-date site ('opcov site' again): {wall:.2f} s ({written} files written)")
-    print(f"  {stats['files']} files, {stats['bytes'] / 1e6:.1f} MB; {len(site.ops)} ops, {len(site.backends)} backends, "
-          f"{len(site.models)} models")
+    print(
+        f"  {stats['files']} files, {stats['bytes'] / 1e6:.1f} MB; {len(site.ops)} ops, {len(site.backends)} backends, "
+        f"{len(site.models)} models"
+    )
     sizes = {}
     for name in ("index.html", "matrix.html", "assets/site.css", "assets/matrix.js", "assets/search.js"):
         with open(os.path.join(out, "run0", name), "rb") as f:
@@ -79,8 +98,10 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     for name in ("assets/search-index.js", "models.html", "compare.html"):
         with open(os.path.join(out, "run0", name), "rb") as f:
             blob = f.read()
-        print(f"  {name} (loaded {'on first search' if 'index' in name else 'apart'}): {len(blob) / 1024:.0f} KB, "
-              f"{len(gzip.compress(blob, 9)) / 1024:.1f} KB gzipped")
+        print(
+            f"  {name} (loaded {'on first search' if 'index' in name else 'apart'}): {len(blob) / 1024:.0f} KB, "
+            f"{len(gzip.compress(blob, 9)) / 1024:.1f} KB gzipped"
+        )
     by_folder = {}
     for r, _, fs in os.walk(os.path.join(out, "run0")):
         top = os.path.relpath(r, os.path.join(out, "run0")).split(os.sep)[0]
@@ -89,8 +110,10 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     op_pages = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(out, "run0", "ops")) for f in fs]
     op_sizes = sorted(os.path.getsize(p) for p in op_pages)
     if op_sizes:
-        print(f"op pages: {len(op_sizes)}, median {statistics.median(op_sizes) / 1024:.1f} KB, "
-              f"largest {op_sizes[-1] / 1024:.1f} KB")
+        print(
+            f"op pages: {len(op_sizes)}, median {statistics.median(op_sizes) / 1024:.1f} KB, "
+            f"largest {op_sizes[-1] / 1024:.1f} KB"
+        )
 
 
 def _fs_type(path: str) -> str:
@@ -101,8 +124,11 @@ def _fs_type(path: str) -> str:
     except OSError:
         return "unknown"
     path = os.path.realpath(path)
-    best = max((m for m in mounts if path == m[0] or path.startswith(m[0].rstrip("/") + "/")),
-               key=lambda m: len(m[0]), default=None)
+    best = max(
+        (m for m in mounts if path == m[0] or path.startswith(m[0].rstrip("/") + "/")),
+        key=lambda m: len(m[0]),
+        default=None,
+    )
     return best[1] if best else "unknown"
 
 
@@ -126,14 +152,18 @@ def browser_figures(site: str) -> None:
             page.wait_for_selector("html[data-matrix-ready]")
             wall.append(time.perf_counter() - t)
             ready.append(int(page.get_attribute("html", "data-matrix-ready")))
-            search.append(page.evaluate("""() => {
+            search.append(
+                page.evaluate("""() => {
                 const q = document.getElementById('q'), t = performance.now();
                 q.value = 'conv'; q.form.dispatchEvent(new Event('change'));
-                return performance.now() - t; }"""))
+                return performance.now() - t; }""")
+            )
             page.close()
         browser.close()
-    print(f"matrix interactive (navigation start to rows rendered, median of 5): {statistics.median(ready):.0f} ms "
-          f"(goal <= 300 ms); wall incl. page load {statistics.median(wall) * 1000:.0f} ms")
+    print(
+        f"matrix interactive (navigation start to rows rendered, median of 5): {statistics.median(ready):.0f} ms "
+        f"(goal <= 300 ms); wall incl. page load {statistics.median(wall) * 1000:.0f} ms"
+    )
     print(f"matrix search re-render ('conv'), median of 5: {statistics.median(search):.0f} ms")
 
 
@@ -174,12 +204,23 @@ def worst_case(coverage: str, folder: str, backends: int = 6, models: int = 800)
                 ops[op] = {"skipped": "no OpInfo sample reaches it"}
                 continue
             fwd, bwd = rng.choice(statuses), rng.choice(statuses)
-            ops[op] = {d: {"fwd": fwd if rng.random() < 0.9 else rng.choice(statuses),
-                           "bwd": bwd if rng.random() < 0.9 else rng.choice(statuses), "cases": rng.randint(1, 9),
-                           "err": [rng.random(), rng.random()], "case": f"{op}|{d}|{rng.randint(0, 9)}"}
-                       for d in ("float32", "bfloat16", "float16", "float64", "int64", "bool")}
-        probed = {"schema_version": 1, "evidence": "probed", "backend": doc["backend"],
-                  "provenance": dict(doc["provenance"], command=f"opcov probe {name}"), "ops": ops}
+            ops[op] = {
+                d: {
+                    "fwd": fwd if rng.random() < 0.9 else rng.choice(statuses),
+                    "bwd": bwd if rng.random() < 0.9 else rng.choice(statuses),
+                    "cases": rng.randint(1, 9),
+                    "err": [rng.random(), rng.random()],
+                    "case": f"{op}|{d}|{rng.randint(0, 9)}",
+                }
+                for d in ("float32", "bfloat16", "float16", "float64", "int64", "bool")
+            }
+        probed = {
+            "schema_version": 1,
+            "evidence": "probed",
+            "backend": doc["backend"],
+            "provenance": dict(doc["provenance"], command=f"opcov probe {name}"),
+            "ops": ops,
+        }
         data.save(probed, os.path.join(out, name, "probed-torch-x.yaml"))
     for f in os.listdir(coverage):
         if f.startswith("pynames-"):
@@ -195,19 +236,27 @@ def main():
     ap.add_argument("--worst-case", action="store_true")
     ap.add_argument("--models", type=int, default=800, help="models of the worst case (default 800)")
     ap.add_argument("--runs", type=int, default=3, help="builds to take the median of (default 3)")
-    ap.add_argument("--parallel", choices=("auto", "yes", "no"), default="auto",
-                    help="for the in-process figures (the program decides for itself): split the build with "
-                         "forked children as opcov site decides (auto), always, never")
-    ap.add_argument("--out-root", default=None,
-                    help="folder to make the temporary output folders in (default: the system's; /dev/shm "
-                         "leaves the disk out of the figures)")
+    ap.add_argument(
+        "--parallel",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="for the in-process figures (the program decides for itself): split the build with "
+        "forked children as opcov site decides (auto), always, never",
+    )
+    ap.add_argument(
+        "--out-root",
+        default=None,
+        help="folder to make the temporary output folders in (default: the system's; /dev/shm "
+        "leaves the disk out of the figures)",
+    )
     args = ap.parse_args()
     coverage = args.coverage
     with tempfile.TemporaryDirectory(dir=args.out_root) as out:
         if args.worst_case:
             coverage = worst_case(coverage, out, models=args.models)
-            print(f"worst case: {coverage} (6 backends, each with a probed file of 6 dtypes per op; "
-                  f"{args.models} models)")
+            print(
+                f"worst case: {coverage} (6 backends, each with a probed file of 6 dtypes per op; {args.models} models)"
+            )
         build_figures(coverage, out, args.runs, {"auto": None, "yes": True, "no": False}[args.parallel])
         browser_figures(os.path.join(out, "run0"))
 

@@ -20,8 +20,16 @@ import time
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
-LLAMA3_8B = dict(num_hidden_layers=32, hidden_size=4096, intermediate_size=14336, num_attention_heads=32,
-                 num_key_value_heads=8, vocab_size=128256, max_position_embeddings=8192, rope_theta=500000.0)
+LLAMA3_8B = dict(
+    num_hidden_layers=32,
+    hidden_size=4096,
+    intermediate_size=14336,
+    num_attention_heads=32,
+    num_key_value_heads=8,
+    vocab_size=128256,
+    max_position_embeddings=8192,
+    rope_theta=500000.0,
+)
 
 
 def peak_rss_mb() -> float:
@@ -33,17 +41,26 @@ def bench_8b() -> None:
     from opcov.tracing.trace import trace
 
     t0 = time.perf_counter()
-    built = models.build("hf:llama", models.Sizes(batch=1, seq=2048, overrides=LLAMA3_8B), mode="training",
-                         real=False)
+    built = models.build("hf:llama", models.Sizes(batch=1, seq=2048, overrides=LLAMA3_8B), mode="training", real=False)
     t1 = time.perf_counter()
-    result = trace(built.model, built.inputs, mode="training", dtype="bfloat16", optimizer="adamw",
-                   name="llama-3-8b-shape", source=built.source, config=built.config)
+    result = trace(
+        built.model,
+        built.inputs,
+        mode="training",
+        dtype="bfloat16",
+        optimizer="adamw",
+        name="llama-3-8b-shape",
+        source=built.source,
+        config=built.config,
+    )
     t2 = time.perf_counter()
     params = result.doc["model"]["params"]
     s = result.doc["summary"]
-    print(f"llama-3-8b shape ({params / 1e9:.2f} B params, bf16, batch 1 x seq 2048): build on meta (incl. importing transformers) "
-          f"{t1 - t0:.2f} s, trace forward+backward+AdamW {t2 - t1:.2f} s (target <= 10 s); "
-          f"{s['distinct_ops']} ops, calls {s['calls']}; peak RSS {peak_rss_mb():.0f} MB (target <= 1024 MB)")
+    print(
+        f"llama-3-8b shape ({params / 1e9:.2f} B params, bf16, batch 1 x seq 2048): build on meta (incl. importing transformers) "
+        f"{t1 - t0:.2f} s, trace forward+backward+AdamW {t2 - t1:.2f} s (target <= 10 s); "
+        f"{s['distinct_ops']} ops, calls {s['calls']}; peak RSS {peak_rss_mb():.0f} MB (target <= 1024 MB)"
+    )
 
 
 def bench_zoo() -> None:
@@ -55,20 +72,20 @@ def bench_zoo() -> None:
         failures = trace_zoo(list(zoo.ZOO), ("inference", "training"), root=root, out=quiet)
         took = time.perf_counter() - t0
     n = 2 * len(zoo.ZOO)
-    print(f"zoo: {len(zoo.ZOO)} models x 2 modes = {n} op sets in {took:.1f} s (target <= 300 s), "
-          f"{len(failures)} failed; {os.cpu_count()} CPUs; peak RSS {peak_rss_mb():.0f} MB")
+    print(
+        f"zoo: {len(zoo.ZOO)} models x 2 modes = {n} op sets in {took:.1f} s (target <= 300 s), "
+        f"{len(failures)} failed; {os.cpu_count()} CPUs; peak RSS {peak_rss_mb():.0f} MB"
+    )
     for name, mode, why in failures:
         print(f"  failed: {name} {mode}: {why}")
 
 
 def bench_whole_zoo(jobs: int, sample: int) -> None:
     """The whole zoo (or a seeded sample of it) in worker processes, into a temporary folder."""
-    from opcov.tracing import zoorun
-
     import shutil
 
     from opcov.store import layout
-    from opcov.tracing import zoo
+    from opcov.tracing import zoo, zoorun
 
     archs = zoorun.architectures(every=not sample, sample=sample)
     load0 = os.getloadavg()[0]
@@ -82,8 +99,10 @@ def bench_whole_zoo(jobs: int, sample: int) -> None:
                     os.makedirs(os.path.dirname(layout.opset_path(entry.name, mode, root)), exist_ok=True)
                     shutil.copy(src, layout.opset_path(entry.name, mode, root))
                     kept += 1
-        print(f"{kept} curated op sets copied from {layout.models_dir()} (kept by the run, as in the repository)",
-              file=sys.stderr)
+        print(
+            f"{kept} curated op sets copied from {layout.models_dir()} (kept by the run, as in the repository)",
+            file=sys.stderr,
+        )
         t0 = time.perf_counter()
         stream = _PassClock(sys.stderr)
         rows = zoorun.run(archs, jobs=jobs, root=root, table=os.path.join(tmp, "t.tsv"), stream=stream)
@@ -93,12 +112,14 @@ def bench_whole_zoo(jobs: int, sample: int) -> None:
         print(f"{mode}: traced {sum(r['outcome'] == 'traced' for r in of)} of {len(of)}")
     slow = sorted((r for r in rows if r.get("seconds")), key=lambda r: -r["seconds"])[:5]
     fake = (stream.real_pass_at or time.perf_counter()) - t0
-    print(f"whole zoo: {len(archs)} architectures x 2 modes in {took / 60:.1f} min with --jobs {jobs}: the "
-          f"fake-tensor pass {fake / 60:.1f} min (target <= 30 min), the real-valued pass after it (branch runs, "
-          f"traces fake tensors cannot make) {(took - fake) / 60:.1f} min; {os.cpu_count()} CPUs, load average "
-          f"{load0:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end; slowest: "
-          + ", ".join(f"{r['model']} {r['mode']} {r['seconds']:.0f} s" for r in slow))
+    print(
+        f"whole zoo: {len(archs)} architectures x 2 modes in {took / 60:.1f} min with --jobs {jobs}: the "
+        f"fake-tensor pass {fake / 60:.1f} min (target <= 30 min), the real-valued pass after it (branch runs, "
+        f"traces fake tensors cannot make) {(took - fake) / 60:.1f} min; {os.cpu_count()} CPUs, load average "
+        f"{load0:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end; slowest: "
+        + ", ".join(f"{r['model']} {r['mode']} {r['seconds']:.0f} s" for r in slow)
+    )
 
 
 class _PassClock:

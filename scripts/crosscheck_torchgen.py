@@ -51,8 +51,9 @@ def scan_kernels(doc: dict) -> set[str]:
             continue
         if rec.get("fwd") == "kernel":
             out.add(name)
-        elif rec.get("fwd") == "out_variant" and all(ops.get(v, {}).get("fwd") == "kernel"
-                                                      for v in rec.get("via") or ()):
+        elif rec.get("fwd") == "out_variant" and all(
+            ops.get(v, {}).get("fwd") == "kernel" for v in rec.get("via") or ()
+        ):
             out.add(name)
     return out
 
@@ -71,10 +72,15 @@ def crosscheck(doc: dict, yaml_dir: str | None = None) -> dict:
     only_torchgen = sorted(declared - scanned)
     only_scan = sorted(scanned - declared)
     return {
-        "backend": doc["backend"]["name"], "dispatch_key": key, "torch": doc["provenance"]["torch"],
-        "yaml": yaml_path, "torchgen_ops": len(known),
+        "backend": doc["backend"]["name"],
+        "dispatch_key": key,
+        "torch": doc["provenance"]["torch"],
+        "yaml": yaml_path,
+        "torchgen_ops": len(known),
         "scan_aten_ops": sum(1 for n in ops if n.startswith("aten::")),
-        "torchgen_kernels": len(declared), "scan_kernels": len(scanned), "both": len(declared & scanned),
+        "torchgen_kernels": len(declared),
+        "scan_kernels": len(scanned),
+        "both": len(declared & scanned),
         "only_torchgen": [detail(n) for n in only_torchgen],
         "only_scan": [dict(detail(n), in_yaml=n in known) for n in only_scan],
     }
@@ -82,32 +88,39 @@ def crosscheck(doc: dict, yaml_dir: str | None = None) -> dict:
 
 def render(result: dict) -> str:
     r = result
-    lines = [f"{r['backend']} (dispatch key {r['dispatch_key']}, torch {r['torch']}) against {r['yaml']}",
-             f"  torchgen: {r['torchgen_ops']} aten ops parsed, {r['torchgen_kernels']} with a {r['dispatch_key']} "
-             f"kernel (structured groups through their .out)",
-             f"  scan:     {r['scan_aten_ops']} aten ops, {r['scan_kernels']} with the backend's own kernel",
-             f"  agree on {r['both']}; torchgen only: {len(r['only_torchgen'])}; scan only: {len(r['only_scan'])}",
-             ""]
+    lines = [
+        f"{r['backend']} (dispatch key {r['dispatch_key']}, torch {r['torch']}) against {r['yaml']}",
+        f"  torchgen: {r['torchgen_ops']} aten ops parsed, {r['torchgen_kernels']} with a {r['dispatch_key']} "
+        f"kernel (structured groups through their .out)",
+        f"  scan:     {r['scan_aten_ops']} aten ops, {r['scan_kernels']} with the backend's own kernel",
+        f"  agree on {r['both']}; torchgen only: {len(r['only_torchgen'])}; scan only: {len(r['only_scan'])}",
+        "",
+    ]
     paths = Counter(d["fwd"] for d in r["only_torchgen"])
-    lines.append(f"torchgen says {r['dispatch_key']} has a kernel, the scan does not: {len(r['only_torchgen'])} "
-                 f"({', '.join(f'{k} {v}' for k, v in paths.most_common()) or 'none'})")
+    lines.append(
+        f"torchgen says {r['dispatch_key']} has a kernel, the scan does not: {len(r['only_torchgen'])} "
+        f"({', '.join(f'{k} {v}' for k, v in paths.most_common()) or 'none'})"
+    )
     lines += [f"  {d['op']}  (scan: {d['fwd']})" for d in r["only_torchgen"]]
     sources = Counter(d["src"] or "?" for d in r["only_scan"])
     not_in_yaml = sum(not d["in_yaml"] for d in r["only_scan"])
     lines.append("")
-    lines.append(f"the scan found a {r['dispatch_key']} kernel torchgen does not list: {len(r['only_scan'])} "
-                 f"({not_in_yaml} not in native_functions.yaml at all); registered at: "
-                 + (", ".join(f"{k} {v}" for k, v in sources.most_common()) or "none"))
-    lines += [f"  {d['op']}  ({d['src'] or '?'}{'' if d['in_yaml'] else '; not in the yaml'})"
-              for d in r["only_scan"]]
+    lines.append(
+        f"the scan found a {r['dispatch_key']} kernel torchgen does not list: {len(r['only_scan'])} "
+        f"({not_in_yaml} not in native_functions.yaml at all); registered at: "
+        + (", ".join(f"{k} {v}" for k, v in sources.most_common()) or "none")
+    )
+    lines += [f"  {d['op']}  ({d['src'] or '?'}{'' if d['in_yaml'] else '; not in the yaml'})" for d in r["only_scan"]]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("file", help="a registered coverage file of an in-tree backend (coverage/cuda/registered-...)")
-    p.add_argument("--yaml", help="folder holding native_functions.yaml and tags.yaml "
-                   "(default: the installed torchgen's packaged copy)")
+    p.add_argument(
+        "--yaml",
+        help="folder holding native_functions.yaml and tags.yaml (default: the installed torchgen's packaged copy)",
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     args = p.parse_args(argv)
     doc = data.load(args.file)

@@ -30,8 +30,11 @@ def main():
     p.add_argument("--no-probe", action="store_true", help="registered evidence only")
     p.add_argument("--jobs", type=int, default=1, help="real runs (child processes) at a time (default: 1)")
     p.add_argument("--workdir", default=None)
-    p.add_argument("--models-dir", default=os.path.join(ROOT, "coverage", "models"),
-                   help="where the op sets are (default: the bundled coverage/models)")
+    p.add_argument(
+        "--models-dir",
+        default=os.path.join(ROOT, "coverage", "models"),
+        help="where the op sets are (default: the bundled coverage/models)",
+    )
     args = p.parse_args()
     import torch
 
@@ -40,16 +43,26 @@ def main():
 
     def show(o):
         mark = {True: "agree", False: "DISAGREE", None: "harness" if o.actual == "harness" else "unknown"}[o.agrees]
-        print(f"{o.spec:20s} {o.model:15s} {o.mode:9s} predicted {o.predicted:18s} actual {o.actual:7s} "
-              f"{mark:8s} {o.detail[:90]}" + (f"  [{', '.join(o.problems[:3])}]" if o.problems else ""),
-              flush=True)
+        print(
+            f"{o.spec:20s} {o.model:15s} {o.mode:9s} predicted {o.predicted:18s} actual {o.actual:7s} "
+            f"{mark:8s} {o.detail[:90]}" + (f"  [{', '.join(o.problems[:3])}]" if o.problems else ""),
+            flush=True,
+        )
 
     from opcov.tracing import zoo
 
     models = [e.name for e in zoo.ZOO] if args.models == "all" else args.models.split(",")
-    outcomes = reality.reality_check(args.specs.split(","), models, args.modes.split(","),
-                                     workdir, probe=not args.no_probe, torch_version=torch.__version__,
-                                     models_dir=args.models_dir, progress=show, jobs=args.jobs)
+    outcomes = reality.reality_check(
+        args.specs.split(","),
+        models,
+        args.modes.split(","),
+        workdir,
+        probe=not args.no_probe,
+        torch_version=torch.__version__,
+        models_dir=args.models_dir,
+        progress=show,
+        jobs=args.jobs,
+    )
     print()
     for spec in dict.fromkeys(o.spec for o in outcomes):
         print(reality.confusion([o for o in outcomes if o.spec == spec], spec))
@@ -59,13 +72,16 @@ def main():
     agree = sum(o.agrees for o in judged)
     unknown = sum(o.predicted == "unknown" for o in outcomes)
     harness = sum(o.actual == "harness" and o.predicted != "unknown" for o in outcomes)
-    runs_but_not = sum(o.predicted in ("runs", "runs_with_fallback") and o.actual not in ("ran", "harness")
-                       for o in outcomes)
-    print(f"{agree} of {len(judged)} verdicts that claim something agree with reality "
-          f"({100.0 * agree / max(len(judged), 1):.1f}%); {unknown} unknown "
-          f"({100.0 * unknown / max(len(outcomes), 1):.1f}% of {len(outcomes)}); {harness} untested (harness: the "
-          f"test backend could not compute a kernel it plants); {runs_but_not} say runs for a model that did not "
-          f"run; {time.time() - start:.0f} s; data in {workdir}")
+    runs_but_not = sum(
+        o.predicted in ("runs", "runs_with_fallback") and o.actual not in ("ran", "harness") for o in outcomes
+    )
+    print(
+        f"{agree} of {len(judged)} verdicts that claim something agree with reality "
+        f"({100.0 * agree / max(len(judged), 1):.1f}%); {unknown} unknown "
+        f"({100.0 * unknown / max(len(outcomes), 1):.1f}% of {len(outcomes)}); {harness} untested (harness: the "
+        f"test backend could not compute a kernel it plants); {runs_but_not} say runs for a model that did not "
+        f"run; {time.time() - start:.0f} s; data in {workdir}"
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ def main() -> None:
         by = {}
         for k in done:
             by[traced[k]] = by.get(traced[k], 0) + 1
-        print(f"transformers {mode}: {len(done)} / {len(types)} traced ({100 * len(done) / len(types):.1f}%): "
-              + ", ".join(f"{n} from {t}" for t, n in sorted(by.items())))
+        print(
+            f"transformers {mode}: {len(done)} / {len(types)} traced ({100 * len(done) / len(types):.1f}%): "
+            + ", ".join(f"{n} from {t}" for t, n in sorted(by.items()))
+        )
         how: dict = {}
         for k in done:
             how[kinds[k]] = how.get(kinds[k], 0) + 1

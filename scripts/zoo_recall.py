@@ -64,17 +64,28 @@ def main():
     p.add_argument("--all", action="store_true")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--modes", default="inference,training")
-    p.add_argument("--device", choices=("accelerator", "cpu"), default="accelerator",
-                   help="accelerator: the op sets under --traced against eager runs on the computing stand-in; "
-                        "cpu: --device cpu fake traces against eager CPU runs, both made here")
-    p.add_argument("--traced", default=None,
-                   help="the op sets to check (default: the bundled coverage/models; not with --device cpu)")
+    p.add_argument(
+        "--device",
+        choices=("accelerator", "cpu"),
+        default="accelerator",
+        help="accelerator: the op sets under --traced against eager runs on the computing stand-in; "
+        "cpu: --device cpu fake traces against eager CPU runs, both made here",
+    )
+    p.add_argument(
+        "--traced",
+        default=None,
+        help="the op sets to check (default: the bundled coverage/models; not with --device cpu)",
+    )
     p.add_argument("--workdir", default=None, help="where the eager runs' op sets go (default: a temporary folder)")
-    p.add_argument("--out", default=None,
-                   help="the table (default: coverage/zoo/recall.tsv, with --device cpu recall-cpu.tsv)")
-    p.add_argument("--update", action="store_true",
-                   help="with --only: the selection's rows replace theirs in the existing table, the rest stay "
-                        "(after a zoo refresh re-traced some architectures); the header says so")
+    p.add_argument(
+        "--out", default=None, help="the table (default: coverage/zoo/recall.tsv, with --device cpu recall-cpu.tsv)"
+    )
+    p.add_argument(
+        "--update",
+        action="store_true",
+        help="with --only: the selection's rows replace theirs in the existing table, the rest stay "
+        "(after a zoo refresh re-traced some architectures); the header says so",
+    )
     args = p.parse_args()
     if not (args.sample or args.only or args.all):
         p.error("say which architectures: --sample N, --only NAMES or --all")
@@ -82,24 +93,32 @@ def main():
         p.error("--update replaces the rows of the architectures --only names: give --only")
     cpu = args.device == "cpu"
     if cpu and args.traced:
-        p.error("--traced: with --device cpu both sides are traced here (fake and eager, on CPU); "
-                "leave --traced out")
+        p.error("--traced: with --device cpu both sides are traced here (fake and eager, on CPU); leave --traced out")
     traced_dir = args.traced or os.path.join(ROOT, "coverage", "models")
     out = args.out or os.path.join(ROOT, "coverage", "zoo", "recall-cpu.tsv" if cpu else "recall.tsv")
-    archs = zoorun.architectures(every=args.all, only=[args.only] if args.only else (), sample=args.sample,
-                                 seed=args.seed)
+    archs = zoorun.architectures(
+        every=args.all, only=[args.only] if args.only else (), sample=args.sample, seed=args.seed
+    )
     modes = tuple(args.modes.split(","))
     work = args.workdir or tempfile.mkdtemp(prefix="opcov-recall-")
-    selection = ("--all" if args.all else f"--sample {args.sample} --seed {args.seed}" if args.sample
-                 else f"--only {args.only}")
+    selection = (
+        "--all" if args.all else f"--sample {args.sample} --seed {args.seed}" if args.sample else f"--only {args.only}"
+    )
     t0 = time.monotonic()
     if cpu:
         compared, apart = _cpu_pairs(archs, modes, args.jobs, work, selection)
     else:
         table = os.path.join(work, "eager.tsv")
-        rows = zoorun.run(archs, modes=modes, jobs=args.jobs, root=os.path.join(work, "eager"), table=table,
-                          resume=os.path.exists(zoorun.journal_path(table)), real=True,
-                          selection=f"opcov zoo trace {selection} --real")
+        rows = zoorun.run(
+            archs,
+            modes=modes,
+            jobs=args.jobs,
+            root=os.path.join(work, "eager"),
+            table=table,
+            resume=os.path.exists(zoorun.journal_path(table)),
+            real=True,
+            selection=f"opcov zoo trace {selection} --real",
+        )
         eager_rows = {(r["model"], r["mode"]): r for r in rows}
         compared, apart = [], []
         for a in archs:
@@ -117,23 +136,32 @@ def main():
                 else:
                     eager = opset.load(layout.opset_path(a.name, mode, os.path.join(work, "eager")))
                     compared += [(a.name, mode, r) for r in recall.compare(traced, eager)]
-    lines = [f"# command: python scripts/zoo_recall.py {selection}{' --device cpu' if cpu else ''} "
-             f"--modes {args.modes}",
-             f"# created: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
-             f"# torch: {_version('torch')}", f"# transformers: {_version('transformers')}",
-             ("# device: cpu; traced: opcov trace --device cpu (fake tensors, its branch run eager on CPU merged); eager: opcov trace --device cpu "
-              "--real (real values on CPU, seeded); both at ladder.narrow's sizes (tiny.overrides(width=True), "
-              "repaired)") if cpu else
-             (f"# traced: {os.path.relpath(traced_dir, ROOT)}; eager: real values on the computing PrivateUse1 "
-              "stand-in at tiny.overrides(width=True)"),
-             "\t".join(recall.COLUMNS)]
+    lines = [
+        f"# command: python scripts/zoo_recall.py {selection}{' --device cpu' if cpu else ''} --modes {args.modes}",
+        f"# created: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%SZ')}",
+        f"# torch: {_version('torch')}",
+        f"# transformers: {_version('transformers')}",
+        (
+            "# device: cpu; traced: opcov trace --device cpu (fake tensors, its branch run eager on CPU merged); eager: opcov trace --device cpu "
+            "--real (real values on CPU, seeded); both at ladder.narrow's sizes (tiny.overrides(width=True), "
+            "repaired)"
+        )
+        if cpu
+        else (
+            f"# traced: {os.path.relpath(traced_dir, ROOT)}; eager: real values on the computing PrivateUse1 "
+            "stand-in at tiny.overrides(width=True)"
+        ),
+        "\t".join(recall.COLUMNS),
+    ]
     rows = [recall.row_text(m, mode, r) for m, mode, r in compared]
     rows += [f"# apart\t{m}\t{mode}\t{why}" for m, mode, why in apart]
     if args.update:
         lines, rows = _updated(out, lines, rows, {(a.name, mode) for a in archs for mode in modes})
     output.write_atomic(out, "\n".join(lines + rows) + "\n")
-    print(f"recall: {len({(m, mode) for m, mode, _ in compared})} architecture-modes compared, {len(apart)} apart; "
-          f"{time.monotonic() - t0:.0f} s; table {out}")
+    print(
+        f"recall: {len({(m, mode) for m, mode, _ in compared})} architecture-modes compared, {len(apart)} apart; "
+        f"{time.monotonic() - t0:.0f} s; table {out}"
+    )
     if args.update:
         print(f" the whole table after the update ({out}):")
     for fake, what in ((False, "op set as saved"), (True, "its fake-tensor part alone")):
@@ -151,11 +179,17 @@ def _updated(out: str, header: list, rows: list, selected: set) -> tuple[list, l
         old = f.read().splitlines()
     head = [line for line in old if line.startswith("# ") and not line.startswith("# apart\t")]
     columns = next(line for line in old if line.startswith("model\t"))
-    kept = [line for line in old if line != columns and line not in head
-            and tuple(line.removeprefix("# apart\t").split("\t")[:2]) not in selected]
+    kept = [
+        line
+        for line in old
+        if line != columns
+        and line not in head
+        and tuple(line.removeprefix("# apart\t").split("\t")[:2]) not in selected
+    ]
     command = next(line for line in header if line.startswith("# command:")).removeprefix("# command: ")
     created = next(line for line in header if line.startswith("# created:")).removeprefix("# created: ")
     update = [f"# updated: {command} (at {created})"]
+
     def order(line):
         apart = line.startswith("# apart\t")
         model, mode, phase = (line.removeprefix("# apart\t").split("\t") + ["", ""])[:3]
@@ -186,9 +220,17 @@ def _cpu_pairs(archs, modes, jobs, work, selection):
     rows = {}
     for side, real in (("fake", False), ("eager", True)):
         table = os.path.join(work, f"{side}.tsv")
-        done = zoorun.run(archs, modes=modes, jobs=jobs, root=os.path.join(work, side), table=table,
-                          resume=os.path.exists(zoorun.journal_path(table)), real=real, device="cpu",
-                          selection=f"python scripts/zoo_recall.py {selection} --device cpu: {side}")
+        done = zoorun.run(
+            archs,
+            modes=modes,
+            jobs=jobs,
+            root=os.path.join(work, side),
+            table=table,
+            resume=os.path.exists(zoorun.journal_path(table)),
+            real=real,
+            device="cpu",
+            selection=f"python scripts/zoo_recall.py {selection} --device cpu: {side}",
+        )
         rows[side] = {(r["model"], r["mode"]): r for r in done}
     compared, apart = [], []
     for a in archs:
@@ -196,18 +238,30 @@ def _cpu_pairs(archs, modes, jobs, work, selection):
             fake, eager = (rows[side].get((a.name, mode)) or {} for side in ("fake", "eager"))
             if fake.get("outcome") != "traced":
                 why, also = fake.get("reason", "no row"), eager.get("outcome") != "traced"
-                what = ("data-dependent: fake tensors cannot trace it" if DATA_DEPENDENT.search(why)
-                        else "the fake CPU trace failed")
-                apart.append((a.name, mode, f"{what} ({'the eager run failed too' if also else 'the eager run ran'}): "
-                                            f"{why[:200]}"))
+                what = (
+                    "data-dependent: fake tensors cannot trace it"
+                    if DATA_DEPENDENT.search(why)
+                    else "the fake CPU trace failed"
+                )
+                apart.append(
+                    (
+                        a.name,
+                        mode,
+                        f"{what} ({'the eager run failed too' if also else 'the eager run ran'}): {why[:200]}",
+                    )
+                )
                 continue
             if eager.get("outcome") != "traced":
                 apart.append((a.name, mode, f"the eager run failed: {eager.get('reason', 'no row')[:200]}"))
                 continue
-            traced, real = (opset.load(layout.opset_path(a.name, mode, os.path.join(work, side)))
-                            for side in ("fake", "eager"))
-            why = ("data-dependent: its zoo entry traces real values" if traced["provenance"].get("tracing") != "fake"
-                   else recall.unlike(traced, real))
+            traced, real = (
+                opset.load(layout.opset_path(a.name, mode, os.path.join(work, side))) for side in ("fake", "eager")
+            )
+            why = (
+                "data-dependent: its zoo entry traces real values"
+                if traced["provenance"].get("tracing") != "fake"
+                else recall.unlike(traced, real)
+            )
             if why:
                 apart.append((a.name, mode, why))
             else:

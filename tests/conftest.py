@@ -22,8 +22,14 @@ def child_env(**extra):
 
 def run_opcov(*args, timeout=600, **env):
     """``python -m opcov ARGS`` in a fresh process; returns the CompletedProcess."""
-    return subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True,
-                          env=child_env(**env), timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "opcov", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(**env),
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 @pytest.fixture
@@ -51,8 +57,19 @@ def dumps(obj):
 # A slice of the bundled zoo (~600 architectures: rendering or checking each in a test is a data
 # job, not a test): text, vision, audio, MoE, RNN and conv models, which between them get runs,
 # fails and unknown verdicts on the bundled backends.
-SLICE = ("bert", "gpt2", "llama", "mixtral", "nn-convnet", "nn-lstm", "nn-transformer", "t5", "vit",
-         "wav2vec2", "whisper")
+SLICE = (
+    "bert",
+    "gpt2",
+    "llama",
+    "mixtral",
+    "nn-convnet",
+    "nn-lstm",
+    "nn-transformer",
+    "t5",
+    "vit",
+    "wav2vec2",
+    "whisper",
+)
 
 
 def bundled_slice(root, models=SLICE) -> str:

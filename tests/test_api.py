@@ -10,16 +10,16 @@ import sys
 
 import pytest
 import yaml
+from conftest import ROOT, child_env, run_opcov
+from test_check import TORCH, fwd, kernel, model, registered
 
 import opcov
 from opcov import api
-from conftest import ROOT, child_env, run_opcov
 from opcov.errors import DataError, OpcovError, UsageError
 from opcov.store import data, opset
 from opcov.testing.assertions import assert_runs_on
 from opcov.verdict import reports
 from opcov.verdict.judge import BackendVerdict
-from test_check import TORCH, fwd, kernel, model, registered
 
 COVERAGE = os.path.join(ROOT, "coverage")
 WAV2VEC2 = os.path.join(COVERAGE, "models", "wav2vec2")  # tpu: training fails (one op), inference runs
@@ -31,6 +31,7 @@ def as_json(verdicts, model_description):
 
 # ---------------------------------------------------------------- opcov.check
 
+
 def test_check_answers_what_check_json_prints():
     r = run_opcov("check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--coverage", COVERAGE, "--format", "json")
     assert r.returncode == 1, r.stderr
@@ -38,32 +39,43 @@ def test_check_answers_what_check_json_prints():
     assert as_json(verdicts, described) == r.stdout
     assert all(isinstance(v, BackendVerdict) for v in verdicts)
     assert [(v.backend, v.mode, v.verdict) for v in opcov.check("wav2vec2", ["tpu", "cpu"], coverage=COVERAGE)] == [
-        ("tpu", "inference", "runs"), ("cpu", "inference", "runs"),
-        ("tpu", "training", "fails"), ("cpu", "training", "runs")]
+        ("tpu", "inference", "runs"),
+        ("cpu", "inference", "runs"),
+        ("tpu", "training", "fails"),
+        ("cpu", "training", "runs"),
+    ]
 
 
 def test_check_takes_a_name_a_file_a_folder_a_document_or_an_opset():
     path = os.path.join(WAV2VEC2, "training.yaml")
     doc = opset.load(path)
-    answers = [opcov.check(m, "tpu", mode="training", coverage=COVERAGE)
-               for m in ("wav2vec2", path, pathlib.Path(path), WAV2VEC2, doc, opset.OpSet(doc))]
+    answers = [
+        opcov.check(m, "tpu", mode="training", coverage=COVERAGE)
+        for m in ("wav2vec2", path, pathlib.Path(path), WAV2VEC2, doc, opset.OpSet(doc))
+    ]
     reference = as_json(answers[0], {})
     assert [as_json(a, {}) for a in answers] == [reference] * len(answers)
     assert answers[0][0].verdict == "fails"
     assert opcov.check(doc, ["tpu"], mode=["training", "inference"], coverage=COVERAGE)[0].verdict == "fails"
 
 
-@pytest.mark.parametrize("kwargs, error, words", [
-    (dict(model_or_opset=42, backends="tpu"), UsageError, "expected a zoo model name"),
-    (dict(model_or_opset="wav2vec2", backends=[]), UsageError, "no backends given"),
-    (dict(model_or_opset="wav2vec2", backends=5), UsageError, "backends is of type int"),
-    (dict(model_or_opset="wav2vec2", backends="tpu", mode="train"), UsageError, "mode 'train'"),
-    (dict(model_or_opset="wav2vec2", backends="nodata"), UsageError, "opcov scan nodata"),
-    (dict(model_or_opset="nowhere.yaml", backends="tpu"), UsageError, "no such op-set file"),
-    (dict(model_or_opset="wav2vec2", backends="tpu", coverage="/no/such/folder"), UsageError,
-     "no such coverage folder"),
-    (dict(model_or_opset={"kind": "opset"}, backends="tpu"), DataError, "<op set>: error: schema_version"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, words",
+    [
+        (dict(model_or_opset=42, backends="tpu"), UsageError, "expected a zoo model name"),
+        (dict(model_or_opset="wav2vec2", backends=[]), UsageError, "no backends given"),
+        (dict(model_or_opset="wav2vec2", backends=5), UsageError, "backends is of type int"),
+        (dict(model_or_opset="wav2vec2", backends="tpu", mode="train"), UsageError, "mode 'train'"),
+        (dict(model_or_opset="wav2vec2", backends="nodata"), UsageError, "opcov scan nodata"),
+        (dict(model_or_opset="nowhere.yaml", backends="tpu"), UsageError, "no such op-set file"),
+        (
+            dict(model_or_opset="wav2vec2", backends="tpu", coverage="/no/such/folder"),
+            UsageError,
+            "no such coverage folder",
+        ),
+        (dict(model_or_opset={"kind": "opset"}, backends="tpu"), DataError, "<op set>: error: schema_version"),
+    ],
+)
 def test_bad_input_is_one_opcov_error_in_one_line(kwargs, error, words):
     with pytest.raises(error) as caught:
         opcov.check(**{"coverage": COVERAGE, **kwargs})
@@ -78,20 +90,23 @@ def test_an_opset_of_another_mode_is_a_usage_error():
 
 
 def test_importing_opcov_is_cheap_and_checking_a_saved_opset_imports_no_torch():
-    code = ("import sys; import opcov\n"
-            "assert [m for m in sys.modules if m.startswith('opcov')] == ['opcov'], sorted(sys.modules)\n"
-            "from opcov.testing.assertions import assert_runs_on\n"
-            f"v = opcov.check('llama', 'tpu', coverage={COVERAGE!r})\n"
-            f"opcov.check({os.path.join(WAV2VEC2, 'inference.yaml')!r}, ['tpu', 'cpu'], coverage={COVERAGE!r})\n"
-            f"assert_runs_on('llama', 'tpu', coverage={COVERAGE!r})\n"
-            "assert 'torch' not in sys.modules, 'torch imported'\n"
-            "print(v[0].verdict)")
+    code = (
+        "import sys; import opcov\n"
+        "assert [m for m in sys.modules if m.startswith('opcov')] == ['opcov'], sorted(sys.modules)\n"
+        "from opcov.testing.assertions import assert_runs_on\n"
+        f"v = opcov.check('llama', 'tpu', coverage={COVERAGE!r})\n"
+        f"opcov.check({os.path.join(WAV2VEC2, 'inference.yaml')!r}, ['tpu', 'cpu'], coverage={COVERAGE!r})\n"
+        f"assert_runs_on('llama', 'tpu', coverage={COVERAGE!r})\n"
+        "assert 'torch' not in sys.modules, 'torch imported'\n"
+        "print(v[0].verdict)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "runs"
 
 
 # ---------------------------------------------------------------- assert_runs_on
+
 
 def test_assert_runs_on_passes_and_returns_the_verdicts():
     verdicts = assert_runs_on("wav2vec2", "tpu", mode="inference", coverage=COVERAGE)
@@ -112,10 +127,17 @@ def test_assert_runs_on_names_the_problem_ops_with_reasons_and_fixes():
 @pytest.fixture
 def fallback_cov(tmp_path):
     """Backend 'fake' with its CPU fallback enabled: aten::cholesky runs only on it; 'maybe' is unknown."""
-    ops = {"aten::mm": kernel(),
-           "aten::cholesky": {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"},
-           "aten::maybe": {"fwd": "composite", "res": "unresolved", "bwd": "none", "bwd_res": "not_applicable",
-                           "why": "reach unresolved"}}
+    ops = {
+        "aten::mm": kernel(),
+        "aten::cholesky": {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"},
+        "aten::maybe": {
+            "fwd": "composite",
+            "res": "unresolved",
+            "bwd": "none",
+            "bwd_res": "not_applicable",
+            "why": "reach unresolved",
+        },
+    }
     root = tmp_path / "coverage"
     data.save(registered(ops=ops, fallback_enabled=True), str(root / "fake" / f"registered-torch-{TORCH}.yaml"))
     return root
@@ -137,6 +159,7 @@ def test_allow_accepts_the_verdicts_named_and_only_those(fallback_cov):
 
 # ---------------------------------------------------------------- the GitHub Action
 
+
 @pytest.fixture
 def gate(tmp_path):
     """Run scripts/ci_gate.sh as the action does: fake GITHUB_* variables, 'opcov' on PATH (this checkout)."""
@@ -149,12 +172,25 @@ def gate(tmp_path):
     summary.write_text("earlier step\n")
 
     def run(model_, backends, mode="", args=""):
-        env = child_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", GITHUB_ACTIONS="true",
-                        GITHUB_STEP_SUMMARY=str(summary), OPCOV_MODEL=model_, OPCOV_BACKENDS=backends,
-                        OPCOV_MODE=mode, OPCOV_ARGS=args)
-        r = subprocess.run(["bash", os.path.join(ROOT, "scripts", "ci_gate.sh")], capture_output=True,
-                           text=True, env=env, cwd=ROOT, timeout=300)
+        env = child_env(
+            PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            GITHUB_ACTIONS="true",
+            GITHUB_STEP_SUMMARY=str(summary),
+            OPCOV_MODEL=model_,
+            OPCOV_BACKENDS=backends,
+            OPCOV_MODE=mode,
+            OPCOV_ARGS=args,
+        )
+        r = subprocess.run(
+            ["bash", os.path.join(ROOT, "scripts", "ci_gate.sh")],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=300,
+        )
         return r, summary.read_text()
+
     return run
 
 
@@ -203,6 +239,7 @@ def test_action_yml_runs_the_script_with_every_input():
 
 
 # ---------------------------------------------------------------- pre-commit
+
 
 def test_pre_commit_hooks_name_real_commands_and_run():
     with open(os.path.join(ROOT, ".pre-commit-hooks.yaml")) as f:

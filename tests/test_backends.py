@@ -8,8 +8,10 @@ from conftest import child_env, run_opcov
 
 
 def test_listing_imports_neither_torch_nor_backends():
-    code = ("import sys; from opcov.cli import main; main(['backends']); "
-            "print('IMPORTED', sorted(m for m in ('torch', 'torch_tpu') if m in sys.modules))")
+    code = (
+        "import sys; from opcov.cli import main; main(['backends']); "
+        "print('IMPORTED', sorted(m for m in ('torch', 'torch_tpu') if m in sys.modules))"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env())
     assert proc.returncode == 0, proc.stderr
     assert "IMPORTED []" in proc.stdout

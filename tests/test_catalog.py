@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from conftest import run_opcov
 
 
@@ -16,10 +15,14 @@ def catalog():
 
 def test_core_aten_follows_the_running_torch(catalog):
     import torch
+
     from opcov.catalog import resolve_overload
 
-    expected = {n for n in torch._C._dispatch_get_all_op_names()
-                if n.startswith("aten::") and torch.Tag.core in resolve_overload(torch, n).tags}
+    expected = {
+        n
+        for n in torch._C._dispatch_get_all_op_names()
+        if n.startswith("aten::") and torch.Tag.core in resolve_overload(torch, n).tags
+    }
     assert {op.name for op in catalog.core} == expected
     assert len(expected) > 150
 
@@ -44,6 +47,7 @@ def test_tags_read_off_schema(catalog):
 def test_overload_name_is_the_catalogue_name_of_every_overload_and_schema(catalog):
     """One naming for the tracer, the reach recorder and the probe: the inverse of resolve_overload."""
     import torch
+
     from opcov.catalog import overload_name, resolve_overload
 
     for op in catalog:
@@ -60,6 +64,7 @@ def test_collective_and_prims_namespaces_are_listed(catalog):
 
 def test_catalogue_is_reproducible_after_other_imports(catalog):
     import torch.testing._internal.common_methods_invocations  # noqa: F401 - adds _test:: ops
+
     from opcov.catalog import build_catalog
 
     assert set(build_catalog().ops) == set(catalog.ops)

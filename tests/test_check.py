@@ -5,24 +5,34 @@ import os
 from xml.etree import ElementTree as ET
 
 import pytest
-
 from conftest import run_opcov
-from opcov.store import data
-from opcov.store import opset
+
+from opcov.store import data, opset
 
 TORCH = "2.13.0+cpu"
 
 
 def registered(backend="fake", ops=None, fallback_enabled=False, torch=TORCH):
     return {
-        "schema_version": 1, "evidence": "registered",
-        "backend": {"name": backend, "device_type": backend, "dispatch_key": "PrivateUse1",
-                    "package": "fakepkg", "version": "1.0"},
-        "provenance": {"torch": torch, "opcov": "0.1.0", "created": "2026-11-30T00:00:00+00:00",
-                       "command": f"opcov scan {backend}",
-                       "fallback": {"kind": "cpu", "enabled": fallback_enabled, "present": True},
-                       "settings": {"cpu_fallback_enabled": fallback_enabled}},
-        "summary": {}, "ops": ops or {},
+        "schema_version": 1,
+        "evidence": "registered",
+        "backend": {
+            "name": backend,
+            "device_type": backend,
+            "dispatch_key": "PrivateUse1",
+            "package": "fakepkg",
+            "version": "1.0",
+        },
+        "provenance": {
+            "torch": torch,
+            "opcov": "0.1.0",
+            "created": "2026-11-30T00:00:00+00:00",
+            "command": f"opcov scan {backend}",
+            "fallback": {"kind": "cpu", "enabled": fallback_enabled, "present": True},
+            "settings": {"cpu_fallback_enabled": fallback_enabled},
+        },
+        "summary": {},
+        "ops": ops or {},
     }
 
 
@@ -38,10 +48,15 @@ def kernel(**extra):
 
 
 def model(ops, mode="training", torch=TORCH, name="tiny"):
-    return {"schema_version": 1, "kind": "opset", "model": {"name": name, "source": "test"}, "mode": mode,
-            "dtype": "float32",
-            "provenance": {"torch": torch, "opcov": "0.1.0", "created": "2026-11-30", "command": "opcov trace x"},
-            "ops": ops}
+    return {
+        "schema_version": 1,
+        "kind": "opset",
+        "model": {"name": name, "source": "test"},
+        "mode": mode,
+        "dtype": "float32",
+        "provenance": {"torch": torch, "opcov": "0.1.0", "created": "2026-11-30", "command": "opcov trace x"},
+        "ops": ops,
+    }
 
 
 def fwd(dtype="float32", calls=1, grad=False):
@@ -58,8 +73,13 @@ def cov(tmp_path):
         "aten::mm": kernel(tags=["core"]),
         "aten::cholesky": {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"},
         "aten::gone": {"fwd": "missing", "res": "missing", "bwd": "none", "bwd_res": "not_applicable"},
-        "aten::maybe": {"fwd": "composite", "res": "unresolved", "bwd": "none", "bwd_res": "not_applicable",
-                        "why": "reach unresolved"},
+        "aten::maybe": {
+            "fwd": "composite",
+            "res": "unresolved",
+            "bwd": "none",
+            "bwd_res": "not_applicable",
+            "why": "reach unresolved",
+        },
         "aten::nodiff": {"fwd": "kernel", "res": "registered", "bwd": "not_implemented", "bwd_res": "missing"},
         "aten::nonzero": kernel(tags=["core", "dynamic_output_shape"]),
         "aten::index.Tensor": kernel(tags=["core", "dynamic_output_shape"]),
@@ -83,8 +103,10 @@ def test_registered_kernels_run_and_report_registered_only(tmp_path, cov):
     path = save_model(tmp_path, {"aten::mm": {**fwd(calls=3, grad=True), "backward": {"float32": {"calls": 6}}}})
     r = check(path, cov)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert ("fake (training): RUNS (registered, unverified): 1 ops, 1 supported (100.0%; 100.0% of 9 calls): "
-            "0 probed, 1 registered-only") in r.stdout
+    assert (
+        "fake (training): RUNS (registered, unverified): 1 ops, 1 supported (100.0%; 100.0% of 9 calls): "
+        "0 probed, 1 registered-only"
+    ) in r.stdout
     assert "no probe data for fake" in r.stdout
 
 
@@ -95,9 +117,16 @@ def test_disabled_fallback_fails_with_the_fix_and_enabled_runs_slowly(tmp_path, 
     assert "FAIL     aten::cholesky  x2 (forward; registered evidence)" in r.stdout
     assert "only the backend fallback (cpu, disabled)" in r.stdout
     assert "fix: enable the CPU fallback" in r.stdout
-    data.save(registered(ops={"aten::mm": kernel(), "aten::cholesky": {"fwd": "fallback", "res": "fallback",
-              "bwd": "none", "bwd_res": "not_applicable"}}, fallback_enabled=True),
-              str(cov / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    data.save(
+        registered(
+            ops={
+                "aten::mm": kernel(),
+                "aten::cholesky": {"fwd": "fallback", "res": "fallback", "bwd": "none", "bwd_res": "not_applicable"},
+            },
+            fallback_enabled=True,
+        ),
+        str(cov / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
     r = check(path, cov)
     assert r.returncode == 0 and "runs_with_fallback" in r.stdout
     assert check(path, cov, "--strict").returncode == 1
@@ -124,13 +153,22 @@ def test_inference_needs_no_backward(tmp_path, cov):
 
 
 def test_probe_evidence_outranks_registered_per_dtype(tmp_path, cov):
-    cells = {"aten::mm": {"float32": {"fwd": "mismatch", "err": [0.5, 0.25]}, "bfloat16": {"fwd": "pass"},
-                          "float16": {"fwd": "error", "why": "RuntimeError: float16 unsupported"}},
-             "aten::cholesky": {"float32": {"fwd": "pass"}}}
+    cells = {
+        "aten::mm": {
+            "float32": {"fwd": "mismatch", "err": [0.5, 0.25]},
+            "bfloat16": {"fwd": "pass"},
+            "float16": {"fwd": "error", "why": "RuntimeError: float16 unsupported"},
+        },
+        "aten::cholesky": {"float32": {"fwd": "pass"}},
+    }
     data.save(probed(ops=cells), str(cov / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
-    path = save_model(tmp_path, {"aten::mm": {"forward": {"float32": {"calls": 1}, "bfloat16": {"calls": 1},
-                                                          "float16": {"calls": 1}}},
-                                 "aten::cholesky": fwd()})
+    path = save_model(
+        tmp_path,
+        {
+            "aten::mm": {"forward": {"float32": {"calls": 1}, "bfloat16": {"calls": 1}, "float16": {"calls": 1}}},
+            "aten::cholesky": fwd(),
+        },
+    )
     r = check(path, cov, "--format", "json")
     v = json.loads(r.stdout)["verdicts"][0]
     ops = {o["op"]: o for o in v["ops"]}
@@ -146,10 +184,19 @@ def test_probe_evidence_outranks_registered_per_dtype(tmp_path, cov):
 def test_op_failing_on_some_probe_cases_is_unknown_not_fails(tmp_path, cov):
     """A probe cell wrong on 1 of 12 inputs does not say the model's inputs are wrong: the verdict is
     unknown (gate passes unless --fail-on unknown) and names the count and the failing case."""
-    cells = {"aten::native_layer_norm": {
-        "float32": {"fwd": "mismatch", "err": [7e-4, 1.0], "why": "values differ", "case": "layer_norm|float32|3",
-                    "cases": 12, "fails": 1},
-        "bfloat16": {"fwd": "mismatch", "cases": 12, "fails": 12}}}
+    cells = {
+        "aten::native_layer_norm": {
+            "float32": {
+                "fwd": "mismatch",
+                "err": [7e-4, 1.0],
+                "why": "values differ",
+                "case": "layer_norm|float32|3",
+                "cases": 12,
+                "fails": 1,
+            },
+            "bfloat16": {"fwd": "mismatch", "cases": 12, "fails": 12},
+        }
+    }
     data.save(probed(ops=cells), str(cov / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
     some = save_model(tmp_path, {"aten::native_layer_norm": fwd()})
     r = check(some, cov, "--format", "json")
@@ -164,8 +211,9 @@ def test_op_failing_on_some_probe_cases_is_unknown_not_fails(tmp_path, cov):
 
 
 def test_other_torch_and_other_namespace_are_not_called_missing(tmp_path, cov):
-    path = save_model(tmp_path, {"aten::brand_new_op": fwd(), "flash_attn::fwd": fwd(), "aten::mm": fwd()},
-                      torch="2.99.0")
+    path = save_model(
+        tmp_path, {"aten::brand_new_op": fwd(), "flash_attn::fwd": fwd(), "aten::mm": fwd()}, torch="2.99.0"
+    )
     r = check(path, cov)
     assert "aten::brand_new_op" in r.stdout and "versions differ" in r.stdout
     assert "not judged" in r.stdout and "flash_attn::fwd" in r.stdout
@@ -193,8 +241,10 @@ def test_report_formats_for_ci(tmp_path, cov):
     assert failing == ["aten::gone"]
     gh = check(path, cov, "--format", "github").stdout.splitlines()
     # a property value escapes ':' and ',' (an op name's '::' would end the title)
-    assert gh[0].startswith("::error title=opcov fake training%3A aten%3A%3Agone fails (registered evidence)::"
-                            "aten::gone (4 calls, registered evidence): ")
+    assert gh[0].startswith(
+        "::error title=opcov fake training%3A aten%3A%3Agone fails (registered evidence)::"
+        "aten::gone (4 calls, registered evidence): "
+    )
     assert any(line.startswith("::warning") and "aten::maybe" in line for line in gh)
     md = check(path, cov, "--format", "markdown").stdout
     assert "| fake | training | ❌ fails (registered evidence) | ○ registered |" in md and "`aten::gone`" in md
@@ -205,8 +255,10 @@ def test_report_formats_for_ci(tmp_path, cov):
 
 
 def test_several_backends_side_by_side(tmp_path, cov):
-    data.save(registered("other", ops={"aten::mm": kernel(), "aten::gone": kernel()}),
-              str(cov / "other" / f"registered-torch-{TORCH}.yaml"))
+    data.save(
+        registered("other", ops={"aten::mm": kernel(), "aten::gone": kernel()}),
+        str(cov / "other" / f"registered-torch-{TORCH}.yaml"),
+    )
     path = save_model(tmp_path, {"aten::mm": fwd(), "aten::gone": fwd()})
     r = run_opcov("check", path, "-b", "fake", "-b", "other", "--coverage", str(cov))
     assert r.returncode == 1  # one backend failing fails the gate
@@ -233,16 +285,20 @@ def test_check_on_a_saved_op_set_does_not_import_torch(tmp_path, cov):
     from conftest import child_env
 
     path = save_model(tmp_path, {"aten::mm": fwd()})
-    code = ("import sys; from opcov.cli import main; rc = main(['check', %r, '-b', 'fake', '--coverage', %r]);"
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)" % (path, str(cov)))
+    code = (
+        f"import sys; from opcov.cli import main; rc = main(['check', {path!r}, '-b', 'fake', '--coverage', "
+        f"{str(cov)!r}]); assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env())
     assert r.returncode == 0, r.stderr
 
 
 def test_check_reads_the_bundled_tpu_data(tmp_path):
     """The real registered tpu scan: a CPU-only op reaches only the disabled fallback."""
-    path = save_model(tmp_path, {"aten::mm": fwd(dtype="bfloat16"),
-                                 "aten::_scaled_dot_product_flash_attention_for_cpu": fwd(dtype="bfloat16")})
+    path = save_model(
+        tmp_path,
+        {"aten::mm": fwd(dtype="bfloat16"), "aten::_scaled_dot_product_flash_attention_for_cpu": fwd(dtype="bfloat16")},
+    )
     r = run_opcov("check", path, "-b", "tpu", "--format", "json")
     assert r.returncode == 1
     v = json.loads(r.stdout)["verdicts"][0]
@@ -252,10 +308,16 @@ def test_check_reads_the_bundled_tpu_data(tmp_path):
 
 # ---------------------------------------------------------------- diff
 
+
 def test_diff_finds_regressions_and_keeps_evidence_changes_apart(tmp_path):
     old = registered(ops={"aten::mm": kernel(), "aten::add": kernel(), "aten::x": kernel()})
-    new = registered(ops={"aten::mm": {**kernel(), "fwd": "fallback", "res": "fallback"},
-                          "aten::add": kernel(), "aten::x": {**kernel(), "res": "unresolved", "fwd": "composite"}})
+    new = registered(
+        ops={
+            "aten::mm": {**kernel(), "fwd": "fallback", "res": "fallback"},
+            "aten::add": kernel(),
+            "aten::x": {**kernel(), "res": "unresolved", "fwd": "composite"},
+        }
+    )
     a, b = tmp_path / "old.yaml", tmp_path / "new.yaml"
     data.save(old, str(a))
     data.save(new, str(b))
@@ -272,14 +334,17 @@ def test_diff_finds_regressions_and_keeps_evidence_changes_apart(tmp_path):
 
 def test_diff_probed_cells_per_dtype(tmp_path):
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
-    data.save(probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "pass"}, "bfloat16": {"fwd": "pass"}}}),
-              str(a))
-    data.save(probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "mismatch"}, "bfloat16": {"fwd": "pass"}}}),
-              str(b))
+    data.save(
+        probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "pass"}, "bfloat16": {"fwd": "pass"}}}), str(a)
+    )
+    data.save(
+        probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "mismatch"}, "bfloat16": {"fwd": "pass"}}}), str(b)
+    )
     r = run_opcov("diff", str(a), str(b), "--fail-on-regression", "--format", "json")
     assert r.returncode == 1
-    assert json.loads(r.stdout)["regressions"] == [{"op": "aten::mm", "where": "float32 bwd", "old": "pass",
-                                                    "new": "mismatch"}]
+    assert json.loads(r.stdout)["regressions"] == [
+        {"op": "aten::mm", "where": "float32 bwd", "old": "pass", "new": "mismatch"}
+    ]
     newer = probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "mismatch"}}})
     newer["provenance"]["opcov"] = "9.9.9"
     data.save(newer, str(b))
@@ -297,9 +362,13 @@ def test_diff_refuses_another_backend(tmp_path):
 
 # ---------------------------------------------------------------- gaps
 
+
 def test_gaps_rank_ops_by_models_blocked(tmp_path, cov):
-    for name, ops in (("m1", {"aten::gone": fwd(), "aten::cholesky": fwd()}), ("m2", {"aten::gone": fwd()}),
-                      ("m3", {"aten::mm": fwd()})):
+    for name, ops in (
+        ("m1", {"aten::gone": fwd(), "aten::cholesky": fwd()}),
+        ("m2", {"aten::gone": fwd()}),
+        ("m3", {"aten::mm": fwd()}),
+    ):
         opset.save(model(ops, name=name), str(cov / "models" / name / "training.yaml"))
     r = run_opcov("gaps", "fake", "--coverage", str(cov), "--format", "json")
     assert r.returncode == 0, r.stderr

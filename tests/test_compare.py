@@ -10,11 +10,11 @@ import json
 import os
 
 import pytest
-
 from conftest import ROOT, run_opcov
+from test_check import TORCH, fwd, kernel, model, probed, registered
+
 from opcov.store import data, layout, opset
 from opcov.verdict import compare
-from test_check import TORCH, fwd, kernel, model, probed, registered
 
 BUNDLED = os.path.join(ROOT, "coverage")
 MISSING = {"fwd": "missing", "res": "missing", "bwd": "none", "bwd_res": "not_applicable"}
@@ -30,21 +30,38 @@ def two(tmp_path):
     m1 training. aten::never is missing on both and aten::t registered on both: neither is listed.
     """
     root = tmp_path / "coverage"
-    one = {"aten::mm": kernel(), "aten::add.Tensor": kernel(), "aten::gone": dict(MISSING),
-           "aten::never": dict(MISSING), "aten::t": kernel()}
-    two = {"aten::mm": kernel(), "aten::add.Tensor": dict(FALLBACK), "aten::gone": kernel(),
-           "aten::never": dict(MISSING), "aten::t": kernel()}
+    one = {
+        "aten::mm": kernel(),
+        "aten::add.Tensor": kernel(),
+        "aten::gone": dict(MISSING),
+        "aten::never": dict(MISSING),
+        "aten::t": kernel(),
+    }
+    two = {
+        "aten::mm": kernel(),
+        "aten::add.Tensor": dict(FALLBACK),
+        "aten::gone": kernel(),
+        "aten::never": dict(MISSING),
+        "aten::t": kernel(),
+    }
     data.save(registered("one", one), str(root / "one" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
-    data.save(registered("two", two, fallback_enabled=True),
-              str(root / "two" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
-    data.save(probed("one", {"aten::mm": {"float32": {"fwd": "mismatch", "err": [0.5, 0.25]}}}),
-              str(root / "one" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
-    data.save(probed("two", {"aten::mm": {"float32": {"fwd": "pass"}}}),
-              str(root / "two" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
-    sets = {("m1", "training"): {"aten::mm": fwd(), "aten::gone": fwd(calls=2), "aten::add.Tensor": fwd(calls=3)},
-            ("m1", "inference"): {"aten::mm": fwd(), "aten::t": fwd()},
-            ("m2", "inference"): {"aten::gone": fwd(calls=5), "aten::never": fwd()},
-            ("m3", "inference"): {"aten::t": fwd(), "aten::never": fwd()}}
+    data.save(
+        registered("two", two, fallback_enabled=True), str(root / "two" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml")
+    )
+    data.save(
+        probed("one", {"aten::mm": {"float32": {"fwd": "mismatch", "err": [0.5, 0.25]}}}),
+        str(root / "one" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
+    data.save(
+        probed("two", {"aten::mm": {"float32": {"fwd": "pass"}}}),
+        str(root / "two" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
+    sets = {
+        ("m1", "training"): {"aten::mm": fwd(), "aten::gone": fwd(calls=2), "aten::add.Tensor": fwd(calls=3)},
+        ("m1", "inference"): {"aten::mm": fwd(), "aten::t": fwd()},
+        ("m2", "inference"): {"aten::gone": fwd(calls=5), "aten::never": fwd()},
+        ("m3", "inference"): {"aten::t": fwd(), "aten::never": fwd()},
+    }
     for (name, mode), ops in sets.items():
         opset.save(model(ops, mode=mode, name=name), str(root / "models" / name / f"{mode}.yaml"))
     return str(root)
@@ -56,8 +73,11 @@ def entries(result, backend):
 
 def test_known_answer(two):
     result = compare.compare("one", "two", two)
-    assert result.opsets == 4 and result.modes == {"m1": {"training", "inference"}, "m2": {"inference"},
-                                                   "m3": {"inference"}}
+    assert result.opsets == 4 and result.modes == {
+        "m1": {"training", "inference"},
+        "m2": {"inference"},
+        "m3": {"inference"},
+    }
     # ranked by models affected: gone (m1, m2) before mm (m1 in both modes, one model)
     assert entries(result, "one") == [
         ("aten::gone", "registered", "fails", "ok", [("m1", "training"), ("m2", "inference")]),
@@ -103,8 +123,11 @@ def test_cli_text_and_json(two):
 
 
 def test_usage_errors_are_one_line(two):
-    for args, words in ((("one", "one"), "two different backends"), (("one", "nosuch"), "nosuch"),
-                        (("one", "two", "--models", "m9"), "no op sets for m9")):
+    for args, words in (
+        (("one", "one"), "two different backends"),
+        (("one", "nosuch"), "nosuch"),
+        (("one", "two", "--models", "m9"), "no op sets for m9"),
+    ):
         r = run_opcov("compare", *args, "--coverage", two)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
 
@@ -114,11 +137,13 @@ def test_bundled_tpu_against_cpu_agrees_with_check():
     models = ["wav2vec2", "nn-lstm", "nn-gru", "llama"]
     result = compare.compare("tpu", "cpu", BUNDLED, models=models)
     assert result.opsets == 8 and result.sources["tpu"] == [
-        layout.pick(layout.snapshots(BUNDLED, "tpu")["registered"], TORCH)]
+        layout.pick(layout.snapshots(BUNDLED, "tpu")["registered"], TORCH)
+    ]
     listed = {(d.lacking, d.op) for ds in result.lacks.values() for d in ds}
     assert ("tpu", "aten::_weight_norm_interface_backward") in listed  # tpu's gap in wav2vec2 training
-    r = run_opcov("check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--mode", "training", "--format", "json",
-                  "--coverage", BUNDLED)
+    r = run_opcov(
+        "check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--mode", "training", "--format", "json", "--coverage", BUNDLED
+    )
     by = {v["backend"]: {o["op"]: o["outcome"] for o in v["ops"]} for v in json.loads(r.stdout)["verdicts"]}
     op = "aten::_weight_norm_interface_backward"
     assert by["tpu"][op] == "fails" and by["cpu"][op] == "ok"
@@ -126,7 +151,8 @@ def test_bundled_tpu_against_cpu_agrees_with_check():
         for d in ds:
             assert d.outcome in ("fails", "unknown", "fallback") and d.other_outcome in ("ok", "fallback")
             assert d.model_count >= 1 and set(compare.model_names(d, result.modes)) <= set(models) | {
-                f"{m} ({mode})" for m in models for mode in ("inference", "training")}
+                f"{m} ({mode})" for m in models for mode in ("inference", "training")
+            }
 
 
 def test_cuda_data_pairs_with_cpu_traced_op_sets():

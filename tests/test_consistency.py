@@ -14,15 +14,12 @@ import os
 import re
 
 from conftest import ROOT, SLICE, bundled_slice, run_opcov
+from test_check import TORCH, fwd, kernel, model, probed, registered
+
 from opcov import cli
 from opcov.site import model as sitemodel
 from opcov.site import render
-from opcov.store import cells
-from opcov.store import data
-from opcov.store import layout
-from opcov.store import lineyaml
-from opcov.store import opset
-from test_check import TORCH, fwd, kernel, model, probed, registered
+from opcov.store import cells, data, layout, lineyaml, opset
 
 BUNDLED = os.path.join(ROOT, "coverage")
 BACKENDS = tuple(layout.backends_with_data(BUNDLED))  # cpu, cuda, meta, tpu: every backend the site shows
@@ -43,13 +40,16 @@ def check_views(coverage, backends):
     'opcov check MODEL -b ... --format json' for every model folder under coverage/models/."""
     out = {}
     for folder in sorted(os.listdir(layout.models_dir(coverage))):
-        rc, doc = opcov_json("check", folder, *[a for b in backends for a in ("-b", b)],
-                             "--coverage", coverage, "--format", "json")
+        rc, doc = opcov_json(
+            "check", folder, *[a for b in backends for a in ("-b", b)], "--coverage", coverage, "--format", "json"
+        )
         assert rc in (0, 1), (folder, rc)
         for v in doc["verdicts"]:
             out[(doc["model"]["name"], v["mode"], v["backend"])] = (
-                v["verdict"], {r["op"]: r["outcome"] for r in v["ops"] if r["outcome"] in PROBLEMS},
-                {r["op"]: r["calls"] for r in v["ops"]})
+                v["verdict"],
+                {r["op"]: r["outcome"] for r in v["ops"] if r["outcome"] in PROBLEMS},
+                {r["op"]: r["calls"] for r in v["ops"]},
+            )
     return out
 
 
@@ -62,9 +62,10 @@ def expected_gaps(views, backend):
                 entry = blocked.setdefault((op, outcome), {"models": [], "calls": 0})
                 entry["models"] = sorted(entry["models"] + [f"{name} ({mode})"])
                 entry["calls"] += calls[op]
-    return sorted(((op, outcome, e["models"], e["calls"]) for (op, outcome), e in blocked.items()),
-                  key=lambda e: (e[1] != "fails", -len({m.rsplit(" (", 1)[0] for m in e[2]}), -len(e[2]),
-                                 -e[3], e[0]))
+    return sorted(
+        ((op, outcome, e["models"], e["calls"]) for (op, outcome), e in blocked.items()),
+        key=lambda e: (e[1] != "fails", -len({m.rsplit(" (", 1)[0] for m in e[2]}), -len(e[2]), -e[3], e[0]),
+    )
 
 
 def gaps_ranking(coverage, backend):
@@ -75,22 +76,33 @@ def gaps_ranking(coverage, backend):
 
 def site_views(site):
     """(model, mode, backend) -> (verdict, {op: outcome} of its problem ops), from site.model.judge_models."""
-    return {key: (v.verdict, {r.op: r.outcome for r in v.ops if r.outcome in PROBLEMS})
-            for key, v in sitemodel.judge_models(site).items()}
+    return {
+        key: (v.verdict, {r.op: r.outcome for r in v.ops if r.outcome in PROBLEMS})
+        for key, v in sitemodel.judge_models(site).items()
+    }
 
 
-_H3 = re.compile(r'<h3 id="(?P<mode>[a-z]+)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
-                 r'(?P<body>.*?)(?=<h3 |<details>)', re.S)
-_ROW = re.compile(r'<tr><th scope="row">(?:<a [^>]*>)?(?P<op>[^<]+)(?:</a>)?</th><td class="st [^"]*">(?P<outcome>[^<]+)</td>')
+_H3 = re.compile(
+    r'<h3 id="(?P<mode>[a-z]+)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
+    r"(?P<body>.*?)(?=<h3 |<details>)",
+    re.S,
+)
+_ROW = re.compile(
+    r'<tr><th scope="row">(?:<a [^>]*>)?(?P<op>[^<]+)(?:</a>)?</th><td class="st [^"]*">(?P<outcome>[^<]+)</td>'
+)
 
 
 def page_views(path, name):
     """(model, mode, backend) -> (verdict, {op: outcome}) as a rendered model page shows them."""
     with open(path, encoding="utf-8") as f:
         text = f.read()
-    return {(name, m["mode"], html.unescape(m["backend"])): (
-        m["verdict"].replace(" ", "_"),
-        {html.unescape(r["op"]): r["outcome"] for r in _ROW.finditer(m["body"])}) for m in _H3.finditer(text)}
+    return {
+        (name, m["mode"], html.unescape(m["backend"])): (
+            m["verdict"].replace(" ", "_"),
+            {html.unescape(r["op"]): r["outcome"] for r in _ROW.finditer(m["body"])},
+        )
+        for m in _H3.finditer(text)
+    }
 
 
 def assert_agree(coverage, backends, page_dir):
@@ -111,6 +123,7 @@ def assert_agree(coverage, backends, page_dir):
 
 # ---------------------------------------------------------------- the bundled data
 
+
 def test_bundled_data_one_verdict_everywhere(tmp_path):
     checked = assert_agree(bundled_slice(tmp_path), BACKENDS, tmp_path / "site")
     models = {name for name, _, _ in checked}
@@ -129,21 +142,28 @@ def test_the_real_cli_gives_the_same_json(tmp_path):
 
 # ---------------------------------------------------------------- where they once parted
 
+
 def _divergent(root) -> str:
     """A coverage folder where gaps and the site once judged otherwise than check: backend alpha has an
     enabled CPU fallback for aten::relu, which CPU has no kernel for either, and its own kernel for the
     parent aten::linear, which its probe saw fail."""
     cov = os.path.join(str(root), "coverage")
     missing = {"fwd": "missing", "res": "missing", "bwd": "none", "bwd_res": "not_applicable"}
-    data.save(registered("cpu", {"aten::mm": kernel(), "aten::relu": missing,
-                                 "aten::linear": kernel(fwd="composite")}),
-              os.path.join(cov, "cpu", layout.snapshot_name("registered", TORCH)))
+    data.save(
+        registered("cpu", {"aten::mm": kernel(), "aten::relu": missing, "aten::linear": kernel(fwd="composite")}),
+        os.path.join(cov, "cpu", layout.snapshot_name("registered", TORCH)),
+    )
     on_fallback = {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"}
-    data.save(registered("alpha", {"aten::mm": kernel(), "aten::relu": on_fallback, "aten::linear": kernel()},
-                         fallback_enabled=True),
-              os.path.join(cov, "alpha", layout.snapshot_name("registered", TORCH, "fakepkg", "1.0")))
-    data.save(probed("alpha", {"aten::linear": {"float32": {"fwd": "error", "why": "boom"}}}),
-              os.path.join(cov, "alpha", layout.snapshot_name("probed", TORCH, "fakepkg", "1.0")))
+    data.save(
+        registered(
+            "alpha", {"aten::mm": kernel(), "aten::relu": on_fallback, "aten::linear": kernel()}, fallback_enabled=True
+        ),
+        os.path.join(cov, "alpha", layout.snapshot_name("registered", TORCH, "fakepkg", "1.0")),
+    )
+    data.save(
+        probed("alpha", {"aten::linear": {"float32": {"fwd": "error", "why": "boom"}}}),
+        os.path.join(cov, "alpha", layout.snapshot_name("probed", TORCH, "fakepkg", "1.0")),
+    )
     for mode in ("inference", "training"):
         doc = model({"aten::mm": fwd(calls=2), "aten::relu": fwd()}, mode=mode)
         doc["parents"] = {"aten::linear": {"forward": {"float32": {"calls": 1, "traced_as": ["aten::mm"]}}}}
@@ -167,6 +187,7 @@ def test_parent_kernels_and_the_cpu_fallback_rule_are_judged_everywhere(tmp_path
 
 # ---------------------------------------------------------------- probed cells, parsed once
 
+
 def _as_file(cell) -> dict:
     """A ProbedCell written back in the file's keys (the inverse of ProbedCell.from_dict)."""
     out = {key: status for key, status in cell.statuses()}
@@ -179,7 +200,8 @@ def _as_file(cell) -> dict:
 
 def test_a_probed_cell_parses_every_key_the_data_allows():
     assert {key for key, _ in cells.SLOTS.values()} | {"samples"} | {
-        prefix + k for _, prefix in cells.SLOTS.values() for k in cells.EVIDENCE_KEYS} == set(data.PROBED_CELL_KEYS)
+        prefix + k for _, prefix in cells.SLOTS.values() for k in cells.EVIDENCE_KEYS
+    } == set(data.PROBED_CELL_KEYS)
 
 
 def test_every_bundled_probed_cell_parses_without_loss():

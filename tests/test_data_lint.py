@@ -4,10 +4,10 @@ import json
 import os
 
 import pytest
-
 from conftest import ROOT, run_opcov
-from opcov.store import data
+
 from opcov.errors import DataError
+from opcov.store import data
 
 BUNDLED = os.path.join(ROOT, "coverage")
 
@@ -16,15 +16,24 @@ def small_doc():
     return {
         "schema_version": data.SCHEMA_VERSION,
         "evidence": "registered",
-        "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1",
-                    "package": "x", "version": "1"},
+        "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x", "version": "1"},
         "provenance": {"torch": "2.13.0+cpu", "command": "opcov scan x", "created": "2026-01-01T00:00:00+00:00"},
         "summary": {},
         "ops": {
-            "aten::mm": {"fwd": "kernel", "res": "registered", "bwd": "formula", "bwd_res": "registered",
-                         "bwd_via": ["aten::mm"]},
-            "aten::add.Tensor": {"fwd": "out_variant", "via": ["aten::add.out"], "res": "fallback",
-                                 "bwd": "formula", "bwd_res": "fallback"},
+            "aten::mm": {
+                "fwd": "kernel",
+                "res": "registered",
+                "bwd": "formula",
+                "bwd_res": "registered",
+                "bwd_via": ["aten::mm"],
+            },
+            "aten::add.Tensor": {
+                "fwd": "out_variant",
+                "via": ["aten::add.out"],
+                "res": "fallback",
+                "bwd": "formula",
+                "bwd_res": "fallback",
+            },
         },
     }
 
@@ -46,7 +55,7 @@ def test_bad_status_names_file_and_line(tmp_path):
     data.save(small_doc(), str(path))
     text = path.read_text().replace(" res: registered", " res: works", 1)
     path.write_text(text)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if "works" in l)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "works" in ln)
     with pytest.raises(DataError, match=rf"bad.yaml:{line}: error: aten::mm: res is 'works'"):
         data.load(str(path))
 
@@ -75,7 +84,7 @@ def test_lint_reports_every_problem_in_one_run(tmp_path):
     out = proc.stdout
     assert "fwd is 'kernal'" in out and "res is 'maybe'" in out
     assert "aten::not_an_op: not an op of torch" in out
-    assert all(":" in l.split(" ")[0] for l in out.splitlines()[:-1])  # every problem has file:line
+    assert all(":" in ln.split(" ")[0] for ln in out.splitlines()[:-1])  # every problem has file:line
     assert "not as opcov wrote it" in out  # edited after opcov wrote it
     assert "5 error(s)" in out  # fwd, res, bwd_res, unknown op, integrity
 
@@ -83,8 +92,11 @@ def test_lint_reports_every_problem_in_one_run(tmp_path):
 def test_bundled_coverage_lints_clean():
     """Every backend's data and a slice of the zoo's op sets (the whole zoo, ~1,200 op sets, is linted
     by scripts/run.sh, the main job: a minute of CPU)."""
-    backends = [os.path.join(BUNDLED, d) for d in sorted(os.listdir(BUNDLED))
-                if d != "models" and os.path.isdir(os.path.join(BUNDLED, d))]
+    backends = [
+        os.path.join(BUNDLED, d)
+        for d in sorted(os.listdir(BUNDLED))
+        if d != "models" and os.path.isdir(os.path.join(BUNDLED, d))
+    ]
     models = [os.path.join(BUNDLED, "models", m) for m in ("bert", "llama", "mixtral", "nn-lstm", "whisper")]
     proc = run_opcov("lint", *backends, *models)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -111,6 +123,7 @@ def test_usage_errors_are_one_line_with_exit_2(tmp_path):
 
 # ---------------------------------------------------------------- where files lie (issue 15, silent loss)
 
+
 def placed_folder(tmp_path):
     """A coverage folder laid out as opcov's: cpu's registered file, one op set using aten::mm."""
     from opcov.store import opset
@@ -119,9 +132,18 @@ def placed_folder(tmp_path):
     doc = small_doc()
     doc["backend"]["name"] = "cpu"
     data.save(doc, str(root / "cpu" / "registered-torch-2.13.0+cpu.yaml"))
-    opset.save({"schema_version": 1, "kind": "opset", "model": {"name": "tiny"}, "mode": "inference",
-                "dtype": "float32", "provenance": {"torch": "2.13.0+cpu", "created": "t", "command": "opcov trace tiny"},
-                "ops": {"aten::mm": {"forward": {"float32": {"calls": 1}}}}}, str(root / "models" / "tiny" / "inference.yaml"))
+    opset.save(
+        {
+            "schema_version": 1,
+            "kind": "opset",
+            "model": {"name": "tiny"},
+            "mode": "inference",
+            "dtype": "float32",
+            "provenance": {"torch": "2.13.0+cpu", "created": "t", "command": "opcov trace tiny"},
+            "ops": {"aten::mm": {"forward": {"float32": {"calls": 1}}}},
+        },
+        str(root / "models" / "tiny" / "inference.yaml"),
+    )
     return root, doc
 
 
@@ -137,14 +159,19 @@ def test_lint_on_a_folder_finds_misplaced_files(tmp_path):
     (root / "meta" / "registered-torch-2.13.0.yaml").mkdir(parents=True)  # a folder where a file belongs
     proc = run_opcov("lint", "--no-catalog", str(root))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
-    found = {line.split(": error: ")[0].removeprefix(str(root) + "/"): line for line in proc.stdout.splitlines()
-             if ": error: " in line}
+    found = {
+        line.split(": error: ")[0].removeprefix(str(root) + "/"): line
+        for line in proc.stdout.splitlines()
+        if ": error: " in line
+    }
     assert "an op set in a backend's folder (cpu/)" in found["cpu/llama.yaml"]
     assert "move it to models/tiny/inference.yaml" in found["cpu/probed-torch-2.13.0+cpu.yaml"]
     assert "a coverage file under models/" in found["models/x/training.yaml"]
     assert "backend.name is 'tpu' but the file is in cpu/" in found["cpu/registered-torch-2.12.0.yaml"]
-    assert ("not a snapshot name; opcov reads only registered-torch-<torch>" in found["tpu/tpu-data.yaml"]
-            and "rename it registered-torch-2.13.0+cpu-x-1.yaml" in found["tpu/tpu-data.yaml"])
+    assert (
+        "not a snapshot name; opcov reads only registered-torch-<torch>" in found["tpu/tpu-data.yaml"]
+        and "rename it registered-torch-2.13.0+cpu-x-1.yaml" in found["tpu/tpu-data.yaml"]
+    )
     assert "opcov reads no data file directly in a coverage folder" in found["cpu.yaml"]
     assert "a folder, where a data file is expected" in found["meta/registered-torch-2.13.0.yaml"]
     assert len(found) == 7 and "7 error(s)" in proc.stdout, proc.stdout

@@ -7,13 +7,13 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import run_opcov
+from test_check import TORCH, fwd, kernel, registered, save_model
+
 from opcov import vocab
 from opcov.scan import declared
 from opcov.store import data
 from opcov.store.lint import lint_paths
-from test_check import TORCH, fwd, kernel, registered, save_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -84,15 +84,28 @@ def test_declared_scanner_paths():
     from opcov.torchenv import import_torch
 
     torch = import_torch()
-    ops = {n: Op(n, "", (), structured_delegate=d, composite=c) for n, d, c in (
-        ("aten::add.Tensor", "aten::add.out", None), ("aten::heaviside", "aten::heaviside.out", None),
-        ("aten::heaviside.out", None, None), ("aten::linear", None, "implicit"),
-        ("aten::mish_backward", None, "implicit"))}
-    decl = declared.Declarations("MPS", {"aten::add.Tensor": "y:1", "aten::linear": "y:2",
-                                         "aten::mish_backward": "y:3"}, frozenset(ops), "y")
+    ops = {
+        n: Op(n, "", (), structured_delegate=d, composite=c)
+        for n, d, c in (
+            ("aten::add.Tensor", "aten::add.out", None),
+            ("aten::heaviside", "aten::heaviside.out", None),
+            ("aten::heaviside.out", None, None),
+            ("aten::linear", None, "implicit"),
+            ("aten::mish_backward", None, "implicit"),
+        )
+    }
+    decl = declared.Declarations(
+        "MPS", {"aten::add.Tensor": "y:1", "aten::linear": "y:2", "aten::mish_backward": "y:3"}, frozenset(ops), "y"
+    )
     backend = SimpleNamespace(name="mps", dispatch_key="MPS", autograd_key="AutogradMPS")
-    scanner = declared.DeclaredScanner(torch, backend, Catalog(str(torch.__version__), (), ops), Derivatives.load(),
-                                       declared=decl, fallback="MPSFallback.mm")
+    scanner = declared.DeclaredScanner(
+        torch,
+        backend,
+        Catalog(str(torch.__version__), (), ops),
+        Derivatives.load(),
+        declared=decl,
+        fallback="MPSFallback.mm",
+    )
     assert scanner.forward_path("aten::add.Tensor") == {"fwd": "kernel", "src": "y:1"}
     assert scanner.forward_path("aten::heaviside.out") == {"fwd": "fallback", "src": "MPSFallback.mm"}
     scanner.classify(ops)
@@ -102,7 +115,7 @@ def test_declared_scanner_paths():
     assert scanner.backward_path("aten::mish_backward", "kernel")["bwd"] == "lost"
 
 
-COMMON_MPS = '''\
+COMMON_MPS = """\
 import torch
 if torch.backends.mps.is_available():
     def mps_ops_modifier(ops, device_type="mps", xfail_exclusion=None, sparse=False):
@@ -132,14 +145,25 @@ if torch.backends.mps.is_available():
 else:
     def mps_ops_modifier(ops, device_type="mps", xfail_exclusion=None, sparse=False):
         return ops
-'''
-DTYPE = {"double": "float64", "cdouble": "complex128", "float32": "float32", "float16": "float16",
-         "int64": "int64", "complex32": "complex32", "complex64": "complex64"}
+"""
+DTYPE = {
+    "double": "float64",
+    "cdouble": "complex128",
+    "float32": "float32",
+    "float16": "float16",
+    "int64": "int64",
+    "complex32": "complex32",
+    "complex64": "complex64",
+}
 
 
 def _opinfo(name, variant="", aten_name=None, dtypes=("float32", "complex64")):
-    return SimpleNamespace(name=name, variant_test_name=variant, aten_name=aten_name or name.split(".")[-1],
-                           dtypes={f"torch.{d}" for d in dtypes})
+    return SimpleNamespace(
+        name=name,
+        variant_test_name=variant,
+        aten_name=aten_name or name.split(".")[-1],
+        dtypes={f"torch.{d}" for d in dtypes},
+    )
 
 
 def test_test_lists_become_dtype_notes(tmp_path):
@@ -149,12 +173,29 @@ def test_test_lists_become_dtype_notes(tmp_path):
     assert lists.every_op == ("complex128", "float64")
     assert lists.complex_dtypes == ("complex32", "complex64")
     assert "UNDEFINED_XFAILLIST" not in lists.forward  # comparisons undefined: not MPS's failures
-    opinfos = {"heaviside": _opinfo("heaviside"), "add": _opinfo("add"), "argsort": _opinfo("argsort"),
-               "norm": _opinfo("norm"), "norm.nuc": _opinfo("norm", "nuc"), "eye": _opinfo("eye"),
-               "nn.functional.conv2d": _opinfo("nn.functional.conv2d", dtypes=("float32", "int64"))}
-    notes = declared.dtype_notes(lists, declared.opinfo_bases(opinfos),
-                                 ["aten::heaviside", "aten::heaviside.out", "aten::add.Tensor", "aten::argsort",
-                                  "aten::norm.Scalar", "aten::eye", "aten::conv2d", "prims::heaviside"])
+    opinfos = {
+        "heaviside": _opinfo("heaviside"),
+        "add": _opinfo("add"),
+        "argsort": _opinfo("argsort"),
+        "norm": _opinfo("norm"),
+        "norm.nuc": _opinfo("norm", "nuc"),
+        "eye": _opinfo("eye"),
+        "nn.functional.conv2d": _opinfo("nn.functional.conv2d", dtypes=("float32", "int64")),
+    }
+    notes = declared.dtype_notes(
+        lists,
+        declared.opinfo_bases(opinfos),
+        [
+            "aten::heaviside",
+            "aten::heaviside.out",
+            "aten::add.Tensor",
+            "aten::argsort",
+            "aten::norm.Scalar",
+            "aten::eye",
+            "aten::conv2d",
+            "prims::heaviside",
+        ],
+    )
     assert notes["aten::heaviside"]["xfail"]["all"] == "UNIMPLEMENTED_XFAILLIST: heaviside"
     assert notes["aten::heaviside.out"] == notes["aten::heaviside"]  # every overload of the base name
     assert notes["aten::conv2d"] == {"xfail": {"int64": "UNIMPLEMENTED_XFAILLIST: nn.functional.conv2d"}}
@@ -182,23 +223,39 @@ def test_the_installed_torchs_mps_lists_still_parse():
 
 # ---------------------------------------------------------------- the verdict on declared data
 
+
 def declared_doc(ops):
     doc = registered("mps", ops=ops)
     doc["evidence"] = "declared"
     doc["backend"].update(device_type="mps", dispatch_key="MPS", package="torch", version=TORCH)
-    doc["provenance"].update(command="opcov scan mps --declared",
-                             declared={"unsupported_dtypes": ["complex128", "float64"]})
+    doc["provenance"].update(
+        command="opcov scan mps --declared", declared={"unsupported_dtypes": ["complex128", "float64"]}
+    )
     return doc
 
 
 @pytest.fixture
 def mps_cov(tmp_path):
-    ops = {"aten::mm": kernel(src="aten/src/ATen/native/native_functions.yaml:1"),
-           "aten::heaviside": {"fwd": "out_variant", "via": ["aten::heaviside.out"], "res": "fallback",
-                               "bwd": "none", "bwd_res": "not_applicable", "xfail": {"all": "UNIMPLEMENTED_XFAILLIST"}},
-           "aten::conv2d": {"fwd": "composite", "via": ["aten::mm"], "res": "registered", "bwd": "composite",
-                            "bwd_res": "registered", "xfail": {"int64": "UNIMPLEMENTED_XFAILLIST: conv2d"},
-                            "doubt": {"float16": "SKIPLIST: conv2d"}}}
+    ops = {
+        "aten::mm": kernel(src="aten/src/ATen/native/native_functions.yaml:1"),
+        "aten::heaviside": {
+            "fwd": "out_variant",
+            "via": ["aten::heaviside.out"],
+            "res": "fallback",
+            "bwd": "none",
+            "bwd_res": "not_applicable",
+            "xfail": {"all": "UNIMPLEMENTED_XFAILLIST"},
+        },
+        "aten::conv2d": {
+            "fwd": "composite",
+            "via": ["aten::mm"],
+            "res": "registered",
+            "bwd": "composite",
+            "bwd_res": "registered",
+            "xfail": {"int64": "UNIMPLEMENTED_XFAILLIST: conv2d"},
+            "doubt": {"float16": "SKIPLIST: conv2d"},
+        },
+    }
     root = tmp_path / "coverage"
     data.save(declared_doc(ops), str(root / "mps" / f"declared-torch-{TORCH}.yaml"))
     return root
@@ -214,8 +271,9 @@ def test_declared_runs_says_so_and_fails_a_registered_gate(tmp_path, mps_cov):
     assert out.returncode == 0, out.stderr
     v = json.loads(out.stdout)["verdicts"][0]
     assert (v["verdict"], v["evidence"]) == ("runs", "declared")
-    text = run_opcov("check", save_model(tmp_path, {"aten::mm": fwd()}, mode="inference"), "-b", "mps",
-                     "--coverage", str(mps_cov)).stdout
+    text = run_opcov(
+        "check", save_model(tmp_path, {"aten::mm": fwd()}, mode="inference"), "-b", "mps", "--coverage", str(mps_cov)
+    ).stdout
     assert "RUNS (declared in native_functions.yaml, unverified)" in text
     finding = v["ops"][0]["findings"][0]
     assert finding["evidence"] == "declared" and "(declared in native_functions.yaml, unverified)" in finding["why"]
@@ -275,12 +333,15 @@ def test_no_test_lists_needs_declared():
 
 # ---------------------------------------------------------------- backends on other torch releases
 
+
 def test_check_and_compare_mark_ops_the_backends_torch_lacks(tmp_path):
     root = tmp_path / "coverage"
     old = registered("old", ops={"aten::mm": kernel()}, torch="2.9.0")
     data.save(old, str(root / "old" / "registered-torch-2.9.0-fakepkg-1.0.yaml"))
-    data.save(registered("new", ops={"aten::mm": kernel(), "aten::brand_new_op": kernel()}),
-              str(root / "new" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    data.save(
+        registered("new", ops={"aten::mm": kernel(), "aten::brand_new_op": kernel()}),
+        str(root / "new" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
     ops = {"aten::mm": fwd(), "aten::brand_new_op": fwd()}
     path = save_model(tmp_path, ops, mode="inference")
     out = run_opcov("check", path, "-b", "old", "--coverage", str(root), "--format", "json")

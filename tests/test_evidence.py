@@ -11,12 +11,12 @@ import re
 from xml.etree import ElementTree as ET
 
 import pytest
-
-from conftest import ROOT, bundled_slice, run_opcov
-from opcov import vocab
-from opcov.verdict import judge
-from opcov.store import data
+from conftest import bundled_slice, run_opcov
 from test_check import TORCH, check, cov, fwd, kernel, probed, registered, save_model  # noqa: F401 (cov: a fixture)
+
+from opcov import vocab
+from opcov.store import data
+from opcov.verdict import judge
 
 
 def verdicts(*argv):
@@ -26,6 +26,7 @@ def verdicts(*argv):
 
 
 # ---------------------------------------------------------------- the ladder
+
 
 def test_one_ladder_strongest_first_with_words_icons_and_classes():
     assert vocab.EVIDENCE_LEVELS == ("probed", "registered", "declared")
@@ -39,18 +40,21 @@ def test_one_ladder_strongest_first_with_words_icons_and_classes():
     assert not vocab.weaker("probed", "registered")
 
 
-@pytest.mark.parametrize("verdict, evidence, says", [
-    ("runs", "probed", "runs"),
-    ("runs", "registered", "runs (registered, unverified)"),
-    ("runs", "declared", "runs (declared in native_functions.yaml, unverified)"),
-    ("runs_with_fallback", "registered", "runs with fallback (registered, unverified)"),
-    ("fails", "probed", "fails"),
-    ("fails", "registered", "fails (registered evidence)"),
-    ("unknown", "registered", "unknown (registered evidence)"),
-    ("unknown", "none", "unknown (no evidence)"),
-    ("ok", "registered", "runs (registered, unverified)"),  # an op's outcome words the same way
-    ("fallback", "probed", "runs with fallback"),
-])
+@pytest.mark.parametrize(
+    "verdict, evidence, says",
+    [
+        ("runs", "probed", "runs"),
+        ("runs", "registered", "runs (registered, unverified)"),
+        ("runs", "declared", "runs (declared in native_functions.yaml, unverified)"),
+        ("runs_with_fallback", "registered", "runs with fallback (registered, unverified)"),
+        ("fails", "probed", "fails"),
+        ("fails", "registered", "fails (registered evidence)"),
+        ("unknown", "registered", "unknown (registered evidence)"),
+        ("unknown", "none", "unknown (no evidence)"),
+        ("ok", "registered", "runs (registered, unverified)"),  # an op's outcome words the same way
+        ("fallback", "probed", "runs with fallback"),
+    ],
+)
 def test_a_verdict_says_plain_runs_only_on_probed_evidence(verdict, evidence, says):
     assert vocab.verdict_words(verdict, evidence) == says
 
@@ -74,8 +78,10 @@ def test_a_failure_rests_on_its_best_evidenced_failing_part_anything_else_on_its
 
 
 def test_a_probed_failure_beside_registered_claims_is_a_probed_failure(tmp_path, cov):  # noqa: F811
-    data.save(probed(ops={"aten::mm": {"float32": {"fwd": "error", "why": "boom"}}}),
-              str(cov / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
+    data.save(
+        probed(ops={"aten::mm": {"float32": {"fwd": "error", "why": "boom"}}}),
+        str(cov / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
     path = save_model(tmp_path, {"aten::mm": fwd(grad=True), "aten::nonzero": fwd()})
     v = json.loads(check(path, cov, "--format", "json").stdout)["verdicts"][0]
     ops = {o["op"]: o for o in v["ops"]}
@@ -86,6 +92,7 @@ def test_a_probed_failure_beside_registered_claims_is_a_probed_failure(tmp_path,
 
 
 # ---------------------------------------------------------------- check on the bundled data
+
 
 def test_bundled_tpu_is_registered_only_and_cpu_probed():
     got = verdicts("nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
@@ -107,7 +114,9 @@ def test_text_says_the_level():
     assert table[1][:4] == ["tpu", "inference", "runs", "registered"]
     assert table[2][:4] == ["cpu", "inference", "runs", "probed"]
     meta = run_opcov("check", "llama", "-b", "meta", "--mode", "inference").stdout
-    assert "????" not in meta and re.search(r"^  UNKNOWN  aten::_to_copy  x\d+ \(forward; probed evidence\)$", meta, re.M)
+    assert "????" not in meta and re.search(
+        r"^  UNKNOWN  aten::_to_copy  x\d+ \(forward; probed evidence\)$", meta, re.M
+    )
 
 
 def test_a_missing_kernel_on_registered_evidence_still_fails_and_names_it():
@@ -120,9 +129,14 @@ def test_a_missing_kernel_on_registered_evidence_still_fails_and_names_it():
 
 
 def test_markdown_gives_a_registered_run_its_own_icon():
-    md = run_opcov("check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference", "--format", "markdown").stdout
-    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| tpu") or
-            line.startswith("| cpu")}
+    md = run_opcov(
+        "check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference", "--format", "markdown"
+    ).stdout
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in md.splitlines()
+        if line.startswith("| tpu") or line.startswith("| cpu")
+    }
     assert "| \u2705 runs | \u25cf probed |" in rows["cpu"]
     assert "| \u25cb runs (registered, unverified) | \u25cb registered |" in rows["tpu"]
     assert "\u2705" not in rows["tpu"]
@@ -138,7 +152,9 @@ def test_junit_and_github_show_the_level():
     assert props["verdict"] == "runs" and props["evidence"] == "registered"
     assert props["says"] == "runs (registered, unverified)"
     assert {c.find("system-out").text for c in tpu.iter("testcase")} == {"evidence: registered"}
-    assert {c.find("system-out").text for c in suites["nn-convnet.cpu.inference"].iter("testcase")} == {"evidence: probed"}
+    assert {c.find("system-out").text for c in suites["nn-convnet.cpu.inference"].iter("testcase")} == {
+        "evidence: probed"
+    }
     gh = run_opcov("check", *args, "--format", "github").stdout
     assert "::notice title=opcov nn-convnet on tpu (inference)%3A runs (registered%2C unverified)::" in gh
     assert "::notice title=opcov nn-convnet on cpu (inference)%3A runs::" in gh
@@ -146,11 +162,14 @@ def test_junit_and_github_show_the_level():
 
 # ---------------------------------------------------------------- the gates
 
+
 def test_require_probed_fails_on_registered_claims_and_passes_on_probed_runs():
     r = run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "probed")
     assert r.returncode == 1
-    assert ("opcov: gate failed: tpu (inference): runs (registered, unverified): rests on registered, weaker "
-            "than the probed evidence required") in r.stderr
+    assert (
+        "opcov: gate failed: tpu (inference): runs (registered, unverified): rests on registered, weaker "
+        "than the probed evidence required"
+    ) in r.stderr
     assert run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "registered").returncode == 0
     assert run_opcov("check", "llama", "-b", "tpu", "--mode", "inference").returncode == 0  # no level asked
     r = run_opcov("check", "nn-convnet", "-b", "cpu", "--mode", "inference", "--require", "probed")
@@ -162,8 +181,12 @@ def test_require_probed_fails_on_registered_claims_and_passes_on_probed_runs():
 def test_fail_on_takes_a_comma_list_and_strict_is_its_alias(tmp_path, cov):  # noqa: F811
     unknown = save_model(tmp_path, {"aten::mm": fwd(), "aten::maybe": fwd()}, name="u")
     assert check(unknown, cov).returncode == 0
-    for flags in (("--fail-on", "unknown"), ("--fail-on", "fallback,unknown"),
-                  ("--fail-on", "fallback", "--fail-on", "unknown"), ("--strict",)):
+    for flags in (
+        ("--fail-on", "unknown"),
+        ("--fail-on", "fallback,unknown"),
+        ("--fail-on", "fallback", "--fail-on", "unknown"),
+        ("--strict",),
+    ):
         r = check(unknown, cov, *flags)
         assert r.returncode == 1, flags
         assert "gate failed: fake (training): unknown (registered evidence): unknown on 1 op(s)" in r.stderr
@@ -172,10 +195,13 @@ def test_fail_on_takes_a_comma_list_and_strict_is_its_alias(tmp_path, cov):  # n
 
 
 def test_strict_fails_on_a_fallback_like_fail_on_fallback(tmp_path, cov):  # noqa: F811
-    ops = {"aten::mm": kernel(), "aten::cholesky": {"fwd": "fallback", "res": "fallback", "bwd": "none",
-                                                    "bwd_res": "not_applicable"}}
-    data.save(registered(ops=ops, fallback_enabled=True),
-              str(cov / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    ops = {
+        "aten::mm": kernel(),
+        "aten::cholesky": {"fwd": "fallback", "res": "fallback", "bwd": "none", "bwd_res": "not_applicable"},
+    }
+    data.save(
+        registered(ops=ops, fallback_enabled=True), str(cov / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml")
+    )
     path = save_model(tmp_path, {"aten::cholesky": fwd()})
     assert check(path, cov).returncode == 0
     assert check(path, cov, "--strict").returncode == 1
@@ -183,10 +209,13 @@ def test_strict_fails_on_a_fallback_like_fail_on_fallback(tmp_path, cov):  # noq
     assert check(path, cov, "--fail-on", "unknown").returncode == 0
 
 
-@pytest.mark.parametrize("flags, said", [
-    (("--require", "proven"), "argument --require: invalid choice: 'proven'"),
-    (("--fail-on", "fallback,slow"), "--fail-on: 'slow' is not an outcome; choose from fails, unknown, fallback"),
-])
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (("--require", "proven"), "argument --require: invalid choice: 'proven'"),
+        (("--fail-on", "fallback,slow"), "--fail-on: 'slow' is not an outcome; choose from fails, unknown, fallback"),
+    ],
+)
 def test_an_unknown_level_or_outcome_is_a_one_line_usage_error(tmp_path, cov, flags, said):  # noqa: F811
     r = check(save_model(tmp_path, {"aten::mm": fwd()}), cov, *flags)
     assert r.returncode == 2 and r.stdout == ""
@@ -195,14 +224,17 @@ def test_an_unknown_level_or_outcome_is_a_one_line_usage_error(tmp_path, cov, fl
 
 def test_help_says_what_each_gate_does():
     out = " ".join(run_opcov("check", "--help").stdout.split())
-    assert "--require LEVEL also fail the gate when anything a verdict rests on was judged from evidence " \
-           "weaker than LEVEL (probed > registered > declared)" in out
+    assert (
+        "--require LEVEL also fail the gate when anything a verdict rests on was judged from evidence "
+        "weaker than LEVEL (probed > registered > declared)" in out
+    )
     assert "--fail-on OUTCOMES also fail the gate when any op has one of these outcomes" in out
     assert "--strict the same as --fail-on fallback,unknown" in out
     assert "Exit codes: 0 the gate passed, 1 it failed" in out and "2 usage or data error" in out
 
 
 # ---------------------------------------------------------------- the site of the bundled data
+
 
 @pytest.fixture(scope="module")
 def bundled_site(tmp_path_factory):
@@ -221,11 +253,15 @@ def test_the_site_shows_registered_runs_as_claims(bundled_site):
             return f.read()
 
     page = _site("models/llama.html")
-    assert '<h3 id="inference-tpu">tpu: <span class="st registered">runs</span> <span class="ev registered">' \
-           '(\u25cb registered, unverified)</span></h3>' in page
+    assert (
+        '<h3 id="inference-tpu">tpu: <span class="st registered">runs</span> <span class="ev registered">'
+        "(\u25cb registered, unverified)</span></h3>" in page
+    )
     convnet = _site("models/nn-convnet.html")  # every op of its cpu inference is probed
-    assert '<h3 id="inference-cpu">cpu: <span class="st ok">runs</span> <span class="ev probed">' \
-           '(\u25cf probed)</span></h3>' in convnet
+    assert (
+        '<h3 id="inference-cpu">cpu: <span class="st ok">runs</span> <span class="ev probed">'
+        "(\u25cf probed)</span></h3>" in convnet
+    )
     badge = _site("badges/llama-tpu.svg")
     assert 'fill="#1565c0"' in badge and "#2e7d32" not in badge  # the claim's blue, not the probed green
     assert "\u25cb inference runs (registered, unverified); training runs (registered, unverified)" in badge

@@ -12,12 +12,10 @@ import re
 import shutil
 
 import pytest
-
 from conftest import ROOT, run_opcov
+
 from opcov.errors import DataError
-from opcov.store import data
-from opcov.store import lineyaml
-from opcov.store import opset
+from opcov.store import data, lineyaml, opset
 from opcov.store.lint import lint_files
 
 COV = "cpu/registered-torch-2.13.0+cpu.yaml"
@@ -26,24 +24,52 @@ LAUGHS = 6  # levels of 9x aliases: 9**6 values once expanded (harmless here, re
 
 
 def coverage_doc():
-    return {"schema_version": 1, "evidence": "registered",
-            "backend": {"name": "cpu", "device_type": "cpu", "dispatch_key": "CPU", "package": "torch",
-                        "version": "2.13.0+cpu"},
-            "provenance": {"torch": "2.13.0+cpu", "command": "opcov scan cpu",
-                           "created": "2026-01-01T00:00:00+00:00", "settings": {"mode": "eager"}},
-            "summary": {},
-            "ops": {"aten::mm": {"fwd": "kernel", "res": "registered", "bwd": "formula", "bwd_res": "registered",
-                                 "bwd_via": ["aten::mm"], "why": "layout.has_value() && *layout == kSparse"},
-                    "aten::add.Tensor": {"fwd": "kernel", "res": "registered", "bwd": "formula",
-                                         "bwd_res": "registered"}}}
+    return {
+        "schema_version": 1,
+        "evidence": "registered",
+        "backend": {
+            "name": "cpu",
+            "device_type": "cpu",
+            "dispatch_key": "CPU",
+            "package": "torch",
+            "version": "2.13.0+cpu",
+        },
+        "provenance": {
+            "torch": "2.13.0+cpu",
+            "command": "opcov scan cpu",
+            "created": "2026-01-01T00:00:00+00:00",
+            "settings": {"mode": "eager"},
+        },
+        "summary": {},
+        "ops": {
+            "aten::mm": {
+                "fwd": "kernel",
+                "res": "registered",
+                "bwd": "formula",
+                "bwd_res": "registered",
+                "bwd_via": ["aten::mm"],
+                "why": "layout.has_value() && *layout == kSparse",
+            },
+            "aten::add.Tensor": {"fwd": "kernel", "res": "registered", "bwd": "formula", "bwd_res": "registered"},
+        },
+    }
 
 
 def opset_doc():
-    return {"schema_version": 1, "kind": "opset", "model": {"name": "tiny", "config": {"hidden": 8}},
-            "mode": "inference", "dtype": "float32",
-            "provenance": {"torch": "2.13.0+cpu", "opcov": "0.2.0", "created": "2026-01-01T00:00:00+00:00",
-                           "command": "opcov trace tiny"},
-            "ops": {"aten::mm": {"forward": {"float32": {"calls": 2}}}}}
+    return {
+        "schema_version": 1,
+        "kind": "opset",
+        "model": {"name": "tiny", "config": {"hidden": 8}},
+        "mode": "inference",
+        "dtype": "float32",
+        "provenance": {
+            "torch": "2.13.0+cpu",
+            "opcov": "0.2.0",
+            "created": "2026-01-01T00:00:00+00:00",
+            "command": "opcov trace tiny",
+        },
+        "ops": {"aten::mm": {"forward": {"float32": {"calls": 2}}}},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +90,7 @@ def laughs(indent: str) -> str:
 
 
 def line_of(raw: bytes, marker: bytes) -> int:
-    return raw[:raw.index(marker)].count(b"\n") + 1
+    return raw[: raw.index(marker)].count(b"\n") + 1
 
 
 # Each case: (file, edit(raw bytes) -> bad bytes, marker of the bad line or None, words in the message).
@@ -72,6 +98,7 @@ def _sub(old: bytes, new: bytes):
     def edit(raw):
         assert old in raw
         return raw.replace(old, new, 1)
+
     return edit
 
 
@@ -80,30 +107,74 @@ def _too_large(raw):
 
 
 CASES = {
-    "laughs in settings": (COV, _sub(b"  settings:\n    mode: eager\n", b"  settings:\n" + laughs("    ").encode()),
-                           b"l0: &l0", "YAML anchor or alias"),
-    "alias in an op line": (COV, _sub(b"bwd_via: ['aten::mm']", b"bwd_via: *v"), b"bwd_via: *v", "YAML anchor or alias"),
-    "anchor in another op": (COV, _sub(b"{bwd: formula, bwd_res: registered, fwd: kernel, res: registered}",
-                                       b"{bwd: formula, bwd_res: registered, fwd: &k kernel, res: registered}"),
-                             b"&k kernel", "YAML anchor or alias"),
+    "laughs in settings": (
+        COV,
+        _sub(b"  settings:\n    mode: eager\n", b"  settings:\n" + laughs("    ").encode()),
+        b"l0: &l0",
+        "YAML anchor or alias",
+    ),
+    "alias in an op line": (
+        COV,
+        _sub(b"bwd_via: ['aten::mm']", b"bwd_via: *v"),
+        b"bwd_via: *v",
+        "YAML anchor or alias",
+    ),
+    "anchor in another op": (
+        COV,
+        _sub(
+            b"{bwd: formula, bwd_res: registered, fwd: kernel, res: registered}",
+            b"{bwd: formula, bwd_res: registered, fwd: &k kernel, res: registered}",
+        ),
+        b"&k kernel",
+        "YAML anchor or alias",
+    ),
     "anchor on a scalar": (COV, _sub(b"  command: opcov", b"  command: &c opcov"), b"&c opcov", "YAML anchor or alias"),
-    "list in settings": (COV, _sub(b"    mode: eager\n", b"    mode: [eager, lazy]\n"), b"mode: [eager",
-                         "provenance.settings.mode must be a plain value"),
-    "date for created": (COV, _sub(b"created: '2026-01-01T00:00:00+00:00'", b"created: 2026-01-01"),
-                         b"created: 2026", "provenance.created must be a string"),
-    "mapping for a note": (COV, _sub(b"  command: opcov scan cpu\n", b"  command: opcov scan cpu\n  notes: [{a: b}]\n"),
-                           b"notes:", "provenance.notes must be a list of strings"),
-    "integer of 5,000 digits": (COV, _sub(b"'aten::mm'], fwd: kernel", b"'aten::mm'], fwd: " + b"9" * 5000), b"9999",
-                                "digits"),
-    "not UTF-8 in an op line": (COV, _sub(b"aten::mm: {", b"aten::mm: {why2: caf\xe9, "), b"caf\xe9", "not UTF-8 (byte 0xe9)"),
+    "list in settings": (
+        COV,
+        _sub(b"    mode: eager\n", b"    mode: [eager, lazy]\n"),
+        b"mode: [eager",
+        "provenance.settings.mode must be a plain value",
+    ),
+    "date for created": (
+        COV,
+        _sub(b"created: '2026-01-01T00:00:00+00:00'", b"created: 2026-01-01"),
+        b"created: 2026",
+        "provenance.created must be a string",
+    ),
+    "mapping for a note": (
+        COV,
+        _sub(b"  command: opcov scan cpu\n", b"  command: opcov scan cpu\n  notes: [{a: b}]\n"),
+        b"notes:",
+        "provenance.notes must be a list of strings",
+    ),
+    "integer of 5,000 digits": (
+        COV,
+        _sub(b"'aten::mm'], fwd: kernel", b"'aten::mm'], fwd: " + b"9" * 5000),
+        b"9999",
+        "digits",
+    ),
+    "not UTF-8 in an op line": (
+        COV,
+        _sub(b"aten::mm: {", b"aten::mm: {why2: caf\xe9, "),
+        b"caf\xe9",
+        "not UTF-8 (byte 0xe9)",
+    ),
     "not UTF-8 in the header": (COV, _sub(b"name: cpu", b"name: c\xffpu"), b"c\xffpu", "not UTF-8 (byte 0xff)"),
     "NUL character": (COV, _sub(b"package: torch", b"package: to\x00rch"), b"to\x00rch", "U+0000 is not allowed"),
     "too large": (COV, _too_large, None, f"over the {data.MAX_FILE_BYTES >> 20} MiB limit"),
-    "op set: laughs in model config": (MODEL, _sub(b"  config:\n    hidden: 8\n", b"  config:\n" + laughs("    ").encode()),
-                                       b"l0: &l0", "YAML anchor or alias"),
+    "op set: laughs in model config": (
+        MODEL,
+        _sub(b"  config:\n    hidden: 8\n", b"  config:\n" + laughs("    ").encode()),
+        b"l0: &l0",
+        "YAML anchor or alias",
+    ),
     "op set: not UTF-8": (MODEL, _sub(b"aten::mm", b"aten::m\xc3m"), b"aten::m\xc3m", "not UTF-8 (byte 0xc3)"),
-    "op set: number for torch": (MODEL, _sub(b"torch: 2.13.0+cpu", b"torch: 2.13"), b"torch: 2.13",
-                                 "provenance.torch must be a string"),
+    "op set: number for torch": (
+        MODEL,
+        _sub(b"torch: 2.13.0+cpu", b"torch: 2.13"),
+        b"torch: 2.13",
+        "provenance.torch must be a string",
+    ),
     "op set: too large": (MODEL, _too_large, None, "MiB limit for an opcov data file"),
 }
 
@@ -172,6 +243,7 @@ def test_bad_op_set_through_every_command(base, tmp_path, case):
 
 # ---------------------------------------------------------------- the readers, in process
 
+
 def write_bytes(tmp_path, raw: bytes) -> str:
     path = tmp_path / "f.yaml"
     path.write_bytes(raw)
@@ -186,14 +258,20 @@ def saved(tmp_path, doc=None) -> bytes:
 
 def test_every_reader_refuses_anchors_and_aliases_with_their_line(tmp_path):
     raw = saved(tmp_path)
-    for old, new, marker in ((b"bwd_via: ['aten::mm']", b"bwd_via: *v", b"*v"),
-                             (b"  command: opcov", b"  command: &c opcov", b"&c"),
-                             (b"    mode: eager\n", laughs("    ").encode(), b"&l0")):
+    for old, new, marker in (
+        (b"bwd_via: ['aten::mm']", b"bwd_via: *v", b"*v"),
+        (b"  command: opcov", b"  command: &c opcov", b"&c"),
+        (b"    mode: eager\n", laughs("    ").encode(), b"&l0"),
+    ):
         bad = raw.replace(old, new, 1)
         path = write_bytes(tmp_path, bad)
         line = line_of(bad, marker)
-        for read in (data.load, lineyaml.load, lambda p: lineyaml.load(p, ["aten::mm"], summary=False),
-                     lambda p: lineyaml.load(p, ["aten::add.Tensor"], summary=False)):
+        for read in (
+            data.load,
+            lineyaml.load,
+            lambda p: lineyaml.load(p, ["aten::mm"], summary=False),
+            lambda p: lineyaml.load(p, ["aten::add.Tensor"], summary=False),
+        ):
             with pytest.raises(DataError, match=rf"f\.yaml:{line}: error: YAML anchor or alias"):
                 read(path)
         assert lineyaml.parse(path) is None
@@ -242,18 +320,20 @@ def test_not_a_regular_file_is_refused_without_reading(tmp_path):
 
 def test_bad_bytes_name_their_line(tmp_path):
     raw = saved(tmp_path)
-    for old, new, words in ((b"name: cpu", b"name: c\xffpu", "not UTF-8 (byte 0xff)"),
-                            (b"fwd: kernel", b"fwd: ker\xed\xa0\x80nel", "not UTF-8 (byte 0xed)"),  # a surrogate
-                            (b"package: torch", b"package: to\x07rch", "character U+0007 is not allowed"),
-                            (b"fwd: kernel", b"fwd: ker\xc2\x9fnel", "character U+009F is not allowed"),
-                            (b"name: cpu", b"name: c\xef\xbf\xbepu", "character U+FFFE is not allowed")):
+    for old, new, words in (
+        (b"name: cpu", b"name: c\xffpu", "not UTF-8 (byte 0xff)"),
+        (b"fwd: kernel", b"fwd: ker\xed\xa0\x80nel", "not UTF-8 (byte 0xed)"),  # a surrogate
+        (b"package: torch", b"package: to\x07rch", "character U+0007 is not allowed"),
+        (b"fwd: kernel", b"fwd: ker\xc2\x9fnel", "character U+009F is not allowed"),
+        (b"name: cpu", b"name: c\xef\xbf\xbepu", "character U+FFFE is not allowed"),
+    ):
         bad = raw.replace(old, new, 1)
         path = write_bytes(tmp_path, bad)
         for read in (data.load, lineyaml.load, opset.load):
             with pytest.raises(DataError, match=rf"f\.yaml:{line_of(bad, new)}: error: {re.escape(words)}"):
                 read(path)
     doc = coverage_doc()
-    doc["provenance"]["settings"]["mode"] = "caf\u00e9 \u2028 \U0001F600 \ufeff \x85"
+    doc["provenance"]["settings"]["mode"] = "caf\u00e9 \u2028 \U0001f600 \ufeff \x85"
     path = write_bytes(tmp_path, saved(tmp_path, doc))
     assert "caf\u00e9" in open(path, encoding="utf-8").read()
     assert data.load(path) == lineyaml.load(path) == doc
@@ -261,8 +341,10 @@ def test_bad_bytes_name_their_line(tmp_path):
 
 def test_values_python_cannot_make_are_yaml_errors_with_their_line(tmp_path):
     raw = saved(tmp_path)
-    for old, new, words in ((b"'aten::mm'], fwd: kernel", b"'aten::mm'], fwd: " + b"1" * 5000, "digits"),
-                            (b"created: '2026-01-01T00:00:00+00:00'", b"created: 2026-13-45", "month must be in 1..12")):
+    for old, new, words in (
+        (b"'aten::mm'], fwd: kernel", b"'aten::mm'], fwd: " + b"1" * 5000, "digits"),
+        (b"created: '2026-01-01T00:00:00+00:00'", b"created: 2026-13-45", "month must be in 1..12"),
+    ):
         bad = raw.replace(old, new, 1)
         path = write_bytes(tmp_path, bad)
         for read in (data.load, lineyaml.load, lambda p: lineyaml.load(p, ["aten::mm"], summary=False)):
@@ -271,14 +353,16 @@ def test_values_python_cannot_make_are_yaml_errors_with_their_line(tmp_path):
 
 
 def test_header_values_are_typed(tmp_path):
-    cases = [("provenance", "settings", {"a": [1]}, "provenance.settings.a must be a plain value"),
-             ("provenance", "settings", ["a"], "provenance.settings must be a mapping of names to plain values"),
-             ("provenance", "host", "x", "provenance.host must be a mapping"),
-             ("provenance", "kernel_sources", {"a.cc:1": True}, "provenance.kernel_sources.a.cc:1 must be a count"),
-             ("provenance", "probe", {"when": datetime.date(2026, 1, 1)}, "provenance.probe must be plain data"),
-             ("provenance", "opcov", 0.2, "provenance.opcov must be a string"),
-             ("backend", "version", 2, "backend.version must be a string"),
-             ("backend", "name", None, "backend lacks 'name'")]
+    cases = [
+        ("provenance", "settings", {"a": [1]}, "provenance.settings.a must be a plain value"),
+        ("provenance", "settings", ["a"], "provenance.settings must be a mapping of names to plain values"),
+        ("provenance", "host", "x", "provenance.host must be a mapping"),
+        ("provenance", "kernel_sources", {"a.cc:1": True}, "provenance.kernel_sources.a.cc:1 must be a count"),
+        ("provenance", "probe", {"when": datetime.date(2026, 1, 1)}, "provenance.probe must be plain data"),
+        ("provenance", "opcov", 0.2, "provenance.opcov must be a string"),
+        ("backend", "version", 2, "backend.version must be a string"),
+        ("backend", "name", None, "backend lacks 'name'"),
+    ]
     for section, key, value, words in cases:
         doc = coverage_doc()
         doc[section][key] = value
@@ -290,14 +374,16 @@ def test_header_values_are_typed(tmp_path):
 
 
 def test_op_set_values_are_typed(tmp_path):
-    cases = [(("model", "name"), ["tiny"], "model.name must be a string"),
-             (("model", "config"), {"when": {1, 2}}, "model.config must be plain data"),
-             (("provenance", "notes"), "one note", "provenance.notes must be a list of strings"),
-             (("provenance", "traced_on"), 3, "provenance.traced_on must be a string"),
-             (("dtype",), 16, "dtype must be a name"),
-             (("autocast",), ["bfloat16"], "autocast must be a name, or null"),
-             (("ops", "aten::mm", "forward"), {1: {"calls": 2}}, "dtype key 1 is not a dtype name"),
-             (("parents",), {7: {"forward": {"float32": {"calls": 1}}}}, "parent name 7 is not")]
+    cases = [
+        (("model", "name"), ["tiny"], "model.name must be a string"),
+        (("model", "config"), {"when": {1, 2}}, "model.config must be plain data"),
+        (("provenance", "notes"), "one note", "provenance.notes must be a list of strings"),
+        (("provenance", "traced_on"), 3, "provenance.traced_on must be a string"),
+        (("dtype",), 16, "dtype must be a name"),
+        (("autocast",), ["bfloat16"], "autocast must be a name, or null"),
+        (("ops", "aten::mm", "forward"), {1: {"calls": 2}}, "dtype key 1 is not a dtype name"),
+        (("parents",), {7: {"forward": {"float32": {"calls": 1}}}}, "parent name 7 is not"),
+    ]
     for keys, value, words in cases:
         doc = opset_doc()
         at = doc

@@ -12,12 +12,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, child_env, run_opcov
+
 from opcov.errors import DataError
-from opcov.store import data
-from opcov.store import lineyaml
-from opcov.store import opset
+from opcov.store import data, lineyaml, opset
 from opcov.store.lint import lint_files
 
 COV = "cpu/registered-torch-2.13.0+cpu.yaml"
@@ -29,18 +27,37 @@ RESTAMP = os.path.join(ROOT, "scripts", "restamp_data.py")
 
 def coverage_doc():
     rec = {"fwd": "kernel", "res": "registered", "bwd": "formula", "bwd_res": "registered"}
-    return {"schema_version": 1, "evidence": "registered",
-            "backend": {"name": "cpu", "device_type": "cpu", "dispatch_key": "CPU", "package": "torch",
-                        "version": "2.13.0+cpu"},
-            "provenance": {"torch": "2.13.0+cpu", "command": "opcov scan cpu", "created": "2026-01-01T00:00:00+00:00"},
-            "summary": {}, "ops": {name: dict(rec) for name in OPS}}
+    return {
+        "schema_version": 1,
+        "evidence": "registered",
+        "backend": {
+            "name": "cpu",
+            "device_type": "cpu",
+            "dispatch_key": "CPU",
+            "package": "torch",
+            "version": "2.13.0+cpu",
+        },
+        "provenance": {"torch": "2.13.0+cpu", "command": "opcov scan cpu", "created": "2026-01-01T00:00:00+00:00"},
+        "summary": {},
+        "ops": {name: dict(rec) for name in OPS},
+    }
 
 
 def opset_doc(version=1):
-    doc = {"schema_version": version, "kind": "opset", "model": {"name": "tiny"}, "mode": "inference",
-           "dtype": "float32", "provenance": {"torch": "2.13.0+cpu", "opcov": "0.2.0",
-                                              "created": "2026-01-01T00:00:00+00:00", "command": "opcov trace tiny"},
-           "ops": {name: {"forward": {"float32": {"calls": 1}}} for name in USED}}
+    doc = {
+        "schema_version": version,
+        "kind": "opset",
+        "model": {"name": "tiny"},
+        "mode": "inference",
+        "dtype": "float32",
+        "provenance": {
+            "torch": "2.13.0+cpu",
+            "opcov": "0.2.0",
+            "created": "2026-01-01T00:00:00+00:00",
+            "command": "opcov trace tiny",
+        },
+        "ops": {name: {"forward": {"float32": {"calls": 1}}} for name in USED},
+    }
     if version == 2:
         doc["calltree"] = [f"{i} forward kernel {name} float32 x1" for i, name in enumerate(USED, 1)]
     return doc
@@ -81,6 +98,7 @@ def replace(old, new):
     def edit(raw):
         assert old in raw
         return raw.replace(old, new, 1)
+
     return edit
 
 
@@ -92,6 +110,7 @@ def refused(proc, path, words="the file was truncated or edited: regenerate it w
 
 
 # ---------------------------------------------------------------- the writer
+
 
 def test_every_file_opcov_writes_starts_with_its_integrity_line(tmp_path):
     text = data.dumps(coverage_doc())
@@ -122,22 +141,34 @@ def test_an_op_name_with_a_line_break_round_trips(tmp_path):
 
 # ---------------------------------------------------------------- the readers, in process
 
-READERS = {"data.load": data.load, "lineyaml.load": lineyaml.load,
-           "lineyaml.load, ops that are intact": lambda p: lineyaml.load(p, ["aten::add.Tensor"], summary=False),
-           "lineyaml.load, ops lost": lambda p: lineyaml.load(p, USED, summary=False)}
-ALTERED = {"cut at a line end": (cut_lines(2), "4 ops where its integrity line says 6, and its SHA-256"),
-           "cut mid-line": (cut_bytes(20), "it ends mid-line (6 ops were written)"),
-           "a value edited": (replace(b"aten::t: {bwd: formula, bwd_res: registered, fwd: kernel, res: registered}",
-                                      b"aten::t: {bwd: formula, bwd_res: registered, fwd: kernel, res: fallback}"),
-                              "its SHA-256 is not the one on its integrity line"),
-           "the header edited": (replace(b"created: '2026", b"created: '2025"), "its SHA-256 is not the one"),
-           "an op added": (lambda raw: raw + b"  aten::t_: {bwd: formula, bwd_res: registered, fwd: kernel, "
-                                             b"res: registered}\n", "7 ops where its integrity line says 6"),
-           "the count edited": (replace(b"{ops: 6,", b"{ops: 5,"), "6 ops where its integrity line says 5"),
-           "the line moved": (lambda raw: raw.split(b"\n", 1)[1] + raw.split(b"\n", 1)[0] + b"\n",
-                              "its integrity line is not the first line as opcov writes it"),
-           "the line mangled": (replace(b"{ops: 6, sha256: ", b"{ops: 6, sha: "),
-                                "its integrity line is not the first line")}
+READERS = {
+    "data.load": data.load,
+    "lineyaml.load": lineyaml.load,
+    "lineyaml.load, ops that are intact": lambda p: lineyaml.load(p, ["aten::add.Tensor"], summary=False),
+    "lineyaml.load, ops lost": lambda p: lineyaml.load(p, USED, summary=False),
+}
+ALTERED = {
+    "cut at a line end": (cut_lines(2), "4 ops where its integrity line says 6, and its SHA-256"),
+    "cut mid-line": (cut_bytes(20), "it ends mid-line (6 ops were written)"),
+    "a value edited": (
+        replace(
+            b"aten::t: {bwd: formula, bwd_res: registered, fwd: kernel, res: registered}",
+            b"aten::t: {bwd: formula, bwd_res: registered, fwd: kernel, res: fallback}",
+        ),
+        "its SHA-256 is not the one on its integrity line",
+    ),
+    "the header edited": (replace(b"created: '2026", b"created: '2025"), "its SHA-256 is not the one"),
+    "an op added": (
+        lambda raw: raw + b"  aten::t_: {bwd: formula, bwd_res: registered, fwd: kernel, res: registered}\n",
+        "7 ops where its integrity line says 6",
+    ),
+    "the count edited": (replace(b"{ops: 6,", b"{ops: 5,"), "6 ops where its integrity line says 5"),
+    "the line moved": (
+        lambda raw: raw.split(b"\n", 1)[1] + raw.split(b"\n", 1)[0] + b"\n",
+        "its integrity line is not the first line as opcov writes it",
+    ),
+    "the line mangled": (replace(b"{ops: 6, sha256: ", b"{ops: 6, sha: "), "its integrity line is not the first line"),
+}
 
 
 @pytest.mark.parametrize("case", ALTERED)
@@ -159,7 +190,10 @@ def test_every_reader_refuses_an_altered_file(base, tmp_path, case):
 def test_schema_problems_come_before_the_integrity_problem(base, tmp_path):
     """A hand edit that breaks the schema is named with its line first; lint lists both."""
     _, path = copy_with(base, tmp_path, replace(b"res: registered}\n  aten::relu", b"res: works}\n  aten::relu"))
-    with pytest.raises(DataError, match=r"registered-torch-2\.13\.0\+cpu\.yaml:\d+: error: aten::mm: res is 'works'.* \(and 1 more; run 'opcov lint"):
+    with pytest.raises(
+        DataError,
+        match=r"registered-torch-2\.13\.0\+cpu\.yaml:\d+: error: aten::mm: res is 'works'.* \(and 1 more; run 'opcov lint",
+    ):
         data.load(str(path))
     problems = [str(p) for p in lint_files([str(path)], check_catalog=False)]
     assert len(problems) == 2 and "res is 'works'" in problems[0] and "not as opcov wrote it" in problems[1]
@@ -202,6 +236,7 @@ def _timed(time, fn):
 
 # ---------------------------------------------------------------- the commands
 
+
 @pytest.mark.parametrize("case", ["cut at a line end", "cut mid-line", "a value edited"])
 def test_every_command_refuses_an_altered_coverage_file(base, tmp_path, case):
     root, path = copy_with(base, tmp_path, ALTERED[case][0])
@@ -216,8 +251,11 @@ def test_every_command_refuses_an_altered_coverage_file(base, tmp_path, case):
 
 def test_check_refuses_an_altered_op_set(base, tmp_path):
     root, path = copy_with(base, tmp_path, cut_lines(1), MODEL)
-    refused(run_opcov("check", str(path), "-b", "cpu", "--coverage", str(root)), path,
-            "regenerate it with: opcov trace tiny")
+    refused(
+        run_opcov("check", str(path), "-b", "cpu", "--coverage", str(root)),
+        path,
+        "regenerate it with: opcov trace tiny",
+    )
 
 
 def test_intact_files_pass_every_command(base, tmp_path):
@@ -230,13 +268,18 @@ def test_intact_files_pass_every_command(base, tmp_path):
 
 # ---------------------------------------------------------------- restamping old data
 
+
 def restamp(*paths):
-    return subprocess.run([sys.executable, RESTAMP, *map(str, paths)], capture_output=True, text=True,
-                          env=child_env(), timeout=600)
+    return subprocess.run(
+        [sys.executable, RESTAMP, *map(str, paths)], capture_output=True, text=True, env=child_env(), timeout=600
+    )
 
 
 def test_restamp_gives_old_files_the_line_and_keeps_their_data(tmp_path):
-    old_cov, old_set = tmp_path / "cpu" / "registered-torch-2.13.0+cpu.yaml", tmp_path / "models" / "t" / "inference.yaml"
+    old_cov, old_set = (
+        tmp_path / "cpu" / "registered-torch-2.13.0+cpu.yaml",
+        tmp_path / "models" / "t" / "inference.yaml",
+    )
     old_cov.parent.mkdir()
     old_set.parent.mkdir(parents=True)
     old_cov.write_text(data.body(coverage_doc()))  # as opcov wrote it before the integrity line

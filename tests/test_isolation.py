@@ -9,7 +9,6 @@ import os
 import shutil
 
 import pytest
-
 from conftest import ROOT, run_opcov
 
 
@@ -49,9 +48,14 @@ def test_outside_the_repo_check_uses_the_bundled_data_and_says_so(tmp_path):
 
     from conftest import child_env
 
-    r = subprocess.run([sys.executable, "-m", "opcov", "check", "llama", "-b", "tpu", "--mode", "inference",
-                        "--format", "json"], capture_output=True, text=True, cwd=tmp_path, env=child_env(),
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "opcov", "check", "llama", "-b", "tpu", "--mode", "inference", "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=child_env(),
+        timeout=120,
+    )
     assert r.returncode in (0, 1), r.stderr
     assert "bundled coverage data" in r.stderr
     assert '"backend": "tpu"' in r.stdout

@@ -17,7 +17,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, child_env, dumps, load_yaml
 
 SPEC = {"name": "neuron", "kernels": {"aten::relu": "pass", "aten::addmm": "pass"}, "fallback": "raise"}
@@ -27,8 +26,14 @@ MODEL = "nn-convnet"  # inference: addmm, relu, convolution, batch norm, max poo
 
 def opcov_in(folder, *args, **env):
     """``python -m opcov ARGS`` run in ``folder`` (where its default paths point)."""
-    return subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True, cwd=folder,
-                          env=child_env(OPCOV_PYBACKEND_SPEC=dumps(SPEC), **env), timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "opcov", *args],
+        capture_output=True,
+        text=True,
+        cwd=folder,
+        env=child_env(OPCOV_PYBACKEND_SPEC=dumps(SPEC), **env),
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +43,9 @@ def contributed(tmp_path_factory, reach_cache):
     shutil.copytree(os.path.join(ROOT, "coverage", "models", MODEL), work / "coverage" / "models" / MODEL)
     scan = opcov_in(work, "scan", *BACKEND, XDG_CACHE_HOME=reach_cache)
     assert scan.returncode == 0, scan.stderr[-3000:]
-    probe = opcov_in(work, "probe", *BACKEND, "--ops", "^(aten::relu|addmm)$", "--dtypes", "float32",
-                     "--directions", "forward")
+    probe = opcov_in(
+        work, "probe", *BACKEND, "--ops", "^(aten::relu|addmm)$", "--dtypes", "float32", "--directions", "forward"
+    )
     assert probe.returncode == 0, probe.stderr[-3000:]
     return work, scan, probe
 
@@ -74,8 +80,9 @@ def test_check_reads_the_neuron_data(contributed):
     out = json.loads(r.stdout)
     (v,) = out["verdicts"]
     assert v["backend"] == "neuron" and v["verdict"] == "fails"
-    assert sorted(os.path.basename(s) for s in v["sources"]) == sorted(
-        os.listdir(work / "coverage" / "neuron")), v["sources"]
+    assert sorted(os.path.basename(s) for s in v["sources"]) == sorted(os.listdir(work / "coverage" / "neuron")), v[
+        "sources"
+    ]
     ops = {o["op"]: o for o in v["ops"]}
     assert ops["aten::relu"]["outcome"] == "ok" and ops["aten::relu"]["evidence"] == "probed"
     assert ops["aten::addmm"]["outcome"] == "ok" and ops["aten::addmm"]["evidence"] == "probed"
@@ -88,14 +95,24 @@ def test_check_reads_the_neuron_data(contributed):
 
 
 def test_backends_says_what_neuron_needs():
-    r = subprocess.run([sys.executable, "-m", "opcov", "backends", "--format", "json"], capture_output=True,
-                       text=True, env=child_env(), cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "opcov", "backends", "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    )
     rows = {row["name"]: row for row in json.loads(r.stdout)}
     neuron = rows["neuron"]
     assert neuron["package"] == "torch-neuronx" and neuron["dispatch_key"] == "PrivateUse1"
     assert "pip.repos.neuron.amazonaws.com" in neuron["setup"] and "Trn2" in neuron["setup"]
-    assert neuron["commands"] == ["opcov scan neuron --import torch_neuronx",
-                                  "opcov probe neuron --import torch_neuronx"]
-    text = subprocess.run([sys.executable, "-m", "opcov", "backends"], capture_output=True, text=True,
-                          env=child_env(), cwd=ROOT).stdout
-    assert "$ opcov scan neuron --import torch_neuronx" in text and "$ opcov probe neuron --import torch_neuronx" in text
+    assert neuron["commands"] == [
+        "opcov scan neuron --import torch_neuronx",
+        "opcov probe neuron --import torch_neuronx",
+    ]
+    text = subprocess.run(
+        [sys.executable, "-m", "opcov", "backends"], capture_output=True, text=True, env=child_env(), cwd=ROOT
+    ).stdout
+    assert (
+        "$ opcov scan neuron --import torch_neuronx" in text and "$ opcov probe neuron --import torch_neuronx" in text
+    )

@@ -9,12 +9,12 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, child_env, run_opcov
+from sitefixture import make_coverage
+
 from opcov.errors import UsageError
 from opcov.site import render
 from opcov.store import opset, output
-from sitefixture import make_coverage
 
 SECRET = "outside the output: must not change\n"
 LLAMA = os.path.join(ROOT, "coverage", "models", "llama")
@@ -47,11 +47,13 @@ def spot(tmp_path):
 
 def bad_outputs(work):
     """(output path, words its error names) for each kind of unwritable output."""
-    return [("/proc/x.yaml", "/proc"),
-            (str(work / "afile" / "x.yaml"), "not a folder"),
-            (str(work / "adir"), "is a folder"),
-            (str(work / "link"), "symbolic link"),
-            ("/dev/null", "not a regular file")]
+    return [
+        ("/proc/x.yaml", "/proc"),
+        (str(work / "afile" / "x.yaml"), "not a folder"),
+        (str(work / "adir"), "is a folder"),
+        (str(work / "link"), "symbolic link"),
+        ("/dev/null", "not a regular file"),
+    ]
 
 
 def listing(folder):
@@ -59,6 +61,7 @@ def listing(folder):
 
 
 # ---------------------------------------------------------------- the checks, in process
+
 
 def test_check_writable_file_refuses_each_kind(spot):
     work, target = spot
@@ -104,9 +107,14 @@ def test_write_atomic_writes_and_refuses_links(spot):
     assert listing(work) == ["adir", "afile", "link", "out.yaml", "plain"]
 
 
-@pytest.mark.parametrize("error, words", [(OSError(errno.ENOSPC, "No space left on device"), "no space left"),
-                                          (OSError(errno.EROFS, "Read-only file system"), "read-only"),
-                                          (KeyboardInterrupt(), None)])
+@pytest.mark.parametrize(
+    "error, words",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "no space left"),
+        (OSError(errno.EROFS, "Read-only file system"), "read-only"),
+        (KeyboardInterrupt(), None),
+    ],
+)
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch, error, words):
     path = tmp_path / "x.yaml"
     path.write_text("old\n")
@@ -150,6 +158,7 @@ def test_check_writable_dir_refuses_links_inside_and_keeps_the_marker_rule(tmp_p
 
 # ---------------------------------------------------------------- the commands, in child processes
 
+
 def test_merge_check_trace_and_zoo_refuse_unwritable_outputs_at_once(spot):
     """Each command checks its output before it reads or traces anything (the inputs here do not
     even exist): one line, exit 2, and nothing written anywhere."""
@@ -178,7 +187,8 @@ def _abortdev(tmp_path):
         "import multiprocessing, os\n"
         "if multiprocessing.parent_process() is not None:\n"
         f"    open({str(mark)!r}, 'w').close()\n"
-        "    os.abort()\n")
+        "    os.abort()\n"
+    )
     return mark
 
 
@@ -188,9 +198,28 @@ def test_probe_checks_its_output_before_any_worker_starts(tmp_path, spot):
     env = child_env(PYTHONPATH=f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}")
     for path, words in bad_outputs(work):
         t0 = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "opcov", "probe", "abortdev", "--import", "abortdev",
-                               "--ops", "^abs$", "--dtypes", "float32", "--out", path],
-                              env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "opcov",
+                "probe",
+                "abortdev",
+                "--import",
+                "abortdev",
+                "--ops",
+                "^abs$",
+                "--dtypes",
+                "float32",
+                "--out",
+                path,
+            ],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         one_line_error(proc, words)
         assert time.monotonic() - t0 < 30
         assert not mark.exists(), "a worker started before the output was checked"
@@ -203,15 +232,26 @@ def test_probe_refuses_a_linked_journal_and_leaves_nothing(spot):
     work, target = spot
     out = work / "p.yaml"
     os.symlink(target, str(out) + ".journal.jsonl")
-    args = ["probe", "opcovtest", "--import", "opcov.testing.pybackend", "--ops", "^abs$", "--dtypes", "float32",
-            "--out", str(out)]
+    args = [
+        "probe",
+        "opcovtest",
+        "--import",
+        "opcov.testing.pybackend",
+        "--ops",
+        "^abs$",
+        "--dtypes",
+        "float32",
+        "--out",
+        str(out),
+    ]
     spec = json.dumps({"kernels": {}, "fallback": "cpu"})
     one_line_error(run_opcov(*args, "--resume", timeout=120, OPCOV_PYBACKEND_SPEC=spec), "symbolic link", "journal")
     proc = run_opcov(*args, timeout=120, OPCOV_PYBACKEND_SPEC=spec)  # no --resume: the journal is named
     one_line_error(proc, "journal")
     os.remove(str(out) + ".journal.jsonl")
-    one_line_error(run_opcov(*args[:-1], str(work / "afile" / "p.yaml"), timeout=120, OPCOV_PYBACKEND_SPEC=spec),
-                   "not a folder")
+    one_line_error(
+        run_opcov(*args[:-1], str(work / "afile" / "p.yaml"), timeout=120, OPCOV_PYBACKEND_SPEC=spec), "not a folder"
+    )
     assert listing(work) == ["adir", "afile", "link"] and target.read_text() == SECRET
 
 
@@ -232,8 +272,7 @@ def test_site_refuses_links_inside_an_existing_site(tmp_path):
     os.remove(out / "index.html")
     os.symlink(out, tmp_path / "linked")
     one_line_error(run_opcov("site", "--coverage", cov, "--out", str(tmp_path / "linked")), "symbolic link")
-    for path, words in (("/proc/site", "/proc"), (str(target), "not a folder"),
-                        (str(target / "site"), "not a folder")):
+    for path, words in (("/proc/site", "/proc"), (str(target), "not a folder"), (str(target / "site"), "not a folder")):
         one_line_error(run_opcov("site", "--coverage", cov, "--out", path), words)
     assert target.read_text() == SECRET
     proc = run_opcov("site", "--coverage", cov, "--out", str(out))  # the link removed: renders again

@@ -14,20 +14,31 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, child_env, load_yaml, run_opcov
 
 PB = ["--import", "opcov.testing.pybackend"]
 
 PLANTED = {
-    "kernels": {"aten::add.out": "pass", "aten::mul.out": "small_error", "aten::sub.out": "large_error",
-                "aten::mm": "low_precision", "aten::neg": "raise", "aten::exp": "oom",
-                "aten::sum.dim_IntList": "pass"},
+    "kernels": {
+        "aten::add.out": "pass",
+        "aten::mul.out": "small_error",
+        "aten::sub.out": "large_error",
+        "aten::mm": "low_precision",
+        "aten::neg": "raise",
+        "aten::exp": "oom",
+        "aten::sum.dim_IntList": "pass",
+    },
     "fallback": "raise",  # ops without a kernel raise NotImplementedError: 'missing'
 }
 CRASHY = {
-    "kernels": {"aten::neg": "pass", "aten::ceil": "pass", "aten::trunc": "pass",
-                "aten::sin": "segfault", "aten::tan": "abort", "aten::sqrt": "hang"},
+    "kernels": {
+        "aten::neg": "pass",
+        "aten::ceil": "pass",
+        "aten::trunc": "pass",
+        "aten::sin": "segfault",
+        "aten::tan": "abort",
+        "aten::sqrt": "hang",
+    },
     "fallback": "raise",
 }
 WORKING = {"kernels": {}, "fallback": "cpu"}  # every op through the CPU fallback: all pass
@@ -36,8 +47,9 @@ WORKING_OPS = "^(add|mul|sub|neg|clone|abs)$"
 
 def probe(tmp_path, name, spec, *args, timeout=300):
     out = str(tmp_path / f"{name}.yaml")
-    proc = run_opcov("probe", "opcovtest", *PB, *args, "--out", out, timeout=timeout,
-                     OPCOV_PYBACKEND_SPEC=json.dumps(spec))
+    proc = run_opcov(
+        "probe", "opcovtest", *PB, *args, "--out", out, timeout=timeout, OPCOV_PYBACKEND_SPEC=json.dumps(spec)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, load_yaml(out), proc
 
@@ -49,8 +61,7 @@ def cell(doc, op, dtype="float32"):
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("planted")
-    return probe(tmp, "planted", PLANTED, "--ops", "^(mm|mul|sub|neg|abs|add|exp|empty_like)$",
-                 "--dtypes", "float32")
+    return probe(tmp, "planted", PLANTED, "--ops", "^(mm|mul|sub|neg|abs|add|exp|empty_like)$", "--dtypes", "float32")
 
 
 def test_each_planted_behaviour_lands_in_its_status(planted):
@@ -96,8 +107,19 @@ def test_probed_file_lints_clean_and_summarizes(planted):
 
 
 def test_crash_and_hang_are_isolated(tmp_path):
-    out, doc, proc = probe(tmp_path, "crashy", CRASHY, "--ops", "^(sin|tan|sqrt|neg|ceil|trunc)$",
-                           "--dtypes", "float32", "--directions", "forward", "--timeout", "3")
+    out, doc, proc = probe(
+        tmp_path,
+        "crashy",
+        CRASHY,
+        "--ops",
+        "^(sin|tan|sqrt|neg|ceil|trunc)$",
+        "--dtypes",
+        "float32",
+        "--directions",
+        "forward",
+        "--timeout",
+        "3",
+    )
     sin, tan, sqrt = cell(doc, "aten::sin"), cell(doc, "aten::tan"), cell(doc, "aten::sqrt")
     assert sin["fwd"] == "crash" and "SIGSEGV" in sin["why"]
     assert tan["fwd"] == "crash" and "SIGABRT" in tan["why"]
@@ -126,8 +148,17 @@ def test_failures_are_pinned_by_replay_and_host_leaves_stay_on_cpu(tmp_path):
     calls one at a time pins the failure on abs, and add/div keep a clean record. tensor_split's
     index tensor stays on CPU as its OpInfo made it (ATen requires it there), so it passes."""
     spec = {"kernels": {"aten::abs": "large_error"}, "fallback": "cpu"}
-    out, doc, _ = probe(tmp_path, "pinned", spec, "--ops", "^(nn.functional.softsign|tensor_split)$",
-                        "--dtypes", "float32", "--directions", "forward")
+    out, doc, _ = probe(
+        tmp_path,
+        "pinned",
+        spec,
+        "--ops",
+        "^(nn.functional.softsign|tensor_split)$",
+        "--dtypes",
+        "float32",
+        "--directions",
+        "forward",
+    )
     abs_ = cell(doc, "aten::abs")
     assert abs_["fwd"] == "mismatch" and abs_["blame"].startswith("localized: of its 3 op calls"), abs_
     for op in ("aten::add.Tensor", "aten::div.Tensor"):
@@ -144,10 +175,17 @@ def test_unpinned_failures_rank_below_passes():
 
     ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
     mk = lambda i, status, src, aten, loc=None: CaseRecord(  # noqa: E731
-        f"{src}|float32|{i}", f"{src}|float32", src, "float32", aten,
-        fwd=dict({"status": status, "ops": ops2}, **({"localized": loc} if loc else {})))
-    recs = [mk(0, "pass", "view", ["aten::view"]),
-            mk(0, "mismatch", "composite", ["aten::composite"], {"replayed": 2, "failed": []})]
+        f"{src}|float32|{i}",
+        f"{src}|float32",
+        src,
+        "float32",
+        aten,
+        fwd=dict({"status": status, "ops": ops2}, **({"localized": loc} if loc else {})),
+    )
+    recs = [
+        mk(0, "pass", "view", ["aten::view"]),
+        mk(0, "mismatch", "composite", ["aten::composite"], {"replayed": 2, "failed": []}),
+    ]
     view = results.build_ops(recs, [], UNREACHED)["aten::view"]["float32"]
     assert view["fwd"] == "pass" and view["fails"] == 1 and view["unpinned"] == 1 and view["cases"] == 2
     alone = results.build_ops(recs[1:], [], UNREACHED)["aten::view"]["float32"]  # nothing exonerates it
@@ -173,8 +211,9 @@ def test_resume_after_sigkill_equals_uninterrupted(tmp_path, whole):
     journal = out + ".journal.jsonl"
     args = ["probe", "opcovtest", *PB, "--ops", WORKING_OPS, "--dtypes", "float32", "--out", out]
     env = child_env(OPCOV_PYBACKEND_SPEC=json.dumps(WORKING), OPCOV_PROBE_CASE_DELAY="0.05")
-    parent = subprocess.Popen([sys.executable, "-m", "opcov", *args], env=env, cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = subprocess.Popen(
+        [sys.executable, "-m", "opcov", *args], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 120
     while time.time() < deadline:
         if os.path.exists(journal) and sum(1 for _ in open(journal)) > 12:
@@ -197,8 +236,9 @@ def test_resume_after_sigkill_equals_uninterrupted(tmp_path, whole):
 def test_shards_merged_equal_the_whole_run(tmp_path, whole):
     parts = []
     for i in (1, 2):
-        out, doc, _ = probe(tmp_path, f"shard{i}", WORKING, "--ops", WORKING_OPS, "--dtypes", "float32",
-                            "--shard", f"{i}/2")
+        out, doc, _ = probe(
+            tmp_path, f"shard{i}", WORKING, "--ops", WORKING_OPS, "--dtypes", "float32", "--shard", f"{i}/2"
+        )
         assert doc["provenance"]["probe"]["shard"] == f"{i}/2"
         parts.append(out)
     merged = str(tmp_path / "merged.yaml")
@@ -214,9 +254,11 @@ def test_merge_refuses_mismatched_inputs(tmp_path, whole):
     from opcov.store import data
 
     base = whole[1]
-    for what, change in (("backend", lambda d: d["backend"].update(name="other")),
-                         ("torch version", lambda d: d["provenance"].update(torch="2.99.0")),
-                         ("backend version", lambda d: d["backend"].update(version="9.9"))):
+    for what, change in (
+        ("backend", lambda d: d["backend"].update(name="other")),
+        ("torch version", lambda d: d["provenance"].update(torch="2.99.0")),
+        ("backend version", lambda d: d["backend"].update(version="9.9")),
+    ):
         doc = json.loads(json.dumps(base))
         change(doc)
         other = str(tmp_path / "other.yaml")
@@ -230,15 +272,18 @@ def test_merge_refuses_mismatched_inputs(tmp_path, whole):
     assert proc.returncode == 2 and "probed files only" in proc.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--ops", "(mm"], "bad --ops pattern"),
-    (["--dtypes", "float33"], "unknown dtype 'float33'"),
-    (["--shard", "3/2"], "bad --shard"),
-    (["--shard", "x"], "bad --shard"),
-    (["--directions", "sideways"], "unknown direction"),
-    (["--jobs", "0"], "--jobs must be at least 1"),
-    (["--traces", "nosuchmodel"], "not a zoo model"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--ops", "(mm"], "bad --ops pattern"),
+        (["--dtypes", "float33"], "unknown dtype 'float33'"),
+        (["--shard", "3/2"], "bad --shard"),
+        (["--shard", "x"], "bad --shard"),
+        (["--directions", "sideways"], "unknown direction"),
+        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--traces", "nosuchmodel"], "not a zoo model"),
+    ],
+)
 def test_bad_arguments_give_one_line_and_exit_2(args, message):
     proc = run_opcov("probe", "cpu", *args)
     assert proc.returncode == 2
@@ -255,8 +300,7 @@ def test_replayed_model_calls_reach_ops_and_gaps_show(tmp_path):
     """--traces replays the op calls of a zoo model's training step: the backward kernels it reaches
     get evidence, and a backend gap (no kernel, fallback off) shows as unsupported."""
     spec = {"kernels": {"aten::convolution_backward": "raise"}, "fallback": "cpu"}
-    out, doc, _ = probe(tmp_path, "traces", spec, "--traces", "nn-convnet", "--ops", r"^trace\.",
-                        "--dtypes", "float32")
+    out, doc, _ = probe(tmp_path, "traces", spec, "--traces", "nn-convnet", "--ops", r"^trace\.", "--dtypes", "float32")
     conv_bwd = cell(doc, "aten::convolution_backward")
     assert conv_bwd["fwd"] == "error" and "planted error" in conv_bwd["why"]
     assert conv_bwd["samples"] == ["trace.nn-convnet"] and conv_bwd["case"].startswith("trace.nn-convnet|")
@@ -271,14 +315,35 @@ def test_smoke_test_crash_fails_cleanly(tmp_path):
     """A backend whose device start aborts the process (as TorchTPU without a TPU) kills only the
     spawned worker: one line, exit 2, no journal left behind."""
     mod = tmp_path / "abortdev.py"
-    mod.write_text("import multiprocessing, os\n"
-                   "if multiprocessing.parent_process() is not None:\n"
-                   "    os.abort()  # the device start, in the worker only\n")
+    mod.write_text(
+        "import multiprocessing, os\n"
+        "if multiprocessing.parent_process() is not None:\n"
+        "    os.abort()  # the device start, in the worker only\n"
+    )
     out = str(tmp_path / "x.yaml")
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}"}
-    proc = subprocess.run([sys.executable, "-m", "opcov", "probe", "abortdev", "--import", "abortdev",
-                           "--ops", "^mm$", "--dtypes", "float32", "--out", out],
-                          env=child_env(**env), cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "opcov",
+            "probe",
+            "abortdev",
+            "--import",
+            "abortdev",
+            "--ops",
+            "^mm$",
+            "--dtypes",
+            "float32",
+            "--out",
+            out,
+        ],
+        env=child_env(**env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 2, proc.stderr
     assert "smoke test on abortdev crashed (signal SIGABRT)" in proc.stderr
     assert len([ln for ln in proc.stderr.splitlines() if ln.startswith("opcov:")]) == 1
@@ -286,6 +351,7 @@ def test_smoke_test_crash_fails_cleanly(tmp_path):
 
 
 # ---------------------------------------------------------------- in-process units (cpu only)
+
 
 def test_judge_rules():
     import torch
@@ -314,8 +380,9 @@ def test_judge_rules():
     # meta: layout only, and strides count there
     m = torch.empty(4, 4, device="meta")
     assert judge(m, torch.empty(4, 4), None, dtype="float32", mode="meta", family="pointwise")["status"] == "pass"
-    assert judge(m.t(), torch.empty(4, 4), None, dtype="float32", mode="meta",
-                 family="pointwise")["status"] == "mismatch"
+    assert (
+        judge(m.t(), torch.empty(4, 4), None, dtype="float32", mode="meta", family="pointwise")["status"] == "mismatch"
+    )
 
 
 def test_canaries_catch_silent_narrowing():
@@ -328,8 +395,9 @@ def test_canaries_catch_silent_narrowing():
         inp, args, kwargs = samples[0]
         right = fn(inp, *args, **kwargs)
         narrow = torch.float32 if dt == "float64" else torch.int32
-        wrong = fn(inp.to(narrow), *[a.to(narrow) if isinstance(a, torch.Tensor) else a for a in args],
-                   **kwargs).to(right.dtype)
+        wrong = fn(inp.to(narrow), *[a.to(narrow) if isinstance(a, torch.Tensor) else a for a in args], **kwargs).to(
+            right.dtype
+        )
         assert judge(right.clone(), right, None, dtype=dt, mode="canary", family="pointwise")["status"] == "pass"
         assert judge(wrong, right, None, dtype=dt, mode="canary", family="pointwise")["status"] == "mismatch", cid
 
@@ -347,8 +415,12 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
 
     ex = Executor("cpu", "cpu")
     loaded = Loaded(broken, [Sample(torch.ones(2), (), {})], ("aten::broken",), False, True, False)
-    rec = ex.run_case(loaded, loaded.samples[0], "x|float32|0", {"id": "x|float32", "source": "x",
-                                                                 "dtype": "float32", "backward": False})
+    rec = ex.run_case(
+        loaded,
+        loaded.samples[0],
+        "x|float32|0",
+        {"id": "x|float32", "source": "x", "dtype": "float32", "backward": False},
+    )
     assert rec.fwd["status"] == "no_reference" and "cpu reference failed" in rec.fwd["why"]
     assert rec.aten == ["aten::broken"] and rec.out is None and rec.bwd is None
 
@@ -361,8 +433,12 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
         return CaseRecord(f"mul|float32|{i}", "mul|float32", "mul", "float32", ["aten::mul"], fwd=part)
 
     ops2 = [["aten::mul.Tensor", "float32"], ["aten::view", "float32"]]
-    recs = [rec_of(0, "pass", ops2, err=[1e-7, 1e-7]), rec_of(1, "not_comparable", ops2),
-            rec_of(2, "mismatch", ops2, err=[0.5, 0.1]), rec_of(3, "error", ops2, raised=["aten::view", "float32"])]
+    recs = [
+        rec_of(0, "pass", ops2, err=[1e-7, 1e-7]),
+        rec_of(1, "not_comparable", ops2),
+        rec_of(2, "mismatch", ops2, err=[0.5, 0.1]),
+        rec_of(3, "error", ops2, raised=["aten::view", "float32"]),
+    ]
     ops = results.build_ops(recs, ["aten::mul.Tensor", "aten::view", "aten::mm"], UNREACHED)
     mul, view = ops["aten::mul.Tensor"]["float32"], ops["aten::view"]["float32"]
     assert mul["fwd"] == "mismatch" and mul["blame"].startswith("opinfo") and mul["cases"] == 3
@@ -380,14 +456,18 @@ def test_no_reference_when_cpu_fails_and_cells_take_the_worst():
 def test_bad_probed_cells_are_reported_with_file_and_line(tmp_path):
     from opcov.store import data
 
-    doc = {"schema_version": 1, "evidence": "probed",
-           "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x",
-                       "version": "1"},
-           "provenance": {"torch": "2.13.0+cpu", "command": "opcov probe x", "created": "2026-01-01T00:00:00+00:00"},
-           "summary": {},
-           "ops": {"aten::mm": {"float32": {"fwd": "passed", "cases": 1}},
-                   "aten::add.Tensor": {"float32": {"bwd": "pass"}},
-                   "aten::sub.Tensor": {"skipped": "no case of this probe dispatched it"}}}
+    doc = {
+        "schema_version": 1,
+        "evidence": "probed",
+        "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x", "version": "1"},
+        "provenance": {"torch": "2.13.0+cpu", "command": "opcov probe x", "created": "2026-01-01T00:00:00+00:00"},
+        "summary": {},
+        "ops": {
+            "aten::mm": {"float32": {"fwd": "passed", "cases": 1}},
+            "aten::add.Tensor": {"float32": {"bwd": "pass"}},
+            "aten::sub.Tensor": {"skipped": "no case of this probe dispatched it"},
+        },
+    }
     path = str(tmp_path / "bad.yaml")
     data.save(doc, path)
     problems = [str(p) for p in data.validate(data.parse(path)[0], path)]
@@ -402,8 +482,7 @@ def test_a_view_op_that_copies_breaks_aliasing(tmp_path):
     """unfold must return a view of its input; a kernel computing a copy gives the right values but a
     wrong program (writes through the view are lost): a mismatch that names the aliasing."""
     spec = {"kernels": {"aten::unfold": "pass"}, "fallback": "cpu"}
-    out, doc, _ = probe(tmp_path, "alias", spec, "--ops", "^unfold$", "--dtypes", "float32",
-                        "--directions", "forward")
+    out, doc, _ = probe(tmp_path, "alias", spec, "--ops", "^unfold$", "--dtypes", "float32", "--directions", "forward")
     c = cell(doc, "aten::unfold")
     assert c["fwd"] == "mismatch" and "view aliasing differs" in c["why"]
 
@@ -411,8 +490,7 @@ def test_a_view_op_that_copies_breaks_aliasing(tmp_path):
 def test_out_variant_is_probed_and_filed_under_the_out_overload(tmp_path):
     """mul works, mul(out=) writes wrong values: the .out overload gets the mismatch, mul keeps its pass."""
     spec = {"kernels": {"aten::mul.Tensor": "pass", "aten::mul.out": "large_error"}, "fallback": "cpu"}
-    out, doc, _ = probe(tmp_path, "outvar", spec, "--ops", "^mul$", "--dtypes", "float32",
-                        "--directions", "forward")
+    out, doc, _ = probe(tmp_path, "outvar", spec, "--ops", "^mul$", "--dtypes", "float32", "--directions", "forward")
     assert cell(doc, "aten::mul.Tensor")["fwd"] == "pass"
     c = cell(doc, "aten::mul.out")
     assert c["fwd"] == "mismatch" and c["why"].startswith("out=: ") and c["blame"].startswith("opinfo")
@@ -423,10 +501,18 @@ def test_out_variant_is_probed_and_filed_under_the_out_overload(tmp_path):
 
 def _merge_in(cwd, *args):
     """``opcov merge ARGS`` run from ``cwd`` in a child that reports whether torch got imported."""
-    code = ("import sys\nfrom opcov.cli import main\nrc = main(sys.argv[1:])\n"
-            "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\nsys.exit(rc)\n")
-    return subprocess.run([sys.executable, "-c", code, "merge", *args], env=child_env(), cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    code = (
+        "import sys\nfrom opcov.cli import main\nrc = main(sys.argv[1:])\n"
+        "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\nsys.exit(rc)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, "merge", *args],
+        env=child_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_merge_never_imports_torch_and_reads_core_from_a_registered_file(tmp_path, whole):
@@ -458,12 +544,14 @@ def test_case_record_reads_journal_lines_as_written_before():
     in the phase it happened in."""
     from opcov.probe.caserecord import CaseRecord
 
-    line = ('{"case": {"aten": ["aten::mul"], "bwd": {"err": [0.0, 0.0], "ops": [["aten::mul.Tensor", '
-            '"float32"]], "status": "pass", "strides": false, "tol": "float32+cpu"}, "case": "mul|float32|0", '
-            '"dtype": "float32", "fwd": {"err": [0.0, 0.0], "ops": [["aten::mul.Tensor", "float32"]], '
-            '"status": "pass", "strides": false, "tol": "float32+cpu"}, "group": "mul|float32", '
-            '"out": {"ops": [["aten::mul.out", "float32"]], "status": "mismatch", "why": "out=: x"}, '
-            '"source": "mul"}}')
+    line = (
+        '{"case": {"aten": ["aten::mul"], "bwd": {"err": [0.0, 0.0], "ops": [["aten::mul.Tensor", '
+        '"float32"]], "status": "pass", "strides": false, "tol": "float32+cpu"}, "case": "mul|float32|0", '
+        '"dtype": "float32", "fwd": {"err": [0.0, 0.0], "ops": [["aten::mul.Tensor", "float32"]], '
+        '"status": "pass", "strides": false, "tol": "float32+cpu"}, "group": "mul|float32", '
+        '"out": {"ops": [["aten::mul.out", "float32"]], "status": "mismatch", "why": "out=: x"}, '
+        '"source": "mul"}}'
+    )
     item = json.loads(line)
     rec = CaseRecord.from_json(item["case"])
     assert json.dumps({"case": rec.to_json()}, sort_keys=True) == line
@@ -495,14 +583,17 @@ def test_probe_modules_import_each_other_without_cycles():
             if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("opcov.probe"):
                 continue
             assert node in top, f"opcov.probe.{mod} imports {node.module} inside a function"
-            names = [node.module.split(".")[2]] if node.module != "opcov.probe" else \
-                [a.name for a in node.names if a.name in mods] + ["__init__"]
+            names = (
+                [node.module.split(".")[2]]
+                if node.module != "opcov.probe"
+                else [a.name for a in node.names if a.name in mods] + ["__init__"]
+            )
             deps.update(n for n in names if n != mod)
         graph[mod] = deps
     done, path = set(), []
 
     def visit(mod):
-        assert mod not in path, "import cycle: " + " -> ".join(path[path.index(mod):] + [mod])
+        assert mod not in path, "import cycle: " + " -> ".join(path[path.index(mod) :] + [mod])
         if mod in done:
             return
         path.append(mod)
@@ -556,9 +647,16 @@ def test_probe_trees_walk_as_pytree_does():
     from opcov.probe import trees
 
     nt = collections.namedtuple("nt", "a b")
-    samples = [(None, [1, (2,)], {"b": 3, "a": torch.Size([2, 4])}, torch.ones(1)), torch.ones(2), 3, [], {},
-               (nt(torch.ones(1), [2, 3]), collections.OrderedDict(x=1, y=[torch.zeros(2)])),
-               torch.max(torch.ones(3, 2), 1), ([torch.ones(1)], {"k": (torch.float32, "s", 1.5, torch.device("cpu"))})]
+    samples = [
+        (None, [1, (2,)], {"b": 3, "a": torch.Size([2, 4])}, torch.ones(1)),
+        torch.ones(2),
+        3,
+        [],
+        {},
+        (nt(torch.ones(1), [2, 3]), collections.OrderedDict(x=1, y=[torch.zeros(2)])),
+        torch.max(torch.ones(3, 2), 1),
+        ([torch.ones(1)], {"k": (torch.float32, "s", 1.5, torch.device("cpu"))}),
+    ]
     for tree in samples:
         got, want = trees.leaves(tree), pytree.tree_leaves(tree)
         assert len(got) == len(want) and all(g is w for g, w in zip(got, want))
@@ -582,8 +680,20 @@ def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
     (autograd's tensor-subclass formula) and inf without one, as a device runs it; the probe judges
     the device against the plain formula, so cpu probed against itself passes."""
     out = str(tmp_path / "prod.yaml")
-    proc = run_opcov("probe", "cpu", "--ops", "^masked.prod$", "--dtypes", "float16", "--tiers", "none",
-                     "--no-schema", "--out", out, timeout=300)
+    proc = run_opcov(
+        "probe",
+        "cpu",
+        "--ops",
+        "^masked.prod$",
+        "--dtypes",
+        "float16",
+        "--tiers",
+        "none",
+        "--no-schema",
+        "--out",
+        out,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     prod = cell(load_yaml(out), "aten::prod.dim_int", "float16")
     assert prod["bwd"] == "pass" and prod["bwd_cases"] > 30, prod
@@ -594,15 +704,37 @@ def test_a_crash_of_cpus_own_reference_is_not_the_devices(tmp_path):
     (--all-samples). On a device probe the worker dies before the device ran: that case has no
     reference; it is never a device crash (and the rest of its group is not run after it)."""
     out = str(tmp_path / "seg.yaml")
-    proc = run_opcov("probe", "cpu", "--ops", "^_segment_reduce.lengths$", "--all-samples", "--tiers", "empty",
-                     "--dtypes", "float32", "--no-schema", "--directions", "forward", "--out", out, timeout=300)
+    proc = run_opcov(
+        "probe",
+        "cpu",
+        "--ops",
+        "^_segment_reduce.lengths$",
+        "--all-samples",
+        "--tiers",
+        "empty",
+        "--dtypes",
+        "float32",
+        "--no-schema",
+        "--directions",
+        "forward",
+        "--out",
+        out,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 worker restarts" in proc.stdout + proc.stderr  # the segfault happened
     doc = load_yaml(out)
     seg = cell(doc, "aten::segment_reduce")
     assert seg["fwd"] == "pass" and seg["empty"] == "no_reference", seg
-    statuses = {v for rec in doc["ops"].values() if isinstance(rec, dict) for c in rec.values()
-                if isinstance(c, dict) for v in c.values() if isinstance(v, str)}
+    statuses = {
+        v
+        for rec in doc["ops"].values()
+        if isinstance(rec, dict)
+        for c in rec.values()
+        if isinstance(c, dict)
+        for v in c.values()
+        if isinstance(v, str)
+    }
     assert "crash" not in statuses
     # before, the segfault was filed as the backend's crash, and its ledger isolated the group next time
     assert not os.path.exists(out + ".ledger.json")

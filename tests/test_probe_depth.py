@@ -8,7 +8,6 @@ import json
 import os
 
 import pytest
-
 from conftest import load_yaml, run_opcov
 
 PB = ["--import", "opcov.testing.pybackend"]
@@ -16,8 +15,7 @@ PB = ["--import", "opcov.testing.pybackend"]
 
 def probe(tmp_path, name, spec, *args):
     out = str(tmp_path / f"{name}.yaml")
-    proc = run_opcov("probe", "opcovtest", *PB, *args, "--out", out, timeout=600,
-                     OPCOV_PYBACKEND_SPEC=json.dumps(spec))
+    proc = run_opcov("probe", "opcovtest", *PB, *args, "--out", out, timeout=600, OPCOV_PYBACKEND_SPEC=json.dumps(spec))
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out, load_yaml(out), proc
 
@@ -37,8 +35,9 @@ def test_a_hang_pays_the_timeout_once_and_a_rerun_runs_it_first(tmp_path):
     assert doc["summary"]["opinfo"]["exp"]["float32"] == "timeout/-/1"
     ledger = json.load(open(out + ".ledger.json"))
     (entries,) = ledger.values()
-    assert entries == {"exp|float32": {"case": "exp|float32|0", "status": "timeout",
-                                       "why": "no result within 3s; worker killed"}}
+    assert entries == {
+        "exp|float32": {"case": "exp|float32|0", "status": "timeout", "why": "no result within 3s; worker killed"}
+    }
     _, again, proc = probe(tmp_path, "hang", HANG, *HANG_ARGS)
     assert "1 group(s) known to crash or hang on this backend version run first" in proc.stderr
     assert again["ops"]["aten::exp"] == doc["ops"]["aten::exp"]
@@ -54,8 +53,14 @@ def test_a_ledger_forgets_a_group_that_runs_clean(tmp_path):
     from opcov.probe.ledger import Ledger
 
     path = str(tmp_path / "p.yaml.ledger.json")
-    crash = CaseRecord("sin|float32|1", "sin|float32", "sin", "float32", ["aten::sin"],
-                       fwd={"ops": [], "status": "crash", "why": "worker died: signal SIGSEGV"})
+    crash = CaseRecord(
+        "sin|float32|1",
+        "sin|float32",
+        "sin",
+        "float32",
+        ["aten::sin"],
+        fwd={"ops": [], "status": "crash", "why": "worker died: signal SIGSEGV"},
+    )
     led = Ledger(path, "v1")
     led.update([crash, crash.not_run_after("fwd", "sin|float32|2")], {"sin|float32", "cos|float32"})
     led.save()
@@ -75,10 +80,15 @@ def test_a_cell_cut_short_by_a_crash_fails_outright():
     from opcov.verdict.judge import Coverage, judge_requirement
 
     ops = [["aten::sin", "float32"]]
-    ok = CaseRecord("sin|float32|0", "sin|float32", "sin", "float32", ["aten::sin"],
-                    fwd={"ops": ops, "status": "pass"})
-    crash = CaseRecord("sin|float32|1", "sin|float32", "sin", "float32", ["aten::sin"],
-                       fwd={"ops": ops, "status": "crash", "why": "worker died: signal SIGSEGV"})
+    ok = CaseRecord("sin|float32|0", "sin|float32", "sin", "float32", ["aten::sin"], fwd={"ops": ops, "status": "pass"})
+    crash = CaseRecord(
+        "sin|float32|1",
+        "sin|float32",
+        "sin",
+        "float32",
+        ["aten::sin"],
+        fwd={"ops": ops, "status": "crash", "why": "worker died: signal SIGSEGV"},
+    )
     recs = [ok, crash] + [crash.not_run_after("fwd", f"sin|float32|{i}") for i in (2, 10)]
     cell = results.build_ops(recs, [], None)["aten::sin"]["float32"]
     assert cell["fwd"] == "crash" and cell["case"] == "sin|float32|1"  # never a case that did not run
@@ -93,11 +103,23 @@ def test_a_cell_cut_short_by_a_crash_fails_outright():
 
 # ---------------------------------------------------------------- a reason for every overload
 
+
 def test_every_unprobed_overload_has_a_reason_and_summary_shows_them(tmp_path):
     from opcov.vocab import SKIP_REASONS
 
-    out, doc, _ = probe(tmp_path, "reasons", {"kernels": {}, "fallback": "cpu"}, "--ops", "^(add|bernoulli)$",
-                        "--dtypes", "float32", "--directions", "forward", "--tiers", "none")
+    out, doc, _ = probe(
+        tmp_path,
+        "reasons",
+        {"kernels": {}, "fallback": "cpu"},
+        "--ops",
+        "^(add|bernoulli)$",
+        "--dtypes",
+        "float32",
+        "--directions",
+        "forward",
+        "--tiers",
+        "none",
+    )
     ops = doc["ops"]
     for name, rec in ops.items():
         assert "skipped" not in rec or rec["skipped"] in SKIP_REASONS, (name, rec)
@@ -129,7 +151,9 @@ def test_merged_shards_keep_the_best_explained_reason():
 
     assert pick({"skipped": "not_selected"}, {"skipped": "other_overload"}) == {"skipped": "other_overload"}
     assert pick({"skipped": "variant", "of": "aten::a"}, {"skipped": "no_source"})["skipped"] == "variant"
-    assert pick({"skipped": "no case of this probe dispatched it"}, {"skipped": "no_source"}) == {"skipped": "no_source"}
+    assert pick({"skipped": "no case of this probe dispatched it"}, {"skipped": "no_source"}) == {
+        "skipped": "no_source"
+    }
     d = Dispositions({"aten::h": "host_only"}, {"aten::a.out": "aten::a"}, {"a": {"a"}, "b": {"b"}}, {"a"})
     assert d.record("aten::h", frozenset()) == {"skipped": "host_only"}
     assert d.record("aten::a.out", frozenset({"aten::a"})) == {"skipped": "variant", "of": "aten::a"}
@@ -160,6 +184,7 @@ def test_functional_forms_and_facts_come_from_the_dispatcher():
 
 # ---------------------------------------------------------------- precision tiers
 
+
 def test_precision_tiers_per_family():
     import torch
 
@@ -177,8 +202,9 @@ def test_precision_tiers_per_family():
     assert judge(far, cpu, ref, dtype="float32", mode="values", family="pointwise")["status"] == "mismatch"
     assert judge(far, cpu, ref, dtype="float32", mode="values", family="matmul")["status"] == "pass_low_precision"
     wide = x.double().exp()
-    assert judge(wide * (1 + 1e-6), wide, None, dtype="float64", mode="values",
-                 family="matmul")["status"] == "mismatch"  # float64 has no usable tier: that is narrowing
+    assert (
+        judge(wide * (1 + 1e-6), wide, None, dtype="float64", mode="values", family="matmul")["status"] == "mismatch"
+    )  # float64 has no usable tier: that is narrowing
     assert family_of({"mm", "t"}, [set()]) == "matmul"
     assert family_of({"sum"}, [{"reduction", "core"}]) == "reduction"
     assert family_of({"exp"}, [{"pointwise", "core"}]) == "pointwise"
@@ -203,11 +229,16 @@ def test_identical_results_pass_without_the_float64_reference():
 
 
 def _probed_doc(status: str, tol: str) -> dict:
-    return {"schema_version": 1, "evidence": "probed",
-            "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x", "version": "1"},
-            "provenance": {"torch": "2.13.0+cpu", "opcov": "0.2.0"},
-            "ops": {"aten::exp": {"float32": {"fwd": status, "tol": tol, "cases": 1}},
-                    "aten::sin": {"float32": {"fwd": "pass", "cases": 1}}}}
+    return {
+        "schema_version": 1,
+        "evidence": "probed",
+        "backend": {"name": "x", "device_type": "x", "dispatch_key": "PrivateUse1", "package": "x", "version": "1"},
+        "provenance": {"torch": "2.13.0+cpu", "opcov": "0.2.0"},
+        "ops": {
+            "aten::exp": {"float32": {"fwd": status, "tol": tol, "cases": 1}},
+            "aten::sin": {"float32": {"fwd": "pass", "cases": 1}},
+        },
+    }
 
 
 def test_diff_reports_precision_changes_apart_from_regressions():
@@ -234,14 +265,29 @@ def test_a_usable_tier_pass_runs_with_a_note():
 
 # ---------------------------------------------------------------- harder inputs
 
-TIERED = {"kernels": {"aten::neg": "fails_on_nan", "aten::sin": "fails_on_noncontig",
-                      "aten::avg_pool2d": "fails_on_channels_last"}, "fallback": "cpu"}
+TIERED = {
+    "kernels": {
+        "aten::neg": "fails_on_nan",
+        "aten::sin": "fails_on_noncontig",
+        "aten::avg_pool2d": "fails_on_channels_last",
+    },
+    "fallback": "cpu",
+}
 
 
 @pytest.fixture(scope="module")
 def tiered(tmp_path_factory):
-    return probe(tmp_path_factory.mktemp("tiers"), "tiers", TIERED, "--ops", "^(neg|sin|nn.functional.avg_pool2d)$",
-                 "--dtypes", "float32", "--directions", "forward")
+    return probe(
+        tmp_path_factory.mktemp("tiers"),
+        "tiers",
+        TIERED,
+        "--ops",
+        "^(neg|sin|nn.functional.avg_pool2d)$",
+        "--dtypes",
+        "float32",
+        "--directions",
+        "forward",
+    )
 
 
 def test_each_harder_input_failure_lands_in_its_own_tier(tiered):
@@ -293,8 +339,13 @@ def test_harder_samples_and_layout_judgement():
     assert case_ids("g", [s, s] + made) == ["g|0", "g|1", "g|channels_last", "g|special"]
     every = tier_samples([Sample(torch.randn(3), (), {}), s, s], ("channels_last", "special"), every=True)
     assert [m.tier for m in every] == ["channels_last", "channels_last", "special", "special", "special"]
-    assert case_ids("g", [s] + every)[1:] == ["g|channels_last", "g|channels_last.2", "g|special",
-                                               "g|special.2", "g|special.3"]
+    assert case_ids("g", [s] + every)[1:] == [
+        "g|channels_last",
+        "g|channels_last.2",
+        "g|special",
+        "g|special.2",
+        "g|special.3",
+    ]
     cpu = torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
     assert "channels_last on cpu" in layout_problem(torch, cpu, cpu.contiguous())
     assert layout_problem(torch, cpu, cpu.clone()) is None
@@ -307,12 +358,29 @@ def test_tier_cells_merge_like_one_run():
     from opcov.probe.caserecord import CaseRecord
 
     def rec(source, tier, status, strides=False):
-        return CaseRecord(f"{source}|float32|{tier or 0}", f"{source}|float32", source, "float32", ["aten::abs"],
-                          fwd={"ops": [["aten::abs", "float32"]], "status": status, "strides": strides,
-                               "err": [0.0, 0.0], "tol": "float32+cpu"}, tier=tier)
+        return CaseRecord(
+            f"{source}|float32|{tier or 0}",
+            f"{source}|float32",
+            source,
+            "float32",
+            ["aten::abs"],
+            fwd={
+                "ops": [["aten::abs", "float32"]],
+                "status": status,
+                "strides": strides,
+                "err": [0.0, 0.0],
+                "tol": "float32+cpu",
+            },
+            tier=tier,
+        )
 
-    recs = [rec("abs", None, "pass"), rec("abs", "noncontig", "pass", True), rec("abs", "special", "pass"),
-            rec("nn.functional.l1", None, "pass"), rec("nn.functional.l1", "noncontig", "mismatch")]
+    recs = [
+        rec("abs", None, "pass"),
+        rec("abs", "noncontig", "pass", True),
+        rec("abs", "special", "pass"),
+        rec("nn.functional.l1", None, "pass"),
+        rec("nn.functional.l1", "noncontig", "mismatch"),
+    ]
     whole = results.build_ops(recs, [], None)
     cell = whole["aten::abs"]["float32"]
     assert cell["special"] == "pass" and cell["special_cases"] == 1 and "special_case" not in cell
@@ -340,9 +408,21 @@ def schema_run(tmp_path_factory):
     (tmp / "manifest.yaml").write_text(MANIFEST)
     # add.Scalar and _softmax have no OpInfo about their overload, zeros is a factory (device=),
     # adaptive_max_pool3d is one no candidate runs on CPU (its outputs need 5-d inputs and 3 sizes)
-    return probe(tmp, "schema", SCHEMA, "--ops", r"^aten::(add\.Scalar|_softmax|zeros|adaptive_max_pool3d)$",
-                 "--dtypes", "float32", "--directions", "forward", "--tiers", "none",
-                 "--manifest", str(tmp / "manifest.yaml"))
+    return probe(
+        tmp,
+        "schema",
+        SCHEMA,
+        "--ops",
+        r"^aten::(add\.Scalar|_softmax|zeros|adaptive_max_pool3d)$",
+        "--dtypes",
+        "float32",
+        "--directions",
+        "forward",
+        "--tiers",
+        "none",
+        "--manifest",
+        str(tmp / "manifest.yaml"),
+    )
 
 
 def test_schema_cases_reach_overloads_no_opinfo_is_about(schema_run):
@@ -408,9 +488,18 @@ def test_manifest_tells_claimed_failures_from_gaps_and_gates_on_unclaimed(tmp_pa
     assert m.excluded("aten::_fft_c2c") == "no FFT unit"
 
     def verdict():
-        return BackendVerdict("opcovtest", "inference", "fails", "probed", [
-            OpResult("aten::add.Scalar", findings=[Finding("forward", "float32", "fails", "probed", "mismatch")]),
-            OpResult("aten::mm", findings=[Finding("forward", "float32", "fails", "probed", "raises")])], [], [])
+        return BackendVerdict(
+            "opcovtest",
+            "inference",
+            "fails",
+            "probed",
+            [
+                OpResult("aten::add.Scalar", findings=[Finding("forward", "float32", "fails", "probed", "mismatch")]),
+                OpResult("aten::mm", findings=[Finding("forward", "float32", "fails", "probed", "raises")]),
+            ],
+            [],
+            [],
+        )
 
     v = verdict()
     assert apply_manifest([v], m) == 1
@@ -420,8 +509,11 @@ def test_manifest_tells_claimed_failures_from_gaps_and_gates_on_unclaimed(tmp_pa
     lines = gate_failures([v], outcomes=fail_on(["unclaimed"]))
     assert any("1 needed op/dtype pair(s) not claimed by the manifest: aten::mm float32" in ln for ln in lines)
     assert any("needs the backend's manifest" in ln for ln in gate_failures([verdict()], outcomes={"unclaimed"}))
-    for text, said in (("manifest: 2\n", "manifest: 1"), ("manifest: 1\nbackend: tpu\n", "not 'opcovtest'"),
-                       ("manifest: 1\nbackend: opcovtest\nclaims: {aten::mm: float32}\n", "dtypes must be")):
+    for text, said in (
+        ("manifest: 2\n", "manifest: 1"),
+        ("manifest: 1\nbackend: tpu\n", "not 'opcovtest'"),
+        ("manifest: 1\nbackend: opcovtest\nclaims: {aten::mm: float32}\n", "dtypes must be"),
+    ):
         path.write_text(text)
         with pytest.raises(UsageError, match=said):
             load(str(path), "opcovtest")

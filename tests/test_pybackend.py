@@ -239,9 +239,7 @@ print("SURVIVED", flush=True)
 """
 
 
-@pytest.mark.parametrize(
-    "behaviour, sig", [("abort", signal.SIGABRT), ("segfault", signal.SIGSEGV)]
-)
+@pytest.mark.parametrize("behaviour, sig", [("abort", signal.SIGABRT), ("segfault", signal.SIGSEGV)])
 def test_fatal_kernel_kills_child(behaviour, sig):
     proc = _run(FATAL_CODE, _fatal_spec(behaviour))
     assert "READY" in proc.stdout, proc.stderr
@@ -275,7 +273,8 @@ def test_cpu_fallback_runs_ops_without_kernel(planted):
 def test_the_fused_lstm_and_gru_cells_cpu_lacks_are_computed_as_cuda_does():
     # off CPU, aten::lstm takes the fused cell (_thnn_fused_lstm_cell), which CPU has no kernel for: the
     # stand-in computes it, forward and backward, and agrees with CPU's own (unfused) LSTM
-    res = _results("""
+    res = _results(
+        """
     torch.manual_seed(0)
     lstm, xs = torch.nn.LSTM(4, 5), torch.randn(6, 2, 4)
     out_c = lstm(xs)[0]
@@ -313,11 +312,17 @@ def test_the_fused_lstm_and_gru_cells_cpu_lacks_are_computed_as_cuda_does():
     print("RESULT " + json.dumps(res))
     sys.stdout.flush()
     os._exit(0)
-    """, spec={"kernels": {}, "fallback": "cpu"})
+    """,
+        spec={"kernels": {}, "fallback": "cpu"},
+    )
     assert res["lstm"] == [True, True]
     assert res["gru"] == [True] * 5
-    assert {"aten::_thnn_fused_lstm_cell", "aten::_thnn_fused_lstm_cell_backward_impl", "aten::_thnn_fused_gru_cell",
-            "aten::_thnn_fused_gru_cell_backward"} <= set(res["ops"])
+    assert {
+        "aten::_thnn_fused_lstm_cell",
+        "aten::_thnn_fused_lstm_cell_backward_impl",
+        "aten::_thnn_fused_gru_cell",
+        "aten::_thnn_fused_gru_cell_backward",
+    } <= set(res["ops"])
 
 
 def test_raise_fallback(default):

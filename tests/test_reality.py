@@ -6,8 +6,6 @@ opcov check, runs the model on the device, and asserts that the two agree (see o
 
 import os
 
-import pytest
-
 from opcov.testing import reality
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -17,8 +15,12 @@ MODELS = os.path.join(ROOT, "coverage", "models")
 def run(tmp_path, spec, models, modes, probe=False):
     import torch
 
-    return {(o.model, o.mode): o for o in reality.reality_check(
-        [spec], models, modes, str(tmp_path), probe=probe, torch_version=torch.__version__, models_dir=MODELS)}
+    return {
+        (o.model, o.mode): o
+        for o in reality.reality_check(
+            [spec], models, modes, str(tmp_path), probe=probe, torch_version=torch.__version__, models_dir=MODELS
+        )
+    }
 
 
 def test_cpu_fallback_cannot_run_aten_stubs_but_runs_the_rest(tmp_path):

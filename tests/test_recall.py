@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 from conftest import ROOT, child_env, load_yaml
+
 from opcov.tracing import recall
 
 
@@ -21,13 +22,21 @@ def cell(seen=None):
 
 
 def test_compare_is_per_phase_with_the_misses_and_the_extras():
-    traced = doc({"aten::mm": {"forward": cell(), "backward": cell()},
-                  "aten::all": {"forward": cell(seen="real")},  # only the branch run saw it
-                  "aten::copy_": {"backward": cell()}})
-    eager = doc({"aten::mm": {"forward": cell(), "backward": cell()},
-                 "aten::all": {"forward": cell()},
-                 "aten::tanh": {"forward": cell()},
-                 "aten::tanh_backward": {"backward": cell()}})
+    traced = doc(
+        {
+            "aten::mm": {"forward": cell(), "backward": cell()},
+            "aten::all": {"forward": cell(seen="real")},  # only the branch run saw it
+            "aten::copy_": {"backward": cell()},
+        }
+    )
+    eager = doc(
+        {
+            "aten::mm": {"forward": cell(), "backward": cell()},
+            "aten::all": {"forward": cell()},
+            "aten::tanh": {"forward": cell()},
+            "aten::tanh_backward": {"backward": cell()},
+        }
+    )
     rows = {r.phase: r for r in recall.compare(traced, eager)}
     assert sorted(rows) == ["backward", "forward"]  # no optimizer on either side: no row
     fwd, bwd = rows["forward"], rows["backward"]
@@ -36,9 +45,17 @@ def test_compare_is_per_phase_with_the_misses_and_the_extras():
     assert (bwd.recall, bwd.missed, bwd.extra) == (0.5, ["aten::tanh_backward"], ["aten::copy_"])
     cells = recall.row_text("x", "training", fwd).split("\t")
     assert dict(zip(recall.COLUMNS, cells)) == {
-        "model": "x", "mode": "training", "phase": "forward", "eager_ops": "3", "traced_ops": "2",
-        "recall": "0.667", "fake_recall": "0.333", "missed": "aten::tanh", "fake_missed": "aten::all,aten::tanh",
-        "extra": ""}
+        "model": "x",
+        "mode": "training",
+        "phase": "forward",
+        "eager_ops": "3",
+        "traced_ops": "2",
+        "recall": "0.667",
+        "fake_recall": "0.333",
+        "missed": "aten::tanh",
+        "fake_missed": "aten::all,aten::tanh",
+        "extra": "",
+    }
 
 
 def test_summary_counts_architecture_modes_at_the_target_per_phase():
@@ -63,9 +80,27 @@ def test_cpu_half_compares_cpu_traces_with_cpu_runs_per_phase(tmp_path):
     sdpa kernel is CPU's own flash kernel on both, which no accelerator trace or stand-in run has), at
     one set of sizes, and the table holds one row per phase with the recall of those two op sets."""
     work, out = tmp_path / "work", tmp_path / "recall-cpu.tsv"
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "zoo_recall.py"), "--device", "cpu",
-                        "--only", "bert,nn-lstm", "--jobs", "1", "--workdir", str(work), "--out", str(out)],
-                       capture_output=True, text=True, env=child_env(), timeout=600, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "zoo_recall.py"),
+            "--device",
+            "cpu",
+            "--only",
+            "bert,nn-lstm",
+            "--jobs",
+            "1",
+            "--workdir",
+            str(work),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=600,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "4 architecture-modes compared, 0 apart" in r.stdout
     lines = out.read_text().splitlines()
@@ -73,8 +108,10 @@ def test_cpu_half_compares_cpu_traces_with_cpu_runs_per_phase(tmp_path):
     assert any(ln.startswith("# device: cpu") for ln in lines)
     rows = [dict(zip(recall.COLUMNS, ln.split("\t"))) for ln in lines if not ln.startswith("#")][1:]
     assert {(r["model"], r["mode"], r["phase"]) for r in rows} == {
-        ("bert", "inference", "forward"), ("nn-lstm", "inference", "forward"),
-        *((m, "training", p) for m in ("bert", "nn-lstm") for p in ("forward", "backward", "optimizer"))}
+        ("bert", "inference", "forward"),
+        ("nn-lstm", "inference", "forward"),
+        *((m, "training", p) for m in ("bert", "nn-lstm") for p in ("forward", "backward", "optimizer")),
+    }
     for side, tracing in (("fake", "fake"), ("eager", "real")):
         bert = load_yaml(work / side / "bert" / "inference.yaml")
         assert bert["provenance"]["tracing"] == tracing
@@ -83,7 +120,9 @@ def test_cpu_half_compares_cpu_traces_with_cpu_runs_per_phase(tmp_path):
     from opcov.store import opset
 
     for row in rows:  # each row is the recall of that phase of the two op sets in the work folder
-        fake, eager = (opset.load(str(work / side / row["model"] / f"{row['mode']}.yaml")) for side in ("fake", "eager"))
+        fake, eager = (
+            opset.load(str(work / side / row["model"] / f"{row['mode']}.yaml")) for side in ("fake", "eager")
+        )
         assert recall.unlike(fake, eager) == ""
         (phase,) = [p for p in recall.compare(fake, eager) if p.phase == row["phase"]]
         assert recall.row_text(row["model"], row["mode"], phase) == "\t".join(row[c] for c in recall.COLUMNS)

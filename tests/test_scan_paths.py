@@ -4,7 +4,6 @@ Each scan runs in a child process, since PrivateUse1 can be claimed once per pro
 """
 
 import pytest
-
 from conftest import dumps, load_yaml, run_opcov
 
 SPEC = {
@@ -21,8 +20,17 @@ SPEC = {
 
 def scan(tmp_path, reach_cache, spec, *extra):
     out = tmp_path / "scan.yaml"
-    proc = run_opcov("scan", "opcovtest", "--import", "opcov.testing.pybackend", "--out", str(out),
-                     *extra, OPCOV_PYBACKEND_SPEC=dumps(spec), XDG_CACHE_HOME=reach_cache)
+    proc = run_opcov(
+        "scan",
+        "opcovtest",
+        "--import",
+        "opcov.testing.pybackend",
+        "--out",
+        str(out),
+        *extra,
+        OPCOV_PYBACKEND_SPEC=dumps(spec),
+        XDG_CACHE_HOME=reach_cache,
+    )
     assert proc.returncode == 0, proc.stderr
     return load_yaml(out), proc
 
@@ -102,12 +110,15 @@ def test_enabled_cpu_fallback_is_recorded(tmp_path, reach_cache):
     assert "ENABLED" in proc.stdout
 
 
-@pytest.mark.parametrize("name, composite, reaches", [
-    # N, C, HxW and group must agree with the input's shape
-    ("aten::native_group_norm", "explicit", "aten::var_mean.correction"),
-    # one stride per size
-    ("aten::as_strided_scatter", "explicit_nonfunctional", "aten::as_strided"),
-])
+@pytest.mark.parametrize(
+    "name, composite, reaches",
+    [
+        # N, C, HxW and group must agree with the input's shape
+        ("aten::native_group_norm", "explicit", "aten::var_mean.correction"),
+        # one stride per size
+        ("aten::as_strided_scatter", "explicit_nonfunctional", "aten::as_strided"),
+    ],
+)
 def test_reach_synthesizes_arguments_that_agree(name, composite, reaches):
     """Arguments valid alone but not together left these composites unresolved (and wav2vec2, swin
     'unknown' on tpu); the recorder now makes them agree."""

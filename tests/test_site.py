@@ -8,11 +8,10 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, bundled_slice, child_env, run_opcov
-from opcov.site import render
 from sitefixture import TORCH, make_coverage, make_versioned_coverage, rendered
 
+from opcov.site import render
 
 
 def tree(folder):
@@ -49,14 +48,17 @@ def said(html):
 def test_the_bundled_site_renders_byte_identically(tmp_path):
     """site/ is not committed (CI renders and publishes it): two renders of the bundled data, in processes
     with different hash seeds (set and dict order must not leak into pages), give the same bytes."""
-    code = ("import sys; from opcov.cli import main; sys.exit(main(['site', '--coverage', sys.argv[1], "
-            "'--out', sys.argv[2]]))")
+    code = (
+        "import sys; from opcov.cli import main; sys.exit(main(['site', '--coverage', sys.argv[1], "
+        "'--out', sys.argv[2]]))"
+    )
     cov = bundled_slice(tmp_path)  # every backend's data, a slice of the zoo
     trees = []
     for seed in ("1", "2"):
         out = str(tmp_path / f"site{seed}")
-        proc = subprocess.run([sys.executable, "-c", code, cov, out],
-                              capture_output=True, text=True, env=child_env(PYTHONHASHSEED=seed))
+        proc = subprocess.run(
+            [sys.executable, "-c", code, cov, out], capture_output=True, text=True, env=child_env(PYTHONHASHSEED=seed)
+        )
         assert proc.returncode == 0, proc.stderr
         trees.append(tree(out))
     assert len(trees[0]) > 1000 and "api/index.json" in trees[0]
@@ -115,7 +117,7 @@ def test_backend_page_ranks_gaps_and_charts_history(small):
     _, out = small
     html = read(out, "backends/alpha.html")
     page = text_of(html)
-    gaps = page[page.index("The backend's gaps"):page.index("Core ATen ops without")]
+    gaps = page[page.index("The backend's gaps") : page.index("Core ATen ops without")]
     # add.Tensor blocks both modes of tiny, relu only training: ranked by models blocked
     assert gaps.index("aten::add.Tensor fails 2: tiny (inference), tiny (training)") < gaps.index("aten::relu fails 1")
     assert len(re.findall(r'<circle [^>]*class="core"', html)) == 2  # two registered snapshots
@@ -123,10 +125,13 @@ def test_backend_page_ranks_gaps_and_charts_history(small):
     assert "whole catalogue, not probed, by reason: no OpInfo sample reaches it 1." in page
     beta = read(out, "backends/beta.html")
     assert "<svg" not in beta and "a chart needs two" in text_of(beta)  # one snapshot: no chart
-    hist = page[page.index("Snapshots of alpha, oldest first"):]
-    assert re.search(r"2026-10-01T00:00:00\+00:00 registered torch 2\.12\.0, alpha_pkg 1\.0 core ATen 0\.0% .*"
-                     r"2026-11-02T00:00:00\+00:00 registered torch 2\.13\.0\+cpu, alpha_pkg 1\.0 core ATen 50\.0% .*"
-                     r"2026-11-03T00:00:00\+00:00 probed .* 1 of 2 ops \(50\.0%\) pass forward", hist)
+    hist = page[page.index("Snapshots of alpha, oldest first") :]
+    assert re.search(
+        r"2026-10-01T00:00:00\+00:00 registered torch 2\.12\.0, alpha_pkg 1\.0 core ATen 0\.0% .*"
+        r"2026-11-02T00:00:00\+00:00 registered torch 2\.13\.0\+cpu, alpha_pkg 1\.0 core ATen 50\.0% .*"
+        r"2026-11-03T00:00:00\+00:00 probed .* 1 of 2 ops \(50\.0%\) pass forward",
+        hist,
+    )
 
 
 def test_model_page_gives_verdicts_with_reasons(small):
@@ -154,8 +159,11 @@ def test_badges_name_their_evidence(small):
 def test_about_page_explains_the_ladder(small):
     _, out = small
     page = text_of(read(out, "about.html"))
-    assert ("● probed executed on the device against a CPU reference" in page
-            and "runs (registered, unverified)" in page and "◌ declared listed in native_functions.yaml" in page)
+    assert (
+        "● probed executed on the device against a CPU reference" in page
+        and "runs (registered, unverified)" in page
+        and "◌ declared listed in native_functions.yaml" in page
+    )
 
 
 def test_matrix_data_encodes_every_op(small):
@@ -187,8 +195,9 @@ def test_links_are_relative_and_resolve(small):
             assert not re.match(r"^[a-z]+:|^//", link), f"{rel}: non-local link {link}"
             target = link.split("#", 1)[0]
             if target:
-                assert os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))), \
+                assert os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))), (
                     f"{rel}: broken link {link}"
+                )
                 checked += 1
     assert checked > 50
 
@@ -196,11 +205,17 @@ def test_links_are_relative_and_resolve(small):
 def test_cli_renders_without_importing_torch(tmp_path):
     cov = make_coverage(tmp_path)
     out = str(tmp_path / "web")
-    code = ("import sys; from opcov.cli import main; rc = main(['site', '--coverage', sys.argv[1], '--out', sys.argv[2]]);"
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    code = (
+        "import sys; from opcov.cli import main; rc = main(['site', '--coverage', sys.argv[1], '--out', sys.argv[2]]);"
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     for seed, folder in (("1", out), ("2", out + "2")):  # set and dict order must not leak into pages
-        proc = subprocess.run([sys.executable, "-c", code, cov, folder], capture_output=True, text=True,
-                              env=child_env(PYTHONHASHSEED=seed))
+        proc = subprocess.run(
+            [sys.executable, "-c", code, cov, folder],
+            capture_output=True,
+            text=True,
+            env=child_env(PYTHONHASHSEED=seed),
+        )
         assert proc.returncode == 0, proc.stderr
         assert "(6 ops, 2 backends, 1 models)" in proc.stdout
     assert os.path.exists(os.path.join(out, "ops", "alpha", "custom.html"))
@@ -226,8 +241,9 @@ def test_cli_bad_data_is_one_line_with_file_and_line(tmp_path):
         f.write(text.replace("res: registered", "res: works", 1))
     proc = run_opcov("site", "--coverage", cov, "--out", str(tmp_path / "web"))
     assert proc.returncode == 2
-    assert re.fullmatch(r"opcov: error: .*registered-torch-2\.13\.0\+cpu\.yaml:\d+: error: .*res is 'works'.*\n",
-                        proc.stderr)
+    assert re.fullmatch(
+        r"opcov: error: .*registered-torch-2\.13\.0\+cpu\.yaml:\d+: error: .*res is 'works'.*\n", proc.stderr
+    )
     proc = run_opcov("site", "--coverage", str(tmp_path / "nowhere"))
     assert proc.returncode == 2 and "nowhere: no such" in proc.stderr
 
@@ -247,8 +263,8 @@ def test_stale_pages_are_removed(tmp_path):
 
 def test_vocabulary_matches_the_data_contract():
     """Every probed and registered status the data may hold has an icon, a text and a colour group."""
-    from opcov.store import data
     from opcov.site import model as sitemodel
+    from opcov.store import data
 
     assert set(data.PROBED_STATUSES) == set(sitemodel.PROBE_GROUPS) == set(render.PROBE_STATUS)
     assert set(data.RESOLVED) == set(render.REG_STATUS) == set(render.REG_CODE) == set(sitemodel.SUPPORT_OF_RES)
@@ -271,31 +287,39 @@ def test_schemas_only_from_the_torch_the_data_was_made_with():
     assert tags("mm(Tensor self, Tensor mat2) -> Tensor") == set()
 
 
-
 # ---------------------------------------------------------------- the answer first, search, evidence, JSON
+
 
 def search_data(out):
     with open(os.path.join(out, "assets", "search-index.js"), encoding="utf-8") as f:
         text = f.read()
     assert text.startswith("window.OPCOV_INDEX=") and text.endswith(";\n")
-    return json.loads(text[len("window.OPCOV_INDEX="):-2])
+    return json.loads(text[len("window.OPCOV_INDEX=") : -2])
 
 
 def test_op_page_answers_per_backend_before_the_details(small):
     _, out = small
     page = said(read(out, "ops/aten/mm.html"))
-    answer = page[page.index("Does it run?"):page.index("Details")]
-    assert ("alpha (torch 2.13.0+cpu): ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
-            "◑ passes in 1 of 2 dtypes probed (error: bfloat16)") in answer
-    assert ("beta (torch 2.13.0+cpu): ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified; "
-            "no probe") in answer
+    answer = page[page.index("Does it run?") : page.index("Details")]
+    assert (
+        "alpha (torch 2.13.0+cpu): ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
+        "◑ passes in 1 of 2 dtypes probed (error: bfloat16)"
+    ) in answer
+    assert (
+        "beta (torch 2.13.0+cpu): ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified; "
+        "no probe"
+    ) in answer
     # the grid: probed cells per dtype; beta's registered claims span every dtype, marked dtype-blind
-    assert ("float32 ✓ pass ✓ pass ○ registered any dtype (dtype-blind) ○ registered any dtype (dtype-blind) "
-            "bfloat16 ≠ mismatch ✗ error") in answer
-    assert "Python: torch.Tensor.mm, torch.mm" in page[:page.index("Does it run?")]
+    assert (
+        "float32 ✓ pass ✓ pass ○ registered any dtype (dtype-blind) ○ registered any dtype (dtype-blind) "
+        "bfloat16 ≠ mismatch ✗ error"
+    ) in answer
+    assert "Python: torch.Tensor.mm, torch.mm" in page[: page.index("Does it run?")]
     relu = said(read(out, "ops/aten/relu.html"))
-    assert ("alpha (torch 2.13.0+cpu): ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
-            "(no OpInfo sample reaches it)") in relu
+    assert (
+        "alpha (torch 2.13.0+cpu): ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
+        "(no OpInfo sample reaches it)"
+    ) in relu
     assert "any dtype ✗ missing any dtype (dtype-blind) ✗ missing" in relu  # no backend probed it: one row
     weird = text_of(read(out, "ops/aten/weird.html"))
     assert "composite, but opcov could not resolve what it reaches" in weird
@@ -307,8 +331,11 @@ def test_registered_claims_are_never_shown_as_probed_passes(small):
     mm = read(out, "ops/aten/mm.html")
     assert re.search(r'<td class="st registered"[^>]*>○ registered<br><span class="muted">any dtype', mm)
     assert '<td class="st ok">○' not in mm and not re.search(r'class="st ok"[^>]*>[^<]*registered', mm)
-    d = json.loads(re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>',
-                             read(out, "matrix.html"), re.S).group(1))
+    d = json.loads(
+        re.search(
+            r'<script id="matrix-data" type="application/json">(.*?)</script>', read(out, "matrix.html"), re.S
+        ).group(1)
+    )
     assert d["ui"]["reg"]["registered"][:3] == ["○", "registered", "registered"]
     assert d["ui"]["probe"]["pass"][2] == "ok" and d["sup_of_probe"]["mismatch"] == "X"
     assert search_data(out)["codes"]["R"][2] == "registered"
@@ -336,7 +363,9 @@ def test_api_gives_the_numbers_the_pages_show(small):
 
     cov, out = small
     index = json.loads(read(out, "api/index.json"))
-    assert index["ops"]["aten::mm"] == "api/ops/aten/mm.json" and index["backends"]["alpha"] == "api/backends/alpha.json"
+    assert (
+        index["ops"]["aten::mm"] == "api/ops/aten/mm.json" and index["backends"]["alpha"] == "api/backends/alpha.json"
+    )
     assert index["models"] == {"tiny": "api/models/tiny.json"}
     assert set(index["shields"]) == {"alpha", "alpha-probed", "beta"}
     mm = json.loads(read(out, index["ops"]["aten::mm"]))
@@ -344,27 +373,41 @@ def test_api_gives_the_numbers_the_pages_show(small):
     assert alpha["forward"]["dtypes"] == {"float32": "pass", "bfloat16": "mismatch"}
     assert alpha["forward"]["support"] == "S" and alpha["forward"]["evidence"] == "probed"
     assert alpha["says"] in said(read(out, "ops/aten/mm.html")).replace("◑ ", "")  # the page's sentence, word for word
-    assert mm["backends"]["beta"]["forward"] == {"support": "R", "evidence": "registered", "res": "registered",
-                                                 "path": "kernel", "says": "registered own kernel, unverified"}
+    assert mm["backends"]["beta"]["forward"] == {
+        "support": "R",
+        "evidence": "registered",
+        "res": "registered",
+        "path": "kernel",
+        "says": "registered own kernel, unverified",
+    }
     assert alpha["probed"]["float32"]["cases"] == 3 and mm["python_names"] == ["torch.Tensor.mm", "torch.mm"]
     site = sitemodel.load_site(cov)
     verdicts = sitemodel.judge_models(site)
     tiny = json.loads(read(out, index["models"]["tiny"]))
     for mode, m in tiny["modes"].items():
         for b, v in m["backends"].items():
-            assert (v["verdict"], v["evidence"]) == (verdicts[("tiny", mode, b)].verdict, verdicts[("tiny", mode, b)].evidence)
+            assert (v["verdict"], v["evidence"]) == (
+                verdicts[("tiny", mode, b)].verdict,
+                verdicts[("tiny", mode, b)].evidence,
+            )
     assert {p["op"] for p in tiny["modes"]["training"]["backends"]["alpha"]["problems"]} >= {"aten::relu"}
     backend = json.loads(read(out, index["backends"]["alpha"]))
     assert backend["registered"]["core"]["forward"]["registered"] == 1
     assert [g["op"] for g in backend["gaps"]["backend"]][:1] == ["aten::add.Tensor"]
     shield = json.loads(read(out, "api/badges/beta.json"))
-    assert shield == {"schemaVersion": 1, "label": "beta: core ATen", "message": "○ 100.0% registered",
-                      "color": "1565c0"}
+    assert shield == {
+        "schemaVersion": 1,
+        "label": "beta: core ATen",
+        "message": "○ 100.0% registered",
+        "color": "1565c0",
+    }
 
 
 def models_data(out):
     html = read(out, "models.html")
-    return json.loads(re.search(r'<script id="models-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+    return json.loads(
+        re.search(r'<script id="models-data" type="application/json">(.*?)</script>', html, re.S).group(1)
+    )
 
 
 def test_model_index_lists_each_verdict_with_its_evidence(small):
@@ -380,7 +423,7 @@ def test_model_index_lists_each_verdict_with_its_evidence(small):
     assert [d["codes"][c][2] for c in row[5]] == ["fail", "fail", "registered", "registered"]
     assert ["fails (registered evidence)", row[5][0]] in d["verdicts"] and ["no data", "-"] in d["verdicts"]
     html = read(out, "models.html")
-    assert '<noscript>' in html and '<a href="models/tiny.html">tiny</a>' in html and "assets/models.js" in html
+    assert "<noscript>" in html and '<a href="models/tiny.html">tiny</a>' in html and "assets/models.js" in html
 
 
 @pytest.fixture(scope="module")
@@ -409,8 +452,11 @@ def test_an_op_absent_from_a_backends_torch_reads_not_in_torch(versioned):
     assert api["forward"]["support"] == "A" and api["says"].startswith("not in torch 2.9.0")
     html = read(out, "matrix.html")
     d = json.loads(re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>', html, re.S).group(1))
-    assert [(b["name"], b["torch"]) for b in d["backends"]] == [("alpha", "2.13.0+cpu"), ("beta", "2.13.0+cpu"),
-                                                                ("gamma", "2.9.0")]
+    assert [(b["name"], b["torch"]) for b in d["backends"]] == [
+        ("alpha", "2.13.0+cpu"),
+        ("beta", "2.13.0+cpu"),
+        ("gamma", "2.9.0"),
+    ]
     rows = {r[0]: r for r in d["ops"]}
     assert rows["aten::relu"][2] == "mra" and rows["aten::old_op"][2] == "aar" and rows["aten::weird"][2] == "u-a"
     assert "gamma torch 2.9.0" in text_of(read(out, "models.html"))  # column headers name each backend's torch
@@ -424,16 +470,22 @@ def test_compare_pages_give_what_opcov_compare_gives(versioned):
 
     cov, out = versioned
     index = text_of(read(out, "compare.html"))
-    assert re.search(r"alpha torch 2\.13\.0\+cpu, alpha_pkg 1\.0 beta torch 2\.13\.0\+cpu, beta_pkg 1\.0 2 ops 0 ops "
-                     r"3 op sets, 2 models", index)
+    assert re.search(
+        r"alpha torch 2\.13\.0\+cpu, alpha_pkg 1\.0 beta torch 2\.13\.0\+cpu, beta_pkg 1\.0 2 ops 0 ops "
+        r"3 op sets, 2 models",
+        index,
+    )
     page = said(read(out, "compare/alpha-vs-beta.html"))
-    lacks = page[page.index("alpha lacks what beta has: 2 ops"):page.index("beta lacks what alpha has")]
+    lacks = page[page.index("alpha lacks what beta has: 2 ops") : page.index("beta lacks what alpha has")]
     # add.Tensor (alpha's disabled fallback) blocks both modes of tiny, relu (no kernel) only its training
-    assert re.search(r"aten::add\.Tensor 1 ❌ fails ✅ runs tiny .*aten::relu 1 ❌ fails ✅ runs tiny \(training\)", lacks)
+    assert re.search(
+        r"aten::add\.Tensor 1 ❌ fails ✅ runs tiny .*aten::relu 1 ❌ fails ✅ runs tiny \(training\)", lacks
+    )
     assert "beta lacks what alpha has: 0 ops Nothing" in page
     gamma = said(read(out, "compare/beta-vs-gamma.html"))
-    assert re.search(r"gamma lacks what beta has: 1 op .* aten::relu 1 ∅ not in torch 2\.9\.0 ✅ runs tiny \(training\)",
-                     gamma)
+    assert re.search(
+        r"gamma lacks what beta has: 1 op .* aten::relu 1 ∅ not in torch 2\.9\.0 ✅ runs tiny \(training\)", gamma
+    )
     for a, b in (("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")):
         mine = json.loads(read(out, f"api/compare/{a}-vs-{b}.json"))
         cli = compare.as_dict(compare.compare(a, b, cov))
@@ -458,7 +510,10 @@ def test_controls_are_not_compared(tmp_path):
     assert [b.name for b in site.backends if b.control] == ["cpu"]
     assert render.comparisons(site, sitemodel.judge_models(site)) == []
     files = render.build(site)
-    assert not [f for f in files if f.startswith("compare/")] and "Fewer than two backends" in files["compare.html"].decode()
+    assert (
+        not [f for f in files if f.startswith("compare/")]
+        and "Fewer than two backends" in files["compare.html"].decode()
+    )
 
 
 def test_model_index_facets(versioned):
@@ -467,8 +522,10 @@ def test_model_index_facets(versioned):
     _, out = versioned
     d = models_data(out)
     rows = {r[0]: r for r in d["models"]}
-    facets = {name: [d["facets"][k][r[2 + i]] for i, k in enumerate(("family", "task", "modality"))]
-              for name, r in rows.items()}
+    facets = {
+        name: [d["facets"][k][r[2 + i]] for i, k in enumerate(("family", "task", "modality"))]
+        for name, r in rows.items()
+    }
     assert facets == {"tiny": ["factory", "not said", "not said"], "tiny2": ["transformers", "causal_lm", "text"]}
     assert rows["tiny2"][5][1::2] == "---"  # no training op set: no data on any backend
 
@@ -476,8 +533,8 @@ def test_model_index_facets(versioned):
 def test_backend_page_tells_the_backends_gaps_from_opcovs(small):
     _, out = small
     page = text_of(read(out, "backends/alpha.html"))
-    mine = page[page.index("The backend's gaps"):page.index("What opcov could not tell")]
-    theirs = page[page.index("What opcov could not tell"):page.index("History")]
+    mine = page[page.index("The backend's gaps") : page.index("What opcov could not tell")]
+    theirs = page[page.index("What opcov could not tell") : page.index("History")]
     assert "aten::add.Tensor" in mine and "aten::weird" not in mine
     assert "1 composites whose reach opcov could not record" in page
     assert "not by the backend" in theirs
@@ -508,7 +565,9 @@ def test_a_backend_with_data_of_two_torch_releases_shows_the_zoos(tmp_path):
     doc["provenance"].update(torch="2.9.0", created="2026-12-01T00:00:00+00:00")
     data.save(doc, os.path.join(cov, "alpha", "registered-torch-2.9.0-alpha_pkg-1.0.yaml"))
     alpha = sitemodel.load_site(cov).backend("alpha")
-    assert alpha.torch == "2.13.0+cpu" and alpha.registered.path.endswith("registered-torch-2.13.0+cpu-alpha_pkg-1.0.yaml")
+    assert alpha.torch == "2.13.0+cpu" and alpha.registered.path.endswith(
+        "registered-torch-2.13.0+cpu-alpha_pkg-1.0.yaml"
+    )
     assert [s.prov["torch"] for s in alpha.snapshots if s.evidence == "registered"] == ["2.12.0", TORCH, "2.9.0"]
 
 
@@ -630,6 +689,7 @@ def test_a_split_shares_its_items_and_answers_as_the_serial_loop():
 
     assert forked.split_map(dies_in_child, list(range(30))) == [x * 2 for x in range(30)]
 
+
 def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
     # render.py writes the op page's three long loops itself (speed): the same bytes as op.html's loops were
     from types import SimpleNamespace as NS
@@ -637,27 +697,42 @@ def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
     from markupsafe import Markup
 
     env, odd = render.environment(), "<a & 'b' \"c\">"
-    rows = [NS(dtype=odd, cells=[NS(icon="\u2713", text=odd, css="ok", title=odd, span=1, note=""),
-                                 NS(icon="x", text="t", css=odd, title="t", span=3, note=odd)]),
-            NS(dtype=None, cells=[NS(icon="", text="", css="", title="", span=2, note="")])]
+    rows = [
+        NS(
+            dtype=odd,
+            cells=[
+                NS(icon="\u2713", text=odd, css="ok", title=odd, span=1, note=""),
+                NS(icon="x", text="t", css=odd, title="t", span=3, note=odd),
+            ],
+        ),
+        NS(dtype=None, cells=[NS(icon="", text="", css="", title="", span=2, note="")]),
+    ]
     grid = env.from_string(
         '{% for r in rows %}<tr><th scope="row">{{ r.dtype or "any dtype" }}</th>{% for c in r.cells %}<td class="st '
         '{{ c.css }}"{% if c.span > 1 %} rowspan="{{ c.span }}"{% endif %} title="{{ c.title }}">{{ c.icon }} '
         '{{ c.text }}{% if c.note %}<br><span class="muted">{{ c.note }}</span>{% endif %}</td>{% endfor %}</tr>\n'
-        '{% endfor %}')
+        "{% endfor %}"
+    )
     assert render._grid_html(rows) == grid.render(rows=rows)
-    cells = [NS(dtype=odd, fwd=render.Cell(odd, odd, odd, odd), bwd=render.probe_cell("pass"),
-                extra=Markup("a: <code>&lt;</code>")), NS(dtype="float32", fwd=render.probe_cell(None),
-                                                          bwd=render.probe_cell("error"), extra=Markup(""))]
+    cells = [
+        NS(
+            dtype=odd,
+            fwd=render.Cell(odd, odd, odd, odd),
+            bwd=render.probe_cell("pass"),
+            extra=Markup("a: <code>&lt;</code>"),
+        ),
+        NS(dtype="float32", fwd=render.probe_cell(None), bwd=render.probe_cell("error"), extra=Markup("")),
+    ]
     probed = env.from_string(
         '{% for c in cells %}<tr><th scope="row">{{ c.dtype }}</th><td class="st {{ c.fwd.css }}">{{ c.fwd.icon }} '
         '{{ c.fwd.text }}</td><td class="st {{ c.bwd.css }}">{{ c.bwd.icon }} {{ c.bwd.text }}</td><td '
-        'class="ev-detail">{{ c.extra }}</td></tr>\n{% endfor %}')
+        'class="ev-detail">{{ c.extra }}</td></tr>\n{% endfor %}'
+    )
     assert render._probed_rows_html(cells) == probed.render(cells=cells)
     user = env.from_string('<li><a href="{{ root }}{{ href }}">{{ model }}</a> ({{ mode }}): ')
     assert render._user_item("../../", f"models/{odd}.html", odd, "training") == user.render(
-        root="../../", href=f"models/{odd}.html", model=odd, mode="training")
-
+        root="../../", href=f"models/{odd}.html", model=odd, mode="training"
+    )
 
 
 def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_wrote():
@@ -666,28 +741,50 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
     from types import SimpleNamespace as NS
 
     env, odd = render.environment(), "<a & 'b' \"c\">"
-    view = render._BackendView(NS(name=odd, torch=odd), None, None, None, "", None,
-                               f"../../backends/{render.escape(odd)}.html",
-                               f'<a href="../../backends/{render.escape(odd)}.html">{render.escape(odd)}</a>')
+    view = render._BackendView(
+        NS(name=odd, torch=odd),
+        None,
+        None,
+        None,
+        "",
+        None,
+        f"../../backends/{render.escape(odd)}.html",
+        f'<a href="../../backends/{render.escape(odd)}.html">{render.escape(odd)}</a>',
+    )
     links = {"backends": {odd: f"backends/{odd}.html"}, "ops": {"aten::mm": f"ops/aten/{odd}.html"}}
     answer = NS(backend=odd, torch="", parts=[NS(css=odd, icon=odd, text=odd), NS(css="", icon="", text=odd)])
     item = env.from_string(
         '{% for a in answers %}<li><a href="{{ root }}{{ links.backends[a.backend] }}"><strong>{{ a.backend }}</strong>'
         '</a> <span class="muted">(torch {{ a.torch or "?" }})</span>: {% for p in a.parts %}{% if p.css %}<span '
         'class="st {{ p.css }}"><span aria-hidden="true">{{ p.icon }}</span> {{ p.text }}</span>{% else %}'
-        '{{ p.text }}{% endif %}{% endfor %}</li>\n{% endfor %}')
+        "{{ p.text }}{% endif %}{% endfor %}</li>\n{% endfor %}"
+    )
     assert render._answer_item(view, answer) == item.render(root="../../", links=links, answers=[answer])
-    reg = NS(fwd=odd, bwd=None, res=render.Cell(odd, "unresolved", odd, odd), bwd_res=render.reg_cell("registered"),
-             via=["aten::mm", odd], bwd_via=[odd], src=odd, bwd_src=None, why=odd, versions=odd, command=odd)
-    rows = [NS(backend=odd, reg=reg, absent=""), NS(backend=odd, reg=None, absent=odd),
-            NS(backend=odd, reg=None, absent=""), NS(backend=odd, reg=NS(**{**reg.__dict__, "why": None, "via": []}),
-                                                     absent="")]
+    reg = NS(
+        fwd=odd,
+        bwd=None,
+        res=render.Cell(odd, "unresolved", odd, odd),
+        bwd_res=render.reg_cell("registered"),
+        via=["aten::mm", odd],
+        bwd_via=[odd],
+        src=odd,
+        bwd_src=None,
+        why=odd,
+        versions=odd,
+        command=odd,
+    )
+    rows = [
+        NS(backend=odd, reg=reg, absent=""),
+        NS(backend=odd, reg=None, absent=odd),
+        NS(backend=odd, reg=None, absent=""),
+        NS(backend=odd, reg=NS(**{**reg.__dict__, "why": None, "via": []}), absent=""),
+    ]
     table = env.from_string(
         '{% for r in rows %}<tr><th scope="row"><a href="{{ root }}{{ links.backends[r.backend] }}">{{ r.backend }}</a>'
         '</th>\n{% if r.reg %}{% set g = r.reg %}<td class="st {{ g.res.css }}">{{ g.res.icon }} {{ g.res.title }}<br>'
         '<span class="muted">path: {{ g.fwd }}</span></td><td class="st {{ g.bwd_res.css }}">{{ g.bwd_res.icon }} '
         '{{ g.bwd_res.title }}<br><span class="muted">path: {{ g.bwd }}</span></td>\n<td>{% if g.src %}kernel at <code>'
-        '{{ g.src }}</code><br>{% endif %}{% if g.bwd_src %}backward kernel at <code>{{ g.bwd_src }}</code><br>'
+        "{{ g.src }}</code><br>{% endif %}{% if g.bwd_src %}backward kernel at <code>{{ g.bwd_src }}</code><br>"
         '{% endif %}{% if g.via %}reaches {% for v in g.via %}{% if v in links.ops %}<a href="{{ root }}'
         '{{ links.ops[v] }}">{{ v }}</a>{% else %}{{ v }}{% endif %}{% if not loop.last %}, {% endif %}{% endfor %}'
         '<br>{% endif %}{% if g.bwd_via %}backward reaches {% for v in g.bwd_via %}{% if v in links.ops %}<a href="'
@@ -698,17 +795,21 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
         '</code></span></td>\n{% elif r.absent %}<td colspan="3" class="st na">{{ support.A.icon }} not in torch '
         "{{ r.absent }}: the op does not exist in the torch of this backend's data (a registered scan lists every op "
         'its torch defines)</td>\n{% else %}<td colspan="3">not in this backend\'s data</td>{% endif %}</tr>\n'
-        '{% endfor %}')
+        "{% endfor %}"
+    )
     memo = {}
     assert "".join(render._reg_row(view, r, "../../", links["ops"], memo) for r in rows) == table.render(
-        root="../../", links=links, rows=rows)
+        root="../../", links=links, rows=rows
+    )
     grid = render.dtype_grid([NS(backend=odd, directions=[]), NS(backend="b", directions=[])], [odd, ""], memo)
     head = env.from_string(
         '<tr><th scope="col" rowspan="2">dtype</th>{% for b in g.backends %}<th scope="colgroup" colspan="2">{{ b }}'
         '{% if g.torch[loop.index0] %} <span class="ver">torch {{ g.torch[loop.index0] }}</span>{% endif %}</th>'
         '{% endfor %}</tr>\n<tr>{% for b in g.backends %}<th scope="col">fwd</th><th scope="col">bwd</th>{% endfor %}'
-        '</tr>')
+        "</tr>"
+    )
     assert grid.head == head.render(g=grid)
+
 
 def test_the_pages_escaping_is_markupsafes():
     # render.py's f-string HTML escapes with _esc (str, no Markup for a value with nothing to escape):
@@ -718,8 +819,19 @@ def test_the_pages_escaping_is_markupsafes():
     class Word(str):
         pass
 
-    for value in ["aten::mm", "<a & 'b' \"c\">", "", "caf\u00e9 &amp;", 3, 0.5, None, True, Markup("<b>x</b>"),
-                  Word("x<y"), ("a", "<")]:
+    for value in [
+        "aten::mm",
+        "<a & 'b' \"c\">",
+        "",
+        "caf\u00e9 &amp;",
+        3,
+        0.5,
+        None,
+        True,
+        Markup("<b>x</b>"),
+        Word("x<y"),
+        ("a", "<"),
+    ]:
         assert render._esc(value) == str(escape(value)) and type(render._esc(value)) is str, value
 
 
@@ -729,31 +841,45 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
     from types import SimpleNamespace as NS
 
     env, odd = render.environment(), "<a & 'b' \"c\">"
-    said = ('{% macro said(v) %}<span class="st {{ v.css }}">{{ v.verdict | replace("_", " ") }}</span> <span '
-            'class="ev {{ v.ev.css }}">({{ v.ev.icon }} {{ v.ev_said }})</span>{% endmacro %}')
+    said = (
+        '{% macro said(v) %}<span class="st {{ v.css }}">{{ v.verdict | replace("_", " ") }}</span> <span '
+        'class="ev {{ v.ev.css }}">({{ v.ev.icon }} {{ v.ev_said }})</span>{% endmacro %}'
+    )
     loop = env.from_string(
         said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h3 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
         '{{ said(v) }}</h3>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
-        '<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): '
-        '{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), '
-        '{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown'
-        '{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}. Data: {% for s in v.sources %}'
+        "<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): "
+        "{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), "
+        "{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown"
+        "{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}. Data: {% for s in v.sources %}"
         '<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.notes %}<ul class="notes">'
         '{% for n in v.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}\n{% if v.problems %}\n<div class="scroll">'
-        '<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n'
+        "<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n"
         '<thead><tr><th scope="col">op</th><th scope="col">outcome</th><th scope="col">evidence</th><th scope="col">'
         'calls</th><th scope="col">why (direction, dtype, evidence)</th></tr></thead>\n<tbody>{{ pb.problems_html }}'
-        '</tbody>\n</table></div>\n{% else %}<p>No problem ops.</p>{% endif %}\n{% endfor %}\n')
+        "</tbody>\n</table></div>\n{% else %}<p>No problem ops.</p>{% endif %}\n{% endfor %}\n"
+    )
     table = env.from_string(said + "{% for pb in m.backends %}[{{ said(pb.v) }}]{% endfor %}")
     counts = {k: 3 for k in ("ops", "calls", "ok", "ok_probed", "ok_registered", "fallback", "fails", "unknown")}
     word = NS(css=odd, icon=odd)
     backends = []
     for i in range(4):
-        v = {"verdict": "runs_with_fallback", "css": odd, "ev": word, "ev_said": odd,
-             "counts": {**counts, "not_judged": i % 2}, "sources": [odd, "b.yaml"][:1 + i % 2],
-             "notes": [odd] * (i // 2), "problems": [1] if i in (1, 2) else []}
-        pb = {"b": NS(name=odd), "v": v, "badge": (odd, odd) if i % 3 == 0 else None,
-              "problems_html": render.Markup("<tr>rows</tr>")}
+        v = {
+            "verdict": "runs_with_fallback",
+            "css": odd,
+            "ev": word,
+            "ev_said": odd,
+            "counts": {**counts, "not_judged": i % 2},
+            "sources": [odd, "b.yaml"][: 1 + i % 2],
+            "notes": [odd] * (i // 2),
+            "problems": [1] if i in (1, 2) else [],
+        }
+        pb = {
+            "b": NS(name=odd),
+            "v": v,
+            "badge": (odd, odd) if i % 3 == 0 else None,
+            "problems_html": render.Markup("<tr>rows</tr>"),
+        }
         pb["said"] = render.Markup(render._said_html(v))
         pb["html"] = render._verdict_section_html("../", odd, odd, pb)
         backends.append(pb)
@@ -772,8 +898,14 @@ def test_the_site_program_ends_with_its_summary_written_and_its_exit_code(tmp_pa
     env.pop("PYTHONUNBUFFERED", None)  # a pipe's stdout is block-buffered, as for users
 
     def site(folder):
-        return subprocess.run([sys.executable, "-m", "opcov", "site", "--coverage", cov, "--out", folder],
-                              capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+        return subprocess.run(
+            [sys.executable, "-m", "opcov", "site", "--coverage", cov, "--out", folder],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=600,
+        )
 
     proc = site(out)
     assert proc.returncode == 0, proc.stderr

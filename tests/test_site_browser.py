@@ -13,13 +13,20 @@ import re
 import shutil
 
 import pytest
-
 from conftest import ROOT, bundled_slice
-from opcov.site import render
 from sitefixture import make_coverage, make_versioned_coverage, rendered
 
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-dev-shm-usage"]
+from opcov.site import render
+
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 CHROMIUM = os.environ.get("OPCOV_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
 AXE = os.environ.get("OPCOV_AXE") or os.path.join(ROOT, "node_modules", "axe-core", "axe.min.js")
 PHONE, DESKTOP = 390, 1400
@@ -27,11 +34,14 @@ PHONE, DESKTOP = 390, 1400
 
 @pytest.fixture(scope="module")
 def browser():
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed "
-                                   "(pip install -e '.[test]'; scripts/test.sh does it)")
+    sync_api = pytest.importorskip(
+        "playwright.sync_api", reason="Playwright is not installed (pip install -e '.[test]'; scripts/test.sh does it)"
+    )
     if not CHROMIUM:
-        pytest.skip("no Chromium binary (scripts/test.sh installs Debian's chromium with apt-get; "
-                    "or set OPCOV_CHROMIUM=/path/to/chromium)")
+        pytest.skip(
+            "no Chromium binary (scripts/test.sh installs Debian's chromium with apt-get; "
+            "or set OPCOV_CHROMIUM=/path/to/chromium)"
+        )
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
@@ -88,16 +98,29 @@ def shown(page):
 
 
 def cells(page, op):
-    return page.evaluate("""op => {
+    return page.evaluate(
+        """op => {
         const row = [...document.querySelectorAll('#matrix tbody tr')].find(r => r.cells[0].textContent === op);
         return row ? [...row.querySelectorAll('td')].map(td => td.textContent.trim()) : null;
-    }""", op)
+    }""",
+        op,
+    )
 
 
 def test_pages_load_with_no_console_error_and_no_foreign_request(browser, small):
-    for rel in ("index.html", "matrix.html", "about.html", "backends/alpha.html", "models/tiny.html", "models.html",
-                "compare.html", "compare/alpha-vs-beta.html",
-                "ops/aten/mm.html", "search.html?q=relu", "badges/alpha.svg"):
+    for rel in (
+        "index.html",
+        "matrix.html",
+        "about.html",
+        "backends/alpha.html",
+        "models/tiny.html",
+        "models.html",
+        "compare.html",
+        "compare/alpha-vs-beta.html",
+        "ops/aten/mm.html",
+        "search.html?q=relu",
+        "badges/alpha.svg",
+    ):
         w = Watched(browser)
         with w as page:
             page.goto(url(small, rel))
@@ -156,8 +179,9 @@ def test_matrix_search_at_full_size(browser, full):
         assert len(shown(page)) >= 600
         page.focus("#q")
         page.keyboard.type("conv")  # typed, as a keyboard user would
-        page.wait_for_function(f"document.querySelectorAll('#matrix tbody tr').length === "
-                               f"{sum('conv' in n for n in aten)}")
+        page.wait_for_function(
+            f"document.querySelectorAll('#matrix tbody tr').length === {sum('conv' in n for n in aten)}"
+        )
         assert all("conv" in n for n in shown(page))
         assert page.text_content("#count").startswith(f"{sum('conv' in n for n in aten)} of {len(names)} ops shown")
 
@@ -222,15 +246,18 @@ def test_site_works_from_a_static_http_server(browser, small):
 
 # ---------------------------------------------------------------- search first, the answer first
 
+
 def search_box_results(page, text):
     """Type into the header's search box as a keyboard user would; the listed results' texts."""
     page.fill("#site-q", "")
     page.focus("#site-q")
     page.keyboard.type(text)
-    page.wait_for_function("q => document.getElementById('site-q-results').getAttribute('data-q') === q", arg=text,
-                           timeout=10000)
-    return page.eval_on_selector_all("#site-q-results [role=option] code, #site-q-results [role=option] strong",
-                                     "els => els.map(e => e.textContent)")
+    page.wait_for_function(
+        "q => document.getElementById('site-q-results').getAttribute('data-q') === q", arg=text, timeout=10000
+    )
+    return page.eval_on_selector_all(
+        "#site-q-results [role=option] code, #site-q-results [role=option] strong", "els => els.map(e => e.textContent)"
+    )
 
 
 def test_does_tpu_support_native_layer_norm_backward_in_bfloat16_in_three_interactions(browser, full):
@@ -285,7 +312,9 @@ def test_search_page_works_without_the_box(browser, small):
         page.wait_for_selector("html[data-search-ready]")
         text = " ".join(page.text_content("#search-page").split())
         assert "torch.nn.ReLU dispatches aten::relu" in text
-        assert page.eval_on_selector_all("#search-page tbody th", "els => els.map(e => e.textContent)")[0] == "aten::relu"
+        assert (
+            page.eval_on_selector_all("#search-page tbody th", "els => els.map(e => e.textContent)")[0] == "aten::relu"
+        )
         assert page.input_value("#site-q") == "nn.ReLU"
 
 
@@ -328,8 +357,17 @@ def test_matrix_search_ranks_python_names(browser, full):
 
 # ---------------------------------------------------------------- every screen
 
-PAGES = ("index.html", "matrix.html", "ops/aten/native_layer_norm_backward.html", "models/llama.html",
-         "backends/tpu.html", "models.html", "search.html?q=layer_norm", "compare.html", "compare/cuda-vs-tpu.html")
+PAGES = (
+    "index.html",
+    "matrix.html",
+    "ops/aten/native_layer_norm_backward.html",
+    "models/llama.html",
+    "backends/tpu.html",
+    "models.html",
+    "search.html?q=layer_norm",
+    "compare.html",
+    "compare/cuda-vs-tpu.html",
+)
 
 
 def test_no_page_scrolls_sideways_on_a_phone_and_dark_mode_follows_the_system(browser, full, tmp_path_factory):
@@ -377,8 +415,10 @@ def test_no_serious_accessibility_violations(browser, full, small):
                                                              resultTypes: ['violations']})""")
             for v in result["violations"]:
                 if v["impact"] in ("serious", "critical"):
-                    problems.append(f"{rel} ({scheme}): {v['id']} x{len(v['nodes'])}: "
-                                    f"{v['nodes'][0]['target']} {v['nodes'][0].get('failureSummary', '')[:200]}")
+                    problems.append(
+                        f"{rel} ({scheme}): {v['id']} x{len(v['nodes'])}: "
+                        f"{v['nodes'][0]['target']} {v['nodes'][0].get('failureSummary', '')[:200]}"
+                    )
         ctx.close()
     assert not problems, "\n".join(problems)
 
@@ -431,7 +471,11 @@ def test_matrix_and_compare_pages_say_not_in_torch(browser, versioned):
         page.select_option("#status", "not_in_torch")
         page.fill("#q", "")
         page.wait_for_function("document.querySelectorAll('#matrix tbody tr').length === 3")
-        assert shown(page) == ["aten::old_op", "aten::relu", "aten::weird"]  # alpha and beta lack old_op; gamma the others
+        assert shown(page) == [
+            "aten::old_op",
+            "aten::relu",
+            "aten::weird",
+        ]  # alpha and beta lack old_op; gamma the others
         page.goto(url(versioned, "compare.html"))
         page.click("tbody th a[href='compare/beta-vs-gamma.html']")
         assert page.url.endswith("compare/beta-vs-gamma.html")

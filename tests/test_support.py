@@ -8,8 +8,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, child_env, run_opcov
+
 from opcov import activity, cli, suggest, support
 from opcov.scan import pynames
 from opcov.store import layout
@@ -32,12 +32,24 @@ def ops_json(*args):
 
 # ---------------------------------------------------------------- matching
 
+
 def test_exact_matches_come_first_then_prefix_then_substring():
-    names = ["aten::_foreach_add.List", "aten::addmm", "aten::add.out", "prims::add", "aten::add.Tensor",
-             "aten::mul.Tensor"]
+    names = [
+        "aten::_foreach_add.List",
+        "aten::addmm",
+        "aten::add.out",
+        "prims::add",
+        "aten::add.Tensor",
+        "aten::mul.Tensor",
+    ]
     ranked = support.rank("add", names, {})
-    assert [m.op for m in ranked] == ["aten::add.Tensor", "aten::add.out", "prims::add", "aten::addmm",
-                                      "aten::_foreach_add.List"]
+    assert [m.op for m in ranked] == [
+        "aten::add.Tensor",
+        "aten::add.out",
+        "prims::add",
+        "aten::addmm",
+        "aten::_foreach_add.List",
+    ]
     assert [m.how for m in ranked] == ["exact", "exact", "exact", "prefix", "substring"]
     # a full name or a name without its namespace is exact too; a Python name's ops come right after
     assert support.rank("add.Tensor", names, {})[0].op == "aten::add.Tensor"
@@ -58,17 +70,21 @@ def test_cli_answer_lists_exact_matches_first_and_says_what_it_left_out():
 
 # ---------------------------------------------------------------- Python names
 
-@pytest.mark.parametrize("query, name, op", [
-    ("torch.nn.functional.layer_norm", "torch.nn.functional.layer_norm", "aten::native_layer_norm"),
-    ("F.layer_norm", "torch.nn.functional.layer_norm", "aten::native_layer_norm"),
-    ("nn.LayerNorm", "torch.nn.LayerNorm", "aten::native_layer_norm"),
-    ("LayerNorm", "torch.nn.LayerNorm", "aten::native_layer_norm"),
-    ("F.gelu", "torch.nn.functional.gelu", "aten::gelu"),
-    ("torch.softmax", "torch.softmax", "aten::_softmax"),
-    ("Tensor.softmax", "torch.Tensor.softmax", "aten::_softmax"),
-    ("Tensor.add_", "torch.Tensor.add_", "aten::add_.Tensor"),
-    ("nn.Linear", "torch.nn.Linear", "aten::addmm"),
-])
+
+@pytest.mark.parametrize(
+    "query, name, op",
+    [
+        ("torch.nn.functional.layer_norm", "torch.nn.functional.layer_norm", "aten::native_layer_norm"),
+        ("F.layer_norm", "torch.nn.functional.layer_norm", "aten::native_layer_norm"),
+        ("nn.LayerNorm", "torch.nn.LayerNorm", "aten::native_layer_norm"),
+        ("LayerNorm", "torch.nn.LayerNorm", "aten::native_layer_norm"),
+        ("F.gelu", "torch.nn.functional.gelu", "aten::gelu"),
+        ("torch.softmax", "torch.softmax", "aten::_softmax"),
+        ("Tensor.softmax", "torch.Tensor.softmax", "aten::_softmax"),
+        ("Tensor.add_", "torch.Tensor.add_", "aten::add_.Tensor"),
+        ("nn.Linear", "torch.nn.Linear", "aten::addmm"),
+    ],
+)
 def test_python_names_map_to_the_aten_ops_they_dispatch(index, query, name, op):
     assert index.resolve(query) == [name]
     assert op in index.names[name]
@@ -102,14 +118,17 @@ def test_builder_records_composites_and_what_they_decompose_into():
 
     runner = pynames._Runner(torch)
     x = torch.empty(2, 3, 8, device="meta")
-    runner.run("torch.nn.functional.gelu", [lambda: (lambda: F.gelu(x))])
+    runner.run("torch.nn.functional.gelu", [lambda: lambda: F.gelu(x)])
     runner.run("torch.nn.LayerNorm", [pynames._module_call(torch, torch.nn.LayerNorm, (8,), {}, (x,), {}, True)])
-    runner.run("broken", [lambda: (lambda: F.gelu("not a tensor"))])
-    assert runner.result() == {"torch.nn.functional.gelu": ("aten::gelu",),
-                               "torch.nn.LayerNorm": ("aten::layer_norm", "aten::native_layer_norm")}
+    runner.run("broken", [lambda: lambda: F.gelu("not a tensor")])
+    assert runner.result() == {
+        "torch.nn.functional.gelu": ("aten::gelu",),
+        "torch.nn.LayerNorm": ("aten::layer_norm", "aten::native_layer_norm"),
+    }
 
 
 # ---------------------------------------------------------------- the answer per backend
+
 
 def test_tpu_is_registered_unverified_and_cpu_probed_per_dtype():
     doc = ops_json("F.layer_norm", "-b", "tpu", "-b", "cpu")
@@ -129,8 +148,10 @@ def test_tpu_is_registered_unverified_and_cpu_probed_per_dtype():
 
 
 def test_text_answer_and_no_torch_import():
-    code = ("import sys; from opcov.cli import main; rc = main(['ops', 'nn.LayerNorm', '-b', 'tpu', '-b', 'cpu']); "
-            "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)")
+    code = (
+        "import sys; from opcov.cli import main; rc = main(['ops', 'nn.LayerNorm', '-b', 'tpu', '-b', 'cpu']); "
+        "assert 'torch' not in sys.modules, 'torch imported'; sys.exit(rc)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
@@ -145,9 +166,15 @@ def test_text_answer_and_no_torch_import():
 def test_probed_failures_show_their_status_and_why():
     from opcov.verdict.judge import Coverage
 
-    probed = {"provenance": {}, "ops": {"aten::x": {
-        "float16": {"fwd": "mismatch", "why": "max error 0.5", "bwd": "pass"},
-        "float32": {"fwd": "pass", "bwd": "pass"}}}}
+    probed = {
+        "provenance": {},
+        "ops": {
+            "aten::x": {
+                "float16": {"fwd": "mismatch", "why": "max error 0.5", "bwd": "pass"},
+                "float32": {"fwd": "pass", "bwd": "pass"},
+            }
+        },
+    }
     cov = Coverage("dev", None, probed, [])
     fwd = support.status(cov, "aten::x", "forward")
     assert (fwd.evidence, fwd.status, fwd.text) == ("probed", "mismatch", "mismatch: float16; pass: float32")
@@ -164,9 +191,17 @@ def test_nothing_matches_suggests_close_names():
 
 # ---------------------------------------------------------------- did you mean, summary BACKEND
 
-@pytest.mark.parametrize("argv", [("ops", "add", "-b", "tpuu"), ("gaps", "tpuu"), ("summary", "tpuu"),
-                                  ("check", "llama", "-b", "tpuu"),
-                                  ("check", "hf:qwen3", "-b", "tpuu")])  # before tracing: fails at once
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("ops", "add", "-b", "tpuu"),
+        ("gaps", "tpuu"),
+        ("summary", "tpuu"),
+        ("check", "llama", "-b", "tpuu"),
+        ("check", "hf:qwen3", "-b", "tpuu"),
+    ],
+)  # before tracing: fails at once
 def test_unknown_backend_did_you_mean(argv):
     proc = run_opcov(*argv)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
@@ -177,8 +212,11 @@ def test_unknown_backend_did_you_mean(argv):
 def test_known_backend_without_data_says_how_to_make_it(tmp_path):
     (tmp_path / "cpu").mkdir()
     err = str(suggest.no_backend_data("neuron", str(tmp_path)))
-    assert "'opcov scan neuron'" in err and "did you mean" not in err and err.endswith("with data under "
-                                                                                        f"{tmp_path}/: none")
+    assert (
+        "'opcov scan neuron'" in err
+        and "did you mean" not in err
+        and err.endswith(f"with data under {tmp_path}/: none")
+    )
     assert suggest.did_you_mean("TPU", ["cpu", "tpu"]).startswith(" (did you mean 'tpu'")
     assert suggest.did_you_mean("zzz", ["cpu", "tpu"]) == ""
 
@@ -193,6 +231,7 @@ def test_summary_backend_is_its_files():
 
 # ---------------------------------------------------------------- catalogue without torch
 
+
 def test_ops_without_torch_lists_the_registered_data(monkeypatch, capsys):
     monkeypatch.setattr(support, "is_torch_installed", lambda: False)
     monkeypatch.chdir(ROOT)
@@ -204,6 +243,7 @@ def test_ops_without_torch_lists_the_registered_data(monkeypatch, capsys):
 
 
 # ---------------------------------------------------------------- progress, help, next step
+
 
 class _Terminal(io.StringIO):
     def isatty(self):

@@ -3,11 +3,11 @@
 import importlib.util
 
 import pytest
-
 from conftest import load_yaml, run_opcov
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch_tpu") is None,
-                                reason="torch-tpu not installed (scripts/setup.sh installs it)")
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torch_tpu") is None, reason="torch-tpu not installed (scripts/setup.sh installs it)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +25,12 @@ def test_backend_and_settings_recorded(tpu):
     settings = doc["provenance"]["settings"]
     assert settings["cpu_fallback_enabled"] is False
     assert {"eager_mode", "tpu_matmul_precision"} <= set(settings)
-    assert doc["provenance"]["fallback"] == {"present": True, "kind": "cpu", "enabled": False,
-                                             "source": doc["provenance"]["fallback"]["source"]}
+    assert doc["provenance"]["fallback"] == {
+        "present": True,
+        "kind": "cpu",
+        "enabled": False,
+        "source": doc["provenance"]["fallback"]["source"],
+    }
 
 
 def test_paths_on_tpu(tpu):

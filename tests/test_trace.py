@@ -12,7 +12,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import ROOT, child_env, load_yaml
 
 ZOO_DIR = os.path.join(ROOT, "coverage", "models")
@@ -36,8 +35,14 @@ def children(tree, node):
 
 def run_child(code: str, timeout=600) -> dict:
     """Run ``code`` in a fresh Python; it prints one JSON document as its last line."""
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                          env=child_env(HF_HUB_OFFLINE="1"), timeout=timeout, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env=child_env(HF_HUB_OFFLINE="1"),
+        timeout=timeout,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -103,8 +108,15 @@ def test_llama_differs_from_eager_only_by_transformers_mask_shortcut(eager_vs_tr
     when it is all ones, skips the mask and asks sdpa for is_causal; fake tensors have no values, so
     it builds the full causal mask instead. Every other forward and backward op is the same."""
     got = eager_vs_traced["llama"]
-    mask_building = {"aten::bitwise_and.Tensor", "aten::eq.Tensor", "aten::index.Tensor", "aten::le.Tensor",
-                     "aten::new_ones", "aten::scalar_tensor", "aten::where.self"}
+    mask_building = {
+        "aten::bitwise_and.Tensor",
+        "aten::eq.Tensor",
+        "aten::index.Tensor",
+        "aten::le.Tensor",
+        "aten::new_ones",
+        "aten::scalar_tensor",
+        "aten::where.self",
+    }
     mask_reading = {"aten::_local_scalar_dense", "aten::all", "aten::eq.Scalar", "aten::select.int"}
     only_traced = {op for phase, op in got["only_traced"] if phase == "forward"}
     assert only_traced <= mask_building
@@ -210,8 +222,12 @@ def test_call_tree_follows_autograd_into_the_backward(targets):
     for n in tree:
         if n.kind == "kernel":
             flat[(n.op, n.phase, n.dtype)] = flat.get((n.op, n.phase, n.dtype), 0) + n.calls
-    assert flat == {(op, ph, dt): c["calls"] for op, rec in targets["mlp"]["ops"].items()
-                    for ph, cells in rec.items() for dt, c in cells.items()}
+    assert flat == {
+        (op, ph, dt): c["calls"]
+        for op, rec in targets["mlp"]["ops"].items()
+        for ph, cells in rec.items()
+        for dt, c in cells.items()
+    }
 
 
 def test_cpu_trace_has_only_the_function_level_parents(targets):
@@ -250,8 +266,7 @@ def test_header_drops_grad_and_dtype_keys(targets):
     assert doc["ops"]["aten::addmm"]["forward"]["float32"].get("grad") is True  # training needs its backward
     assert doc["summary"]["calls"]["backward"] > 0 and doc["model"]["params"] == 8 * 8 + 8
     bf = targets["bf16"]
-    assert bf["optimizer"] == "none" and set(bf["ops"]) and all(
-        set(rec) == {"forward"} for rec in bf["ops"].values())
+    assert bf["optimizer"] == "none" and set(bf["ops"]) and all(set(rec) == {"forward"} for rec in bf["ops"].values())
     assert set(bf["ops"]["aten::addmm"]["forward"]) == {"bfloat16"}
     assert not any(c.get("grad") for rec in bf["ops"].values() for c in rec["forward"].values())
 
@@ -286,8 +301,10 @@ def test_data_dependent_branches_are_traced_with_real_values(targets):
     tree = nodes(doc)
     assert any(n.op == "aten::all" and n.seen == "real" for n in tree)
     assert any(n.op == "aten::scaled_dot_product_attention" and n.seen == "both" for n in tree)
-    assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built, a padded "
-                            "attention mask)") for n in doc["provenance"]["notes"])
+    assert any(
+        n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built, a padded attention mask)")
+        for n in doc["provenance"]["notes"]
+    )
     assert any(n.startswith("real values: a run") for n in targets["spec:nn-convnet"]["notes"])
     assert any(n.startswith("real values: a run") for n in targets["spec:nn:convnet"]["notes"])  # not only the zoo's
     lstm = targets["real:nn-lstm"]  # the stand-in computes the accelerator's fused LSTM cell (CPU has none)
@@ -295,18 +312,50 @@ def test_data_dependent_branches_are_traced_with_real_values(targets):
     assert not any(n.startswith("the real-valued run failed (") for n in lstm), lstm
 
 
-DEFAULTS = {"dtype": "float32", "autocast": False, "device": "accelerator", "optimizer": "adamw", "real": False,
-            "out": None}
+DEFAULTS = {
+    "dtype": "float32",
+    "autocast": False,
+    "device": "accelerator",
+    "optimizer": "adamw",
+    "real": False,
+    "out": None,
+}
 
 
-@pytest.mark.parametrize("options, sizes", [
-    ({}, {}),
-    ({"dtype": "bfloat16", "autocast": True, "device": "cpu", "optimizer": "sgd", "real": True, "out": "a b.yaml"},
-     {}),
-    ({}, {"batch": 4, "seq": 7, "image": 64, "audio": 7680,
-          "overrides": {"num_hidden_layers": 3, "hidden_act": "gelu", "text_config.x": "true", "depths": [1, 2],
-                        "rope_scaling": {"type": "linear", "factor": 2.0}, "pad": None}}),
-])
+@pytest.mark.parametrize(
+    "options, sizes",
+    [
+        ({}, {}),
+        (
+            {
+                "dtype": "bfloat16",
+                "autocast": True,
+                "device": "cpu",
+                "optimizer": "sgd",
+                "real": True,
+                "out": "a b.yaml",
+            },
+            {},
+        ),
+        (
+            {},
+            {
+                "batch": 4,
+                "seq": 7,
+                "image": 64,
+                "audio": 7680,
+                "overrides": {
+                    "num_hidden_layers": 3,
+                    "hidden_act": "gelu",
+                    "text_config.x": "true",
+                    "depths": [1, 2],
+                    "rope_scaling": {"type": "linear", "factor": 2.0},
+                    "pad": None,
+                },
+            },
+        ),
+    ],
+)
 def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     """The command an op set records parses, with the CLI's own parser, back to the options it was traced with."""
     import shlex
@@ -324,22 +373,37 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     got = {k: getattr(args, k) for k in DEFAULTS}
     got["dtype"] = got["dtype"] or "float32"  # the CLI's None: the zoo entry's dtype, else float32
     assert got == want
-    assert Sizes(batch=args.batch, seq=args.seq, image=args.image_size, audio=args.audio_length,
-                 overrides=cli._overrides(args.set)) == Sizes(**sizes)
+    assert Sizes(
+        batch=args.batch,
+        seq=args.seq,
+        image=args.image_size,
+        audio=args.audio_length,
+        overrides=cli._overrides(args.set),
+    ) == Sizes(**sizes)
     if not options and not sizes:
         assert line == "opcov trace hf:llama --mode inference"
 
 
 # ---------------------------------------------------------------- CLI and bad input
 
+
 def test_local_config_json_and_set_overrides(opcov, tmp_path):
     cfg = tmp_path / "mybert" / "config.json"
     cfg.parent.mkdir()
-    cfg.write_text(json.dumps({"model_type": "bert", "num_hidden_layers": 1, "hidden_size": 32,
-                               "intermediate_size": 64, "num_attention_heads": 2, "vocab_size": 100}))
+    cfg.write_text(
+        json.dumps(
+            {
+                "model_type": "bert",
+                "num_hidden_layers": 1,
+                "hidden_size": 32,
+                "intermediate_size": 64,
+                "num_attention_heads": 2,
+                "vocab_size": 100,
+            }
+        )
+    )
     out = tmp_path / "o.yaml"
-    r = opcov("trace", str(cfg), "--mode", "inference", "--set", "num_hidden_layers=2", "--seq", "8",
-              "--out", str(out))
+    r = opcov("trace", str(cfg), "--mode", "inference", "--set", "num_hidden_layers=2", "--seq", "8", "--out", str(out))
     assert r.returncode == 0, r.stderr
     doc = load_yaml(out)
     assert doc["model"]["source"] == f"config:{cfg}" and doc["model"]["name"] == "mybert"
@@ -351,10 +415,10 @@ def test_local_config_json_and_set_overrides(opcov, tmp_path):
     assert r.returncode == 2 and "no 'model_type' key" in r.stderr
 
 
-
 def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
     mod = tmp_path / "nzmodel.py"
-    mod.write_text(textwrap.dedent("""
+    mod.write_text(
+        textwrap.dedent("""
         import torch
 
         class NZ(torch.nn.Module):
@@ -367,7 +431,8 @@ def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
 
         def build():
             return NZ(), (torch.randn(3, 4),)
-    """))
+    """)
+    )
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}"}
     r = opcov("trace", "nzmodel:build", "--out", str(tmp_path / "a.yaml"), **env)
     assert r.returncode == 2, r.stderr
@@ -391,11 +456,14 @@ def test_untraceable_model_names_the_op_and_real_works(opcov, tmp_path):
     assert "aten::nonzero" in cpu["ops"] and not any(op.startswith("aten::_foreach") for op in cpu["ops"])
 
 
-@pytest.mark.parametrize("model, expect", [
-    ("no_such_module_xyz:build", "cannot import no_such_module_xyz"),
-    ("json:no_function_here", "has no function 'no_function_here'"),
-    ("llamma", "unknown model type 'llamma'"),
-])
+@pytest.mark.parametrize(
+    "model, expect",
+    [
+        ("no_such_module_xyz:build", "cannot import no_such_module_xyz"),
+        ("json:no_function_here", "has no function 'no_function_here'"),
+        ("llamma", "unknown model type 'llamma'"),
+    ],
+)
 def test_bad_model_is_one_line(opcov, tmp_path, model, expect):
     r = opcov("trace", model, "--out", str(tmp_path / "never.yaml"))
     assert r.returncode == 2
@@ -422,13 +490,23 @@ def test_saved_op_set_as_model_and_bad_set_option(opcov, tmp_path):
 
 
 def test_import_opcov_stays_torch_free_and_trace_is_lazy():
-    out = subprocess.run([sys.executable, "-c", "import sys, opcov; a = 'torch' in sys.modules; "
-                          "f = opcov.trace; print(a, 'torch' in sys.modules, f.__name__, callable(f))"],
-                         capture_output=True, text=True, env=child_env(), cwd=ROOT)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, opcov; a = 'torch' in sys.modules; "
+            "f = opcov.trace; print(a, 'torch' in sys.modules, f.__name__, callable(f))",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=ROOT,
+    )
     assert out.stdout.split() == ["False", "False", "trace", "True"], out.stderr
 
 
 # ---------------------------------------------------------------- the bundled zoo
+
 
 def test_zoo_is_committed_and_lints_clean(opcov):
     from opcov.store import opset
@@ -528,8 +606,9 @@ def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
     assert r.returncode == 0, r.stderr
     doc = load_yaml(out)
     notes = doc["provenance"]["notes"]
-    assert any(n.startswith("real values: a run on CPU itself (inputs as built, a padded attention mask)")
-               for n in notes), notes
+    assert any(
+        n.startswith("real values: a run on CPU itself (inputs as built, a padded attention mask)") for n in notes
+    ), notes
     assert not any(n.startswith(("no real-valued run", "the real-valued run failed")) for n in notes), notes
     seen = {op: {cell.get("seen") for cell in rec["forward"].values()} for op, rec in doc["ops"].items()}
     assert seen["aten::all"] == seen["aten::_local_scalar_dense"] == {"real"}
@@ -545,8 +624,20 @@ def test_a_bfloat16_trace_keeps_in_float32_what_a_bfloat16_checkpoint_load_keeps
     float32 matmul."""
     pytest.importorskip("transformers")
     out = tmp_path / "inkling2.yaml"
-    r = opcov("trace", "hf:inkling2_text", "--mode", "inference", "--dtype", "bfloat16", "--set",
-              "num_hidden_layers=2", "--set", "layer_types=[hybrid_sliding, hybrid]", "--out", str(out))
+    r = opcov(
+        "trace",
+        "hf:inkling2_text",
+        "--mode",
+        "inference",
+        "--dtype",
+        "bfloat16",
+        "--set",
+        "num_hidden_layers=2",
+        "--set",
+        "layer_types=[hybrid_sliding, hybrid]",
+        "--out",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr
     doc = load_yaml(out)
     notes = doc["provenance"]["notes"]

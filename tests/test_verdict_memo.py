@@ -27,8 +27,14 @@ def test_op_result_outcome_follows_its_findings():
 
 
 def _view(v):
-    return (v.verdict, v.evidence, v.counts(), v.notes, v.sources,
-            [(r.op, r.calls, sorted(r.phases), sorted(r.dtypes), r.findings, r.flags) for r in v.ops])
+    return (
+        v.verdict,
+        v.evidence,
+        v.counts(),
+        v.notes,
+        v.sources,
+        [(r.op, r.calls, sorted(r.phases), sorted(r.dtypes), r.findings, r.flags) for r in v.ops],
+    )
 
 
 @pytest.mark.skipif(not layout.model_files(COVERAGE), reason="no bundled op sets")
@@ -45,8 +51,9 @@ def test_shared_judgments_give_the_verdicts_of_a_lone_check(backend):
     for path in files:
         doc = opset.load(path)
         alone = judge.judge(doc, judge.coverage_for(doc, backend, COVERAGE))
-        shared = judge.judge(doc, judge.share(judge.coverage_for(doc, backend, COVERAGE, read=read_once,
-                                                                 listings=listings), pool))
+        shared = judge.judge(
+            doc, judge.share(judge.coverage_for(doc, backend, COVERAGE, read=read_once, listings=listings), pool)
+        )
         assert _view(shared) == _view(alone), path
     assert len(pool) == 1  # every op set of one torch judged against the same documents
 

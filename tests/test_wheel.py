@@ -11,7 +11,6 @@ import sys
 import venv
 
 import pytest
-
 from conftest import ROOT
 
 
@@ -20,8 +19,12 @@ def fresh(tmp_path_factory):
     """(opcov executable, python) of a fresh venv with only the built wheel and its dependencies."""
     base = tmp_path_factory.mktemp("wheel")
     dist = base / "dist"
-    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), ROOT],
-                           capture_output=True, text=True, timeout=600)
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), ROOT],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if build.returncode != 0:
         pytest.fail(f"building the wheel failed:\n{build.stderr[-3000:]}")
     wheels = sorted(dist.glob("opcov-*.whl"))
@@ -29,8 +32,9 @@ def fresh(tmp_path_factory):
     env_dir = base / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
-    inst = subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheels[0])],
-                          capture_output=True, text=True, timeout=600)
+    inst = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", str(wheels[0])], capture_output=True, text=True, timeout=600
+    )
     if inst.returncode != 0:
         pytest.fail(f"installing the wheel failed:\n{inst.stderr[-3000:]}")
     return env_dir / "bin" / "opcov", py
@@ -43,8 +47,11 @@ def _run(exe, *args, cwd):
 
 def test_wheel_has_no_torch_and_checks_with_bundled_data(fresh, tmp_path):
     exe, py = fresh
-    probe = subprocess.run([str(py), "-c", "import importlib.util as u; print(u.find_spec('torch') is None)"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(py), "-c", "import importlib.util as u; print(u.find_spec('torch') is None)"],
+        capture_output=True,
+        text=True,
+    )
     assert probe.stdout.strip() == "True", "the fresh venv must not have torch"
     empty = tmp_path / "empty"
     empty.mkdir()

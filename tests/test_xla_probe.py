@@ -15,9 +15,11 @@ from opcov.probe.sample import Loaded, Sample
 @pytest.fixture
 def active(monkeypatch):
     """xla's state as a worker on xla has it, with ``fell`` ops read at the last sync."""
+
     def set_fell(fell):
         monkeypatch.setitem(xla._state, "active", True)
         monkeypatch.setitem(xla._state, "fell", list(fell))
+
     monkeypatch.setattr(xla, "forget", lambda: xla._state.update(fell=[]))  # no torch_xla to clear
     return set_fell
 
@@ -69,17 +71,30 @@ def test_off_xla_the_hooks_do_nothing(monkeypatch):
 
 
 def test_a_fallback_is_filed_under_the_op_it_is_about_and_the_fallen_back_op_only():
-    rec = CaseRecord("nonzero|float32|0", "nonzero|float32", "nonzero", "float32", ["aten::nonzero"],
-                     fwd={"ops": [["aten::nonzero", "float32"], ["aten::clone", "float32"],
-                                  ["aten::_helper", "float32"]],
-                          "status": "fallback", "fallback": ["aten::_helper"], "why": "ran through"})
+    rec = CaseRecord(
+        "nonzero|float32|0",
+        "nonzero|float32",
+        "nonzero",
+        "float32",
+        ["aten::nonzero"],
+        fwd={
+            "ops": [["aten::nonzero", "float32"], ["aten::clone", "float32"], ["aten::_helper", "float32"]],
+            "status": "fallback",
+            "fallback": ["aten::_helper"],
+            "why": "ran through",
+        },
+    )
     ops = build_ops([rec], [], lambda name, probed: {"skipped": "no_source"})
     assert ops["aten::nonzero"]["float32"]["fwd"] == "fallback"
     assert ops["aten::_helper"]["float32"]["fwd"] == "fallback"
     assert "aten::clone" not in ops  # it ran on the device: the case says nothing against it
     # out=: XLA counts the functional overload that fell back; the .out overload CPU ran is filed
-    rec.out = {"ops": [["aten::clone", "float32"], ["aten::_helper.out", "float32"]], "status": "fallback",
-               "fallback": ["aten::_helper"], "why": "ran through"}
+    rec.out = {
+        "ops": [["aten::clone", "float32"], ["aten::_helper.out", "float32"]],
+        "status": "fallback",
+        "fallback": ["aten::_helper"],
+        "why": "ran through",
+    }
     ops = build_ops([rec], [], lambda name, probed: {"skipped": "no_source"})
     assert ops["aten::_helper.out"]["float32"]["fwd"] == "fallback" and "aten::clone" not in ops
 
@@ -89,8 +104,13 @@ def test_check_judges_a_probed_fallback_cell_runs_with_fallback():
     from opcov.verdict import judge
 
     assert "fallback" not in vocab.PROBED_FAILURES and "fallback" not in vocab.PROBED_RAN
-    cell = {"fwd": "fallback", "case": "nonzero|float32|0", "cases": 3, "samples": ["nonzero"],
-            "why": "ran through PyTorch/XLA's CPU fallback (aten::nonzero); the values pass"}
+    cell = {
+        "fwd": "fallback",
+        "case": "nonzero|float32|0",
+        "cases": 3,
+        "samples": ["nonzero"],
+        "why": "ran through PyTorch/XLA's CPU fallback (aten::nonzero); the values pass",
+    }
     probed = {"evidence": "probed", "provenance": {"torch": "2.9.0"}, "ops": {"aten::nonzero": {"float32": cell}}}
     cov = judge.Coverage("xla", None, probed, ["xla/probed.yaml"])
     found = judge._judge_requirement(cov, "aten::nonzero", "float32", "forward", "2.9.0")

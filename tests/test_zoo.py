@@ -10,12 +10,10 @@ import json
 import os
 
 import pytest
-
 from conftest import load_yaml
+
 from opcov.errors import UsageError
-from opcov.tracing import ladder
-from opcov.tracing import tiny
-from opcov.tracing import zoorun
+from opcov.tracing import ladder, tiny, zoorun
 
 
 class Cfg:
@@ -32,11 +30,21 @@ class Cfg:
 
 # ---------------------------------------------------------------- tiny configs
 
+
 def test_tiny_keeps_one_layer_of_each_kind_and_renumbers():
-    cfg = Cfg(num_hidden_layers=8, layer_types=["sliding", "sliding", "sliding", "full"] * 2,
-              mlp_only_layers=[0, 5], rope_thetas=[float(i) for i in range(8)], hidden_size=4096,
-              text_config=Cfg(num_layers=24, vision_feature_layer=-1), depths=[3, 4, 6, 3],
-              first_k_dense_replace=3, attn_layer_period=8, attn_layer_offset=4, prediction_length=None)
+    cfg = Cfg(
+        num_hidden_layers=8,
+        layer_types=["sliding", "sliding", "sliding", "full"] * 2,
+        mlp_only_layers=[0, 5],
+        rope_thetas=[float(i) for i in range(8)],
+        hidden_size=4096,
+        text_config=Cfg(num_layers=24, vision_feature_layer=-1),
+        depths=[3, 4, 6, 3],
+        first_k_dense_replace=3,
+        attn_layer_period=8,
+        attn_layer_offset=4,
+        prediction_length=None,
+    )
     ov = tiny.overrides(cfg)
     # kinds (layer type, dense): layer 0 (sliding, dense), 1 (sliding, moe), 3 (full, moe)
     assert ov["num_hidden_layers"] == 3
@@ -54,14 +62,20 @@ def test_tiny_keeps_one_layer_of_each_kind_and_renumbers():
 
 def test_tiny_rules_read_key_names_and_values():
     # per-layer source-layer indices are renumbered to the kept layers; per-stage repeats are not indices
-    ov = tiny.overrides(Cfg(num_hidden_layers=6, mlp_layer_types=["dense", "moe", "moe", "moe", "moe", "moe"],
-                            kv_source_layers=[0, 1, 2, 3, 4, 5], vision_config=Cfg(
-                                num_hidden_layers=55, num_block_repeats=[1, 2, 2, 3, 3, 4, 1])))
+    ov = tiny.overrides(
+        Cfg(
+            num_hidden_layers=6,
+            mlp_layer_types=["dense", "moe", "moe", "moe", "moe", "moe"],
+            kv_source_layers=[0, 1, 2, 3, 4, 5],
+            vision_config=Cfg(num_hidden_layers=55, num_block_repeats=[1, 2, 2, 3, 3, 4, 1]),
+        )
+    )
     assert ov["num_hidden_layers"] == 2 and ov["kv_source_layers"] == [0, 1]
     assert ov["vision_config.num_block_repeats"] == [1] * 7
     # mixture of experts: routing needs experts per token; grouped_mm needs 16-byte aligned rows
-    moe = tiny.overrides(Cfg(n_routed_experts=64, num_experts_per_tok=None, moe_intermediate_size=1407,
-                             intermediate_size=4096))
+    moe = tiny.overrides(
+        Cfg(n_routed_experts=64, num_experts_per_tok=None, moe_intermediate_size=1407, intermediate_size=4096)
+    )
     assert moe == {"num_experts_per_tok": 2, "moe_intermediate_size": 1408}
     # a timm ResNet backbone (timm needs torchvision) as transformers' ResNet of the same widths
     timm = Cfg(backbone="resnet50", num_channels=3, out_indices=[2, 3, 4])
@@ -79,6 +93,7 @@ def test_tiny_leaves_small_configs_alone():
 
 
 # ---------------------------------------------------------------- inputs from signature and config
+
 
 @pytest.fixture(scope="module")
 def build():
@@ -158,6 +173,7 @@ def test_missing_library_is_a_clean_build_error(build):
     pytest.importorskip("transformers")
     try:
         import timm  # noqa: F401
+
         pytest.skip("timm is installed here")
     except ImportError:
         pass
@@ -181,36 +197,50 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     tf = models._transformers()
     # hunyuan's default config leaves head_dim None (the model computes head_dim ** -0.5)
     hunyuan = tf.AutoConfig.for_model("hunyuan_v1_dense")
-    fix, notes = repair.repairs(hunyuan, "TypeError: unsupported operand type(s) for ** or pow(): 'NoneType' and 'float'")
+    fix, notes = repair.repairs(
+        hunyuan, "TypeError: unsupported operand type(s) for ** or pow(): 'NoneType' and 'float'"
+    )
     assert fix["head_dim"] == hunyuan.hidden_size // hunyuan.num_attention_heads and "head_dim" in notes[0]
     sizes = models.Sizes(overrides={**tiny.overrides(hunyuan), **fix})
     assert models.build("hf:hunyuan_v1_dense", sizes, mode="inference", real=False).model is not None
     # glm4v's rotary sections [8, 12, 12] fit half its head dim: the partial rotary factor checkpoints set
     glm = tf.AutoConfig.for_model("glm4v_text")
-    fix, _ = repair.repairs(glm, "RuntimeError: split_with_sizes expects split_sizes to sum exactly to 64 (input "
-                                 "tensor's size at dimension -1), but got split_sizes=[8, 12, 12]")
+    fix, _ = repair.repairs(
+        glm,
+        "RuntimeError: split_with_sizes expects split_sizes to sum exactly to 64 (input "
+        "tensor's size at dimension -1), but got split_sizes=[8, 12, 12]",
+    )
     assert fix["rope_parameters"]["partial_rotary_factor"] == 0.5
     # at narrow widths (8 frequencies) the sections themselves shrink
-    fix, _ = repair.repairs(glm, "split_with_sizes expects split_sizes to sum exactly to 8 (x), but got split_sizes=[8, 12, 12]")
+    fix, _ = repair.repairs(
+        glm, "split_with_sizes expects split_sizes to sum exactly to 8 (x), but got split_sizes=[8, 12, 12]"
+    )
     assert fix["rope_parameters"]["mrope_section"] == [2, 3, 3]
     # glm4v_moe: 4096 does not divide into 96 heads, so the head dim is the one the sections fit (as
     # GLM-4.5V's checkpoint sets it: 128)
     moe = tf.AutoConfig.for_model("glm4v_moe_text")
-    assert repair.repairs(moe, "split_with_sizes expects split_sizes to sum exactly to 11 (x), but got "
-                               "split_sizes=[8, 12, 12]")[0] == {"head_dim": 128}
+    assert repair.repairs(
+        moe, "split_with_sizes expects split_sizes to sum exactly to 11 (x), but got split_sizes=[8, 12, 12]"
+    )[0] == {"head_dim": 128}
     # a key the model's own check names, unset in the default config
     step = tf.AutoConfig.for_model("step3p7")
-    assert repair.repairs(step, "ValueError: Could not find a `sliding_window` argument in the config, or it "
-                                "is not set")[0] == {"text_config.sliding_window": 4096}
+    assert repair.repairs(
+        step, "ValueError: Could not find a `sliding_window` argument in the config, or it is not set"
+    )[0] == {"text_config.sliding_window": 4096}
     # an attribute a config class lacks, named by the error; unknown failures get no repair
     t5 = tf.AutoConfig.for_model("t5gemma2_encoder")
-    fix, _ = repair.repairs(t5, f"AttributeError: '{type(t5.text_config).__name__}' object has no attribute 'dropout_rate'")
+    fix, _ = repair.repairs(
+        t5, f"AttributeError: '{type(t5.text_config).__name__}' object has no attribute 'dropout_rate'"
+    )
     assert fix == {"text_config.dropout_rate": 0.1}
     assert repair.repairs(hunyuan, "RuntimeError: something else") == ({}, [])
     # aya_vision's default vision tower: width 1152 in 14 heads; 16 divides it (SigLIP so400m's count)
     aya = tf.AutoConfig.for_model("aya_vision")
-    fix, notes = repair.repairs(aya, "cannot build AyaVisionModel: ValueError: embed_dim must be divisible by "
-                                     "num_heads (got `embed_dim`: 1152 and `num_heads`: 14).")
+    fix, notes = repair.repairs(
+        aya,
+        "cannot build AyaVisionModel: ValueError: embed_dim must be divisible by "
+        "num_heads (got `embed_dim`: 1152 and `num_heads`: 14).",
+    )
     assert fix == {"vision_config.num_attention_heads": 16} and "16 heads" in notes[0]
     # dots1 leaves its expert counts None: torch.empty(None, ...) is the symptom
     dots = tf.AutoConfig.for_model("dots1")
@@ -218,16 +248,20 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     assert fix["n_routed_experts"] > fix["num_experts_per_tok"] > 0 and fix["n_shared_experts"] == 1
     # reformer's axial position factors must multiply to the traced sequence length
     ref = tf.AutoConfig.for_model("reformer")
-    fix, _ = repair.repairs(ref, "ValueError: If training, make sure that config.axial_pos_shape factors: (64, 64) "
-                                 "multiply to sequence length. Got prod((64, 64)) != sequence_length: 16.")
+    fix, _ = repair.repairs(
+        ref,
+        "ValueError: If training, make sure that config.axial_pos_shape factors: (64, 64) "
+        "multiply to sequence length. Got prod((64, 64)) != sequence_length: 16.",
+    )
     assert fix == {"axial_pos_shape": [4, 4]}
     built = models.build("hf:reformer", models.Sizes(overrides=fix), mode="inference", real=False)
     assert built.model.config.axial_pos_shape == (4, 4)  # the config's tuple stays a tuple
     # the image size a model's own check names; every input such a check names, in order
     assert repair.image_size("AssertionError: Input height (224) doesn't match model (336).") == 336
     assert repair.image_size("Input height (224) is odd") is None
-    assert repair.asked_inputs("ValueError: At least two of input_ids, pixel_values_videos, or input_values "
-                               "must be provided.") == ["input_ids", "pixel_values_videos", "input_values"]
+    assert repair.asked_inputs(
+        "ValueError: At least two of input_ids, pixel_values_videos, or input_values must be provided."
+    ) == ["input_ids", "pixel_values_videos", "input_values"]
 
 
 def test_more_default_configs_are_repaired_from_the_failure_and_their_keys():
@@ -248,12 +282,15 @@ def test_more_default_configs_are_repaired_from_the_failure_and_their_keys():
     assert set(fix["text_config.rope_parameters"]) == set(cc.text_config.layer_types)
     # chameleon's token map (shipped with a checkpoint's tokenizer) is None: an empty map
     ch = tf.AutoConfig.for_model("chameleon")
-    fix, notes = repair.repairs(ch, "cannot build ChameleonModel: AttributeError: 'NoneType' object has no attribute 'get'")
+    fix, notes = repair.repairs(
+        ch, "cannot build ChameleonModel: AttributeError: 'NoneType' object has no attribute 'get'"
+    )
     assert fix["vocabulary_map"] == {} and any("text path" in n for n in notes)
     # xmod needs a default language: the first of its languages
     xm = tf.AutoConfig.for_model("xmod")
-    assert repair.repairs(xm, "ValueError: Input language unknown. Please call "
-                              "`XmodPreTrainedModel.set_default_language()`")[0] == {"default_language": "en_XX"}
+    assert repair.repairs(
+        xm, "ValueError: Input language unknown. Please call `XmodPreTrainedModel.set_default_language()`"
+    )[0] == {"default_language": "en_XX"}
     # BLIP-2 compares input_ids with an unset image token (a bool, not a mask): the last id, with a
     # placeholder per query token in the text
     blip = tf.AutoConfig.for_model("blip-2")
@@ -263,10 +300,20 @@ def test_more_default_configs_are_repaired_from_the_failure_and_their_keys():
     ids = built.inputs["input_ids"]
     assert tuple(ids.shape) == (2, blip.num_query_tokens + 16)
     # an audio length the model's own check wants a multiple of: rounded up
-    assert repair.audio_length("ValueError: `input_values` length 6400 is not a multiple of 1920. Prepare the "
-                               "audio with `MuseSparkFeatureExtractor`") == 7680
-    assert repair.audio_length("ValueError: Qwen3ASREncoder expects `padded_feature_length` to be a multiple of "
-                               "`n_window * 2` (100), but got 64.") == 100
+    assert (
+        repair.audio_length(
+            "ValueError: `input_values` length 6400 is not a multiple of 1920. Prepare the "
+            "audio with `MuseSparkFeatureExtractor`"
+        )
+        == 7680
+    )
+    assert (
+        repair.audio_length(
+            "ValueError: Qwen3ASREncoder expects `padded_feature_length` to be a multiple of "
+            "`n_window * 2` (100), but got 64."
+        )
+        == 100
+    )
     assert repair.audio_length("length 64 is fine") is None
 
 
@@ -315,17 +362,25 @@ def test_unset_rotary_sections_layer_kinds_and_image_sizes_are_repaired_from_the
     narrow = {"text_config.hidden_size": 256, "text_config.num_attention_heads": 4}  # the run's own widths
     fix, _ = repair.repairs(hy, "TypeError: object of type 'NoneType' has no len()", narrow)
     assert fix["text_config.rope_parameters"]["mrope_section"] == [8, 12, 12] and sum([8, 12, 12]) == 64 // 2
-    assert "text_config.rope_parameters" not in repair.repairs(tf.AutoConfig.for_model("llama"), "TypeError: "
-                                                               "object of type 'NoneType' has no len()")[0]
+    assert (
+        "text_config.rope_parameters"
+        not in repair.repairs(tf.AutoConfig.for_model("llama"), "TypeError: object of type 'NoneType' has no len()")[0]
+    )
     # deepseek_ocr2 leaves mlp_layer_types None: the pattern of the example its own docstring gives
     ds = tf.AutoConfig.for_model("deepseek_ocr2")
-    fix, notes = repair.repairs(ds, "TypeError: 'NoneType' object is not subscriptable",
-                                {"text_config.num_hidden_layers": 3})
+    fix, notes = repair.repairs(
+        ds, "TypeError: 'NoneType' object is not subscriptable", {"text_config.num_hidden_layers": 3}
+    )
     assert fix["text_config.mlp_layer_types"] == ["dense", "sparse", "sparse"]
     assert any("its own documentation" in n for n in notes)
     # depth_pro's image must hold a patch at its smallest scale
-    assert repair.image_size("ValueError: Image size 224x224 is too small to be scaled with "
-                             "scaled_images_ratios=(0.25, 0.5, 1) when patch_size=384.") == 1536
+    assert (
+        repair.image_size(
+            "ValueError: Image size 224x224 is too small to be scaled with "
+            "scaled_images_ratios=(0.25, 0.5, 1) when patch_size=384."
+        )
+        == 1536
+    )
 
 
 def test_narrow_widths_keep_the_head_the_zoo_traced(build):
@@ -377,7 +432,9 @@ def test_narrow_widths_keep_a_mamba2_mixer_whole():
 
     torch, tf = import_torch(), models._transformers()
     narrow = tiny.overrides(tf.AutoConfig.for_model("mamba2"), width=True)
-    assert narrow["num_heads"] * 64 == 2 * narrow["hidden_size"] and narrow["num_heads"] % narrow.get("n_groups", 8) == 0
+    assert (
+        narrow["num_heads"] * 64 == 2 * narrow["hidden_size"] and narrow["num_heads"] % narrow.get("n_groups", 8) == 0
+    )
     built = models.build("hf:mamba2", models.Sizes(overrides=narrow), mode="inference", real=True)
     with torch.no_grad():
         assert built.model(**built.inputs) is not None
@@ -457,6 +514,7 @@ def test_codec_and_codebook_inputs_take_the_layout_the_model_runs(build):
 def test_timm_and_torchvision_say_where_they_trace(opcov, tmp_path):
     try:
         import torchvision  # noqa: F401
+
         pytest.skip("torchvision imports here")
     except Exception:  # noqa: BLE001 - the CPU torch's environment: it does not
         pass
@@ -467,6 +525,7 @@ def test_timm_and_torchvision_say_where_they_trace(opcov, tmp_path):
 
 
 # ---------------------------------------------------------------- architectures, shards, tables
+
 
 def test_architectures_cover_transformers_and_the_curated_zoo():
     pytest.importorskip("transformers")
@@ -481,7 +540,9 @@ def test_architectures_cover_transformers_and_the_curated_zoo():
     assert by["llama"].spec == "llama" and by["deit"].spec == "hf:deit" and by["nn-gru"].curated
     sample = zoorun.architectures(sample=40)
     assert len(sample) == 40 and sample == zoorun.architectures(sample=40)
-    with pytest.raises(UsageError, match="not a zoo name, transformers model type, or timm-/torchvision- model of the zoo: nope"):
+    with pytest.raises(
+        UsageError, match="not a zoo name, transformers model type, or timm-/torchvision- model of the zoo: nope"
+    ):
         zoorun.architectures(only=["bert,nope"])
 
 
@@ -490,10 +551,28 @@ def test_shards_partition_the_architectures():
     assert set().union(*shards) == set(range(10)) and sum(map(len, shards)) == 10
 
 
-ROWS = [{"model": m, "mode": mode, "outcome": "traced", "dtype": "float32", "tracing": "fake", "ops": 3,
-         "source": "zoo", "reason": ""} for m in ("a", "b", "c") for mode in zoorun.MODES]
-ROWS[3] = {**ROWS[3], "outcome": "cannot_trace", "dtype": None, "tracing": None, "ops": None,
-           "reason": "cannot trace:\tone\nline"}
+ROWS = [
+    {
+        "model": m,
+        "mode": mode,
+        "outcome": "traced",
+        "dtype": "float32",
+        "tracing": "fake",
+        "ops": 3,
+        "source": "zoo",
+        "reason": "",
+    }
+    for m in ("a", "b", "c")
+    for mode in zoorun.MODES
+]
+ROWS[3] = {
+    **ROWS[3],
+    "outcome": "cannot_trace",
+    "dtype": None,
+    "tracing": None,
+    "ops": None,
+    "reason": "cannot trace:\tone\nline",
+}
 HEADER = {"command": "opcov zoo trace --all", "torch": "t", "transformers": "x", "modes": "inference,training"}
 
 
@@ -507,8 +586,11 @@ def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path
     parts = []
     for k in (1, 2):
         part = tmp_path / f"outcomes-shard-{k}-of-2.tsv"
-        part.write_text(zoorun.table_text([r for i, r in enumerate(ROWS) if zoorun.in_shard(i // 2, (k, 2))],
-                                          {**HEADER, "shard": f"{k}/2"}))
+        part.write_text(
+            zoorun.table_text(
+                [r for i, r in enumerate(ROWS) if zoorun.in_shard(i // 2, (k, 2))], {**HEADER, "shard": f"{k}/2"}
+            )
+        )
         parts.append(str(part))
     assert zoorun.merge_tables(parts[::-1]) == whole
     r = opcov("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
@@ -524,6 +606,7 @@ def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path
 
 # ---------------------------------------------------------------- the run, end to end
 
+
 def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path):
     pytest.importorskip("transformers")
     root, table = tmp_path / "models", tmp_path / "zoo" / "outcomes.tsv"
@@ -531,13 +614,34 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
     selection = f"opcov zoo trace --only {names} --mode inference"
     journal = zoorun.journal_path(str(table))
     os.makedirs(os.path.dirname(journal))
-    done = {"model": "nn-convnet", "mode": "inference", "outcome": "traced", "dtype": "float32", "tracing": "fake",
-            "ops": 12345, "source": "zoo", "reason": "", "seconds": 0.1}
+    done = {
+        "model": "nn-convnet",
+        "mode": "inference",
+        "outcome": "traced",
+        "dtype": "float32",
+        "tracing": "fake",
+        "ops": 12345,
+        "source": "zoo",
+        "reason": "",
+        "seconds": 0.1,
+    }
     with open(journal, "w") as f:
         f.write(json.dumps({"settings": zoorun.header_for(selection, ("inference",))}) + "\n")
         f.write(json.dumps({"row": done}) + "\n")
-    args = ("zoo", "trace", "--only", names, "--mode", "inference", "--jobs", "1", "--root", str(root),
-            "--table", str(table))
+    args = (
+        "zoo",
+        "trace",
+        "--only",
+        names,
+        "--mode",
+        "inference",
+        "--jobs",
+        "1",
+        "--root",
+        str(root),
+        "--table",
+        str(table),
+    )
     r = opcov(*args)  # without --resume the journal is refused, in one line
     assert r.returncode == 2 and "--resume" in r.stderr and r.stderr.count("\n") == 1
     r = opcov(*args, "--resume")
@@ -561,8 +665,9 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
     assert "--real" in moe["provenance"]["command"] and "aten::_local_scalar_dense" in moe["ops"]
     # its real-valued branch run takes the fused GRU cell, which CPU lacks and the stand-in computes
     assert by["nn-gru"]["tracing"] == "fake+real"
-    assert any(n.startswith("real values: a run") for n in load_yaml(root / "nn-gru" / "inference.yaml")
-               ["provenance"]["notes"])
+    assert any(
+        n.startswith("real values: a run") for n in load_yaml(root / "nn-gru" / "inference.yaml")["provenance"]["notes"]
+    )
     assert not os.path.exists(journal)  # the table is complete: the journal is gone
     assert str(table) in r.stderr and "traced 3" in r.stderr
     first = table.read_text()
@@ -653,22 +758,36 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
         asked.append(job["sizes"]["overrides"])
         rope = job["sizes"]["overrides"].get("text_config.rope_parameters") or {}
         if rope.get("mrope_section") is None:
-            return {}, ("UsageError: cannot trace at aten::split_with_sizes: RuntimeError: split_with_sizes "
-                        "expects split_sizes to sum exactly to 8 (input tensor's size at dimension -1), but got "
-                        "split_sizes=[16, 24, 24] (the model itself)")
+            return {}, (
+                "UsageError: cannot trace at aten::split_with_sizes: RuntimeError: split_with_sizes "
+                "expects split_sizes to sum exactly to 8 (input tensor's size at dimension -1), but got "
+                "split_sizes=[16, 24, 24] (the model itself)"
+            )
         return {"runs": [{"variant": "inputs as built", "doc": opset.load(str(path))}]}, ""
 
     monkeypatch.setattr(realtrace, "branch_runs", branch_runs)
     narrow = {"text_config.hidden_size": 64, "text_config.num_attention_heads": 4}
-    job = {"kind": "branches", "model": "hf:qwen2_vl", "mode": "inference", "dtype": "float32",
-           "optimizer": "adamw", "narrowed": True,
-           "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []}}
+    job = {
+        "kind": "branches",
+        "model": "hf:qwen2_vl",
+        "mode": "inference",
+        "dtype": "float32",
+        "optimizer": "adamw",
+        "narrowed": True,
+        "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []},
+    }
     notes = ladder.with_real_branches(str(path), job).doc["provenance"]["notes"]
     assert len(asked) == 2 and asked[0] == narrow
     assert asked[1]["text_config.rope_parameters"]["mrope_section"] == [2, 3, 3]  # 8 frequencies
     assert any(n.startswith("the rotary sections [16, 24, 24] exceed the 8 rotary frequencies") for n in notes), notes
-    assert any(n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built; at narrow "
-                            "widths: text_config.hidden_size=64") and "mrope_section" in n for n in notes), notes
+    assert any(
+        n.startswith(
+            "real values: a run on a computing PrivateUse1 device (inputs as built; at narrow "
+            "widths: text_config.hidden_size=64"
+        )
+        and "mrope_section" in n
+        for n in notes
+    ), notes
     assert not any("real-valued run failed" in n for n in notes), notes
 
 
@@ -687,15 +806,23 @@ def test_a_branch_run_the_narrowest_widths_break_is_made_again_with_whole_heads(
     def branch_runs(job):
         asked.append(job["sizes"]["overrides"]["n_embd"])
         if job["sizes"]["overrides"]["n_embd"] == 64:
-            return {}, ("UsageError: cannot trace at aten::mul.Tensor: RuntimeError: The size of tensor a (16) "
-                        "must match the size of tensor b (64) at non-singleton dimension 3 (the model itself)")
+            return {}, (
+                "UsageError: cannot trace at aten::mul.Tensor: RuntimeError: The size of tensor a (16) "
+                "must match the size of tensor b (64) at non-singleton dimension 3 (the model itself)"
+            )
         return {"runs": [{"variant": "inputs as built", "doc": opset.load(str(path))}]}, ""
 
     monkeypatch.setattr(realtrace, "branch_runs", branch_runs)
     narrow = tiny.overrides(models._transformers().AutoConfig.for_model("codegen"), width=True)
-    job = {"kind": "branches", "model": "hf:codegen", "mode": "inference", "dtype": "float32",
-           "optimizer": "adamw", "narrowed": True,
-           "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []}}
+    job = {
+        "kind": "branches",
+        "model": "hf:codegen",
+        "mode": "inference",
+        "dtype": "float32",
+        "optimizer": "adamw",
+        "narrowed": True,
+        "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []},
+    }
     notes = ladder.with_real_branches(str(path), job).doc["provenance"]["notes"]
     assert asked == [64, 1024]
     assert any(n.startswith("at narrow widths whose hidden size is 4 heads") and "tensor a (16)" in n for n in notes)
@@ -712,20 +839,44 @@ def test_retry_failed_also_retries_op_sets_whose_branch_run_failed(tmp_path):
     header = zoorun.header_for("opcov zoo trace --all", ("inference",))
     src = os.path.join(os.path.dirname(__file__), "..", "coverage", "models", "qwen2_vl", "inference.yaml")
     rows = []
-    for name, note in (("a", "the real-valued run failed (UsageError: cannot trace at aten::split_with_sizes: ...): "
-                              "branches on data are as fake tensors took them"),
-                       ("b", "real values: a run on a computing PrivateUse1 device (inputs as built) saw 3 of ..."),
-                       ("c", None)):
+    for name, note in (
+        (
+            "a",
+            "the real-valued run failed (UsageError: cannot trace at aten::split_with_sizes: ...): "
+            "branches on data are as fake tensors took them",
+        ),
+        ("b", "real values: a run on a computing PrivateUse1 device (inputs as built) saw 3 of ..."),
+        ("c", None),
+    ):
         doc = opset.load(src)
         doc["provenance"]["notes"] = [n for n in doc["provenance"]["notes"] if "real-valued run" not in n]
         doc["provenance"]["notes"] += [note] if note else []
         os.makedirs(root / name)
         opset.OpSet(doc).save(str(root / name / "inference.yaml"))
-        rows.append({"model": name, "mode": "inference", "outcome": "traced", "dtype": "float32",
-                     "tracing": "fake+real" if name == "b" else "fake", "ops": "40", "source": f"hf:{name}",
-                     "reason": ""})
-    rows.append({"model": "d", "mode": "inference", "outcome": "cannot_trace", "dtype": "", "tracing": "",
-                 "ops": "", "source": "hf:d", "reason": "the worker died (signal SIGABRT)"})
+        rows.append(
+            {
+                "model": name,
+                "mode": "inference",
+                "outcome": "traced",
+                "dtype": "float32",
+                "tracing": "fake+real" if name == "b" else "fake",
+                "ops": "40",
+                "source": f"hf:{name}",
+                "reason": "",
+            }
+        )
+    rows.append(
+        {
+            "model": "d",
+            "mode": "inference",
+            "outcome": "cannot_trace",
+            "dtype": "",
+            "tracing": "",
+            "ops": "",
+            "source": "hf:d",
+            "reason": "the worker died (signal SIGABRT)",
+        }
+    )
     table.write_text(zoorun.table_text(rows, header))
     journal = zoorun.Journal(zoorun.journal_path(str(table)), header, False)
     try:
@@ -737,8 +888,15 @@ def test_retry_failed_also_retries_op_sets_whose_branch_run_failed(tmp_path):
     os.remove(zoorun.journal_path(str(table)))
     # the retry itself: a's new trace fails (no such model type here), so its traced row and op set stay
     before = (root / "a" / "inference.yaml").read_bytes()
-    out = zoorun.run([zoorun.Arch(n, f"hf:{n}") for n in "abcd"], modes=("inference",), root=str(root),
-                     table=str(table), retry=True, selection="opcov zoo trace --all", stream=io.StringIO())
+    out = zoorun.run(
+        [zoorun.Arch(n, f"hf:{n}") for n in "abcd"],
+        modes=("inference",),
+        root=str(root),
+        table=str(table),
+        retry=True,
+        selection="opcov zoo trace --all",
+        stream=io.StringIO(),
+    )
     by = {r["model"]: r for r in out}
     assert by["a"]["outcome"] == "traced" and by["a"]["tracing"] == "fake"
     assert by["d"]["outcome"] == "cannot_build"

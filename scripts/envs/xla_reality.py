@@ -141,11 +141,21 @@ print(json.dumps({"actual": "ran" if worst <= 1 else "wrong", "fallback": fallba
 
 
 def run_for_real(model: str, mode: str, timeout: int) -> dict:
-    env = dict(os.environ, PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"), TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-               PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ,
+        PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"),
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    )
     try:
-        r = subprocess.run([sys.executable, "-c", CHILD, model, mode, json.dumps(sorted(HOST_READS))],
-                           capture_output=True, text=True, env=env, timeout=timeout, cwd=ROOT)
+        r = subprocess.run(
+            [sys.executable, "-c", CHILD, model, mode, json.dumps(sorted(HOST_READS))],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+            cwd=ROOT,
+        )
     except subprocess.TimeoutExpired:
         return {"actual": "crashed", "detail": f"timed out after {timeout} s", "fallback": []}
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -156,9 +166,27 @@ def run_for_real(model: str, mode: str, timeout: int) -> dict:
 
 
 def verdict(model: str, mode: str, coverage: str) -> tuple[str, str]:
-    r = subprocess.run([sys.executable, "-m", "opcov", "check", model, "-b", "xla", "--mode", mode,
-                        "--coverage", coverage, "--format", "json"], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src")))
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "opcov",
+            "check",
+            model,
+            "-b",
+            "xla",
+            "--mode",
+            mode,
+            "--coverage",
+            coverage,
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src")),
+    )
     try:
         doc = json.loads(r.stdout)
     except ValueError:
@@ -201,8 +229,11 @@ def main() -> None:
     p.add_argument("--modes", default="inference,training")
     p.add_argument("--coverage", default=os.path.join(ROOT, "coverage"))
     p.add_argument("--timeout", type=int, default=900, help="seconds per real run (default: %(default)s)")
-    p.add_argument("--results", help="JSON file of real runs: those in it are not run again, new ones are added "
-                   "(the verdicts are always read anew, so a rerun after new coverage data costs no real run)")
+    p.add_argument(
+        "--results",
+        help="JSON file of real runs: those in it are not run again, new ones are added "
+        "(the verdicts are always read anew, so a rerun after new coverage data costs no real run)",
+    )
     args = p.parse_args()
     saved = {}
     if args.results and os.path.exists(args.results):
@@ -223,11 +254,16 @@ def main() -> None:
             a = agrees(v, real)
             counts[a] = counts.get(a, 0) + 1
             fb = f"; fell back: {', '.join(real['fallback'])}" if real.get("fallback") else ""
-            print(f"{model:16} {mode:9} check: {v} ({evidence}) | real: {real['actual']}: {real['detail']}{fb} "
-                  f"| {a} [{time.time() - t0:.0f} s]", flush=True)
+            print(
+                f"{model:16} {mode:9} check: {v} ({evidence}) | real: {real['actual']}: {real['detail']}{fb} "
+                f"| {a} [{time.time() - t0:.0f} s]",
+                flush=True,
+            )
     judged = counts.get("agree", 0) + counts.get("DISAGREE", 0)
-    print(f"agreement: {counts.get('agree', 0)} of {judged} judged ({counts.get('unknown', 0)} unknown) "
-          f"in {time.time() - start:.0f} s")
+    print(
+        f"agreement: {counts.get('agree', 0)} of {judged} judged ({counts.get('unknown', 0)} unknown) "
+        f"in {time.time() - start:.0f} s"
+    )
 
 
 if __name__ == "__main__":

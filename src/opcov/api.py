@@ -46,8 +46,10 @@ def check_model(model_or_opset, backends, mode=None, coverage=None) -> tuple[lis
         return _check.judge_opsets([(IN_MEMORY, _in_memory(model_or_opset, modes))], names, coverage_dir)
     if isinstance(model_or_opset, (str, os.PathLike)):
         return _check.run(os.fspath(model_or_opset), names, list(modes), coverage_dir)
-    raise UsageError(f"model_or_opset is of type {type(model_or_opset).__name__}: expected a zoo model name, "
-                     f"an op-set file or folder, or an op-set document (dict)")
+    raise UsageError(
+        f"model_or_opset is of type {type(model_or_opset).__name__}: expected a zoo model name, "
+        f"an op-set file or folder, or an op-set document (dict)"
+    )
 
 
 def _names(value, what: str, expected: str, *, required: bool = False) -> tuple[str, ...]:

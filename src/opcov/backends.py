@@ -65,30 +65,57 @@ class Backend:
 BUILTIN = (
     Backend("cpu", "cpu", "CPU", note="the reference every probe compares with"),
     Backend("meta", "meta", "Meta", note="shape-only tensors; what fake-tensor tracing uses"),
-    Backend("cuda", "cuda", "CUDA", note="the control; kernels exist only in a CUDA build of torch",
-            setup="a CUDA build of torch, e.g. the package registry's regular wheel (scripts/envs/cuda.sh makes "
-                  "one in .envs/cuda); it imports without a GPU, so the registered scan needs none; the "
-                  "probe runs on an NVIDIA GPU"),
-    Backend("mps", "mps", "MPS", note="Apple GPUs; kernels exist only in a macOS build of torch",
-            setup="torch on macOS (arm64): its wheels hold the MPS kernels; scan and probe on a Mac with "
-                  "Apple silicon. Anywhere: 'opcov scan mps --declared' makes declared data (weaker: read "
-                  "from native_functions.yaml and torch's MPS test lists)"),
-    Backend("xla", "xla", "XLA", package="torch_xla", module="torch_xla",
-            note="PyTorch/XLA (legacy, lazy tensors)",
-            setup="torch-xla built for the installed torch (same version; torch-xla 2.9.0 pins torch 2.9.0: "
-                  "scripts/envs/xla.sh makes .envs/xla, scripts/envs/xla-data.sh its data); PJRT_DEVICE=CPU "
-                  "runs it on the CPU, so both the scan and the probe work without an accelerator"),
-    Backend("tpu", "tpu", "PrivateUse1", package="torch_tpu", module="torch_tpu",
-            note="TorchTPU, native eager backend for Google TPUs",
-            setup="pip install 'opcov[tpu]' (torch-tpu and libtpu); the scan needs no TPU, the probe runs "
-                  "on a TPU VM"),
-    Backend("neuron", "neuron", "PrivateUse1", package="torch-neuronx", module="torch_neuronx",
-            note="TorchNeuron, AWS Trainium",
-            setup="TorchNeuron, the native PrivateUse1 backend: torch-neuronx 2.13.x or 2.14.x (earlier "
-                  "releases are the XLA-based library, device 'xla') for the installed torch, from AWS's "
-                  "index (pip install torch-neuronx --extra-index-url https://pip.repos.neuron.amazonaws.com); "
-                  "the scan reads the dispatcher and never starts the device, the probe runs on a Trn2 or "
-                  "Trn3 instance (device 'neuron'); see README, 'Backends'"),
+    Backend(
+        "cuda",
+        "cuda",
+        "CUDA",
+        note="the control; kernels exist only in a CUDA build of torch",
+        setup="a CUDA build of torch, e.g. the package registry's regular wheel (scripts/envs/cuda.sh makes "
+        "one in .envs/cuda); it imports without a GPU, so the registered scan needs none; the "
+        "probe runs on an NVIDIA GPU",
+    ),
+    Backend(
+        "mps",
+        "mps",
+        "MPS",
+        note="Apple GPUs; kernels exist only in a macOS build of torch",
+        setup="torch on macOS (arm64): its wheels hold the MPS kernels; scan and probe on a Mac with "
+        "Apple silicon. Anywhere: 'opcov scan mps --declared' makes declared data (weaker: read "
+        "from native_functions.yaml and torch's MPS test lists)",
+    ),
+    Backend(
+        "xla",
+        "xla",
+        "XLA",
+        package="torch_xla",
+        module="torch_xla",
+        note="PyTorch/XLA (legacy, lazy tensors)",
+        setup="torch-xla built for the installed torch (same version; torch-xla 2.9.0 pins torch 2.9.0: "
+        "scripts/envs/xla.sh makes .envs/xla, scripts/envs/xla-data.sh its data); PJRT_DEVICE=CPU "
+        "runs it on the CPU, so both the scan and the probe work without an accelerator",
+    ),
+    Backend(
+        "tpu",
+        "tpu",
+        "PrivateUse1",
+        package="torch_tpu",
+        module="torch_tpu",
+        note="TorchTPU, native eager backend for Google TPUs",
+        setup="pip install 'opcov[tpu]' (torch-tpu and libtpu); the scan needs no TPU, the probe runs on a TPU VM",
+    ),
+    Backend(
+        "neuron",
+        "neuron",
+        "PrivateUse1",
+        package="torch-neuronx",
+        module="torch_neuronx",
+        note="TorchNeuron, AWS Trainium",
+        setup="TorchNeuron, the native PrivateUse1 backend: torch-neuronx 2.13.x or 2.14.x (earlier "
+        "releases are the XLA-based library, device 'xla') for the installed torch, from AWS's "
+        "index (pip install torch-neuronx --extra-index-url https://pip.repos.neuron.amazonaws.com); "
+        "the scan reads the dispatcher and never starts the device, the probe runs on a Trn2 or "
+        "Trn3 instance (device 'neuron'); see README, 'Backends'",
+    ),
 )
 _BUILD_CHECKS = {"cuda": "cuda", "mps": "mps"}
 
@@ -110,12 +137,28 @@ def _entry_point_backends() -> list[Backend]:
     for ep in md.entry_points(group=PLUGIN_GROUP):
         dist = ep.dist.name if ep.dist else None
         # value "module:Backend-spec" is not imported here; name is the device type
-        found.append(Backend(ep.name, ep.name, "PrivateUse1", package=dist,
-                             module=ep.value.split(":", 1)[0], note="opcov plugin entry point"))
+        found.append(
+            Backend(
+                ep.name,
+                ep.name,
+                "PrivateUse1",
+                package=dist,
+                module=ep.value.split(":", 1)[0],
+                note="opcov plugin entry point",
+            )
+        )
     for ep in md.entry_points(group=ENTRY_POINT_GROUP):
         dist = ep.dist.name if ep.dist else None
-        found.append(Backend(ep.name, ep.name, "PrivateUse1", package=dist,
-                             module=ep.value.split(":", 1)[0], note="torch.backends entry point"))
+        found.append(
+            Backend(
+                ep.name,
+                ep.name,
+                "PrivateUse1",
+                package=dist,
+                module=ep.value.split(":", 1)[0],
+                note="torch.backends entry point",
+            )
+        )
     return found
 
 
@@ -140,8 +183,14 @@ def get_backend(name: str, import_module: str | None = None) -> Backend:
                 return replace(b, module=import_module)
             return b
     if import_module:
-        return Backend(name, name, "PrivateUse1", package=import_module.split(".")[0],
-                       module=import_module, note="loaded with --import")
+        return Backend(
+            name,
+            name,
+            "PrivateUse1",
+            package=import_module.split(".")[0],
+            module=import_module,
+            note="loaded with --import",
+        )
     names = ", ".join(b.name for b in known_backends())
     raise UsageError(f"unknown backend {name!r}; known: {names} (or name a PrivateUse1 module with --import MODULE)")
 
@@ -160,7 +209,8 @@ def load(backend: Backend):
         if not built:
             raise UsageError(
                 f"backend {backend.name!r}: this torch {torch.__version__} build has no "
-                f"{backend.dispatch_key} kernels; scan it with a torch build that includes them")
+                f"{backend.dispatch_key} kernels; scan it with a torch build that includes them"
+            )
     if backend.module:
         before = set(torch._C._dispatch_get_all_op_names())
         try:
@@ -169,11 +219,13 @@ def load(backend: Backend):
             pkg = backend.package or backend.module
             raise BackendImportError(
                 f"backend {backend.name!r}: cannot import {backend.module!r} ({exc}); install the "
-                f"{pkg!r} package built for torch {torch.__version__}") from None
+                f"{pkg!r} package built for torch {torch.__version__}"
+            ) from None
         except Exception as exc:  # noqa: BLE001 - a broken backend must not give a traceback
             raise BackendImportError(
                 f"backend {backend.name!r}: importing {backend.module!r} failed: "
-                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
+                f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            ) from None
         _ADDED_OPS[backend.name] = frozenset(set(torch._C._dispatch_get_all_op_names()) - before)
     return torch
 

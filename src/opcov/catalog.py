@@ -95,8 +95,14 @@ class Catalog:
     def core(self) -> tuple[Op, ...]:
         return tuple(op for op in self if op.is_core)
 
-    def select(self, pattern: str | None = None, *, core: bool = False,
-               tags: tuple[str, ...] = (), namespace: str | None = None) -> list[Op]:
+    def select(
+        self,
+        pattern: str | None = None,
+        *,
+        core: bool = False,
+        tags: tuple[str, ...] = (),
+        namespace: str | None = None,
+    ) -> list[Op]:
         """Ops matching a regular expression (searched in the name) and filters."""
         rx = re.compile(pattern) if pattern else None
         out = []
@@ -116,8 +122,7 @@ class Catalog:
 def native_functions_path() -> str:
     import torchgen
 
-    return os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native",
-                        "native_functions.yaml")
+    return os.path.join(os.path.dirname(torchgen.__file__), "packaged", "ATen", "native", "native_functions.yaml")
 
 
 def structured_delegates() -> dict[str, str]:
@@ -200,11 +205,12 @@ def canonical_names(torch_version: str) -> frozenset[str]:
     cache_name = f"ops-torch{torch_version}.json"
     names = read_cache(cache_name, None)
     if names is None:
-        code = ("import json, sys, torch; from opcov.catalog import import_catalog_modules; "
-                "import_catalog_modules(); json.dump(sorted(torch._C._dispatch_get_all_op_names()), sys.stdout)")
+        code = (
+            "import json, sys, torch; from opcov.catalog import import_catalog_modules; "
+            "import_catalog_modules(); json.dump(sorted(torch._C._dispatch_get_all_op_names()), sys.stdout)"
+        )
         env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                              check=True)
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
         names = json.loads(proc.stdout)
         write_cache(cache_name, names)
     return frozenset(names)
@@ -233,8 +239,9 @@ def build_catalog(extra_modules: tuple[str, ...] = (), backend_ops: frozenset[st
         tags = {t.name for t in overload.tags} | _derived_tags(overload)
         if _HOST_ONLY.match(name):
             tags.add("host_only")
-        composite = next((kind for kind, key in COMPOSITE_KEYS
-                          if C._dispatch_has_kernel_for_dispatch_key(name, key)), None)
+        composite = next(
+            (kind for kind, key in COMPOSITE_KEYS if C._dispatch_has_kernel_for_dispatch_key(name, key)), None
+        )
         ops[name] = Op(
             name=name,
             schema=str(overload._schema),

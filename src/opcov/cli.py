@@ -38,119 +38,207 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="opcov", description="Which ATen operators does a PyTorch backend support, and can my "
-                "model run on it?", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = _Parser(
+        prog="opcov",
+        description="Which ATen operators does a PyTorch backend support, and can my model run on it?",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--version", action="version", version=f"opcov {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     ck = sub.add_parser(
-        "check", help="can MODEL run on a backend? a verdict op by op; exit 1 when it fails",
+        "check",
+        help="can MODEL run on a backend? a verdict op by op; exit 1 when it fails",
         description="A verdict per backend and mode (runs, runs with fallback, unknown, fails), op by op, naming the "
         "evidence it rests on; it says plain 'runs' only when all of it was probed. Evidence, strongest first. "
         + " ".join(f"{level}: {meaning}." for level, meaning in vocab.EVIDENCE_MEANING.items())
         + " Exit codes: 0 the gate passed, 1 it failed (an op fails, or --fail-on, --require or --strict "
-        "tripped), 2 usage or data error.")
-    ck.add_argument("model", help="op-set file, folder of op sets, zoo model name (coverage/models/NAME), "
-                    "or anything 'opcov trace' accepts (traced now)")
+        "tripped), 2 usage or data error.",
+    )
+    ck.add_argument(
+        "model",
+        help="op-set file, folder of op sets, zoo model name (coverage/models/NAME), "
+        "or anything 'opcov trace' accepts (traced now)",
+    )
     ck.add_argument("--backend", "-b", action="append", required=True, help="backend to judge (repeatable)")
-    ck.add_argument("--mode", choices=("inference", "training"), action="append",
-                    help="only this mode (default: every mode the op sets hold)")
+    ck.add_argument(
+        "--mode",
+        choices=("inference", "training"),
+        action="append",
+        help="only this mode (default: every mode the op sets hold)",
+    )
     ck.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     ck.add_argument("--format", choices=("text", "json", "junit", "markdown", "github"), default="text")
     ck.add_argument("--output", "-o", help="write the report to this file instead of stdout")
-    ck.add_argument("--fail-on", action="append", default=[], metavar="OUTCOMES",
-                    help="also fail the gate when any op has one of these outcomes, a comma list of "
-                    f"{', '.join(vocab.PROBLEMS)}, or unclaimed (needs --manifest) (repeatable; an op that "
-                    "fails always fails the gate)")
-    ck.add_argument("--require", choices=vocab.EVIDENCE_LEVELS, metavar="LEVEL",
-                    help="also fail the gate when anything a verdict rests on was judged from evidence weaker "
-                    f"than LEVEL ({' > '.join(vocab.EVIDENCE_LEVELS)}), e.g. '--require probed' refuses "
-                    "registered claims")
+    ck.add_argument(
+        "--fail-on",
+        action="append",
+        default=[],
+        metavar="OUTCOMES",
+        help="also fail the gate when any op has one of these outcomes, a comma list of "
+        f"{', '.join(vocab.PROBLEMS)}, or unclaimed (needs --manifest) (repeatable; an op that "
+        "fails always fails the gate)",
+    )
+    ck.add_argument(
+        "--require",
+        choices=vocab.EVIDENCE_LEVELS,
+        metavar="LEVEL",
+        help="also fail the gate when anything a verdict rests on was judged from evidence weaker "
+        f"than LEVEL ({' > '.join(vocab.EVIDENCE_LEVELS)}), e.g. '--require probed' refuses "
+        "registered claims",
+    )
     ck.add_argument("--strict", action="store_true", help="the same as --fail-on fallback,unknown")
-    ck.add_argument("--manifest", action="append", default=[], metavar="FILE",
-                    help="a backend's manifest (docs/DATA.md): failing ops it claims are told apart from those it "
-                    "does not; '--fail-on unclaimed' fails the gate on an op or dtype it does not claim (repeatable)")
+    ck.add_argument(
+        "--manifest",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a backend's manifest (docs/DATA.md): failing ops it claims are told apart from those it "
+        "does not; '--fail-on unclaimed' fails the gate on an op or dtype it does not claim (repeatable)",
+    )
     ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
 
     tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
-    tr.add_argument("model", help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
-                    "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
-                    "or a saved op-set file")
+    tr.add_argument(
+        "model",
+        help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
+        "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
+        "or a saved op-set file",
+    )
     tr.add_argument("--mode", choices=("inference", "training"), default="training")
-    tr.add_argument("--dtype", choices=("float32", "bfloat16", "float16"), default=None,
-                    help="parameter and floating-input dtype (default: the zoo entry's, else float32)")
+    tr.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default=None,
+        help="parameter and floating-input dtype (default: the zoo entry's, else float32)",
+    )
     tr.add_argument("--autocast", action="store_true", help="run the forward under bfloat16 autocast")
-    tr.add_argument("--device", default="accelerator",
-                    help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)")
+    tr.add_argument(
+        "--device",
+        default="accelerator",
+        help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)",
+    )
     tr.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
-    tr.add_argument("--real", action="store_true",
-                    help="trace small real tensors (models with data-dependent ops) instead of fake ones: on a "
-                         "computing stand-in device in a child process for an accelerator target, on CPU for --device cpu")
+    tr.add_argument(
+        "--real",
+        action="store_true",
+        help="trace small real tensors (models with data-dependent ops) instead of fake ones: on a "
+        "computing stand-in device in a child process for an accelerator target, on CPU for --device cpu",
+    )
     tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
     tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
     tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
-    tr.add_argument("--audio-length", type=int, help="audio input length: raw-audio samples or feature frames "
-                                                      "(default: from the config's strides)")
-    tr.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)")
-    tr.add_argument("--input", action="append", default=[], metavar="NAME",
-                    help="also make this forward input (pixel_values, input_ids, visual_feats...), for a model whose "
-                         "forward asks for one it does not require (repeatable)")
+    tr.add_argument(
+        "--audio-length",
+        type=int,
+        help="audio input length: raw-audio samples or feature frames (default: from the config's strides)",
+    )
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)",
+    )
+    tr.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also make this forward input (pixel_values, input_ids, visual_feats...), for a model whose "
+        "forward asks for one it does not require (repeatable)",
+    )
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
 
     ops = sub.add_parser(
-        "ops", help="does a backend support X? per op, forward and backward, evidence and dtypes (with -b); "
+        "ops",
+        help="does a backend support X? per op, forward and backward, evidence and dtypes (with -b); "
         "else the op catalogue",
         description="With -b: for each op PATTERN matches (exact names first, then Python names, prefixes, "
         "substrings), each backend's forward and backward status, the evidence it rests on (probed, per dtype; "
         "or registered, unverified) and the op's schema, read from the coverage data (no torch import). "
         "Without -b: the op catalogue of the installed torch (or, without torch, the op names of the "
-        "registered data).")
-    ops.add_argument("pattern", nargs="?",
-                     help="op name (aten::add.Tensor, add), regular expression, or Python name (F.layer_norm, "
-                     "torch.nn.functional.gelu, nn.LayerNorm, LayerNorm, torch.softmax, Tensor.softmax, softmax)")
-    ops.add_argument("--backend", "-b", action="append", default=[],
-                     help="answer from this backend's coverage data (repeatable)")
+        "registered data).",
+    )
+    ops.add_argument(
+        "pattern",
+        nargs="?",
+        help="op name (aten::add.Tensor, add), regular expression, or Python name (F.layer_norm, "
+        "torch.nn.functional.gelu, nn.LayerNorm, LayerNorm, torch.softmax, Tensor.softmax, softmax)",
+    )
+    ops.add_argument(
+        "--backend", "-b", action="append", default=[], help="answer from this backend's coverage data (repeatable)"
+    )
     ops.add_argument("--coverage", dest="coverage_dir", default=None, help=COVERAGE_HELP)
-    ops.add_argument("--all", action="store_true", dest="every_match",
-                     help="with -b: also show prefix and substring matches when there are exact ones")
-    ops.add_argument("--limit", type=int, default=20,
-                     help="with -b: show at most this many ops, 0 for all (default: %(default)s)")
+    ops.add_argument(
+        "--all",
+        action="store_true",
+        dest="every_match",
+        help="with -b: also show prefix and substring matches when there are exact ones",
+    )
+    ops.add_argument(
+        "--limit", type=int, default=20, help="with -b: show at most this many ops, 0 for all (default: %(default)s)"
+    )
     ops.add_argument("--core", action="store_true", help="only core ATen IR ops")
     ops.add_argument("--tag", action="append", default=[], help="only ops with this tag (repeatable)")
     ops.add_argument("--namespace", help="only this namespace (aten, prims, c10d, tpu...)")
-    ops.add_argument("--import", dest="import_module", metavar="MODULE",
-                     help="import a backend module first, so its namespaces are listed")
+    ops.add_argument(
+        "--import",
+        dest="import_module",
+        metavar="MODULE",
+        help="import a backend module first, so its namespaces are listed",
+    )
     ops.add_argument("--format", choices=("table", "json", "yaml"), default="table")
 
     be = sub.add_parser("backends", help="known backends and which are installed (imports none)")
-    be.add_argument("--import", dest="import_module", metavar="MODULE",
-                    help="also list a PrivateUse1 backend provided by MODULE")
+    be.add_argument(
+        "--import", dest="import_module", metavar="MODULE", help="also list a PrivateUse1 backend provided by MODULE"
+    )
     be.add_argument("--format", choices=("table", "json"), default="table")
 
     sc = sub.add_parser("scan", help="registered coverage of every op for a backend (no device needed)")
     sc.add_argument("backend")
-    sc.add_argument("--import", dest="import_module", metavar="MODULE",
-                    help="module that registers the backend's kernels (PrivateUse1 backends)")
+    sc.add_argument(
+        "--import",
+        dest="import_module",
+        metavar="MODULE",
+        help="module that registers the backend's kernels (PrivateUse1 backends)",
+    )
     sc.add_argument("--out", help="coverage file to write (default: coverage/<backend>/registered-...yaml)")
-    sc.add_argument("--no-reach", action="store_true",
-                    help="skip recording what composites reach (faster; composites stay unresolved)")
-    sc.add_argument("--declared", action="store_true",
-                    help="for an in-tree key whose build cannot be loaded here (mps): declared coverage from "
-                    "native_functions.yaml and the test suite's dtype lists, a weaker evidence kind "
-                    "(default out: coverage/<backend>/declared-...yaml)")
-    sc.add_argument("--no-test-lists", action="store_true",
-                    help="with --declared: leave out the dtype notes read from torch's MPS test lists")
+    sc.add_argument(
+        "--no-reach",
+        action="store_true",
+        help="skip recording what composites reach (faster; composites stay unresolved)",
+    )
+    sc.add_argument(
+        "--declared",
+        action="store_true",
+        help="for an in-tree key whose build cannot be loaded here (mps): declared coverage from "
+        "native_functions.yaml and the test suite's dtype lists, a weaker evidence kind "
+        "(default out: coverage/<backend>/declared-...yaml)",
+    )
+    sc.add_argument(
+        "--no-test-lists",
+        action="store_true",
+        help="with --declared: leave out the dtype notes read from torch's MPS test lists",
+    )
 
     li = sub.add_parser("lint", help="validate coverage files; every problem with file:line")
     li.add_argument("paths", nargs="*", help=f"files or folders (default: {DEFAULT_COVERAGE}/)")
-    li.add_argument("--no-catalog", action="store_true",
-                    help="do not check op names against this torch's catalogue (no torch import)")
+    li.add_argument(
+        "--no-catalog",
+        action="store_true",
+        help="do not check op names against this torch's catalogue (no torch import)",
+    )
 
     su = sub.add_parser("summary", help="per backend, how many ops fall on each path (from coverage files)")
-    su.add_argument("paths", nargs="*", metavar="BACKEND|PATH",
-                    help=f"backend names (their files in the coverage folder), files or folders (default: "
-                    f"{DEFAULT_COVERAGE}/)")
+    su.add_argument(
+        "paths",
+        nargs="*",
+        metavar="BACKEND|PATH",
+        help=f"backend names (their files in the coverage folder), files or folders (default: {DEFAULT_COVERAGE}/)",
+    )
     su.add_argument("--coverage", dest="coverage_dir", default=None, help=COVERAGE_HELP)
     su.add_argument("--format", choices=("table", "json"), default="table")
 
@@ -167,47 +255,79 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--top", type=int, default=30, help="show this many ops (default: %(default)s)")
     gp.add_argument("--format", choices=("text", "json"), default="text")
 
-    cp = sub.add_parser("compare", help="what backend A lacks that B has, and the reverse, ranked by zoo "
-                        "models affected (from coverage data, no torch import)")
+    cp = sub.add_parser(
+        "compare",
+        help="what backend A lacks that B has, and the reverse, ranked by zoo "
+        "models affected (from coverage data, no torch import)",
+    )
     cp.add_argument("a", help="a backend with data under the coverage folder")
     cp.add_argument("b", help="the backend to compare it with")
-    cp.add_argument("--models", default="zoo", metavar="zoo|NAMES",
-                    help="judge on every op set under coverage/models/ ('zoo', the default) or on "
-                    "these comma-separated models")
+    cp.add_argument(
+        "--models",
+        default="zoo",
+        metavar="zoo|NAMES",
+        help="judge on every op set under coverage/models/ ('zoo', the default) or on these comma-separated models",
+    )
     cp.add_argument("--mode", choices=("inference", "training"), action="append")
     cp.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     cp.add_argument("--format", choices=("text", "json"), default="text")
 
     pr = sub.add_parser("probe", help="run OpInfo samples on a backend against a CPU reference (probed coverage)")
     pr.add_argument("backend")
-    pr.add_argument("--import", dest="import_module", metavar="MODULE",
-                    help="module that registers the backend's kernels (PrivateUse1 backends)")
-    pr.add_argument("--ops", metavar="PATTERN",
-                    help="regular expression searched in OpInfo names ('mul', 'nn.functional.relu') and 'aten::<name>'")
+    pr.add_argument(
+        "--import",
+        dest="import_module",
+        metavar="MODULE",
+        help="module that registers the backend's kernels (PrivateUse1 backends)",
+    )
+    pr.add_argument(
+        "--ops",
+        metavar="PATTERN",
+        help="regular expression searched in OpInfo names ('mul', 'nn.functional.relu') and 'aten::<name>'",
+    )
     pr.add_argument("--core", action="store_true", help="only OpInfos of core ATen ops")
     pr.add_argument("--dtypes", help="comma-separated (default: float32,bfloat16,float16,float64,int64,bool)")
     pr.add_argument("--directions", help="forward,backward (default: both)")
     pr.add_argument("--jobs", type=int, default=1, help="worker processes (devices) (default: 1)")
     pr.add_argument("--timeout", type=float, default=60.0, help="seconds per case phase (default: 60)")
     pr.add_argument("--shard", metavar="I/N", help="run only shard I of N (split by case group id)")
-    pr.add_argument("--traces", metavar="MODELS",
-                    help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)")
+    pr.add_argument(
+        "--traces",
+        metavar="MODELS",
+        help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)",
+    )
     pr.add_argument("--resume", action="store_true", help="continue an interrupted probe from its journal")
-    pr.add_argument("--tiers", metavar="TIERS",
-                    help="input tiers, one harder case per OpInfo x dtype each: special (NaN/inf/-0.0), "
-                    "noncontig, channels_last, empty; comma-separated, 'all' (default) or 'none'")
-    pr.add_argument("--all-samples", action="store_true",
-                    help="each input tier makes a harder case of every OpInfo sample it changes, not only "
-                    "of the first (case ids <group>|<tier>.<n>)")
-    pr.add_argument("--exhaustive", action="store_true",
-                    help="run every case of a group (OpInfo x dtype) even after one crashed or timed out "
-                    "(default: the rest are recorded as not run after it)")
-    pr.add_argument("--no-schema", dest="schema", action="store_false",
-                    help="no cases made from op schemas (default: one per functional aten overload at float32, "
-                    "--ops searched in its overload name 'aten::add.Scalar')")
-    pr.add_argument("--manifest", metavar="FILE",
-                    help="the backend's manifest (ops and dtypes it claims, ops it excludes; docs/DATA.md): cells "
-                    "counted as claimed or not, excluded ops skipped as such")
+    pr.add_argument(
+        "--tiers",
+        metavar="TIERS",
+        help="input tiers, one harder case per OpInfo x dtype each: special (NaN/inf/-0.0), "
+        "noncontig, channels_last, empty; comma-separated, 'all' (default) or 'none'",
+    )
+    pr.add_argument(
+        "--all-samples",
+        action="store_true",
+        help="each input tier makes a harder case of every OpInfo sample it changes, not only "
+        "of the first (case ids <group>|<tier>.<n>)",
+    )
+    pr.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="run every case of a group (OpInfo x dtype) even after one crashed or timed out "
+        "(default: the rest are recorded as not run after it)",
+    )
+    pr.add_argument(
+        "--no-schema",
+        dest="schema",
+        action="store_false",
+        help="no cases made from op schemas (default: one per functional aten overload at float32, "
+        "--ops searched in its overload name 'aten::add.Scalar')",
+    )
+    pr.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="the backend's manifest (ops and dtypes it claims, ops it excludes; docs/DATA.md): cells "
+        "counted as claimed or not, excluded ops skipped as such",
+    )
     pr.add_argument("--out", help="file to write (default: coverage/<backend>/probed-...yaml)")
 
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
@@ -218,42 +338,82 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     st.add_argument("--out", default="site", help="output folder (default: %(default)s)")
 
-    zo = sub.add_parser("zoo", help="the model zoo: list it, re-trace it into coverage/models/ (the curated zoo, or "
-                        "every transformers architecture with --all), or merge shard outcome tables")
+    zo = sub.add_parser(
+        "zoo",
+        help="the model zoo: list it, re-trace it into coverage/models/ (the curated zoo, or "
+        "every transformers architecture with --all), or merge shard outcome tables",
+    )
     zo.add_argument("action", choices=("list", "trace", "merge"))
     zo.add_argument("tables", nargs="*", metavar="TABLE", help="merge: the shard outcome tables to join")
-    zo.add_argument("--only", action="append", default=[], metavar="NAMES",
-                    help="comma-separated zoo names (repeatable; default: all); with --jobs, --shard or --resume "
-                    "also transformers model types")
-    zo.add_argument("--all", action="store_true", dest="every",
-                    help="every transformers architecture with a base model class and the curated zoo, in worker "
-                    "processes, with an outcome table (traced / cannot build / cannot trace, and why)")
-    zo.add_argument("--sample", type=int, default=0, metavar="N",
-                    help="like --all, on a seeded random sample of N transformers architectures")
+    zo.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="comma-separated zoo names (repeatable; default: all); with --jobs, --shard or --resume "
+        "also transformers model types",
+    )
+    zo.add_argument(
+        "--all",
+        action="store_true",
+        dest="every",
+        help="every transformers architecture with a base model class and the curated zoo, in worker "
+        "processes, with an outcome table (traced / cannot build / cannot trace, and why)",
+    )
+    zo.add_argument(
+        "--sample",
+        type=int,
+        default=0,
+        metavar="N",
+        help="like --all, on a seeded random sample of N transformers architectures",
+    )
     zo.add_argument("--seed", type=int, default=17, help="the --sample seed (default: %(default)s)")
     zo.add_argument("--jobs", type=int, default=None, help="worker processes for --all (default: 1)")
-    zo.add_argument("--shard", help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
-                    "tables with 'opcov zoo merge')")
+    zo.add_argument(
+        "--shard",
+        help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
+        "tables with 'opcov zoo merge')",
+    )
     zo.add_argument("--resume", action="store_true", help="continue an interrupted --all run from its journal")
-    zo.add_argument("--real", action="store_true",
-                    help="with --all/--sample/--only: trace every architecture with real values on the computing "
-                         "stand-in (narrow widths), not only those fake tensors cannot trace (scripts/zoo_recall.py)")
-    zo.add_argument("--library", action="append", default=[], metavar="NAME",
-                    help="with --all: the models of transformers (default; with the curated zoo), timm "
-                         "(one per family) or torchvision (every one but the quantized), repeatable; timm and "
-                         "torchvision import only in the CUDA torch environment (scripts/envs/vision.sh)")
-    zo.add_argument("--retry-failed", action="store_true",
-                    help="keep what the outcome table says was traced and trace the rest again, with "
-                         "the op sets whose real-valued branch run failed")
-    zo.add_argument("--timeout", type=float, default=300.0,
-                    help="seconds one model may take in one mode with --all (default: %(default)s)")
-    zo.add_argument("--table", help="the outcome table of --all, --sample or --only in workers (default: "
-                    "coverage/zoo/outcomes.tsv; a table made by another selection is never replaced); "
-                    "merge: the table to write")
-    zo.add_argument("--mode", choices=("inference", "training"), action="append",
-                    help="only this mode (repeatable; default: both)")
-    zo.add_argument("--root", default=layout.models_dir(),
-                    help="folder of <model>/<mode>.yaml files (default: %(default)s)")
+    zo.add_argument(
+        "--real",
+        action="store_true",
+        help="with --all/--sample/--only: trace every architecture with real values on the computing "
+        "stand-in (narrow widths), not only those fake tensors cannot trace (scripts/zoo_recall.py)",
+    )
+    zo.add_argument(
+        "--library",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with --all: the models of transformers (default; with the curated zoo), timm "
+        "(one per family) or torchvision (every one but the quantized), repeatable; timm and "
+        "torchvision import only in the CUDA torch environment (scripts/envs/vision.sh)",
+    )
+    zo.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="keep what the outcome table says was traced and trace the rest again, with "
+        "the op sets whose real-valued branch run failed",
+    )
+    zo.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="seconds one model may take in one mode with --all (default: %(default)s)",
+    )
+    zo.add_argument(
+        "--table",
+        help="the outcome table of --all, --sample or --only in workers (default: "
+        "coverage/zoo/outcomes.tsv; a table made by another selection is never replaced); "
+        "merge: the table to write",
+    )
+    zo.add_argument(
+        "--mode", choices=("inference", "training"), action="append", help="only this mode (repeatable; default: both)"
+    )
+    zo.add_argument(
+        "--root", default=layout.models_dir(), help="folder of <model>/<mode>.yaml files (default: %(default)s)"
+    )
     return p
 
 
@@ -284,6 +444,7 @@ def main(argv=None) -> int:
 
 # ---------------------------------------------------------------- commands
 
+
 def cmd_ops(args) -> int:
     import re
 
@@ -297,13 +458,16 @@ def cmd_ops(args) -> int:
     filters = {"core": args.core, "tags": tuple(args.tag), "namespace": args.namespace}
     if args.backend:  # "does tpu support X?", from the coverage data
         if args.import_module:
-            raise UsageError("--import lists a module's ops from the dispatcher; -b answers from the coverage "
-                             "data: use one or the other")
+            raise UsageError(
+                "--import lists a module's ops from the dispatcher; -b answers from the coverage "
+                "data: use one or the other"
+            )
         if not args.pattern:
             raise UsageError("-b answers for the ops a PATTERN names, e.g. 'opcov ops F.layer_norm -b tpu'")
         coverage = layout.read_coverage(args.coverage_dir, say=_say)
-        answer = support.answer(args.pattern, args.backend, coverage, limit=args.limit or None,
-                                everything=args.every_match, **filters)
+        answer = support.answer(
+            args.pattern, args.backend, coverage, limit=args.limit or None, everything=args.every_match, **filters
+        )
         if args.format == "table":
             sys.stdout.write(support.render(answer))
         else:
@@ -342,8 +506,10 @@ def _catalog(args):
                 return build_catalog((args.import_module,), added_ops(backend)), ""
             return build_catalog(), ""
     catalog, path = support.data_catalog(layout.read_coverage(args.coverage_dir, say=_say))
-    return catalog, (f"torch is not installed: op names and tags from {path} (schemas, composite kinds and "
-                     "structured delegates need torch: pip install 'opcov[torch]')")
+    return catalog, (
+        f"torch is not installed: op names and tags from {path} (schemas, composite kinds and "
+        "structured delegates need torch: pip install 'opcov[torch]')"
+    )
 
 
 def _say(line: str) -> None:
@@ -374,9 +540,9 @@ def cmd_backends(args) -> int:
 
 def cmd_scan(args) -> int:
     from opcov import formats
-    from opcov.store import data
     from opcov.backends import get_backend, load
     from opcov.scan.registered import command_line, scan
+    from opcov.store import data
 
     if args.no_test_lists and not args.declared:
         raise UsageError("--no-test-lists goes with --declared")
@@ -385,8 +551,9 @@ def cmd_scan(args) -> int:
         from opcov.scan import declared
         from opcov.torchenv import import_torch
 
-        doc = declared.scan(backend, import_torch(), command=command_line(), reach=not args.no_reach,
-                            test_lists=not args.no_test_lists)
+        doc = declared.scan(
+            backend, import_torch(), command=command_line(), reach=not args.no_reach, test_lists=not args.no_test_lists
+        )
     else:
         doc = scan(backend, load(backend), command=command_line(), reach=not args.no_reach)
     out = args.out or layout.scan_path(doc)
@@ -422,8 +589,16 @@ def cmd_summary(args) -> int:
     if not docs:
         raise UsageError("no coverage files found; create one with 'opcov scan BACKEND'")
     if args.format == "json":
-        print(json.dumps({f: {"backend": d["backend"], "provenance": d["provenance"], "summary": d.get("summary", {})}
-                          for f, d in docs}, indent=2, sort_keys=True))
+        print(
+            json.dumps(
+                {
+                    f: {"backend": d["backend"], "provenance": d["provenance"], "summary": d.get("summary", {})}
+                    for f, d in docs
+                },
+                indent=2,
+                sort_keys=True,
+            )
+        )
     else:
         formats.print_summary(docs)
     return EXIT_OK
@@ -450,9 +625,7 @@ def _summary_files(args_, coverage_dir) -> list[str]:
 
 
 def cmd_check(args) -> int:
-    from opcov.verdict import check
-    from opcov.verdict import reports
-    from opcov.verdict import judge
+    from opcov.verdict import check, judge, reports
 
     if args.output:
         output.check_writable_file(args.output)
@@ -463,8 +636,10 @@ def cmd_check(args) -> int:
     verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
     for manifest in manifests:
         if not judge.apply_manifest(verdicts, manifest):
-            raise UsageError(f"--manifest {manifest.path} speaks for backend {manifest.backend!r}, which is not "
-                             f"among the backends checked ({', '.join(args.backend)})")
+            raise UsageError(
+                f"--manifest {manifest.path} speaks for backend {manifest.backend!r}, which is not "
+                f"among the backends checked ({', '.join(args.backend)})"
+            )
     text = reports.render(args.format, verdicts, model)
     if args.output:
         output.write_atomic(args.output, text)
@@ -485,9 +660,8 @@ def cmd_diff(args) -> int:
 
 
 def cmd_gaps(args) -> int:
-    from opcov.verdict import gaps
-
     from opcov import suggest
+    from opcov.verdict import gaps
 
     suggest.check_backends([args.backend], args.coverage)  # did you mean, before judging any model
     ranked = gaps.rank(args.backend, args.coverage, args.mode)
@@ -498,8 +672,7 @@ def cmd_gaps(args) -> int:
 def cmd_compare(args) -> int:
     from opcov.verdict import compare
 
-    result = compare.compare(args.a, args.b, args.coverage, models=compare.parse_models(args.models),
-                             modes=args.mode)
+    result = compare.compare(args.a, args.b, args.coverage, models=compare.parse_models(args.models), modes=args.mode)
     sys.stdout.write(compare.render(result, args.format))
     return EXIT_OK
 
@@ -509,9 +682,11 @@ def cmd_site(args) -> int:
 
     with activity(f"rendering {args.out}/ from {args.coverage}/"):
         stats = render_site(args.coverage, args.out, hold=args.held)
-    print(f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
-          f"{stats['models']} models), {stats['written']} written, {stats['removed']} removed; "
-          f"{stats['catalog_note']}")
+    print(
+        f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
+        f"{stats['models']} models), {stats['written']} written, {stats['removed']} removed; "
+        f"{stats['catalog_note']}"
+    )
     return EXIT_OK
 
 
@@ -547,23 +722,42 @@ def cmd_probe(args) -> int:
     from opcov.probe.runner import journal_path
 
     if os.path.exists(journal_path(out)) and not args.resume:
-        raise UsageError(f"{journal_path(out)} exists from an interrupted probe; add --resume to continue "
-                         "it, or delete it to start over")
-    doc, figures = probe(backend, out=out, pattern=args.ops, core=args.core, dtypes=dtypes,
-                         directions=directions, jobs=args.jobs, timeout=args.timeout, shard=shard,
-                         resume=args.resume, command=command_line(), traces=traces, exhaustive=args.exhaustive,
-                         tiers=tiers, schema=args.schema, manifest=manifest, all_samples=args.all_samples)
+        raise UsageError(
+            f"{journal_path(out)} exists from an interrupted probe; add --resume to continue "
+            "it, or delete it to start over"
+        )
+    doc, figures = probe(
+        backend,
+        out=out,
+        pattern=args.ops,
+        core=args.core,
+        dtypes=dtypes,
+        directions=directions,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        shard=shard,
+        resume=args.resume,
+        command=command_line(),
+        traces=traces,
+        exhaustive=args.exhaustive,
+        tiers=tiers,
+        schema=args.schema,
+        manifest=manifest,
+        all_samples=args.all_samples,
+    )
     formats.print_summary([(out, doc)])
-    print(f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
-          f"({figures['groups']} groups, {figures['restarts']} worker restarts)")
+    print(
+        f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
+        f"({figures['groups']} groups, {figures['restarts']} worker restarts)"
+    )
     return EXIT_OK
 
 
 def cmd_merge(args) -> int:
     from opcov import formats
-    from opcov.store import data
     from opcov.probe.merge import merge_files
     from opcov.scan.registered import command_line
+    from opcov.store import data
 
     output.check_writable_file(args.out)
     doc = merge_files(args.files, command=command_line())
@@ -577,13 +771,28 @@ def cmd_trace(args) -> int:
     from opcov.tracing.models import Sizes
     from opcov.tracing.spec import is_saved, trace_spec
 
-    sizes = Sizes(batch=args.batch, seq=args.seq, image=args.image_size, audio=args.audio_length, overrides=_overrides(args.set),
-                  inputs=tuple(dict.fromkeys(args.input)))
+    sizes = Sizes(
+        batch=args.batch,
+        seq=args.seq,
+        image=args.image_size,
+        audio=args.audio_length,
+        overrides=_overrides(args.set),
+        inputs=tuple(dict.fromkeys(args.input)),
+    )
     if args.out:
         output.check_writable_file(args.out)
     with activity(f"tracing {args.model} ({args.mode})"):
-        result = trace_spec(args.model, mode=args.mode, dtype=args.dtype, autocast=args.autocast,
-                            device=args.device, optimizer=args.optimizer, real=args.real, sizes=sizes, out=args.out)
+        result = trace_spec(
+            args.model,
+            mode=args.mode,
+            dtype=args.dtype,
+            autocast=args.autocast,
+            device=args.device,
+            optimizer=args.optimizer,
+            real=args.real,
+            sizes=sizes,
+            out=args.out,
+        )
     if is_saved(args.model):
         shown, out = args.model, args.out
     else:
@@ -612,10 +821,12 @@ def _overrides(pairs) -> dict:
 def _print_opset(path, doc) -> None:
     m, s = doc["model"], doc.get("summary", {})
     calls = s.get("calls", {})
-    print(f"{path}: {m.get('name')} ({m.get('source', '?')}), {doc['mode']}, {doc['dtype']}, "
-          f"target {doc['provenance'].get('target_device', '?')}, {doc['provenance'].get('tracing', '?')} tensors: "
-          f"{s.get('distinct_ops', len(doc['ops']))} distinct ops; calls "
-          + ", ".join(f"{k} {v}" for k, v in calls.items() if v))
+    print(
+        f"{path}: {m.get('name')} ({m.get('source', '?')}), {doc['mode']}, {doc['dtype']}, "
+        f"target {doc['provenance'].get('target_device', '?')}, {doc['provenance'].get('tracing', '?')} tensors: "
+        f"{s.get('distinct_ops', len(doc['ops']))} distinct ops; calls "
+        + ", ".join(f"{k} {v}" for k, v in calls.items() if v)
+    )
 
 
 def cmd_zoo(args) -> int:
@@ -627,14 +838,21 @@ def cmd_zoo(args) -> int:
     if args.tables:
         raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
-    if (args.every or args.sample or args.jobs or args.shard or args.resume or args.retry_failed or args.real
-            or args.table):
+    if (
+        args.every
+        or args.sample
+        or args.jobs
+        or args.shard
+        or args.resume
+        or args.retry_failed
+        or args.real
+        or args.table
+    ):
         return _zoo_all(args, modes)
     entries = zoo.select(args.only)
     if args.action == "list":
         for e in entries:
-            print(f"{e.name:16} {e.spec:16} {e.dtype:9} {'real' if e.real else 'fake'}  "
-                  + "; ".join(e.notes))
+            print(f"{e.name:16} {e.spec:16} {e.dtype:9} {'real' if e.real else 'fake'}  " + "; ".join(e.notes))
         return EXIT_OK
     for e in entries:  # every file it will write, before the first (slow) trace
         for mode in modes:
@@ -655,22 +873,42 @@ def _zoo_all(args, modes) -> int:
     if not (args.every or args.sample or args.only):
         raise UsageError("say which architectures: --all, --sample N or --only NAMES")
     shard = parse_shard(args.shard)
-    libraries = tuple(dict.fromkeys(lib for part in args.library or ("transformers",) for lib in part.split(",") if lib))
-    archs = zoorun.architectures(every=args.every, only=args.only, sample=args.sample, seed=args.seed,
-                                 libraries=libraries)
+    libraries = tuple(
+        dict.fromkeys(lib for part in args.library or ("transformers",) for lib in part.split(",") if lib)
+    )
+    archs = zoorun.architectures(
+        every=args.every, only=args.only, sample=args.sample, seed=args.seed, libraries=libraries
+    )
     if args.action == "list":
         for i, a in enumerate(archs):
             if zoorun.in_shard(i, shard):
                 print(f"{a.name:32} {a.spec}")
         return EXIT_OK
-    selection = ("opcov zoo trace " + ("--all" + "".join(f" --library {lib}" for lib in args.library or ())
-                                       if args.every else f"--sample {args.sample} --seed {args.seed}"
-                                       if args.sample else "--only " + ",".join(a.name for a in archs))
-                 + "".join(f" --mode {m}" for m in args.mode or ())
-                 + (" --real" if args.real else ""))
-    rows = zoorun.run(archs, modes=modes, jobs=args.jobs or 1, shard=shard, root=args.root, table=args.table,
-                      resume=args.resume, retry=args.retry_failed, timeout=args.timeout, selection=selection,
-                      real=args.real)
+    selection = (
+        "opcov zoo trace "
+        + (
+            "--all" + "".join(f" --library {lib}" for lib in args.library or ())
+            if args.every
+            else f"--sample {args.sample} --seed {args.seed}"
+            if args.sample
+            else "--only " + ",".join(a.name for a in archs)
+        )
+        + "".join(f" --mode {m}" for m in args.mode or ())
+        + (" --real" if args.real else "")
+    )
+    rows = zoorun.run(
+        archs,
+        modes=modes,
+        jobs=args.jobs or 1,
+        shard=shard,
+        root=args.root,
+        table=args.table,
+        resume=args.resume,
+        retry=args.retry_failed,
+        timeout=args.timeout,
+        selection=selection,
+        real=args.real,
+    )
     return EXIT_OK if all(r["outcome"] == "traced" for r in rows) else EXIT_GATE
 
 
@@ -685,5 +923,19 @@ def _zoo_merge(args) -> int:
     return EXIT_OK
 
 
-_COMMANDS = {"site": cmd_site, "check": cmd_check, "diff": cmd_diff, "gaps": cmd_gaps, "compare": cmd_compare, "ops": cmd_ops, "backends": cmd_backends, "scan": cmd_scan, "lint": cmd_lint,
-             "summary": cmd_summary, "probe": cmd_probe, "merge": cmd_merge, "trace": cmd_trace, "zoo": cmd_zoo}
+_COMMANDS = {
+    "site": cmd_site,
+    "check": cmd_check,
+    "diff": cmd_diff,
+    "gaps": cmd_gaps,
+    "compare": cmd_compare,
+    "ops": cmd_ops,
+    "backends": cmd_backends,
+    "scan": cmd_scan,
+    "lint": cmd_lint,
+    "summary": cmd_summary,
+    "probe": cmd_probe,
+    "merge": cmd_merge,
+    "trace": cmd_trace,
+    "zoo": cmd_zoo,
+}

@@ -5,8 +5,19 @@ Torch-free on purpose: ``opcov check`` on a saved op set must not import torch.
 
 from __future__ import annotations
 
-FLOATING = ("float64", "float32", "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2",
-            "float8_e4m3fnuz", "float8_e5m2fnuz", "complex128", "complex64", "complex32")
+FLOATING = (
+    "float64",
+    "float32",
+    "bfloat16",
+    "float16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "complex128",
+    "complex64",
+    "complex32",
+)
 NONE = "none"
 
 

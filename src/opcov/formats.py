@@ -36,11 +36,14 @@ def print_data(obj, fmt: str) -> None:
 
 def print_ops(ops, catalog, fmt: str) -> None:
     if fmt in ("json", "yaml"):
-        print_data({"torch": catalog.torch_version, "modules": list(catalog.modules),
-                    "ops": [op.as_dict() for op in ops]}, fmt)
+        print_data(
+            {"torch": catalog.torch_version, "modules": list(catalog.modules), "ops": [op.as_dict() for op in ops]}, fmt
+        )
         return
-    table([(op.name, op.composite or "-", op.structured_delegate or "-", ",".join(op.tags) or "-")
-           for op in ops], ("op", "composite", "structured delegate", "tags"))
+    table(
+        [(op.name, op.composite or "-", op.structured_delegate or "-", ",".join(op.tags) or "-") for op in ops],
+        ("op", "composite", "structured delegate", "tags"),
+    )
     core = sum(op.is_core for op in ops)
     print(f"\n{len(ops)} op overload(s) ({core} core ATen) of {len(catalog)} in torch {catalog.torch_version}")
 
@@ -55,14 +58,25 @@ def print_backends(backends, fmt: str) -> None:
             import importlib.util
 
             version = "importable" if importlib.util.find_spec(b.module.split(".")[0]) else None
-        rows.append({"name": b.name, "device_type": b.device_type, "dispatch_key": b.dispatch_key,
-                     "package": b.package or "torch", "installed": version, "note": b.note,
-                     "setup": b.setup, "commands": list(b.data_commands())})
+        rows.append(
+            {
+                "name": b.name,
+                "device_type": b.device_type,
+                "dispatch_key": b.dispatch_key,
+                "package": b.package or "torch",
+                "installed": version,
+                "note": b.note,
+                "setup": b.setup,
+                "commands": list(b.data_commands()),
+            }
+        )
     if fmt == "json":
         print(json.dumps(rows, indent=1))
         return
-    table([(r["name"], r["dispatch_key"], r["package"], r["installed"] or "not installed", r["note"])
-           for r in rows], ("backend", "dispatch key", "package", "installed", "note"))
+    table(
+        [(r["name"], r["dispatch_key"], r["package"], r["installed"] or "not installed", r["note"]) for r in rows],
+        ("backend", "dispatch key", "package", "installed", "note"),
+    )
     print("\nListing imports no backend. cuda and mps kernels exist only in torch builds that include them.")
     absent = [r for r in rows if r["setup"] and (not r["installed"] or r["installed"].startswith("no:"))]
     if absent:
@@ -90,8 +104,10 @@ def print_summary(docs) -> None:
     """Per coverage file: aten overloads and core ATen ops per resolved status."""
     for path, doc in docs:
         b, prov, summ = doc["backend"], doc["provenance"], _mapping(doc.get("summary"))
-        print(f"{b['name']} ({b.get('package', '?')} {b.get('version', '?')}, dispatch key {b.get('dispatch_key', '?')}) "
-              f"- {doc['evidence']} evidence, torch {prov['torch']}, {prov['created']}")
+        print(
+            f"{b['name']} ({b.get('package', '?')} {b.get('version', '?')}, dispatch key {b.get('dispatch_key', '?')}) "
+            f"- {doc['evidence']} evidence, torch {prov['torch']}, {prov['created']}"
+        )
         print(f"  file: {path}")
         if doc.get("evidence") == "probed":
             _print_probed(doc)
@@ -117,8 +133,11 @@ def print_summary(docs) -> None:
             print("  no summary counts in this file")
         fb = prov.get("fallback") or {}
         if fb.get("present"):
-            state = {True: "ENABLED: ops on it run (slowly)", False: "DISABLED: ops reaching it raise",
-                     None: "state unknown"}[fb.get("enabled")]
+            state = {
+                True: "ENABLED: ops on it run (slowly)",
+                False: "DISABLED: ops reaching it raise",
+                None: "state unknown",
+            }[fb.get("enabled")]
             print(f"  backend fallback: kind {fb.get('kind')}, {state}")
         print(f"  aten base names with an own kernel: {_mapping(summ.get('aten')).get('base_names_with_kernel', '?')}")
         for note in prov.get("notes", []):
@@ -136,10 +155,26 @@ def _print_probed(doc) -> None:
         s = summ.get(section)
         if not s:
             continue
-        rows.append((label, "probed (some dtype has evidence)", s.get("probed", 0), _pct(s.get("probed", 0), s.get("overloads", 0))))
-        rows.append((label, "skipped (no case reached it)", s.get("skipped", 0), _pct(s.get("skipped", 0), s.get("overloads", 0))))
+        rows.append(
+            (
+                label,
+                "probed (some dtype has evidence)",
+                s.get("probed", 0),
+                _pct(s.get("probed", 0), s.get("overloads", 0)),
+            )
+        )
+        rows.append(
+            (
+                label,
+                "skipped (no case reached it)",
+                s.get("skipped", 0),
+                _pct(s.get("skipped", 0), s.get("overloads", 0)),
+            )
+        )
         by = s.get("skipped_by") or {}
-        for why in sorted(by, key=lambda w: (list(SKIP_REASONS).index(w) if w in SKIP_REASONS else len(SKIP_REASONS), w)):
+        for why in sorted(
+            by, key=lambda w: (list(SKIP_REASONS).index(w) if w in SKIP_REASONS else len(SKIP_REASONS), w)
+        ):
             word = SKIP_REASONS.get(why)  # one reason each, in the vocabulary's order
             rows.append((label, f"  {word.short if word else why}", by[why], _pct(by[why], s.get("overloads", 0))))
         for key, what in (("fwd", "forward"), ("bwd", "backward")):
@@ -154,14 +189,19 @@ def _print_probed(doc) -> None:
         text = ", ".join(f"{st} {counts[st]}" for st in PROBED_STATUSES if counts.get(st))
         rows.append(("dtype " + dkey, "forward cells", text, ""))
     table(rows, ("set", "status", "count", "share"))
-    reasons = [w for w in SKIP_REASONS.values() if any(w.name in ((summ.get(sec) or {}).get("skipped_by") or {})
-                                                      for sec in ("aten", "core"))]
+    reasons = [
+        w
+        for w in SKIP_REASONS.values()
+        if any(w.name in ((summ.get(sec) or {}).get("skipped_by") or {}) for sec in ("aten", "core"))
+    ]
     for w in reasons:
         print(f"  skipped, {w.short}: {w.label}")
     probe = prov.get("probe") or {}
-    print(f"  cases: {summ.get('cases', '?')}; dtypes {','.join(probe.get('dtypes', []))}; "
-          f"directions {','.join(probe.get('directions', []))}; shard {probe.get('shard', 'all')}; "
-          f"device: {prov.get('device', '?')}")
+    print(
+        f"  cases: {summ.get('cases', '?')}; dtypes {','.join(probe.get('dtypes', []))}; "
+        f"directions {','.join(probe.get('directions', []))}; shard {probe.get('shard', 'all')}; "
+        f"device: {prov.get('device', '?')}"
+    )
     for note in prov.get("notes", []):
         print(f"  note: {note}")
     print(f"  reproduce: {prov['command']}\n")

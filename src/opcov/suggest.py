@@ -40,6 +40,9 @@ def no_backend_data(backend: str, coverage_dir: str) -> UsageError:
         return UsageError(
             f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "
             f"'opcov scan {backend}' (registered, no device needed) or 'opcov probe {backend}' (on the device); "
-            f"{listed}")
-    return UsageError(f"unknown backend {backend!r}{did_you_mean(backend, list(have) + list(known))}; {listed} "
-                      f"(a new PrivateUse1 backend: 'opcov scan {backend} --import MODULE')")
+            f"{listed}"
+        )
+    return UsageError(
+        f"unknown backend {backend!r}{did_you_mean(backend, list(have) + list(known))}; {listed} "
+        f"(a new PrivateUse1 backend: 'opcov scan {backend} --import MODULE')"
+    )

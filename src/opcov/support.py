@@ -76,20 +76,25 @@ def rank(pattern: str, names, python: dict) -> list[Match]:
             out[op] = (2, Match(op, HOW[2]))
         elif rx.search(op):
             out[op] = (3, Match(op, HOW[3]))
-    return [m for _, m in sorted(out.values(), key=lambda t: (t[0], not t[1].via, not t[1].op.startswith("aten::"),
-                                                              t[1].op))]
+    return [
+        m
+        for _, m in sorted(out.values(), key=lambda t: (t[0], not t[1].via, not t[1].op.startswith("aten::"), t[1].op))
+    ]
 
 
 def load_index(coverage_dir: str | None, torch_version: str) -> tuple[pynames.Index | None, str]:
     """The Python-name index for ``torch_version`` (else the newest), and a note when there is none."""
     path = layout.pick_pynames(coverage_dir, torch_version) if coverage_dir else None
     if path is None:
-        return None, (f"no Python-name index under {coverage_dir}/ (build one with "
-                      f"'{pynames.COMMAND}'): Python names are not resolved")
+        return None, (
+            f"no Python-name index under {coverage_dir}/ (build one with "
+            f"'{pynames.COMMAND}'): Python names are not resolved"
+        )
     return pynames.read(path), ""
 
 
 # ---------------------------------------------------------------- one op on one backend
+
 
 @dataclass
 class Status:
@@ -112,8 +117,10 @@ def _probed_text(dtypes: dict) -> str:
     by: dict[str, list] = {}
     for dtype, status in dtypes.items():
         by.setdefault(status, []).append(dtype)
-    return "; ".join(f"{vocab.PROBED[s].short if s in vocab.PROBED else s}: {', '.join(sorted(by[s]))}"
-                     for s in sorted(by, key=lambda s: vocab.PROBED_RANK.get(s, len(vocab.PROBED_RANK))))
+    return "; ".join(
+        f"{vocab.PROBED[s].short if s in vocab.PROBED else s}: {', '.join(sorted(by[s]))}"
+        for s in sorted(by, key=lambda s: vocab.PROBED_RANK.get(s, len(vocab.PROBED_RANK)))
+    )
 
 
 def status(cov: judge.Coverage, op: str, direction: str) -> Status:
@@ -124,13 +131,23 @@ def status(cov: judge.Coverage, op: str, direction: str) -> Status:
     if dtypes:
         worst = vocab.worst(dtypes.values(), vocab.PROBED_STATUSES)
         failing = [d for d in sorted(dtypes) if dtypes[d] == worst and worst in vocab.PROBED_FAILURES]
-        return Status("probed", worst, _probed_text(dtypes), dtypes,
-                      why=f"{failing[0]}: {slots[failing[0]].why}" if failing and slots[failing[0]].why else "")
+        return Status(
+            "probed",
+            worst,
+            _probed_text(dtypes),
+            dtypes,
+            why=f"{failing[0]}: {slots[failing[0]].why}" if failing and slots[failing[0]].why else "",
+        )
     note = ""
     if cov.probed is not None:
         rec = cov.probed.get("ops", {}).get(op)
-        note = (f"probe: {skip_reason(rec)}" if skip_reason(rec) is not None else
-                "probe: not in the probed data" if rec is None else f"probe: no {direction} case")
+        note = (
+            f"probe: {skip_reason(rec)}"
+            if skip_reason(rec) is not None
+            else "probe: not in the probed data"
+            if rec is None
+            else f"probe: no {direction} case"
+        )
     rec = (cov.registered or {}).get("ops", {}).get(op)
     if rec is None:
         return Status(vocab.NO_EVIDENCE.name, "absent", f"not in the {cov.backend} data", note=note)
@@ -155,6 +172,7 @@ def status(cov: judge.Coverage, op: str, direction: str) -> Status:
 
 # ---------------------------------------------------------------- the answer
 
+
 @dataclass
 class Answer:
     """What ``opcov ops PATTERN -b ...`` prints."""
@@ -171,13 +189,24 @@ class Answer:
     sources: dict  # backend -> coverage files read
 
     def as_dict(self) -> dict:
-        return {"pattern": self.pattern, "backends": self.backends, "python_names": self.python,
-                "notes": [n for n in (self.index_note, self.schema_note) if n], "sources": self.sources,
-                "more": self.more,
-                "ops": [{"op": m.op, "match": m.how, "python_names": list(m.via),
-                         "schema": self.schemas.get(m.op),
-                         "backends": {b: {d: s.as_dict() for d, s in self.statuses[m.op][b].items()}
-                                      for b in self.backends}} for m in self.matches]}
+        return {
+            "pattern": self.pattern,
+            "backends": self.backends,
+            "python_names": self.python,
+            "notes": [n for n in (self.index_note, self.schema_note) if n],
+            "sources": self.sources,
+            "more": self.more,
+            "ops": [
+                {
+                    "op": m.op,
+                    "match": m.how,
+                    "python_names": list(m.via),
+                    "schema": self.schemas.get(m.op),
+                    "backends": {b: {d: s.as_dict() for d, s in self.statuses[m.op][b].items()} for b in self.backends},
+                }
+                for m in self.matches
+            ],
+        }
 
 
 def _all_names(backend: str, coverage_dir: str) -> tuple[list[str], str]:
@@ -188,8 +217,17 @@ def _all_names(backend: str, coverage_dir: str) -> tuple[list[str], str]:
     return list(doc["ops"]), str(doc["provenance"].get("torch", "?"))
 
 
-def answer(pattern: str, backends, coverage_dir: str, *, limit: int | None = 20, everything: bool = False,
-           core: bool = False, tags=(), namespace: str | None = None) -> Answer:
+def answer(
+    pattern: str,
+    backends,
+    coverage_dir: str,
+    *,
+    limit: int | None = 20,
+    everything: bool = False,
+    core: bool = False,
+    tags=(),
+    namespace: str | None = None,
+) -> Answer:
     """Per backend and op matching ``pattern``: forward and backward status, evidence, dtypes.
 
     Without ``everything`` only the best kind of match found is shown (exact and Python-name
@@ -259,8 +297,10 @@ def _nothing(pattern: str, names, index) -> str:
     """The error for a pattern nothing matches, with the closest op base names and Python names."""
     choices = {_base(n) for n in names} | set(index.names if index else ())
     target = pynames.expand(pattern) if index and "." in pattern else pattern
-    return (f"no op or Python name matches {pattern!r}{suggest.did_you_mean(target, choices)}; "
-            "try a shorter name or a regular expression ('opcov ops softmax -b tpu')")
+    return (
+        f"no op or Python name matches {pattern!r}{suggest.did_you_mean(target, choices)}; "
+        "try a shorter name or a regular expression ('opcov ops softmax -b tpu')"
+    )
 
 
 def schema_lines(ops, data_torch: str) -> tuple[dict, str]:
@@ -292,6 +332,7 @@ def schema_lines(ops, data_torch: str) -> tuple[dict, str]:
 
 # ---------------------------------------------------------------- text
 
+
 def render(ans: Answer) -> str:
     """The answer as text: the Python names resolved, then per op its schema and a row per backend
     and direction (evidence, status), then what was not shown and where the data came from."""
@@ -313,7 +354,7 @@ def render(ans: Answer) -> str:
             for d, s in ans.statuses[m.op][b].items():
                 rows.append((b, d, vocab.evidence_word(s.evidence).short, s.text))
                 if s.why:
-                    cut = s.why if len(s.why) <= WHY_CHARS else s.why[:WHY_CHARS - 3] + "..."
+                    cut = s.why if len(s.why) <= WHY_CHARS else s.why[: WHY_CHARS - 3] + "..."
                     rows.append(("", "", "", f"  {cut}"))
                 if s.note and s.evidence != "probed" and s.status != "not_applicable":
                     rows.append(("", "", "", f"  ({s.note})"))
@@ -349,8 +390,10 @@ def data_catalog(coverage_dir: str):
             ops = {name: Op(name, "", tuple(rec.get("tags") or ())) for name, rec in doc["ops"].items()}
             prov = doc["provenance"]
             return Catalog(str(prov.get("torch", "?")), tuple(prov.get("catalog_modules") or ()), ops), path
-    raise DataError(f"no registered coverage file under {coverage_dir}/ to list ops from (and torch is "
-                    "not installed to build the catalogue)")
+    raise DataError(
+        f"no registered coverage file under {coverage_dir}/ to list ops from (and torch is "
+        "not installed to build the catalogue)"
+    )
 
 
 def is_torch_installed() -> bool:

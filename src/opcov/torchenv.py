@@ -27,8 +27,10 @@ def import_torch():
             raise
         from opcov.errors import UsageError
 
-        raise UsageError("this command needs torch, which is not installed: "
-                         "pip install 'opcov[torch]' (or 'opcov[trace]' to trace models)") from None
+        raise UsageError(
+            "this command needs torch, which is not installed: "
+            "pip install 'opcov[torch]' (or 'opcov[trace]' to trace models)"
+        ) from None
     return torch
 
 

@@ -39,11 +39,11 @@ EVIDENCE = _table(
 EVIDENCE_LEVELS = tuple(EVIDENCE)  # strongest first: probed evidence outranks a registration
 EVIDENCE_MEANING = {
     "probed": "executed on the device against a CPU reference, per dtype, forward and backward; proof "
-              "for the inputs the probe tried",
+    "for the inputs the probe tried",
     "registered": "read from the dispatcher of the installed build, which registers a kernel for the op "
-                  "(dtype-blind); a claim, not proof that it runs",
+    "(dtype-blind); a claim, not proof that it runs",
     "declared": "listed in native_functions.yaml for a dispatch key whose build cannot be loaded here "
-                "(mps); a claim one step further removed: no binary was read",
+    "(mps); a claim one step further removed: no binary was read",
 }
 # Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
 NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
@@ -81,8 +81,7 @@ PROBED = _table(
     Word("pass_low_precision", "passes only at reduced precision", "low precision", "\u2248", "ok"),
     Word("pass", "probed pass", "pass", "\u2713", "ok"),
     Word("not_comparable", "ran (values not comparable)", "not comparable", "~", "unknown"),
-    Word("no_reference", "ran (the CPU reference failed, so the values are unchecked)", "no reference", "?",
-         "unknown"),
+    Word("no_reference", "ran (the CPU reference failed, so the values are unchecked)", "no reference", "?", "unknown"),
     Word("skipped", "skipped (no case reached it)", "skipped", "\u2013", "unknown"),
 )
 PROBED_STATUSES = tuple(PROBED)
@@ -99,13 +98,16 @@ SKIP_REASONS = _table(
     Word("no_cpu_kernel", "CPU itself has no kernel for it: no reference to compare with", "no CPU kernel"),
     Word("random", "random op (values compared not at all, only shapes): no case reached it", "random"),
     Word("excluded", "the backend's manifest rules it out (opcov probe --manifest)", "excluded by manifest"),
-    Word("variant", "out= or in-place variant: its functional form is probed, this overload is not",
-         "variant"),
-    Word("schema_no_case", "no OpInfo reached it, and CPU accepted none of the inputs made from its schema",
-         "schema: no case"),
+    Word("variant", "out= or in-place variant: its functional form is probed, this overload is not", "variant"),
+    Word(
+        "schema_no_case",
+        "no OpInfo reached it, and CPU accepted none of the inputs made from its schema",
+        "schema: no case",
+    ),
     Word("other_overload", "the OpInfo about it ran but dispatched other overloads", "other overload"),
-    Word("not_selected", "its OpInfo was not in this run's selection (--ops, --core, --shard, --dtypes)",
-         "not selected"),
+    Word(
+        "not_selected", "its OpInfo was not in this run's selection (--ops, --core, --shard, --dtypes)", "not selected"
+    ),
     Word("no_source", "no OpInfo is about it and no replayed zoo call reached it", "no case source"),
 )
 
@@ -113,8 +115,11 @@ SKIP_REASONS = _table(
 # made harder), forward only, its status in a cell key of its own (``<tier>``, evidence ``<tier>_*``),
 # so that a backend failing only on channels_last inputs says exactly that (opcov.probe.tiers).
 INPUT_TIERS = _table(
-    Word("special", "NaN, +-inf, -0.0 and the dtype's extremes (largest finite, smallest normal) among the "
-         "floating inputs", "NaN/inf"),
+    Word(
+        "special",
+        "NaN, +-inf, -0.0 and the dtype's extremes (largest finite, smallest normal) among the floating inputs",
+        "NaN/inf",
+    ),
     Word("noncontig", "non-contiguous inputs (transposed, or every other element)", "non-contiguous"),
     Word("channels_last", "4-d (5-d) inputs in channels_last (channels_last_3d) memory format", "channels_last"),
     Word("empty", "zero-size inputs (the leading dimension cut to 0)", "empty"),
@@ -122,8 +127,9 @@ INPUT_TIERS = _table(
 
 # A case not run because an earlier case of its group (one OpInfo at one dtype) crashed or timed out:
 # counted in its cell (``after_crash``), which then fails outright; ``opcov probe --exhaustive`` runs it.
-AFTER_CRASH = Word("after_crash", "not run: an earlier case of its group crashed or timed out", "not run",
-                   "\u2013", "fail")
+AFTER_CRASH = Word(
+    "after_crash", "not run: an earlier case of its group crashed or timed out", "not run", "\u2013", "fail"
+)
 
 # --- The verdict: one outcome per op, one verdict per backend and mode ----------------------------
 OUTCOMES = _table(  # worst first

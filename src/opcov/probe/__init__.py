@@ -21,5 +21,17 @@ RANK = PROBED_RANK
 
 DIRECTIONS = ("forward", "backward")
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16", "float64", "int64", "bool")
-KNOWN_DTYPES = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64", "int64",
-                "int32", "int16", "int8", "uint8", "bool")
+KNOWN_DTYPES = (
+    "float64",
+    "float32",
+    "bfloat16",
+    "float16",
+    "complex128",
+    "complex64",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint8",
+    "bool",
+)

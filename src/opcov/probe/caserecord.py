@@ -24,7 +24,6 @@ from typing import TypedDict
 
 from opcov.vocab import AFTER_CRASH
 
-
 REFERENCE = "reference"  # mark of a part whose CPU reference is running, in the flight record (probe.pool)
 
 
@@ -85,8 +84,12 @@ class CaseRecord:
             if part is None:
                 continue
             if slot == phase:
-                doc[slot] = {"ops": part.get("ops", []), "status": part["status"], "after_crash": self.case,
-                             "why": f"{AFTER_CRASH.label}: case {self.case}: {part.get('why', '')}"[:300]}
+                doc[slot] = {
+                    "ops": part.get("ops", []),
+                    "status": part["status"],
+                    "after_crash": self.case,
+                    "why": f"{AFTER_CRASH.label}: case {self.case}: {part.get('why', '')}"[:300],
+                }
                 if part.get("raised"):
                     doc[slot]["raised"] = part["raised"]
             else:
@@ -99,8 +102,13 @@ class CaseRecord:
 
     def to_json(self) -> dict:
         """The journal's layout: the steps that ran, no null ones."""
-        doc = {"case": self.case, "group": self.group, "source": self.source, "dtype": self.dtype,
-               "aten": list(self.aten)}
+        doc = {
+            "case": self.case,
+            "group": self.group,
+            "source": self.source,
+            "dtype": self.dtype,
+            "aten": list(self.aten),
+        }
         if self.tier is not None:
             doc["tier"] = self.tier
         for slot in ("fwd", "out", "bwd"):
@@ -111,8 +119,17 @@ class CaseRecord:
 
     @classmethod
     def from_json(cls, doc: dict) -> CaseRecord:
-        return cls(doc["case"], doc["group"], doc["source"], doc["dtype"], list(doc["aten"]),
-                   doc.get("fwd"), doc.get("out"), doc.get("bwd"), doc.get("tier"))
+        return cls(
+            doc["case"],
+            doc["group"],
+            doc["source"],
+            doc["dtype"],
+            list(doc["aten"]),
+            doc.get("fwd"),
+            doc.get("out"),
+            doc.get("bwd"),
+            doc.get("tier"),
+        )
 
     def in_flight(self, phase: str) -> dict:
         """What the flight recorder holds while step ``phase`` runs: the record without its ``out``

@@ -20,8 +20,14 @@ from opcov.probe.sample import Loaded, Sample
 from opcov.probe.tiers import TIERS, tier_samples
 
 # OpInfo lists of torch.testing._internal.common_methods_invocations used as case sources.
-OPINFO_LISTS = ("op_db", "foreach_unary_op_db", "foreach_binary_op_db", "foreach_pointwise_op_db",
-                "foreach_reduce_op_db", "foreach_other_op_db")
+OPINFO_LISTS = (
+    "op_db",
+    "foreach_unary_op_db",
+    "foreach_binary_op_db",
+    "foreach_pointwise_op_db",
+    "foreach_reduce_op_db",
+    "foreach_other_op_db",
+)
 CANARY_PREFIX = "canary."
 
 
@@ -63,8 +69,13 @@ class Group:
     all_samples: bool = False  # a harder case of every sample each tier changes, not only the first
 
     def as_dict(self) -> dict:
-        d = {"id": self.id, "source": self.source, "dtype": self.dtype, "backward": self.backward,
-             "tiers": list(self.tiers)}
+        d = {
+            "id": self.id,
+            "source": self.source,
+            "dtype": self.dtype,
+            "backward": self.backward,
+            "tiers": list(self.tiers),
+        }
         if self.ops:
             d["ops"] = list(self.ops)
         if self.all_samples:
@@ -86,8 +97,9 @@ def opinfos() -> dict:
         try:
             from torch.testing._internal import common_methods_invocations as cmi
         except ImportError as exc:
-            raise UsageError(f"cannot load PyTorch's OpInfo database ({exc}); "
-                             "install the 'expecttest' package") from None
+            raise UsageError(
+                f"cannot load PyTorch's OpInfo database ({exc}); install the 'expecttest' package"
+            ) from None
         index = {}
         for lst in OPINFO_LISTS:
             for op in getattr(cmi, lst, ()):
@@ -120,6 +132,7 @@ def list_counts() -> dict:
 
 # ---------------------------------------------------------------- canaries (silent narrowing)
 
+
 def _canaries():
     """Hand-made cases whose values a device that narrows int64 to int32 or float64 to float32
     gets visibly wrong: id -> (dtype, callable, list of (input, args, kwargs))."""
@@ -145,8 +158,14 @@ def _canaries():
     }
 
 
-_CANARY_ATEN = {"add": "aten::add", "mul": "aten::mul", "sum": "aten::sum", "cumsum": "aten::cumsum",
-                "clone": "aten::clone", "mm": "aten::mm"}
+_CANARY_ATEN = {
+    "add": "aten::add",
+    "mul": "aten::mul",
+    "sum": "aten::sum",
+    "cumsum": "aten::cumsum",
+    "clone": "aten::clone",
+    "mm": "aten::mm",
+}
 
 
 def canary_ids() -> dict:
@@ -170,19 +189,27 @@ def load_group(group: dict) -> Loaded:
         return schemacases.load(group)
     if source.startswith(CANARY_PREFIX):
         dt, fn, raw = _canaries()[source]
-        return Loaded(fn, [Sample(i.clone(), a, k) for i, a, k in raw], (canary_ids()[source][1],),
-                      False, True, True)
+        return Loaded(fn, [Sample(i.clone(), a, k) for i, a, k in raw], (canary_ids()[source][1],), False, True, True)
     op = opinfos()[source]
     if group.get("host_free"):  # another worker found this OpInfo's samples keep nothing on CPU
         _HOST_FREE.add(source)
-    samples = [Sample(s.input, s.args, s.kwargs, s.output_process_fn_grad)
-               for s in opinfo_samples(op, dtype, group["backward"])]
+    samples = [
+        Sample(s.input, s.args, s.kwargs, s.output_process_fn_grad)
+        for s in opinfo_samples(op, dtype, group["backward"])
+    ]
     for sample, leaves in zip(samples, host_leaves(source, op, dtype, group["backward"], len(samples))):
         sample.host_leaves = leaves
     samples += tier_samples(samples, group.get("tiers", ()), bool(group.get("all_samples")))
     # has_nondeterministic_output: an OpInfo field that torch 2.9 (PyTorch/XLA's) does not have yet
-    return Loaded(op.op, samples, aten_names(op), bool(getattr(op, "has_nondeterministic_output", False)),
-                  torch.float64 in op.supported_dtypes("cpu"), False, bool(getattr(op, "supports_out", False)))
+    return Loaded(
+        op.op,
+        samples,
+        aten_names(op),
+        bool(getattr(op, "has_nondeterministic_output", False)),
+        torch.float64 in op.supported_dtypes("cpu"),
+        False,
+        bool(getattr(op, "supports_out", False)),
+    )
 
 
 def opinfo_samples(op, dtype, requires_grad: bool, device: str = "cpu"):
@@ -230,14 +257,21 @@ def host_leaves(source: str, op, dtype, requires_grad: bool, n: int) -> list:
         return none
     if len(metas) != n:
         return none
-    out = [frozenset(i for i, t in enumerate(pytree.tree_leaves((m.input, m.args, m.kwargs)))
-                     if isinstance(t, torch.Tensor) and t.device.type == "cpu") for m in metas]
+    out = [
+        frozenset(
+            i
+            for i, t in enumerate(pytree.tree_leaves((m.input, m.args, m.kwargs)))
+            if isinstance(t, torch.Tensor) and t.device.type == "cpu"
+        )
+        for m in metas
+    ]
     if not any(out):
         _HOST_FREE.add(source)
     return out
 
 
 # ---------------------------------------------------------------- selection (parent side)
+
 
 def parse_dtypes(text: str | None, known) -> tuple[str, ...]:
     if not text:
@@ -306,8 +340,19 @@ def parse_traces(text: str | None) -> tuple[str, ...]:
     return tuple(out)
 
 
-def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, shard=None,
-                  canaries: bool = True, traces=(), tiers=(), schema_ops=(), all_samples=False) -> list[Group]:
+def select_groups(
+    pattern: str | None,
+    *,
+    core_bases=None,
+    dtypes,
+    directions,
+    shard=None,
+    canaries: bool = True,
+    traces=(),
+    tiers=(),
+    schema_ops=(),
+    all_samples=False,
+) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
     ``aten::<aten_name>`` (for a schema case, in the overload's name, ``aten::add.Scalar``);
     ``core_bases`` (a set of aten base names) keeps core ATen OpInfos and schema ops; OpInfo groups
@@ -329,13 +374,23 @@ def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, s
         if core_bases is not None and op.aten_name not in core_bases and op.name not in core_bases:
             continue
         cpu = {str(d).rsplit(".", 1)[-1] for d in op.supported_dtypes("cpu")}
-        bwd = ({str(d).rsplit(".", 1)[-1] for d in op.supported_backward_dtypes("cpu")}
-               if backward and op.supports_autograd else set())
+        bwd = (
+            {str(d).rsplit(".", 1)[-1] for d in op.supported_backward_dtypes("cpu")}
+            if backward and op.supports_autograd
+            else set()
+        )
         for dt in dtypes:
             if dt in cpu:
-                groups.append(Group(f"{oid}|{dt}", oid, dt, dt in bwd,
-                                    tuple(tiers) if "forward" in directions else (),
-                                    all_samples=bool(all_samples and tiers and "forward" in directions)))
+                groups.append(
+                    Group(
+                        f"{oid}|{dt}",
+                        oid,
+                        dt,
+                        dt in bwd,
+                        tuple(tiers) if "forward" in directions else (),
+                        all_samples=bool(all_samples and tiers and "forward" in directions),
+                    )
+                )
     if canaries:
         for cid, (dt, aten) in sorted(canary_ids().items()):
             if dt not in dtypes or "forward" not in directions:
@@ -352,15 +407,21 @@ def select_groups(pattern: str | None, *, core_bases=None, dtypes, directions, s
             if model_dtypes[name] in dtypes and not (rx and not rx.search(sid)) and core_bases is None:
                 groups.append(Group(f"{sid}|{model_dtypes[name]}", sid, model_dtypes[name], False))
     if schema_ops and "forward" in directions:
-        keep = [n for n in schema_ops if not (rx and not rx.search(n))
-                and (core_bases is None or n.split("::", 1)[1].split(".", 1)[0] in core_bases)]
+        keep = [
+            n
+            for n in schema_ops
+            if not (rx and not rx.search(n))
+            and (core_bases is None or n.split("::", 1)[1].split(".", 1)[0] in core_bases)
+        ]
         for dt in schemacases.SCHEMA_DTYPES:
             if dt in dtypes:
                 for sid, names in sorted(schemacases.chunks(keep).items()):
                     groups.append(Group(f"{sid}|{dt}", sid, dt, False, (), tuple(names)))
     if not groups:
         what = f"--ops {pattern!r}" if pattern else "the selection"
-        raise UsageError(f"no OpInfo case matches {what} at dtypes {','.join(dtypes)} "
-                         "(the pattern is searched in OpInfo names such as 'mul' and 'nn.functional.relu', "
-                         "and in 'aten::<name>')")
+        raise UsageError(
+            f"no OpInfo case matches {what} at dtypes {','.join(dtypes)} "
+            "(the pattern is searched in OpInfo names such as 'mul' and 'nn.functional.relu', "
+            "and in 'aten::<name>')"
+        )
     return sorted((g for g in groups if in_shard(g.id, shard)), key=lambda g: g.id)

@@ -31,8 +31,12 @@ from opcov.probe.trees import leaves
 
 # (rtol, atol) per dtype: torch.testing's defaults.
 TOLERANCES = {
-    "float64": (1e-7, 1e-7), "float32": (1.3e-6, 1e-5), "bfloat16": (1.6e-2, 1e-5),
-    "float16": (1e-3, 1e-5), "complex128": (1e-7, 1e-7), "complex64": (1.3e-6, 1e-5),
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+    "float16": (1e-3, 1e-5),
+    "complex128": (1e-7, 1e-7),
+    "complex64": (1.3e-6, 1e-5),
 }
 CPU_MARGIN = 2.0  # the device may be this many times as far from float64 as CPU is
 CANARY = (1e-12, 0.0)  # narrowing canaries: any rounding to float32 shows
@@ -40,26 +44,69 @@ CANARY = (1e-12, 0.0)  # narrowing canaries: any rounding to float32 shows
 # |device - ref| <= atol * scale + rtol * |ref| + CPU_MARGIN * |cpu - ref|, where scale is
 # max(1, max |ref|) for the families that accumulate (SCALED_FAMILIES) and 1 for the others.
 USABLE = {
-    "matmul": {"float32": (1.6e-2, 1e-2), "complex64": (1.6e-2, 1e-2), "bfloat16": (3.2e-2, 1e-2),
-               "float16": (4e-3, 1e-3)},
-    "reduction": {"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5), "bfloat16": (3.2e-2, 1e-3),
-                  "float16": (4e-3, 1e-4)},
-    "pointwise": {"float32": (1e-5, 1e-6), "complex64": (1e-5, 1e-6), "bfloat16": (3.2e-2, 1e-5),
-                  "float16": (2e-3, 1e-5)},
-    "other": {"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5), "bfloat16": (3.2e-2, 1e-3),
-              "float16": (4e-3, 1e-4)},
+    "matmul": {
+        "float32": (1.6e-2, 1e-2),
+        "complex64": (1.6e-2, 1e-2),
+        "bfloat16": (3.2e-2, 1e-2),
+        "float16": (4e-3, 1e-3),
+    },
+    "reduction": {
+        "float32": (1e-4, 1e-5),
+        "complex64": (1e-4, 1e-5),
+        "bfloat16": (3.2e-2, 1e-3),
+        "float16": (4e-3, 1e-4),
+    },
+    "pointwise": {
+        "float32": (1e-5, 1e-6),
+        "complex64": (1e-5, 1e-6),
+        "bfloat16": (3.2e-2, 1e-5),
+        "float16": (2e-3, 1e-5),
+    },
+    "other": {"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5), "bfloat16": (3.2e-2, 1e-3), "float16": (4e-3, 1e-4)},
 }
 SCALED_FAMILIES = ("matmul", "reduction", "other")
 FAMILIES = tuple(USABLE)
 # Ops a backend may legitimately run at reduced precision by default (matmul precision).
-REDUCED_PRECISION_BASES = frozenset({
-    "mm", "bmm", "addmm", "addbmm", "baddbmm", "matmul", "mv", "addmv", "dot", "vdot", "inner",
-    "linear", "addr", "outer", "einsum", "tensordot", "_convolution", "convolution",
-    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
-    "convolution_backward", "_scaled_dot_product_attention_math", "_grouped_mm", "_addmm_activation",
-    "linalg_matmul", "linalg_multi_dot", "chain_matmul", "bilinear", "_trilinear", "cdist",
-    "_cdist_forward", "_cdist_backward",
-})
+REDUCED_PRECISION_BASES = frozenset(
+    {
+        "mm",
+        "bmm",
+        "addmm",
+        "addbmm",
+        "baddbmm",
+        "matmul",
+        "mv",
+        "addmv",
+        "dot",
+        "vdot",
+        "inner",
+        "linear",
+        "addr",
+        "outer",
+        "einsum",
+        "tensordot",
+        "_convolution",
+        "convolution",
+        "conv1d",
+        "conv2d",
+        "conv3d",
+        "conv_transpose1d",
+        "conv_transpose2d",
+        "conv_transpose3d",
+        "convolution_backward",
+        "_scaled_dot_product_attention_math",
+        "_grouped_mm",
+        "_addmm_activation",
+        "linalg_matmul",
+        "linalg_multi_dot",
+        "chain_matmul",
+        "bilinear",
+        "_trilinear",
+        "cdist",
+        "_cdist_forward",
+        "_cdist_backward",
+    }
+)
 
 
 def family_of(bases, call_tags) -> str:
@@ -162,8 +209,13 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: 
         abs_err, rel_err = max(abs_err, res["abs"]), max(rel_err, res["rel"])
         tol_name = res["tol"]
         if res["status"] == "mismatch":
-            return Verdict(status="mismatch", err=[_sig(abs_err), _sig(rel_err)], tol=res["tol"],
-                           why=f"{where}: {res['why']}", strides=strides)
+            return Verdict(
+                status="mismatch",
+                err=[_sig(abs_err), _sig(rel_err)],
+                tol=res["tol"],
+                why=f"{where}: {res['why']}",
+                strides=strides,
+            )
         low = low or res["status"] == "pass_low_precision"
     if mode == "not_comparable":
         v["status"] = "not_comparable"
@@ -197,17 +249,26 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
     d = d.detach().to("cpu")
     c = c.detach()
     r = r.detach()
-    if torch.strided not in (d.layout, c.layout, r.layout) or d.layout != torch.strided \
-            or c.layout != torch.strided or r.layout != torch.strided:
+    if (
+        torch.strided not in (d.layout, c.layout, r.layout)
+        or d.layout != torch.strided
+        or c.layout != torch.strided
+        or r.layout != torch.strided
+    ):
         d, c, r = (x.to_dense() if x.layout != torch.strided else x for x in (d, c, r))
     if not (c.is_floating_point() or c.is_complex()):
         if torch.equal(d, c):
             return {"status": "pass", "abs": 0.0, "rel": 0.0, "tol": "exact"}
         diff = (d.to(torch.float64) - c.to(torch.float64)).abs() if c.dtype != torch.bool else (d != c).double()
         bad = (d != c).nonzero()[0].tolist()
-        return {"status": "mismatch", "abs": float(diff.max()), "rel": float(diff.max()), "tol": "exact",
-                "why": f"values differ at index {tuple(bad)}: {d[tuple(bad)].item()!r}, cpu gives "
-                       f"{c[tuple(bad)].item()!r} (exact)"}
+        return {
+            "status": "mismatch",
+            "abs": float(diff.max()),
+            "rel": float(diff.max()),
+            "tol": "exact",
+            "why": f"values differ at index {tuple(bad)}: {d[tuple(bad)].item()!r}, cpu gives "
+            f"{c[tuple(bad)].item()!r} (exact)",
+        }
     wide = torch.complex128 if c.is_complex() else torch.float64
     d64, c64 = d.to(wide), c.to(wide)
     r64 = r.to(wide) if r.dtype != c.dtype or r is not c else c64
@@ -221,13 +282,19 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
         same = (dn == cn) | (torch.isnan(dn) & torch.isnan(cn))
         if not bool(same.all()):
             idx = special.nonzero()[int((~same).nonzero()[0])].tolist()
-            return {"status": "mismatch", "abs": float("inf"), "rel": float("inf"), "tol": _tol_label(dtype, mode, bar),
-                    "why": f"NaN/inf positions differ at index {tuple(idx)}: {d[tuple(idx)].item()!r}, "
-                           f"cpu gives {c[tuple(idx)].item()!r}"}
+            return {
+                "status": "mismatch",
+                "abs": float("inf"),
+                "rel": float("inf"),
+                "tol": _tol_label(dtype, mode, bar),
+                "why": f"NaN/inf positions differ at index {tuple(idx)}: {d[tuple(idx)].item()!r}, "
+                f"cpu gives {c[tuple(idx)].item()!r}",
+            }
     if not bool(finite.any()):
         return {"status": "pass", "abs": 0.0, "rel": 0.0, "tol": _tol_label(dtype, mode, bar)}
-    return _finite(d, c, r, d64[finite], c64[finite], r64[finite], finite, dtype=dtype, mode=mode, family=family,
-                   bar=bar)
+    return _finite(
+        d, c, r, d64[finite], c64[finite], r64[finite], finite, dtype=dtype, mode=mode, family=family, bar=bar
+    )
 
 
 def _finite(d, c, r, dv, cv, rv, finite, *, dtype: str, mode: str, family: str, bar: bool) -> dict:
@@ -266,10 +333,16 @@ def _finite(d, c, r, dv, cv, rv, finite, *, dtype: str, mode: str, family: str, 
             return {"status": "pass_low_precision", "abs": abs_err, "rel": rel_err, "tol": usable_label(family)}
     k = int((diff - allowed).argmax())
     idx = finite.nonzero()[k].tolist()
-    return {"status": "mismatch", "abs": abs_err, "rel": rel_err, "tol": tol,
-            "why": f"values differ: max abs err {abs_err:.3g} (rel {rel_err:.3g}); at index {tuple(idx)} "
-                   f"{_num(d, idx)}, cpu gives {_num(c, idx)}"
-                   + (f", float64 reference {_num(r, idx)}" if bar else "") + f" (tolerance {tol})"}
+    return {
+        "status": "mismatch",
+        "abs": abs_err,
+        "rel": rel_err,
+        "tol": tol,
+        "why": f"values differ: max abs err {abs_err:.3g} (rel {rel_err:.3g}); at index {tuple(idx)} "
+        f"{_num(d, idx)}, cpu gives {_num(c, idx)}"
+        + (f", float64 reference {_num(r, idx)}" if bar else "")
+        + f" (tolerance {tol})",
+    }
 
 
 def _num(t, idx) -> str:

@@ -27,8 +27,9 @@ from opcov.catalog import resolve_overload
 from opcov.vocab import SKIP_REASONS
 
 # Namespaces whose ops run collectives: they need an initialised process group.
-DISTRIBUTED_NAMESPACES = frozenset({"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd",
-                                    "symm_mem", "fsdp", "_dtensor"})
+DISTRIBUTED_NAMESPACES = frozenset(
+    {"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "symm_mem", "fsdp", "_dtensor"}
+)
 RANK = {w: i for i, w in enumerate(SKIP_REASONS)}
 
 

@@ -34,16 +34,62 @@ LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time 
 FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
 # Ops whose values are not comparable across implementations: ties (which index), duplicate
 # indices (which write wins), sign/phase ambiguity of decompositions, uninitialised memory.
-AMBIGUOUS_BASES = frozenset({
-    "sort", "argsort", "topk", "kthvalue", "mode", "median", "nanmedian", "max", "min", "argmax",
-    "argmin", "unique", "_unique", "_unique2", "unique_consecutive", "unique_dim", "msort",
-    "scatter", "scatter_", "scatter_reduce", "index_put", "index_put_", "_index_put_impl_",
-    "index_copy", "index_copy_", "put", "put_", "masked_scatter", "index_reduce",
-    "linalg_eig", "linalg_eigh", "_linalg_eigh", "linalg_svd", "_linalg_svd", "svd", "eig",
-    "linalg_eigvals", "linalg_qr", "geqrf", "_linalg_eigvals", "pca_lowrank", "svd_lowrank",
-    "lobpcg", "histc", "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
-    "empty_permuted", "resize_", "resize_as_",
-})
+AMBIGUOUS_BASES = frozenset(
+    {
+        "sort",
+        "argsort",
+        "topk",
+        "kthvalue",
+        "mode",
+        "median",
+        "nanmedian",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "unique",
+        "_unique",
+        "_unique2",
+        "unique_consecutive",
+        "unique_dim",
+        "msort",
+        "scatter",
+        "scatter_",
+        "scatter_reduce",
+        "index_put",
+        "index_put_",
+        "_index_put_impl_",
+        "index_copy",
+        "index_copy_",
+        "put",
+        "put_",
+        "masked_scatter",
+        "index_reduce",
+        "linalg_eig",
+        "linalg_eigh",
+        "_linalg_eigh",
+        "linalg_svd",
+        "_linalg_svd",
+        "svd",
+        "eig",
+        "linalg_eigvals",
+        "linalg_qr",
+        "geqrf",
+        "_linalg_eigvals",
+        "pca_lowrank",
+        "svd_lowrank",
+        "lobpcg",
+        "histc",
+        "empty",
+        "empty_like",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
+        "empty_permuted",
+        "resize_",
+        "resize_as_",
+    }
+)
 
 
 def aliasing(torch, inputs, outputs) -> list:
@@ -52,6 +98,7 @@ def aliasing(torch, inputs, outputs) -> list:
     A view op must return a view on the device too (code relies on writes through it), and a
     functional op must not return its input's storage; the storage identity (StorageImpl) tells.
     """
+
     def sid(t):
         if (key := xla.alias_key(t)) is not None:  # XLA tensors have no storage
             return key
@@ -96,8 +143,10 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
         return "error", f"out of memory: {why}"
     text = str(exc)
     if isinstance(exc, NotImplementedError) or re.search(
-            r"[Cc]ould not run .* with arguments from the .* backend|not implemented for '|"
-            r"no kernel for|is not implemented for|not supported on", text):
+        r"[Cc]ould not run .* with arguments from the .* backend|not implemented for '|"
+        r"no kernel for|is not implemented for|not supported on",
+        text,
+    ):
         return "unsupported", why
     return "error", why
 
@@ -117,8 +166,9 @@ def pick_device(torch, device_type: str, device: str | None = None, worker_index
 class Executor:
     """Runs cases on one device; ``suspect`` is set after a device error (the device may be broken)."""
 
-    def __init__(self, device_type: str, device: str | None = None, *, worker_index: int = 0,
-                 flight=None, timeout: float = 60.0):
+    def __init__(
+        self, device_type: str, device: str | None = None, *, worker_index: int = 0, flight=None, timeout: float = 60.0
+    ):
         import torch
 
         self.torch = torch
@@ -166,6 +216,7 @@ class Executor:
     def to_device(self, sample):
         """A copy of the sample on the device, but for the leaves its OpInfo keeps on CPU (with the
         inputs' strides for a sample whose layout is the point, ``Sample.keep_layout``)."""
+
         def move(t, dev):
             if sample.keep_layout:
                 return copy_exact(self.torch, t, dev)
@@ -174,8 +225,10 @@ class Executor:
 
         host = getattr(sample, "host_leaves", ())
         tensor = self.torch.Tensor
-        inp, args, kwargs = map_indexed(lambda i, x: move(x, "cpu" if i in host else self.dev)
-                                        if isinstance(x, tensor) else x, (sample.input, sample.args, sample.kwargs))
+        inp, args, kwargs = map_indexed(
+            lambda i, x: move(x, "cpu" if i in host else self.dev) if isinstance(x, tensor) else x,
+            (sample.input, sample.args, sample.kwargs),
+        )
         if sample.device_kw:  # a factory op: it makes its result on the device named
             kwargs = dict(kwargs, **{sample.device_kw: self.dev})
         return inp, args, kwargs
@@ -214,25 +267,39 @@ class Executor:
             with recording(calls):
                 cpu_out = fn(cpu_in[0], *cpu_in[1], **cpu_in[2])
         except Exception as exc:  # noqa: BLE001 - the reference itself failed
-            rec.fwd = {"status": "no_reference", "why": f"cpu reference failed: {first_line(exc)}",
-                       "ops": calls.pairs()}
+            rec.fwd = {
+                "status": "no_reference",
+                "why": f"cpu reference failed: {first_line(exc)}",
+                "ops": calls.pairs(),
+            }
             return
         called = getattr(fn, "func", None)  # one op overload called as itself (probe.sample.op_call)
         if called is not None and overload_name(called) not in {name for name, _ in calls.calls}:
             # a composite op decomposes before the dispatch mode sees it: the call is still its evidence
             calls.add(called, cpu_in[0], cpu_in[2], cpu_out)
-        mutated = [i for i, (t, v) in enumerate(zip(leaves_cpu, versions))
-                   if isinstance(t, torch.Tensor) and t._version != v]
+        mutated = [
+            i for i, (t, v) in enumerate(zip(leaves_cpu, versions)) if isinstance(t, torch.Tensor) and t._version != v
+        ]
         bases = {name.split("::")[1].split(".")[0] for name, _ in calls.calls}
         mode = "canary" if loaded.canary else "values"
-        if (calls.seeded_random or loaded.nondeterministic or sample.unset or bases & AMBIGUOUS_BASES
-                or any(b.startswith("empty") or b.startswith("new_empty") for b in bases)):
+        if (
+            calls.seeded_random
+            or loaded.nondeterministic
+            or sample.unset
+            or bases & AMBIGUOUS_BASES
+            or any(b.startswith("empty") or b.startswith("new_empty") for b in bases)
+        ):
             mode = "not_comparable"
         if self.device_type == "meta":
             mode = "meta"
         family = family_of(bases, calls.tags_about({a.split("::", 1)[1] for a in rec.aten}))
-        wide = mode in ("values", "canary") and dtype in FLOATING and dtype not in ("float64", "complex128") \
-            and loaded.float64_ok and not sample.no_wide
+        wide = (
+            mode in ("values", "canary")
+            and dtype in FLOATING
+            and dtype not in ("float64", "complex128")
+            and loaded.float64_ok
+            and not sample.no_wide
+        )
         reference = _Reference(self, fn, sample, seed) if wide else None
         rec.fwd = {"ops": calls.pairs()}
         self.step("fwd", rec)
@@ -259,22 +326,40 @@ class Executor:
             flat = leaves(tree_in)
             return (out, [flat[i] for i in mutated])
 
-        verdict = _judged(reference, pick(dev_in, dev_out), pick(cpu_in, cpu_out),
-                          lambda ref_in, ref_out: pick(ref_in, ref_out), dtype=dtype, mode=mode, family=family)
+        verdict = _judged(
+            reference,
+            pick(dev_in, dev_out),
+            pick(cpu_in, cpu_out),
+            lambda ref_in, ref_out: pick(ref_in, ref_out),
+            dtype=dtype,
+            mode=mode,
+            family=family,
+        )
         rec.fwd.update(verdict)
         alias_cpu, alias_dev = aliasing(torch, cpu_in, cpu_out), aliasing(torch, dev_in, dev_out)
         if alias_cpu != alias_dev and rec.fwd.get("status") in ("pass", "pass_low_precision", "not_comparable"):
-            rec.fwd.update(status="mismatch", why=f"view aliasing differs: output -> aliased inputs "
-                           f"{alias_dev} on the device, {alias_cpu} on cpu")
-        if sample.tier in LAYOUT_TIERS and mode != "meta" \
-                and rec.fwd.get("status") in ("pass", "pass_low_precision", "not_comparable"):
+            rec.fwd.update(
+                status="mismatch",
+                why=f"view aliasing differs: output -> aliased inputs {alias_dev} on the device, {alias_cpu} on cpu",
+            )
+        if (
+            sample.tier in LAYOUT_TIERS
+            and mode != "meta"
+            and rec.fwd.get("status") in ("pass", "pass_low_precision", "not_comparable")
+        ):
             problem = layout_problem(torch, cpu_out, dev_out)
             if problem:
                 rec.fwd.update(status="mismatch", why=problem)
         xla.mark(rec.fwd)  # xla: a step that ran through the CPU fallback is 'fallback'
         self.localize_if_needed(rec.aten, rec.fwd, fn, sample, seed)
-        if sample.tier is None and loaded.supports_out and cid.endswith("|0") and isinstance(cpu_out, torch.Tensor) \
-                and isinstance(dev_out, torch.Tensor) and not mutated:
+        if (
+            sample.tier is None
+            and loaded.supports_out
+            and cid.endswith("|0")
+            and isinstance(cpu_out, torch.Tensor)
+            and isinstance(dev_out, torch.Tensor)
+            and not mutated
+        ):
             rec.out = self.out_variant(fn, sample, cpu_out, dev_out, seed, dtype, mode, family, rec.aten)
         if not backward:
             return
@@ -373,9 +458,14 @@ class Executor:
                 self.suspect = True
                 continue
             base = key[0].split("::")[1].split(".")[0]
-            verdict = judge((dev_out, []), (cpu_out, []), (ref_out, []) if ref_out is not None else None,
-                            dtype=key[1], mode="meta" if self.device_type == "meta" else "values",
-                            family=family_of({base}, [{t.name for t in func.tags}]))
+            verdict = judge(
+                (dev_out, []),
+                (cpu_out, []),
+                (ref_out, []) if ref_out is not None else None,
+                dtype=key[1],
+                mode="meta" if self.device_type == "meta" else "values",
+                family=family_of({base}, [{t.name for t in func.tags}]),
+            )
             if verdict["status"] in FAILURES:
                 failed[key] = verdict.get("why", "")
         if cap.truncated and not failed:
@@ -416,8 +506,7 @@ class Executor:
             self.seed(seed)
             a_outs = diff_outputs(fn(again[0], *again[1], **again[2]))
             a_leaves = leaves(again)
-            return torch.autograd.grad([a_outs[i] for i in keep], [a_leaves[i] for i in idx_in], gos,
-                                       allow_unused=True)
+            return torch.autograd.grad([a_outs[i] for i in keep], [a_leaves[i] for i in idx_in], gos, allow_unused=True)
 
         recorded = True
         try:
@@ -432,8 +521,11 @@ class Executor:
             try:
                 c_grads, recorded = plain_grads(), False
             except Exception as exc:  # noqa: BLE001
-                rec.bwd = {"status": "no_reference", "why": f"cpu reference backward failed: {first_line(exc)}",
-                           "ops": calls.pairs()}
+                rec.bwd = {
+                    "status": "no_reference",
+                    "why": f"cpu reference backward failed: {first_line(exc)}",
+                    "ops": calls.pairs(),
+                }
                 return
         rec.bwd = bwd = {"ops": calls.pairs()}
         self.step("bwd", rec)
@@ -443,9 +535,12 @@ class Executor:
             d_outs = diff_outputs(dev_out)
             dev_leaves = leaves(dev_in)
             d_inputs = [dev_leaves[i] for i in idx_in]
-            d_grads = torch.autograd.grad([d_outs[i] for i in keep], d_inputs,
-                                          [g.to(d_outs[i].device) for g, i in zip(gos, keep)],  # an output
-                                          allow_unused=True)  # may stay on CPU (to('cpu')): its grad there too
+            d_grads = torch.autograd.grad(
+                [d_outs[i] for i in keep],
+                d_inputs,
+                [g.to(d_outs[i].device) for g, i in zip(gos, keep)],  # an output
+                allow_unused=True,
+            )  # may stay on CPU (to('cpu')): its grad there too
             self.sync()
         except Exception as exc:  # noqa: BLE001
             status, why = classify_exception(exc)
@@ -478,8 +573,9 @@ class Executor:
             except Exception:  # noqa: BLE001 - the recorded bar stands
                 plain = None
             if plain is not None and not identical(named(plain), named(c_grads)):
-                again = _judged(reference, named(d_grads), named(plain), ref_grads, dtype=dtype, mode=mode,
-                                family=family)
+                again = _judged(
+                    reference, named(d_grads), named(plain), ref_grads, dtype=dtype, mode=mode, family=family
+                )
                 if again.get("status") != "mismatch":
                     verdict = again
         bwd.update(verdict)

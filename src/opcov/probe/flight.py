@@ -38,7 +38,7 @@ class Flight:
         data = json.dumps(state, separators=(",", ":")).encode()
         if len(data) > SIZE - _HEAD.size:  # an enormous op list: keep the case, drop the lists
             slim = {k: v for k, v in state.items() if not isinstance(v, dict)}
-            data = json.dumps(slim, separators=(",", ":")).encode()[:SIZE - _HEAD.size]
+            data = json.dumps(slim, separators=(",", ":")).encode()[: SIZE - _HEAD.size]
         ctypes.memmove(self.addr + 8, struct.pack("<dd", time.monotonic(), limit), 16)
         ctypes.memmove(self.addr + _HEAD.size, data, len(data))
         ctypes.memmove(self.addr, struct.pack("<Q", len(data)), 8)

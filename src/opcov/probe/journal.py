@@ -31,16 +31,22 @@ class Journal:
         self.group_errors: dict[str, str] = {}
         if os.path.exists(path):
             if not resume:
-                raise UsageError(f"{path} exists from an interrupted probe; add --resume to continue it, "
-                                 "or delete it to start over")
+                raise UsageError(
+                    f"{path} exists from an interrupted probe; add --resume to continue it, or delete it to start over"
+                )
             old = self._read()
             if old is None:
                 raise UsageError(f"{path}: not a probe journal; delete it to start over")
             if old["settings"] != header["settings"]:
-                diff = sorted(k for k in set(old["settings"]) | set(header["settings"])
-                              if old["settings"].get(k) != header["settings"].get(k))
-                raise UsageError(f"{path} was written by a probe with other settings ({', '.join(diff)}); "
-                                 "run the same command with --resume, or delete the journal to start over")
+                diff = sorted(
+                    k
+                    for k in set(old["settings"]) | set(header["settings"])
+                    if old["settings"].get(k) != header["settings"].get(k)
+                )
+                raise UsageError(
+                    f"{path} was written by a probe with other settings ({', '.join(diff)}); "
+                    "run the same command with --resume, or delete the journal to start over"
+                )
             self.header = old
         else:
             self.header = header

@@ -58,8 +58,7 @@ class Ledger:
             for slot in ("fwd", "bwd"):
                 if rec.status(slot) in FATAL:
                     part = getattr(rec, slot)
-                    self.entries[rec.group] = {"case": rec.case, "status": part["status"],
-                                               "why": part.get("why", "")}
+                    self.entries[rec.group] = {"case": rec.case, "status": part["status"], "why": part.get("why", "")}
                     break
 
     def save(self) -> None:
@@ -76,4 +75,3 @@ class Ledger:
                 os.remove(self.path)
         except OSError:
             pass
-

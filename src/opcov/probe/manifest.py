@@ -63,8 +63,13 @@ class Manifest:
         return None
 
     def provenance(self) -> dict:
-        return {"path": self.path, "backend": self.backend, "sha256": self.sha256,
-                "claims": len(self.claims), "excludes": len(self.excludes)}
+        return {
+            "path": self.path,
+            "backend": self.backend,
+            "sha256": self.sha256,
+            "claims": len(self.claims),
+            "excludes": len(self.excludes),
+        }
 
 
 def load(path: str, backend: str | None = None) -> Manifest:
@@ -119,8 +124,7 @@ def claim_counts(ops: dict, manifest: Manifest) -> dict:
     ``unclaimed_ok``, and ``claimed_not_probed`` (claimed ops no case reached)."""
     from opcov.vocab import PROBED_FAILURES
 
-    out = {"claimed_ok": 0, "claimed_failing": 0, "unclaimed_failing": 0, "unclaimed_ok": 0,
-           "claimed_not_probed": 0}
+    out = {"claimed_ok": 0, "claimed_failing": 0, "unclaimed_failing": 0, "unclaimed_ok": 0, "claimed_not_probed": 0}
     for op, rec in ops.items():
         if not isinstance(rec, dict):
             continue

@@ -23,8 +23,13 @@ from opcov.store import data, layout, lineyaml
 
 def _identity(doc: dict) -> dict:
     b = doc["backend"]
-    return {"backend": b["name"], "package": b["package"], "backend version": b["version"],
-            "torch version": str(doc["provenance"]["torch"]), "schema": doc["schema_version"]}
+    return {
+        "backend": b["name"],
+        "package": b["package"],
+        "backend version": b["version"],
+        "torch version": str(doc["provenance"]["torch"]),
+        "schema": doc["schema_version"],
+    }
 
 
 def merge_files(paths, *, command: str) -> dict:
@@ -49,8 +54,7 @@ def _registered_candidates(paths) -> list[str]:
             folder = os.path.abspath(os.path.join(layout.DEFAULT_COVERAGE, name))
             if name != layout.MODELS and os.path.isdir(folder) and folder not in folders:
                 folders.append(folder)
-    return [f for f in (layout.snapshots(os.path.dirname(d), os.path.basename(d))["registered"]
-                        for d in folders) if f]
+    return [f for f in (layout.snapshots(os.path.dirname(d), os.path.basename(d))["registered"] for d in folders) if f]
 
 
 def core_names(paths, doc: dict) -> set[str]:
@@ -70,9 +74,11 @@ def core_names(paths, doc: dict) -> set[str]:
         core = {n for n, rec in reg["ops"].items() if "core" in (rec.get("tags") or ())}
         if core and (want is None or len(core & set(doc["ops"])) == want):
             return core
-    raise DataError(f"cannot tell which ops are core ATen in torch {version} without importing torch: "
-                    f"no registered file of torch {version} with op tags next to {paths[0]} or under "
-                    f"{layout.DEFAULT_COVERAGE}/<backend>/; write one with 'opcov scan BACKEND' (no device needed)")
+    raise DataError(
+        f"cannot tell which ops are core ATen in torch {version} without importing torch: "
+        f"no registered file of torch {version} with op tags next to {paths[0]} or under "
+        f"{layout.DEFAULT_COVERAGE}/<backend>/; write one with 'opcov scan BACKEND' (no device needed)"
+    )
 
 
 def merge_docs(docs, *, command: str) -> dict:
@@ -82,12 +88,14 @@ def merge_docs(docs, *, command: str) -> dict:
         got = _identity(d)
         for key in want:
             if got[key] != want[key]:
-                raise DataError(f"cannot merge {p} with {first_path}: {key} {got[key]!r} != {want[key]!r} "
-                                "(merge only shards or runs of one backend, torch version and schema)")
+                raise DataError(
+                    f"cannot merge {p} with {first_path}: {key} {got[key]!r} != {want[key]!r} "
+                    "(merge only shards or runs of one backend, torch version and schema)"
+                )
     core = core_names([p for p, _ in docs], first)
     ops = results.merge_ops([d["ops"] for _, d in docs])
     if len(docs) > 1:
-        for n, rec in ops.items():  # shard-specific reasons say less once shards are combined
+        for rec in ops.values():  # shard-specific reasons say less once shards are combined
             if "skipped" in rec and " (shard " in rec["skipped"]:
                 rec["skipped"] = rec["skipped"].split(" (shard ")[0]
     table = results.merge_opinfo([d["summary"].get("opinfo", {}) for _, d in docs])
@@ -107,8 +115,12 @@ def merge_docs(docs, *, command: str) -> dict:
     for key in ("ops", "core"):  # runs of different selections: the first's would misstate the whole
         if len({repr((d["provenance"].get("probe") or {}).get(key)) for _, d in docs}) > 1:
             probe_settings[key] = "merged: differs between the files (see merged_from)"
-    prov.update(created=now_iso(), command=command, probe=probe_settings,
-                merged_from=[f"{p}: {d['provenance']['command']}" for p, d in docs])
+    prov.update(
+        created=now_iso(),
+        command=command,
+        probe=probe_settings,
+        merged_from=[f"{p}: {d['provenance']['command']}" for p, d in docs],
+    )
     return {
         "schema_version": first["schema_version"],
         "evidence": "probed",

@@ -79,8 +79,13 @@ class Pool:
     def start(self, slot: _Slot) -> None:
         parent, child = self.ctx.Pipe()
         slot.log = os.path.join(self.logdir, f"worker{slot.index}.log")
-        cfg = dict(self.config, log=slot.log, worker_index=slot.index, timeout=self.timeout,
-                   group_timeout=max(self.timeout, GROUP_TIMEOUT_MIN))
+        cfg = dict(
+            self.config,
+            log=slot.log,
+            worker_index=slot.index,
+            timeout=self.timeout,
+            group_timeout=max(self.timeout, GROUP_TIMEOUT_MIN),
+        )
         slot.flight = Flight(ctx=self.ctx)
         slot.proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
         slot.proc.start()
@@ -211,8 +216,10 @@ class Pool:
             name = self.config["backend"]
             tail = self._log_tail(slot)
             self.kill(slot)
-            raise ProbeError(f"smoke test on {name} failed ({msg[1]})" + (f"; worker log: {tail}" if tail
-                                                                          and tail not in msg[1] else ""))
+            raise ProbeError(
+                f"smoke test on {name} failed ({msg[1]})"
+                + (f"; worker log: {tail}" if tail and tail not in msg[1] else "")
+            )
         elif kind == "group":
             slot.generated = True  # samples exist; a death from here on is a case's, or between cases
             slot.case_ids = msg[2]
@@ -304,8 +311,10 @@ class Pool:
             tail = self._log_tail(slot)
             self.kill(slot)
             if not self.ever_ready:
-                raise ProbeError(f"smoke test on {self.config['backend']} crashed ({_signal_name(code)})"
-                                 + (f"; worker log: {tail}" if tail else ""))
+                raise ProbeError(
+                    f"smoke test on {self.config['backend']} crashed ({_signal_name(code)})"
+                    + (f"; worker log: {tail}" if tail else "")
+                )
             self.restarts += 1
             return
         why = f"worker died: {_signal_name(code)}"

@@ -48,10 +48,14 @@ class Progress:
         return f"{int(left // 60)}m{int(left % 60):02d}s"
 
     def line(self) -> str:
-        counts = " ".join([f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s]]
-                          + ([f"{AFTER_CRASH.short} {self.not_run}"] if self.not_run else []))
-        return (f"{self.done}/{self.total} groups, {self.cases} cases, "
-                f"{int(time.monotonic() - self.t0)}s, ETA {self._eta()}" + (f" | {counts}" if counts else ""))
+        counts = " ".join(
+            [f"{s} {self.counts[s]}" for s in STATUSES if self.counts[s]]
+            + ([f"{AFTER_CRASH.short} {self.not_run}"] if self.not_run else [])
+        )
+        return (
+            f"{self.done}/{self.total} groups, {self.cases} cases, "
+            f"{int(time.monotonic() - self.t0)}s, ETA {self._eta()}" + (f" | {counts}" if counts else "")
+        )
 
     def show(self, force: bool = False) -> None:
         now = time.monotonic()

@@ -47,10 +47,16 @@ def _mode_class(name: str, dispatch):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             return dispatch(self.state, func, args, kwargs or {})
 
-        cls = _MODES[name] = type(name, (TorchDispatchMode,), {
-            "__init__": __init__, "__torch_dispatch__": __torch_dispatch__,
-            # eager only: no dynamo-disabling wrapper around every dispatched call
-            "_should_skip_dynamo": classmethod(lambda cls: False)})
+        cls = _MODES[name] = type(
+            name,
+            (TorchDispatchMode,),
+            {
+                "__init__": __init__,
+                "__torch_dispatch__": __torch_dispatch__,
+                # eager only: no dynamo-disabling wrapper around every dispatched call
+                "_should_skip_dynamo": classmethod(lambda cls: False),
+            },
+        )
     return cls
 
 
@@ -74,6 +80,7 @@ class Calls:
     def tags_about(self, bases) -> list[set]:
         """The tag names of each call of an op whose base name is in ``bases`` ('mul'), or of every
         call when none is."""
+
         def base(name):
             return name.split("::", 1)[1].split(".", 1)[0]
 

@@ -24,8 +24,10 @@ from opcov.tracing.trace import _default_loss
 TRACE_PREFIX = "trace."
 MAX_CALLS_PER_KEY = 2
 # CPU-only kernels and host-side metadata ops: a device never receives them.
-EXCLUDE = re.compile(r"cpu|mkldnn|nnpack|^aten::sym_|^aten::_local_scalar_dense$|^aten::detach$|"
-                     r"^aten::lift_fresh$|^aten::_to_copy$|^aten::copy_$|^aten::empty")
+EXCLUDE = re.compile(
+    r"cpu|mkldnn|nnpack|^aten::sym_|^aten::_local_scalar_dense$|^aten::detach$|"
+    r"^aten::lift_fresh$|^aten::_to_copy$|^aten::copy_$|^aten::empty"
+)
 
 
 def zoo_names() -> dict:
@@ -83,7 +85,7 @@ def capture(name: str):
 
 def load(group: dict):
     """The Loaded group of a ``trace.<model>`` source: one sample per captured call."""
-    name = group["source"][len(TRACE_PREFIX):]
+    name = group["source"][len(TRACE_PREFIX) :]
     samples = []
     for func, args, kwargs in capture(name):
         samples.append(op_call(func, args, kwargs))

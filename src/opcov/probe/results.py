@@ -59,12 +59,15 @@ def _blame(aten, part: dict, ops: list) -> tuple[list, str | None]:
         return ops, "sole: the only overload the case dispatched"
     loc = part.get("localized")
     if loc and loc["failed"]:
-        return ([tuple(p) for p in loc["failed"]],
-                f"localized: of its {loc['replayed']} op calls replayed one at a time on the device, "
-                f"{'only this one' if len(loc['failed']) == 1 else 'only these'} failed")
+        return (
+            [tuple(p) for p in loc["failed"]],
+            f"localized: of its {loc['replayed']} op calls replayed one at a time on the device, "
+            f"{'only this one' if len(loc['failed']) == 1 else 'only these'} failed",
+        )
     if loc and ops:
-        return ops, (f"composition: each of its {loc['replayed']} op calls passes alone on the device; "
-                     "together they fail")
+        return ops, (
+            f"composition: each of its {loc['replayed']} op calls passes alone on the device; together they fail"
+        )
     if ops:
         return ops, f"ambiguous: one of the {len(ops)} overloads the case dispatched"
     return [], None
@@ -84,10 +87,26 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None) -> dict:
     """One case's result in one slot. A case not run after its group's crash (``after_crash``) is
     counted there alone: not a case, not a failure; it never represents the cell (``_key``)."""
     if part.get("after_crash"):
-        return {"status": part["status"], "case": rec.case, "cases": 0, "fails": 0, "strides": 0,
-                "unpinned": 0, "after_crash": 1, "not_run": True, "samples": [rec.source]}
-    e = {"status": part["status"], "case": rec.case, "cases": 1, "fails": int(part["status"] in FAILURES),
-         "strides": 1 if part.get("strides") else 0, "after_crash": 0, "samples": [rec.source]}
+        return {
+            "status": part["status"],
+            "case": rec.case,
+            "cases": 0,
+            "fails": 0,
+            "strides": 0,
+            "unpinned": 0,
+            "after_crash": 1,
+            "not_run": True,
+            "samples": [rec.source],
+        }
+    e = {
+        "status": part["status"],
+        "case": rec.case,
+        "cases": 1,
+        "fails": int(part["status"] in FAILURES),
+        "strides": 1 if part.get("strides") else 0,
+        "after_crash": 0,
+        "samples": [rec.source],
+    }
     for k in ("err", "tol", "why"):
         if k in part:
             e[k] = part[k]
@@ -174,8 +193,14 @@ def from_cell(cell: dict) -> dict:
     for slot, pre in SLOTS.values():
         if slot not in cell:
             continue
-        e = {"status": cell[slot], "samples": list(cell.get("samples", ())), "strides": 0, "fails": 0,
-             "unpinned": 0, "after_crash": 0}
+        e = {
+            "status": cell[slot],
+            "samples": list(cell.get("samples", ())),
+            "strides": 0,
+            "fails": 0,
+            "unpinned": 0,
+            "after_crash": 0,
+        }
         for k in SLOT_KEYS:
             if pre + k in cell:
                 e[k] = cell[pre + k]
@@ -232,6 +257,7 @@ def merge_ops(docs_ops) -> dict:
 
 # ---------------------------------------------------------------- per OpInfo
 
+
 def opinfo_table(records, group_errors) -> dict:
     """{OpInfo id: {dtype: "fwd/bwd/cases"}}: the worst fwd and bwd status of each group's plain
     cases (its input tiers are counted per cell), and the cases run (not those left after a crash)."""
@@ -268,6 +294,7 @@ def merge_opinfo(tables) -> dict:
 
 # ---------------------------------------------------------------- summary
 
+
 def _order(counter) -> dict:
     return {s: counter[s] for s in STATUSES if counter.get(s)}
 
@@ -289,10 +316,17 @@ def summarize(ops: dict, opinfo: dict, core_names) -> dict:
         bcells = Counter(c["bwd"] for n in probed for c in ops[n].values() if "bwd" in c)
         tcells = {t: _order(Counter(c[t] for n in probed for c in ops[n].values() if t in c)) for t in INPUT_TIERS}
         why = Counter(str(ops[n]["skipped"]) for n in names if "skipped" in ops[n])
-        return {"overloads": len(names), "probed": len(probed), "skipped": len(names) - len(probed),
-                "skipped_by": {w: why[w] for w in sorted(why, key=lambda w: (RANK_SKIP.get(w, len(RANK_SKIP)), w))},
-                "fwd": _order(fwd), "bwd": _order(bwd), "cells_fwd": _order(cells),
-                "cells_bwd": _order(bcells), "cells_tiers": {t: c for t, c in tcells.items() if c}}
+        return {
+            "overloads": len(names),
+            "probed": len(probed),
+            "skipped": len(names) - len(probed),
+            "skipped_by": {w: why[w] for w in sorted(why, key=lambda w: (RANK_SKIP.get(w, len(RANK_SKIP)), w))},
+            "fwd": _order(fwd),
+            "bwd": _order(bwd),
+            "cells_fwd": _order(cells),
+            "cells_bwd": _order(bcells),
+            "cells_tiers": {t: c for t, c in tcells.items() if c},
+        }
 
     aten = [n for n in ops if n.startswith("aten::")]
     core = [n for n in aten if n in core_names]
@@ -311,10 +345,15 @@ def summarize(ops: dict, opinfo: dict, core_names) -> dict:
             if b != "-":
                 cases_b[b] += 1
     return {
-        "aten": section(aten), "core": section(core), "other_namespaces": section(other),
+        "aten": section(aten),
+        "core": section(core),
+        "other_namespaces": section(other),
         "dtypes": {dk: _order(c) for dk, c in sorted(per_dtype.items())},
         "cases": total,
-        "opinfo_groups": {"count": sum(len(d) for d in opinfo.values()), "fwd": _order(cases_f),
-                          "bwd": _order(cases_b)},
+        "opinfo_groups": {
+            "count": sum(len(d) for d in opinfo.values()),
+            "fwd": _order(cases_f),
+            "bwd": _order(cases_b),
+        },
         "opinfo": opinfo,
     }

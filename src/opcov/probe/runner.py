@@ -33,9 +33,27 @@ def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jobs=1, timeout=60.0,
-          shard=None, resume=False, command="", stream=None, traces=(), exhaustive=False,
-          tiers=(), schema=True, manifest=None, all_samples=False) -> tuple[dict, dict]:
+def probe(
+    backend,
+    *,
+    out: str,
+    pattern=None,
+    core=False,
+    dtypes,
+    directions,
+    jobs=1,
+    timeout=60.0,
+    shard=None,
+    resume=False,
+    command="",
+    stream=None,
+    traces=(),
+    exhaustive=False,
+    tiers=(),
+    schema=True,
+    manifest=None,
+    all_samples=False,
+) -> tuple[dict, dict]:
     """Run the probe; return (document, run figures). The document is also written to ``out``.
 
     ``out`` and its journal are checked before any worker starts; a journal this run made is removed
@@ -50,8 +68,12 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
     # this process's own (the backend, the catalogue, the case selection) instead of following them.
     # Each worker picks device (its index mod the device count) itself: the parent never starts it.
-    config = {"backend": backend.name, "device_type": backend.device_type, "module": backend.module,
-              "threads": 1}  # OpInfo samples are small: intra-op threads cost more than they give
+    config = {
+        "backend": backend.name,
+        "device_type": backend.device_type,
+        "module": backend.module,
+        "threads": 1,
+    }  # OpInfo samples are small: intra-op threads cost more than they give
     t0 = time.monotonic()
     pool = Pool(config, jobs, timeout, exhaustive)
     pool.start(pool.slots[0])
@@ -62,20 +84,35 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         core_bases = {op.base for op in catalog.core} if core else None
         facts = disposition.intrinsic(torch, catalog)
         schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
-        groups = cases.select_groups(pattern, core_bases=core_bases, dtypes=dtypes, directions=directions,
-                                     shard=shard, traces=traces, tiers=tiers, schema_ops=schema_ops,
-                                     all_samples=all_samples)
+        groups = cases.select_groups(
+            pattern,
+            core_bases=core_bases,
+            dtypes=dtypes,
+            directions=directions,
+            shard=shard,
+            traces=traces,
+            tiers=tiers,
+            schema_ops=schema_ops,
+            all_samples=all_samples,
+        )
         settings = {
-            "backend": backend.name, "module": backend.module, "torch": str(torch.__version__),
-            "dtypes": list(dtypes), "directions": list(directions), "ops": pattern, "core": bool(core),
-            "shard": f"{shard[0]}/{shard[1]}" if shard else None, "timeout": timeout,
-            "traces": list(traces), "exhaustive": bool(exhaustive), "tiers": list(tiers),
+            "backend": backend.name,
+            "module": backend.module,
+            "torch": str(torch.__version__),
+            "dtypes": list(dtypes),
+            "directions": list(directions),
+            "ops": pattern,
+            "core": bool(core),
+            "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "timeout": timeout,
+            "traces": list(traces),
+            "exhaustive": bool(exhaustive),
+            "tiers": list(tiers),
             "schema": bool(schema),
         }
         if all_samples:  # only when set: a journal from before the option resumes as it was
             settings["all_samples"] = True
-        journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command},
-                          resume)
+        journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command}, resume)
         done_ids: dict[str, set] = {}
         for cid, rec in journal.records.items():
             done_ids.setdefault(rec.group, set()).add(cid)
@@ -86,11 +123,13 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
         pending = collections.deque(g.as_dict() for g in sorted(todo, key=lambda g: g.id not in first))
         progress = Progress(len(groups), len(groups) - len(pending), stream)
         if resume and journal.records:
-            progress.note(f"resuming: {len(journal.records)} cases and {len(finished)} groups already in "
-                          f"{journal.path}")
+            progress.note(
+                f"resuming: {len(journal.records)} cases and {len(finished)} groups already in {journal.path}"
+            )
         if first:
-            progress.note(f"{len(first)} group(s) known to crash or hang on this backend version run first "
-                          f"({ledger.path})")
+            progress.note(
+                f"{len(first)} group(s) known to crash or hang on this backend version run first ({ledger.path})"
+            )
         if pending:
             pool.run(pending, done_ids, journal, progress)
     except BaseException:  # a failed start, a usage error, Ctrl-C
@@ -110,18 +149,23 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
     run_s = time.monotonic() - t0
     records = list(journal.records.values())
     universe = [op.name for op in catalog]
-    reasons = disposition.Dispositions(facts, disposition.functional_forms(torch, catalog),
-                                       cases.named_bases(), {g.source for g in groups},
-                                       {n for g in groups for n in g.ops},
-                                       manifest.excluded if manifest is not None else None)
+    reasons = disposition.Dispositions(
+        facts,
+        disposition.functional_forms(torch, catalog),
+        cases.named_bases(),
+        {g.source for g in groups},
+        {n for g in groups for n in g.ops},
+        manifest.excluded if manifest is not None else None,
+    )
     ops = results.build_ops(records, universe, reasons.record)
     table = results.opinfo_table(records, journal.group_errors)
     doc = {
         "schema_version": 1,
         "evidence": "probed",
         "backend": _backend_doc(backend),
-        "provenance": provenance(torch, backend, catalog, journal.header, "; ".join(sorted(pool.devices)), groups,
-                                 settings),
+        "provenance": provenance(
+            torch, backend, catalog, journal.header, "; ".join(sorted(pool.devices)), groups, settings
+        ),
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,
     }
@@ -131,18 +175,30 @@ def probe(backend, *, out: str, pattern=None, core=False, dtypes, directions, jo
     try:
         data.save(doc, out)
     except OpcovError as exc:  # the journal holds every case: --resume writes the file without rerunning
-        raise OpcovError(f"{exc}; the results are kept in {journal.path}: run the same command with "
-                         "--resume to write them") from None
+        raise OpcovError(
+            f"{exc}; the results are kept in {journal.path}: run the same command with --resume to write them"
+        ) from None
     os.remove(journal.path)
-    figures = {"wall_s": time.monotonic() - t0, "run_s": run_s, "cases_run": progress.cases, "restarts": pool.restarts,
-               "groups": len(groups), "start_s": (pool.ready_at - t0) if pool.ready_at else None}
+    figures = {
+        "wall_s": time.monotonic() - t0,
+        "run_s": run_s,
+        "cases_run": progress.cases,
+        "restarts": pool.restarts,
+        "groups": len(groups),
+        "start_s": (pool.ready_at - t0) if pool.ready_at else None,
+    }
     return doc, figures
 
 
 def _backend_doc(backend) -> dict:
     """The probed file's ``backend`` mapping."""
-    return {"name": backend.name, "device_type": backend.device_type, "dispatch_key": backend.dispatch_key,
-            "package": backend.package or "torch", "version": backend.installed_version() or "unknown"}
+    return {
+        "name": backend.name,
+        "device_type": backend.device_type,
+        "dispatch_key": backend.dispatch_key,
+        "package": backend.package or "torch",
+        "version": backend.installed_version() or "unknown",
+    }
 
 
 NOTES_ALWAYS = [
@@ -166,19 +222,29 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
 
     notes = list(NOTES_ALWAYS)
     if settings["schema"]:
-        notes.append(f"schema cases: one case per functional aten overload at {', '.join(schemacases.SCHEMA_DTYPES)}, "
-                     "inputs made from its schema (small tensors, integers and shapes chosen by argument name; "
-                     "the first candidate CPU accepts), forward only, samples 'schema.<k>'; an overload no "
-                     "candidate runs on CPU is skipped as schema_no_case")
+        notes.append(
+            f"schema cases: one case per functional aten overload at {', '.join(schemacases.SCHEMA_DTYPES)}, "
+            "inputs made from its schema (small tensors, integers and shapes chosen by argument name; "
+            "the first candidate CPU accepts), forward only, samples 'schema.<k>'; an overload no "
+            "candidate runs on CPU is skipped as schema_no_case"
+        )
     if settings["tiers"]:
-        each = ("a harder case of every sample it changes (--all-samples)" if settings.get("all_samples")
-                else "one harder case per OpInfo x dtype each")
-        notes.append(f"input tiers ({', '.join(settings['tiers'])}): {each}, "
-                     "forward only, its status in a cell key of its own; in the layout tiers an output's memory "
-                     "format is judged where CPU keeps a non-contiguous one")
+        each = (
+            "a harder case of every sample it changes (--all-samples)"
+            if settings.get("all_samples")
+            else "one harder case per OpInfo x dtype each"
+        )
+        notes.append(
+            f"input tiers ({', '.join(settings['tiers'])}): {each}, "
+            "forward only, its status in a cell key of its own; in the layout tiers an output's memory "
+            "format is judged where CPU keeps a non-contiguous one"
+        )
     if backend.name == "cpu":
-        notes.insert(0, "harness self-test: a cpu probe runs the device side on CPU too, so it tests opcov's "
-                        "probe and shows CPU's dtype support; it is not a rival backend's score")
+        notes.insert(
+            0,
+            "harness self-test: a cpu probe runs the device side on CPU too, so it tests opcov's "
+            "probe and shows CPU's dtype support; it is not a rival backend's score",
+        )
     if backend.name == "meta":
         notes.insert(0, "meta tensors have no values: shape, dtype and stride are compared, nothing else")
     notes += xla.provenance_notes(backend.name)
@@ -189,27 +255,42 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
         "opcov": __version__,
         "created": header["created"],
         "command": header["command"],
-        "host": {"platform": platform.platform(terse=True), "machine": platform.machine(),
-                 "python": platform.python_version()},
+        "host": {
+            "platform": platform.platform(terse=True),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
         "device": device or "unknown (no worker started)",
         "catalog_modules": list(catalog.modules),
         "mode": "eager",
         "settings": _backends.settings(backend, torch),
         "probe": {
-            "dtypes": settings["dtypes"], "directions": settings["directions"],
-            "ops": settings["ops"], "core": settings["core"], "shard": settings["shard"] or "all",
-            "timeout_s": settings["timeout"], "exhaustive": settings["exhaustive"], "tiers": settings["tiers"],
-            "all_samples": bool(settings.get("all_samples")), "schema": settings["schema"],
-            "case_source": {"opinfo_lists": cases.list_counts(), "opinfos": len({g.source for g in groups
-                                                                                  if not g.source.startswith((cases.CANARY_PREFIX, "trace."))}),
-                            "groups": len(groups), "canary_groups": n_canary,
-                            "trace_groups": n_trace, "traces": settings["traces"],
-                            "schema_groups": sum(bool(g.ops) for g in groups),
-                            "schema_ops": len({n for g in groups for n in g.ops})},
-            "tolerances": {"per_dtype_rtol_atol": {k: list(v) for k, v in TOLERANCES.items()},
-                           "cpu_margin": CPU_MARGIN,
-                           "usable_rtol_atol": {f: {d: list(v) for d, v in t.items()} for f, t in USABLE.items()},
-                           "usable_scaled": list(SCALED_FAMILIES)},
+            "dtypes": settings["dtypes"],
+            "directions": settings["directions"],
+            "ops": settings["ops"],
+            "core": settings["core"],
+            "shard": settings["shard"] or "all",
+            "timeout_s": settings["timeout"],
+            "exhaustive": settings["exhaustive"],
+            "tiers": settings["tiers"],
+            "all_samples": bool(settings.get("all_samples")),
+            "schema": settings["schema"],
+            "case_source": {
+                "opinfo_lists": cases.list_counts(),
+                "opinfos": len({g.source for g in groups if not g.source.startswith((cases.CANARY_PREFIX, "trace."))}),
+                "groups": len(groups),
+                "canary_groups": n_canary,
+                "trace_groups": n_trace,
+                "traces": settings["traces"],
+                "schema_groups": sum(bool(g.ops) for g in groups),
+                "schema_ops": len({n for g in groups for n in g.ops}),
+            },
+            "tolerances": {
+                "per_dtype_rtol_atol": {k: list(v) for k, v in TOLERANCES.items()},
+                "cpu_margin": CPU_MARGIN,
+                "usable_rtol_atol": {f: {d: list(v) for d, v in t.items()} for f, t in USABLE.items()},
+                "usable_scaled": list(SCALED_FAMILIES),
+            },
         },
         "notes": notes,
     }

@@ -12,8 +12,20 @@ from dataclasses import dataclass
 class Sample:
     """What a case runs: ``fn(input, *args, **kwargs)``, plus OpInfo's grad post-processing."""
 
-    __slots__ = ("input", "args", "kwargs", "output_process_fn_grad", "fn", "aten", "host_leaves", "tier",
-                 "keep_layout", "device_kw", "no_wide", "unset")
+    __slots__ = (
+        "input",
+        "args",
+        "kwargs",
+        "output_process_fn_grad",
+        "fn",
+        "aten",
+        "host_leaves",
+        "tier",
+        "keep_layout",
+        "device_kw",
+        "no_wide",
+        "unset",
+    )
 
     def __init__(self, input, args, kwargs, output_process_fn_grad=None):
         self.input, self.args, self.kwargs = input, args, kwargs

@@ -29,8 +29,10 @@ SCHEMA_DTYPES = ("float32",)  # dtypes schema cases are made at (those among the
 # Tensor argument shapes tried in turn (the first the CPU kernel accepts wins).
 SHAPES = ((3, 4), (4, 4), (2, 3, 4, 5), (4,), (2, 4, 4), (2, 3, 4), ())
 FALLBACK_DTYPE = "int64"  # tried when no candidate at the group's dtype runs (bitwise ops...)
-INDEX_NAMES = re.compile(r"^(index|indices|target|targets|labels|offsets|lengths|idx|argmax|"
-                         r"indices_.*|.*_indices|.*_index|repeats|batch_sizes|counts)$")
+INDEX_NAMES = re.compile(
+    r"^(index|indices|target|targets|labels|offsets|lengths|idx|argmax|"
+    r"indices_.*|.*_indices|.*_index|repeats|batch_sizes|counts)$"
+)
 MASK_NAMES = re.compile(r"mask")
 # Overloads never made from a schema: they change process-wide state, wait on other processes or
 # read uninitialised memory by design (judged nothing), or crash CPU itself on small made-up inputs
@@ -53,7 +55,8 @@ EXCLUDE = re.compile(
     # these crash CPU itself (SIGSEGV, SIGFPE) on made-up inputs in torch 2.13 (found by trying each)
     r"_batch_norm|batch_norm|native_batch_norm|_native_batch_norm|_convert_indices|_transform_bias_rescale|"
     # functorch internals (one asks for 256 GiB on made-up inputs); a helper that reads unset memory
-    r"_add_batch_dim|_remove_batch_dim|_vmap|_compute_linear_combination)")
+    r"_add_batch_dim|_remove_batch_dim|_vmap|_compute_linear_combination)"
+)
 
 
 def targets(torch, catalog, facts: dict) -> list[str]:
@@ -64,8 +67,9 @@ def targets(torch, catalog, facts: dict) -> list[str]:
     for op in catalog:
         if op.namespace != "aten" or op.name in facts or EXCLUDE.search(op.name):
             continue
-        if {"out", "inplace", "mutating", "inplace_view", "dynamic_output_shape",
-            "data_dependent_output"} & set(op.tags):
+        if {"out", "inplace", "mutating", "inplace_view", "dynamic_output_shape", "data_dependent_output"} & set(
+            op.tags
+        ):
             continue
         try:
             schema = _overload(torch, op.name)._schema
@@ -116,13 +120,33 @@ def _kind(t) -> str:
             return "Tensor?[]"
         inner = _kind(e)
         return inner + "[]" if inner in ("Tensor", "int", "float", "bool", "Scalar") else str(t)
-    return {"TensorType": "Tensor", "IntType": "int", "SymIntType": "int", "FloatType": "float",
-            "BoolType": "bool", "NumberType": "Scalar", "ScalarTypeType": "ScalarType",
-            "DeviceObjType": "Device"}.get(k, str(t))
+    return {
+        "TensorType": "Tensor",
+        "IntType": "int",
+        "SymIntType": "int",
+        "FloatType": "float",
+        "BoolType": "bool",
+        "NumberType": "Scalar",
+        "ScalarTypeType": "ScalarType",
+        "DeviceObjType": "Device",
+    }.get(k, str(t))
 
 
-MAKEABLE = ("Tensor", "Tensor[]", "Tensor?[]", "int", "int[]", "float", "float[]", "bool", "bool[]", "Scalar",
-            "Scalar[]", "ScalarType", "optional")
+MAKEABLE = (
+    "Tensor",
+    "Tensor[]",
+    "Tensor?[]",
+    "int",
+    "int[]",
+    "float",
+    "float[]",
+    "bool",
+    "bool[]",
+    "Scalar",
+    "Scalar[]",
+    "ScalarType",
+    "optional",
+)
 
 
 def _makeable(a) -> bool:
@@ -140,6 +164,7 @@ def _supported(a) -> bool:
 
 
 # ---------------------------------------------------------------- making inputs (worker side)
+
 
 def _tensor(torch, name: str, shape, dtype, gen):
     if INDEX_NAMES.match(name):
@@ -175,8 +200,24 @@ def _int(name: str, shape, variant: int):
         return (0, -1)[variant % 2] if shape else 0
     if name in ("dim1", "end_dim", "axis1", "dst_dim"):
         return -1 if shape else 0
-    if name in ("groups", "step", "stride", "dilation", "size", "repeats", "chunks", "sections",
-                "split_size", "n", "k", "N", "M", "num_groups", "diagonal_offset", "window_length"):
+    if name in (
+        "groups",
+        "step",
+        "stride",
+        "dilation",
+        "size",
+        "repeats",
+        "chunks",
+        "sections",
+        "split_size",
+        "n",
+        "k",
+        "N",
+        "M",
+        "num_groups",
+        "diagonal_offset",
+        "window_length",
+    ):
         return 1 if name in ("groups", "num_groups") else 2
     return (1, 0)[variant % 2]
 
@@ -278,8 +319,10 @@ def reads_unset(torch, func, args, kwargs, out, seed: int) -> bool:
     seed, and must give the same values each time (NaN where NaN). A kernel that takes an
     argument of the wrong shape without checking (``_weight_norm_interface``'s ``g`` the shape of
     ``v``) fills part of an output and leaves the rest as it found it."""
-    sizes = sorted({t.untyped_storage().nbytes() for t in _tensors(torch, (out, args, kwargs))
-                    if t.layout == torch.strided}, reverse=True)
+    sizes = sorted(
+        {t.untyped_storage().nbytes() for t in _tensors(torch, (out, args, kwargs)) if t.layout == torch.strided},
+        reverse=True,
+    )
     for byte in POISON:
         blocks = [torch.full((n,), byte, dtype=torch.uint8) for n in sizes for _ in range(2)]
         del blocks
@@ -352,7 +395,8 @@ def load(group: dict) -> Loaded:
             s.device_kw = device_kw
             s.unset = unset
             # a ScalarType argument (view.dtype, _to_copy) means other things on float64 inputs
-            s.no_wide = any(_kind(a.real_type) == "ScalarType" and not a.has_default_value()
-                            for a in func._schema.arguments)
+            s.no_wide = any(
+                _kind(a.real_type) == "ScalarType" and not a.has_default_value() for a in func._schema.arguments
+            )
             samples.append(s)
     return Loaded(None, samples, (), False, True, False)

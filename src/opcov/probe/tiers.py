@@ -50,8 +50,9 @@ def harder(tier: str, sample: Sample) -> Sample | None:
 
     leaves, spec = pytree.tree_flatten((sample.input, sample.args, sample.kwargs))
     host = sample.host_leaves
-    mine = [i for i, x in enumerate(leaves)
-            if isinstance(x, torch.Tensor) and i not in host and x.layout == torch.strided]
+    mine = [
+        i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor) and i not in host and x.layout == torch.strided
+    ]
     lead = next((leaves[i].size(0) for i in mine if leaves[i].dim() >= 1 and leaves[i].size(0) > 0), None)
     changed = False
     for i in mine:
@@ -75,7 +76,7 @@ def _special(torch, t, lead):
     v = t.clone(memory_format=torch.contiguous_format)
     flat = v.view(-1)
     info = torch.finfo(t.dtype)
-    for i, x in enumerate((SPECIAL_VALUES + (info.max, -info.max, info.tiny))[:flat.numel()]):
+    for i, x in enumerate((SPECIAL_VALUES + (info.max, -info.max, info.tiny))[: flat.numel()]):
         flat[i] = x
     return v
 

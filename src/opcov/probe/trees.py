@@ -10,7 +10,6 @@ are pytree's exactly.
 
 from __future__ import annotations
 
-
 _pytree = None  # torch.utils._pytree, imported on first use (this module is imported without torch)
 
 

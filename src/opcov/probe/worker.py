@@ -28,9 +28,13 @@ class Worker:
     def __init__(self, conn, config: dict, flight=None):
         self.conn, self.config = conn, config
         self.flight = flight  # the case in flight, for the parent (None: nobody is watching)
-        self.executor = Executor(config["device_type"], config.get("device"),
-                                 worker_index=int(config.get("worker_index", 0)), flight=flight,
-                                 timeout=float(config.get("timeout") or 60.0))
+        self.executor = Executor(
+            config["device_type"],
+            config.get("device"),
+            worker_index=int(config.get("worker_index", 0)),
+            flight=flight,
+            timeout=float(config.get("timeout") or 60.0),
+        )
 
     def send(self, *msg) -> None:
         self.conn.send(msg)
@@ -153,8 +157,9 @@ def _load_backend(torch, module: str, device_type: str) -> None:
     try:
         torch.device(device_type)
     except RuntimeError:
-        raise RuntimeError(f"importing {module} registered no device type {device_type!r}: "
-                           "the backend found no device on this machine") from None
+        raise RuntimeError(
+            f"importing {module} registered no device type {device_type!r}: the backend found no device on this machine"
+        ) from None
 
 
 def _die_with_parent() -> None:

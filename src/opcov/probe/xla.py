@@ -89,8 +89,10 @@ def mark(part: dict | None) -> None:
     if part.get("status") in RAN:
         was = part["status"]
         part["status"] = "fallback"
-        part["why"] = (f"ran through PyTorch/XLA's CPU fallback ({', '.join(fell)}); "
-                       f"the values {'pass' if was.startswith('pass') else 'were not comparable'}")[:300]
+        part["why"] = (
+            f"ran through PyTorch/XLA's CPU fallback ({', '.join(fell)}); "
+            f"the values {'pass' if was.startswith('pass') else 'were not comparable'}"
+        )[:300]
 
 
 def alias_key(t):
@@ -122,11 +124,13 @@ def provenance_notes(backend_name: str) -> list:
     """What a probed file of xla says about how it was run."""
     if backend_name != DEVICE_TYPE:
         return []
-    return [f"PyTorch/XLA: at most {max_samples()} samples per OpInfo and dtype ({MAX_SAMPLES_ENV}); "
-            "every device step ends with torch_xla.sync(), so a lowering or compile error is the step's own",
-            "PyTorch/XLA's CPU fallback is counted per op (torch_xla.debug.metrics.executed_fallback_ops, "
-            "read at each sync): a step that ran with an op through it is 'fallback', naming the ops, never "
-            "'pass' (aten::_local_scalar_dense, the host read of item(), is not counted)",
-            "XLA tensors have no storage: view aliasing is judged from _is_view()/_base on the device and on "
-            "CPU alike (which input an output is a view of, or the input itself for an in-place op); storage "
-            "shared without an autograd view (detach, _unsafe_view) is not judged"]
+    return [
+        f"PyTorch/XLA: at most {max_samples()} samples per OpInfo and dtype ({MAX_SAMPLES_ENV}); "
+        "every device step ends with torch_xla.sync(), so a lowering or compile error is the step's own",
+        "PyTorch/XLA's CPU fallback is counted per op (torch_xla.debug.metrics.executed_fallback_ops, "
+        "read at each sync): a step that ran with an op through it is 'fallback', naming the ops, never "
+        "'pass' (aten::_local_scalar_dense, the host read of item(), is not counted)",
+        "XLA tensors have no storage: view aliasing is judged from _is_view()/_base on the device and on "
+        "CPU alike (which input an output is a view of, or the input itself for an in-place op); storage "
+        "shared without an autograd view (detach, _unsafe_view) is not judged",
+    ]

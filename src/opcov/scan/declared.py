@@ -39,16 +39,21 @@ YAML_SOURCE = "aten/src/ATen/native/native_functions.yaml"  # where torchgen's p
 
 # What torch's source registers as the key's boxed fallback (not read here: no build holds it).
 FALLBACKS = {
-    "MPS": {"present": True, "kind": "cpu", "source": "aten/src/ATen/mps/MPSFallback.mm",
-            "note": "MPS's boxed fallback (aten/src/ATen/mps/MPSFallback.mm, as torch's source registers it) "
-                    "raises for every op without an MPS kernel unless PYTORCH_ENABLE_MPS_FALLBACK=1, which "
-                    "runs it on the CPU; a few ops go to the CPU always (that file's list is not read)"},
+    "MPS": {
+        "present": True,
+        "kind": "cpu",
+        "source": "aten/src/ATen/mps/MPSFallback.mm",
+        "note": "MPS's boxed fallback (aten/src/ATen/mps/MPSFallback.mm, as torch's source registers it) "
+        "raises for every op without an MPS kernel unless PYTORCH_ENABLE_MPS_FALLBACK=1, which "
+        "runs it on the CPU; a few ops go to the CPU always (that file's list is not read)",
+    },
 }
 # The test-suite file of a key, relative to the torch package.
 TEST_LISTS = {"MPS": os.path.join("testing", "_internal", "common_mps.py")}
 
 
 # ---------------------------------------------------------------- native_functions.yaml
+
 
 @dataclass(frozen=True)
 class Declarations:
@@ -73,8 +78,10 @@ def torchgen_kernels(key: str, yaml_dir: str | None = None) -> Declarations:
     try:
         dispatch_key = DispatchKey.parse(key)
     except (AssertionError, KeyError, AttributeError):
-        raise UsageError(f"dispatch key {key!r} is not one torchgen knows: native_functions.yaml declares "
-                         "nothing for it (an out-of-tree PrivateUse1 backend needs a registered scan)") from None
+        raise UsageError(
+            f"dispatch key {key!r} is not one torchgen knows: native_functions.yaml declares "
+            "nothing for it (an out-of-tree PrivateUse1 backend needs a registered scan)"
+        ) from None
     parsed = parse_native_yaml(native, os.path.join(folder, "tags.yaml"))
     index = parsed.backend_indices.get(dispatch_key)
     if index is None:
@@ -114,9 +121,13 @@ class DeclaredScanner(Scanner):
             kind = self.derivatives.kind(name)
             if kind in ("formula", "not_implemented"):
                 return {"bwd": kind}
-            return {"bwd": "lost", "why_bwd": (
-                "native_functions.yaml gives the key its own kernel for a CompositeImplicitAutograd op with no "
-                "derivative formula: the decomposition's derivative no longer applies")}
+            return {
+                "bwd": "lost",
+                "why_bwd": (
+                    "native_functions.yaml gives the key its own kernel for a CompositeImplicitAutograd op with no "
+                    "derivative formula: the decomposition's derivative no longer applies"
+                ),
+            }
         return super().backward_path(name, fwd)
 
     def resolve_forward(self, name: str, stack=()) -> str:
@@ -195,8 +206,10 @@ def read_test_lists(path: str, name_of) -> TestLists:
     fwd, bwd = funcs.get("mps_ops_modifier"), funcs.get("mps_ops_grad_modifier")
     if fwd is None or bwd is None:
         raise ValueError("no mps_ops_modifier / mps_ops_grad_modifier with lists in it")
-    for func, into, names in ((fwd, lists.forward, FORWARD_FAILS + FORWARD_DOUBTS + (COMPLEX_LIST,)),
-                              (bwd, lists.backward, BACKWARD_DOUBTS)):
+    for func, into, names in (
+        (fwd, lists.forward, FORWARD_FAILS + FORWARD_DOUBTS + (COMPLEX_LIST,)),
+        (bwd, lists.backward, BACKWARD_DOUBTS),
+    ):
         for stmt in func.body:
             target = stmt.targets[0] if isinstance(stmt, ast.Assign) else getattr(stmt, "target", None)
             if isinstance(target, ast.Name) and target.id in names and stmt.value is not None:
@@ -249,8 +262,13 @@ def dtype_notes(lists: TestLists, index: dict, catalog_ops) -> dict:
                 hit = [k for k in listed if entries[k] is None or dtype in entries[k]]
                 every = len(hit) == len(keys)
                 kind = "xfail" if list_name in FORWARD_FAILS and every else "doubt"
-                note(base, kind, dtype, f"{list_name}: {', '.join(index[k][0] for k in hit)}"
-                     + ("" if every else f" ({len(hit)} of {len(keys)} OpInfos about it)"))
+                note(
+                    base,
+                    kind,
+                    dtype,
+                    f"{list_name}: {', '.join(index[k][0] for k in hit)}"
+                    + ("" if every else f" ({len(hit)} of {len(keys)} OpInfos about it)"),
+                )
         for list_name, entries in lists.backward.items():
             for k in (k for k in keys if k in entries):
                 for dtype in entries[k] or [ALL]:
@@ -271,67 +289,96 @@ def dtype_notes(lists: TestLists, index: dict, catalog_ops) -> dict:
 
 # ---------------------------------------------------------------- the document
 
-def scan(backend, torch, *, command: str = "", yaml_dir: str | None = None, reach: bool = True,
-         test_lists: bool = True) -> dict:
+
+def scan(
+    backend, torch, *, command: str = "", yaml_dir: str | None = None, reach: bool = True, test_lists: bool = True
+) -> dict:
     """The declared-coverage document for an in-tree ``backend`` (its dispatch key in native_functions.yaml)."""
     if backend.dispatch_key == "PrivateUse1":
-        raise UsageError(f"backend {backend.name!r} is out of tree (PrivateUse1): native_functions.yaml declares "
-                         f"nothing for it; make a registered scan instead ({backend.data_commands()[0]})")
+        raise UsageError(
+            f"backend {backend.name!r} is out of tree (PrivateUse1): native_functions.yaml declares "
+            f"nothing for it; make a registered scan instead ({backend.data_commands()[0]})"
+        )
     declared = torchgen_kernels(backend.dispatch_key, yaml_dir)
     full = build_catalog()
     # The ops something declares for the key: those in the yaml, and composites registered under alias keys.
     kept = {n: op for n, op in full.ops.items() if n in declared.ops or op.composite}
     catalog = Catalog(full.torch_version, full.modules, kept)
     fallback = FALLBACKS.get(backend.dispatch_key)
-    doc = registered.scan(backend, torch, command=command, catalog=catalog, reach=reach,
-                          scanner=partial(DeclaredScanner, declared=declared,
-                                          fallback=fallback["source"] if fallback else None))
+    doc = registered.scan(
+        backend,
+        torch,
+        command=command,
+        catalog=catalog,
+        reach=reach,
+        scanner=partial(DeclaredScanner, declared=declared, fallback=fallback["source"] if fallback else None),
+    )
     doc["evidence"] = "declared"
     prov = doc["provenance"]
-    lists_path = os.path.join(os.path.dirname(torch.__file__), TEST_LISTS[backend.dispatch_key]) \
-        if test_lists and backend.dispatch_key in TEST_LISTS else None
-    about = {"native_functions": YAML_SOURCE + " (torchgen's packaged copy of torch "
-                                 f"{torch.__version__}, parsed by torchgen)",
-             "key": backend.dispatch_key,
-             "kernels": sum(1 for n in declared.kernels if n in kept),
-             "ops_left_out": len(full) - len(kept)}
-    notes = ["eager mode only: the torch.compile path is not covered",
-             f"declared, not registered: no {backend.dispatch_key} build was loaded; a kernel named in "
-             "native_functions.yaml is a claim one step weaker than a registration read from a binary "
-             "('declared in native_functions.yaml, unverified')",
-             f"forward kernels from native_functions.yaml (structured groups through their .out); "
-             f"composites, their reach and every backward path from this torch {torch.__version__} build's "
-             f"dispatcher for {backend.dispatch_key} and {backend.autograd_key} (alias-key registrations, "
-             "the same in every build) and derivatives.yaml",
-             f"{len(full) - len(kept)} catalogue ops are left out: outside native_functions.yaml with no "
-             "composite kernel, nothing declares them (kernels registered by hand in the backend's sources "
-             "are not seen either)"]
+    lists_path = (
+        os.path.join(os.path.dirname(torch.__file__), TEST_LISTS[backend.dispatch_key])
+        if test_lists and backend.dispatch_key in TEST_LISTS
+        else None
+    )
+    about = {
+        "native_functions": YAML_SOURCE + " (torchgen's packaged copy of torch "
+        f"{torch.__version__}, parsed by torchgen)",
+        "key": backend.dispatch_key,
+        "kernels": sum(1 for n in declared.kernels if n in kept),
+        "ops_left_out": len(full) - len(kept),
+    }
+    notes = [
+        "eager mode only: the torch.compile path is not covered",
+        f"declared, not registered: no {backend.dispatch_key} build was loaded; a kernel named in "
+        "native_functions.yaml is a claim one step weaker than a registration read from a binary "
+        "('declared in native_functions.yaml, unverified')",
+        f"forward kernels from native_functions.yaml (structured groups through their .out); "
+        f"composites, their reach and every backward path from this torch {torch.__version__} build's "
+        f"dispatcher for {backend.dispatch_key} and {backend.autograd_key} (alias-key registrations, "
+        "the same in every build) and derivatives.yaml",
+        f"{len(full) - len(kept)} catalogue ops are left out: outside native_functions.yaml with no "
+        "composite kernel, nothing declares them (kernels registered by hand in the backend's sources "
+        "are not seen either)",
+    ]
     prov["fallback"] = {"present": False}
     if fallback:
-        prov["fallback"] = {"present": True, "kind": fallback["kind"],
-                            "enabled": bool(prov["settings"].get("cpu_fallback_enabled", False)),
-                            "source": fallback["source"]}
+        prov["fallback"] = {
+            "present": True,
+            "kind": fallback["kind"],
+            "enabled": bool(prov["settings"].get("cpu_fallback_enabled", False)),
+            "source": fallback["source"],
+        }
         notes.append(fallback["note"])
     if lists_path:
         try:
             lists = read_test_lists(lists_path, lambda attr: dtype_name(getattr(torch, attr)))
         except (OSError, SyntaxError, ValueError, StopIteration) as exc:
-            raise UsageError(f"{lists_path}: cannot read the test suite's lists ({exc}); "
-                             "pass --no-test-lists to leave dtype notes out") from None
+            raise UsageError(
+                f"{lists_path}: cannot read the test suite's lists ({exc}); "
+                "pass --no-test-lists to leave dtype notes out"
+            ) from None
         notes_by_op = dtype_notes(lists, opinfo_bases(opinfos()), doc["ops"])
         for name, notes_of in notes_by_op.items():
             doc["ops"][name].update(notes_of)
-        about.update({"test_lists": os.path.join("torch", TEST_LISTS[backend.dispatch_key]) + " (parsed, not imported)",
-                      "unsupported_dtypes": list(lists.every_op),
-                      "ops_with_dtype_notes": len(notes_by_op)})
-        notes.append(f"dtype notes per op from {os.path.basename(lists_path)}: every OpInfo is expected to fail "
-                     f"in {', '.join(lists.every_op)} ({backend.name} has no such tensors); xfail: "
-                     f"{', '.join(FORWARD_FAILS)} (or complex outside {COMPLEX_LIST}) for every OpInfo about the op; "
-                     f"doubt: the rest of those, {', '.join(FORWARD_DOUBTS)}; bwd_doubt: "
-                     f"{', '.join(BACKWARD_DOUBTS)} of the grad tests; not read: {', '.join(NOT_READ)}")
+        about.update(
+            {
+                "test_lists": os.path.join("torch", TEST_LISTS[backend.dispatch_key]) + " (parsed, not imported)",
+                "unsupported_dtypes": list(lists.every_op),
+                "ops_with_dtype_notes": len(notes_by_op),
+            }
+        )
+        notes.append(
+            f"dtype notes per op from {os.path.basename(lists_path)}: every OpInfo is expected to fail "
+            f"in {', '.join(lists.every_op)} ({backend.name} has no such tensors); xfail: "
+            f"{', '.join(FORWARD_FAILS)} (or complex outside {COMPLEX_LIST}) for every OpInfo about the op; "
+            f"doubt: the rest of those, {', '.join(FORWARD_DOUBTS)}; bwd_doubt: "
+            f"{', '.join(BACKWARD_DOUBTS)} of the grad tests; not read: {', '.join(NOT_READ)}"
+        )
     prov["declared"] = about
-    prov["device"] = (f"none: declared data reads torch's sources for the {backend.dispatch_key} key; no "
-                      f"{backend.name} build was loaded and no device touched")
+    prov["device"] = (
+        f"none: declared data reads torch's sources for the {backend.dispatch_key} key; no "
+        f"{backend.name} build was loaded and no device touched"
+    )
     prov["kernel_sources"] = {YAML_SOURCE: about["kernels"]}
     prov["notes"] = notes
     return doc

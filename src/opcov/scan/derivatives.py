@@ -25,7 +25,7 @@ class Derivatives:
     kinds: dict
 
     @classmethod
-    def load(cls) -> "Derivatives":
+    def load(cls) -> Derivatives:
         import yaml
 
         path = derivatives_path()
@@ -37,9 +37,11 @@ class Derivatives:
         kinds = {}
         for entry in entries:
             name = "aten::" + entry["name"].split("(", 1)[0]
-            formulas = [v for k, v in entry.items()
-                        if k not in ("name", "output_differentiability", "dispatch", "result")
-                        and isinstance(v, str)]
+            formulas = [
+                v
+                for k, v in entry.items()
+                if k not in ("name", "output_differentiability", "dispatch", "result") and isinstance(v, str)
+            ]
             diff = entry.get("output_differentiability")
             if diff is not None and not any(diff):
                 kinds[name] = "none"

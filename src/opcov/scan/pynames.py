@@ -30,18 +30,27 @@ KIND = "opcov python-name index"
 DTYPE = "float32"  # samples are drawn at this dtype where the op supports it, else its first
 MAX_SAMPLES = 24  # per variant: enough to reach an op's argument-dependent paths
 # Short spellings people write, and the module path they stand for (longest first).
-PREFIXES = (("torch.nn.functional.", "torch.nn.functional."), ("nn.functional.", "torch.nn.functional."),
-            ("F.", "torch.nn.functional."), ("torch.nn.", "torch.nn."), ("nn.", "torch.nn."),
-            ("torch.Tensor.", "torch.Tensor."), ("Tensor.", "torch.Tensor."), ("torch.", "torch."))
+PREFIXES = (
+    ("torch.nn.functional.", "torch.nn.functional."),
+    ("nn.functional.", "torch.nn.functional."),
+    ("F.", "torch.nn.functional."),
+    ("torch.nn.", "torch.nn."),
+    ("nn.", "torch.nn."),
+    ("torch.Tensor.", "torch.Tensor."),
+    ("Tensor.", "torch.Tensor."),
+    ("torch.", "torch."),
+)
 # Where a bare name is looked for: ``softmax`` is torch.softmax, torch.Tensor.softmax and F.softmax,
 # not torch.special.softmax or torch.masked.softmax (those are asked for by their dotted names).
 BARE_HOMES = ("torch", "torch.Tensor", "torch.nn.functional", "torch.nn")
 # torch.nn classes that hold modules or parameters and compute nothing of their own.
-CONTAINERS = frozenset({"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict",
-                        "Container"})
+CONTAINERS = frozenset(
+    {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Container"}
+)
 
 
 # ---------------------------------------------------------------- reading (torch-free)
+
 
 class Index:
     """Python name -> aten overloads, with the header the file carries."""
@@ -64,8 +73,12 @@ class Index:
             return [full] if full in self.names else []
         for fold in (False, True):
             key = query.lower() if fold else query
-            found = sorted(n for n in self.names if n.rsplit(".", 1)[0] in BARE_HOMES
-                           and (n.rsplit(".", 1)[-1].lower() if fold else n.rsplit(".", 1)[-1]) == key)
+            found = sorted(
+                n
+                for n in self.names
+                if n.rsplit(".", 1)[0] in BARE_HOMES
+                and (n.rsplit(".", 1)[-1].lower() if fold else n.rsplit(".", 1)[-1]) == key
+            )
             if found:
                 return found
         return []
@@ -77,7 +90,7 @@ def expand(query: str) -> str:
     taken under ``torch.`` (``special.expit``)."""
     for short, full in PREFIXES:
         if query.startswith(short):
-            return full + query[len(short):]
+            return full + query[len(short) :]
     return "torch." + query
 
 
@@ -107,12 +120,15 @@ def read(path: str) -> Index:
 
 def dumps(names: dict[str, tuple[str, ...]], header: dict[str, str]) -> str:
     """The file text: the header as comment lines, then one line per name, sorted."""
-    head = [f"# {KIND}: each line is a Python name, a tab, and the aten overloads its forward dispatched",
-            f"# kind: {KIND}"] + [f"# {k}: {v}" for k, v in header.items()]
+    head = [
+        f"# {KIND}: each line is a Python name, a tab, and the aten overloads its forward dispatched",
+        f"# kind: {KIND}",
+    ] + [f"# {k}: {v}" for k, v in header.items()]
     return "\n".join(head + [f"{n}\t{' '.join(sorted(ops))}" for n, ops in sorted(names.items())]) + "\n"
 
 
 # ---------------------------------------------------------------- building (needs torch)
+
 
 def _recorder(torch, seen: set):
     """A dispatch mode that files every overload called into ``seen``, composites included.
@@ -191,7 +207,8 @@ def _variants(torch, op) -> list[tuple[str, object]]:
     aliases', each only where torch has that public name."""
     out = []
     for alias_name, fn, method, inplace in [(op.name, op.op, op.method_variant, op.inplace_variant)] + [
-            (a.name, a.op, a.method_variant, a.inplace_variant) for a in getattr(op, "aliases", ()) or ()]:
+        (a.name, a.op, a.method_variant, a.inplace_variant) for a in getattr(op, "aliases", ()) or ()
+    ]:
         if fn is not None and callable(_resolve_attr(torch, alias_name)):
             out.append(("torch." + alias_name, fn))
         for variant in (method, inplace):
@@ -218,7 +235,7 @@ def _opinfo_calls(op, fn, dtype, device) -> list:
         samples.append(s)
         if len(samples) >= MAX_SAMPLES:
             break
-    return [lambda s=s: (lambda: fn(s.input, *s.args, **s.kwargs)) for s in samples]
+    return [lambda s=s: lambda: fn(s.input, *s.args, **s.kwargs) for s in samples]
 
 
 def _build_opinfos(torch, runner: _Runner, progress) -> int:
@@ -244,6 +261,7 @@ def _build_opinfos(torch, runner: _Runner, progress) -> int:
 
 def _module_call(torch, cls, args, kwargs, forward_args, forward_kwargs, training: bool):
     """A thunk building ``cls`` on meta (unrecorded) and returning its forward call."""
+
     def prepare():
         with torch.device("meta"):
             module = cls(*args, **kwargs)
@@ -268,19 +286,37 @@ def _build_modules(torch, runner: _Runner, progress) -> tuple[int, int]:
         done.add(cls.__name__)
         for training in (True, False):
             try:
-                inputs = info.module_inputs_func(info, device="meta", dtype=dtype, requires_grad=False,
-                                                 training=training)
+                inputs = info.module_inputs_func(
+                    info, device="meta", dtype=dtype, requires_grad=False, training=training
+                )
             except Exception:  # noqa: BLE001
                 continue
-            runner.run("torch.nn." + cls.__name__, [
-                _module_call(torch, cls, mi.constructor_input.args, mi.constructor_input.kwargs,
-                             mi.forward_input.args, mi.forward_input.kwargs, training)
-                for mi in inputs[:MAX_SAMPLES] if mi.forward_input is not None])
+            runner.run(
+                "torch.nn." + cls.__name__,
+                [
+                    _module_call(
+                        torch,
+                        cls,
+                        mi.constructor_input.args,
+                        mi.constructor_input.kwargs,
+                        mi.forward_input.args,
+                        mi.forward_input.kwargs,
+                        training,
+                    )
+                    for mi in inputs[:MAX_SAMPLES]
+                    if mi.forward_input is not None
+                ],
+            )
     others = 0
     for attr in sorted(dir(torch.nn)):
         cls = getattr(torch.nn, attr)
-        if (attr in done or attr in CONTAINERS or attr.startswith(("Lazy", "_")) or not isinstance(cls, type)
-                or not issubclass(cls, torch.nn.Module)):
+        if (
+            attr in done
+            or attr in CONTAINERS
+            or attr.startswith(("Lazy", "_"))
+            or not isinstance(cls, type)
+            or not issubclass(cls, torch.nn.Module)
+        ):
             continue
         progress(f"torch.nn.{attr}")
         name = "torch.nn." + attr
@@ -316,15 +352,17 @@ def build(progress=None) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
         "opcov": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "command": COMMAND,
-        "how": (f"the samples of {n_opinfos} OpInfos ({', '.join(OPINFO_LISTS)}: each function, alias, method "
-                f"and in-place variant torch has a public name for) and of {n_modules} torch.nn modules "
-                f"(ModuleInfo, training and eval), plus {n_others} other torch.nn modules built without "
-                f"arguments, run on meta tensors (cpu where no sample runs on meta) in {DTYPE} (else the "
-                f"op's first dtype), at most {MAX_SAMPLES} samples each, recorded by a TorchDispatchMode below "
-                "autograd that also sees the CompositeImplicitAutograd ops before they decompose: the overloads "
-                "a backend's kernels may receive, as on meta (device-dependent paths such as dropout's may "
-                "differ on an accelerator); prim::, profiler::, aten::detach and aten::sym_* left out as in "
-                "'opcov trace'"),
+        "how": (
+            f"the samples of {n_opinfos} OpInfos ({', '.join(OPINFO_LISTS)}: each function, alias, method "
+            f"and in-place variant torch has a public name for) and of {n_modules} torch.nn modules "
+            f"(ModuleInfo, training and eval), plus {n_others} other torch.nn modules built without "
+            f"arguments, run on meta tensors (cpu where no sample runs on meta) in {DTYPE} (else the "
+            f"op's first dtype), at most {MAX_SAMPLES} samples each, recorded by a TorchDispatchMode below "
+            "autograd that also sees the CompositeImplicitAutograd ops before they decompose: the overloads "
+            "a backend's kernels may receive, as on meta (device-dependent paths such as dropout's may "
+            "differ on an accelerator); prim::, profiler::, aten::detach and aten::sym_* left out as in "
+            "'opcov trace'"
+        ),
         "names": str(len(names)),
     }
     return names, header

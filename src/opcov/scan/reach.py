@@ -27,13 +27,35 @@ from opcov.torchenv import AUTOLOAD_ENV, import_torch, read_cache, write_cache
 
 # Shapes tried in turn for every Tensor argument (float32 first, then other dtypes).
 SHAPES = ((3, 3), (2, 3, 4), (2, 3, 4, 5), (3,), (1, 2, 3, 4, 5))
-_INT_TENSOR_ARGS = {"index", "indices", "offsets", "lengths", "target", "counts", "indices_or_sections",
-                    "per_sample_weights_idx", "batch_sizes", "repeats"}
+_INT_TENSOR_ARGS = {
+    "index",
+    "indices",
+    "offsets",
+    "lengths",
+    "target",
+    "counts",
+    "indices_or_sections",
+    "per_sample_weights_idx",
+    "batch_sizes",
+    "repeats",
+}
 _BOOL_TENSOR_ARGS = {"mask", "condition"}
-_STR_ARGS = {"reduce": "sum", "approximate": "none", "padding": "same", "reduction": "mean",
-             "side": "left", "mode": "reflect", "interpolation": "linear", "indexing": "ij",
-             "UPLO": "L", "driver": None, "rounding_mode": None, "reduce_op": "sum",
-             "reduceOp": "sum", "norm": None}
+_STR_ARGS = {
+    "reduce": "sum",
+    "approximate": "none",
+    "padding": "same",
+    "reduction": "mean",
+    "side": "left",
+    "mode": "reflect",
+    "interpolation": "linear",
+    "indexing": "ij",
+    "UPLO": "L",
+    "driver": None,
+    "rounding_mode": None,
+    "reduce_op": "sum",
+    "reduceOp": "sum",
+    "norm": None,
+}
 
 
 @dataclass(frozen=True)
@@ -186,8 +208,10 @@ def _call_forward(torch, overload, composite, args, kwargs):
     C = torch._C
     if composite == "implicit":
         return overload.decompose(*args, **kwargs)
-    key = {"explicit": C.DispatchKey.CompositeExplicitAutograd,
-           "explicit_nonfunctional": C.DispatchKey.CompositeExplicitAutogradNonFunctional}.get(composite)
+    key = {
+        "explicit": C.DispatchKey.CompositeExplicitAutograd,
+        "explicit_nonfunctional": C.DispatchKey.CompositeExplicitAutogradNonFunctional,
+    }.get(composite)
     if key is None:
         return overload(*args, **kwargs)
     return overload._op_dk(key, *args, **kwargs)
@@ -214,14 +238,16 @@ def _backward(torch, Recorder, overload, args, kwargs):
             return [grad_input(x) for x in v]
         return v
 
-    writes = {a.name for a in overload._schema.arguments
-              if a.alias_info is not None and a.alias_info.is_write and a.kwarg_only}
+    writes = {
+        a.name
+        for a in overload._schema.arguments
+        if a.alias_info is not None and a.alias_info.is_write and a.kwarg_only
+    }
     gargs = [grad_input(a) for a in args]
     gkwargs = {k: (v if k in writes else grad_input(v)) for k, v in kwargs.items()}
     if not leaves:
         return None
-    outs = [t for t in _flat_tensors(torch, overload(*gargs, **gkwargs))
-            if t.requires_grad and t.grad_fn is not None]
+    outs = [t for t in _flat_tensors(torch, overload(*gargs, **gkwargs)) if t.requires_grad and t.grad_fn is not None]
     if not outs:
         return None
     grads = [torch.ones_like(t) for t in outs]  # made outside the recording
@@ -320,8 +346,9 @@ def _record_isolated(todo) -> dict:
     env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
     done: dict = {}
     while todo:
-        proc = subprocess.run([sys.executable, "-m", "opcov.scan.reach"], input=json.dumps(todo),
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [sys.executable, "-m", "opcov.scan.reach"], input=json.dumps(todo), capture_output=True, text=True, env=env
+        )
         for line in proc.stdout.splitlines():
             try:
                 name, f, b = json.loads(line)

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import Catalog, build_catalog
-from opcov.store.data import DATA_TAGS, SCHEMA_VERSION, worst
 from opcov.scan.derivatives import Derivatives
 from opcov.scan.reach import record
+from opcov.store.data import DATA_TAGS, SCHEMA_VERSION, worst
 
 _LINE = re.compile(r"^(\w+): (fallthrough )?registered at (.*) \[([^\]]+)\]$")
 VARIABLE_FALLBACK = "VariableFallbackKernel.cpp"
@@ -54,7 +54,7 @@ def _short_source(src: str) -> str:
     for marker in ("/build/aten/", "/aten/src/", "/torch/csrc/", "site-packages/"):
         i = src.find(marker)
         if i >= 0:
-            return src[i + 1:] if marker != "site-packages/" else src[i + len(marker):]
+            return src[i + 1 :] if marker != "site-packages/" else src[i + len(marker) :]
     return src
 
 
@@ -102,9 +102,13 @@ class Scanner:
             return {"bwd": "composite"}
         if entry.tag == "backend fallback" and VARIABLE_FALLBACK in entry.source:
             if op is not None and op.composite == "implicit" and fwd == "kernel":
-                return {"bwd": "lost", "why_bwd": (
-                    "the backend overrides a CompositeImplicitAutograd op without an autograd "
-                    "kernel: the decomposition's derivative no longer applies")}
+                return {
+                    "bwd": "lost",
+                    "why_bwd": (
+                        "the backend overrides a CompositeImplicitAutograd op without an autograd "
+                        "kernel: the decomposition's derivative no longer applies"
+                    ),
+                }
             return {"bwd": "none"}
         if op is not None and "out" in op.tags:
             return {"bwd": "none"}  # out= variants do not support autograd
@@ -177,17 +181,27 @@ MPS_REACH = {
 # depthwise, dilated, transposed or slow native kernel; every one is a candidate, judged worst-first.
 # (3-d convolutions go to slow_conv_dilated3d on CUDA, never slow_conv3d_forward, which is CPU-only.)
 CUDA_REACH = {
-    "aten::_convolution": ["aten::cudnn_convolution", "aten::cudnn_convolution_transpose",
-                           "aten::_conv_depthwise2d", "aten::conv_depthwise3d", "aten::slow_conv_dilated2d",
-                           "aten::slow_conv_dilated3d", "aten::_slow_conv2d_forward",
-                           "aten::slow_conv_transpose2d", "aten::slow_conv_transpose3d"],
+    "aten::_convolution": [
+        "aten::cudnn_convolution",
+        "aten::cudnn_convolution_transpose",
+        "aten::_conv_depthwise2d",
+        "aten::conv_depthwise3d",
+        "aten::slow_conv_dilated2d",
+        "aten::slow_conv_dilated3d",
+        "aten::_slow_conv2d_forward",
+        "aten::slow_conv_transpose2d",
+        "aten::slow_conv_transpose3d",
+    ],
 }
-DEVICE_REACH = {"PrivateUse1": (PRIVATEUSE1_REACH, "on a PrivateUse1 device ATen routes this composite to the "
-                                "overrideable op"),
-                "MPS": (MPS_REACH, "on an MPS device ATen routes this composite to the MPS convolution (or its "
-                        "transpose)"),
-                "CUDA": (CUDA_REACH, "on a CUDA device ATen routes this composite to cuDNN or a native CUDA "
-                         "convolution (depthwise, dilated, transposed, slow); each is judged")}
+DEVICE_REACH = {
+    "PrivateUse1": (PRIVATEUSE1_REACH, "on a PrivateUse1 device ATen routes this composite to the overrideable op"),
+    "MPS": (MPS_REACH, "on an MPS device ATen routes this composite to the MPS convolution (or its transpose)"),
+    "CUDA": (
+        CUDA_REACH,
+        "on a CUDA device ATen routes this composite to cuDNN or a native CUDA "
+        "convolution (depthwise, dilated, transposed, slow); each is judged",
+    ),
+}
 
 
 def _device_paths(scanner, backend, fwd_reach) -> None:
@@ -197,8 +211,11 @@ def _device_paths(scanner, backend, fwd_reach) -> None:
             continue
         f = fwd_reach.get(name)
         if name.endswith("_overrideable") and f is not None and "NotImplementedError" in (f.error or ""):
-            rec.update(fwd="missing", why="ATen's kernel for this key is a stub that raises NotImplementedError; "
-                       "the backend must register its own")
+            rec.update(
+                fwd="missing",
+                why="ATen's kernel for this key is a stub that raises NotImplementedError; "
+                "the backend must register its own",
+            )
         elif name in DEVICE_REACH.get(backend.dispatch_key, ({}, ""))[0]:
             routes, why = DEVICE_REACH[backend.dispatch_key]
             rec["via"] = list(routes[name])
@@ -211,17 +228,16 @@ def _device_paths(scanner, backend, fwd_reach) -> None:
 
 
 def _reach_wanted(paths: dict) -> list[str]:
-    return sorted(n for n, r in paths.items()
-                  if r["fwd"] == "composite" or r["bwd"] in ("formula", "composite"))
+    return sorted(n for n, r in paths.items() if r["fwd"] == "composite" or r["bwd"] in ("formula", "composite"))
 
 
-def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = None,
-         reach: bool = True, scanner=Scanner) -> dict:
+def scan(
+    backend, torch=None, *, command: str = "", catalog: Catalog | None = None, reach: bool = True, scanner=Scanner
+) -> dict:
     """The registered-coverage document for ``backend`` (already loaded); ``scanner`` makes the
     Scanner (opcov.scan.declared passes one that reads native_functions.yaml for the key)."""
     torch = torch or _backends.load(backend)
-    catalog = catalog or build_catalog((backend.module,) if backend.module else (),
-                                       _backends.added_ops(backend))
+    catalog = catalog or build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
     scanner = scanner(torch, backend, catalog, Derivatives.load())
     scanner.classify(op.name for op in catalog)
     reach_note = "not recorded (--no-reach)"
@@ -247,10 +263,13 @@ def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = No
                 elif f is not None and f.ops is None:
                     rec["why_bwd"] = "backward reach unresolved: forward could not be called on meta"
         _device_paths(scanner, backend, fwd_reach)
-        resolved = sum(1 for n in wanted if scanner.paths[n].get("via") is not None
-                       or scanner.paths[n].get("bwd_via") is not None)
-        reach_note = (f"recorded on meta tensors from inputs synthesized from each schema; "
-                      f"{resolved} of {len(wanted)} composite or differentiable ops resolved")
+        resolved = sum(
+            1 for n in wanted if scanner.paths[n].get("via") is not None or scanner.paths[n].get("bwd_via") is not None
+        )
+        reach_note = (
+            f"recorded on meta tensors from inputs synthesized from each schema; "
+            f"{resolved} of {len(wanted)} composite or differentiable ops resolved"
+        )
     ops = {}
     for op in catalog:
         rec = dict(scanner.paths[op.name])
@@ -280,43 +299,57 @@ def scan(backend, torch=None, *, command: str = "", catalog: Catalog | None = No
 
 
 def _provenance(torch, backend, catalog, scanner, ops, command, reach_note) -> dict:
-    fallback_present = bool(torch._C._dispatch_has_backend_fallback(
-        getattr(torch._C.DispatchKey, backend.dispatch_key)))
+    fallback_present = bool(
+        torch._C._dispatch_has_backend_fallback(getattr(torch._C.DispatchKey, backend.dispatch_key))
+    )
     settings = _backends.settings(backend, torch)
     fallback = {"present": fallback_present}
     if fallback_present:
         sources = Counter(r["src"] for r in ops.values() if r["fwd"] == "fallback" and "src" in r)
         kind, enabled = _backends.fallback_kind(backend)
-        fallback.update({
-            "kind": settings.get("fallback_kind", kind),
-            "enabled": settings.get("cpu_fallback_enabled", enabled),
-            "source": sources.most_common(1)[0][0] if sources else None,
-        })
+        fallback.update(
+            {
+                "kind": settings.get("fallback_kind", kind),
+                "enabled": settings.get("cpu_fallback_enabled", enabled),
+                "source": sources.most_common(1)[0][0] if sources else None,
+            }
+        )
     kernel_sources = Counter(r["src"] for r in ops.values() if r["fwd"] == "kernel")
-    notes = ["eager mode only: the torch.compile path is not scanned",
-             "a registered kernel is a claim, not proof: 'registered' reads 'registered, unverified' "
-             "until a probe runs the op"]
+    notes = [
+        "eager mode only: the torch.compile path is not scanned",
+        "a registered kernel is a claim, not proof: 'registered' reads 'registered, unverified' "
+        "until a probe runs the op",
+    ]
     if kernel_sources:
         top, count = kernel_sources.most_common(1)[0]
         share = count / sum(kernel_sources.values())
         if share > 0.5:
-            notes.append(f"{count} of {sum(kernel_sources.values())} kernels come from one registration "
-                         f"site ({top}), a generic loop: registration alone says nothing about which "
-                         "dtypes or arguments work")
+            notes.append(
+                f"{count} of {sum(kernel_sources.values())} kernels come from one registration "
+                f"site ({top}), a generic loop: registration alone says nothing about which "
+                "dtypes or arguments work"
+            )
     if backend.name == "tpu":
-        notes.append("torch_tpu also patches Python above the dispatcher (F.max_pool*d routed to tpu:: "
-                     "ops, optimizers, torch.compile): no dispatcher scan can see that")
+        notes.append(
+            "torch_tpu also patches Python above the dispatcher (F.max_pool*d routed to tpu:: "
+            "ops, optimizers, torch.compile): no dispatcher scan can see that"
+        )
     if backend.name == "xla":
-        notes.append("torch_xla also patches Python above the dispatcher: importing it replaces torch.nn.GRU "
-                     "with its scan-based GRU (torch_xla/_patched_functions.py), so a GRU never reaches "
-                     "aten::gru or _thnn_fused_gru_cell there; no dispatcher scan can see that")
+        notes.append(
+            "torch_xla also patches Python above the dispatcher: importing it replaces torch.nn.GRU "
+            "with its scan-based GRU (torch_xla/_patched_functions.py), so a GRU never reaches "
+            "aten::gru or _thnn_fused_gru_cell there; no dispatcher scan can see that"
+        )
     return {
         "torch": str(torch.__version__),
         "opcov": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "command": command,
-        "host": {"platform": platform.platform(terse=True), "machine": platform.machine(),
-                 "python": platform.python_version()},
+        "host": {
+            "platform": platform.platform(terse=True),
+            "machine": platform.machine(),
+            "python": platform.python_version(),
+        },
         "device": "none: a registered scan reads the dispatcher and never initialises the device",
         "catalog_modules": list(catalog.modules),
         "mode": "eager",
@@ -340,14 +373,22 @@ def summarize(catalog: Catalog, ops: dict) -> dict:
     kernel_bases = {catalog.get(n).base for n in aten if ops[n]["fwd"] == "kernel"}
     registered_bases = {catalog.get(n).base for n in aten if ops[n]["res"] == "registered"}
     return {
-        "aten": {"overloads": len(aten), "fwd": counts(aten, "fwd"), "res": counts(aten, "res"),
-                 "bwd": counts(aten, "bwd"), "bwd_res": counts(aten, "bwd_res"),
-                 "base_names_with_kernel": len(kernel_bases),
-                 "base_names_registered": len(registered_bases)},
-        "core": {"overloads": len(core), "fwd": counts(core, "fwd"), "res": counts(core, "res"),
-                 "bwd_res": counts(core, "bwd_res")},
-        "other_namespaces": {"overloads": len(other), "fwd": counts(other, "fwd"),
-                             "res": counts(other, "res")},
+        "aten": {
+            "overloads": len(aten),
+            "fwd": counts(aten, "fwd"),
+            "res": counts(aten, "res"),
+            "bwd": counts(aten, "bwd"),
+            "bwd_res": counts(aten, "bwd_res"),
+            "base_names_with_kernel": len(kernel_bases),
+            "base_names_registered": len(registered_bases),
+        },
+        "core": {
+            "overloads": len(core),
+            "fwd": counts(core, "fwd"),
+            "res": counts(core, "res"),
+            "bwd_res": counts(core, "bwd_res"),
+        },
+        "other_namespaces": {"overloads": len(other), "fwd": counts(other, "fwd"), "res": counts(other, "res")},
     }
 
 

@@ -10,9 +10,9 @@ they are parsed into ``ProbedCell.extra``. Torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Mapping
 
 from opcov.vocab import INPUT_TIERS, SKIP_REASONS
 
@@ -91,8 +91,12 @@ class ProbedCell:
         """The record of a cell as a probed file holds it (validated by opcov.store.data)."""
         slots = {name: ProbedSlot.from_dict(cell, key, prefix) for name, (key, prefix) in SLOTS.items()}
         out = object.__new__(cls)  # the frozen fields set at once, as ProbedSlot.from_dict does
-        out.__dict__.update(forward=slots.pop("forward"), backward=slots.pop("backward"),
-                            samples=_frozen(cell.get("samples")), extra=MappingProxyType(slots))
+        out.__dict__.update(
+            forward=slots.pop("forward"),
+            backward=slots.pop("backward"),
+            samples=_frozen(cell.get("samples")),
+            extra=MappingProxyType(slots),
+        )
         return out
 
     def slot(self, name: str) -> ProbedSlot:
@@ -137,5 +141,8 @@ def record_cells(rec) -> dict[str, ProbedCell]:
     """dtype key -> ProbedCell of one probed op record, by key; {} for a skipped op or no record."""
     if not isinstance(rec, dict) or skip_reason(rec) is not None:
         return {}
-    return {str(k): ProbedCell.from_dict(v) for k, v in sorted(rec.items(), key=lambda kv: str(kv[0]))
-            if isinstance(v, dict)}
+    return {
+        str(k): ProbedCell.from_dict(v)
+        for k, v in sorted(rec.items(), key=lambda kv: str(kv[0]))
+        if isinstance(v, dict)
+    }

@@ -36,36 +36,88 @@ SCHEMA_VERSION = 1
 
 # The words (paths, resolved statuses, probed statuses) are opcov.vocab's.
 # A probed cell: ``fwd`` (required) and ``bwd`` statuses, evidence beside them (bwd_* for the backward).
-_PROBED_SLOT_KEYS = {"err": "err", "tol": str, "why": str, "blame": str, "case": str, "cases": int,
-                     "fails": int, "unpinned": int, "strides": int, "after_crash": int}
+_PROBED_SLOT_KEYS = {
+    "err": "err",
+    "tol": str,
+    "why": str,
+    "blame": str,
+    "case": str,
+    "cases": int,
+    "fails": int,
+    "unpinned": int,
+    "strides": int,
+    "after_crash": int,
+}
 # Each input tier (``<tier>``, ``<tier>_*``: the harder case of opcov.probe.tiers) is a slot like ``bwd``.
-PROBED_CELL_KEYS = {"fwd": PROBED_STATUSES, "bwd": PROBED_STATUSES, "samples": list,
-                    **_PROBED_SLOT_KEYS, **{f"bwd_{k}": v for k, v in _PROBED_SLOT_KEYS.items()},
-                    **{t: PROBED_STATUSES for t in INPUT_TIERS},
-                    **{f"{t}_{k}": v for t in INPUT_TIERS for k, v in _PROBED_SLOT_KEYS.items()}}
+PROBED_CELL_KEYS = {
+    "fwd": PROBED_STATUSES,
+    "bwd": PROBED_STATUSES,
+    "samples": list,
+    **_PROBED_SLOT_KEYS,
+    **{f"bwd_{k}": v for k, v in _PROBED_SLOT_KEYS.items()},
+    **{t: PROBED_STATUSES for t in INPUT_TIERS},
+    **{f"{t}_{k}": v for t in INPUT_TIERS for k, v in _PROBED_SLOT_KEYS.items()},
+}
 
 OP_KEYS = {
-    "fwd": FWD_PATHS, "res": RESOLVED, "bwd": BWD_PATHS, "bwd_res": RESOLVED,
-    "via": list, "bwd_via": list, "src": str, "bwd_src": str, "why": str, "tags": list,
+    "fwd": FWD_PATHS,
+    "res": RESOLVED,
+    "bwd": BWD_PATHS,
+    "bwd_res": RESOLVED,
+    "via": list,
+    "bwd_via": list,
+    "src": str,
+    "bwd_src": str,
+    "why": str,
+    "tags": list,
     # dtype (or 'all') -> why, from the backend's own test suite (declared data, opcov.scan.declared):
     # ``xfail`` the forward is expected to fail there, ``doubt``/``bwd_doubt`` the forward/backward may.
-    "xfail": dict, "doubt": dict, "bwd_doubt": dict,
+    "xfail": dict,
+    "doubt": dict,
+    "bwd_doubt": dict,
 }
 # Catalogue tags kept in registered files, so that readers (check, site) need no torch import.
 # Compiler-facing tags (pt2_compliant_tag, needs_*_strides, generated...) are left out.
-DATA_TAGS = ("core", "pointwise", "reduction", "inplace", "out", "view", "view_copy", "inplace_view",
-             "mutating", "maybe_aliasing_or_mutating", "nondeterministic_seeded",
-             "dynamic_output_shape", "data_dependent_output", "host_only")
+DATA_TAGS = (
+    "core",
+    "pointwise",
+    "reduction",
+    "inplace",
+    "out",
+    "view",
+    "view_copy",
+    "inplace_view",
+    "mutating",
+    "maybe_aliasing_or_mutating",
+    "nondeterministic_seeded",
+    "dynamic_output_shape",
+    "data_dependent_output",
+    "host_only",
+)
 REQUIRED_OP_KEYS = ("fwd", "res", "bwd", "bwd_res")
 INTEGRITY = "integrity"  # the first line of every file opcov writes (``stamped``); not part of the data
 TOP_KEYS = {"schema_version", "evidence", "backend", "provenance", "summary", "ops", INTEGRITY}
 BACKEND_KEYS = {"name", "device_type", "dispatch_key", "package", "version"}
 # What each provenance value must be (see ``type_problem``): header values are read by reports and the
 # site, so a list or a date where a string belongs is refused here rather than failing there.
-PROVENANCE_TYPES = {"torch": str, "opcov": str, "created": str, "command": str, "host": "scalars",
-                    "device": str, "catalog_modules": "strings", "mode": str, "settings": "scalars",
-                    "fallback": "scalars", "reach": str, "notes": "strings", "kernel_sources": "counts",
-                    "probe": "data", "merged_from": "strings", "declared": "data"}
+PROVENANCE_TYPES = {
+    "torch": str,
+    "opcov": str,
+    "created": str,
+    "command": str,
+    "host": "scalars",
+    "device": str,
+    "catalog_modules": "strings",
+    "mode": str,
+    "settings": "scalars",
+    "fallback": "scalars",
+    "reach": str,
+    "notes": "strings",
+    "kernel_sources": "counts",
+    "probe": "data",
+    "merged_from": "strings",
+    "declared": "data",
+}
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
 # A data file larger than this is refused before it is read. PyYAML holds ~40x a file's size in
@@ -73,9 +125,13 @@ PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 MAX_FILE_BYTES = 64 << 20
 
 
-_TYPE_WORDS = {str: "a string", "scalars": "a mapping of names to plain values", "strings": "a list of strings",
-               "counts": "a mapping of names to counts",
-               "data": "plain data (mappings, lists, strings, numbers, booleans)"}
+_TYPE_WORDS = {
+    str: "a string",
+    "scalars": "a mapping of names to plain values",
+    "strings": "a list of strings",
+    "counts": "a mapping of names to counts",
+    "data": "plain data (mappings, lists, strings, numbers, booleans)",
+}
 _ENTRY_WORDS = {"scalars": "a plain value (string, number, boolean or null)", "counts": "a count"}
 _DATA_DEPTH = 12  # nesting allowed in free-form header data (opcov writes at most 5 levels)
 
@@ -183,8 +239,7 @@ def body(doc: dict) -> str:
     import yaml
 
     head = {k: v for k, v in doc.items() if k not in ("ops", INTEGRITY)}
-    text = yaml.dump(head, Dumper=_dumper(), sort_keys=True, default_flow_style=False, width=100,
-                          allow_unicode=True)
+    text = yaml.dump(head, Dumper=_dumper(), sort_keys=True, default_flow_style=False, width=100, allow_unicode=True)
     lines = [text.rstrip("\n"), "ops:" if doc.get("ops") else "ops: {}"]
     for name in sorted(doc.get("ops", {})):
         lines.append(f"  {_key(name)}: {_flow(doc['ops'][name])}")
@@ -236,6 +291,7 @@ def _loader():
                     return construct(loader, node)
                 except (ValueError, OverflowError) as exc:
                     raise yaml.constructor.ConstructorError(None, None, str(exc), node.start_mark) from None
+
             return construct_checked
 
         for tag in ("int", "float", "timestamp"):
@@ -249,7 +305,7 @@ _PRINTABLE_ASCII = b"\t\n\r" + bytes(range(0x20, 0x7F))
 _HIGH_BYTES = bytes(range(0x80, 0x100))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _non_printable():
     """Characters YAML does not allow in a stream (PyYAML refuses them too, without a line); compiled
     on first need (~25 ms, a tenth of an 'opcov check'), as almost no file has a byte it is needed for."""
@@ -277,24 +333,34 @@ def read_text(path: str):
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        return None, Problem(path, raw.count(b"\n", 0, exc.start) + 1,
-                             f"not UTF-8 (byte 0x{raw[exc.start]:02x}); opcov's data files are UTF-8")
+        return None, Problem(
+            path,
+            raw.count(b"\n", 0, exc.start) + 1,
+            f"not UTF-8 (byte 0x{raw[exc.start]:02x}); opcov's data files are UTF-8",
+        )
     odd = raw.translate(None, _PRINTABLE_ASCII)  # usually empty: the search below runs only if needed
     if odd and (odd.translate(None, _HIGH_BYTES) or b"\xc2" in odd or b"\xef" in odd):
         m = _non_printable().search(text)
         if m:
-            return None, Problem(path, text.count("\n", 0, m.start()) + 1,
-                                 f"character U+{ord(m.group()):04X} is not allowed in YAML")
+            return None, Problem(
+                path, text.count("\n", 0, m.start()) + 1, f"character U+{ord(m.group()):04X} is not allowed in YAML"
+            )
     return text, None
 
 
 def _too_large(path: str, size: int) -> Problem:
-    return Problem(path, None, f"{size / (1 << 20):.1f} MiB ({size} bytes), over the "
-                               f"{MAX_FILE_BYTES >> 20} MiB limit for an opcov data file: not read")
+    return Problem(
+        path,
+        None,
+        f"{size / (1 << 20):.1f} MiB ({size} bytes), over the "
+        f"{MAX_FILE_BYTES >> 20} MiB limit for an opcov data file: not read",
+    )
 
 
-ANCHOR_MESSAGE = ("YAML anchor or alias (&name / *name): opcov's data files have none, and they can make "
-                  "a small file expand without bound")
+ANCHOR_MESSAGE = (
+    "YAML anchor or alias (&name / *name): opcov's data files have none, and they can make "
+    "a small file expand without bound"
+)
 _BLANK = " \t\r\n\x85\u2028\u2029"
 _BEFORE_ANCHOR = _BLANK + "\ufeff[{,:"
 
@@ -305,7 +371,7 @@ def anchor_candidates(text: str) -> bool:
     for ch in "&*":
         i = text.find(ch)
         while i >= 0:
-            if (i == 0 or text[i - 1] in _BEFORE_ANCHOR) and text[i + 1:i + 2] not in ("", *_BLANK):
+            if (i == 0 or text[i - 1] in _BEFORE_ANCHOR) and text[i + 1 : i + 2] not in ("", *_BLANK):
                 return True
             i = text.find(ch, i + 1)
     return False
@@ -364,9 +430,13 @@ def validate(doc, path: str) -> list[Problem]:
         return [Problem(path, 1, "not a coverage file: the top level must be a mapping")]
     version = doc.get("schema_version")
     if version != SCHEMA_VERSION:
-        raw.append((("schema_version",),
-                    f"schema_version is {version!r}; this opcov reads {SCHEMA_VERSION} "
-                    "(re-create the file with this opcov's scan)"))
+        raw.append(
+            (
+                ("schema_version",),
+                f"schema_version is {version!r}; this opcov reads {SCHEMA_VERSION} "
+                "(re-create the file with this opcov's scan)",
+            )
+        )
     for key in doc:
         if key not in TOP_KEYS:
             raw.append(((key,), f"unknown key {key!r}; expected one of {sorted(TOP_KEYS)}"))
@@ -418,8 +488,9 @@ def _op_problems(name, rec):
             if not isinstance(value, str):
                 yield (key,), f"{name}: {key} must be a string"
         elif allowed is dict:
-            if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str)
-                                                      for k, v in value.items()):
+            if not isinstance(value, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+            ):
                 yield (key,), f"{name}: {key} must be a mapping of dtype names to strings"
         elif value not in allowed:
             yield (key,), f"{name}: {key} is {value!r}; expected one of {', '.join(allowed)}"
@@ -433,10 +504,19 @@ def _probed_op_problems(name, rec):
         yield (), f"{name}: record must be a non-empty mapping of dtype -> cell, or {{skipped: reason}}"
         return
     if "skipped" in rec:
-        if not isinstance(rec["skipped"], str) or set(rec) - {"skipped", "of"} \
-                or not isinstance(rec.get("of", ""), str) or ("of" in rec) != (rec["skipped"] == "variant"):
-            yield ("skipped",), (f"{name}: a skipped op is exactly {{skipped: <reason>}}, with "
-                                 "of: <functional op> when the reason is 'variant'")
+        if (
+            not isinstance(rec["skipped"], str)
+            or set(rec) - {"skipped", "of"}
+            or not isinstance(rec.get("of", ""), str)
+            or ("of" in rec) != (rec["skipped"] == "variant")
+        ):
+            yield (
+                ("skipped",),
+                (
+                    f"{name}: a skipped op is exactly {{skipped: <reason>}}, with "
+                    "of: <functional op> when the reason is 'variant'"
+                ),
+            )
         return
     for dkey, cell in rec.items():
         if not isinstance(dkey, str) or not dkey.isidentifier():
@@ -453,8 +533,9 @@ def _probed_op_problems(name, rec):
             if allowed is None:
                 yield where, f"{name}: {dkey}: unknown key {key!r}; expected one of {sorted(PROBED_CELL_KEYS)}"
             elif allowed == "err":
-                if not (isinstance(value, list) and len(value) == 2
-                        and all(isinstance(v, (int, float)) for v in value)):
+                if not (
+                    isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value)
+                ):
                     yield where, f"{name}: {dkey}: {key} must be [max abs error, max rel error]"
             elif allowed is list:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
@@ -495,8 +576,11 @@ def read_doc(path: str):
         return yaml.load(text, Loader=_loader()), None, stamp
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        return None, Problem(path, mark.line + 1 if mark else None,
-                             f"not valid YAML: {getattr(exc, 'problem', None) or exc}"), stamp
+        return (
+            None,
+            Problem(path, mark.line + 1 if mark else None, f"not valid YAML: {getattr(exc, 'problem', None) or exc}"),
+            stamp,
+        )
     except RecursionError:
         return None, Problem(path, None, "not valid YAML: nested too deeply"), stamp
 
@@ -520,7 +604,7 @@ def stamp_of(text: str) -> Stamp | None:
     m = _STAMP.match(text)
     if m is None:
         return None
-    return Stamp(int(m.group(1)), _sha256(text[m.end():]) == m.group(2))
+    return Stamp(int(m.group(1)), _sha256(text[m.end() :]) == m.group(2))
 
 
 def integrity_problem(path: str, doc, stamp: Stamp | None) -> Problem | None:
@@ -531,11 +615,20 @@ def integrity_problem(path: str, doc, stamp: Stamp | None) -> Problem | None:
     command = _command(doc)
     if stamp is None:
         if isinstance(doc, dict) and INTEGRITY in doc:
-            return _altered(path, "its integrity line is not the first line as opcov writes it "
-                                  "('integrity: {ops: N, sha256: <64 hex digits>}')", command)
-        return Problem(path, None, "no integrity line (written before opcov stamped its files), so a cut or an "
-                                   "edit cannot be detected; re-save it with scripts/restamp_data.py, or "
-                                   f"regenerate it with: {command}", "warning")
+            return _altered(
+                path,
+                "its integrity line is not the first line as opcov writes it "
+                "('integrity: {ops: N, sha256: <64 hex digits>}')",
+                command,
+            )
+        return Problem(
+            path,
+            None,
+            "no integrity line (written before opcov stamped its files), so a cut or an "
+            "edit cannot be detected; re-save it with scripts/restamp_data.py, or "
+            f"regenerate it with: {command}",
+            "warning",
+        )
     if stamp.intact and stamp.ops == have:
         return None
     what = [f"{have} ops where its integrity line says {stamp.ops}"] if stamp.ops != have else []
@@ -544,8 +637,9 @@ def integrity_problem(path: str, doc, stamp: Stamp | None) -> Problem | None:
 
 
 def _altered(path: str, what: str, command: str) -> Problem:
-    return Problem(path, None, f"not as opcov wrote it: {what}; the file was truncated or edited: "
-                               f"regenerate it with: {command}")
+    return Problem(
+        path, None, f"not as opcov wrote it: {what}; the file was truncated or edited: regenerate it with: {command}"
+    )
 
 
 _UNKNOWN_COMMAND = "the command that made it (its provenance.command)"
@@ -566,7 +660,7 @@ def _command_in(text: str) -> str:
 
     end = text.find("\nops:")
     m = _COMMAND_LINE.search(text, 0, end if end >= 0 else len(text))
-    if m and text[m.end():m.end() + 1] != "\n":  # the cut is in it
+    if m and text[m.end() : m.end() + 1] != "\n":  # the cut is in it
         m = None
     try:
         value = yaml.load(m.group(1), Loader=_loader()) if m else None

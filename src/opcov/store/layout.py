@@ -33,8 +33,10 @@ def bundled_coverage() -> str | None:
     """The coverage data that ships with opcov: ``opcov/bundled/coverage/`` in an installed wheel
     (setup.py copies it there), else the repository's own coverage/ for a source checkout."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../opcov
-    for candidate in (os.path.join(here, "bundled", DEFAULT_COVERAGE),
-                      os.path.join(os.path.dirname(os.path.dirname(here)), DEFAULT_COVERAGE)):
+    for candidate in (
+        os.path.join(here, "bundled", DEFAULT_COVERAGE),
+        os.path.join(os.path.dirname(os.path.dirname(here)), DEFAULT_COVERAGE),
+    ):
         if os.path.isdir(os.path.join(candidate, MODELS)):
             return candidate
     return None
@@ -46,18 +48,22 @@ def read_coverage(arg: str | None, say=None) -> str:
     since it is not where the user stands). A one-line UsageError before any work otherwise."""
     if arg is not None:
         if not os.path.isdir(arg):
-            raise UsageError(f"{arg}: no such coverage folder (leave --coverage out to use ./coverage "
-                             f"or the bundled data)")
+            raise UsageError(
+                f"{arg}: no such coverage folder (leave --coverage out to use ./coverage or the bundled data)"
+            )
         if not any(True for _ in _iter_yaml(arg)):
-            raise UsageError(f"{arg}: no coverage data in this folder (no .yaml files); make some with "
-                             f"'opcov scan BACKEND' or leave --coverage out to use the bundled data")
+            raise UsageError(
+                f"{arg}: no coverage data in this folder (no .yaml files); make some with "
+                f"'opcov scan BACKEND' or leave --coverage out to use the bundled data"
+            )
         return arg
     if os.path.isdir(DEFAULT_COVERAGE) and _holds_opcov_data(DEFAULT_COVERAGE):
         return DEFAULT_COVERAGE
     bundled = bundled_coverage()
     if bundled is None:
-        raise UsageError(f"no ./{DEFAULT_COVERAGE} folder here and no bundled data in this install; "
-                         f"pass --coverage DIR")
+        raise UsageError(
+            f"no ./{DEFAULT_COVERAGE} folder here and no bundled data in this install; pass --coverage DIR"
+        )
     if say:
         say(f"opcov: no ./{DEFAULT_COVERAGE} here; using the bundled coverage data ({bundled})")
     return bundled
@@ -110,12 +116,18 @@ def coverage_files(paths, *, models: bool = False) -> list[str]:
 
 # ---------------------------------------------------------------- coverage snapshots
 
+
 def _say(line: str) -> None:
     print(line, file=sys.stderr)
 
 
-def snapshot_name(evidence: str, torch: str, package: str | None = None, package_version: str | None = None,
-                  shard: tuple[int, int] | None = None) -> str:
+def snapshot_name(
+    evidence: str,
+    torch: str,
+    package: str | None = None,
+    package_version: str | None = None,
+    shard: tuple[int, int] | None = None,
+) -> str:
     """<evidence>-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml; no package part for torch itself."""
     name = f"{evidence}-torch-{torch}"
     if package and package != "torch":
@@ -128,8 +140,9 @@ def snapshot_name(evidence: str, torch: str, package: str | None = None, package
 def scan_path(doc: dict, coverage_dir: str = DEFAULT_COVERAGE) -> str:
     """Where 'opcov scan' writes a registered (or, with --declared, a declared) document by default."""
     b = doc["backend"]
-    return os.path.join(coverage_dir, b["name"],
-                        snapshot_name(doc["evidence"], doc["provenance"]["torch"], b["package"], b["version"]))
+    return os.path.join(
+        coverage_dir, b["name"], snapshot_name(doc["evidence"], doc["provenance"]["torch"], b["package"], b["version"])
+    )
 
 
 def probe_path(backend, shard=None, coverage_dir: str = DEFAULT_COVERAGE) -> str:
@@ -141,8 +154,11 @@ def probe_path(backend, shard=None, coverage_dir: str = DEFAULT_COVERAGE) -> str
         torch_version = version("torch")
     except PackageNotFoundError:
         torch_version = "unknown"
-    return os.path.join(coverage_dir, backend.name, snapshot_name(
-        "probed", torch_version, backend.package, backend.installed_version() or "unknown", shard))
+    return os.path.join(
+        coverage_dir,
+        backend.name,
+        snapshot_name("probed", torch_version, backend.package, backend.installed_version() or "unknown", shard),
+    )
 
 
 def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
@@ -186,15 +202,16 @@ def backends_with_data(coverage_dir: str) -> list[str]:
     """The backends that have at least one snapshot under coverage_dir, sorted."""
     if not os.path.isdir(coverage_dir):
         return []
-    return sorted(d for d in os.listdir(coverage_dir)
-                  if d != MODELS and any(snapshots(coverage_dir, d).values()))
+    return sorted(d for d in os.listdir(coverage_dir) if d != MODELS and any(snapshots(coverage_dir, d).values()))
 
 
 # ---------------------------------------------------------------- misplaced files
 
-SNAPSHOT_NAMES = ("registered-torch-<torch>[-<package>-<version>].yaml, "
-                  "probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml and "
-                  "declared-torch-<torch>.yaml")
+SNAPSHOT_NAMES = (
+    "registered-torch-<torch>[-<package>-<version>].yaml, "
+    "probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml and "
+    "declared-torch-<torch>.yaml"
+)
 A_FOLDER = "a folder, where a data file is expected; remove or rename it"
 
 
@@ -205,8 +222,9 @@ def snapshot_evidence(path: str) -> str | None:
 
 
 NOT_A_SNAPSHOT = f"not a snapshot name; opcov reads only {SNAPSHOT_NAMES} in a backend's folder"
-AT_THE_TOP = ("opcov reads no data file directly in a coverage folder: snapshots go in <backend>/, "
-              "op sets in models/<model>/")
+AT_THE_TOP = (
+    "opcov reads no data file directly in a coverage folder: snapshots go in <backend>/, op sets in models/<model>/"
+)
 
 
 def is_coverage_folder(folder: str) -> bool:
@@ -277,6 +295,7 @@ def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
 
 
 # ---------------------------------------------------------------- model op sets
+
 
 def models_dir(coverage_dir: str = DEFAULT_COVERAGE) -> str:
     """The folder of model op sets."""

@@ -25,23 +25,51 @@ import re
 from opcov.store import data
 
 # A plain scalar in flow context (it ends at an indicator or at ': '), and the lookahead that ends it.
-_PLAIN = (r"""[^\s,\[\]{}'"&*!|>%@`#?:-](?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))*?"""
-          r"""|-(?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))+?""")
+_PLAIN = (
+    r"""[^\s,\[\]{}'"&*!|>%@`#?:-](?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))*?"""
+    r"""|-(?:[^,\[\]{}:]|:(?![\s,\[\]{}]|$))+?"""
+)
 _PLAIN_END = r"(?=\s*(?:[,\[\]{}]|:(?:[\s,\[\]{}]|$)|$))"
 _SQ = r"'((?:[^'\n]|'')*)'"
 _DQ = r'"((?:[^"\\\n]|\\.)*)"'
 # One token: a flow indicator, a ':' separator, a quoted scalar, or a plain scalar.
-_TOKEN = re.compile(r"\s*(?:(?P<ind>[{}\[\],])|(?P<colon>:)(?=[\s,\[\]{}]|$)|" + _SQ.replace("(", "(?P<sq>", 1)
-                    + "|" + _DQ.replace("(", "(?P<dq>", 1) + "|(?P<plain>" + _PLAIN + ")" + _PLAIN_END + ")")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<ind>[{}\[\],])|(?P<colon>:)(?=[\s,\[\]{}]|$)|"
+    + _SQ.replace("(", "(?P<sq>", 1)
+    + "|"
+    + _DQ.replace("(", "(?P<dq>", 1)
+    + "|(?P<plain>"
+    + _PLAIN
+    + ")"
+    + _PLAIN_END
+    + ")"
+)
 # A scalar alone (quoted, or plain), for _as_json.
 _SCALAR = re.compile(_SQ + "|" + _DQ + "|(" + _PLAIN + ")" + _PLAIN_END)
 
 
 # YAML double-quoted escapes (the emitter writes \xHH, \uHHHH, \UHHHHHHHH and the one-letter ones).
 _DQ_ESCAPE = re.compile(r"\\(x[0-9A-Fa-f]{2}|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|.)")
-_DQ_LETTERS = {"0": "\0", "a": "\a", "b": "\b", "t": "\t", "\t": "\t", "n": "\n", "v": "\v", "f": "\f",
-               "r": "\r", "e": "\x1b", " ": " ", '"': '"', "/": "/", "\\": "\\", "N": "\x85", "_": "\xa0",
-               "L": "\u2028", "P": "\u2029"}
+_DQ_LETTERS = {
+    "0": "\0",
+    "a": "\a",
+    "b": "\b",
+    "t": "\t",
+    "\t": "\t",
+    "n": "\n",
+    "v": "\v",
+    "f": "\f",
+    "r": "\r",
+    "e": "\x1b",
+    " ": " ",
+    '"': '"',
+    "/": "/",
+    "\\": "\\",
+    "N": "\x85",
+    "_": "\xa0",
+    "L": "\u2028",
+    "P": "\u2029",
+}
 
 
 def _unescape(m) -> str:
@@ -66,14 +94,16 @@ def _resolvers():
 
 _FLOAT = re.compile(r"^[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?$")
 _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
-_WORDS = {"tag:yaml.org,2002:null": {"~": None, "null": None, "Null": None, "NULL": None},
-          "tag:yaml.org,2002:bool": {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
-          | {w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")}}
+_WORDS = {
+    "tag:yaml.org,2002:null": {"~": None, "null": None, "Null": None, "NULL": None},
+    "tag:yaml.org,2002:bool": {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
+    | {w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")},
+}
 
 
 def _plain(text: str, resolvers):
     """A plain scalar typed as PyYAML types it (only the forms opcov writes; others are _Unusual)."""
-    for tag, rx in resolvers.get(text[0], ()):
+    for tag, rx in resolvers.get(text[0], ()):  # noqa: B007 - tag is read after the loop
         if rx.match(text):
             break
     else:
@@ -94,7 +124,7 @@ def _tokens(text: str, resolvers, memo: dict) -> list:
         m = match(text, pos)
         if m is None:
             if text[pos:].strip():
-                raise _Unusual(text[pos:pos + 20])
+                raise _Unusual(text[pos : pos + 20])
             break
         pos = m.end()
         kind = m.lastgroup
@@ -179,8 +209,10 @@ _PHASES = r"forward|backward|optimizer"
 _CELL = _KEY + r": \{calls: [1-9][0-9]*(?:, grad: true)?(?:, seen: (?:real|both))?(?:, shape: '(?:[^'\n]|'')*')?\}"
 _BLOCK = r"(?:" + _PHASES + r"): \{" + _CELL + r"(?:, " + _CELL + r")*\}"
 _OP_LINE = re.compile(r"\{" + _BLOCK + r"(?:, " + _BLOCK + r")*\}")
-_OP_CELL = re.compile(r"(?:(" + _PHASES + r"): \{)?(" + _KEY + r"): \{calls: ([1-9][0-9]*)(, grad: true)?"
-                      r"(?:, seen: (real|both))?(, shape: '((?:[^'\n]|'')*)')?\}")
+_OP_CELL = re.compile(
+    r"(?:(" + _PHASES + r"): \{)?(" + _KEY + r"): \{calls: ([1-9][0-9]*)(, grad: true)?"
+    r"(?:, seen: (real|both))?(, shape: '((?:[^'\n]|'')*)')?\}"
+)
 
 
 def _opset_line(text: str):
@@ -247,8 +279,8 @@ def _as_json(values: list, resolvers, memo: dict) -> list | None:
 def _without_summary(head: str) -> str:
     """The header text less its ``summary`` block (large in probed files; sorted keys put it last)."""
     at = head.find("\nsummary:")
-    if at >= 0 and head.find("\n", at + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[at + 9:]):
-        return head[:at + 1]
+    if at >= 0 and head.find("\n", at + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[at + 9 :]):
+        return head[: at + 1]
     return head
 
 
@@ -264,13 +296,13 @@ def _cut_tree(head: str) -> tuple[str, list | None]:
     at = head.find("\ncalltree:\n")
     if at < 0:
         return head, None
-    block = head[at + len("\ncalltree:\n"):]
+    block = head[at + len("\ncalltree:\n") :]
     if _NOT_PRINTABLE.search(block):
         return head, None
     tree = _TREE_NODES.findall(block)
     if len(tree) != block.count("\n"):  # a line that is not a node, or a block not ending in a newline
         return head, None
-    return head[:at + 1], [t.replace("''", "'") if "''" in t else t for t in tree]
+    return head[: at + 1], [t.replace("''", "'") if "''" in t else t for t in tree]
 
 
 def parse(path: str, names=None, summary: bool = True):
@@ -287,8 +319,8 @@ def parse(path: str, names=None, summary: bool = True):
     cut = text.find("\nops:\n")
     if cut < 0:
         return None
-    head = text[:cut + 1] if summary else _without_summary(text[:cut + 1])
-    if data.anchor_line(text[:cut + 1]):  # opcov writes no anchors or aliases: data.load names the line
+    head = text[: cut + 1] if summary else _without_summary(text[: cut + 1])
+    if data.anchor_line(text[: cut + 1]):  # opcov writes no anchors or aliases: data.load names the line
         return None
     wanted = set(names) if names is not None else None
     resolvers, memo = _resolvers(), {}
@@ -302,7 +334,7 @@ def parse(path: str, names=None, summary: bool = True):
                 return None
             doc["calltree"] = tree  # the head's last key, where the file has it
         keys, rests, count = [], [], 0
-        for line in text[cut + 6:].splitlines():
+        for line in text[cut + 6 :].splitlines():
             count += 1
             if not line.startswith("  ") or line.startswith("   "):
                 return None

@@ -18,9 +18,7 @@ from __future__ import annotations
 import os
 import sys
 
-from opcov.store import data
-from opcov.store import layout
-from opcov.store import opset
+from opcov.store import data, layout, opset
 from opcov.store.data import Problem
 
 
@@ -32,7 +30,9 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
     problems = lint_files(files, check_catalog=check_catalog)
     for folder in folders:
         for root, dirs, _files in os.walk(folder) if os.path.isdir(folder) else ():
-            problems += [Problem(os.path.join(root, d), None, layout.A_FOLDER) for d in sorted(dirs) if layout.is_yaml(d)]
+            problems += [
+                Problem(os.path.join(root, d), None, layout.A_FOLDER) for d in sorted(dirs) if layout.is_yaml(d)
+            ]
             dirs[:] = sorted(d for d in dirs if not layout.is_yaml(d))
     return files, problems
 
@@ -77,26 +77,34 @@ def place_problems(path: str, doc) -> list[str]:
     if opset.is_opset(doc):
         if in_models or not (named or layout.in_coverage_folder(path)):
             return []
-        return [f"an op set in a backend's folder ({folder}/): check and the site read op sets only from "
-                f"models/<model>/<mode>.yaml (move it to models/{_model(doc)}/{doc.get('mode')}.yaml)"]
+        return [
+            f"an op set in a backend's folder ({folder}/): check and the site read op sets only from "
+            f"models/<model>/<mode>.yaml (move it to models/{_model(doc)}/{doc.get('mode')}.yaml)"
+        ]
     backend = doc.get("backend") if isinstance(doc.get("backend"), dict) else {}
     name = str(backend.get("name"))
     where = f"{name}/{_snapshot_name(doc)}"
     if in_models:
-        return [f"a coverage file under models/, where only op sets are read: opcov reads {name}'s data from "
-                f"<coverage>/{where}"]
+        return [
+            f"a coverage file under models/, where only op sets are read: opcov reads {name}'s data from "
+            f"<coverage>/{where}"
+        ]
     if named:
         out = []
         if name != folder:
-            out.append(f"backend.name is {name!r} but the file is in {folder}/: opcov reads a backend's snapshots "
-                       f"only from the folder named after it (move it to <coverage>/{where})")
+            out.append(
+                f"backend.name is {name!r} but the file is in {folder}/: opcov reads a backend's snapshots "
+                f"only from the folder named after it (move it to <coverage>/{where})"
+            )
         if doc.get("evidence") != named:
-            out.append(f"evidence is {doc.get('evidence')!r} but the name says {named!r} "
-                       f"(rename it {_snapshot_name(doc)})")
+            out.append(
+                f"evidence is {doc.get('evidence')!r} but the name says {named!r} (rename it {_snapshot_name(doc)})"
+            )
         return out
     if name == folder or layout.in_coverage_folder(path):
-        return [f"{layout.NOT_A_SNAPSHOT}, so opcov does not read it as {name}'s data "
-                f"(rename it {_snapshot_name(doc)})"]
+        return [
+            f"{layout.NOT_A_SNAPSHOT}, so opcov does not read it as {name}'s data (rename it {_snapshot_name(doc)})"
+        ]
     return []
 
 
@@ -126,15 +134,24 @@ def _unknown_ops(doc, path, catalog) -> list[Problem]:
     for name in unknown:
         ns = name.split("::")[0]
         if same and ns == "aten":
-            msg = (f"{name}: not an op of torch {catalog.torch_version} "
-                   "(misspelt, or from another build: re-run the scan)")
+            msg = (
+                f"{name}: not an op of torch {catalog.torch_version} (misspelt, or from another build: re-run the scan)"
+            )
             out.append(Problem(path, data._line_of(root, ("ops", name)), msg))
         else:
             foreign.setdefault(ns, []).append(name)
     for ns, names in sorted(foreign.items()):
-        why = (f"file made with torch {file_torch}, this is torch {catalog.torch_version}" if not same
-               else "registered by a backend that is not loaded here")
-        out.append(Problem(path, data._line_of(root, ("ops", names[0])),
-                           f"{len(names)} {ns}:: op(s) unknown to this torch, first {names[0]} ({why})",
-                           "warning"))
+        why = (
+            f"file made with torch {file_torch}, this is torch {catalog.torch_version}"
+            if not same
+            else "registered by a backend that is not loaded here"
+        )
+        out.append(
+            Problem(
+                path,
+                data._line_of(root, ("ops", names[0])),
+                f"{len(names)} {ns}:: op(s) unknown to this torch, first {names[0]} ({why})",
+                "warning",
+            )
+        )
     return out

@@ -48,9 +48,7 @@ import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from opcov.store import data
-from opcov.store import lineyaml
-from opcov.store import output
+from opcov.store import data, lineyaml, output
 from opcov.store.data import Problem
 
 KIND = "opset"
@@ -58,8 +56,21 @@ SCHEMA_VERSION = 2  # 2: calltree; 1: flat ops (and parents), still read
 READS = (1, SCHEMA_VERSION)
 MODES = ("inference", "training")
 PHASES = ("forward", "backward", "optimizer")
-TOP_KEYS = {"schema_version", "kind", "model", "mode", "dtype", "autocast", "optimizer",
-            "provenance", "parents", "summary", "calltree", "ops", data.INTEGRITY}
+TOP_KEYS = {
+    "schema_version",
+    "kind",
+    "model",
+    "mode",
+    "dtype",
+    "autocast",
+    "optimizer",
+    "provenance",
+    "parents",
+    "summary",
+    "calltree",
+    "ops",
+    data.INTEGRITY,
+}
 CALL_KEYS = {"calls": int, "shape": str, "grad": bool, "seen": str}
 # Call-tree node kinds: what the stand-in device did with the call.
 KERNEL = "kernel"  # a backend kernel received it (it is in ops)
@@ -72,8 +83,17 @@ NODE_TEXTS = ("args", "shape")  # optional trailing "| word=text"
 SEEN = ("real", "both")  # a node or call seen by a real-valued run only, or by it and the fake trace
 PARENT_KEYS = {"calls": int, "shape": str, "args": str, "traced_as": list}
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
-PROVENANCE_TYPES = {"torch": str, "opcov": str, "created": str, "command": str, "host": "scalars",
-                    "tracing": str, "target_device": str, "traced_on": str, "notes": "strings"}
+PROVENANCE_TYPES = {
+    "torch": str,
+    "opcov": str,
+    "created": str,
+    "command": str,
+    "host": "scalars",
+    "tracing": str,
+    "target_device": str,
+    "traced_on": str,
+    "notes": "strings",
+}
 
 
 @dataclass(frozen=True)
@@ -94,8 +114,16 @@ def calls(doc: dict) -> list[Call]:
     for op, rec in sorted(doc.get("ops", {}).items()):
         for phase in PHASES:
             for dtype, cell in sorted((rec.get(phase) or {}).items()):
-                out.append(Call(op, phase, dtype, int(cell.get("calls", 1)), bool(cell.get("grad", False)),
-                                str(cell.get("shape", ""))))
+                out.append(
+                    Call(
+                        op,
+                        phase,
+                        dtype,
+                        int(cell.get("calls", 1)),
+                        bool(cell.get("grad", False)),
+                        str(cell.get("shape", "")),
+                    )
+                )
     return out
 
 
@@ -137,8 +165,10 @@ def parse_node(text) -> Node:
 
 # A node's head as node_text writes it (its optional words in that order); other spellings take the
 # general reader below, which says what is wrong.
-_HEAD = re.compile(r"([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
-                   r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?")
+_HEAD = re.compile(
+    r"([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
+    r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?"
+)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -154,8 +184,20 @@ def _parse_node(text: str) -> Node:
         if tail and tail[0].startswith("shape="):
             shape = tail.pop(0)[6:]
         if not tail:
-            return Node(int(nid), op, phase, kind, dtype, int(calls), parent and int(parent),
-                        issued and int(issued), grad is not None, shape, args, seen or "")
+            return Node(
+                int(nid),
+                op,
+                phase,
+                kind,
+                dtype,
+                int(calls),
+                parent and int(parent),
+                issued and int(issued),
+                grad is not None,
+                shape,
+                args,
+                seen or "",
+            )
     return _parse_node_words(text)
 
 
@@ -166,12 +208,18 @@ def _parse_node_words(text: str) -> Node:
     words = head.split()
     if len(words) < len(NODE_FIELDS):
         raise ValueError(f"needs {' '.join(w.upper() for w in NODE_FIELDS)} first")
-    nid, phase, kind, op, dtype, calls = words[:len(NODE_FIELDS)]
+    nid, phase, kind, op, dtype, calls = words[: len(NODE_FIELDS)]
     if not calls.startswith("x"):
         raise ValueError(f"calls {calls!r} must read xN")
-    fields = {"id": _count(nid, "id"), "phase": phase, "kind": kind, "op": op, "dtype": dtype,
-              "calls": _count(calls[1:], "calls")}
-    for word in words[len(NODE_FIELDS):]:
+    fields = {
+        "id": _count(nid, "id"),
+        "phase": phase,
+        "kind": kind,
+        "op": op,
+        "dtype": dtype,
+        "calls": _count(calls[1:], "calls"),
+    }
+    for word in words[len(NODE_FIELDS) :]:
         key, eq, value = word.partition("=")
         if key == "grad" and not eq:
             fields["grad"] = True
@@ -180,8 +228,9 @@ def _parse_node_words(text: str) -> Node:
         elif key == "seen" and eq:
             fields["seen"] = value
         else:
-            raise ValueError(f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, "
-                             "seen=WHERE")
+            raise ValueError(
+                f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, seen=WHERE"
+            )
     for part in tail:
         key, eq, value = part.partition("=")
         if key not in NODE_TEXTS or not eq:
@@ -234,8 +283,13 @@ def validate(doc, path: str) -> list[Problem]:
         raw.append((("kind",), f"kind is {doc.get('kind')!r}; an op-set file says 'kind: {KIND}'"))
     version = doc.get("schema_version")
     if version not in READS or isinstance(version, bool):
-        raw.append((("schema_version",), f"schema_version is {version!r}; this opcov reads "
-                    f"{' or '.join(map(str, READS))} (re-trace the model with this opcov)"))
+        raw.append(
+            (
+                ("schema_version",),
+                f"schema_version is {version!r}; this opcov reads "
+                f"{' or '.join(map(str, READS))} (re-trace the model with this opcov)",
+            )
+        )
     for key in doc:
         if key not in TOP_KEYS:
             raw.append(((key,), f"unknown key {key!r}; expected one of {sorted(TOP_KEYS)}"))
@@ -311,9 +365,15 @@ def _tree_problems(tree, ops):
         if parsed is not None:
             parsed.append(node)
         nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen = node
-        if (last < nid and phase in PHASES and (kind == KERNEL or kind == COMPOSITE) and "::" in op
-                and (not seen or seen in SEEN) and issued is None
-                and (parent is None or (parent in known and known[parent] == (phase, COMPOSITE)))):
+        if (
+            last < nid
+            and phase in PHASES
+            and (kind == KERNEL or kind == COMPOSITE)
+            and "::" in op
+            and (not seen or seen in SEEN)
+            and issued is None
+            and (parent is None or (parent in known and known[parent] == (phase, COMPOSITE)))
+        ):
             last = nid  # the usual node, checked in one go (~170k over a zoo); any doubt: word by word
             known[nid] = (phase, kind)
             if kind == KERNEL:
@@ -348,14 +408,28 @@ def _tree_problems(tree, ops):
             sums[key] = sums.get(key, 0) + node.calls
     if parsed is not None:
         _keep(tree, parsed)
-    flat = {(op, phase, dtype): cell.get("calls") for op, rec in ops.items() if isinstance(rec, dict)
-            for phase, cells in rec.items() if isinstance(cells, dict)
-            for dtype, cell in cells.items() if isinstance(cell, dict)}
+    flat = {
+        (op, phase, dtype): cell.get("calls")
+        for op, rec in ops.items()
+        if isinstance(rec, dict)
+        for phase, cells in rec.items()
+        if isinstance(cells, dict)
+        for dtype, cell in cells.items()
+        if isinstance(cell, dict)
+    }
     if flat != sums:
         differ = sorted(k for k in set(flat) | set(sums) if flat.get(k) != sums.get(k))
-        yield (), ("calltree's kernel nodes do not add up to ops (the flat view is the tree's kernel calls): "
-                   + "; ".join(f"{op} {phase} {dtype}: {flat.get((op, phase, dtype), 0)} calls in ops, "
-                               f"{sums.get((op, phase, dtype), 0)} in the tree" for op, phase, dtype in differ[:3]))
+        yield (
+            (),
+            (
+                "calltree's kernel nodes do not add up to ops (the flat view is the tree's kernel calls): "
+                + "; ".join(
+                    f"{op} {phase} {dtype}: {flat.get((op, phase, dtype), 0)} calls in ops, "
+                    f"{sums.get((op, phase, dtype), 0)} in the tree"
+                    for op, phase, dtype in differ[:3]
+                )
+            ),
+        )
 
 
 def _op_problems(name, rec):
@@ -383,8 +457,11 @@ def _op_problems(name, rec):
                 if want is None:
                     yield (phase,), f"{name}: {phase}.{dtype}: unknown key {key!r}"
                 elif not isinstance(value, want) or (want is int and (isinstance(value, bool) or value < 1)):
-                    yield (phase,), f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}" + (
-                        " of at least 1" if want is int else "")
+                    yield (
+                        (phase,),
+                        f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}"
+                        + (" of at least 1" if want is int else ""),
+                    )
                 elif key == "seen" and value not in SEEN:
                     yield (phase,), f"{name}: {phase}.{dtype}.seen must be one of {', '.join(SEEN)}"
 
@@ -411,8 +488,11 @@ def _parent_problems(name, rec):
                 if want is None:
                     yield (phase,), f"parent {name}: {phase}.{dtype}: unknown key {key!r}"
                 elif not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
-                    yield (phase,), f"parent {name}: {phase}.{dtype}.{key} must be a {want.__name__}" + (
-                        " of op names" if want is list else "")
+                    yield (
+                        (phase,),
+                        f"parent {name}: {phase}.{dtype}.{key} must be a {want.__name__}"
+                        + (" of op names" if want is list else ""),
+                    )
 
 
 def is_opset(doc) -> bool:
@@ -494,5 +574,7 @@ class OpSet:
 
     def __repr__(self) -> str:
         s = self.doc.get("summary", {})
-        return (f"<OpSet {self.doc.get('model', {}).get('name')} {self.doc.get('mode')} {self.doc.get('dtype')}: "
-                f"{s.get('distinct_ops')} ops, calls {s.get('calls')}>")
+        return (
+            f"<OpSet {self.doc.get('model', {}).get('name')} {self.doc.get('mode')} {self.doc.get('dtype')}: "
+            f"{s.get('distinct_ops')} ops, calls {s.get('calls')}>"
+        )

@@ -26,13 +26,17 @@ NAME_MAX = 255  # bytes in one file name on the common file systems (ext4, xfs, 
 _FULL = "free some space or choose another path"
 _DENIED = "choose a folder you can write"
 # errno -> (what happened, what to do)
-_WHY = {errno.ENOSPC: ("no space left on the device", _FULL), errno.EDQUOT: ("disk quota exceeded", _FULL),
-        errno.EACCES: ("permission denied", _DENIED), errno.EPERM: ("permission denied", _DENIED),
-        errno.EROFS: ("read-only file system", _DENIED),
-        errno.ENAMETOOLONG: ("file name too long", "choose a shorter name"),
-        errno.EISDIR: ("it is a folder", "name a file"),
-        errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose another path"),
-        errno.ENOENT: ("no such folder", "choose another path")}
+_WHY = {
+    errno.ENOSPC: ("no space left on the device", _FULL),
+    errno.EDQUOT: ("disk quota exceeded", _FULL),
+    errno.EACCES: ("permission denied", _DENIED),
+    errno.EPERM: ("permission denied", _DENIED),
+    errno.EROFS: ("read-only file system", _DENIED),
+    errno.ENAMETOOLONG: ("file name too long", "choose a shorter name"),
+    errno.EISDIR: ("it is a folder", "name a file"),
+    errno.ENOTDIR: ("a part of the path is a file, not a folder", "choose another path"),
+    errno.ENOENT: ("no such folder", "choose another path"),
+}
 
 
 def _why(exc: OSError) -> str:
@@ -51,8 +55,9 @@ def _refuse_pseudo(path: str) -> str:
     absolute = os.path.abspath(path)
     real = _real(os.path.dirname(absolute))
     if any(p == root or p.startswith(root + "/") for p in (absolute, real) for root in PSEUDO_ROOTS):
-        raise UsageError(f"cannot write {path}: {' and '.join(PSEUDO_ROOTS)} hold kernel interfaces, not files; "
-                         "choose another path")
+        raise UsageError(
+            f"cannot write {path}: {' and '.join(PSEUDO_ROOTS)} hold kernel interfaces, not files; choose another path"
+        )
     return absolute
 
 
@@ -68,8 +73,7 @@ def _lstat(path: str, shown: str):
 
 def _refuse_link(info, path: str, what: str) -> None:
     if info is not None and stat.S_ISLNK(info.st_mode):
-        raise UsageError(f"{path} is a symbolic link; opcov never writes through links: remove it, "
-                         f"or pass {what}")
+        raise UsageError(f"{path} is a symbolic link; opcov never writes through links: remove it, or pass {what}")
 
 
 def _check_folder(folder: str, shown: str) -> None:
@@ -86,8 +90,10 @@ def _check_folder(folder: str, shown: str) -> None:
     if not os.path.isdir(probe):
         raise UsageError(f"cannot write {shown}: {probe} is not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write {shown}: folder {probe} is not writable "
-                         "(permissions or a read-only file system); choose another path")
+        raise UsageError(
+            f"cannot write {shown}: folder {probe} is not writable "
+            "(permissions or a read-only file system); choose another path"
+        )
 
 
 def check_writable_file(path: str) -> None:
@@ -104,8 +110,7 @@ def check_writable_file(path: str) -> None:
     if info is not None and stat.S_ISDIR(info.st_mode):
         raise UsageError(f"cannot write {path}: it is a folder; name a file in it")
     if info is not None and not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"cannot write {path}: not a regular file (a device, pipe or socket); "
-                         "choose another path")
+        raise UsageError(f"cannot write {path}: not a regular file (a device, pipe or socket); choose another path")
     _check_folder(os.path.dirname(absolute), path)
 
 
@@ -126,13 +131,16 @@ def check_writable_dir(path: str, *, marker: str | None = None, files=()) -> Non
     if not stat.S_ISDIR(info.st_mode):
         raise UsageError(f"cannot write {path}: it is not a folder; pass a folder")
     if not os.access(absolute, os.W_OK | os.X_OK):
-        raise UsageError(f"cannot write {path}: the folder is not writable "
-                         "(permissions or a read-only file system); choose another folder")
+        raise UsageError(
+            f"cannot write {path}: the folder is not writable "
+            "(permissions or a read-only file system); choose another folder"
+        )
     if marker is not None and os.listdir(absolute):
         mark = _lstat(os.path.join(absolute, marker), path)
         if mark is None or not stat.S_ISREG(mark.st_mode):
-            raise UsageError(f"{path}: not empty and not an opcov site (no {marker} file); "
-                             "pass --out with an empty or new folder")
+            raise UsageError(
+                f"{path}: not empty and not an opcov site (no {marker} file); pass --out with an empty or new folder"
+            )
     seen: set[str] = set()
     for rel in files:
         parts = rel.split("/")
@@ -157,7 +165,7 @@ def _write_all(fd: int, blob: bytes) -> None:
     """All of ``blob`` to ``fd`` (os.write may take less than it is given)."""
     view = memoryview(blob)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def write_new(path: str, blob: bytes) -> None:
@@ -170,8 +178,11 @@ def write_new(path: str, blob: bytes) -> None:
     absolute = _refuse_pseudo(path)
     try:
         os.makedirs(os.path.dirname(absolute), exist_ok=True)
-        fd = os.open(absolute, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), 0o666)
+        fd = os.open(
+            absolute,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0),
+            0o666,
+        )
     except FileExistsError:
         write_atomic(path, blob, durable=False)
         return
@@ -208,7 +219,7 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
         while fd is None:  # O_EXCL: never opens an existing file or a planted link
-            candidate = os.path.join(folder, f"{name[:NAME_MAX - 40]}.tmp{os.getpid()}-{secrets.token_hex(4)}")
+            candidate = os.path.join(folder, f"{name[: NAME_MAX - 40]}.tmp{os.getpid()}-{secrets.token_hex(4)}")
             try:
                 fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:

@@ -33,7 +33,8 @@ import json
 import os
 import time
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -194,9 +195,7 @@ def _nbytes_needed(t: torch.Tensor) -> int:
 
 def _meta_set(t: torch.Tensor, storage, offset: int, size, stride) -> None:
     """Set ``t``'s metadata (and grow its storage's nbytes) without allocating."""
-    _aten.set_.source_Storage_storage_offset.redispatch(
-        _META, t, storage, offset, list(size), list(stride)
-    )
+    _aten.set_.source_Storage_storage_offset.redispatch(_META, t, storage, offset, list(size), list(stride))
 
 
 def _new_device_tensor(size, stride, dtype, offset: int = 0, backing=None) -> torch.Tensor:
@@ -226,9 +225,7 @@ def _cpu(x: Any) -> Any:
 
 def _adopt(cpu: torch.Tensor) -> torch.Tensor:
     """A device tensor whose data *is* ``cpu``'s storage (no copy)."""
-    return _new_device_tensor(
-        cpu.size(), cpu.stride(), cpu.dtype, cpu.storage_offset(), cpu.untyped_storage()
-    )
+    return _new_device_tensor(cpu.size(), cpu.stride(), cpu.dtype, cpu.storage_offset(), cpu.untyped_storage())
 
 
 def _sync_meta(dev: torch.Tensor, cpu: torch.Tensor) -> None:
@@ -280,13 +277,23 @@ def _k_copy_from_and_resize(self, dst):
 
 
 def _k_to_copy(
-    self, *, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+    self,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    pin_memory=None,
+    non_blocking=False,
     memory_format=None,
 ):
     target = torch.device(device) if device is not None else self.device
     res = _aten._to_copy.default(
-        _cpu(self), dtype=dtype, layout=layout, device=torch.device("cpu"),
-        pin_memory=pin_memory, memory_format=memory_format,
+        _cpu(self),
+        dtype=dtype,
+        layout=layout,
+        device=torch.device("cpu"),
+        pin_memory=pin_memory,
+        memory_format=memory_format,
     )
     if target.type == _STATE["name"]:
         return _adopt(res)
@@ -412,8 +419,12 @@ def _misread(x: Any) -> Any:
 
 
 def _channels_last(x: Any) -> bool:
-    return (isinstance(x, torch.Tensor) and x.dim() == 4 and not x.is_contiguous()
-            and x.is_contiguous(memory_format=torch.channels_last))
+    return (
+        isinstance(x, torch.Tensor)
+        and x.dim() == 4
+        and not x.is_contiguous()
+        and x.is_contiguous(memory_format=torch.channels_last)
+    )
 
 
 def _unwrap_numbers(op, cargs, ckwargs):
@@ -423,7 +434,7 @@ def _unwrap_numbers(op, cargs, ckwargs):
     promotes as (int64, bool, the default float dtype), so type promotion comes out as on CPU."""
     args = op._schema.arguments
     fixed = list(cargs)
-    for i, a in enumerate(args[:len(fixed)]):
+    for i, a in enumerate(args[: len(fixed)]):
         if str(a.type) == "Tensor" and isinstance(fixed[i], (bool, int, float, complex)):
             fixed[i] = _number_tensor(fixed[i])
     for a in args:
@@ -433,8 +444,15 @@ def _unwrap_numbers(op, cargs, ckwargs):
 
 
 def _number_tensor(v):
-    dtype = (torch.bool if isinstance(v, bool) else torch.int64 if isinstance(v, int)
-             else torch.get_default_dtype() if isinstance(v, float) else None)
+    dtype = (
+        torch.bool
+        if isinstance(v, bool)
+        else torch.int64
+        if isinstance(v, int)
+        else torch.get_default_dtype()
+        if isinstance(v, float)
+        else None
+    )
     return torch.tensor(v, dtype=dtype)
 
 
@@ -468,8 +486,9 @@ def _lstm_cell_backward(grad_hy, grad_cy, cx, cy, workspace, has_bias):
     tanh_cy = cy.tanh()
     grad_hy = torch.zeros_like(cy) if grad_hy is None else grad_hy
     gcx = (torch.zeros_like(cy) if grad_cy is None else grad_cy) + grad_hy * o * (1 - tanh_cy * tanh_cy)
-    grad_gates = torch.cat([gcx * g * i * (1 - i), gcx * cx * f * (1 - f), gcx * i * (1 - g * g),
-                            grad_hy * tanh_cy * o * (1 - o)], 1)
+    grad_gates = torch.cat(
+        [gcx * g * i * (1 - i), gcx * cx * f * (1 - f), gcx * i * (1 - g * g), grad_hy * tanh_cy * o * (1 - o)], 1
+    )
     return grad_gates, gcx * f, grad_gates.sum(0) if has_bias else torch.empty(0, dtype=cy.dtype)
 
 
@@ -496,9 +515,12 @@ def _gru_cell_backward(grad_hy, workspace, has_bias):
     return gi, gh, grad_hy * z, gi.sum(0) if has_bias else none, gh.sum(0) if has_bias else none
 
 
-_FUSED_CELLS = {"aten::_thnn_fused_lstm_cell": _lstm_cell,
-                "aten::_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward,
-                "aten::_thnn_fused_gru_cell": _gru_cell, "aten::_thnn_fused_gru_cell_backward": _gru_cell_backward}
+_FUSED_CELLS = {
+    "aten::_thnn_fused_lstm_cell": _lstm_cell,
+    "aten::_thnn_fused_lstm_cell_backward_impl": _lstm_cell_backward,
+    "aten::_thnn_fused_gru_cell": _gru_cell,
+    "aten::_thnn_fused_gru_cell_backward": _gru_cell_backward,
+}
 
 
 def _run_on_cpu(op, args, kwargs, behaviour: str = "pass"):
@@ -587,13 +609,8 @@ def _planted_kernel(op, behaviour: str) -> Callable:
             while True:
                 time.sleep(3600)
         if behaviour == "oom":
-            raise torch.OutOfMemoryError(
-                f"opcovtest: planted out of memory in {opname}: "
-                "tried to allocate 1024.00 GiB"
-            )
-        if behaviour == "fails_on_channels_last" and any(
-            _channels_last(x) for x in pytree.tree_leaves((args, kwargs))
-        ):
+            raise torch.OutOfMemoryError(f"opcovtest: planted out of memory in {opname}: tried to allocate 1024.00 GiB")
+        if behaviour == "fails_on_channels_last" and any(_channels_last(x) for x in pytree.tree_leaves((args, kwargs))):
             raise RuntimeError(f"opcovtest: planted error in {opname}: channels_last input")
         return _run_on_cpu(op, args, kwargs, behaviour)
 
@@ -608,9 +625,7 @@ def _fallback_cpu(op, *args, **kwargs):
 
 def _fallback_raise(op, *args, **kwargs):
     """Boxed fallback standing for a CPU fallback that is switched off."""
-    raise NotImplementedError(
-        f"opcovtest: no kernel for {op.name()} and the CPU fallback is disabled"
-    )
+    raise NotImplementedError(f"opcovtest: no kernel for {op.name()} and the CPU fallback is disabled")
 
 
 class _CpuGradFunction(torch.autograd.Function):
@@ -624,9 +639,7 @@ class _CpuGradFunction(torch.autograd.Function):
         with torch._C._AutoDispatchBelowAutograd():
             out = op(*args, **kwargs)
         outs = out if isinstance(out, tuple) else (out,)
-        ctx.mark_non_differentiable(
-            *[o for o in outs if not (o.is_floating_point() or o.is_complex())]
-        )
+        ctx.mark_non_differentiable(*[o for o in outs if not (o.is_floating_point() or o.is_complex())])
         return out
 
     @staticmethod
@@ -647,9 +660,7 @@ class _CpuGradFunction(torch.autograd.Function):
         pairs = [(o, g) for o, g in zip(outs, grads) if o.requires_grad and g is not None]
         wanted = [t for t in cpu_in if t.requires_grad]
         got = iter(
-            torch.autograd.grad(
-                [o for o, _ in pairs], wanted, [g.cpu() for _, g in pairs], allow_unused=True
-            )
+            torch.autograd.grad([o for o, _ in pairs], wanted, [g.cpu() for _, g in pairs], allow_unused=True)
             if pairs and wanted
             else [None] * len(wanted)
         )
@@ -686,9 +697,7 @@ def _autograd_kernel(op) -> Callable:
             with torch._C._AutoDispatchBelowAutograd():
                 return op(*args, **kwargs)
         if op._schema.is_mutable or any(r.alias_info is not None for r in op._schema.returns):
-            raise RuntimeError(
-                f"opcovtest: autograd kernel for {opname} supports only functional ops"
-            )
+            raise RuntimeError(f"opcovtest: autograd kernel for {opname} supports only functional ops")
         slots = [_TENSOR_SLOT if isinstance(x, torch.Tensor) else x for x in leaves]
         return _CpuGradFunction.apply(op, spec, slots, *tensors)
 
@@ -783,8 +792,7 @@ def _setup(name: str) -> None:
     current = torch._C._get_privateuse1_backend_name()
     if current not in ("privateuseone", name):
         raise RuntimeError(
-            f"PrivateUse1 is already claimed by {current!r}; "
-            "set TORCH_DEVICE_BACKEND_AUTOLOAD=0 before importing torch"
+            f"PrivateUse1 is already claimed by {current!r}; set TORCH_DEVICE_BACKEND_AUTOLOAD=0 before importing torch"
         )
     from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
 

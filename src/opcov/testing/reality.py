@@ -34,15 +34,15 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from opcov.verdict import check
-from opcov.verdict import resolve
-from opcov.store import layout
-from opcov.store import opset
 from opcov.errors import UsageError
+from opcov.store import layout, opset
+from opcov.verdict import check, resolve
 
 BACKEND = "opcovtest"
 IMPORT = "opcov.testing.pybackend"
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # src/opcov/testing/ -> the checkout
+ROOT = os.path.dirname(
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+)  # src/opcov/testing/ -> the checkout
 BUNDLED = os.path.join(ROOT, layout.DEFAULT_COVERAGE)
 
 
@@ -62,8 +62,9 @@ def _unplantable() -> set:
     files = layout.snapshots(BUNDLED, "cpu")["registered"]
     if not files:
         return set()
-    return {n for n, r in data.load(files[-1])["ops"].items()
-            if r.get("res") == "missing" or "view" in r.get("tags", ())}
+    return {
+        n for n, r in data.load(files[-1])["ops"].items() if r.get("res") == "missing" or "view" in r.get("tags", ())
+    }
 
 
 def _tpu_registered() -> dict:
@@ -82,8 +83,9 @@ def _tpu_shaped(raising=(), missing=()) -> dict:
     reg = _tpu_registered()
     kernels = _kernels_for(op for op, r in reg.items() if r.get("fwd") == "kernel" and op not in missing)
     kernels.update({op: "raise" for op in raising})
-    autograd = sorted(op for op, r in reg.items() if r.get("bwd") == "backend_kernel" and op in kernels
-                      and ".out" not in op)  # the test backend's autograd kernels are functional only
+    autograd = sorted(
+        op for op, r in reg.items() if r.get("bwd") == "backend_kernel" and op in kernels and ".out" not in op
+    )  # the test backend's autograd kernels are functional only
     return {"name": BACKEND, "kernels": kernels, "autograd": autograd, "fallback": "raise"}
 
 
@@ -94,11 +96,17 @@ SPECS = {
     # own kernels for exactly what the op sets list, no fallback: runs iff the trace saw every op
     "exact-kernels": lambda ops: {"name": BACKEND, "kernels": _kernels_for(ops), "fallback": "raise"},
     # the same without softmax kernels: attention models must fail, convnets and RNNs run
-    "no-softmax": lambda ops: {"name": BACKEND, "fallback": "raise", "kernels": _kernels_for(
-        o for o in ops if "softmax" not in o)},
+    "no-softmax": lambda ops: {
+        "name": BACKEND,
+        "fallback": "raise",
+        "kernels": _kernels_for(o for o in ops if "softmax" not in o),
+    },
     # a kernel registered but raising (registration claims it; only a probe can tell)
-    "raising-layer-norm": lambda ops: {"name": BACKEND, "fallback": "cpu",
-                                       "kernels": {"aten::native_layer_norm": "raise"}},
+    "raising-layer-norm": lambda ops: {
+        "name": BACKEND,
+        "fallback": "cpu",
+        "kernels": {"aten::native_layer_norm": "raise"},
+    },
     # a kernel registered but wrong (the model runs and gives wrong numbers)
     "wrong-addmm": lambda ops: {"name": BACKEND, "fallback": "cpu", "kernels": {"aten::addmm": "large_error"}},
     # TorchTPU's shape (see the module docstring): runs its own linear, silu_backward, ... never their decompositions
@@ -146,23 +154,34 @@ def _env(spec: dict) -> dict:
     from opcov.testing.pybackend import ENV_VAR, spec_json
 
     src = os.path.join(ROOT, "src")
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPATH=src + os.pathsep +
-               os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", PYTHONPATH=src + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
     env[ENV_VAR] = spec_json(spec)
     return env
 
 
 def _opcov(args, spec, timeout=1800):
-    r = subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True,
-                       env=_env(spec), timeout=timeout)
+    r = subprocess.run(
+        [sys.executable, "-m", "opcov", *args], capture_output=True, text=True, env=_env(spec), timeout=timeout
+    )
     if r.returncode != 0:
-        raise UsageError(f"opcov {' '.join(args[:2])} failed for the test backend: "
-                         f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+        raise UsageError(
+            f"opcov {' '.join(args[:2])} failed for the test backend: "
+            f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}"
+        )
     return r
 
 
-def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None = None,
-                  torch_version: str, models=(), dtypes=("float32",)) -> None:
+def make_coverage(
+    spec: dict,
+    coverage_dir: str,
+    *,
+    probe_ops: list[str] | None = None,
+    torch_version: str,
+    models=(),
+    dtypes=("float32",),
+) -> None:
     """opcov's own registered scan (and optionally a probe of ``probe_ops`` in ``dtypes``) of the
     planted backend."""
     import shutil
@@ -171,15 +190,39 @@ def make_coverage(spec: dict, coverage_dir: str, *, probe_ops: list[str] | None 
     for path in layout.snapshots(BUNDLED, "cpu")["registered"]:  # what a CPU fallback can run
         os.makedirs(os.path.join(coverage_dir, "cpu"), exist_ok=True)
         shutil.copy(path, os.path.join(coverage_dir, "cpu"))
-    _opcov(["scan", BACKEND, "--import", IMPORT, "--out",
-            os.path.join(folder, layout.snapshot_name("registered", torch_version))], spec)
+    _opcov(
+        [
+            "scan",
+            BACKEND,
+            "--import",
+            IMPORT,
+            "--out",
+            os.path.join(folder, layout.snapshot_name("registered", torch_version)),
+        ],
+        spec,
+    )
     if probe_ops:
         bases = sorted({o.split("::", 1)[1].split(".")[0] for o in probe_ops})
         pattern = "^aten::(" + "|".join(re.escape(b) for b in bases) + ")$"
-        _opcov(["probe", BACKEND, "--import", IMPORT, "--ops", pattern, "--dtypes", ",".join(dtypes),
-                "--traces", ",".join(models), "--timeout", "30",
-                "--out", os.path.join(folder, layout.snapshot_name("probed", torch_version))], spec)
-
+        _opcov(
+            [
+                "probe",
+                BACKEND,
+                "--import",
+                IMPORT,
+                "--ops",
+                pattern,
+                "--dtypes",
+                ",".join(dtypes),
+                "--traces",
+                ",".join(models),
+                "--timeout",
+                "30",
+                "--out",
+                os.path.join(folder, layout.snapshot_name("probed", torch_version)),
+            ],
+            spec,
+        )
 
 
 def output_tensors(out) -> list:
@@ -387,8 +430,9 @@ print(json.dumps({"actual": "ran" if worst <= 1 else "wrong",
 def run_for_real(spec: dict, model: str, mode: str, timeout: int = 600) -> tuple[str, str]:
     """(ran | raised | wrong | crashed | harness, detail) for one model on the planted backend."""
     try:
-        r = subprocess.run([sys.executable, "-c", RUNNER, model, mode], capture_output=True, text=True,
-                           env=_env(spec), timeout=timeout)
+        r = subprocess.run(
+            [sys.executable, "-c", RUNNER, model, mode], capture_output=True, text=True, env=_env(spec), timeout=timeout
+        )
     except subprocess.TimeoutExpired:
         return "crashed", f"timed out after {timeout} s"
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -399,8 +443,18 @@ def run_for_real(spec: dict, model: str, mode: str, timeout: int = 600) -> tuple
     return result["actual"], result["detail"]
 
 
-def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool = True, torch_version: str,
-                  models_dir: str, progress=None, jobs: int = 1) -> list[Outcome]:
+def reality_check(
+    spec_names,
+    model_names,
+    modes,
+    workdir: str,
+    *,
+    probe: bool = True,
+    torch_version: str,
+    models_dir: str,
+    progress=None,
+    jobs: int = 1,
+) -> list[Outcome]:
     """Outcomes in (spec, model, mode) order; ``jobs`` real runs (child processes) at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -415,14 +469,28 @@ def reality_check(spec_names, model_names, modes, workdir: str, *, probe: bool =
         spec = SPECS[spec_name](ops)
         # the models' own dtypes too: a bfloat16 model's calls are judged from bfloat16 cells
         dtypes = sorted({"float32"} | {doc["dtype"] for doc in docs})
-        make_coverage(spec, cov, probe_ops=needed if probe else None, torch_version=torch_version,
-                      models=model_names, dtypes=dtypes)
-        def one(item):
+        make_coverage(
+            spec,
+            cov,
+            probe_ops=needed if probe else None,
+            torch_version=torch_version,
+            models=model_names,
+            dtypes=dtypes,
+        )
+
+        def one(item, cov=cov, spec=spec, spec_name=spec_name):
             (model, mode), path = item
             v = check.run(path, [BACKEND], None, cov)[0][0]
             actual, detail = run_for_real(spec, model, mode)
-            o = Outcome(spec_name, model, mode, v.verdict, actual, detail,
-                        [r.op for r in v.ops if r.outcome in ("fails", "unknown")])
+            o = Outcome(
+                spec_name,
+                model,
+                mode,
+                v.verdict,
+                actual,
+                detail,
+                [r.op for r in v.ops if r.outcome in ("fails", "unknown")],
+            )
             if progress:
                 progress(o)
             return o

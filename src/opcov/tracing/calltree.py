@@ -45,13 +45,13 @@ class Builder:
 
     def open(self, op: str, phase: str, kind: str, issued_by: int = -1) -> int:
         """A composite op (or a Python-level call such as the optimizer step) starts; returns its index."""
-        idx = self._add(_Call(op, phase, kind, self.stack[-1] if self.stack else -1,
-                              -1 if self.stack else issued_by))
+        idx = self._add(_Call(op, phase, kind, self.stack[-1] if self.stack else -1, -1 if self.stack else issued_by))
         self.stack.append(idx)
         return idx
 
-    def close(self, idx: int, *, dtype: str, shape: str = "", grad: bool = False, args: str = "",
-              on_device: bool) -> None:
+    def close(
+        self, idx: int, *, dtype: str, shape: str = "", grad: bool = False, args: str = "", on_device: bool
+    ) -> None:
         """The call ``idx`` returned. It is kept when it touched the target device or a call inside it was kept."""
         if self.stack and self.stack[-1] == idx:
             self.stack.pop()
@@ -61,11 +61,11 @@ class Builder:
         if call.kept:
             self._mark_parent(call)
 
-    def leaf(self, op: str, phase: str, dtype: str, *, shape: str = "", grad: bool = False,
-             issued_by: int = -1) -> int:
+    def leaf(self, op: str, phase: str, dtype: str, *, shape: str = "", grad: bool = False, issued_by: int = -1) -> int:
         """A call a backend kernel receives (no decomposition seen below it); returns its index."""
-        call = _Call(op, phase, KERNEL, self.stack[-1] if self.stack else -1, -1 if self.stack else issued_by,
-                     dtype, shape, grad)
+        call = _Call(
+            op, phase, KERNEL, self.stack[-1] if self.stack else -1, -1 if self.stack else issued_by, dtype, shape, grad
+        )
         idx = self._add(call)
         self._mark_parent(call)
         return idx
@@ -124,6 +124,7 @@ class Builder:
 
 
 # ---------------------------------------------------------------- merging real-valued runs (realtrace.py)
+
 
 def _paths(rows: list[dict]) -> list[tuple]:
     """Each node's identity across traces: its ancestry (and issuing node) down to (phase, kind, op, dtype)."""
@@ -194,4 +195,3 @@ def flat(rows: list[dict], fake_ops: dict, real_ops: list[dict]) -> dict:
             cell["seen"] = "both" if in_fake else "real"
         out.setdefault(op, {}).setdefault(phase, {})[dtype] = cell
     return out
-

@@ -30,23 +30,50 @@ import math
 import re
 
 # Config keys naming an audio frame's feature count, most specific first.
-_FEATURE_KEYS = ("num_mel_bins", "input_feat_size", "feature_size", "n_mels", "num_mel_filters",
-                 "feature_projection_input_dim", "input_dim", "mel_bins")
+_FEATURE_KEYS = (
+    "num_mel_bins",
+    "input_feat_size",
+    "feature_size",
+    "n_mels",
+    "num_mel_filters",
+    "feature_projection_input_dim",
+    "input_dim",
+    "mel_bins",
+)
 # Config keys listing the strides of a raw-audio encoder (their product: samples per frame).
 _STRIDE_KEYS = ("conv_stride", "downsampling_ratios", "upsampling_ratios", "encoder_rates", "strides", "ratios")
 # Sub-configs that hold a modality's settings, searched in order after the config itself.
-_AUDIO = ("audio_config", "encoder_config", "speech_config", "audio_encoder_config", "codec_config",
-          "semantic_model_config", "asr_config")
+_AUDIO = (
+    "audio_config",
+    "encoder_config",
+    "speech_config",
+    "audio_encoder_config",
+    "codec_config",
+    "semantic_model_config",
+    "asr_config",
+)
 _VISION = ("vision_config", "backbone_config", "image_config", "encoder_config", "visual_config")
 _FRAME_KEYS = ("num_frames", "frames_per_clip", "num_video_frames")
-_TEXT = ("text_config", "decoder_config", "decoder", "language_config", "llm_config",
-         "model_config")  # a text-to-speech model's beside its vocoder (fastspeech2_conformer_with_hifigan)
+_TEXT = (
+    "text_config",
+    "decoder_config",
+    "decoder",
+    "language_config",
+    "llm_config",
+    "model_config",
+)  # a text-to-speech model's beside its vocoder (fastspeech2_conformer_with_hifigan)
 TOKEN_LOW, TOKEN_HIGH = 3, 100
 FRAMES = 64  # audio feature frames where the encoder takes any length
-META_READ = re.compile(r"cannot be called on meta tensors|on meta tensors? is not|data-dependent|"
-                       r"cannot \w+ a meta tensor", re.I)
-_SHAPE_ERROR = re.compile(r"shape|size|dimension|reduction dim|expected|mat1|mat2|match|length|channels|out of range|"
-                          r"input_features|not enough values|invalid for input|mono", re.I)
+META_READ = re.compile(
+    r"cannot be called on meta tensors|on meta tensors? is not|data-dependent|"
+    r"cannot \w+ a meta tensor",
+    re.I,
+)
+_SHAPE_ERROR = re.compile(
+    r"shape|size|dimension|reduction dim|expected|mat1|mat2|match|length|channels|out of range|"
+    r"input_features|not enough values|invalid for input|mono",
+    re.I,
+)
 
 
 class NoInput(Exception):
@@ -102,7 +129,8 @@ def wanted(model, task: str, mode: str) -> list[str]:
     names += [n for n, p in params.items() if p.default is inspect.Parameter.empty]
     seq2seq = task in ("seq2seq_lm", "speech_seq2seq")  # a head that shifts its labels into decoder inputs
     if (mode == "inference" and seq2seq) or (
-            not seq2seq and getattr(getattr(model, "config", None), "is_encoder_decoder", False)):
+        not seq2seq and getattr(getattr(model, "config", None), "is_encoder_decoder", False)
+    ):
         names.append("decoder_input_ids")  # a base encoder-decoder, a transducer's prediction network (parakeet)
     if task == "contrastive":  # both towers
         names += ["input_ids", "pixel_values"]
@@ -166,8 +194,13 @@ class Maker:
         if name.endswith("input_ids") or name in ("input_ids", "inputs"):
             books = find(cfg, ("num_codebooks",), _TEXT)
             if books:  # an audio-token decoder: a row of ids per codebook, flattened or as a dim of its own
-                return [self.ids(b, s), self.ids(b * books, s), self.ids(b, books, s), self.ids(b, s, books),
-                        self.ids(b, s, books + 1)]  # the text stream beside the codebooks (kyutai)
+                return [
+                    self.ids(b, s),
+                    self.ids(b * books, s),
+                    self.ids(b, books, s),
+                    self.ids(b, s, books),
+                    self.ids(b, s, books + 1),
+                ]  # the text stream beside the codebooks (kyutai)
             return self.ids(b, s)
         if name.endswith("grid_thw"):
             return self.grid()
@@ -175,8 +208,11 @@ class Maker:
             return self.patches()
         if name == "hidden_states" and self.audio_states:  # a codec's raw audio or latents, channels first
             hidden = find(cfg, ("hidden_size", "latent_dim", "vae_dim"), default=64)
-            return [self.floats(b, find(cfg, ("channels", "audio_channels"), default=1), self.samples()),
-                    self.floats(b, hidden, s), self.floats(b, s, hidden)]
+            return [
+                self.floats(b, find(cfg, ("channels", "audio_channels"), default=1), self.samples()),
+                self.floats(b, hidden, s),
+                self.floats(b, s, hidden),
+            ]
         if name == "pixel_values" and self.naflex:
             return self.patch_rows()
         if name in ("spatial_shapes", "target_sizes"):  # each image's patch grid (rows, columns)
@@ -190,8 +226,11 @@ class Maker:
             with self.dev:
                 return self.torch.tensor([find(cfg, ("spatial_merge_size", "merge_size"), _VISION, 2)] * b)
         if name == "task_inputs":  # a task prompt's token ids (oneformer: "the task is semantic")
-            return self.ids(b, find(cfg, ("task_seq_len",), default=s),
-                            high=find(cfg, ("text_encoder_vocab_size", "vocab_size"), _TEXT, TOKEN_HIGH))
+            return self.ids(
+                b,
+                find(cfg, ("task_seq_len",), default=s),
+                high=find(cfg, ("text_encoder_vocab_size", "vocab_size"), _TEXT, TOKEN_HIGH),
+            )
         if name in ("pixel_values", "prompt_pixel_values", "pixel_values_images"):
             # an image pair (keypoint matchers take (batch, 2, channels, height, width)) where one image does not fit
             return [self.pixels(), self.video()] if self.video_like else [self.pixels(), self.pair()]
@@ -230,15 +269,15 @@ class Maker:
             if name == "latents":  # a codec's latents may be channels-first
                 return [self.floats(b, s, hidden), self.floats(b, hidden, s)]
             return self.floats(b, s, hidden)
-        raise NoInput(f"the forward needs {name!r}, and opcov cannot make it from the config "
-                      f"(pass a factory package.module:function that returns (model, inputs))")
-
+        raise NoInput(
+            f"the forward needs {name!r}, and opcov cannot make it from the config "
+            f"(pass a factory package.module:function that returns (model, inputs))"
+        )
 
     def video(self):
         vision = sub(self.config, _VISION)
         frames = find(self.config, _FRAME_KEYS, _VISION, 8)
-        return self.floats(self.b, frames, find(vision, _IMAGE_CHANNELS, default=3),
-                           *self._side(vision))
+        return self.floats(self.b, frames, find(vision, _IMAGE_CHANNELS, default=3), *self._side(vision))
 
     def query_placeholders(self) -> tuple[int, int] | None:
         """(image token id, count) where the config has a query-token count (BLIP-2's ``num_query_tokens``)
@@ -251,8 +290,7 @@ class Maker:
     def pair(self):
         """Two images per sample: (batch, 2, channels, height, width)."""
         vision = sub(self.config, _VISION)
-        return self.floats(self.b, 2, find(vision, _IMAGE_CHANNELS, default=3),
-                           *self._side(vision))
+        return self.floats(self.b, 2, find(vision, _IMAGE_CHANNELS, default=3), *self._side(vision))
 
     def grid(self):
         """(temporal, height, width) patch counts per image: one frame of 2x2 merge windows."""
@@ -266,7 +304,10 @@ class Maker:
         vision = sub(self.config, _VISION)
         merge = find(self.config, ("spatial_merge_size", "merge_size"), _VISION, 2)
         channels = find(vision, _IMAGE_CHANNELS, default=3)
-        frames, side = find(vision, ("temporal_patch_size", "patch_temporal"), default=1), find(vision, ("patch_size",), default=14)
+        frames, side = (
+            find(vision, ("temporal_patch_size", "patch_temporal"), default=1),
+            find(vision, ("patch_size",), default=14),
+        )
         flat = self.floats(self.b * 4 * merge * merge, channels * frames * side * side)
         return [flat, flat.reshape(flat.shape[0], channels, side, side)] if frames == 1 else flat
 
@@ -278,8 +319,11 @@ class Maker:
         vision = sub(self.config, _VISION)
         patch, channels = find(vision, ("patch_size",), default=16), find(vision, _IMAGE_CHANNELS, default=3)
         b, n = self.b, rows * cols
-        return [self.floats(b, n, dim), self.floats(b, channels, patch, n * patch),
-                self.floats(1, channels, patch, b * n * patch)]
+        return [
+            self.floats(b, n, dim),
+            self.floats(b, channels, patch, n * patch),
+            self.floats(1, channels, patch, b * n * patch),
+        ]
 
     def patch_grid(self) -> tuple[int, int, int]:
         """(rows, columns, values per patch) of an image cut into the vision config's patches."""
@@ -296,8 +340,7 @@ class Maker:
 
     def pixels(self):
         vision = sub(self.config, _VISION)
-        return self.floats(self.b, find(vision, _IMAGE_CHANNELS, default=3),
-                           *self._side(vision))
+        return self.floats(self.b, find(vision, _IMAGE_CHANNELS, default=3), *self._side(vision))
 
     def samples(self) -> int:
         """Raw-audio length: the encoder's samples per frame times the sequence length (or as asked)."""
@@ -311,7 +354,9 @@ class Maker:
                 value = vars(cfg).get(key)
                 if isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
                     kernel = vars(cfg).get("conv_kernel")
-                    lengths.append(math.prod(value) * self.s + (sum(kernel) if isinstance(kernel, (list, tuple)) else 0))
+                    lengths.append(
+                        math.prod(value) * self.s + (sum(kernel) if isinstance(kernel, (list, tuple)) else 0)
+                    )
                     break
             else:
                 hop = vars(cfg).get("hop_length")
@@ -324,8 +369,9 @@ class Maker:
         length being the context plus the largest lag."""
         cfg = self.config
         lags = vars(cfg).get("lags_sequence")
-        length = (find(cfg, ("context_length", "prediction_length"), default=self.s)
-                  + (max(lags) if isinstance(lags, (list, tuple)) and lags else 0))
+        length = find(cfg, ("context_length", "prediction_length"), default=self.s) + (
+            max(lags) if isinstance(lags, (list, tuple)) and lags else 0
+        )
         channels = find(cfg, ("input_size", "num_input_channels"), default=1)
         return [self.floats(self.b, length), self.floats(self.b, length, channels)]
 
@@ -352,8 +398,10 @@ class Maker:
     def mask(self, name: str, made: dict):
         """A mask of ones shaped like the input it masks (the one named by its prefix, else the main one)."""
         base = name.rsplit("_mask", 1)[0].rsplit("_attention", 1)[0]
-        ref = next((made[k] for k in (base, f"{base}_input_ids", "input_ids") if made.get(k) is not None),
-                   next((v for v in made.values() if hasattr(v, "shape")), None))
+        ref = next(
+            (made[k] for k in (base, f"{base}_input_ids", "input_ids") if made.get(k) is not None),
+            next((v for v in made.values() if hasattr(v, "shape")), None),
+        )
         if ref is None:
             return self.ones(self.b, self.s)
         shape = tuple(ref.shape[:2]) if ref.dim() >= 2 else tuple(ref.shape)
@@ -375,9 +423,11 @@ class Maker:
 
 
 # A second modality's input, and the sub-configs that say a model has that modality.
-_MODALITIES = (("pixel_values", ("vision_config", "visual_config", "image_config")),
-               ("input_features", ("audio_config", "speech_config", "audio_encoder_config")),
-               ("input_ids", ("text_config", "language_config", "llm_config")))
+_MODALITIES = (
+    ("pixel_values", ("vision_config", "visual_config", "image_config")),
+    ("input_features", ("audio_config", "speech_config", "audio_encoder_config")),
+    ("input_ids", ("text_config", "language_config", "llm_config")),
+)
 _MAIN = ("input_ids", "pixel_values", "input_values", "input_features")
 # Config keys of an image placeholder token: such a model takes images only with as many placeholders in
 # its text as its vision tower makes features (a check on the data), so it is traced on text alone.
@@ -391,9 +441,14 @@ def other_modality(model, config, names: list[str]) -> list[str]:
     if not any(n in _MAIN for n in names):
         return []
     tokens = any(isinstance(vars(config).get(k), int) for k in _PLACEHOLDERS)
-    return [name for name, subs in _MODALITIES
-            if name in params and name not in names and any(hasattr(getattr(config, k, None), "to_dict") for k in subs)
-            and not (name == "pixel_values" and tokens)]
+    return [
+        name
+        for name, subs in _MODALITIES
+        if name in params
+        and name not in names
+        and any(hasattr(getattr(config, k, None), "to_dict") for k in subs)
+        and not (name == "pixel_values" and tokens)
+    ]
 
 
 def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tuple[dict, list[str]]:
@@ -410,7 +465,9 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
     maker.patched = any(n.endswith("grid_thw") for n in names)
     maker.naflex = "spatial_shapes" in params or "target_sizes" in params
     if maker.naflex and "pixel_values" in names + extra:  # patches need their grid and mask beside them
-        names += [n for n in ("spatial_shapes", "target_sizes", "pixel_attention_mask") if n in params and n not in names]
+        names += [
+            n for n in ("spatial_shapes", "target_sizes", "pixel_attention_mask") if n in params and n not in names
+        ]
     main = getattr(model, "main_input_name", None)
     maker.audio_states = main == "input_values" and main not in params and "hidden_states" in params
     maker.video_like = maker.video_like or "video" in type(model).__name__.lower()
@@ -433,8 +490,10 @@ def make(torch, model, config, task: str, sizes, *, mode: str, real: bool) -> tu
     elif extra:
         for name in extra:
             made.pop(name)
-        notes.append(f"without {' and '.join(extra)}: the model does not run with them as opcov makes them; "
-                     "only the other modality was traced")
+        notes.append(
+            f"without {' and '.join(extra)}: the model does not run with them as opcov makes them; "
+            "only the other modality was traced"
+        )
     for name, candidates in choices.items():  # labels last (wanted() puts them last), against the inputs chosen
         fitted = {k: v for k, v in made.items() if k != "labels" or name == "labels"}
         made[name] = _first_fitting(torch, model, fitted, name, candidates, real)

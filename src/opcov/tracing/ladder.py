@@ -69,8 +69,15 @@ def _tiny_or_default(arch, mode: str, path: str):
             raise
         first = exc
     try:
-        return repaired(run, config, {}, [f"traced at the default config's full depth: its tiny "
-                                           f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"])
+        return repaired(
+            run,
+            config,
+            {},
+            [
+                f"traced at the default config's full depth: its tiny "
+                f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"
+            ],
+        )
     except Exception as second:
         if "--real" in str(second) and "--real" not in str(first):  # got further: the real-valued trace's turn
             raise
@@ -81,8 +88,7 @@ def _set_text(overrides: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in overrides.items())
 
 
-def repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exception | None = None,
-              note=None):
+def repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exception | None = None, note=None):
     """``run(Sizes(overrides))``; where it fails for a reason ``opcov.tracing.repair`` knows (a config
     field, an input the model's own check asks for), again with the repairs added to the sizes (so
     they are in the op set's command: ``--set``, ``--input``), and noted. ``start``: the sizes whose
@@ -117,8 +123,9 @@ def repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exce
         if not fix and not more and not side and not length:
             raise exc
         if length:
-            why = why + [f"audio of length {length}, the multiple the model's own check asks for "
-                         f"({one_line(exc, 120)})"]
+            why = why + [
+                f"audio of length {length}, the multiple the model's own check asks for ({one_line(exc, 120)})"
+            ]
             audio = length
         if more:
             why = why + [f"the model's own check asks for {', '.join(more)} ({one_line(exc, 120)}): made it too"]
@@ -160,6 +167,7 @@ def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
     out, failure = realtrace.branch_runs(job)
     notes: list = []
     if failure and job["model"].startswith("hf:"):
+
         def run(sizes):
             trial = {**job, "sizes": dataclasses.asdict(sizes)}
             runs, why = realtrace.branch_runs(trial)
@@ -177,8 +185,9 @@ def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
             tries += whole_heads(config, start.overrides, failure[:160])
         for overrides, failed, why in tries:
             try:
-                job, out = repaired(run, config, overrides, why, start=start, failed=failed,
-                                     note=lambda _, why: notes.extend(why))
+                job, out = repaired(
+                    run, config, overrides, why, start=start, failed=failed, note=lambda _, why: notes.extend(why)
+                )
                 failure = ""
                 break
             except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
@@ -241,13 +250,19 @@ def narrow(arch, run):
         except Exception as exc:
             if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
                 raise
-    return repaired(run, config, tiny.overrides(config),
-                     [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"])
+    return repaired(
+        run,
+        config,
+        tiny.overrides(config),
+        [f"traced at the config's full widths (fewer layers only): at narrow widths it fails ({narrow})"],
+    )
 
 
 # Narrow widths whose hidden size is whole heads of the config's own head dim (tiny's width="heads").
-WHOLE_HEADS_NOTE = ("at narrow widths whose hidden size is 4 heads of the config's own head dim: at the narrowest "
-                    "widths it fails ({why})")
+WHOLE_HEADS_NOTE = (
+    "at narrow widths whose hidden size is 4 heads of the config's own head dim: at the narrowest "
+    "widths it fails ({why})"
+)
 
 
 def whole_heads(config, narrow: dict, why: str) -> list:
@@ -263,11 +278,17 @@ def whole_heads(config, narrow: dict, why: str) -> list:
 # Failures no config size changes: a missing library or class, an input opcov cannot make, the
 # real-valued trace needed. Any other failure of a tiny config is tried again at the default depth
 # (the tiny sizes may be what breaks: shapes, or layer lists such as gemma3n's KV-sharing layers).
-_LASTING = re.compile(r"needs the \w+ library|no model class|has no forward|cannot make it from the config|"
-                      r"--real|out of memory|killed", re.I)
+_LASTING = re.compile(
+    r"needs the \w+ library|no model class|has no forward|cannot make it from the config|"
+    r"--real|out of memory|killed",
+    re.I,
+)
 # A failure of shapes that do not fit together (narrow widths some other size does not follow).
-_SHAPE = re.compile(r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
-                    r"reduction dim|out of range|not enough values to unpack", re.I)
+_SHAPE = re.compile(
+    r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
+    r"reduction dim|out of range|not enough values to unpack",
+    re.I,
+)
 
 
 def default_config(model_type: str):
@@ -286,4 +307,4 @@ def one_line(exc, limit: int = 300) -> str:
     if not isinstance(exc, OpcovError):
         text = f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -31,9 +31,7 @@ from dataclasses import dataclass, field
 
 from opcov.errors import UsageError
 from opcov.torchenv import import_torch
-from opcov.tracing import inputs
-from opcov.tracing import nnblocks
-from opcov.tracing import vision
+from opcov.tracing import inputs, nnblocks, vision
 
 # Task heads tried in order for a model type, with the inputs each needs.
 # A contrastive (image-text) head comes before image classification: it runs both towers.
@@ -81,9 +79,14 @@ def build(spec: str, sizes: Sizes, *, mode: str, real: bool, zoo_entry=None) -> 
     if spec.startswith("nn:"):
         name = spec[3:]
         model, inputs, config = nnblocks.build(name, sizes, real=real)
-        return Built(model, inputs, name=name, source=spec, config=config,
-                     notes=[f"torch.nn {name} block built by opcov.tracing.nnblocks",
-                            *(zoo_entry.notes if zoo_entry else ())])
+        return Built(
+            model,
+            inputs,
+            name=name,
+            source=spec,
+            config=config,
+            notes=[f"torch.nn {name} block built by opcov.tracing.nnblocks", *(zoo_entry.notes if zoo_entry else ())],
+        )
     if vision.is_spec(spec):
         try:
             model, made, family, notes = vision.build(spec, sizes, mode=mode, real=real)
@@ -95,22 +98,36 @@ def build(spec: str, sizes: Sizes, *, mode: str, real: bool, zoo_entry=None) -> 
         task = "image_classification" if library == "timm" or kind == "classification" else kind
         modality = "video" if task == "video" else "vision"
         family = library
-        return Built(model, made, name=vision.arch_name(spec), source=spec,
-                     facets={"family": family, "task": task, "modality": modality},
-                     notes=[*notes, *(zoo_entry.notes if zoo_entry else ())])
+        return Built(
+            model,
+            made,
+            name=vision.arch_name(spec),
+            source=spec,
+            facets={"family": family, "task": task, "modality": modality},
+            notes=[*notes, *(zoo_entry.notes if zoo_entry else ())],
+        )
     if spec.startswith("factory:") or (":" in spec and not spec.startswith("hf:") and "/" not in spec):
         return build_factory(spec.removeprefix("factory:"), real=real)
     if spec.endswith(".json") or os.path.isdir(spec):
-        return build_hf(_local_config(spec), sizes, mode=mode, real=real, source=f"config:{spec}",
-                        name=os.path.basename(os.path.dirname(os.path.abspath(spec))) if spec.endswith(".json")
-                        else os.path.basename(os.path.abspath(spec)))
+        return build_hf(
+            _local_config(spec),
+            sizes,
+            mode=mode,
+            real=real,
+            source=f"config:{spec}",
+            name=os.path.basename(os.path.dirname(os.path.abspath(spec)))
+            if spec.endswith(".json")
+            else os.path.basename(os.path.abspath(spec)),
+        )
     model_type = spec.removeprefix("hf:")
     config, task, notes = _hf_config(model_type, zoo_entry)
-    return build_hf(config, sizes, mode=mode, real=real, source=f"hf:{model_type}", name=model_type,
-                    task=task, notes=notes)
+    return build_hf(
+        config, sizes, mode=mode, real=real, source=f"hf:{model_type}", name=model_type, task=task, notes=notes
+    )
 
 
 # ---------------------------------------------------------------- factories
+
 
 def build_factory(target: str, *, real: bool) -> Built:
     mod_name, _, fn_name = target.partition(":")
@@ -120,19 +137,22 @@ def build_factory(target: str, *, real: bool) -> Built:
     try:
         module = importlib.import_module(mod_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module
-        raise UsageError(f"factory {target}: cannot import {mod_name}: {type(exc).__name__}: "
-                         f"{_first_line(exc)} (is it on PYTHONPATH?)") from None
+        raise UsageError(
+            f"factory {target}: cannot import {mod_name}: {type(exc).__name__}: "
+            f"{_first_line(exc)} (is it on PYTHONPATH?)"
+        ) from None
     fn = getattr(module, fn_name, None)
     if not callable(fn):
         raise UsageError(f"factory {target}: {mod_name} has no function {fn_name!r}")
     try:
-        with (contextlib.nullcontext() if real else torch.device("meta")):
+        with contextlib.nullcontext() if real else torch.device("meta"):
             result = fn()
     except Exception as exc:  # noqa: BLE001
         raise UsageError(f"factory {target} raised {type(exc).__name__}: {_first_line(exc)}") from None
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
-        raise UsageError(f"factory {target} must return (model, inputs) with an nn.Module; "
-                         f"it returned {type(result).__name__}")
+        raise UsageError(
+            f"factory {target} must return (model, inputs) with an nn.Module; it returned {type(result).__name__}"
+        )
     model, inputs = result
     return Built(model, inputs, name=f"{mod_name}.{fn_name}", source=f"factory:{target}")
 
@@ -143,6 +163,7 @@ def _first_line(exc) -> str:
 
 
 # ---------------------------------------------------------------- transformers
+
 
 def _transformers():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -165,8 +186,10 @@ def _hf_config(model_type: str, zoo_entry):
 
         near = difflib.get_close_matches(model_type, list(CONFIG_MAPPING_NAMES), n=3)
         hint = f"; did you mean {', '.join(near)}?" if near else ""
-        raise UsageError(f"unknown model type {model_type!r}: not a transformers {tf.__version__} model type"
-                         f"{hint} (or pass a config.json, a factory package.module:function, or nn:NAME)")
+        raise UsageError(
+            f"unknown model type {model_type!r}: not a transformers {tf.__version__} model type"
+            f"{hint} (or pass a config.json, a factory package.module:function, or nn:NAME)"
+        )
     kwargs = dict(zoo_entry.config) if zoo_entry else {}
     sub = {k: kwargs.pop(k) for k in list(kwargs) if k.endswith("_config") and isinstance(kwargs[k], dict)}
     try:
@@ -265,8 +288,11 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
                 raise BuildError("it has no forward() (a pipeline of sub-models that generate() runs)")
             made, input_notes = inputs.make(torch, model, own, chosen, sizes, mode=mode, real=real)
             if part:
-                input_notes = [f"{cls_name} takes a {type(own).__name__}: built from the config's {part!r} "
-                               f"part (the other parts of {type(config).__name__} are not traced)", *input_notes]
+                input_notes = [
+                    f"{cls_name} takes a {type(own).__name__}: built from the config's {part!r} "
+                    f"part (the other parts of {type(config).__name__} are not traced)",
+                    *input_notes,
+                ]
         except inputs.NoInput as exc:
             failures.append(f"{cls_name}: {exc}")
             continue
@@ -289,13 +315,29 @@ def build_hf(config, sizes: Sizes, *, mode, real, source, name, task=None, notes
         built = unrun
     chosen, cls_name, model, made, input_notes = built
     need = needed_dtype(model)
-    fell_back = [] if chosen == candidates[0][0] else [
-        f"the {candidates[0][0]} head cannot be built or run from this config ({failures[0]}); traced the base model"]
-    return Built(model, made, name=name, source=source, config=_config_summary(config, sizes),
-                 dtype=need[0] if need else None,
-                 notes=[f"{cls_name} ({chosen}) built from {type(config).__name__} with random initialisation",
-                        "inputs made from the forward signature and config: " + ", ".join(made), *input_notes,
-                        *fell_back, *([need[1]] if need else []), *notes])
+    fell_back = (
+        []
+        if chosen == candidates[0][0]
+        else [
+            f"the {candidates[0][0]} head cannot be built or run from this config ({failures[0]}); traced the base model"
+        ]
+    )
+    return Built(
+        model,
+        made,
+        name=name,
+        source=source,
+        config=_config_summary(config, sizes),
+        dtype=need[0] if need else None,
+        notes=[
+            f"{cls_name} ({chosen}) built from {type(config).__name__} with random initialisation",
+            "inputs made from the forward signature and config: " + ", ".join(made),
+            *input_notes,
+            *fell_back,
+            *([need[1]] if need else []),
+            *notes,
+        ],
+    )
 
 
 # Errors of a model's own Python code (a head its config does not set up), as opposed to an op that
@@ -325,9 +367,6 @@ def _head_fails(torch, model, made) -> str | None:
     return None
 
 
-    raise BuildError("cannot build " + "; nor ".join(dict.fromkeys(failures)))
-
-
 def _base_class(config):
     from transformers.models.auto import modeling_auto
 
@@ -353,7 +392,7 @@ def _instantiate(torch, cls, config, real):
     """``cls`` from ``config`` with random weights (on meta unless ``real``): sdpa where it has it, else eager."""
     for attn in ("sdpa", "eager"):
         try:
-            with (contextlib.nullcontext() if real else torch.device("meta")):
+            with contextlib.nullcontext() if real else torch.device("meta"):
                 return cls._from_config(config, attn_implementation=attn)
         except (ValueError, ImportError):
             if attn == "eager":
@@ -367,14 +406,20 @@ def _why(exc) -> str:
     m = re.search(r"requires the (\w+) library but it was not found", text)
     library = m.group(1) if m else exc.name.split(".")[0] if isinstance(exc, ModuleNotFoundError) and exc.name else None
     if library:
-        where = (" here (timm needs torchvision, which imports only beside the CUDA torch: scripts/make_vision_zoo.sh "
-                 "traces it there)" if library in ("timm", "torchvision") else "")
+        where = (
+            " here (timm needs torchvision, which imports only beside the CUDA torch: scripts/make_vision_zoo.sh "
+            "traces it there)"
+            if library in ("timm", "torchvision")
+            else ""
+        )
         return f"needs the {library} library, which is not installed{where}"
     return f"{type(exc).__name__}: {text}"
 
 
-GROUPED_MM_NOTE = ("bfloat16: the experts' grouped matmul (aten::_grouped_mm) refuses float32 under fake tensors "
-                   "(its meta kernel expects bfloat16)")
+GROUPED_MM_NOTE = (
+    "bfloat16: the experts' grouped matmul (aten::_grouped_mm) refuses float32 under fake tensors "
+    "(its meta kernel expects bfloat16)"
+)
 
 
 def needed_dtype(model):
@@ -382,30 +427,54 @@ def needed_dtype(model):
     mixture-of-experts layers that run transformers' grouped_mm experts implementation."""
     for module in model.modules():
         cfg = getattr(module, "config", None)
-        if (cfg is not None and getattr(cfg, "_experts_implementation", None) == "grouped_mm"
-                and getattr(module, "_can_set_experts_implementation", lambda: False)()):
+        if (
+            cfg is not None
+            and getattr(cfg, "_experts_implementation", None) == "grouped_mm"
+            and getattr(module, "_can_set_experts_implementation", lambda: False)()
+        ):
             return "bfloat16", GROUPED_MM_NOTE
     return None
 
 
 def _no_cache(config):
-    for cfg in [config] + [getattr(config, k) for k in dir(config) if k.endswith("_config")
-                           and hasattr(getattr(config, k, None), "to_dict")]:
+    for cfg in [config] + [
+        getattr(config, k)
+        for k in dir(config)
+        if k.endswith("_config") and hasattr(getattr(config, k, None), "to_dict")
+    ]:
         if hasattr(cfg, "use_cache"):
             cfg.use_cache = False
 
 
-_SUMMARY_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-                 "num_key_value_heads", "vocab_size", "num_local_experts", "num_experts",
-                 "num_experts_per_tok", "image_size", "patch_size", "hidden_sizes", "depths",
-                 "encoder_layers", "decoder_layers", "d_model", "num_mel_bins")
+_SUMMARY_KEYS = (
+    "num_hidden_layers",
+    "hidden_size",
+    "intermediate_size",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "vocab_size",
+    "num_local_experts",
+    "num_experts",
+    "num_experts_per_tok",
+    "image_size",
+    "patch_size",
+    "hidden_sizes",
+    "depths",
+    "encoder_layers",
+    "decoder_layers",
+    "d_model",
+    "num_mel_bins",
+)
 
 
 def _config_summary(config, sizes: Sizes) -> dict:
     """The sizes that make this trace, small enough for the file header."""
     out = {"batch": sizes.batch, "seq": sizes.seq}
-    for cfg_name, cfg in [("", config)] + [(k, getattr(config, k)) for k in ("text_config", "vision_config")
-                                          if hasattr(getattr(config, k, None), "to_dict")]:
+    for cfg_name, cfg in [("", config)] + [
+        (k, getattr(config, k))
+        for k in ("text_config", "vision_config")
+        if hasattr(getattr(config, k, None), "to_dict")
+    ]:
         d = cfg.to_dict()
         for key in _SUMMARY_KEYS:
             if d.get(key) is not None:

@@ -21,10 +21,16 @@ def build(name: str, sizes, *, real: bool) -> tuple:
     torch = import_torch()
     nn = torch.nn
     b, s = sizes.batch, sizes.seq
-    with (contextlib.nullcontext() if real else torch.device("meta")):
+    with contextlib.nullcontext() if real else torch.device("meta"):
         if name == "transformer":
-            model = nn.Transformer(d_model=WIDTH, nhead=4, num_encoder_layers=2, num_decoder_layers=2,
-                                   dim_feedforward=2 * WIDTH, batch_first=True)
+            model = nn.Transformer(
+                d_model=WIDTH,
+                nhead=4,
+                num_encoder_layers=2,
+                num_decoder_layers=2,
+                dim_feedforward=2 * WIDTH,
+                batch_first=True,
+            )
             inputs = (torch.randn(b, s, WIDTH), torch.randn(b, s, WIDTH))
             config = {"d_model": WIDTH, "nhead": 4, "layers": "2+2", "dim_feedforward": 2 * WIDTH}
         elif name in ("lstm", "gru"):
@@ -44,7 +50,15 @@ def build(name: str, sizes, *, real: bool) -> tuple:
 def _convnet(nn):
     """A small CNN with the usual layers: conv, batch norm, relu, max pool, dropout, linear."""
     return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-        nn.Flatten(), nn.Dropout(0.1), nn.Linear(32, 10),
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Dropout(0.1),
+        nn.Linear(32, 10),
     )

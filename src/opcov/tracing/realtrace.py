@@ -36,8 +36,7 @@ import sys
 
 from opcov.store import opset
 from opcov.store.opset import OpSet
-from opcov.tracing import calltree
-from opcov.tracing import ladder
+from opcov.tracing import calltree, ladder
 
 MAX_PARAMS = 50_000_000
 PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (the child asserts they agree)
@@ -52,8 +51,19 @@ PADDED = "a padded attention mask"
 FAILED_NOTE = "the real-valued run failed ({why}): branches on data are as fake tensors took them"
 
 
-def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dtype: str, autocast: bool,
-                       device: str, optimizer: str, defer: bool = False) -> OpSet:
+def with_real_branches(
+    result: OpSet,
+    model: str,
+    *,
+    built,
+    sizes,
+    mode: str,
+    dtype: str,
+    autocast: bool,
+    device: str,
+    optimizer: str,
+    defer: bool = False,
+) -> OpSet:
     """``result`` (a fake-tensor trace of ``model``, a reference trace_spec accepts, built as ``built``)
     merged with real-valued runs of the same model, or with a note saying why there are none. A
     model over MAX_PARAMS runs at narrow widths (``tiny.overrides(width=True)`` on its config: the
@@ -65,11 +75,16 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
     config = getattr(built.model, "config", None)
     narrow = doc["model"].get("params", 0) > MAX_PARAMS and hasattr(config, "to_dict")
     cpu = device == "cpu"
-    why_not = ("it was traced with real tensors already" if doc["provenance"].get("tracing") != "fake"
-               else "--autocast: the real run has no autocast policy for its device" if autocast and not cpu
-               else f"{doc['model']['params']:,} parameters is over {MAX_PARAMS:,} for a real run, and it is "
-                    "not a transformers model that opcov can narrow"
-               if doc["model"].get("params", 0) > MAX_PARAMS and not narrow else "")
+    why_not = (
+        "it was traced with real tensors already"
+        if doc["provenance"].get("tracing") != "fake"
+        else "--autocast: the real run has no autocast policy for its device"
+        if autocast and not cpu
+        else f"{doc['model']['params']:,} parameters is over {MAX_PARAMS:,} for a real run, and it is "
+        "not a transformers model that opcov can narrow"
+        if doc["model"].get("params", 0) > MAX_PARAMS and not narrow
+        else ""
+    )
     if why_not:
         if doc["provenance"].get("tracing") == "fake":
             notes.append(f"no real-valued run ({why_not}): branches on data are as fake tensors took them")
@@ -77,10 +92,18 @@ def with_real_branches(result: OpSet, model: str, *, built, sizes, mode: str, dt
     if narrow:
         from opcov.tracing import tiny
 
-        sizes = dataclasses.replace(sizes, overrides={**sizes.overrides,
-                                                      **tiny.overrides(_set_on(model, config), width=True)})
-    job = {"kind": "branches", "model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype,
-           "optimizer": optimizer, "narrowed": narrow}
+        sizes = dataclasses.replace(
+            sizes, overrides={**sizes.overrides, **tiny.overrides(_set_on(model, config), width=True)}
+        )
+    job = {
+        "kind": "branches",
+        "model": model,
+        "sizes": dataclasses.asdict(sizes),
+        "mode": mode,
+        "dtype": dtype,
+        "optimizer": optimizer,
+        "narrowed": narrow,
+    }
     if cpu:  # eager on CPU itself, in this process: CPU needs no device claim
         job.update(device="cpu", autocast=autocast)
     if defer and not cpu:
@@ -118,8 +141,7 @@ def branch_runs(job: dict) -> tuple[dict, str]:
     return run_job(job)
 
 
-def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | None = None,
-                        repairs=()) -> bool:
+def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | None = None, repairs=()) -> bool:
     """Merge the real-valued runs of ``job`` (``with_real_branches`` makes it) into the fake trace
     ``result``, with a note (after ``repairs``: the notes of how its sizes were repaired); ``answer``:
     ``branch_runs(job)`` where the caller made it. Whether they ran (a failure is a note: the fake
@@ -134,8 +156,14 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
     runs = out["runs"]
     fake_rows = [n._asdict() for n in opset.nodes(doc)]
     merged = _merge(doc, [run["doc"] for run in runs])
-    only_real = sorted({f"{op} ({phase})" for op, rec in doc["ops"].items() for phase, cells in rec.items()
-                        if any(c.get("seen") == "real" for c in cells.values())})
+    only_real = sorted(
+        {
+            f"{op} ({phase})"
+            for op, rec in doc["ops"].items()
+            for phase, cells in rec.items()
+            if any(c.get("seen") == "real" for c in cells.values())
+        }
+    )
     both = sum(r.get("seen") == "both" for r in merged)
     narrowed = job.get("narrowed")
     where = "on CPU itself" if job.get("device") == "cpu" else "on a computing PrivateUse1 device"
@@ -143,7 +171,8 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
         f"real values: a run {where} ({', '.join(run['variant'] for run in runs)}"
         f"{'; at narrow widths: ' + _set_text(job['sizes']) if narrowed else ''}) "
         f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
-        f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}")
+        f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}"
+    )
     return True
 
 
@@ -158,8 +187,15 @@ def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: st
     child process. Text models run with their inputs as built and with a padded attention mask, merged."""
     from opcov.errors import UsageError
 
-    job = {"kind": "trace", "model": model, "sizes": dataclasses.asdict(sizes), "mode": mode, "dtype": dtype,
-           "optimizer": optimizer, "out": out}
+    job = {
+        "kind": "trace",
+        "model": model,
+        "sizes": dataclasses.asdict(sizes),
+        "mode": mode,
+        "dtype": dtype,
+        "optimizer": optimizer,
+        "out": out,
+    }
     if computing_here():
         return OpSet(_child(job)["doc"])
     result, failure = run_job(job)
@@ -195,9 +231,13 @@ def _merge(doc: dict, others: list[dict], *, seen: bool = True) -> list[dict]:
                 for cell in cells.values():
                     cell.pop("seen", None)
     doc["calltree"] = [opset.node_text(row) for row in merged]
-    doc["summary"] = {"distinct_ops": len(doc["ops"]),
-                      "calls": {phase: sum(c["calls"] for rec in doc["ops"].values()
-                                           for c in (rec.get(phase) or {}).values()) for phase in opset.PHASES}}
+    doc["summary"] = {
+        "distinct_ops": len(doc["ops"]),
+        "calls": {
+            phase: sum(c["calls"] for rec in doc["ops"].values() for c in (rec.get(phase) or {}).values())
+            for phase in opset.PHASES
+        },
+    }
     return merged
 
 
@@ -205,13 +245,22 @@ def run_job(job: dict) -> tuple[dict, str]:
     """(the child's answer, '') or ({}, why it failed): ``job`` run in a child process whose
     PrivateUse1 device is the computing stand-in."""
     src = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0",
-               PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    env = dict(
+        os.environ,
+        TORCH_DEVICE_BACKEND_AUTOLOAD="0",
+        PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p),
+    )
     # pybackend.ENV_VAR: importing pybackend here would claim this process's PrivateUse1
     env[PYBACKEND_SPEC_VAR] = child_spec()
     try:
-        r = subprocess.run([sys.executable, "-m", "opcov.tracing.realtrace"], input=json.dumps(job),
-                           capture_output=True, text=True, env=env, timeout=TIMEOUT_S)
+        r = subprocess.run(
+            [sys.executable, "-m", "opcov.tracing.realtrace"],
+            input=json.dumps(job),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=TIMEOUT_S,
+        )
     except subprocess.TimeoutExpired:
         return {}, f"over {TIMEOUT_S} s"
     lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -235,7 +284,7 @@ def input_variants(torch, built) -> list:
     if isinstance(inputs, dict) and isinstance(inputs.get("input_ids"), torch.Tensor) and takes_mask:
         ids = inputs["input_ids"]
         mask = torch.ones_like(ids)
-        mask[0, ids.shape[-1] - max(1, ids.shape[-1] // 4):] = 0
+        mask[0, ids.shape[-1] - max(1, ids.shape[-1] // 4) :] = 0
         out.append((PADDED, {**inputs, "attention_mask": mask}))
     return out
 
@@ -262,15 +311,33 @@ def _child(job: dict) -> dict:
     dtype = job["dtype"] or (entry.dtype if entry else built.dtype or "float32")
     command = None
     if job["kind"] == "trace":
-        command = spec.command_line(job["model"], mode=job["mode"], dtype=dtype, optimizer=job["optimizer"],
-                                    real=True, sizes=sizes, out=job.get("out"))
+        command = spec.command_line(
+            job["model"],
+            mode=job["mode"],
+            dtype=dtype,
+            optimizer=job["optimizer"],
+            real=True,
+            sizes=sizes,
+            out=job.get("out"),
+        )
     where = {"device": "cpu", "autocast": job.get("autocast", False)} if cpu else {"computing": pb.device().type}
     runs = []
     for variant, inputs in input_variants(torch, built):
         torch.manual_seed(1)
-        doc = trace(built.model, inputs, mode=job["mode"], dtype=dtype, optimizer=job["optimizer"], real=True,
-                    name=entry.name if entry else built.name, source=built.source, config=built.config,
-                    command=command, notes=built.notes, **where).doc
+        doc = trace(
+            built.model,
+            inputs,
+            mode=job["mode"],
+            dtype=dtype,
+            optimizer=job["optimizer"],
+            real=True,
+            name=entry.name if entry else built.name,
+            source=built.source,
+            config=built.config,
+            command=command,
+            notes=built.notes,
+            **where,
+        ).doc
         doc["model"].update(built.facets)
         runs.append({"variant": variant, "doc": doc})
     if job["kind"] == "branches":
@@ -279,7 +346,8 @@ def _child(job: dict) -> dict:
     _merge(doc, [run["doc"] for run in runs[1:]], seen=False)
     doc["provenance"]["notes"].append(
         f"real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an accelerator's "
-        f"path), not on CPU; input variants merged: {', '.join(run['variant'] for run in runs)}")
+        f"path), not on CPU; input variants merged: {', '.join(run['variant'] for run in runs)}"
+    )
     return {"doc": doc}
 
 

@@ -27,8 +27,18 @@ from dataclasses import dataclass
 from opcov.store import opset
 
 TARGET = 0.95  # issue 17: recall at least this per phase on 95% of architectures
-COLUMNS = ("model", "mode", "phase", "eager_ops", "traced_ops", "recall", "fake_recall", "missed", "fake_missed",
-           "extra")
+COLUMNS = (
+    "model",
+    "mode",
+    "phase",
+    "eager_ops",
+    "traced_ops",
+    "recall",
+    "fake_recall",
+    "missed",
+    "fake_missed",
+    "extra",
+)
 
 
 @dataclass(frozen=True)
@@ -62,12 +72,19 @@ class PhaseRecall:
 def compare(traced: dict, eager: dict) -> list[PhaseRecall]:
     """Per phase (those either document has), the op overloads of ``eager`` (a real-valued op set)
     against those of ``traced`` (the fake-tensor one): documents as ``opset.load`` returns them."""
-    def ops(doc, phase, fake_only=False):
-        return frozenset(op for op, rec in doc["ops"].items() if phase in rec
-                         and not (fake_only and all(c.get("seen") == "real" for c in rec[phase].values())))
 
-    return [PhaseRecall(p, ops(eager, p), ops(traced, p), ops(traced, p, fake_only=True)) for p in opset.PHASES
-            if ops(eager, p) or ops(traced, p)]
+    def ops(doc, phase, fake_only=False):
+        return frozenset(
+            op
+            for op, rec in doc["ops"].items()
+            if phase in rec and not (fake_only and all(c.get("seen") == "real" for c in rec[phase].values()))
+        )
+
+    return [
+        PhaseRecall(p, ops(eager, p), ops(traced, p), ops(traced, p, fake_only=True))
+        for p in opset.PHASES
+        if ops(eager, p) or ops(traced, p)
+    ]
 
 
 def unlike(traced: dict, eager: dict) -> str:
@@ -75,6 +92,7 @@ def unlike(traced: dict, eager: dict) -> str:
     trace`` lines differ by more than ``--real`` and ``--out`` (other sizes, repairs, inputs), or they
     built models of other sizes (a head the fake build fell back from: other parameters). Their
     recall would then measure the difference in what was built, not fake-vs-real."""
+
     def line(doc):
         words, out = shlex.split(doc["provenance"].get("command") or ""), []
         while words:
@@ -96,8 +114,20 @@ def unlike(traced: dict, eager: dict) -> str:
 
 
 def row_text(model: str, mode: str, r: PhaseRecall) -> str:
-    return "\t".join([model, mode, r.phase, str(len(r.eager)), str(len(r.traced)), f"{r.recall:.3f}",
-                      f"{r.fake_recall:.3f}", ",".join(r.missed), ",".join(r.fake_missed), ",".join(r.extra)])
+    return "\t".join(
+        [
+            model,
+            mode,
+            r.phase,
+            str(len(r.eager)),
+            str(len(r.traced)),
+            f"{r.recall:.3f}",
+            f"{r.fake_recall:.3f}",
+            ",".join(r.missed),
+            ",".join(r.fake_missed),
+            ",".join(r.extra),
+        ]
+    )
 
 
 def summary(rows: list[tuple[str, str, PhaseRecall]], fake: bool = False) -> dict:

@@ -31,15 +31,33 @@ _DERIVED = {
     "moe_intermediate_size": lambda c: _int(c, "intermediate_size"),
 }
 # Values that checkpoints set and some config classes lack (the model reads them): the usual ones.
-_USUAL = {"dropout": 0.1, "dropout_rate": 0.1, "attention_dropout": 0.0, "hidden_dropout": 0.0,
-          "rope_theta": 10000.0, "layer_norm_eps": 1e-5, "rms_norm_eps": 1e-6, "initializer_range": 0.02,
-          "vocab_size": 512, "layerdrop": 0.0, "pad_token_id": 1, "sliding_window": 4096,
-          # a mixture of experts' counts (a default config of dots1 leaves them None)
-          "n_routed_experts": 8, "num_experts": 8, "num_experts_per_tok": 2, "top_k_experts": 2, "n_shared_experts": 1,
-          "n_group": 1, "topk_group": 1}
+_USUAL = {
+    "dropout": 0.1,
+    "dropout_rate": 0.1,
+    "attention_dropout": 0.0,
+    "hidden_dropout": 0.0,
+    "rope_theta": 10000.0,
+    "layer_norm_eps": 1e-5,
+    "rms_norm_eps": 1e-6,
+    "initializer_range": 0.02,
+    "vocab_size": 512,
+    "layerdrop": 0.0,
+    "pad_token_id": 1,
+    "sliding_window": 4096,
+    # a mixture of experts' counts (a default config of dots1 leaves them None)
+    "n_routed_experts": 8,
+    "num_experts": 8,
+    "num_experts_per_tok": 2,
+    "top_k_experts": 2,
+    "n_shared_experts": 1,
+    "n_group": 1,
+    "topk_group": 1,
+}
 # A None size: the message itself, or what torch.empty(None, a, b) says.
-_NONE = re.compile(r"NoneType|must be tuple of ints, but found element of type NoneType|"
-                   r"empty\(\) takes 1 positional argument but \d+ were given")
+_NONE = re.compile(
+    r"NoneType|must be tuple of ints, but found element of type NoneType|"
+    r"empty\(\) takes 1 positional argument but \d+ were given"
+)
 _MISSING = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _HEADS = re.compile(r"embed_dim\W+must be divisible by num_heads \(got `?embed_dim`?: (\d+) and `?num_heads`?: (\d+)")
 _AXIAL = re.compile(r"axial_pos_shape factors: \(([\d, ]+)\) multiply to sequence length.*?sequence_length: (\d+)")
@@ -49,10 +67,22 @@ _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d
 
 
 # Inputs opcov can make (opcov.tracing.inputs) that a model's own check may ask for by name.
-ASKABLE = ("input_ids", "pixel_values", "pixel_values_videos", "input_values", "input_features", "visual_feats",
-           "visual_pos", "encoder_hidden_states", "decoder_input_ids")
-_ASKING = re.compile(r"specify|must be given|cannot be `?None|has to be not-None|is required|are required|"
-                     r"must be provided|should be provided|missing", re.I)
+ASKABLE = (
+    "input_ids",
+    "pixel_values",
+    "pixel_values_videos",
+    "input_values",
+    "input_features",
+    "visual_feats",
+    "visual_pos",
+    "encoder_hidden_states",
+    "decoder_input_ids",
+)
+_ASKING = re.compile(
+    r"specify|must be given|cannot be `?None|has to be not-None|is required|are required|"
+    r"must be provided|should be provided|missing",
+    re.I,
+)
 
 
 def asked_inputs(why: str) -> list:
@@ -66,8 +96,10 @@ def asked_inputs(why: str) -> list:
 
 
 # A value the model's code uses as a tensor ("pixel_values.dtype") on the line that raised.
-_USED = re.compile(r"\b([A-Za-z_]\w*)\s*\.\s*(?:dtype|device|shape|size|to|unsqueeze|dim|float)\b"
-                   r"|[(,]\s*([A-Za-z_]\w*)\s*(?=[,)])")  # or passed on as an argument: embed(input_ids)
+_USED = re.compile(
+    r"\b([A-Za-z_]\w*)\s*\.\s*(?:dtype|device|shape|size|to|unsqueeze|dim|float)\b"
+    r"|[(,]\s*([A-Za-z_]\w*)\s*(?=[,)])"
+)  # or passed on as an argument: embed(input_ids)
 
 
 def none_inputs(exc) -> list:
@@ -100,8 +132,10 @@ _TOO_SMALL = re.compile(r"too small to be scaled with \w*ratios=\(([\d., ]+)\) w
 
 
 # A model's own check that its audio length be a multiple of a frame or window size.
-_MULTIPLE = (re.compile(r"length (\d+) is not a multiple of (\d+)"),
-             re.compile(r"to be a multiple of[^(]{0,40}\((\d+)\), but got (\d+)"))
+_MULTIPLE = (
+    re.compile(r"length (\d+) is not a multiple of (\d+)"),
+    re.compile(r"to be a multiple of[^(]{0,40}\((\d+)\), but got (\d+)"),
+)
 
 
 def audio_length(why: str) -> int | None:
@@ -155,53 +189,73 @@ def repairs(config, why: str, given: dict | None = None) -> tuple[dict, list]:
                 if key in vars(cfg) and vars(cfg)[key] is None and prefix + key not in given:
                     out[prefix + key] = value
         if out:
-            notes.append("the default config leaves " + ", ".join(sorted(out)) + " unset, which the model "
-                         "needs: set as checkpoints do (" + ", ".join(f"{k}={v}" for k, v in out.items()) + ")")
+            notes.append(
+                "the default config leaves " + ", ".join(sorted(out)) + " unset, which the model "
+                "needs: set as checkpoints do (" + ", ".join(f"{k}={v}" for k, v in out.items()) + ")"
+            )
     if _NONE.search(why) or "has no attribute 'get'" in why:
         for prefix, cfg in sub_configs(config):
             for key, value in vars(cfg).items():
                 if key.endswith("_map") and value is None and "dict" in str(_annotation(cfg, key)):
                     # a token map checkpoints ship (chameleon's vocabulary_map); not a list of layer pairs
                     out[prefix + key] = {}
-                    notes.append(f"the default config leaves {prefix + key} unset (checkpoints ship the tokenizer's "
-                                 "map): an empty map, so no image tokens are mapped (the text path is traced)")
+                    notes.append(
+                        f"the default config leaves {prefix + key} unset (checkpoints ship the tokenizer's "
+                        "map): an empty map, so no image tokens are mapped (the text path is traced)"
+                    )
             layers = given.get(prefix + "num_hidden_layers") or _int(cfg, "num_hidden_layers")
             if "layer_types" in vars(cfg) and vars(cfg)["layer_types"] is None and layers:
                 out[prefix + "layer_types"] = ["full_attention"] * layers
-                notes.append(f"the default config leaves {prefix}layer_types unset: every layer full_attention, as "
-                             "transformers' configs default it (a checkpoint that mixes in other layer kinds, "
-                             "such as convolutions, dispatches ops this trace lacks)")
+                notes.append(
+                    f"the default config leaves {prefix}layer_types unset: every layer full_attention, as "
+                    "transformers' configs default it (a checkpoint that mixes in other layer kinds, "
+                    "such as convolutions, dispatches ops this trace lacks)"
+                )
             for key in (k for k, v in vars(cfg).items() if k.endswith("_layer_types") and v is None and layers):
                 example = _documented_example(type(cfg), key)
                 if example:  # the config's own docs show a per-layer list: its pattern, its last kind repeated
                     kinds = [example[min(i, len(example) - 1)] for i in range(layers)]
                     out[prefix + key] = kinds
-                    notes.append(f"the default config leaves {prefix}{key} unset: {kinds}, after the example its own "
-                                 f"documentation gives ({example})")
+                    notes.append(
+                        f"the default config leaves {prefix}{key} unset: {kinds}, after the example its own "
+                        f"documentation gives ({example})"
+                    )
     if "has no len()" in why:  # multimodal rotary sections the model splits its positions by, left unset
         out.update(_mrope_sections(config, given, notes))
     m = _KEYERROR.search(why)
     if m:
         for prefix, cfg in sub_configs(config):
             kinds, rope = vars(cfg).get("layer_types"), vars(cfg).get("rope_parameters")
-            if isinstance(kinds, (list, tuple)) and m.group(1) in kinds and isinstance(rope, dict) and m.group(1) not in rope:
+            if (
+                isinstance(kinds, (list, tuple))
+                and m.group(1) in kinds
+                and isinstance(rope, dict)
+                and m.group(1) not in rope
+            ):
                 flat = {k: v for k, v in rope.items() if not isinstance(v, dict)} or {"rope_type": "default"}
                 flat.setdefault("rope_type", "default")
                 flat.setdefault("rope_theta", vars(cfg).get("rope_theta") or _USUAL["rope_theta"])
                 out[prefix + "rope_parameters"] = {kind: dict(flat) for kind in dict.fromkeys(kinds)}
-                notes.append(f"the model reads rotary parameters per layer kind and the default config has none for "
-                             f"{m.group(1)!r}: {flat} for each of its layer kinds")
+                notes.append(
+                    f"the model reads rotary parameters per layer kind and the default config has none for "
+                    f"{m.group(1)!r}: {flat} for each of its layer kinds"
+                )
     if "'bool' object has no attribute" in why or _NONE.search(why):  # input_ids == None: a bool, not a mask
         queries = _int(config, "num_query_tokens")
-        unset = [k for k in ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
-                 if k in vars(config) and vars(config)[k] is None]
+        unset = [
+            k
+            for k in ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
+            if k in vars(config) and vars(config)[k] is None
+        ]
         text = next((cfg for p, cfg in sub_configs(config) if p.startswith("text_config")), config)
         vocab = _int(text, "vocab_size")
         if queries and unset and vocab:
             out[unset[0]] = vocab - 1
-            notes.append(f"the default config leaves {unset[0]} unset (checkpoints add an image token to the "
-                         f"vocabulary): {vocab - 1}, the last id, with {queries} such placeholders in the text, "
-                         f"one per query token")
+            notes.append(
+                f"the default config leaves {unset[0]} unset (checkpoints add an image token to the "
+                f"vocabulary): {vocab - 1}, the last id, with {queries} such placeholders in the text, "
+                f"one per query token"
+            )
     if "default_language" in why:  # "Please call set_default_language()" (xmod's adapters are per language)
         for prefix, cfg in sub_configs(config):
             langs = vars(cfg).get("languages")
@@ -222,12 +276,15 @@ def repairs(config, why: str, given: dict | None = None) -> tuple[dict, list]:
         for key in (k for k in re.findall(r"`(\w+)`", why) if k in _USUAL):
             subs = list(sub_configs(config))  # the sub-configs that hold the key unset, else the config
             unset = [p for p, cfg in subs if key in vars(cfg) and vars(cfg)[key] is None] or (
-                [""] if vars(config).get(key) is None else [])
+                [""] if vars(config).get(key) is None else []
+            )
             for prefix in unset:
                 out[prefix + key] = _USUAL[key]
             if unset:
-                notes.append(f"the model asks for {key}, which the default config leaves unset: "
-                             f"{key}={_USUAL[key]} as checkpoints set it")
+                notes.append(
+                    f"the model asks for {key}, which the default config leaves unset: "
+                    f"{key}={_USUAL[key]} as checkpoints set it"
+                )
     if _NO_BACKBONE.search(why) and "backbone" in vars(config) and not vars(config)["backbone"]:
         out["backbone"] = "resnet18"
         notes.append("the default config names no timm backbone: resnet18, a small timm model, chosen by opcov")
@@ -244,8 +301,10 @@ def repairs(config, why: str, given: dict | None = None) -> tuple[dict, list]:
         for prefix, cfg in sub_configs(config):
             if "axial_pos_shape" in vars(cfg) and shape:
                 out[prefix + "axial_pos_shape"] = shape
-                notes.append(f"axial position factors {shape}, whose product is the traced sequence length "
-                             f"{length} (the default config's are for longer sequences)")
+                notes.append(
+                    f"axial position factors {shape}, whose product is the traced sequence length "
+                    f"{length} (the default config's are for longer sequences)"
+                )
                 break
     return out, notes
 
@@ -280,16 +339,21 @@ def _mrope_sections(config, given: dict, notes: list) -> dict:
             documented = "mrope_section" in inspect.getsource(type(cfg))
         except (OSError, TypeError):
             documented = False
-        value = lambda key: given.get(prefix + key, vars(cfg).get(key))  # noqa: E731
+        value = lambda key, prefix=prefix, cfg=cfg: given.get(prefix + key, vars(cfg).get(key))  # noqa: E731
         hidden, heads = value("hidden_size"), value("num_attention_heads")
-        head = value("head_dim") or (hidden // heads if isinstance(hidden, int) and isinstance(heads, int)
-                                     and heads and hidden % heads == 0 else None)
+        head = value("head_dim") or (
+            hidden // heads
+            if isinstance(hidden, int) and isinstance(heads, int) and heads and hidden % heads == 0
+            else None
+        )
         if documented and isinstance(head, int) and head % 2 == 0:
             half = head // 2
             side = 3 * half // 8
             sections = [half - 2 * side, side, side]
-            notes.append(f"the default config's rotary parameters have no mrope_section, which the model splits "
-                         f"its positions by: {sections} (half the head dim {head}, in Qwen2-VL's proportions)")
+            notes.append(
+                f"the default config's rotary parameters have no mrope_section, which the model splits "
+                f"its positions by: {sections} (half the head dim {head}, in Qwen2-VL's proportions)"
+            )
             return {prefix + "rope_parameters": {**rope, "mrope_section": sections}}
     return {}
 
@@ -312,8 +376,10 @@ def _heads(config, width: int, heads: int, notes: list) -> dict:
         for key in ("num_attention_heads", "num_heads"):
             if _int(cfg, key) == heads and width in (_int(cfg, "hidden_size"), _int(cfg, "embed_dim")):
                 fit = min((d for d in range(1, width + 1) if width % d == 0), key=lambda d: (abs(d - heads), -d))
-                notes.append(f"the default config's width {width} does not divide into its {heads} heads: "
-                             f"{fit} heads, the nearest count that divides it")
+                notes.append(
+                    f"the default config's width {width} does not divide into its {heads} heads: "
+                    f"{fit} heads, the nearest count that divides it"
+                )
                 return {prefix + key: fit}
     return {}
 
@@ -330,19 +396,26 @@ def _rotary_sections(config, rotary: int, sections: list, notes: list) -> dict:
         factor = float(rope.get("partial_rotary_factor", 1.0))
         hidden, heads = _int(cfg, "hidden_size"), _int(cfg, "num_attention_heads")
         fits = 2 * total / factor
-        if (vars(cfg).get("head_dim") is None and hidden and heads and hidden % heads
-                and fits == int(fits)):  # no whole head dim from hidden_size: the one the sections fit
-            notes.append(f"the default config leaves head_dim unset and hidden_size {hidden} does not divide into "
-                         f"{heads} heads: head_dim={int(fits)}, which its rotary sections {sections} fit")
+        if (
+            vars(cfg).get("head_dim") is None and hidden and heads and hidden % heads and fits == int(fits)
+        ):  # no whole head dim from hidden_size: the one the sections fit
+            notes.append(
+                f"the default config leaves head_dim unset and hidden_size {hidden} does not divide into "
+                f"{heads} heads: head_dim={int(fits)}, which its rotary sections {sections} fit"
+            )
             return {prefix + "head_dim": int(fits)}
         if total < rotary:
             new = round(factor * total / rotary, 6)
-            notes.append(f"the rotary sections {sections} fit {total} of the {rotary} rotary frequencies this "
-                         f"default config's head dim gives: partial_rotary_factor={new} as checkpoints set it")
+            notes.append(
+                f"the rotary sections {sections} fit {total} of the {rotary} rotary frequencies this "
+                f"default config's head dim gives: partial_rotary_factor={new} as checkpoints set it"
+            )
             return {prefix + "rope_parameters": {**rope, "partial_rotary_factor": new}}
         if rotary and all(s * rotary % total == 0 for s in sections):
             scaled = [s * rotary // total for s in sections]
-            notes.append(f"the rotary sections {sections} exceed the {rotary} rotary frequencies of these "
-                         f"narrow widths: scaled to {scaled}")
+            notes.append(
+                f"the rotary sections {sections} exceed the {rotary} rotary frequencies of these "
+                f"narrow widths: scaled to {scaled}"
+            )
             return {prefix + "rope_parameters": {**rope, "mrope_section": scaled}}
     return {}

@@ -21,12 +21,9 @@ import time
 import yaml
 
 from opcov.errors import OpcovError, UsageError
-from opcov.store import layout
-from opcov.store import opset
+from opcov.store import layout, opset
 from opcov.store.opset import OpSet
-from opcov.tracing import models
-from opcov.tracing import realtrace
-from opcov.tracing import zoo
+from opcov.tracing import models, realtrace, zoo
 from opcov.tracing.trace import Options, trace
 
 
@@ -35,9 +32,19 @@ def is_saved(model: str) -> bool:
     return layout.is_yaml(model) and os.path.isfile(model)
 
 
-def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, autocast: bool = False,
-               device: str = "accelerator", optimizer: str = "adamw", real: bool = False,
-               sizes: models.Sizes | None = None, out: str | None = None, defer_real: bool = False) -> OpSet:
+def trace_spec(
+    model: str,
+    *,
+    mode: str = "training",
+    dtype: str | None = None,
+    autocast: bool = False,
+    device: str = "accelerator",
+    optimizer: str = "adamw",
+    real: bool = False,
+    sizes: models.Sizes | None = None,
+    out: str | None = None,
+    defer_real: bool = False,
+) -> OpSet:
     """The op set of anything ``opcov trace MODEL`` accepts (see the module docstring).
 
     ``dtype`` None: the zoo entry's, else what the model needs (``Built.dtype``), else float32;
@@ -52,24 +59,66 @@ def trace_spec(model: str, *, mode: str = "training", dtype: str | None = None, 
     sizes = sizes or models.Sizes()
     if real and device != "cpu":
         if autocast:
-            raise UsageError("--real with --autocast: the computing stand-in that real values run on has no "
-                             "autocast policy; leave out --autocast, or trace on CPU with --device cpu")
+            raise UsageError(
+                "--real with --autocast: the computing stand-in that real values run on has no "
+                "autocast policy; leave out --autocast, or trace on CPU with --device cpu"
+            )
         return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
     built = models.build(entry.spec if entry else model, sizes, mode=mode, real=real, zoo_entry=entry)
     dtype = dtype or (entry.dtype if entry else built.dtype or Options.dtype)
-    command = command_line(model, mode=mode, dtype=dtype, autocast=autocast, device=device, optimizer=optimizer,
-                           real=real, sizes=sizes, out=out)
-    result = trace(built.model, built.inputs, mode=mode, dtype=dtype, autocast=autocast, device=device,
-                   optimizer=optimizer, real=real, name=entry.name if entry else built.name, source=built.source,
-                   config=built.config, command=command, notes=built.notes)
+    command = command_line(
+        model,
+        mode=mode,
+        dtype=dtype,
+        autocast=autocast,
+        device=device,
+        optimizer=optimizer,
+        real=real,
+        sizes=sizes,
+        out=out,
+    )
+    result = trace(
+        built.model,
+        built.inputs,
+        mode=mode,
+        dtype=dtype,
+        autocast=autocast,
+        device=device,
+        optimizer=optimizer,
+        real=real,
+        name=entry.name if entry else built.name,
+        source=built.source,
+        config=built.config,
+        command=command,
+        notes=built.notes,
+    )
     result.doc["model"].update(built.facets)
-    return realtrace.with_real_branches(result, model, built=built, sizes=sizes, mode=mode, dtype=dtype,
-                                        autocast=autocast, device=device, optimizer=optimizer, defer=defer_real)
+    return realtrace.with_real_branches(
+        result,
+        model,
+        built=built,
+        sizes=sizes,
+        mode=mode,
+        dtype=dtype,
+        autocast=autocast,
+        device=device,
+        optimizer=optimizer,
+        defer=defer_real,
+    )
 
 
-def command_line(model: str, *, mode: str, dtype: str, autocast: bool = False, device: str = "accelerator",
-                 optimizer: str = "adamw", real: bool = False, sizes: models.Sizes | None = None,
-                 out: str | None = None) -> str:
+def command_line(
+    model: str,
+    *,
+    mode: str,
+    dtype: str,
+    autocast: bool = False,
+    device: str = "accelerator",
+    optimizer: str = "adamw",
+    real: bool = False,
+    sizes: models.Sizes | None = None,
+    out: str | None = None,
+) -> str:
     """The ``opcov trace`` line for these options, each left out where it has its default value."""
     default, sizes = Options(), sizes or models.Sizes()
     no_sizes = models.Sizes()
@@ -108,6 +157,7 @@ def _yaml_value(value) -> str:
 
 # ---------------------------------------------------------------- the zoo
 
+
 def trace_zoo(entries, modes, root: str = zoo.ROOT, out=sys.stderr) -> list[tuple[str, str, str]]:
     """Trace every zoo entry in every mode into ROOT/<name>/<mode>.yaml with a progress line;
     returns the failures (name, mode, why)."""
@@ -127,8 +177,11 @@ def trace_zoo(entries, modes, root: str = zoo.ROOT, out=sys.stderr) -> list[tupl
             why = str(exc) if isinstance(exc, OpcovError) else f"{type(exc).__name__}: {_first_line(exc)}"
             failures.append((entry.name, mode, why))
             status = f"FAILED: {why}"
-        print(f"\r{bar} {i}/{len(jobs)} {entry.name} {mode}: {status} ({time.monotonic() - t0:.1f} s)"
-              .ljust(79), file=out, flush=True)
+        print(
+            f"\r{bar} {i}/{len(jobs)} {entry.name} {mode}: {status} ({time.monotonic() - t0:.1f} s)".ljust(79),
+            file=out,
+            flush=True,
+        )
     print(f"{len(jobs) - len(failures)}/{len(jobs)} traced in {time.monotonic() - start:.1f} s", file=out)
     return failures
 

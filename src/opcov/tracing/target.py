@@ -32,8 +32,13 @@ NAME = "opcov_accel"
 _STATE: dict = {}
 _HOOK: list = [None]  # hook(op, run, args, kwargs) while a trace records composite calls
 # Keys whose kernel, if an op has one, may stand before the math kernel at AutogradPrivateUse1.
-_MAYBE_NOT_MATH = ("AutogradPrivateUse1", "PrivateUse1", "Autograd", "CompositeExplicitAutograd",
-                   "CompositeExplicitAutogradNonFunctional")
+_MAYBE_NOT_MATH = (
+    "AutogradPrivateUse1",
+    "PrivateUse1",
+    "Autograd",
+    "CompositeExplicitAutograd",
+    "CompositeExplicitAutogradNonFunctional",
+)
 
 
 def ensure(torch) -> str | None:
@@ -107,8 +112,11 @@ def _composite_kernels(torch):
     lib = torch.library.Library("aten", "IMPL")
     math = C.DispatchKey.CompositeImplicitAutograd
     for name in C._dispatch_get_all_op_names():
-        if name.startswith("aten::") and C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd") \
-                and _math_at_autograd(C, name):
+        if (
+            name.startswith("aten::")
+            and C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")
+            and _math_at_autograd(C, name)
+        ):
             op = resolve_overload(torch, name)
             lib.impl(op, _passthrough(op, math), "AutogradPrivateUse1")
     return lib
@@ -119,8 +127,10 @@ def _math_at_autograd(C, name: str) -> bool:
     another kernel could stand before it: ~10 ops)."""
     if not any(C._dispatch_has_kernel_for_dispatch_key(name, key) for key in _MAYBE_NOT_MATH):
         return True
-    return any(line.startswith("AutogradPrivateUse1:") and "[math kernel]" in line
-               for line in C._dispatch_dump_table(name).splitlines())
+    return any(
+        line.startswith("AutogradPrivateUse1:") and "[math kernel]" in line
+        for line in C._dispatch_dump_table(name).splitlines()
+    )
 
 
 def _passthrough(op, math):
@@ -156,11 +166,13 @@ def _meta_kernels(torch):
     ``nn.GRU`` through the fused cell, CPU does not); without them such models could not be traced."""
     lib = torch.library.Library("aten", "IMPL")
     if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_thnn_fused_gru_cell", "Meta"):
+
         def gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
             return torch.empty_like(hx), hx.new_empty((hx.shape[0], 5 * hx.shape[1]))
 
         lib.impl("_thnn_fused_gru_cell", gru_cell, "Meta")
     if not torch._C._dispatch_has_kernel_for_dispatch_key("aten::_thnn_fused_gru_cell_backward", "Meta"):
+
         def gru_cell_backward(grad_hy, workspace, has_bias):
             b, h = grad_hy.shape
             gates = grad_hy.new_empty((b, 3 * h))
@@ -174,5 +186,6 @@ def _meta_kernels(torch):
 def _has_privateuse1_kernels(torch) -> bool:
     """A backend (not renamed yet, e.g. torch_tpu without a TPU) already registered kernels."""
     C = torch._C
-    return C._dispatch_has_kernel_for_dispatch_key("aten::add.Tensor", "PrivateUse1") or \
-        C._dispatch_has_kernel_for_dispatch_key("aten::mm", "PrivateUse1")
+    return C._dispatch_has_kernel_for_dispatch_key(
+        "aten::add.Tensor", "PrivateUse1"
+    ) or C._dispatch_has_kernel_for_dispatch_key("aten::mm", "PrivateUse1")

@@ -36,13 +36,43 @@ from __future__ import annotations
 import re
 
 # Layer counts: an int config key that counts repeated layers or blocks.
-_COUNT = re.compile(r"^(?:num_|n_)?(?:\w+_)?(?:hidden_)?(?:layers|layer|depth|blocks)$|"
-                    r"^(?:\w+_)?num_(?:hidden_)?layers$|^num_(?:\w+_)?layers$")
+_COUNT = re.compile(
+    r"^(?:num_|n_)?(?:\w+_)?(?:hidden_)?(?:layers|layer|depth|blocks)$|"
+    r"^(?:\w+_)?num_(?:hidden_)?layers$|^num_(?:\w+_)?layers$"
+)
 # Keys that look like counts but are not: indices, sizes, periods and counts of other things.
-_NOT_COUNT = ("index", "indices", "interval", "period", "offset", "feature", "insert", "shared",
-              "max_window", "dense", "per_", "nextn", "stride", "divis", "kernel", "size", "random", "min_",
-              "max_", "group", "input", "loop", "start", "end", "conv", "feat_extract", "adapter",
-              "expert", "global", "mem")
+_NOT_COUNT = (
+    "index",
+    "indices",
+    "interval",
+    "period",
+    "offset",
+    "feature",
+    "insert",
+    "shared",
+    "max_window",
+    "dense",
+    "per_",
+    "nextn",
+    "stride",
+    "divis",
+    "kernel",
+    "size",
+    "random",
+    "min_",
+    "max_",
+    "group",
+    "input",
+    "loop",
+    "start",
+    "end",
+    "conv",
+    "feat_extract",
+    "adapter",
+    "expert",
+    "global",
+    "mem",
+)
 MIN_LAYERS = 2
 HORIZON = 8  # the forecast length where the default config leaves it unset (it must be set)
 MAX_KINDS = 4  # a per-layer list with more distinct values holds per-layer numbers, not layer kinds
@@ -60,13 +90,34 @@ _UNRELATED = re.compile(r"codebook|image|patch|flow|vocab|position|max_|window|c
 # Per-stage block counts of hierarchical vision models.
 _STAGES = ("depths", "blocks_per_stage", "stage_num_blocks", "num_block_repeats", "n_attn_blocks")
 
-WIDTH = {"hidden_size": 64, "d_model": 64, "n_embd": 64, "dim": 64, "embed_dim": 64,
-         "embedding_size": 64,  # narrowed with hidden_size: MobileBERT's head is hidden - embedding wide
-         "intermediate_size": 128, "ffn_dim": 128, "d_ff": 128, "encoder_ffn_dim": 128,
-         "decoder_ffn_dim": 128, "n_inner": 128, "hidden_dim": 128, "moe_intermediate_size": 64,
-         "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "num_heads": 4, "n_head": 4, "n_heads": 4,
-         "encoder_attention_heads": 4, "decoder_attention_heads": 4, "vocab_size": 512, "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4,
-         "num_experts_per_tok": 2}
+WIDTH = {
+    "hidden_size": 64,
+    "d_model": 64,
+    "n_embd": 64,
+    "dim": 64,
+    "embed_dim": 64,
+    "embedding_size": 64,  # narrowed with hidden_size: MobileBERT's head is hidden - embedding wide
+    "intermediate_size": 128,
+    "ffn_dim": 128,
+    "d_ff": 128,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+    "n_inner": 128,
+    "hidden_dim": 128,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_heads": 4,
+    "n_head": 4,
+    "n_heads": 4,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "vocab_size": 512,
+    "num_local_experts": 4,
+    "num_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+}
 
 
 def sub_configs(config, prefix: str = "", depth: int = 2):
@@ -82,8 +133,12 @@ def sub_configs(config, prefix: str = "", depth: int = 2):
 
 def is_count(key: str, value) -> bool:
     """Whether config key ``key`` (holding ``value``) counts repeated layers."""
-    return (isinstance(value, int) and not isinstance(value, bool) and bool(_COUNT.match(key))
-            and not any(word in key for word in _NOT_COUNT))
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and bool(_COUNT.match(key))
+        and not any(word in key for word in _NOT_COUNT)
+    )
 
 
 def overrides(config, *, width: bool | str = False) -> dict:
@@ -153,9 +208,13 @@ def _resnet_for_timm(cfg) -> dict | None:
     if not re.fullmatch(r"resnet\d+", name):
         return None
     basic = name in ("resnet18", "resnet34")
-    out = {"model_type": "resnet", "depths": [1, 1, 1, 1], "layer_type": "basic" if basic else "bottleneck",
-           "hidden_sizes": [64, 128, 256, 512] if basic else [256, 512, 1024, 2048],
-           "num_channels": getattr(cfg, "num_channels", 3)}
+    out = {
+        "model_type": "resnet",
+        "depths": [1, 1, 1, 1],
+        "layer_type": "basic" if basic else "bottleneck",
+        "hidden_sizes": [64, 128, 256, 512] if basic else [256, 512, 1024, 2048],
+        "num_channels": getattr(cfg, "num_channels", 3),
+    }
     indices = getattr(cfg, "out_indices", None)
     if indices:
         out["out_indices"] = list(indices)
@@ -164,13 +223,26 @@ def _resnet_for_timm(cfg) -> dict | None:
 
 def _layers(raw: dict, key: str, count: int) -> dict:
     """Fewer layers for count key ``key``: the first layer of each kind, per-layer lists cut to match."""
-    per_layer = {k: v for k, v in raw.items()
-                 if k != key and isinstance(v, (list, str)) and len(v) == count and k not in _STAGES
-                 and (isinstance(v, list) or k.endswith(("pattern", "types")))}
-    indices = {k: v for k, v in raw.items()
-               if k not in per_layer and k not in _STAGES and isinstance(v, list) and v and len(v) < count
-               and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in v)
-               and any(w in k for w in ("layer", "block", "indices", "indexes", "ids"))}
+    per_layer = {
+        k: v
+        for k, v in raw.items()
+        if k != key
+        and isinstance(v, (list, str))
+        and len(v) == count
+        and k not in _STAGES
+        and (isinstance(v, list) or k.endswith(("pattern", "types")))
+    }
+    indices = {
+        k: v
+        for k, v in raw.items()
+        if k not in per_layer
+        and k not in _STAGES
+        and isinstance(v, list)
+        and v
+        and len(v) < count
+        and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < count for i in v)
+        and any(w in k for w in ("layer", "block", "indices", "indexes", "ids"))
+    }
     kinds: dict = {}
     typed = [v for v in per_layer.values() if len({str(x) for x in v}) <= MAX_KINDS]  # not per-layer numbers
     for i in range(count):
@@ -197,21 +269,30 @@ def _layers(raw: dict, key: str, count: int) -> dict:
 
 def _sources(key: str, values) -> bool:
     """Whether a per-layer list names, for each layer, an earlier layer (or itself) by its index."""
-    return ("layer" in key and isinstance(values, list)
-            and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= i for i, v in enumerate(values))
-            and any(v > 1 for v in values))
+    return (
+        "layer" in key
+        and isinstance(values, list)
+        and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= i for i, v in enumerate(values))
+        and any(v > 1 for v in values)
+    )
 
 
 def _token_ids(raw: dict) -> list:
-    return [v for k, v in raw.items() if k.endswith(("_token_id", "_token_index", "_id")) and isinstance(v, int)
-            and not isinstance(v, bool)]
+    return [
+        v
+        for k, v in raw.items()
+        if k.endswith(("_token_id", "_token_index", "_id")) and isinstance(v, int) and not isinstance(v, bool)
+    ]
 
 
 def _width(raw: dict, more_ids=()) -> dict:
     """Narrow widths (WIDTH); head dims stay (rotary sections are sized by them), and the vocabulary
     keeps every special token id the config names (and ``more_ids``: its composite's)."""
-    out = {k: v for k, v in WIDTH.items() if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool)
-           and raw[k] > v}
+    out = {
+        k: v
+        for k, v in WIDTH.items()
+        if isinstance(raw.get(k), int) and not isinstance(raw.get(k), bool) and raw[k] > v
+    }
     ids = _token_ids(raw) + list(more_ids)
     if "vocab_size" in out and ids and max(ids) >= out["vocab_size"]:
         out["vocab_size"] = max(ids) + 1 if max(ids) < raw["vocab_size"] else raw["vocab_size"]
@@ -283,8 +364,15 @@ def _followers(subs: list, out: dict) -> dict:
     for prefix, cfg in subs:
         own = hidden.get(prefix)
         for key, value in vars(cfg).items():
-            if (prefix + key in out or key in _HIDDEN or key in WIDTH or not key.endswith(("_size", "_dim"))
-                    or _UNRELATED.search(key) or not isinstance(value, int) or isinstance(value, bool)):
+            if (
+                prefix + key in out
+                or key in _HIDDEN
+                or key in WIDTH
+                or not key.endswith(("_size", "_dim"))
+                or _UNRELATED.search(key)
+                or not isinstance(value, int)
+                or isinstance(value, bool)
+            ):
                 continue
             if own and value == own[0]:
                 fix[prefix + key] = own[1]

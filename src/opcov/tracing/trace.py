@@ -56,8 +56,7 @@ from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
-from opcov.tracing import calltree
-from opcov.tracing import target
+from opcov.tracing import calltree, target
 
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "sgd", "none")
@@ -93,8 +92,9 @@ class Options:
         if self.optimizer not in OPTIMIZERS:
             raise UsageError(f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
         if self.autocast and self.dtype != "float32":
-            raise UsageError("--autocast keeps float32 parameters and computes in bfloat16; "
-                             "drop --dtype (or drop --autocast)")
+            raise UsageError(
+                "--autocast keeps float32 parameters and computes in bfloat16; drop --dtype (or drop --autocast)"
+            )
 
     @property
     def accelerator(self) -> bool:
@@ -102,6 +102,7 @@ class Options:
 
 
 # ---------------------------------------------------------------- recording
+
 
 @dataclass
 class _Cell:
@@ -130,6 +131,7 @@ def _as_if_all_true(torch, name: str, args):
     while the error unwinds, and it may not raise), where in forward it is a clean error. So the
     backward goes on with this stand-in output, and the error is raised once it is over (the trace is
     then made with real values, as for a data-dependent forward); nothing traced after it is kept."""
+
     def every(mask):  # the long indices of every position of ``mask``
         grids = torch.meshgrid(*[torch.arange(n, device=mask.device) for n in mask.shape], indexing="ij")
         return [g.reshape(-1) for g in grids]
@@ -160,7 +162,7 @@ def _tensors(obj, torch):
 def _shape(tensors) -> str:
     """Up to 4 shapes (of tensors, or torch.Size) as text."""
     text = ", ".join(str(list(getattr(t, "shape", t))) for t in tensors[:4])
-    return text if len(text) <= SHAPE_CHARS else text[:SHAPE_CHARS - 3] + "..."
+    return text if len(text) <= SHAPE_CHARS else text[: SHAPE_CHARS - 3] + "..."
 
 
 def _make_recorder(torch, rec: Recording, target_type: str):
@@ -177,8 +179,13 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             except Exception as exc:
                 if not hasattr(exc, "opcov_op"):
                     exc.opcov_op = name  # the innermost op that failed, for the one-line error
-                out = (_as_if_all_true(torch, name, args) if rec.phase == "backward" and target_type != "cpu"
-                       and type(exc).__name__ == "DynamicOutputShapeException" else None)
+                out = (
+                    _as_if_all_true(torch, name, args)
+                    if rec.phase == "backward"
+                    and target_type != "cpu"
+                    and type(exc).__name__ == "DynamicOutputShapeException"
+                    else None
+                )
                 if out is None:
                     raise
                 rec.deferred = rec.deferred or exc  # the first one is the error raised
@@ -230,15 +237,20 @@ def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwarg
         raise
     outs = list(_tensors(out, torch))
     grad = phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
-    rec.tree.close(idx, dtype=_call_key(ins, outs), shape=functools.partial(_shape, [t.shape for t in (ins or outs)[:4]]),
-                   grad=grad,
-                   args=_parent_args(name, args, kwargs),
-                   on_device=any(t.device.type == dev_type for t in ins + outs))
+    rec.tree.close(
+        idx,
+        dtype=_call_key(ins, outs),
+        shape=functools.partial(_shape, [t.shape for t in (ins or outs)[:4]]),
+        grad=grad,
+        args=_parent_args(name, args, kwargs),
+        on_device=any(t.device.type == dev_type for t in ins + outs),
+    )
     return out
 
 
 def _make_composite_hook(torch, rec: Recording, dev_type: str):
     """The stand-in's composite hook (target.composite_hook): each composite call becomes a node."""
+
     def hook(op, run, args, kwargs):
         return _composite(torch, rec, dev_type, op.name(), run, args, kwargs)
 
@@ -279,9 +291,11 @@ def _parent_args(parent, args, kwargs) -> str:
         vals = dict(zip(names, args[3:]))
         vals.update({k: v for k, v in kwargs.items() if k in names})
         mask = vals.get("attn_mask")
-        return (f"mask={'none' if mask is None else str(mask.dtype).rsplit('.', 1)[-1]}, "
-                f"dropout_p={vals.get('dropout_p', 0.0)}, is_causal={bool(vals.get('is_causal', False))}, "
-                f"enable_gqa={bool(vals.get('enable_gqa', False))}")
+        return (
+            f"mask={'none' if mask is None else str(mask.dtype).rsplit('.', 1)[-1]}, "
+            f"dropout_p={vals.get('dropout_p', 0.0)}, is_causal={bool(vals.get('is_causal', False))}, "
+            f"enable_gqa={bool(vals.get('enable_gqa', False))}"
+        )
     if parent == "aten::dropout":
         p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
         return f"p={p}"
@@ -289,6 +303,7 @@ def _parent_args(parent, args, kwargs) -> str:
 
 
 # ---------------------------------------------------------------- the driver
+
 
 @dataclass
 class Traced:
@@ -299,9 +314,24 @@ class Traced:
     loss: object = None  # callable(output) -> scalar tensor; default: the model's own loss, else a sum
 
 
-def trace(model, inputs=(), *, mode="training", dtype="float32", autocast=False, device="accelerator",
-          optimizer="adamw", real=False, loss=None, name=None, source=None, config=None,
-          command=None, notes=(), computing: str | None = None) -> OpSet:
+def trace(
+    model,
+    inputs=(),
+    *,
+    mode="training",
+    dtype="float32",
+    autocast=False,
+    device="accelerator",
+    optimizer="adamw",
+    real=False,
+    loss=None,
+    name=None,
+    source=None,
+    config=None,
+    command=None,
+    notes=(),
+    computing: str | None = None,
+) -> OpSet:
     """The op set ``model`` dispatches on ``device`` when called with ``inputs``.
 
     ``model`` may hold real or meta parameters; it is never modified. ``inputs``: a tuple
@@ -314,13 +344,18 @@ def trace(model, inputs=(), *, mode="training", dtype="float32", autocast=False,
     torch = import_torch()
     doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing)
     params = sum(p.numel() for p in _unique_params(model))
-    header = {"name": name or type(model).__name__, "source": source or f"python:{type(model).__qualname__}",
-              "params": params}
+    header = {
+        "name": name or type(model).__name__,
+        "source": source or f"python:{type(model).__qualname__}",
+        "params": params,
+    }
     if config:
         header["config"] = config
     doc["model"] = {**header, **_hf_header(model)}
-    doc["provenance"].update(command=command or "opcov.trace(...) from Python: no command reproduces it",
-                             created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    doc["provenance"].update(
+        command=command or "opcov.trace(...) from Python: no command reproduces it",
+        created=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    )
     doc["provenance"]["notes"] = list(notes) + doc["provenance"]["notes"]
     return OpSet(doc)
 
@@ -339,8 +374,10 @@ def _hf_header(model) -> dict:
         return {}
     import transformers
 
-    return {"transformers": transformers.__version__,
-            "attn_implementation": str(getattr(cfg, "_attn_implementation", None) or "eager")}
+    return {
+        "transformers": transformers.__version__,
+        "attn_implementation": str(getattr(cfg, "_attn_implementation", None) or "eager"),
+    }
 
 
 def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, computing: str | None = None) -> dict:
@@ -353,21 +390,29 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
     dev_type = stand_in or "cpu"
     notes = []
     if opts.accelerator and stand_in is None:
-        why = cpu_why or ("--real traces real CPU tensors" if opts.real
-                          else "PrivateUse1 is taken by another backend in this process")
-        notes.append(f"traced on cpu for target {opts.device} ({why}): dropout was run as native_dropout; "
-                     "other device-dependent paths are recorded as the CPU took them")
+        why = cpu_why or (
+            "--real traces real CPU tensors" if opts.real else "PrivateUse1 is taken by another backend in this process"
+        )
+        notes.append(
+            f"traced on cpu for target {opts.device} ({why}): dropout was run as native_dropout; "
+            "other device-dependent paths are recorded as the CPU took them"
+        )
     if stand_in is None:
-        notes.append(f"the calltree has only the composite calls {', '.join(sorted(PARENTS.values()))}, "
-                     "seen where Python makes them: on cpu other composites decompose out of a trace's sight")
+        notes.append(
+            f"the calltree has only the composite calls {', '.join(sorted(PARENTS.values()))}, "
+            "seen where Python makes them: on cpu other composites decompose out of a trace's sight"
+        )
     fake = contextlib.nullcontext() if opts.real else FakeTensorMode(allow_non_fake_inputs=True)
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # errors become one line
     rec = Recording()
     with fake:
         params, buffers = _leaves(torch, traced.module, dev_type, opts)
         args, kwargs = _move_inputs(torch, traced.inputs, dev_type, opts)
-    composites = (target.composite_hook(_make_composite_hook(torch, rec, dev_type)) if stand_in
-                  else _make_parent_mode(torch, rec, dev_type, substitute_dropout=opts.accelerator))
+    composites = (
+        target.composite_hook(_make_composite_hook(torch, rec, dev_type))
+        if stand_in
+        else _make_parent_mode(torch, rec, dev_type, substitute_dropout=opts.accelerator)
+    )
     try:
         with fake, composites, _make_recorder(torch, rec, dev_type):
             _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type)
@@ -375,8 +420,12 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
         if stand_in and not computing and "device_ready_queues_" in str(exc):
             # autograd started its device threads before the stand-in device existed (a backward ran
             # earlier in this process); it cannot run a backward on it now, so trace on CPU instead
-            return _run(torch, opts, traced, cpu_why="autograd had already started in this process "
-                        "before the stand-in device was registered")
+            return _run(
+                torch,
+                opts,
+                traced,
+                cpu_why="autograd had already started in this process before the stand-in device was registered",
+            )
         raise _explain(torch, exc, opts) from None
     doc = _document(torch, opts, rec, dev_type, stand_in, notes)
     if computing:
@@ -405,7 +454,7 @@ def _kept_in_float32(torch, module, want):
     if pattern is None:
         return lambda name: False
     start = prefix + "." if prefix else ""
-    return lambda name: name.startswith(start) and pattern.search(name[len(start):]) is not None
+    return lambda name: name.startswith(start) and pattern.search(name[len(start) :]) is not None
 
 
 def _leaves(torch, module, dev_type, opts):
@@ -464,8 +513,7 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
     was_training = module.training
     module.train(opts.mode == "training")
     try:
-        amp = (torch.autocast(device_type=dev_type, dtype=torch.bfloat16) if opts.autocast
-               else contextlib.nullcontext())
+        amp = torch.autocast(device_type=dev_type, dtype=torch.bfloat16) if opts.autocast else contextlib.nullcontext()
         grad = torch.enable_grad() if opts.mode == "training" else torch.no_grad()
         rec.phase = "forward"
         with grad, amp:
@@ -488,9 +536,13 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
         try:
             opt.step()
         finally:
-            rec.tree.close(idx, dtype=_dtypes.dtype_name(leaves[0].dtype), shape=f"{len(leaves)} parameters",
-                           args="foreach=True" if opts.accelerator else "foreach=False (CPU default: single-tensor)",
-                           on_device=False)
+            rec.tree.close(
+                idx,
+                dtype=_dtypes.dtype_name(leaves[0].dtype),
+                shape=f"{len(leaves)} parameters",
+                args="foreach=True" if opts.accelerator else "foreach=False (CPU default: single-tensor)",
+                on_device=False,
+            )
     finally:
         module.train(was_training)
 
@@ -508,11 +560,16 @@ def _default_loss(torch, out):
     own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
     if isinstance(own, torch.Tensor):
         return own if own.dim() == 0 else own.sum()  # a per-sample loss (audio codecs): summed
-    parts = [t.sum() for t in _tensors(out if not hasattr(out, "to_tuple") else out.to_tuple(), torch)
-             if t.requires_grad and t.is_floating_point()]
+    parts = [
+        t.sum()
+        for t in _tensors(out if not hasattr(out, "to_tuple") else out.to_tuple(), torch)
+        if t.requires_grad and t.is_floating_point()
+    ]
     if not parts:
-        raise UsageError("the model's outputs do not depend on its parameters, so training has no "
-                         "backward; trace with --mode inference")
+        raise UsageError(
+            "the model's outputs do not depend on its parameters, so training has no "
+            "backward; trace with --mode inference"
+        )
     total = parts[0]
     for p in parts[1:]:
         total = total + p
@@ -547,11 +604,14 @@ def _explain(torch, exc, opts):
     elif "no fake impl or Meta kernel" in chain:
         hint = "the op has no fake-tensor (meta) implementation; trace with --real (small real CPU tensors)"
     elif "DataDependent" in chain or "data-dependent" in chain or "data dependent" in chain:
-        hint = ("fake tensors carry no values, so data-dependent ops cannot run; trace with --real "
-                "(small real CPU tensors)")
+        hint = (
+            "fake tensors carry no values, so data-dependent ops cannot run; trace with --real (small real CPU tensors)"
+        )
     else:
-        hint = ("the op refused these inputs under fake tensors; try --dtype bfloat16 if it lacks a float32 "
-                "path, or --real (small real CPU tensors)")
+        hint = (
+            "the op refused these inputs under fake tensors; try --dtype bfloat16 if it lacks a float32 "
+            "path, or --real (small real CPU tensors)"
+        )
     return UsageError(f"cannot trace{where}: {type(exc).__name__}: {text[:200]} ({hint})")
 
 
@@ -570,36 +630,60 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
     for name, n in rec.dropped.items():
         (host if name.startswith("host:") else dropped)[name.removeprefix("host:")] += n
     if dropped:
-        notes.append("dropped (need no backend kernel): " + ", ".join(
-            f"{k} x{v}" for k, v in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0]))))
+        notes.append(
+            "dropped (need no backend kernel): "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(dropped.items(), key=lambda kv: (-kv[1], kv[0])))
+        )
     if host:
-        notes.append("dropped (no tensor on the target device, run by the host): " + ", ".join(
-            f"{k} x{v}" for k, v in sorted(host.items(), key=lambda kv: (-kv[1], kv[0]))))
+        notes.append(
+            "dropped (no tensor on the target device, run by the host): "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(host.items(), key=lambda kv: (-kv[1], kv[0])))
+        )
     if any(n["op"] == "aten::scaled_dot_product_attention" for n in tree) and opts.accelerator:
-        took = ("core torch's math fallback, which a PrivateUse1 device takes" if stand_in
-                else "the CPU's (_scaled_dot_product_flash_attention_for_cpu); an accelerator takes another")
-        notes.append(f"scaled_dot_product_attention: the traced path is {took}; a backend that registers "
-                     "_fused_sdp_choice or its own sdpa kernel takes its own (see calltree)")
+        took = (
+            "core torch's math fallback, which a PrivateUse1 device takes"
+            if stand_in
+            else "the CPU's (_scaled_dot_product_flash_attention_for_cpu); an accelerator takes another"
+        )
+        notes.append(
+            f"scaled_dot_product_attention: the traced path is {took}; a backend that registers "
+            "_fused_sdp_choice or its own sdpa kernel takes its own (see calltree)"
+        )
     if opts.autocast and opts.accelerator and stand_in:
-        notes.append("autocast: CUDA's autocast policy applied on the stand-in device (core torch has no "
-                     "AutocastPrivateUse1 policy; a backend brings its own, torch_tpu does, and it may differ)")
+        notes.append(
+            "autocast: CUDA's autocast policy applied on the stand-in device (core torch has no "
+            "AutocastPrivateUse1 policy; a backend brings its own, torch_tpu does, and it may differ)"
+        )
     elif opts.autocast and opts.accelerator:
         notes.append(f"autocast: the CPU's autocast policy (traced on cpu); the {opts.device} policy may differ")
-    summary = {"distinct_ops": len(ops), "calls": {p: sum(c.calls for (_, ph, _), c in rec.ops.items() if ph == p)
-                                                   for p in ("forward", "backward", "optimizer")}}
+    summary = {
+        "distinct_ops": len(ops),
+        "calls": {
+            p: sum(c.calls for (_, ph, _), c in rec.ops.items() if ph == p)
+            for p in ("forward", "backward", "optimizer")
+        },
+    }
     return {
-        "schema_version": SCHEMA_VERSION, "kind": KIND, "mode": opts.mode, "dtype": opts.dtype,
+        "schema_version": SCHEMA_VERSION,
+        "kind": KIND,
+        "mode": opts.mode,
+        "dtype": opts.dtype,
         "autocast": "bfloat16" if opts.autocast else None,
         "optimizer": opts.optimizer if opts.mode == "training" else "none",
         "provenance": {
-            "torch": str(torch.__version__), "opcov": __version__,
-            "host": {"platform": platform.platform(terse=True), "machine": platform.machine(),
-                     "python": platform.python_version()},
+            "torch": str(torch.__version__),
+            "opcov": __version__,
+            "host": {
+                "platform": platform.platform(terse=True),
+                "machine": platform.machine(),
+                "python": platform.python_version(),
+            },
             "tracing": "real" if opts.real else "fake",
             "target_device": opts.device,
             "traced_on": stand_in and f"{stand_in} (stand-in PrivateUse1 device)" or "cpu",
             "notes": notes,
         },
-        "summary": summary, "calltree": [node_text(row) for row in tree], "ops": ops,
+        "summary": summary,
+        "calltree": [node_text(row) for row in tree],
+        "ops": ops,
     }
-

@@ -43,8 +43,10 @@ def _timm():
     try:
         import timm
     except Exception as exc:  # noqa: BLE001 - not installed, or torchvision does not import
-        raise UsageError(f"timm does not import here ({type(exc).__name__}: {str(exc)[:120]}); timm and "
-                         "torchvision models are traced in the CUDA torch environment: scripts/envs/vision.sh") from None
+        raise UsageError(
+            f"timm does not import here ({type(exc).__name__}: {str(exc)[:120]}); timm and "
+            "torchvision models are traced in the CUDA torch environment: scripts/envs/vision.sh"
+        ) from None
     return timm
 
 
@@ -52,8 +54,10 @@ def _torchvision():
     try:
         import torchvision.models
     except Exception as exc:  # noqa: BLE001
-        raise UsageError(f"torchvision does not import here ({type(exc).__name__}: {str(exc)[:120]}); it is "
-                         "built against the CUDA torch: trace in scripts/envs/vision.sh's environment") from None
+        raise UsageError(
+            f"torchvision does not import here ({type(exc).__name__}: {str(exc)[:120]}); it is "
+            "built against the CUDA torch: trace in scripts/envs/vision.sh's environment"
+        ) from None
     return torchvision.models
 
 
@@ -103,9 +107,15 @@ def build(spec: str, sizes, *, mode: str, real: bool):
         size = tuple(model.pretrained_cfg.get("input_size") or (3, 224, 224))
         if sizes.image:
             size = size[:-2] + (sizes.image, sizes.image)
-        return model, (floats(b, *size),), "timm.classification", [
-            f"timm {timm.__version__} {name} (module {_timm_module(timm, name)}) with random initialisation; "
-            f"input {b}x{'x'.join(map(str, size))}"]
+        return (
+            model,
+            (floats(b, *size),),
+            "timm.classification",
+            [
+                f"timm {timm.__version__} {name} (module {_timm_module(timm, name)}) with random initialisation; "
+                f"input {b}x{'x'.join(map(str, size))}"
+            ],
+        )
     tv = _torchvision()
     if name not in tv.list_models():
         raise UsageError(f"{spec}: not a torchvision model (torchvision.models.list_models() names them)")
@@ -130,9 +140,16 @@ def build(spec: str, sizes, *, mode: str, real: bool):
             inputs["targets"] = [_target(torch, model, side, real) for _ in range(b)]
     else:
         inputs = (floats(b, 3, side, side),)
-    return model, inputs, f"torchvision.{module}", [
-        f"torchvision {_tv_version()} {name} ({module}) with random initialisation; input side {side} "
-        "(its weights' crop size where they name one)", *notes]
+    return (
+        model,
+        inputs,
+        f"torchvision.{module}",
+        [
+            f"torchvision {_tv_version()} {name} ({module}) with random initialisation; input side {side} "
+            "(its weights' crop size where they name one)",
+            *notes,
+        ],
+    )
 
 
 def _tv_model(tv, name, device):
@@ -173,8 +190,8 @@ def _target(torch, model, side: int, real: bool) -> dict:
     target = {"boxes": boxes, "labels": torch.tensor([1, min(2, classes - 1)])}  # keypoint R-CNN: person only
     if getattr(heads, "mask_head", None) is not None:
         masks = torch.zeros(2, side, side, dtype=torch.uint8)
-        masks[0, 12:int(side * 0.7), 10:int(side * 0.6)] = 1
-        masks[1, int(side * 0.2):side - 8, int(side * 0.3):side - 5] = 1
+        masks[0, 12 : int(side * 0.7), 10 : int(side * 0.6)] = 1
+        masks[1, int(side * 0.2) : side - 8, int(side * 0.3) : side - 5] = 1
         target["masks"] = masks
     if getattr(heads, "keypoint_head", None) is not None:
         kp = torch.zeros(2, 17, 3)

@@ -43,8 +43,7 @@ from dataclasses import dataclass
 
 from opcov import vocab
 from opcov.errors import OpcovError, UsageError
-from opcov.store import layout
-from opcov.store import output
+from opcov.store import layout, output
 from opcov.tracing import ladder
 
 MODES = ("inference", "training")
@@ -84,8 +83,9 @@ def transformers_types() -> list[str]:
 LIBRARIES = ("transformers", "timm", "torchvision")
 
 
-def architectures(*, every: bool = False, only=(), sample: int = 0, seed: int = SAMPLE_SEED,
-                  libraries=("transformers",)) -> list[Arch]:
+def architectures(
+    *, every: bool = False, only=(), sample: int = 0, seed: int = SAMPLE_SEED, libraries=("transformers",)
+) -> list[Arch]:
     """The architectures to trace: the curated zoo and every transformers type (``every``; with
     ``libraries`` naming timm or torchvision, their models of ``vision.zoo_archs`` instead or as
     well), the named ones (``only``: zoo names, transformers types, timm-NAME, torchvision-NAME), or a
@@ -103,11 +103,14 @@ def architectures(*, every: bool = False, only=(), sample: int = 0, seed: int = 
     wanted = [n for part in only for n in part.split(",") if n]
     vis = []
     if (every and set(libraries) - {"transformers"}) or any(n.startswith(("timm-", "torchvision-")) for n in wanted):
-        vis = [Arch(vision.arch_name(s), s) for s in vision.zoo_archs()
-               if not every or s.partition(":")[0] in libraries]
+        vis = [
+            Arch(vision.arch_name(s), s) for s in vision.zoo_archs() if not every or s.partition(":")[0] in libraries
+        ]
         if every and not vis:
-            raise UsageError(f"--library {', '.join(libraries)}: timm and torchvision do not import here; "
-                             "run in the environment scripts/envs/vision.sh makes")
+            raise UsageError(
+                f"--library {', '.join(libraries)}: timm and torchvision do not import here; "
+                "run in the environment scripts/envs/vision.sh makes"
+            )
     if sample:
         return sorted(random.Random(seed).sample(hf, min(sample, len(hf))), key=lambda a: a.name)
     if every:
@@ -116,8 +119,9 @@ def architectures(*, every: bool = False, only=(), sample: int = 0, seed: int = 
     known = {a.name: a for a in curated + hf + vis}
     unknown = [n for n in wanted if n not in known]
     if unknown:
-        raise UsageError(f"not a zoo name, transformers model type, or timm-/torchvision- model of the zoo: "
-                         f"{', '.join(unknown)}")
+        raise UsageError(
+            f"not a zoo name, transformers model type, or timm-/torchvision- model of the zoo: {', '.join(unknown)}"
+        )
     return [known[n] for n in dict.fromkeys(wanted)]
 
 
@@ -128,8 +132,10 @@ def in_shard(index: int, shard) -> bool:
 
 # ---------------------------------------------------------------- one job (in a worker)
 
-def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict | None = None,
-            device: str = "accelerator") -> dict:
+
+def run_job(
+    arch: Arch, mode: str, root: str, kind: str = "fake", options: dict | None = None, device: str = "accelerator"
+) -> dict:
     """Trace one architecture in one mode into ``root``; the table row (and seconds), never raising.
     A fake-tensor trace that needs real values is a row with ``needs_real`` (the fake trace's reason),
     which the parent sends to a real-valued worker and does not record; one whose real-valued
@@ -154,8 +160,9 @@ def run_job(arch: Arch, mode: str, root: str, kind: str = "fake", options: dict 
             result = ladder.real_trace(arch, mode, path)
         result.save(path)
         doc = result.doc
-        row.update(outcome="traced", dtype=doc["dtype"], tracing=tracing_of(doc),
-                   ops=doc["summary"]["distinct_ops"], reason="")
+        row.update(
+            outcome="traced", dtype=doc["dtype"], tracing=tracing_of(doc), ops=doc["summary"]["distinct_ops"], reason=""
+        )
         if getattr(result, "real_job", None):
             row["real_job"] = result.real_job
     except models.BuildError as exc:
@@ -178,8 +185,14 @@ def kept_row(arch: Arch, mode: str, path: str) -> dict:
         doc = opset.load(path)
     except OpcovError as exc:
         return {**row, "outcome": "cannot_trace", "reason": f"the curated op set does not load: {ladder.one_line(exc)}"}
-    return {**row, "outcome": "traced", "dtype": doc.get("dtype"), "tracing": tracing_of(doc),
-            "ops": doc["summary"]["distinct_ops"], "reason": ""}
+    return {
+        **row,
+        "outcome": "traced",
+        "dtype": doc.get("dtype"),
+        "tracing": tracing_of(doc),
+        "ops": doc["summary"]["distinct_ops"],
+        "reason": "",
+    }
 
 
 def _note_branch_failure(path: str, why: str) -> None:
@@ -248,6 +261,7 @@ def _rss_of(pid) -> float:
 
 # ---------------------------------------------------------------- the pool (in the parent)
 
+
 class _Slot:
     def __init__(self):
         self.proc = self.conn = None
@@ -261,8 +275,15 @@ class Pool:
     over ``max_job_mb`` of resident memory during a job (one real-valued run of a large model reached
     23 GB), or a worker that dies becomes a cannot_trace row."""
 
-    def __init__(self, jobs: int, root: str, timeout: float, kind: str = "fake", max_job_mb: float = JOB_RSS_MB,
-                 device: str = "accelerator"):
+    def __init__(
+        self,
+        jobs: int,
+        root: str,
+        timeout: float,
+        kind: str = "fake",
+        max_job_mb: float = JOB_RSS_MB,
+        device: str = "accelerator",
+    ):
         import multiprocessing as mp
 
         self.ctx = mp.get_context("spawn")
@@ -272,8 +293,7 @@ class Pool:
 
     def start(self, slot: _Slot) -> None:
         parent, child = self.ctx.Pipe()
-        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root, self.kind, self.device),
-                                     daemon=True)
+        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root, self.kind, self.device), daemon=True)
         slot.proc.start()
         child.close()
         slot.conn, slot.job, slot.ready = parent, None, False
@@ -300,14 +320,15 @@ class Pool:
                     if s.proc is None and pending:
                         self.unready_starts += 1
                         if self.unready_starts > 3 * len(self.slots):
-                            raise UsageError("the zoo's workers cannot start (importing torch or transformers "
-                                             "fails in a fresh process)")
+                            raise UsageError(
+                                "the zoo's workers cannot start (importing torch or transformers "
+                                "fails in a fresh process)"
+                            )
                         self.start(s)
                     if s.ready and s.job is None and pending:
                         arch, mode, *job = pending.popleft()
                         s.job = (arch, mode)
-                        s.conn.send(("job", arch.name, arch.spec, mode,
-                                     {"real_job": job[0] if job else None}))
+                        s.conn.send(("job", arch.name, arch.spec, mode, {"real_job": job[0] if job else None}))
                         s.deadline = time.monotonic() + self.timeout
                 live = [s for s in self.slots if s.proc is not None]
                 if not live:
@@ -356,8 +377,16 @@ class Pool:
             self.kill(s)
             if job:
                 arch, mode = job
-                on_row({"model": arch.name, "mode": mode, "source": "zoo" if arch.curated else arch.spec,
-                        "outcome": "cannot_trace", "reason": why, "seconds": None})
+                on_row(
+                    {
+                        "model": arch.name,
+                        "mode": mode,
+                        "source": "zoo" if arch.curated else arch.spec,
+                        "outcome": "cannot_trace",
+                        "reason": why,
+                        "seconds": None,
+                    }
+                )
 
 
 def _exit(code) -> str:
@@ -373,6 +402,7 @@ def _exit(code) -> str:
 
 # ---------------------------------------------------------------- journal, table, progress
 
+
 def journal_path(table: str) -> str:
     return table + ".journal.jsonl"
 
@@ -384,13 +414,17 @@ class Journal:
         self.path, self.rows = path, {}
         if os.path.exists(path):
             if not resume:
-                raise UsageError(f"{path} exists from an interrupted zoo run; add --resume to continue it, "
-                                 "or delete it to start over")
+                raise UsageError(
+                    f"{path} exists from an interrupted zoo run; add --resume to continue it, "
+                    "or delete it to start over"
+                )
             with open(path) as f:
                 lines = [json.loads(ln) for ln in f if _json(ln)]
             if not lines or lines[0].get("settings") != settings:
-                raise UsageError(f"{path} was written by a zoo run with other settings; run the same command "
-                                 "with --resume, or delete it to start over")
+                raise UsageError(
+                    f"{path} was written by a zoo run with other settings; run the same command "
+                    "with --resume, or delete it to start over"
+                )
             self.rows = {(r["model"], r["mode"]): r for r in (ln["row"] for ln in lines[1:] if "row" in ln)}
             self.f = open(path, "a")
         else:
@@ -502,11 +536,14 @@ class Progress:
         filled = width * self.done // max(self.total, 1)
         ran, took = self.done - self.start_done, time.monotonic() - self.t0
         eta = took / ran * (self.total - self.done) if ran else 0
-        counts = ", ".join(f"{vocab.ZOO_OUTCOMES[o].label} {self.counts[o]}" for o in vocab.ZOO_OUTCOMES
-                           if self.counts[o])
+        counts = ", ".join(
+            f"{vocab.ZOO_OUTCOMES[o].label} {self.counts[o]}" for o in vocab.ZOO_OUTCOMES if self.counts[o]
+        )
         last = f" | {row['model']} {row['mode']}" if row else ""
-        return (f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {counts} "
-                f"{int(took // 60)}m{int(took % 60):02d}s ETA {int(eta // 60)}m{int(eta % 60):02d}s{last}")
+        return (
+            f"[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {counts} "
+            f"{int(took // 60)}m{int(took % 60):02d}s ETA {int(eta // 60)}m{int(eta % 60):02d}s{last}"
+        )
 
     def finish(self) -> None:
         if self.tty:
@@ -515,6 +552,7 @@ class Progress:
 
 
 # ---------------------------------------------------------------- the run
+
 
 def _keep_traced(journal: Journal, table: str, header: dict, root: str) -> dict:
     """Seed the journal with the traced rows of the finished table ``table`` (made by the same run),
@@ -525,8 +563,10 @@ def _keep_traced(journal: Journal, table: str, header: dict, root: str) -> dict:
         raise UsageError(f"{table}: no outcome table to retry the failures of; run without --retry-failed")
     old, rows = read_table(table)
     if old != header:
-        raise UsageError(f"{table} was made by another zoo run (its header differs); run the same selection, "
-                         "or without --retry-failed")
+        raise UsageError(
+            f"{table} was made by another zoo run (its header differs); run the same selection, "
+            "or without --retry-failed"
+        )
     again = {}
     for row in rows:
         key = (row["model"], row["mode"])
@@ -556,16 +596,33 @@ def header_for(selection: str, modes, shard=None) -> dict:
     """The table's header, and the journal's settings: what was run, with which torch and transformers."""
     from importlib.metadata import version
 
-    header = {"command": selection or "opcov zoo trace", "torch": version("torch"),
-              "transformers": version("transformers"), "modes": ",".join(modes)}
+    header = {
+        "command": selection or "opcov zoo trace",
+        "torch": version("torch"),
+        "transformers": version("transformers"),
+        "modes": ",".join(modes),
+    }
     if shard:
         header["shard"] = f"{shard[0]}/{shard[1]}"
     return header
 
 
-def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str | None = None,
-        table: str | None = None, resume: bool = False, retry: bool = False, timeout: float = TIMEOUT_S,
-        selection: str = "", stream=None, real: bool = False, device: str = "accelerator") -> list[dict]:
+def run(
+    archs: list[Arch],
+    *,
+    modes=MODES,
+    jobs: int = 1,
+    shard=None,
+    root: str | None = None,
+    table: str | None = None,
+    resume: bool = False,
+    retry: bool = False,
+    timeout: float = TIMEOUT_S,
+    selection: str = "",
+    stream=None,
+    real: bool = False,
+    device: str = "accelerator",
+) -> list[dict]:
     """Trace ``archs`` (those of ``shard``) in ``modes`` with ``jobs`` workers; writes the op sets under
     ``root``, the outcome table at ``table`` (with a journal beside it while running); returns the rows.
     ``retry``: keep what the table at ``table`` says was traced, and trace the rest again. ``real``:
@@ -582,15 +639,23 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     if not resume and os.path.exists(table):  # its rows are replaced: only by a run of the same selection
         old = read_table(table)[0].get("command")
         if old and old != header["command"]:
-            raise UsageError(f"{table} holds the outcomes of '{old}'; this run ('{header['command']}') would "
-                             "replace them: pass --table FILE for it, or delete that table first")
+            raise UsageError(
+                f"{table} holds the outcomes of '{old}'; this run ('{header['command']}') would "
+                "replace them: pass --table FILE for it, or delete that table first"
+            )
     journal = Journal(journal_path(table), header, resume)
     again = _keep_traced(journal, table, header, root) if retry else {}
     kept = 0
     for arch in picked:  # the curated zoo's op sets are made by 'opcov zoo trace': read, not traced again
         for mode in modes:
             path = layout.opset_path(arch.name, mode, root)
-            if arch.curated and not real and device != "cpu" and (arch.name, mode) not in journal.rows and os.path.isfile(path):
+            if (
+                arch.curated
+                and not real
+                and device != "cpu"
+                and (arch.name, mode) not in journal.rows
+                and os.path.isfile(path)
+            ):
                 journal.add(kept_row(arch, mode, path))
                 kept += 1
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
@@ -636,9 +701,16 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
         Pool(jobs, root, timeout, device=device).run(pending, on_row)
         if real_pending:
             progress.finish()
-            print(f"zoo: {len(real_pending)} real-valued " + ("traces" if real else "runs (branch runs merged into "
-                  "fake traces, and traces fake tensors cannot make)")
-                  + (" on CPU" if device == "cpu" else " on the computing stand-in"), file=stream or sys.stderr)
+            print(
+                f"zoo: {len(real_pending)} real-valued "
+                + (
+                    "traces"
+                    if real
+                    else "runs (branch runs merged into fake traces, and traces fake tensors cannot make)"
+                )
+                + (" on CPU" if device == "cpu" else " on the computing stand-in"),
+                file=stream or sys.stderr,
+            )
             passes.append(Progress(len(real_pending), 0, stream))
             Pool(min(jobs, len(real_pending)), root, timeout, kind="real", device=device).run(real_pending, on_row)
     finally:
@@ -648,8 +720,11 @@ def run(archs: list[Arch], *, modes=MODES, jobs: int = 1, shard=None, root: str 
     output.write_atomic(table, table_text(rows, header))
     os.remove(journal.path)
     counts = collections.Counter(r["outcome"] for r in rows)
-    print(f"zoo: {len(rows)} op sets of {len(picked)} architectures in {time.monotonic() - t0:.0f} s: "
-          + ", ".join(f"{vocab.ZOO_OUTCOMES[o].label} {counts[o]}" for o in vocab.ZOO_OUTCOMES if counts[o])
-          + (f" ({kept} curated op sets kept as 'opcov zoo trace' made them)" if kept else "")
-          + f"; table {table}", file=stream or sys.stderr)
+    print(
+        f"zoo: {len(rows)} op sets of {len(picked)} architectures in {time.monotonic() - t0:.0f} s: "
+        + ", ".join(f"{vocab.ZOO_OUTCOMES[o].label} {counts[o]}" for o in vocab.ZOO_OUTCOMES if counts[o])
+        + (f" ({kept} curated op sets kept as 'opcov zoo trace' made them)" if kept else "")
+        + f"; table {table}",
+        file=stream or sys.stderr,
+    )
     return rows

@@ -14,10 +14,9 @@ import tempfile
 
 from opcov import suggest
 from opcov.activity import activity
-from opcov.store import data, layout
-from opcov.store import opset
-from opcov.verdict import judge
 from opcov.errors import UsageError
+from opcov.store import data, layout, opset
+from opcov.verdict import judge
 
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
@@ -49,8 +48,10 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
     found = load_opsets(candidates, modes)
     if candidates and not found:
         have = sorted({opset.load(p)["mode"] for p in candidates})
-        raise UsageError(f"{model}: no op set for mode {', '.join(modes)} (there is: {', '.join(have)}); "
-                         f"trace it with 'opcov trace {model} --mode {modes[0]}'")
+        raise UsageError(
+            f"{model}: no op set for mode {', '.join(modes)} (there is: {', '.join(have)}); "
+            f"trace it with 'opcov trace {model} --mode {modes[0]}'"
+        )
     return found
 
 
@@ -113,14 +114,20 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
     """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
     passes an op set it was handed here."""
     verdicts = []
-    for path, doc in opsets:
+    for _path, doc in opsets:
         for backend in backends_:
             verdicts.append(judge.judge(doc, judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)))
     first = opsets[0][1]
-    describe = ", ".join(f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast")
-                                                                   else "") for _, d in opsets)
-    return verdicts, {"name": first["model"]["name"], "describe": describe,
-                      "opsets": [p for p, _ in opsets], "torch": str(first["provenance"].get("torch"))}
+    describe = ", ".join(
+        f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast") else "")
+        for _, d in opsets
+    )
+    return verdicts, {
+        "name": first["model"]["name"],
+        "describe": describe,
+        "opsets": [p for p, _ in opsets],
+        "torch": str(first["provenance"].get("torch")),
+    }
 
 
 def _installed(backend: str) -> bool:

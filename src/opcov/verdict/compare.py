@@ -83,8 +83,10 @@ def _select(files: list[str], models, modes) -> list[tuple[str, dict]]:
         have = {d["model"]["name"] for _, d in docs}
         unknown = sorted(set(models) - have)
         if unknown:
-            raise UsageError(f"--models: no op sets for {', '.join(unknown)} under the coverage folder's "
-                             f"{layout.MODELS}/ (there are {len(have)}; see 'opcov zoo list')")
+            raise UsageError(
+                f"--models: no op sets for {', '.join(unknown)} under the coverage folder's "
+                f"{layout.MODELS}/ (there are {len(have)}; see 'opcov zoo list')"
+            )
         docs = [(p, d) for p, d in docs if d["model"]["name"] in models]
     return [(p, d) for p, d in docs if not modes or d["mode"] in modes]
 
@@ -105,8 +107,7 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None) -> Co
         raise UsageError(f"compare needs two different backends, not {a!r} twice")
     files = layout.model_files(coverage_dir)
     if not files:
-        raise UsageError(f"no model op sets under {layout.models_dir(coverage_dir)}: trace some with "
-                         "'opcov zoo trace'")
+        raise UsageError(f"no model op sets under {layout.models_dir(coverage_dir)}: trace some with 'opcov zoo trace'")
     chosen = _select(files, models, modes)
     if not chosen:
         raise UsageError(f"no op sets for mode {', '.join(modes)} under {layout.models_dir(coverage_dir)}")
@@ -163,8 +164,16 @@ def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Compariso
                 d.calls += lack.calls
                 d.why.update(f.why for f in lack.problems())
     lacks = {backend: sorted((d for d in found.values() if d.lacking == backend), key=_rank) for backend in (a, b)}
-    return Comparison(a, b, count, judged_modes, {k: sorted(v) for k, v in sources.items()},
-                      {k: sorted(v) for k, v in torches.items()}, sorted(opset_torches), lacks)
+    return Comparison(
+        a,
+        b,
+        count,
+        judged_modes,
+        {k: sorted(v) for k, v in sources.items()},
+        {k: sorted(v) for k, v in torches.items()},
+        sorted(opset_torches),
+        lacks,
+    )
 
 
 def _rank(d: Difference):
@@ -177,29 +186,51 @@ def model_names(d: Difference, modes: dict) -> list[str]:
     by_model: dict[str, set] = {}
     for m, mode in d.models:
         by_model.setdefault(m, set()).add(mode)
-    return [m if affected == modes.get(m, affected) else f"{m} ({', '.join(sorted(affected))})"
-            for m, affected in sorted(by_model.items(), key=lambda kv: kv[0])]
+    return [
+        m if affected == modes.get(m, affected) else f"{m} ({', '.join(sorted(affected))})"
+        for m, affected in sorted(by_model.items(), key=lambda kv: kv[0])
+    ]
 
 
 # ---------------------------------------------------------------- output
 
+
 def as_dict(c: Comparison) -> dict:
     """The comparison as plain data (``--format json``)."""
-    def entry(d: Difference) -> dict:
-        return {"op": d.op, "evidence": d.evidence, "outcome": d.outcome, "other_outcome": d.other_outcome,
-                "model_count": d.model_count, "models": model_names(d, c.modes),
-                "opsets": [f"{m} ({mode})" for m, mode in sorted(d.models)], "calls": d.calls,
-                "why": sorted(d.why), "absent": d.absent}
 
-    return {"a": c.a, "b": c.b, "opsets": c.opsets, "models": len(c.modes),
-            "sources": c.sources, "torch": c.torch, "opset_torch": c.opset_torch,
-            "lacks": {backend: [entry(d) for d in ds] for backend, ds in c.lacks.items()}}
+    def entry(d: Difference) -> dict:
+        return {
+            "op": d.op,
+            "evidence": d.evidence,
+            "outcome": d.outcome,
+            "other_outcome": d.other_outcome,
+            "model_count": d.model_count,
+            "models": model_names(d, c.modes),
+            "opsets": [f"{m} ({mode})" for m, mode in sorted(d.models)],
+            "calls": d.calls,
+            "why": sorted(d.why),
+            "absent": d.absent,
+        }
+
+    return {
+        "a": c.a,
+        "b": c.b,
+        "opsets": c.opsets,
+        "models": len(c.modes),
+        "sources": c.sources,
+        "torch": c.torch,
+        "opset_torch": c.opset_torch,
+        "lacks": {backend: [entry(d) for d in ds] for backend, ds in c.lacks.items()},
+    }
 
 
 def by_evidence(ds: list) -> list[tuple[str, str, list]]:
     """(level, title, differences) per evidence level, strongest first, of the levels that have some."""
-    return [(level, _section_title(level), [d for d in ds if d.evidence == level])
-            for level in _SECTIONS if any(d.evidence == level for d in ds)]
+    return [
+        (level, _section_title(level), [d for d in ds if d.evidence == level])
+        for level in _SECTIONS
+        if any(d.evidence == level for d in ds)
+    ]
 
 
 def _section_title(level: str) -> str:
@@ -211,24 +242,27 @@ def _section_title(level: str) -> str:
 
 
 def render_text(c: Comparison) -> str:
-    lines = [f"opcov compare {c.a} {c.b}: {c.opsets} model op set(s) of {len(c.modes)} model(s) judged on both "
-             f"(traced with torch {', '.join(c.opset_torch)})"]
+    lines = [
+        f"opcov compare {c.a} {c.b}: {c.opsets} model op set(s) of {len(c.modes)} model(s) judged on both "
+        f"(traced with torch {', '.join(c.opset_torch)})"
+    ]
     for backend in (c.a, c.b):
         lines.append(f"  {backend}: torch {', '.join(c.torch[backend])}; {', '.join(c.sources[backend])}")
     for lacking, having in ((c.a, c.b), (c.b, c.a)):
         ds = c.lacks[lacking]
         lines += ["", f"{lacking} lacks what {having} has: {len(ds)} op(s), ranked by models affected"]
         if not ds:
-            lines.append("  (nothing: every op these models need that runs on "
-                         f"{having} runs on {lacking} too)")
+            lines.append(f"  (nothing: every op these models need that runs on {having} runs on {lacking} too)")
         for _level, title, in_level in by_evidence(ds):
             lines.append(f"  {title}: {len(in_level)} op(s)")
             for d in in_level:
                 n = d.model_count
                 absent = f" (no such op in torch {', '.join(c.torch[lacking])})" if d.absent else ""
-                lines.append(f"    {n:3d} model{'s' if n != 1 else ' '}  {d.op}  {lacking}: "
-                             f"{vocab.OUTCOMES[d.outcome].label}{absent}, {having}: "
-                             f"{vocab.OUTCOMES[d.other_outcome].label}  [{', '.join(model_names(d, c.modes))}]")
+                lines.append(
+                    f"    {n:3d} model{'s' if n != 1 else ' '}  {d.op}  {lacking}: "
+                    f"{vocab.OUTCOMES[d.outcome].label}{absent}, {having}: "
+                    f"{vocab.OUTCOMES[d.other_outcome].label}  [{', '.join(model_names(d, c.modes))}]"
+                )
     return "\n".join(lines) + "\n"
 
 

@@ -13,15 +13,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from opcov.errors import UsageError
 from opcov.store import data
 from opcov.store.cells import record_cells, skip_reason
-from opcov.errors import UsageError
 
 # Registered: resolved statuses, best first; unresolved means "not known", not worse.
 REG_RANK = {"not_applicable": 0, "registered": 0, "fallback": 2, "missing": 3}
 # Probed: pass best; not_comparable/no_reference/skipped say nothing about quality.
-PROBE_RANK = {"pass": 0, "pass_low_precision": 0, "mismatch": 3, "unsupported": 3, "error": 3, "crash": 3,
-              "timeout": 3}
+PROBE_RANK = {"pass": 0, "pass_low_precision": 0, "mismatch": 3, "unsupported": 3, "error": 3, "crash": 3, "timeout": 3}
 # The precision tier a probed pass met, strictest first: a move between them is a precision change.
 TIERS = {"pass": 0, "pass_low_precision": 1}
 
@@ -71,22 +70,27 @@ def _rank(kind: str, status: str):
 def diff_docs(old: dict, new: dict, old_path: str, new_path: str) -> DiffResult:
     ob, nb = old["backend"]["name"], new["backend"]["name"]
     if ob != nb:
-        raise UsageError(f"{old_path} is backend {ob!r}, {new_path} is {nb!r}: diff compares snapshots "
-                         "of one backend")
+        raise UsageError(f"{old_path} is backend {ob!r}, {new_path} is {nb!r}: diff compares snapshots of one backend")
     res = DiffResult(old_path, new_path, nb)
-    for label, a, b in (("evidence", old["evidence"], new["evidence"]),
-                        ("torch", old["provenance"].get("torch"), new["provenance"].get("torch")),
-                        (old["backend"]["package"], old["backend"]["version"], new["backend"]["version"])):
+    for label, a, b in (
+        ("evidence", old["evidence"], new["evidence"]),
+        ("torch", old["provenance"].get("torch"), new["provenance"].get("torch")),
+        (old["backend"]["package"], old["backend"]["version"], new["backend"]["version"]),
+    ):
         res.header.append(f"{label}: {a} -> {b}" if a != b else f"{label}: {a}")
     ov, nv = old["provenance"].get("opcov"), new["provenance"].get("opcov")
     if ov != nv:
         res.header.append(f"opcov: {ov} -> {nv}")
         if new["evidence"] == "probed":
-            res.apart.append(f"made by opcov {ov} and {nv}: the probe's checks and blame rules may differ, so "
-                             "a status change below can be the method's, not the backend's")
+            res.apart.append(
+                f"made by opcov {ov} and {nv}: the probe's checks and blame rules may differ, so "
+                "a status change below can be the method's, not the backend's"
+            )
     if old["evidence"] != new["evidence"]:
-        res.apart.append(f"evidence kind changed ({old['evidence']} -> {new['evidence']}): statuses are not "
-                         "comparable, so no op counts as a regression")
+        res.apart.append(
+            f"evidence kind changed ({old['evidence']} -> {new['evidence']}): statuses are not "
+            "comparable, so no op counts as a regression"
+        )
         return res
     kind = new["evidence"]
     same_torch = old["provenance"].get("torch") == new["provenance"].get("torch")
@@ -99,8 +103,7 @@ def diff_docs(old: dict, new: dict, old_path: str, new_path: str) -> DiffResult:
         if a is None or b is None:
             in_other = op in (new["ops"] if a is None else old["ops"])
             if not in_other and not same_torch:
-                res.apart.append(f"{op}: only in torch {(new if a is None else old)['provenance']['torch']}'s "
-                                 "op set")
+                res.apart.append(f"{op}: only in torch {(new if a is None else old)['provenance']['torch']}'s op set")
                 continue
             if kind == "probed" and in_other:
                 res.apart.append(f"{op} {where}: {'now' if a is None else 'no longer'} probed (sample set changed)")
@@ -128,23 +131,43 @@ def diff_files(old_path: str, new_path: str) -> DiffResult:
 
 def render(res: DiffResult, fmt: str = "text") -> str:
     if fmt == "json":
-        return json.dumps({"old": res.old, "new": res.new, "backend": res.backend, "header": res.header,
-                           **{k: [c.__dict__ for c in getattr(res, k)]
-                              for k in ("regressions", "improvements", "precision", "added", "removed")},
-                           "apart": res.apart}, indent=2, sort_keys=True) + "\n"
+        return (
+            json.dumps(
+                {
+                    "old": res.old,
+                    "new": res.new,
+                    "backend": res.backend,
+                    "header": res.header,
+                    **{
+                        k: [c.__dict__ for c in getattr(res, k)]
+                        for k in ("regressions", "improvements", "precision", "added", "removed")
+                    },
+                    "apart": res.apart,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
     md = fmt == "markdown"
     lines = [f"{'### ' if md else ''}opcov diff {res.backend}: {res.old} -> {res.new}", ""]
     lines += [f"{'- ' if md else '  '}{h}" for h in res.header]
     lines.append("")
-    lines.append(f"{len(res.regressions)} regression(s), {len(res.improvements)} improvement(s), "
-                 + (f"{len(res.precision)} precision change(s), " if res.precision else "")
-                 + f"{len(res.added)} added, {len(res.removed)} removed, {len(res.apart)} reported apart")
+    lines.append(
+        f"{len(res.regressions)} regression(s), {len(res.improvements)} improvement(s), "
+        + (f"{len(res.precision)} precision change(s), " if res.precision else "")
+        + f"{len(res.added)} added, {len(res.removed)} removed, {len(res.apart)} reported apart"
+    )
     degraded = [c for c in res.precision if TIERS[c.new] > TIERS[c.old]]
     improved = [c for c in res.precision if TIERS[c.new] < TIERS[c.old]]
-    for title, items in (("regressions", res.regressions), ("improvements", res.improvements),
-                         ("precision degraded (strict -> usable tier; not a regression)", degraded),
-                         ("precision improved (usable -> strict tier)", improved),
-                         ("added", res.added), ("removed", res.removed)):
+    for title, items in (
+        ("regressions", res.regressions),
+        ("improvements", res.improvements),
+        ("precision degraded (strict -> usable tier; not a regression)", degraded),
+        ("precision improved (usable -> strict tier)", improved),
+        ("added", res.added),
+        ("removed", res.removed),
+    ):
         if items:
             lines += ["", f"{'#### ' if md else ''}{title}:"]
             lines += [f"{'- ' if md else '  '}{c.op} {c.where}: {c.old} -> {c.new}" for c in items]

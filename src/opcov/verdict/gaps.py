@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 
+from opcov.errors import UsageError
 from opcov.store import layout, lineyaml
 from opcov.verdict import judge
 from opcov.verdict.check import iter_opsets
-from opcov.errors import UsageError
 
 
 def tally(judged) -> list[dict]:
@@ -22,16 +22,19 @@ def tally(judged) -> list[dict]:
     for model, mode, v in judged:
         for r in v.ops:
             if r.outcome in ("fails", "unknown"):
-                entry = blocked.setdefault((r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(),
-                                                               "calls": 0, "why": set()})
+                entry = blocked.setdefault(
+                    (r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(), "calls": 0, "why": set()}
+                )
                 entry["models"].add((model, mode))
                 entry["calls"] += r.calls
                 entry["why"].update(f.why for f in r.problems())
     for e in blocked.values():
         e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
         e["model_count"] = len({m for m, _ in e["models"]})
-    return sorted(blocked.values(), key=lambda e: (e["outcome"] != "fails", -e["model_count"],
-                                                   -len(e["models"]), -e["calls"], e["op"]))
+    return sorted(
+        blocked.values(),
+        key=lambda e: (e["outcome"] != "fails", -e["model_count"], -len(e["models"]), -e["calls"], e["op"]),
+    )
 
 
 def reader():
@@ -44,6 +47,7 @@ def reader():
         if path not in docs:
             docs[path] = lineyaml.load(path, summary=False)
         return docs[path]
+
     return read
 
 
@@ -53,10 +57,16 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
     read, pool, listings = reader(), {}, {}
     with judge.bulk():
-        judged = [(doc["model"]["name"], doc["mode"],
-                   judge.judge(doc, judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read,
-                                                                   listings=listings), pool)))
-                  for _path, doc in iter_opsets(files, modes)]
+        judged = [
+            (
+                doc["model"]["name"],
+                doc["mode"],
+                judge.judge(
+                    doc, judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings), pool)
+                ),
+            )
+            for _path, doc in iter_opsets(files, modes)
+        ]
     ranked = tally(judged)
     for e in ranked:
         e["models"] = [f"{m} ({mode})" for m, mode in e["models"]]
@@ -67,13 +77,19 @@ def render(ranked: list[dict], backend: str, top: int, fmt: str = "text") -> str
     if fmt == "json":
         return json.dumps(ranked[:top], indent=2, sort_keys=True) + "\n"
     fails = [e for e in ranked if e["outcome"] == "fails"]
-    lines = [f"opcov gaps {backend}: {len(fails)} failing op(s), {len(ranked) - len(fails)} unknown; "
-             f"ranked by zoo models blocked (model op sets in coverage/models/)", ""]
+    lines = [
+        f"opcov gaps {backend}: {len(fails)} failing op(s), {len(ranked) - len(fails)} unknown; "
+        f"ranked by zoo models blocked (model op sets in coverage/models/)",
+        "",
+    ]
     for e in ranked[:top]:
-        lines.append(f"  {e['model_count']:3d} model{'s' if e['model_count'] != 1 else ' '}  {e['outcome']:7s}  "
-                     f"{e['op']}  ({e['calls']} calls)")
-        lines.append(f"               why: {e['why'][0]}" + (f" (+{len(e['why']) - 1} more)" if len(e["why"]) > 1
-                                                            else ""))
+        lines.append(
+            f"  {e['model_count']:3d} model{'s' if e['model_count'] != 1 else ' '}  {e['outcome']:7s}  "
+            f"{e['op']}  ({e['calls']} calls)"
+        )
+        lines.append(
+            f"               why: {e['why'][0]}" + (f" (+{len(e['why']) - 1} more)" if len(e["why"]) > 1 else "")
+        )
         lines.append(f"               blocks: {', '.join(e['models'])}")
     if len(ranked) > top:
         lines.append(f"  ... {len(ranked) - top} more (--top N)")

@@ -23,11 +23,10 @@ import gc
 import re
 from dataclasses import dataclass, field, replace
 
-from opcov.store import layout
-from opcov.store.cells import ProbedCell, record_cells
-from opcov.store import lineyaml
 from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
+from opcov.store import layout, lineyaml
+from opcov.store.cells import ProbedCell, record_cells
 from opcov.verdict import resolve
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
@@ -118,8 +117,12 @@ class OpResult:
             if len(findings) == 1:  # most ops (every inference op at one dtype)
                 f = findings[0]
                 judged = f.outcome in _OUTCOME_RANK
-                memo = (findings, 1, f.outcome if judged else NOT_JUDGED,
-                        f.evidence if judged else vocab.NO_EVIDENCE.name)
+                memo = (
+                    findings,
+                    1,
+                    f.outcome if judged else NOT_JUDGED,
+                    f.evidence if judged else vocab.NO_EVIDENCE.name,
+                )
             else:
                 memo = (findings, len(findings)) + _summarize((f.outcome, f.evidence) for f in findings)
             self._memo = memo
@@ -192,6 +195,7 @@ class BackendVerdict:
 
 
 # ---------------------------------------------------------------- coverage for one backend
+
 
 @dataclass
 class Coverage:
@@ -269,8 +273,16 @@ def _listing(coverage_dir: str, backend: str, listings: dict | None) -> tuple[di
     return found
 
 
-def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, scan=None,
-                 listings: dict | None = None, names: list | None = None) -> Coverage:
+def coverage_for(
+    doc: dict,
+    backend: str,
+    coverage_dir: str,
+    *,
+    read=read_ops,
+    scan=None,
+    listings: dict | None = None,
+    names: list | None = None,
+) -> Coverage:
     """The Coverage that judges op set ``doc`` on ``backend``: what check, gaps and the site all use.
 
     It reads the ops the op set needs (``needed_ops``) from the backend's snapshots made with the op
@@ -301,15 +313,18 @@ def coverage_for(doc: dict, backend: str, coverage_dir: str, *, read=read_ops, s
     paths = [chosen[kind] for kind in ("registered", "probed") if kind in docs]
     if not docs:
         if ignored:  # misnamed or misplaced data: never judge around it with a live scan
-            raise DataError(f"{ignored[0][0]}: {ignored[0][1]}, so {backend} has no data opcov reads; "
-                            f"'opcov lint {coverage_dir}' says more")
+            raise DataError(
+                f"{ignored[0][0]}: {ignored[0][1]}, so {backend} has no data opcov reads; "
+                f"'opcov lint {coverage_dir}' says more"
+            )
         live = scan(backend, names) if scan else None
         if live is None:
             raise suggest.no_backend_data(backend, coverage_dir)
         docs["registered"] = live
         paths = [f"live registered scan of {backend} (no data in coverage/)"]
-    cov = Coverage(backend, docs.get("registered"), docs.get("probed"), paths,
-                   notes=[f"ignored {p}: {why}" for p, why in ignored])
+    cov = Coverage(
+        backend, docs.get("registered"), docs.get("probed"), paths, notes=[f"ignored {p}: {why}" for p, why in ignored]
+    )
     if backend != "cpu" and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
         cpu_path = layout.pick(_listing(coverage_dir, "cpu", listings)[0]["registered"], torch_version)
         cov.cpu = read(cpu_path, names) if cpu_path else None
@@ -352,9 +367,13 @@ def share(cov: Coverage, pool: dict) -> Coverage:
 
 # ---------------------------------------------------------------- judging
 
+
 def _fix_fallback(backend: str) -> str:
-    hint = " (torch_tpu: its CPU fallback setting)" if backend == "tpu" else (
-        " (PYTORCH_ENABLE_MPS_FALLBACK=1)" if backend == "mps" else "")
+    hint = (
+        " (torch_tpu: its CPU fallback setting)"
+        if backend == "tpu"
+        else (" (PYTORCH_ENABLE_MPS_FALLBACK=1)" if backend == "mps" else "")
+    )
     return f"enable the CPU fallback{hint}: the op then runs on the CPU, slowly"
 
 
@@ -396,16 +415,23 @@ def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
     dtype, forward = finding.dtype, finding.direction == "forward"
     suite = f"torch's {cov.backend} test suite"
     if dtype in cov.unsupported_dtypes():
-        return replace(finding, outcome="fails", fix=f"use float32 (or bfloat16): {cov.backend} has no {dtype}",
-                       why=f"{cov.backend} has no {dtype} tensors ({suite} expects every op to fail in {dtype})")
+        return replace(
+            finding,
+            outcome="fails",
+            fix=f"use float32 (or bfloat16): {cov.backend} has no {dtype}",
+            why=f"{cov.backend} has no {dtype} tensors ({suite} expects every op to fail in {dtype})",
+        )
     if finding.outcome not in ("ok", "fallback"):
         return finding
     notes = (rec.get("xfail") or {}) if forward else {}
     why = notes.get(dtype) or notes.get("all")
     if why:
-        return replace(finding, outcome="fails", why=f"{suite} expects it to fail in {dtype} ({why}); "
-                                                     f"declared kernel: {finding.why}")
-    doubt = (rec.get("doubt" if forward else "bwd_doubt") or {})
+        return replace(
+            finding,
+            outcome="fails",
+            why=f"{suite} expects it to fail in {dtype} ({why}); declared kernel: {finding.why}",
+        )
+    doubt = rec.get("doubt" if forward else "bwd_doubt") or {}
     why = doubt.get(dtype) or doubt.get("all")
     return replace(finding, why=f"{finding.why}; {suite} lists it in {dtype}: {why}") if why else finding
 
@@ -425,14 +451,22 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
         if status in PROBED_OK:
             fix = ""
             if status == "pass_low_precision":  # the usable tier, not the strict one: a pass with a note
-                fix = ("set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) "
-                       "if the error matters" if slot.tol in ("low_precision", "usable:matmul") else
-                       f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error "
-                       "is tolerable")
+                fix = (
+                    "set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) if the error matters"
+                    if slot.tol in ("low_precision", "usable:matmul")
+                    else f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error "
+                    "is tolerable"
+                )
             return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}{err}", src, fix)
         if status == "fallback":  # ran on the device, with an op through its CPU fallback (probe.xla)
-            return Finding(direction, dtype, "fallback", "probed",
-                           f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}", src)
+            return Finding(
+                direction,
+                dtype,
+                "fallback",
+                "probed",
+                f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}",
+                src,
+            )
         if status in PROBED_FAIL:
             fix = ""
             if dtype == "float16":
@@ -441,20 +475,41 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
                     fix = "use bfloat16 instead of float16 (it passes; no GradScaler needed)"
             cases, fails = slot.cases, slot.fails
             if isinstance(fails, int) and fails and slot.unpinned == fails:
-                return Finding(direction, dtype, "unknown", "probed",
-                               f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
-                               f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}"
-                               f"{err}{why_line}; case {case})", src, fix)
+                return Finding(
+                    direction,
+                    dtype,
+                    "unknown",
+                    "probed",
+                    f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
+                    f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}"
+                    f"{err}{why_line}; case {case})",
+                    src,
+                    fix,
+                )
             if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases and not slot.after_crash:
                 # Some probe inputs fail, others pass: whether this model's inputs are among the
                 # failing ones is not something the op set tells (the case id names the input).
-                return Finding(direction, dtype, "unknown", "probed",
-                               f"{direction} fails on {fails} of {cases} probe cases in {dtype} (worst: "
-                               f"{PROBED_FAIL[status]}{err}{why_line}; case {case}): "
-                               "the model's own inputs may or may not be like those", src, fix)
+                return Finding(
+                    direction,
+                    dtype,
+                    "unknown",
+                    "probed",
+                    f"{direction} fails on {fails} of {cases} probe cases in {dtype} (worst: "
+                    f"{PROBED_FAIL[status]}{err}{why_line}; case {case}): "
+                    "the model's own inputs may or may not be like those",
+                    src,
+                    fix,
+                )
             cut = f" ({slot.after_crash} later case(s) not run after it)" if slot.after_crash else ""
-            return Finding(direction, dtype, "fails", "probed",
-                           f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}{cut}", src, fix)
+            return Finding(
+                direction,
+                dtype,
+                "fails",
+                "probed",
+                f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}{cut}",
+                src,
+                fix,
+            )
     rec = (cov.registered or {}).get("ops", {}).get(op)
     reg_src = cov.paths[0] if cov.registered else ""
     level, claim = cov.static, vocab.evidence_word(cov.static).label  # registered, or declared
@@ -463,21 +518,43 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
         note = f"; no probe evidence in {dtype}"
     if rec is None:
         if cov.registered is None:
-            return Finding(direction, dtype, "unknown", "none",
-                           f"no registered data and no probe of this op in {dtype}")
+            return Finding(
+                direction, dtype, "unknown", "none", f"no registered data and no probe of this op in {dtype}"
+            )
         if not layout.same_torch(cov.torch, torch_version):
-            where = (f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
-                     "every op its torch defines)" if level == "registered" and op.startswith("aten::")
-                     else f"not in the {cov.backend} data for torch {cov.torch}")
-            return Finding(direction, dtype, "unknown", "none",
-                           f"{where}; the op set was traced with torch {torch_version}: versions differ", reg_src)
+            where = (
+                f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
+                "every op its torch defines)"
+                if level == "registered" and op.startswith("aten::")
+                else f"not in the {cov.backend} data for torch {cov.torch}"
+            )
+            return Finding(
+                direction,
+                dtype,
+                "unknown",
+                "none",
+                f"{where}; the op set was traced with torch {torch_version}: versions differ",
+                reg_src,
+            )
         if not op.startswith("aten::"):
-            return Finding(direction, dtype, NOT_JUDGED, "none",
-                           f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data", reg_src)
+            return Finding(
+                direction,
+                dtype,
+                NOT_JUDGED,
+                "none",
+                f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data",
+                reg_src,
+            )
         if level == "declared":
-            return Finding(direction, dtype, "unknown", "none",
-                           f"not in the declared {cov.backend} data: outside native_functions.yaml with no "
-                           f"composite kernel, nothing declares what {cov.backend} does with it", reg_src)
+            return Finding(
+                direction,
+                dtype,
+                "unknown",
+                "none",
+                f"not in the declared {cov.backend} data: outside native_functions.yaml with no "
+                f"composite kernel, nothing declares what {cov.backend} does with it",
+                reg_src,
+            )
         return Finding(direction, dtype, "unknown", "none", "not in the coverage data", reg_src)
     path = rec.get(key)
     if key == "bwd":
@@ -486,33 +563,60 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
     if res == "fallback" and level == "declared":  # a source's registration, not one read from a binary
         note += f"; the boxed fallback as {cov.backend}'s source registers it"
     if res == "registered" or res == "not_applicable":
-        what = {"kernel": "own kernel", "out_variant": "kernel via its .out variant",
-                "composite": "composite of registered ops", "backend_kernel": "backend autograd kernel",
-                "formula": "derivative formula over registered ops", "none": "not differentiable",
-                "not_applicable": "needs no kernel"}.get(path, path)
+        what = {
+            "kernel": "own kernel",
+            "out_variant": "kernel via its .out variant",
+            "composite": "composite of registered ops",
+            "backend_kernel": "backend autograd kernel",
+            "formula": "derivative formula over registered ops",
+            "none": "not differentiable",
+            "not_applicable": "needs no kernel",
+        }.get(path, path)
         return Finding(direction, dtype, "ok", level, f"{what} ({claim}){note}", reg_src)
     if res == "fallback":
         kind, enabled = cov.fallback()
         cpu_rec = (cov.cpu or {}).get("ops", {}).get(op)
         if kind == "cpu" and enabled and cpu_rec and cpu_rec.get("res") == "missing":
-            return Finding(direction, dtype, "fails", level,
-                           f"only the CPU fallback catches it, and CPU has no kernel for it either{note}", reg_src)
+            return Finding(
+                direction,
+                dtype,
+                "fails",
+                level,
+                f"only the CPU fallback catches it, and CPU has no kernel for it either{note}",
+                reg_src,
+            )
         if kind == "cpu" and enabled:
-            return Finding(direction, dtype, "fallback", level,
-                           f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}", reg_src)
-        return Finding(direction, dtype, "fails", level,
-                       f"no kernel; only the backend fallback ({kind}, "
-                       f"{'enabled' if enabled else 'disabled'}) catches it{note}", reg_src,
-                       _fix_fallback(cov.backend) if kind == "cpu" and not enabled else "")
+            return Finding(
+                direction,
+                dtype,
+                "fallback",
+                level,
+                f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}",
+                reg_src,
+            )
+        return Finding(
+            direction,
+            dtype,
+            "fails",
+            level,
+            f"no kernel; only the backend fallback ({kind}, {'enabled' if enabled else 'disabled'}) catches it{note}",
+            reg_src,
+            _fix_fallback(cov.backend) if kind == "cpu" and not enabled else "",
+        )
     if res == "missing":
-        why = ("derivative not implemented" if path == "not_implemented" else
-               "backward lost: the backend overrides the op without an autograd kernel" if path == "lost"
-               else "no kernel")
+        why = (
+            "derivative not implemented"
+            if path == "not_implemented"
+            else "backward lost: the backend overrides the op without an autograd kernel"
+            if path == "lost"
+            else "no kernel"
+        )
         return Finding(direction, dtype, "fails", level, f"{why}{note}", reg_src)
     via = rec.get("via" if key == "fwd" else "bwd_via") or []
     reason = rec.get("why") or (f"reaches {', '.join(via[:3])}" if via else "path not resolved")
-    return Finding(direction, dtype, "unknown", level,
-                   f"{direction} path not resolved by the scan ({reason}){note}", reg_src)
+    return Finding(
+        direction, dtype, "unknown", level, f"{direction} path not resolved by the scan ({reason}){note}", reg_src
+    )
 
 
 def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: str) -> Finding:
@@ -523,15 +627,22 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
     """
     level, claim = cov.static, vocab.evidence_word(cov.static).label
     if path in ("not_implemented", "lost"):
-        why = ("derivative not implemented" if path == "not_implemented" else
-               "backward lost: the backend overrides the op without an autograd kernel")
+        why = (
+            "derivative not implemented"
+            if path == "not_implemented"
+            else "backward lost: the backend overrides the op without an autograd kernel"
+        )
         return Finding("backward", dtype, "fails", level, f"{why}{note}", src)
-    what = {"backend_kernel": "the backend's autograd kernel", "formula": "derivative formula",
-            "composite": "differentiated through its composite", "none": "not differentiable",
-            "not_applicable": "needs no kernel"}.get(path, str(path))
-    return Finding("backward", dtype, "ok", level,
-                   f"{what} ({claim}; the ops it runs are judged in the backward phase){note}",
-                   src)
+    what = {
+        "backend_kernel": "the backend's autograd kernel",
+        "formula": "derivative formula",
+        "composite": "differentiated through its composite",
+        "none": "not differentiable",
+        "not_applicable": "needs no kernel",
+    }.get(path, str(path))
+    return Finding(
+        "backward", dtype, "ok", level, f"{what} ({claim}; the ops it runs are judged in the backward phase){note}", src
+    )
 
 
 def requirements(calls, training: bool) -> list[tuple]:
@@ -559,21 +670,29 @@ def requirements(calls, training: bool) -> list[tuple]:
     return [(op, n, tuple(phases), tuple(dtypes), tuple(reqs)) for op, n, phases, dtypes, reqs in out.values()]
 
 
-HOST_SYNC_FLAG = ("may force a host sync (tagged dynamic_output_shape or data_dependent_output, "
-                  "or reads a value to the host): stalls a deferred-execution device")
+HOST_SYNC_FLAG = (
+    "may force a host sync (tagged dynamic_output_shape or data_dependent_output, "
+    "or reads a value to the host): stalls a deferred-execution device"
+)
 
 
 def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: str) -> tuple:
     """(findings, flags, outcome, evidence, outcome's rank) of one op's requirements ``reqs`` on ``cov``:
     pure in the Coverage's documents and paths and in the arguments, so memoized with the requirements
     where the Coverage was ``share``d (an op of a zoo is judged alike in hundreds of op sets)."""
-    r = OpResult(op, findings=[judge_requirement(cov, op, dtype, direction, torch_version) for dtype, direction in reqs])
+    r = OpResult(
+        op, findings=[judge_requirement(cov, op, dtype, direction, torch_version) for dtype, direction in reqs]
+    )
     rec = (cov.registered or {}).get("ops", {}).get(op) or {}
     if op in HOST_SYNC_OPS or (not fake and not _HOST_SYNC_TAGS.isdisjoint(rec.get("tags", ()))):
         r.flags.append(HOST_SYNC_FLAG)
     if _ATTENTION.search(op):
-        r.findings = [replace(f, fix="try another attn_implementation (e.g. 'eager')")
-                      if f.outcome in ("fails", "unknown") and not f.fix else f for f in r.findings]
+        r.findings = [
+            replace(f, fix="try another attn_implementation (e.g. 'eager')")
+            if f.outcome in ("fails", "unknown") and not f.fix
+            else f
+            for f in r.findings
+        ]
     return tuple(r.findings), tuple(r.flags), r.outcome, r.evidence, _OUTCOME_RANK.get(r.outcome, len(OUTCOMES))
 
 
@@ -616,18 +735,23 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     ops = [r for _, r, _, _ in ops]
     notes = ["eager mode: the torch.compile path is not judged"]
     if not layout.same_torch(cov.torch, torch_version):
-        notes.append(f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
-                     f"{torch_version}: ops that differ between versions come out unknown")
+        notes.append(
+            f"the {cov.backend} data is for torch {cov.torch}; the op set was traced with torch "
+            f"{torch_version}: ops that differ between versions come out unknown"
+        )
     if cov.probed is None and cov.static == "declared":
-        notes.append(f"no probe data and no registered scan for {cov.backend}: declared evidence only (what "
-                     f"native_functions.yaml and torch's test lists say; no {cov.backend} build was read)")
+        notes.append(
+            f"no probe data and no registered scan for {cov.backend}: declared evidence only (what "
+            f"native_functions.yaml and torch's test lists say; no {cov.backend} build was read)"
+        )
     elif cov.probed is None:
         notes.append(f"no probe data for {cov.backend}: registered evidence only (a claim, dtype-blind)")
     else:
         notes.extend(n for n in cov.probed["provenance"].get("notes", ()) if "self-test" in n)
     notes.extend(resolved.notes + cov.notes)
-    return BackendVerdict(cov.backend, doc.get("mode", "?"), VERDICTS.get(worst, "runs"),
-                          evidence, ops, cov.paths, notes)
+    return BackendVerdict(
+        cov.backend, doc.get("mode", "?"), VERDICTS.get(worst, "runs"), evidence, ops, cov.paths, notes
+    )
 
 
 STRICT = ("fallback", "unknown")  # --strict: --fail-on these
@@ -656,12 +780,21 @@ def apply_manifest(verdicts, manifest) -> int:
                     v.unclaimed.append((r.op, f.dtype))
                 if f.outcome == "fails":
                     bugs += claimed
-                    f = replace(f, why=f.why + ("; claimed by the manifest: a bug to report" if claimed
-                                                else "; not claimed by the manifest: a known gap"))
+                    f = replace(
+                        f,
+                        why=f.why
+                        + (
+                            "; claimed by the manifest: a bug to report"
+                            if claimed
+                            else "; not claimed by the manifest: a known gap"
+                        ),
+                    )
                 marked.append(f)
             r.findings = marked
-        v.notes.append(f"manifest {manifest.path}: {len(v.unclaimed)} needed op/dtype pair(s) not claimed; "
-                       f"{bugs} failing requirement(s) claimed")
+        v.notes.append(
+            f"manifest {manifest.path}: {len(v.unclaimed)} needed op/dtype pair(s) not claimed; "
+            f"{bugs} failing requirement(s) claimed"
+        )
     return n
 
 
@@ -672,8 +805,9 @@ def fail_on(values) -> set[str]:
     for value in values:
         for word in filter(None, (w.strip() for w in value.split(","))):
             if word not in vocab.PROBLEMS + (UNCLAIMED,):
-                raise UsageError(f"--fail-on: {word!r} is not an outcome; choose from "
-                                 f"{', '.join(vocab.PROBLEMS + (UNCLAIMED,))}")
+                raise UsageError(
+                    f"--fail-on: {word!r} is not an outcome; choose from {', '.join(vocab.PROBLEMS + (UNCLAIMED,))}"
+                )
             out.add(word)
     return out
 
@@ -689,13 +823,16 @@ def gate_failures(verdicts, *, outcomes=("fails",), require: str | None = None) 
             out.append(f"{v.backend} ({v.mode}): --fail-on unclaimed needs the backend's manifest (--manifest FILE)")
         elif UNCLAIMED in bad and v.unclaimed:
             shown = ", ".join(f"{op} {dt}" for op, dt in v.unclaimed[:5])
-            out.append(f"{v.backend} ({v.mode}): {len(v.unclaimed)} needed op/dtype pair(s) not claimed by the "
-                       f"manifest: {shown}" + (", ..." if len(v.unclaimed) > 5 else ""))
+            out.append(
+                f"{v.backend} ({v.mode}): {len(v.unclaimed)} needed op/dtype pair(s) not claimed by the "
+                f"manifest: {shown}" + (", ..." if len(v.unclaimed) > 5 else "")
+            )
         hit = [(o, sum(r.outcome == o for r in v.ops)) for o in OUTCOMES if o in bad]
         if any(n for _, n in hit):
-            out.append(f"{v.backend} ({v.mode}): {v.says()}: "
-                       + ", ".join(f"{o} on {n} op(s)" for o, n in hit if n))
+            out.append(f"{v.backend} ({v.mode}): {v.says()}: " + ", ".join(f"{o} on {n} op(s)" for o, n in hit if n))
         elif require and vocab.weaker(v.evidence, require):
-            out.append(f"{v.backend} ({v.mode}): {v.says()}: rests on {vocab.evidence_word(v.evidence).short}, "
-                       f"weaker than the {require} evidence required")
+            out.append(
+                f"{v.backend} ({v.mode}): {v.says()}: rests on {vocab.evidence_word(v.evidence).short}, "
+                f"weaker than the {require} evidence required"
+            )
     return out

@@ -161,17 +161,21 @@ class _Walk:
 
 def _note(cov, op, phase, why, calls, inside, grad) -> str:
     b = cov.backend
-    what = (f"{b} runs its own {op} kernel" if why == "kernel"
-            else f"{b}'s probe ran {op} itself, so it is judged as one op")
+    what = (
+        f"{b} runs its own {op} kernel"
+        if why == "kernel"
+        else f"{b}'s probe ran {op} itself, so it is judged as one op"
+    )
     shown = ", ".join(sorted(inside)[:NOTE_OPS]) + (", ..." if len(inside) > NOTE_OPS else "")
     text = f"{what} ({phase}, {calls} call{'s' if calls != 1 else ''})"
     text += f": its decomposition ({shown}) was not judged" if inside else ": judged as one op"
     if grad:
         bwd = ((cov.registered or {}).get("ops", {}).get(op) or {}).get("bwd")
-        text += {"backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
-                 "formula": "; its backward is its derivative formula, not the decomposition's",
-                 "lost": f"; {b} has no autograd kernel for it, so its backward is lost"}.get(
-            bwd, "; the backward of the decomposition was not judged either")
+        text += {
+            "backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
+            "formula": "; its backward is its derivative formula, not the decomposition's",
+            "lost": f"; {b} has no autograd kernel for it, so its backward is lost",
+        }.get(bwd, "; the backward of the decomposition was not judged either")
     return text
 
 
@@ -190,12 +194,12 @@ def _flat(doc: dict, cov) -> Resolved:
         for phase, cells in sorted(rec.items()):
             for dtype, cell in sorted((cells or {}).items()) if isinstance(cells, dict) else ():
                 if isinstance(cell, dict):
-                    out.calls.append(opset.Call(parent, phase, dtype, int(cell.get("calls", 1)),
-                                                phase == "forward"))
+                    out.calls.append(opset.Call(parent, phase, dtype, int(cell.get("calls", 1)), phase == "forward"))
                     traced |= set(cell.get("traced_as", ()))
         shown = ", ".join(sorted(traced)[:NOTE_OPS]) + (", ..." if len(traced) > NOTE_OPS else "")
-        out.notes.append(f"{parent}: {cov.backend} registers its own kernel, so it may not run the decomposition "
-                         f"traced here ({shown}); the kernel and the decomposition are both judged (a schema 1 "
-                         "op set has no call tree: re-trace it to judge only what the backend runs)")
+        out.notes.append(
+            f"{parent}: {cov.backend} registers its own kernel, so it may not run the decomposition "
+            f"traced here ({shown}); the kernel and the decomposition are both judged (a schema 1 "
+            "op set has no call tree: re-trace it to judge only what the backend runs)"
+        )
     return out
-

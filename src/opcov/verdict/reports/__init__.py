@@ -19,11 +19,14 @@ def headline(v) -> str:
     c = v.counts()
     pct = 100.0 * c["ok"] / c["ops"] if c["ops"] else 100.0
     cpct = 100.0 * c["ok_calls"] / c["calls"] if c["calls"] else 100.0
-    return (f"{c['ops']} ops, {c['ok']} supported ({pct:.1f}%; {cpct:.1f}% of {c['calls']} calls): "
-            f"{c['ok_probed']} probed, {c['ok_registered']} registered-only"
-            + (f", {c['ok_declared']} declared-only" if c.get("ok_declared") else "") + "; "
-            f"{c['fails']} failing, {c['unknown']} unknown, {c['fallback']} on a fallback"
-            + (f"; {c['not_judged']} not judged" if c["not_judged"] else ""))
+    return (
+        f"{c['ops']} ops, {c['ok']} supported ({pct:.1f}%; {cpct:.1f}% of {c['calls']} calls): "
+        f"{c['ok_probed']} probed, {c['ok_registered']} registered-only"
+        + (f", {c['ok_declared']} declared-only" if c.get("ok_declared") else "")
+        + "; "
+        f"{c['fails']} failing, {c['unknown']} unknown, {c['fallback']} on a fallback"
+        + (f"; {c['not_judged']} not judged" if c["not_judged"] else "")
+    )
 
 
 def problem_lines(r) -> list[str]:

@@ -12,11 +12,28 @@ import json
 def report(verdicts, model: dict) -> str:
     out = {"model": model, "verdicts": []}
     for v in verdicts:
-        out["verdicts"].append({
-            "backend": v.backend, "mode": v.mode, "verdict": v.verdict, "evidence": v.evidence, "counts": v.counts(),
-            "sources": v.sources, "notes": v.notes,
-            "ops": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
-                     "phases": sorted(r.phases), "dtypes": sorted(r.dtypes), "flags": r.flags,
-                     "findings": [f.__dict__ for f in r.findings]} for r in v.ops],
-        })
+        out["verdicts"].append(
+            {
+                "backend": v.backend,
+                "mode": v.mode,
+                "verdict": v.verdict,
+                "evidence": v.evidence,
+                "counts": v.counts(),
+                "sources": v.sources,
+                "notes": v.notes,
+                "ops": [
+                    {
+                        "op": r.op,
+                        "outcome": r.outcome,
+                        "evidence": r.evidence,
+                        "calls": r.calls,
+                        "phases": sorted(r.phases),
+                        "dtypes": sorted(r.dtypes),
+                        "flags": r.flags,
+                        "findings": [f.__dict__ for f in r.findings],
+                    }
+                    for r in v.ops
+                ],
+            }
+        )
     return json.dumps(out, indent=2, sort_keys=True) + "\n"

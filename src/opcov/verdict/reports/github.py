@@ -25,8 +25,10 @@ def report(verdicts, model: dict) -> str:
             if level:
                 msg = "; ".join(problem_lines(r) + [f"fix: {x}" for x in fixes(r)])
                 title = f"opcov {v.backend} {v.mode}: {r.op} {vocab.verdict_words(r.outcome, r.evidence)}"
-                out.append(f"::{level} title={_escape_property(title)}::"
-                           f"{_escape(f'{r.op} ({r.calls} calls, {vocab.evidence_name(r.evidence)}): {msg}')}")
+                out.append(
+                    f"::{level} title={_escape_property(title)}::"
+                    f"{_escape(f'{r.op} ({r.calls} calls, {vocab.evidence_name(r.evidence)}): {msg}')}"
+                )
         title = f"opcov {model['name']} on {v.backend} ({v.mode}): {v.says()}"
         out.append(f"::notice title={_escape_property(title)}::{_escape(headline(v))}")
     return "\n".join(out) + "\n"

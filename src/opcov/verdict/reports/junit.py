@@ -16,12 +16,22 @@ def report(verdicts, model: dict) -> str:
     root = ET.Element("testsuites", name=f"opcov check {model['name']}")
     for v in verdicts:
         c = v.counts()
-        suite = ET.SubElement(root, "testsuite", name=f"{model['name']}.{v.backend}.{v.mode}",
-                              tests=str(len(v.ops)), failures=str(c["fails"]),
-                              skipped=str(c["unknown"] + c["not_judged"]))
+        suite = ET.SubElement(
+            root,
+            "testsuite",
+            name=f"{model['name']}.{v.backend}.{v.mode}",
+            tests=str(len(v.ops)),
+            failures=str(c["fails"]),
+            skipped=str(c["unknown"] + c["not_judged"]),
+        )
         ET.SubElement(suite, "properties")
-        for key, value in (("verdict", v.verdict), ("evidence", v.evidence), ("says", v.says()),
-                           ("headline", headline(v)), ("data", ", ".join(v.sources))):
+        for key, value in (
+            ("verdict", v.verdict),
+            ("evidence", v.evidence),
+            ("says", v.says()),
+            ("headline", headline(v)),
+            ("data", ", ".join(v.sources)),
+        ):
             ET.SubElement(suite[0], "property", name=key, value=value)
         for r in v.ops:
             case = ET.SubElement(suite, "testcase", classname=f"{v.backend}.{v.mode}", name=r.op)

@@ -21,26 +21,41 @@ def level(evidence: str) -> str:
 
 
 def report(verdicts, model: dict) -> str:
-    out = [f"### opcov check: `{model['name']}` ({model['describe']})", "",
-           "| backend | mode | verdict | evidence | summary |", "|---|---|---|---|---|"]
+    out = [
+        f"### opcov check: `{model['name']}` ({model['describe']})",
+        "",
+        "| backend | mode | verdict | evidence | summary |",
+        "|---|---|---|---|---|",
+    ]
     for v in verdicts:
-        out.append(f"| {v.backend} | {v.mode} | {said(v.verdict, v.evidence)} | {level(v.evidence)} | "
-                   f"{_cell(headline(v))} |")
+        out.append(
+            f"| {v.backend} | {v.mode} | {said(v.verdict, v.evidence)} | {level(v.evidence)} | {_cell(headline(v))} |"
+        )
     for v in verdicts:
         problems = [r for r in v.ops if r.outcome in vocab.PROBLEMS]
         if not problems:
             continue
-        out += ["", f"<details><summary>{v.backend} ({v.mode}): {len(problems)} problem op(s)</summary>", "",
-                "| op | outcome | evidence | calls | why | fix |", "|---|---|---|---|---|---|"]
+        out += [
+            "",
+            f"<details><summary>{v.backend} ({v.mode}): {len(problems)} problem op(s)</summary>",
+            "",
+            "| op | outcome | evidence | calls | why | fix |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in problems:
-            out.append(f"| `{r.op}` | {r.outcome} | {level(r.evidence)} | {r.calls} | "
-                       f"{_cell('; '.join(problem_lines(r)))} | {_cell('; '.join(fixes(r)))} |")
+            out.append(
+                f"| `{r.op}` | {r.outcome} | {level(r.evidence)} | {r.calls} | "
+                f"{_cell('; '.join(problem_lines(r)))} | {_cell('; '.join(fixes(r)))} |"
+            )
         out += ["", "</details>"]
     flagged = sorted({r.op for v in verdicts for r in v.ops if r.flags})
     if flagged:
         out += ["", "May force a host sync (data-dependent shape or value): " + ", ".join(f"`{o}`" for o in flagged)]
     notes = sorted({n for v in verdicts for n in v.notes})
     out += [""] + [f"- {n}" for n in notes]
-    out += [f"- {level(e)}: {meaning}" for e, meaning in vocab.EVIDENCE_MEANING.items()  # the claims shown
-            if e != "probed" and any(v.evidence == e for v in verdicts)]
+    out += [
+        f"- {level(e)}: {meaning}"
+        for e, meaning in vocab.EVIDENCE_MEANING.items()  # the claims shown
+        if e != "probed" and any(v.evidence == e for v in verdicts)
+    ]
     return "\n".join(out) + "\n"

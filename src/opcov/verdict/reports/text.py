@@ -11,16 +11,40 @@ MARK_WIDTH = max(len(m) for m in MARK.values())
 
 def report(verdicts, model: dict) -> str:
     lines = [f"opcov check: {model['name']} ({model['describe']})", ""]
-    rows = [("backend", "mode", "verdict", "evidence", "ops", "supported", "calls", "probed", "registered",
-             "unknown", "fallback", "failing")]
+    rows = [
+        (
+            "backend",
+            "mode",
+            "verdict",
+            "evidence",
+            "ops",
+            "supported",
+            "calls",
+            "probed",
+            "registered",
+            "unknown",
+            "fallback",
+            "failing",
+        )
+    ]
     for v in verdicts:
         c = v.counts()
-        rows.append((v.backend, v.mode, v.verdict, vocab.evidence_word(v.evidence).short.replace(" ", "_"),
-                     str(c["ops"]),
-                     f"{100.0 * c['ok'] / c['ops'] if c['ops'] else 100:.1f}%",
-                     f"{100.0 * c['ok_calls'] / c['calls'] if c['calls'] else 100:.1f}%",
-                     str(c["ok_probed"]), str(c["ok_registered"]), str(c["unknown"]), str(c["fallback"]),
-                     str(c["fails"])))
+        rows.append(
+            (
+                v.backend,
+                v.mode,
+                v.verdict,
+                vocab.evidence_word(v.evidence).short.replace(" ", "_"),
+                str(c["ops"]),
+                f"{100.0 * c['ok'] / c['ops'] if c['ops'] else 100:.1f}%",
+                f"{100.0 * c['ok_calls'] / c['calls'] if c['calls'] else 100:.1f}%",
+                str(c["ok_probed"]),
+                str(c["ok_registered"]),
+                str(c["unknown"]),
+                str(c["fallback"]),
+                str(c["fails"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
@@ -30,8 +54,10 @@ def report(verdicts, model: dict) -> str:
         for r in v.ops:
             if r.outcome in ("ok", "not_judged"):
                 continue
-            lines.append(f"  {MARK[r.outcome].ljust(MARK_WIDTH)}  {r.op}  x{r.calls} ({', '.join(sorted(r.phases))}; "
-                         f"{vocab.evidence_name(r.evidence)})")
+            lines.append(
+                f"  {MARK[r.outcome].ljust(MARK_WIDTH)}  {r.op}  x{r.calls} ({', '.join(sorted(r.phases))}; "
+                f"{vocab.evidence_name(r.evidence)})"
+            )
             for why in problem_lines(r):
                 lines.append(f"          {why}")
             for fix in fixes(r):
