@@ -60,3 +60,38 @@ def test_the_check_reports_a_wrong_flag_and_an_unknown_command():
 def test_a_zoo_action_and_alternatives_in_a_table_cell_are_read():
     cell = "| `opcov zoo trace --all\\|--sample N --jobs N [--shard I/N] [--resume]` | ... |\n"
     assert list(make_cli_docs.mentions(cell)) == [(1, ["zoo"], ["--all", "--sample", "--jobs", "--shard", "--resume"])]
+
+
+def _docs_page():
+    spec = importlib.util.spec_from_file_location("docs_page", os.path.join(ROOT, "benchmarks", "docs_page.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_figures_section_is_replaced_whole_never_appended(tmp_path):
+    docs_page = _docs_page()
+    page = tmp_path / "performance.md"
+    page.write_text("# Figures\n\n<!-- begin check -->\nNot measured yet\n<!-- end check -->\n\nAfter.\n")
+    for seconds in ("0.9 s", "0.3 s"):
+        table = docs_page.markdown_table(["figure", "value"], [["opcov check | -b tpu", seconds]])
+        docs_page.write_section(str(page), "check", table, "python benchmarks/bench_check.py")
+    text = page.read_text()
+    assert text.count("<!-- begin check -->") == 1 and text.count("Measured ") == 1
+    assert "0.3 s" in text and "0.9 s" not in text and "Not measured yet" not in text
+    assert "| opcov check \\| -b tpu | 0.3 s |" in text  # a '|' in a cell cannot break the table
+    assert "by `python benchmarks/bench_check.py`" in text and "CPUs" in text
+    assert text.startswith("# Figures\n\n") and text.endswith("<!-- end check -->\n\nAfter.\n")
+
+
+def test_a_page_without_the_section_is_refused_and_left_alone(tmp_path):
+    docs_page = _docs_page()
+    page = tmp_path / "accuracy.md"
+    page.write_text("# Accuracy\n")
+    try:
+        docs_page.write_section(str(page), "zoo-recall", "| a |\n| --- |", "python scripts/zoo_recall.py")
+    except SystemExit as exc:
+        assert "<!-- begin zoo-recall -->" in str(exc)
+    else:
+        raise AssertionError("a page without the section's markers was written")
+    assert page.read_text() == "# Accuracy\n"
