@@ -282,7 +282,7 @@ def main():
         where = _fs_type(out)
     from docs_page import PERFORMANCE, command_line, markdown_table, write_section
 
-    note = f"Output folders on a {where} file system (file creation is most of the system CPU time)."
+    note = f"Output folders on a file system of type {where} (file creation is most of the system CPU time)."
     name = "site-worst-case" if args.worst_case else "site"
     write_section(PERFORMANCE, name, markdown_table(["figure", "value", "goal"], rows), command_line(), note=note)
 

@@ -26,6 +26,7 @@ html_theme_options = {
     # the coverage site is published one folder up: site/index.html beside site/docs/
     "extra_nav_links": {"Coverage site (ops, backends, models)": "../index.html"},
     "show_relbars": True,
+    "page_width": "1100px",
 }
 html_sidebars = {"**": ["about.html", "navigation.html", "searchbox.html"]}
 html_show_sourcelink = False
