@@ -95,3 +95,23 @@ def test_a_page_without_the_section_is_refused_and_left_alone(tmp_path):
     else:
         raise AssertionError("a page without the section's markers was written")
     assert page.read_text() == "# Accuracy\n"
+
+
+def test_the_documentation_builds_without_a_warning(tmp_path):
+    """What the Pages workflow runs: a missing page, a broken cross-reference or bad Markdown fails it."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    pytest.importorskip("myst_parser", reason="the 'docs' extra (sphinx, myst-parser) is not installed")
+    r = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html", "docs", str(tmp_path / "html")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert (tmp_path / "html" / "cli.html").is_file()
+    assert 'href="../index.html"' in (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
