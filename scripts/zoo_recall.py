@@ -106,7 +106,6 @@ def main():
         p.error("say which architectures: --sample N, --only NAMES or --all")
     if args.update and not args.only:
         p.error("--update replaces the rows of the architectures --only names: give --only")
-    cpu = args.device == "cpu"
     if cpu and args.traced:
         p.error("--traced: with --device cpu both sides are traced here (fake and eager, on CPU); leave --traced out")
     traced_dir = args.traced or os.path.join(ROOT, "coverage", "models")
