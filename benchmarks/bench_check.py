@@ -1,7 +1,8 @@
 """`opcov check` on a saved op set: wall time beside `python -c "import torch"` (the gate must not pay for torch).
 
 Usage: python benchmarks/bench_check.py [OPSET]   (default: the largest op set under coverage/models/,
-else a synthetic one of 200 aten ops). Prints figures; asserts nothing. Goal (issue 5): <= 0.3 s wall.
+else a synthetic one of 200 aten ops). Prints figures and rewrites the 'check' section of
+docs/performance.md; asserts nothing. Goal: <= 0.3 s wall.
 """
 
 import os
@@ -12,6 +13,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docs_page import PERFORMANCE, command_line, markdown_table, write_section  # noqa: E402
+
 ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), TORCH_DEVICE_BACKEND_AUTOLOAD="0")
 
 
@@ -64,6 +68,7 @@ def main():
 
     n_ops = len(opset.load(path)["ops"])
     torch_best, torch_med = wall([sys.executable, "-c", "import torch"])
+    rows = []
     for backends in (["tpu"], ["tpu", "cpu", "meta"]):
         args = [a for b in backends for a in ("-b", b)]
         best, med = wall([sys.executable, "-m", "opcov", "check", path, *args])
@@ -71,9 +76,15 @@ def main():
             f"opcov check {os.path.relpath(path, ROOT)} ({n_ops} ops) on {', '.join(backends)}: "
             f"best {best:.3f} s, median {med:.3f} s; ratio to import torch {best / torch_best:.2f}"
         )
+        shown = f"`opcov check {os.path.relpath(path, ROOT)} {' '.join(args)}` ({n_ops} ops)"
+        rows.append([shown, f"{med:.3f} s", f"{best:.3f} s", "0.3 s"])
     print(f"python -c 'import torch': best {torch_best:.3f} s, median {torch_med:.3f} s")
+    rows.append(["`python -c 'import torch'`, for scale", f"{torch_med:.3f} s", f"{torch_best:.3f} s", ""])
     best, med = wall([sys.executable, "-c", "pass"])
     print(f"python startup: best {best:.3f} s")
+    rows.append(["`python -c pass`, for scale", f"{med:.3f} s", f"{best:.3f} s", ""])
+    table = markdown_table(["wall time, 7 runs", "median", "best", "goal"], rows)
+    write_section(PERFORMANCE, "check", table, command_line())
 
 
 if __name__ == "__main__":

@@ -5,8 +5,9 @@ Usage: python benchmarks/bench_site.py [COVERAGE_DIR] [--worst-case] [--models N
 (default: the bundled coverage/, 3 runs)
 --worst-case renders synthetic data at the size issue 14 sets its targets for: 6 backends (the bundled
 registered scans plus copies), each with a probed file of 6 dtypes per op, and 800 models (copies of
-the bundled op sets under new names; --models N for another count: issue 17's whole zoo is ~600
-architectures, ~1,200 op sets). Prints figures; asserts nothing. Targets (issue 14): matrix
+the bundled op sets under new names; --models N for another count: the whole zoo is ~600
+architectures, ~1,200 op sets). Prints figures and rewrites the 'site' section of docs/performance.md
+('site-worst-case' with --worst-case); asserts nothing. Targets: matrix
 interactive <= 300 ms; index + matrix (with their CSS and JS) <= 150 KB gzipped at that size; the
 search index is loaded on first use of the search box and is reported apart. The browser figures need
 Playwright and the system's chromium (as scripts/test.sh installs); they are skipped otherwise.
@@ -24,6 +25,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ARGS = [
     "--no-sandbox",
     "--headless",
@@ -52,7 +54,8 @@ def _program(coverage: str, target: str) -> tuple:
     return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, done.stdout
 
 
-def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None = None) -> None:
+def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None = None) -> list:
+    """Prints the build's figures; returns the table rows for the docs page."""
     from opcov.site import model as sitemodel
     from opcov.site import render
 
@@ -82,6 +85,16 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     wall, _, _, said = _program(coverage, os.path.join(out, "run0"))
     written = said.split(" written")[0].rsplit(" ", 1)[-1]
     print(f"re-render onto an up-to-date site ('opcov site' again): {wall:.2f} s ({written} files written)")
+    rows = [
+        [f"`opcov site`, new output folder (median of {runs})", f"{total:.2f} s wall, {user:.2f} s user CPU", "10 s"],
+        ["`opcov site` again onto an up-to-date site", f"{wall:.2f} s wall", ""],
+        [
+            "what it renders",
+            f"{stats['files']} files, {stats['bytes'] / 1e6:.1f} MB: {len(site.ops)} ops, "
+            f"{len(site.backends)} backends, {len(site.models)} models",
+            "",
+        ],
+    ]
     print(
         f"  {stats['files']} files, {stats['bytes'] / 1e6:.1f} MB; {len(site.ops)} ops, {len(site.backends)} backends, "
         f"{len(site.models)} models"
@@ -95,6 +108,7 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
         print(f"  {name}: {raw / 1024:.0f} KB, {gz / 1024:.1f} KB gzipped")
     page_gz = sum(gz for raw, gz in sizes.values())
     print(f"index + matrix with their CSS and JS: {page_gz / 1024:.1f} KB gzipped (goal <= 150 KB)")
+    rows.append(["index + matrix with their CSS and JS, gzipped", f"{page_gz / 1024:.1f} KB", "150 KB"])
     for name in ("assets/search-index.js", "models.html", "compare.html"):
         with open(os.path.join(out, "run0", name), "rb") as f:
             blob = f.read()
@@ -114,6 +128,7 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
             f"op pages: {len(op_sizes)}, median {statistics.median(op_sizes) / 1024:.1f} KB, "
             f"largest {op_sizes[-1] / 1024:.1f} KB"
         )
+    return rows
 
 
 def _fs_type(path: str) -> str:
@@ -132,16 +147,17 @@ def _fs_type(path: str) -> str:
     return best[1] if best else "unknown"
 
 
-def browser_figures(site: str) -> None:
+def browser_figures(site: str) -> list:
+    """Prints the browser's figures; returns the table rows for the docs page."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
         print("matrix time-to-interactive: skipped (Playwright not installed)")
-        return
+        return [["matrix interactive in headless Chromium", "not measured: Playwright not installed", "300 ms"]]
     chromium = os.environ.get("OPCOV_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         print("matrix time-to-interactive: skipped (no chromium binary)")
-        return
+        return [["matrix interactive in headless Chromium", "not measured: no chromium found", "300 ms"]]
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=ARGS)
         ready, wall, search = [], [], []
@@ -165,6 +181,10 @@ def browser_figures(site: str) -> None:
         f"(goal <= 300 ms); wall incl. page load {statistics.median(wall) * 1000:.0f} ms"
     )
     print(f"matrix search re-render ('conv'), median of 5: {statistics.median(search):.0f} ms")
+    return [
+        ["matrix interactive in headless Chromium (median of 5)", f"{statistics.median(ready):.0f} ms", "300 ms"],
+        ["matrix search re-render (median of 5)", f"{statistics.median(search):.0f} ms", ""],
+    ]
 
 
 def worst_case(coverage: str, folder: str, backends: int = 6, models: int = 800) -> str:
@@ -257,8 +277,14 @@ def main():
             print(
                 f"worst case: {coverage} (6 backends, each with a probed file of 6 dtypes per op; {args.models} models)"
             )
-        build_figures(coverage, out, args.runs, {"auto": None, "yes": True, "no": False}[args.parallel])
-        browser_figures(os.path.join(out, "run0"))
+        rows = build_figures(coverage, out, args.runs, {"auto": None, "yes": True, "no": False}[args.parallel])
+        rows += browser_figures(os.path.join(out, "run0"))
+        where = _fs_type(out)
+    from docs_page import PERFORMANCE, command_line, markdown_table, write_section
+
+    note = f"Output folders on a file system of type {where} (file creation is most of the system CPU time)."
+    name = "site-worst-case" if args.worst_case else "site"
+    write_section(PERFORMANCE, name, markdown_table(["figure", "value", "goal"], rows), command_line(), note=note)
 
 
 if __name__ == "__main__":

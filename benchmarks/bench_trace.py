@@ -1,7 +1,8 @@
 """Tracing speed and memory: a Llama-3-8B-shaped model (fake tensors), the curated zoo, and (--zoo) every
 transformers architecture.
 
-Prints figures; asserts nothing. Targets from the issues: 8B forward + backward + AdamW step
+Prints figures and rewrites its sections of docs/performance.md ('trace-8b', 'trace-curated-zoo',
+'trace-whole-zoo'); asserts nothing. Targets: 8B forward + backward + AdamW step
 in <= 10 s at <= 1 GB peak RSS (real weights and Adam state would need > 60 GB); the curated
 zoo (both modes) in <= 5 minutes on 2 cores; the whole zoo (``opcov zoo trace --all``, both modes)
 in <= 30 minutes with --jobs 2 on 2 cores.
@@ -19,6 +20,10 @@ import tempfile
 import time
 
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docs_page import PERFORMANCE, command_line, markdown_table, write_section  # noqa: E402
+
+PACKAGES = ("torch", "transformers")
 
 LLAMA3_8B = dict(
     num_hidden_layers=32,
@@ -61,6 +66,25 @@ def bench_8b() -> None:
         f"{t1 - t0:.2f} s, trace forward+backward+AdamW {t2 - t1:.2f} s (target <= 10 s); "
         f"{s['distinct_ops']} ops, calls {s['calls']}; peak RSS {peak_rss_mb():.0f} MB (target <= 1024 MB)"
     )
+    rows = [
+        ["build on meta (importing transformers included)", f"{t1 - t0:.2f} s", ""],
+        ["trace forward + backward + AdamW step", f"{t2 - t1:.2f} s", "10 s"],
+        ["peak RSS", f"{peak_rss_mb():.0f} MB", "1024 MB"],
+        [
+            "distinct ops; calls per phase",
+            f"{s['distinct_ops']}; " + ", ".join(f"{k} {v}" for k, v in s["calls"].items()),
+            "",
+        ],
+    ]
+    note = f"A Llama-3-8B shape ({params / 1e9:.2f} B parameters, bfloat16, batch 1 x sequence 2048), fake tensors."
+    write_section(
+        PERFORMANCE,
+        "trace-8b",
+        markdown_table(["figure", "value", "goal"], rows),
+        command_line(),
+        packages=PACKAGES,
+        note=note,
+    )
 
 
 def bench_zoo() -> None:
@@ -78,6 +102,9 @@ def bench_zoo() -> None:
     )
     for name, mode, why in failures:
         print(f"  failed: {name} {mode}: {why}")
+    rows = [[f"{len(zoo.ZOO)} models x 2 modes = {n} op sets", f"{took:.1f} s", "300 s", str(len(failures))]]
+    table = markdown_table(["curated zoo", "wall", "goal", "failed"], rows)
+    write_section(PERFORMANCE, "trace-curated-zoo", table, command_line(), packages=PACKAGES)
 
 
 def bench_whole_zoo(jobs: int, sample: int) -> None:
@@ -120,6 +147,20 @@ def bench_whole_zoo(jobs: int, sample: int) -> None:
         f"{os.getloadavg()[0]:.1f} at the end; slowest: "
         + ", ".join(f"{r['model']} {r['mode']} {r['seconds']:.0f} s" for r in slow)
     )
+    traced = {m: sum(r["outcome"] == "traced" for r in rows if r["mode"] == m) for m in zoorun.MODES}
+    table = markdown_table(
+        ["architectures x 2 modes", "whole run", "fake-tensor pass (goal 30 min)", "real-valued pass", "traced"],
+        [
+            [
+                f"{len(archs)}{' (seeded sample)' if sample else ''}, `--jobs {jobs}`",
+                f"{took / 60:.1f} min",
+                f"{fake / 60:.1f} min",
+                f"{(took - fake) / 60:.1f} min",
+                ", ".join(f"{m} {k}" for m, k in traced.items()),
+            ]
+        ],
+    )
+    write_section(PERFORMANCE, "trace-whole-zoo", table, command_line(), packages=PACKAGES)
 
 
 class _PassClock:

@@ -1,10 +1,11 @@
 """Run zoo models for real on planted Python PrivateUse1 backends and compare with `opcov check`.
 
 Usage: python scripts/reality_check.py [--specs a,b] [--models m1,m2|all] [--modes inference,training]
-                                       [--no-probe] [--workdir DIR] [--jobs N]
+                                       [--no-probe] [--workdir DIR] [--jobs N] [--no-docs]
 Prints one line per (backend, model, mode), then per backend and in all the confusion table (verdict
 runs / fails / unknown against what the real run did: ran / raised / wrong / crashed), the agreement
-rate and the wall time. --models all: the whole curated zoo. See opcov.testing.reality.
+rate and the wall time, and rewrites the 'reality-planted' section of docs/accuracy.md with them
+(--no-docs: leave the page alone). --models all: the whole curated zoo. See opcov.testing.reality.
 """
 
 import argparse
@@ -15,6 +16,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 DEFAULT_MODELS = "nn-convnet,nn-lstm,nn-gru,nn-transformer,bert,gpt2,llama,vit"
@@ -30,6 +32,7 @@ def main():
     p.add_argument("--no-probe", action="store_true", help="registered evidence only")
     p.add_argument("--jobs", type=int, default=1, help="real runs (child processes) at a time (default: 1)")
     p.add_argument("--workdir", default=None)
+    p.add_argument("--no-docs", action="store_true", help="do not rewrite docs/accuracy.md's section")
     p.add_argument(
         "--models-dir",
         default=os.path.join(ROOT, "coverage", "models"),
@@ -82,6 +85,31 @@ def main():
         f"test backend could not compute a kernel it plants); {runs_but_not} say runs for a model that did not "
         f"run; {time.time() - start:.0f} s; data in {workdir}"
     )
+    if not args.no_docs:
+        _write_docs(outcomes, agree, judged, unknown, runs_but_not, time.time() - start)
+
+
+def _write_docs(outcomes, agree, judged, unknown, runs_but_not, seconds):
+    """The confusion table over every planted backend, with the agreement line, into docs/accuracy.md."""
+    from docs_page import ACCURACY, command_line, markdown_table, write_section
+
+    from opcov.testing import reality
+
+    verdicts = ("runs", "runs_with_fallback", "fails", "unknown")
+    rows = [
+        [v, *(sum(o.predicted == v and o.actual == a for o in outcomes) for a in reality.ACTUALS)]
+        for v in verdicts
+        if any(o.predicted == v for o in outcomes)
+    ]
+    table = markdown_table(["verdict \\ real run", *reality.ACTUALS], rows)
+    specs = ", ".join(dict.fromkeys(o.spec for o in outcomes))
+    models = len({o.model for o in outcomes})
+    note = (
+        f"{len(outcomes)} (backend, model, mode) runs: planted backends {specs}; {models} models. "
+        f"**{agree} of {len(judged)}** verdicts that claim something agree with the real run; {unknown} "
+        f"`unknown`; {runs_but_not} say `runs` for a model that did not run. {seconds:.0f} s."
+    )
+    write_section(ACCURACY, "reality-planted", table, command_line(), note=note)
 
 
 if __name__ == "__main__":

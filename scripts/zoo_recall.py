@@ -35,6 +35,9 @@ back from) is counted apart (``recall.unlike``), as are fake traces that cannot 
 dependent models, curated entries traced with real values) and failures on either side. A CPU op set,
 like an accelerator's, has its real-valued branch run merged in (eager on CPU itself, with the inputs
 as built and with a padded mask), so both recalls are reported: as saved, and of its fake part alone.
+
+Writing the bundled table (no --out) also rewrites its section of docs/accuracy.md ('zoo-recall', or
+'zoo-recall-cpu' with --device cpu): the summary of the whole table, with this command.
 """
 
 import argparse
@@ -47,6 +50,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 PHASES = ("forward", "backward", "optimizer")  # opcov.store.opset.PHASES, the table's order
 # A fake trace's failure that no size changes: an op whose output depends on values (trace.py's hints)
@@ -86,12 +90,22 @@ def main():
         help="with --only: the selection's rows replace theirs in the existing table, the rest stay "
         "(after a zoo refresh re-traced some architectures); the header says so",
     )
+    p.add_argument(
+        "--docs-only",
+        action="store_true",
+        help="run nothing: rewrite docs/accuracy.md's section from the table as it is (--out, else the bundled "
+        "one), stamped with the table's own command and dates",
+    )
     args = p.parse_args()
+    cpu = args.device == "cpu"
+    if args.docs_only:
+        return _docs_from_table(
+            args.out or os.path.join(ROOT, "coverage", "zoo", "recall-cpu.tsv" if cpu else "recall.tsv"), cpu
+        )
     if not (args.sample or args.only or args.all):
         p.error("say which architectures: --sample N, --only NAMES or --all")
     if args.update and not args.only:
         p.error("--update replaces the rows of the architectures --only names: give --only")
-    cpu = args.device == "cpu"
     if cpu and args.traced:
         p.error("--traced: with --device cpu both sides are traced here (fake and eager, on CPU); leave --traced out")
     traced_dir = args.traced or os.path.join(ROOT, "coverage", "models")
@@ -168,6 +182,66 @@ def main():
         print(f" {what}:")
         for phase, (ok, n, mean) in _summary(rows, fake).items():
             print(f"  {phase:9} recall >= {recall.TARGET}: {ok}/{n} ({100 * ok / n:.1f}%), mean {mean:.3f}")
+    if args.out is None:  # the bundled table: its summary is the docs page's
+        _write_docs(out, rows, cpu)
+
+
+def _docs_from_table(table: str, cpu: bool) -> None:
+    """The docs section from a table made earlier: its rows, and a stamp naming the run that made them."""
+    if not os.path.isfile(table):
+        raise SystemExit(f"zoo_recall: --docs-only: no table at {table}")
+    with open(table, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    head = {}
+    for line in lines:
+        if line.startswith("# ") and not line.startswith("# apart\t") and ": " in line:
+            key, value = line[2:].split(": ", 1)
+            head.setdefault(key, []).append(value)
+    rows = [ln for ln in lines if ln.startswith("# apart\t") or not (ln.startswith("#") or ln.startswith("model\t"))]
+    updates = head.get("updated", [])
+    stamp = (
+        f"From `{os.path.relpath(table, ROOT)}` as made by `{head.get('command', ['?'])[0]}` at "
+        f"{head.get('created', ['?'])[0]}"
+        + (f", updated {len(updates)} time(s) with `--only ... --update` since" if updates else "")
+        + f"; torch {head.get('torch', ['?'])[0]}, transformers {head.get('transformers', ['?'])[0]}. "
+        f"Written into this page by `{_command_line()}`."
+    )
+    _write_docs(table, rows, cpu, stamp=stamp)
+
+
+def _command_line() -> str:
+    from docs_page import command_line
+
+    return command_line()
+
+
+def _write_docs(table: str, rows: list, cpu: bool, stamp: str | None = None) -> None:
+    """The whole table's summary per phase into docs/accuracy.md, with this command."""
+    from docs_page import ACCURACY, command_line, markdown_table, write_section
+
+    from opcov.tracing import recall
+
+    saved, fake = _summary(rows, False), _summary(rows, True)
+
+    def share(figures):
+        ok, n, mean = figures
+        return f"{ok}/{n} ({100 * ok / n:.1f}%), mean {mean:.3f}"
+
+    body = markdown_table(
+        ["phase", f"op set as saved: recall >= {recall.TARGET}", "its fake-tensor part alone"],
+        [[phase, share(saved[phase]), share(fake[phase]) if phase in fake else ""] for phase in saved],
+    )
+    apart = sum(r.startswith("# apart\t") for r in rows)
+    note = f"Per architecture and mode; {apart} architecture-modes counted apart (reasons in `{os.path.relpath(table, ROOT)}`)."
+    write_section(
+        ACCURACY,
+        "zoo-recall-cpu" if cpu else "zoo-recall",
+        body,
+        command_line(),
+        packages=("torch", "transformers"),
+        note=note,
+        stamp_text=stamp,
+    )
 
 
 def _updated(out: str, header: list, rows: list, selected: set) -> tuple[list, list]:

@@ -332,6 +332,25 @@ def test_diff_finds_regressions_and_keeps_evidence_changes_apart(tmp_path):
     assert r.returncode == 0 and "evidence kind changed" in r.stdout
 
 
+def test_diff_keeps_ops_of_one_torch_release_apart(tmp_path):
+    """An op the newer torch no longer defines is the op set's change, not the backend's regression; an op
+    removed from a snapshot of the same torch still is one."""
+    old = registered(ops={"aten::mm": kernel(), "aten::empty.names": kernel()}, torch="2.9.0")
+    new = registered(ops={"aten::mm": kernel(), "aten::new_op": kernel()}, torch="2.13.0")
+    a, b = tmp_path / "old.yaml", tmp_path / "new.yaml"
+    data.save(old, str(a))
+    data.save(new, str(b))
+    r = run_opcov("diff", str(a), str(b), "--fail-on-regression", "--format", "json")
+    assert r.returncode == 0, r.stdout
+    out = json.loads(r.stdout)
+    assert out["regressions"] == [] and out["removed"] == [] and out["added"] == []
+    assert "aten::empty.names: only in torch 2.9.0's op set" in out["apart"]
+    assert "aten::new_op: only in torch 2.13.0's op set" in out["apart"]
+    data.save(registered(ops={"aten::mm": kernel()}, torch="2.9.0"), str(b))
+    r = run_opcov("diff", str(a), str(b), "--fail-on-regression")
+    assert r.returncode == 1 and "aten::empty.names fwd: registered -> absent" in r.stdout
+
+
 def test_diff_probed_cells_per_dtype(tmp_path):
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     data.save(

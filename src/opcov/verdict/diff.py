@@ -101,7 +101,7 @@ def diff_docs(old: dict, new: dict, old_path: str, new_path: str) -> DiffResult:
         if a == b:
             continue
         if a is None or b is None:
-            in_other = op in (new["ops"] if a is None else old["ops"])
+            in_other = op in (old["ops"] if a is None else new["ops"])  # the file the cell is missing from
             if not in_other and not same_torch:
                 res.apart.append(f"{op}: only in torch {(new if a is None else old)['provenance']['torch']}'s op set")
                 continue
