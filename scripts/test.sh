@@ -8,7 +8,7 @@
 # one-line reason. OPCOV_NO_INSTALL=1 installs neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+[ -n "${OPCOV_SET_UP:-}" ] || bash scripts/setup.sh  # .ci/run has run it already
 say() { echo "scripts/test.sh: $*" >&2; }
 if [ -z "${OPCOV_NO_INSTALL:-}" ]; then
     if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${OPCOV_CHROMIUM:-}" ]; then
