@@ -250,3 +250,67 @@ def test_plain_runs_only_when_every_requirement_was_probed(tmp_path):
     assert (lambda v: (v["verdict"], v["evidence"]))(_check(both, cov, ["fake"])[1]["fake"]) == ("runs", "registered")
     assert (lambda v: (v["verdict"], v["evidence"]))(_check(only_a, cov, ["fake"])[1]["fake"]) == ("runs", "probed")
     assert "RUNS (registered, unverified)" in run_opcov("check", both, "-b", "fake", "--coverage", str(cov)).stdout
+
+
+# ---------------------------------------------------------------- the backward, in training
+
+# the registered scan's backward of an op with its own forward kernel -> outcome of a training call whose
+# inputs required grad (the backward is needed); a call without grad needs the forward alone
+BACKWARD = {
+    "derivative formula": ({"bwd": "formula", "bwd_res": "registered"}, "ok"),
+    "backend autograd kernel": ({"bwd": "backend_kernel", "bwd_res": "registered"}, "ok"),
+    "not differentiable": ({"bwd": "none", "bwd_res": "not_applicable"}, "ok"),
+    "derivative not implemented": ({"bwd": "not_implemented", "bwd_res": "missing"}, "fails"),
+    "backward lost to an override": ({"bwd": "lost", "bwd_res": "missing"}, "fails"),
+}
+
+
+@pytest.fixture(scope="module")
+def backward_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("backward")
+    cov = tmp / "coverage"
+    ops = {_op_name(k): {"fwd": "kernel", "res": "registered", **bwd} for k, (bwd, _) in BACKWARD.items()}
+    ops["aten::no_grad_needed"] = {"fwd": "kernel", "res": "registered", "bwd": "not_implemented", "bwd_res": "missing"}
+    data.save(registered(ops=ops), str(cov / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    calls = {_op_name(k): {"forward": {"float32": {"calls": 1, "grad": True}}} for k in BACKWARD}
+    calls["aten::no_grad_needed"] = _one_call()
+    training = _check(save_model(tmp, calls, mode="training"), cov, ["fake"])
+    inference = _check(save_model(tmp, {op: _one_call() for op in calls}, mode="inference"), cov, ["fake"])
+    return training, inference
+
+
+@pytest.mark.parametrize("label", BACKWARD)
+def test_backward_needed_by_a_training_call_with_grad(backward_run, label):
+    (_, training), (_, inference) = backward_run
+    op = _by_op(training["fake"])[_op_name(label)]
+    assert op["outcome"] == BACKWARD[label][1], op
+    assert "backward" in {f["direction"] for f in op["findings"]}
+    # inference needs the forward alone
+    assert _by_op(inference["fake"])[_op_name(label)]["outcome"] == "ok"
+
+
+def test_a_training_call_without_grad_needs_no_backward(backward_run):
+    (_, training), _ = backward_run
+    op = _by_op(training["fake"])["aten::no_grad_needed"]
+    assert op["outcome"] == "ok" and {f["direction"] for f in op["findings"]} == {"forward"}, op
+
+
+# ---------------------------------------------------------------- torch versions and namespaces
+
+
+def test_an_op_the_datas_torch_lacks_is_unknown_and_other_namespaces_are_not_judged(tmp_path):
+    cov = tmp_path / "coverage"
+    data.save(registered(ops={"aten::mm": kernel()}), str(cov / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    ops = {"aten::mm": _one_call(), "aten::new_in_2_14": _one_call(), "mylib::fused": _one_call()}
+    path = save_model(tmp_path, ops, mode="inference", torch="2.14.0")
+    r, verdicts = _check(path, cov, ["fake"])
+    v = verdicts["fake"]
+    by = _by_op(v)
+    assert by["aten::mm"]["outcome"] == "ok"  # the versions differ, the op is in both: judged
+    assert by["aten::new_in_2_14"]["outcome"] == "unknown"
+    assert "versions differ" in by["aten::new_in_2_14"]["findings"][0]["why"]
+    assert by["mylib::fused"]["outcome"] == "not_judged"
+    assert v["counts"]["not_judged"] == 1 and v["counts"]["unknown"] == 1
+    assert v["verdict"] == "unknown" and r.returncode == 0  # unknown fails the gate only when asked
+    assert _check(path, cov, ["fake"], "--fail-on", "unknown")[0].returncode == 1
+    assert _check(path, cov, ["fake"], "--strict")[0].returncode == 1

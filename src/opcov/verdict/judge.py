@@ -521,6 +521,15 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
             return Finding(
                 direction, dtype, "unknown", "none", f"no registered data and no probe of this op in {dtype}"
             )
+        if not op.startswith("aten::"):  # no torch version covers them: not judged, whatever the versions
+            return Finding(
+                direction,
+                dtype,
+                NOT_JUDGED,
+                "none",
+                f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data",
+                reg_src,
+            )
         if not layout.same_torch(cov.torch, torch_version):
             where = (
                 f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
@@ -534,15 +543,6 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
                 "unknown",
                 "none",
                 f"{where}; the op set was traced with torch {torch_version}: versions differ",
-                reg_src,
-            )
-        if not op.startswith("aten::"):
-            return Finding(
-                direction,
-                dtype,
-                NOT_JUDGED,
-                "none",
-                f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data",
                 reg_src,
             )
         if level == "declared":
