@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
-# Set up .venv (torch 2.13.0 CPU + torch-tpu 0.2.0), then run the whole test suite.
+# Set up .venv (scripts/setup.sh: torch 2.13.0, torch-tpu 0.2.0, the test tools), then run the whole test
+# suite. What it installs besides, and only when missing, so that the browser tests run rather than skip:
+#   - Debian's chromium, with apt-get, when running as root on a system that has apt-get;
+#   - axe-core (the accessibility check), with 'npm install --no-save axe-core' into ./node_modules, when
+#     npm is there.
+# Each install says so on stderr; where one cannot be made, the tests that need it are skipped with a
+# one-line reason. OPCOV_NO_INSTALL=1 installs neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-# The site's browser tests drive Debian's chromium (headless); install it when missing and we are root.
-if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    (apt-get -qq update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-        || echo "scripts/test.sh: could not install chromium; the browser tests will be skipped" >&2
+[ -n "${OPCOV_SET_UP:-}" ] || bash scripts/setup.sh  # .ci/run has run it already
+say() { echo "scripts/test.sh: $*" >&2; }
+if [ -z "${OPCOV_NO_INSTALL:-}" ]; then
+    if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${OPCOV_CHROMIUM:-}" ]; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            say "installing chromium with apt-get (as root), for the browser tests"
+            (apt-get -qq update && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+                || say "could not install chromium; the browser tests will be skipped"
+        else
+            say "no chromium, and not root with apt-get: the browser tests will be skipped (install chromium, or set OPCOV_CHROMIUM)"
+        fi
+    fi
+    if [ ! -f node_modules/axe-core/axe.min.js ] && [ -z "${OPCOV_AXE:-}" ]; then
+        if command -v npm >/dev/null; then
+            say "installing axe-core with npm into ./node_modules, for the accessibility test"
+            npm install --no-save --no-audit --no-fund --silent axe-core >/dev/null \
+                || say "could not install axe-core; the accessibility test will be skipped"
+        else
+            say "no npm: the accessibility test will be skipped (npm install --no-save axe-core)"
+        fi
+    fi
 fi
 # One worker per core (OPCOV_TEST_JOBS=1 for one process); each test file stays in one worker.
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python -m pytest -q -n "${OPCOV_TEST_JOBS:-auto}" --dist loadfile "$@"

@@ -18,9 +18,10 @@ TIMM_VERSION=${TIMM_VERSION:-1.0.31}
 TRANSFORMERS_VERSION=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("transformers"))' 2>/dev/null || echo 5.24.0)
 
 [ -x "$ENV/bin/python" ] || scripts/envs/cuda.sh
-pip_registry() { "$ENV/bin/python" -m pip --isolated --no-cache-dir "$@"; }
-pip_registry install -q --no-deps "torchvision==$TORCHVISION_VERSION" "timm==$TIMM_VERSION"
-pip_registry install -q "transformers==$TRANSFORMERS_VERSION" pillow scipy
+ISOLATED=(); [ -n "${OPCOV_PIP_ISOLATED:-}" ] && ISOLATED=(--isolated)  # as in scripts/envs/cuda.sh
+pip_torch() { "$ENV/bin/python" -m pip "${ISOLATED[@]}" --no-cache-dir "$@"; }
+pip_torch install -q --no-deps "torchvision==$TORCHVISION_VERSION" "timm==$TIMM_VERSION"
+pip_torch install -q "transformers==$TRANSFORMERS_VERSION" pillow scipy
 "$ENV/bin/python" - <<'PY'
 import torch, torchvision, timm, transformers
 print(f"torch {torch.__version__}, torchvision {torchvision.__version__}, timm {timm.__version__}, "

@@ -4,10 +4,11 @@
 # 'opcov probe xla' on the CPU (PJRT_DEVICE=CPU: XLA's own CPU client, no TPU or GPU needed). Not part
 # of CI: several GB of downloads, run by hand.
 #
-# This machine's pip is set up to prefer local files: PIP_FIND_LINKS=/opt/wheels holds torch 2.13.0+cpu,
-# /etc/xdg/pip/pip.conf adds local indexes and a torch<=2.14.1 constraint. So every install of torch and
-# torch-xla runs with '--isolated' (no config files, no PIP_* variables) against the registry's index
-# only. TORCH_INDEX may name another index (a mirror); TORCH_VERSION / XLA_VERSION another pair.
+# pip's own configuration (pip.conf, PIP_* variables) decides where torch and torch-xla come from, as for
+# any install. Two opt-in variables for a configuration that would give another torch build (one that
+# prefers local +cpu wheels, or caps torch's version): OPCOV_PIP_ISOLATED=1 runs those installs with
+# '--isolated' (no configuration files, no PIP_* variables: pip's defaults); TORCH_INDEX=URL installs
+# them from that index only (a mirror). TORCH_VERSION / XLA_VERSION name another pair.
 #
 #   scripts/envs/xla.sh                       # make (or complete) .envs/xla
 #   scripts/envs/xla-data.sh                  # the scans and the probe that coverage/xla/ holds
@@ -17,18 +18,19 @@ PY=${PYTHON:-python3}
 ENV=${XLA_ENV:-.envs/xla}
 TORCH_VERSION=${TORCH_VERSION:-2.9.0}
 XLA_VERSION=${XLA_VERSION:-2.9.0}
-TORCH_INDEX=${TORCH_INDEX:-https://pypi.org/simple}
+ISOLATED=(); [ -n "${OPCOV_PIP_ISOLATED:-}" ] && ISOLATED=(--isolated)
+INDEX=(); [ -n "${TORCH_INDEX:-}" ] && INDEX=(--index-url "$TORCH_INDEX")
 
 [ -x "$ENV/bin/python" ] || "$PY" -m venv "$ENV"
-pip_registry() { "$ENV/bin/python" -m pip --isolated --no-cache-dir "$@"; }
-pip_registry install -q --upgrade pip
+pip_torch() { "$ENV/bin/python" -m pip "${ISOLATED[@]}" --no-cache-dir "$@"; }
+pip_torch install -q --upgrade pip
 # One resolve for the pair, so pip never trades one's version for the other's. numpy: torch warns
 # without it and torch-xla needs it; pyyaml and jinja2 are opcov's own dependencies; expecttest lets
 # the probe load PyTorch's OpInfo database.
-pip_registry install --index-url "$TORCH_INDEX" "torch==$TORCH_VERSION" "torch-xla==$XLA_VERSION" \
+pip_torch install "${INDEX[@]}" "torch==$TORCH_VERSION" "torch-xla==$XLA_VERSION" \
     numpy "pyyaml>=6" "jinja2>=3.1" expecttest
 # opcov itself without dependencies: its [torch] extra must never pull another torch into this venv.
-pip_registry install -q --no-deps -e .
+pip_torch install -q --no-deps -e .
 # transformers, for running the zoo's Hugging Face models for real on xla (scripts/envs/xla_reality.py):
 # the release opcov's op sets were traced with; the usual pip settings (it leaves torch as it is).
 "$ENV/bin/python" -m pip install -q "transformers==${TRANSFORMERS_VERSION:-5.24.0}"

@@ -54,7 +54,7 @@ class Backend:
 
             spec = importlib.util.find_spec("torch")
             try:
-                with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:
+                with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:  # type: ignore[union-attr,arg-type]  # caught below
                     text = f.read()
             except (OSError, AttributeError, TypeError):
                 return True

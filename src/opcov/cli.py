@@ -476,11 +476,12 @@ def cmd_ops(args) -> int:
     catalog, note = _catalog(args)
     ops = catalog.select(None, **filters)
     if args.pattern:
+        data_dir: str | None
         try:
-            coverage = layout.read_coverage(args.coverage_dir)
+            data_dir = layout.read_coverage(args.coverage_dir)
         except UsageError:
-            coverage = None  # no data here: op names only, no Python names
-        index, _ = support.load_index(coverage, catalog.torch_version)
+            data_dir = None  # no data here: op names only, no Python names
+        index, _ = support.load_index(data_dir, catalog.torch_version)
         ranked = support.rank(args.pattern, [op.name for op in ops], support.python_names(args.pattern, index))
         ops = [catalog.get(m.op) for m in ranked]
     formats.print_ops(ops, catalog, args.format)

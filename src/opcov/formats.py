@@ -112,7 +112,7 @@ def print_summary(docs) -> None:
         if doc.get("evidence") == "probed":
             _print_probed(doc)
             continue
-        rows = []
+        rows: list[tuple[str, str, object, str]] = []
         for section, label in (("aten", "aten overloads"), ("core", "core ATen")):
             s = _mapping(summ.get(section))  # a summary is free-form plain data to the schema: any part may lack
             if not s:

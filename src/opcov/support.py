@@ -213,6 +213,8 @@ def _all_names(backend: str, coverage_dir: str) -> tuple[list[str], str]:
     """Every op name in a backend's newest snapshot, and that snapshot's torch version."""
     files = layout.snapshots(coverage_dir, backend)
     path = layout.pick(files["registered"] or files["declared"] or files["probed"], "")
+    if path is None:  # check_backends ran first: not reached
+        raise suggest.no_backend_data(backend, coverage_dir)
     doc = lineyaml.load(path, summary=False)
     return list(doc["ops"]), str(doc["provenance"].get("torch", "?"))
 
@@ -242,7 +244,7 @@ def answer(
     first_torch = torch_of[backends[0]]
     index, index_note = load_index(coverage_dir, first_torch)
     python = python_names(pattern, index)
-    if python:
+    if python and index is not None:  # python_names gives {} without an index
         index_note = f"Python-name index {index.path}: what each name dispatched on meta tensors, torch {index.torch}"
         if not layout.same_torch(index.torch, first_torch):
             index_note += f" (the data is for torch {first_torch}: there a name may reach other ops)"

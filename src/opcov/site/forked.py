@@ -105,7 +105,7 @@ class Later:
     def result(self):
         """The child's value; ``fn()`` worked out here when the child did not give one."""
         pid, self.pid = self.pid, None
-        if pid:
+        if pid and self.file is not None:  # a child has its file
             _, status = os.waitpid(pid, 0)
             if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
                 self.file.seek(0)

@@ -12,6 +12,7 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 from opcov.scan import pynames as pynames_mod
 from opcov.store import layout
@@ -79,7 +80,7 @@ class Snapshot:
 @dataclass
 class Backend:
     name: str
-    snapshots: list[Snapshot] | tuple = field(default_factory=list)  # oldest first; a tuple once load_site has them all
+    snapshots: list[Snapshot] | tuple[Snapshot, ...] = field(default_factory=list)  # oldest first; a tuple once load_site has them all
     prefer: str = ""  # the torch the zoo's op sets were traced with: its snapshots are shown first
     _latest: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -220,7 +221,7 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
             model.modes[doc["mode"]] = (rel, doc)
             continue
         snap = Snapshot(rel, doc)
-        backends.setdefault(snap.backend, Backend(snap.backend)).snapshots.append(snap)
+        backends.setdefault(snap.backend, Backend(snap.backend)).snapshots.append(snap)  # type: ignore[union-attr]  # a list until sorted below
     traced = Counter(str((doc.get("provenance") or {}).get("torch")) for m in models.values()
                      for _, doc in m.modes.values())
     for b in backends.values():
@@ -230,9 +231,9 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
         raise UsageError(f"{coverage_dir}: no coverage files; create one with 'opcov scan BACKEND'")
     names: set[str] = set()
     for b in backends.values():
-        for snap in (b.registered, b.probed):
-            if snap:
-                names.update(snap.ops)
+        for newest in (b.registered, b.probed):
+            if newest:
+                names.update(newest.ops)
     users: dict[str, set] = {}
     for m in models.values():
         for mode, (_, doc) in m.modes.items():
@@ -363,7 +364,9 @@ def native_catalog(torch_versions) -> tuple[dict, str]:
 
 
 def _split_args(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch in "([":
             depth += 1
@@ -418,7 +421,7 @@ def registered_share(snap: Snapshot, section: str) -> tuple[int, int]:
 
 def probed_counts(snap: Snapshot, ops=None) -> dict:
     """Over ops (all of the snapshot by default): how many have a passing forward in some dtype, etc."""
-    counts = {"ops": 0, "fwd_pass": 0, "bwd_pass": 0, "skipped": 0, "failing": 0}
+    counts: dict[str, Any] = {"ops": 0, "fwd_pass": 0, "bwd_pass": 0, "skipped": 0, "failing": 0}
     for name in snap.ops:
         if ops is not None and name not in ops:
             continue
@@ -547,7 +550,7 @@ class Direction:
             if self.code == "C":
                 return f"ran in {n} dtype{'s' * (n != 1)} probed, values unchecked"
             text = f"passes in {len(ok)} of {n} dtype{'s' * (n != 1)} probed"
-            others = {}
+            others: dict[str, list[str]] = {}
             for d, s in self.dtypes.items():
                 if d not in ok:
                     others.setdefault(s, []).append(d)
@@ -577,7 +580,7 @@ class Direction:
         return SUPPORT[self.code].label
 
     def as_dict(self) -> dict:
-        out = {"support": self.code, "evidence": self.evidence, "says": self.phrase()}
+        out: dict[str, Any] = {"support": self.code, "evidence": self.evidence, "says": self.phrase()}
         out.update({k: v for k, v in (("dtypes", self.dtypes), ("res", self.res), ("path", self.path),
                                       ("via", self.via), ("why", self.why)) if v})
         return out
@@ -608,6 +611,7 @@ class OpAnswer:
         said = fwd.phrase()
         if fwd.code == "A":
             return [(fwd, said)]
+        out: list[tuple[Direction | None, str]]
         if said == bwd.phrase() and fwd.code not in ("-", "N"):
             out = [(fwd, f"{said}, forward and backward")]
         elif bwd.code == "N":
@@ -654,13 +658,14 @@ def _direction(backend: Backend, op: str, direction: str) -> Direction:
         code = probed_support(dtypes.values())
         why = next((f"{d}: {slots[d].why}" for d in dtype_order(bad) if slots[d].why), "")
         return Direction(direction, code, "probed", {d: dtypes[d] for d in dtype_order(dtypes)}, why=why)
-    rec = backend.registered.ops.get(op) if backend.registered else None
-    if rec is None:
+    registered = backend.registered
+    rec = registered.ops.get(op) if registered else None
+    if registered is None or rec is None:
         return Direction(direction, "-", vocab.NO_EVIDENCE.name)
     fwd = direction == "forward"
     res = str(rec.get("res" if fwd else "bwd_res"))
-    fb = (backend.registered.prov.get("fallback") or {})
-    return Direction(direction, SUPPORT_OF_RES.get(res, "U"), backend.registered.evidence, res=res,
+    fb = (registered.prov.get("fallback") or {})
+    return Direction(direction, SUPPORT_OF_RES.get(res, "U"), registered.evidence, res=res,
                      path=str(rec.get("fwd" if fwd else "bwd") or ""), via=list(rec.get("via" if fwd else "bwd_via") or []),
                      why=str(rec.get("why") or "") if res == "unresolved" else "",
                      fallback_enabled=fb.get("enabled") if fb.get("present", True) else None)
@@ -671,7 +676,7 @@ def op_answer(backend: Backend, op: str, absent: bool = False) -> OpAnswer:
     ``absent``: the op does not exist in the backend's torch (Site.absent)."""
     if absent:
         gone = [Direction(d, "A", vocab.NO_EVIDENCE.name, torch=backend.torch) for d in DIRECTIONS]
-        return OpAnswer(backend.name, *gone, f"not in torch {backend.torch}")
+        return OpAnswer(backend.name, gone[0], gone[1], f"not in torch {backend.torch}")
     if backend.probed is None:
         probe = "no probe"
     elif op not in backend.probed.ops:
@@ -716,7 +721,7 @@ def model_facets(model: Model) -> dict:
             if built and not found["task"]:
                 found["task"] = built.group(1)
             if note.startswith(_INPUTS) and not found["modality"]:
-                kinds = {MODALITY_OF_INPUT.get(n.strip()) for n in note[len(_INPUTS):].split(",")} - {None}
+                kinds = {MODALITY_OF_INPUT[k] for n in note[len(_INPUTS):].split(",") if (k := n.strip()) in MODALITY_OF_INPUT}
                 found["modality"] = "+".join(sorted(kinds)) or None
         if prefix == "nn" and not found["task"]:
             found["task"] = "block"

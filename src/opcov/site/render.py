@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from types import SimpleNamespace as NS
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from markupsafe import Markup, escape
 
@@ -84,7 +84,8 @@ def _badge_stem(model: str, backend: str) -> str:
 
 def unique_paths(names, folder: str, stem) -> dict:
     """name -> relative page path; names that differ only in case get a suffix (case-insensitive disks)."""
-    out, seen = {}, Counter()
+    out: dict = {}
+    seen: Counter[str] = Counter()
     for name in sorted(names):
         base = f"{folder}/{stem(name)}"
         key = base.lower()
@@ -183,8 +184,8 @@ def backend_figures(site: Site, backend) -> dict:
     if snap is None:
         return {}
     summary = snap.doc.get("summary") or {}
-    by_ns = {"all": Counter(), "aten": Counter()}
-    bwd = {"all": Counter(), "aten": Counter()}
+    by_ns: dict[str, Counter[str]] = {"all": Counter(), "aten": Counter()}
+    bwd: dict[str, Counter[str]] = {"all": Counter(), "aten": Counter()}
     for name, rec in snap.ops.items():
         groups = ("all", "aten") if name.startswith("aten::") else ("all",)
         for g in groups:
@@ -292,9 +293,9 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
 class _BackendView(NamedTuple):
     """What every op page shows of one backend and is the same on each: worked out once per build."""
 
-    b: object  # the site model's Backend
-    reg: object  # its registered (or declared) Snapshot, or None
-    probed: object  # its probed Snapshot, or None
+    b: sitemodel.Backend
+    reg: sitemodel.Snapshot | None  # its registered (or declared) Snapshot
+    probed: sitemodel.Snapshot | None
     fb: bool | None  # its CPU fallback enabled?
     reg_versions: str
     reg_command: object
@@ -442,7 +443,7 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
     a registered one a single cell over every row, marked dtype-blind (a registration says nothing of dtypes).
     ``head``: its header rows (the same on every op page of a build: kept in ``memo``)."""
     dtypes = sitemodel.dtype_order(d for a in answers for x in a.directions for d in x.dtypes)
-    keys = dtypes or [None]
+    keys: list[str | None] = list(dtypes) or [None]
     rows = [NS(dtype=d, cells=[]) for d in keys]
     for a in answers:
         for x in a.directions:
@@ -577,7 +578,9 @@ def gaps(site: Site, backend, verdicts: dict) -> dict:
     for e in ranked:
         e["css"] = OUTCOME_CSS[e["outcome"]]
     snap = backend.registered
-    core_gaps, unresolved, counts = [], [], Counter()
+    core_gaps: list = []
+    unresolved: list = []
+    counts: Counter[str] = Counter()
     fb = _fallback_enabled(snap)
     for name, rec in sorted((snap.ops if snap else {}).items()):
         if rec.get("res") in ("registered", "not_applicable"):
@@ -639,10 +642,10 @@ def matrix_data(site: Site, links: dict) -> dict:
     for name in site.ops:
         mask = sum(bit[t] for t in site.catalog.get(name, {}).get("tags", ()))
         fwd = "".join("a" if name in site.absent.get(b.name, ()) else
-                      REG_CODE.get((b.registered.ops.get(name) or {}).get("res"), "-") if b.registered else "-"
+                      REG_CODE.get(str((b.registered.ops.get(name) or {}).get("res")), "-") if b.registered else "-"
                       for b in backends)
         bwd = "".join("a" if name in site.absent.get(b.name, ()) else
-                      REG_CODE.get((b.registered.ops.get(name) or {}).get("bwd_res"), "-") if b.registered else "-"
+                      REG_CODE.get(str((b.registered.ops.get(name) or {}).get("bwd_res")), "-") if b.registered else "-"
                       for b in backends)
         row = [name, mask, fwd, bwd]
         probed = {}
@@ -720,7 +723,7 @@ def _op_files(env, site: Site, links: dict) -> dict:
                for name in site.ops}
     files = {}
     op_tpl = env.get_template("op.html")
-    views, memo = backend_views(site, links), {}
+    views, memo = backend_views(site, links), dict[Any, Any]()
     for name in site.ops:
         path = links["ops"][name]
         op = op_page(site, name, links, answers[name], views, memo)
@@ -810,6 +813,7 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folde
     verdicts = sitemodel.judge_models(site)
     # The model pages need only the verdicts: the child's half starts now, beside the comparisons and
     # the pages below (and the op pages' child, which is ending by then).
+    make: Any
     if into is None:
         make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
     else:
@@ -852,7 +856,7 @@ def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: d
     page("about.html", "about.html", title="About the data", labels=LABELS, reg_status=REG_STATUS,
          probe_status=PROBE_STATUS)
     page("search.html", "search.html", title="Search")
-    api = {"backends": {}, "models": {}, "ops": {}, "badges": {}, "compare": {}}
+    api: dict[str, dict] = {"backends": {}, "models": {}, "ops": {}, "badges": {}, "compare": {}}
     index = models_index(site, verdicts, links)
     page("models.html", "models.html", title="Models", index=index, backends=backends, traced=traced_note(site),
          models_json=json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c"))
@@ -1182,7 +1186,7 @@ def models_index(site: Site, verdicts: dict, links: dict) -> dict:
             choices.append([f"{vocab.VERDICTS[verdict].label}, on any evidence", "".join(letter[p] for p in mine)])
         choices += [[vocab.verdict_words(*p), letter[p]] for p in mine]
     choices.append(["no data", "-"])
-    facets = {k: [] for k in sitemodel.FACETS}
+    facets: dict[str, list] = {k: [] for k in sitemodel.FACETS}
     rows = []
     for m in site.models:
         got = sitemodel.model_facets(m)
@@ -1214,7 +1218,8 @@ def comparisons(site: Site, verdicts: dict) -> list:
     from opcov.verdict import compare
 
     names = [b.name for b in site.backends if not b.control]
-    out, memo = [], {}
+    out: list = []
+    memo: dict = {}
     for i, a in enumerate(names):
         for b in names[i + 1:]:
             judged = ((doc, {x: (verdicts[(m.name, mode, x)], site.data_torch[(m.name, mode, x)]) for x in (a, b)})

@@ -115,7 +115,7 @@ class ProbedCell:
         """(slot name, key, value) of everything beside the forward and backward statuses, values as
         read: the forward's evidence and the cell's own (samples, slot None) by key, then each further
         slot's by key, an input tier's status first (key 'status')."""
-        first = [("forward", k, v) for k, v in self.forward.evidence()]
+        first: list[tuple[str | None, str, object]] = [("forward", k, v) for k, v in self.forward.evidence()]
         if self.samples is not None:
             first.append((None, "samples", _as_read(self.samples)))
         out = sorted(first, key=lambda e: e[1])

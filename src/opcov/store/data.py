@@ -27,6 +27,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 from opcov.errors import DataError
 from opcov.store import output
@@ -49,7 +50,7 @@ _PROBED_SLOT_KEYS = {
     "after_crash": int,
 }
 # Each input tier (``<tier>``, ``<tier>_*``: the harder case of opcov.probe.tiers) is a slot like ``bwd``.
-PROBED_CELL_KEYS = {
+PROBED_CELL_KEYS: dict[str, Any] = {
     "fwd": PROBED_STATUSES,
     "bwd": PROBED_STATUSES,
     "samples": list,
@@ -59,7 +60,7 @@ PROBED_CELL_KEYS = {
     **{f"{t}_{k}": v for t in INPUT_TIERS for k, v in _PROBED_SLOT_KEYS.items()},
 }
 
-OP_KEYS = {
+OP_KEYS: dict[str, Any] = {
     "fwd": FWD_PATHS,
     "res": RESOLVED,
     "bwd": BWD_PATHS,
@@ -204,7 +205,7 @@ def _dumper():
     if _DUMPER is None:
         import yaml
 
-        class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):
+        class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
             def ignore_aliases(self, data):
                 return True
 
@@ -282,7 +283,7 @@ def _loader():
 
         base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
-        class Loader(base):
+        class Loader(base):  # type: ignore[misc,valid-type]
             pass
 
         def guarded(construct):
@@ -387,7 +388,7 @@ def anchor_line(text: str) -> int | None:
     try:
         for event in yaml.parse(text, Loader=_loader()):
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
-                return event.start_mark.line + 1
+                return event.start_mark.line + 1 if event.start_mark else 1
     except yaml.YAMLError:
         pass  # the load that follows reports it, with its line
     return None
@@ -456,11 +457,11 @@ def validate(doc, path: str) -> list[Problem]:
                 raw.append(((section, key) + bad[0], bad[1]))
     if "summary" in doc and not (isinstance(doc["summary"], dict) and _is_data(doc["summary"])):
         raw.append((("summary",), "summary must be a mapping of plain data (counts and names)"))
-    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
+    prov = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
     for key in ("torch", "command", "created"):
         if not prov.get(key):
             raw.append((("provenance",), f"provenance lacks {key!r}: data without it cannot be reproduced"))
-    ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
+    ops = doc["ops"] if isinstance(doc.get("ops"), dict) else {}
     check = _probed_op_problems if doc.get("evidence") == "probed" else _op_problems
     for name, rec in ops.items():
         raw.extend(((("ops", name) + k), m) for k, m in check(name, rec))

@@ -93,7 +93,7 @@ def is_yaml(path: str) -> bool:
 
 def yaml_files(folder: str, *, models: bool = True) -> list[str]:
     """YAML files under folder, walked in sorted order; without ``models`` no folder named models/ is entered."""
-    found = []
+    found: list[str] = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if models or d != MODELS)
         found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
@@ -184,7 +184,7 @@ def pick(files: list[str], torch_version: str) -> str | None:
     same release: cuda data of 2.13.0 for an op set of 2.13.0+cpu), else the last by name."""
     if not files:
         return None
-    made_with = {f: _SNAPSHOT.match(os.path.basename(f)).group("torch") for f in files}
+    made_with = {f: _SNAPSHOT.match(os.path.basename(f)).group("torch") for f in files}  # type: ignore[union-attr]  # snapshots() matched each
     exact = [f for f in files if made_with[f] == torch_version]
     same = [f for f in files if same_torch(made_with[f], torch_version)]
     # else the newest torch release (by number: 2.13.0 is newer than 2.9.0), then the last by name
@@ -288,9 +288,10 @@ def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
     """The Python-name index of ``torch_version`` under coverage_dir (that build, else another build of
     the release), else the last by name, else None."""
     found = sorted(f for f in os.listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
-    exact = [f for f in found if PYNAMES.match(f).group("torch") == torch_version]
-    same = [f for f in found if same_torch(PYNAMES.match(f).group("torch"), torch_version)]
-    chosen = (exact or same or sorted(found, key=lambda f: (release_key(PYNAMES.match(f).group("torch")), f)))[-1:]
+    torch_of = {f: m.group("torch") for f in found if (m := PYNAMES.match(f))}
+    exact = [f for f in found if torch_of[f] == torch_version]
+    same = [f for f in found if same_torch(torch_of[f], torch_version)]
+    chosen = (exact or same or sorted(found, key=lambda f: (release_key(torch_of[f]), f)))[-1:]
     return os.path.join(coverage_dir, chosen[0]) if chosen else None
 
 

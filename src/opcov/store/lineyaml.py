@@ -94,7 +94,7 @@ def _resolvers():
 
 _FLOAT = re.compile(r"^[-+]?[0-9]+\.[0-9]*(?:[eE][-+][0-9]+)?$")
 _INT = re.compile(r"^[-+]?(?:0|[1-9][0-9]*)$")
-_WORDS = {
+_WORDS: dict[str, dict] = {
     "tag:yaml.org,2002:null": {"~": None, "null": None, "Null": None, "NULL": None},
     "tag:yaml.org,2002:bool": {w: True for w in ("yes", "Yes", "YES", "true", "True", "TRUE", "on", "On", "ON")}
     | {w: False for w in ("no", "No", "NO", "false", "False", "FALSE", "off", "Off", "OFF")},
@@ -133,7 +133,7 @@ def _tokens(text: str, resolvers, memo: dict) -> list:
         elif kind == "colon":
             out.append((":", None))
         else:
-            out.append(("s", _scalar(kind, m.group(kind), resolvers, memo)))
+            out.append(("s", _scalar(kind, m.group(kind), resolvers, memo)))  # type: ignore[arg-type]  # a named group matched
     return out
 
 
@@ -168,7 +168,8 @@ def _value(toks, i):
     if kind == "s":
         return value, i + 1
     if kind == "{":
-        out, i = {}, i + 1
+        out: dict = {}
+        i += 1
         while True:
             if toks[i][0] == "}":
                 return out, i + 1
@@ -182,12 +183,13 @@ def _value(toks, i):
             elif sep != "}":
                 raise _Unusual("mapping")
     if kind == "[":
-        out, i = [], i + 1
+        items: list = []
+        i += 1
         while True:
             if toks[i][0] == "]":
-                return out, i + 1
+                return items, i + 1
             item, i = _value(toks, i)
-            out.append(item)
+            items.append(item)
             sep = toks[i][0]
             if sep == ",":
                 i += 1
@@ -323,7 +325,7 @@ def parse(path: str, names=None, summary: bool = True):
     if data.anchor_line(text[: cut + 1]):  # opcov writes no anchors or aliases: data.load names the line
         return None
     wanted = set(names) if names is not None else None
-    resolvers, memo = _resolvers(), {}
+    resolvers, memo = _resolvers(), dict[str, object]()
     head, tree = _cut_tree(head)
     try:
         doc = yaml.load(head, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

@@ -81,7 +81,7 @@ def place_problems(path: str, doc) -> list[str]:
             f"an op set in a backend's folder ({folder}/): check and the site read op sets only from "
             f"models/<model>/<mode>.yaml (move it to models/{_model(doc)}/{doc.get('mode')}.yaml)"
         ]
-    backend = doc.get("backend") if isinstance(doc.get("backend"), dict) else {}
+    backend = doc["backend"] if isinstance(doc.get("backend"), dict) else {}
     name = str(backend.get("name"))
     where = f"{name}/{_snapshot_name(doc)}"
     if in_models:

@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from opcov.store import data, lineyaml, output
 from opcov.store.data import Problem
@@ -71,7 +71,7 @@ TOP_KEYS = {
     "ops",
     data.INTEGRITY,
 }
-CALL_KEYS = {"calls": int, "shape": str, "grad": bool, "seen": str}
+CALL_KEYS: dict[str, Any] = {"calls": int, "shape": str, "grad": bool, "seen": str}
 # Call-tree node kinds: what the stand-in device did with the call.
 KERNEL = "kernel"  # a backend kernel received it (it is in ops)
 COMPOSITE = "composite"  # the stand-in ran the op's decomposition (CompositeImplicitAutograd): its children
@@ -81,7 +81,7 @@ NODE_FIELDS = ("id", "phase", "kind", "op", "dtype", "calls")  # a node's leadin
 NODE_IDS = ("parent", "issued_by")  # optional word=ID
 NODE_TEXTS = ("args", "shape")  # optional trailing "| word=text"
 SEEN = ("real", "both")  # a node or call seen by a real-valued run only, or by it and the fake trace
-PARENT_KEYS = {"calls": int, "shape": str, "args": str, "traced_as": list}
+PARENT_KEYS: dict[str, Any] = {"calls": int, "shape": str, "args": str, "traced_as": list}
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
 PROVENANCE_TYPES = {
     "torch": str,
@@ -191,8 +191,8 @@ def _parse_node(text: str) -> Node:
                 kind,
                 dtype,
                 int(calls),
-                parent and int(parent),
-                issued and int(issued),
+                int(parent) if parent else None,
+                int(issued) if issued else None,
                 grad is not None,
                 shape,
                 args,
@@ -211,7 +211,7 @@ def _parse_node_words(text: str) -> Node:
     nid, phase, kind, op, dtype, calls = words[: len(NODE_FIELDS)]
     if not calls.startswith("x"):
         raise ValueError(f"calls {calls!r} must read xN")
-    fields = {
+    fields: dict[str, Any] = {
         "id": _count(nid, "id"),
         "phase": phase,
         "kind": kind,
@@ -298,7 +298,7 @@ def validate(doc, path: str) -> list[Problem]:
     for key in ("model", "provenance", "ops"):
         if not isinstance(doc.get(key), dict):
             raw.append(((key,), f"missing or not a mapping: {key!r}"))
-    model = doc.get("model") if isinstance(doc.get("model"), dict) else {}
+    model = doc["model"] if isinstance(doc.get("model"), dict) else {}
     if not model.get("name"):
         raw.append((("model",), "model lacks 'name'"))
     for key, value in model.items():
@@ -309,7 +309,7 @@ def validate(doc, path: str) -> list[Problem]:
             raw.append(((key,), f"{key} must be a name" + (", or null" if key != "dtype" else "")))
     if "summary" in doc and data.type_problem(doc["summary"], "data", "summary"):
         raw.append((("summary",), "summary must be plain data (counts)"))
-    prov = doc.get("provenance") if isinstance(doc.get("provenance"), dict) else {}
+    prov = doc["provenance"] if isinstance(doc.get("provenance"), dict) else {}
     for key in ("torch", "command", "created"):
         if not prov.get(key):
             raw.append((("provenance",), f"provenance lacks {key!r}: an op set without it cannot be reproduced"))
@@ -321,7 +321,7 @@ def validate(doc, path: str) -> list[Problem]:
     elif isinstance(doc.get("parents"), dict):
         for name, rec in doc["parents"].items():
             raw.extend(((("parents", name) + k), m) for k, m in _parent_problems(name, rec))
-    ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
+    ops = doc["ops"] if isinstance(doc.get("ops"), dict) else {}
     for name, rec in ops.items():
         raw.extend(((("ops", name) + k), m) for k, m in _op_problems(name, rec))
     if version == SCHEMA_VERSION and "calltree" not in doc:

@@ -40,7 +40,7 @@ _WHY = {
 
 
 def _why(exc: OSError) -> str:
-    what, todo = _WHY.get(exc.errno, (exc.strerror or str(exc), "choose another path"))
+    what, todo = _WHY.get(exc.errno or 0, (exc.strerror or str(exc), "choose another path"))
     return f"{what}; {todo}"
 
 
@@ -215,7 +215,8 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
     if info is not None and not stat.S_ISREG(info.st_mode):
         raise UsageError(f"cannot write {path}: it is a folder or a device, not a file")
     folder, name = os.path.split(absolute)
-    tmp = fd = None
+    tmp: str | None = None
+    fd: int | None = None
     try:
         os.makedirs(folder, exist_ok=True)
         while fd is None:  # O_EXCL: never opens an existing file or a planted link
@@ -230,7 +231,7 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
             os.fsync(fd)
         os.close(fd)
         fd = None
-        os.replace(tmp, absolute)  # a link that appeared since the check is replaced, not followed
+        os.replace(tmp, absolute)  # type: ignore[arg-type]  # set with fd above  # a link that appeared since the check is replaced, not followed
         tmp = None
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {_why(exc)}") from None

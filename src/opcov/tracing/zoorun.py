@@ -357,8 +357,14 @@ class Pool:
                     self.unready_starts = 0
                 elif msg[0] == "row":
                     row = msg[1]
-                    s.job, s.deadline = None, float("inf")
-                    if row.pop("rss_mb", 0) > MAX_RSS_MB:
+                    job, s.job, s.deadline = s.job, None, float("inf")
+                    rss = row.pop("rss_mb", 0)
+                    if job and rss > self.max_job_mb:
+                        # over the bound when its job ended, between two checks below: the same outcome as a
+                        # check that had caught it running (a job quicker than the poll is no exception)
+                        self._over_bound(s, job, on_row)
+                        return
+                    if rss > MAX_RSS_MB:
                         self.kill(s)
                     on_row(row)
         except (EOFError, OSError):
@@ -376,17 +382,23 @@ class Pool:
             job = s.job
             self.kill(s)
             if job:
-                arch, mode = job
-                on_row(
-                    {
-                        "model": arch.name,
-                        "mode": mode,
-                        "source": "zoo" if arch.curated else arch.spec,
-                        "outcome": "cannot_trace",
-                        "reason": why,
-                        "seconds": None,
-                    }
-                )
+                on_row(_cannot_trace(job, why))
+
+    def _over_bound(self, s: _Slot, job, on_row) -> None:
+        self.kill(s)
+        on_row(_cannot_trace(job, f"over {self.max_job_mb:,} MB of memory (killed)"))
+
+
+def _cannot_trace(job, why: str) -> dict:
+    arch, mode = job
+    return {
+        "model": arch.name,
+        "mode": mode,
+        "source": "zoo" if arch.curated else arch.spec,
+        "outcome": "cannot_trace",
+        "reason": why,
+        "seconds": None,
+    }
 
 
 def _exit(code) -> str:

@@ -127,8 +127,8 @@ def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Compariso
     over several comparisons (the site compares every pair of backends)."""
     memo = {} if memo is None else memo
     found: dict[tuple[str, str, str], Difference] = {}
-    sources = {a: set(), b: set()}
-    torches = {a: set(), b: set()}
+    sources: dict[str, set[str]] = {a: set(), b: set()}
+    torches: dict[str, set[str]] = {a: set(), b: set()}
     judged_modes: dict[str, set] = {}
     opset_torches = set()
     count = 0

@@ -109,7 +109,7 @@ def diff_docs(old: dict, new: dict, old_path: str, new_path: str) -> DiffResult:
                 res.apart.append(f"{op} {where}: {'now' if a is None else 'no longer'} probed (sample set changed)")
                 continue
             (res.added if a is None else res.removed).append(Change(op, where, a or "-", b or "-"))
-            if b is None and _rank(kind, a) == 0:
+            if b is None and a is not None and _rank(kind, a) == 0:
                 res.regressions.append(Change(op, where, a, "absent"))
             continue
         ra, rb = _rank(kind, a), _rank(kind, b)

@@ -7,6 +7,7 @@ are unknown) are ranked by how many models they block, naming the models.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from opcov.errors import UsageError
 from opcov.store import layout, lineyaml
@@ -55,7 +56,7 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
     files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
-    read, pool, listings = reader(), {}, {}
+    read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
     with judge.bulk():
         judged = [
             (

@@ -79,7 +79,7 @@ def _summarize(judged) -> tuple[str, str]:
             weakest, weakest_rank = e, weak.get(e, n_weak)
     if worst == len(rank):
         return NOT_JUDGED, vocab.NO_EVIDENCE.name
-    return OUTCOMES[worst], failing if failing_rank <= n_strong else weakest
+    return OUTCOMES[worst], failing if failing_rank <= n_strong else weakest  # type: ignore[return-value]  # set by a judged part
 
 
 @dataclass(frozen=True)
@@ -444,7 +444,7 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
     slot = cell.slot(direction) if cell else None
     status = slot.status if slot else None
     src = cov.paths[-1] if cov.probed else ""
-    if status and status != "skipped":
+    if slot is not None and status and status != "skipped":
         err = _err_text(slot.err)
         why_line = f": {slot.why}" if slot.why else ""
         case = "?" if slot.case is None else slot.case
@@ -521,6 +521,15 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
             return Finding(
                 direction, dtype, "unknown", "none", f"no registered data and no probe of this op in {dtype}"
             )
+        if not op.startswith("aten::"):  # no torch version covers them: not judged, whatever the versions
+            return Finding(
+                direction,
+                dtype,
+                NOT_JUDGED,
+                "none",
+                f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data",
+                reg_src,
+            )
         if not layout.same_torch(cov.torch, torch_version):
             where = (
                 f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
@@ -534,15 +543,6 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
                 "unknown",
                 "none",
                 f"{where}; the op set was traced with torch {torch_version}: versions differ",
-                reg_src,
-            )
-        if not op.startswith("aten::"):
-            return Finding(
-                direction,
-                dtype,
-                NOT_JUDGED,
-                "none",
-                f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data",
                 reg_src,
             )
         if level == "declared":
@@ -718,7 +718,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
     fake = (doc.get("provenance") or {}).get("tracing") == "fake"
     memo = cov._judged
-    ops = []
+    ops: list = []  # (sort key, OpResult, outcome, evidence) rows, then the OpResults in order
     for op, calls, phases, dtypes, reqs in wanted:
         key = (op, reqs, fake, torch_version)  # never a requirement's key: reqs is a tuple, a dtype a str
         judged = memo.get(key) if memo is not None else None

@@ -111,7 +111,7 @@ class _Plan:
 def _plan(doc: dict) -> _Plan:
     """The _Plan of the op set's call tree; the last few are kept (the site and gaps judge one op set on
     every backend in a row). A tree is the same when its texts are, as in opset.nodes."""
-    tree = doc.get("calltree")
+    tree = doc.get("calltree") or []
     for i, (texts, plan) in enumerate(_PLANS):
         if texts == tree:
             if i != len(_PLANS) - 1:
@@ -175,7 +175,7 @@ def _note(cov, op, phase, why, calls, inside, grad) -> str:
             "backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
             "formula": "; its backward is its derivative formula, not the decomposition's",
             "lost": f"; {b} has no autograd kernel for it, so its backward is lost",
-        }.get(bwd, "; the backward of the decomposition was not judged either")
+        }.get(str(bwd), "; the backward of the decomposition was not judged either")
     return text
 
 

@@ -10,7 +10,7 @@ import json
 
 
 def report(verdicts, model: dict) -> str:
-    out = {"model": model, "verdicts": []}
+    out: dict = {"model": model, "verdicts": []}
     for v in verdicts:
         out["verdicts"].append(
             {
