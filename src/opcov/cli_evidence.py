@@ -58,6 +58,24 @@ def add_parsers(sub) -> None:
         pl.add_argument(flag, dest=dest, action="store_false" if value is False else "store_true", help="as for probe")
     pl.add_argument("--out", help="write the output to this file instead of stdout")
 
+    bu = sub.add_parser(
+        "bundle",
+        help="pack a probed file with its provenance and content hash into one file to contribute",
+    )
+    bu.add_argument("file", help="the probed file (coverage/<backend>/probed-...yaml, or a merged one)")
+    bu.add_argument(
+        "--source", required=True, help="who contributed it, as it should be credited (a name, team or URL)"
+    )
+    bu.add_argument("--out", help="bundle to write (default: <file name>.opcov-bundle.json.gz here)")
+
+    ig = sub.add_parser(
+        "ingest",
+        help="validate a contributed bundle and merge it into coverage/, printing the diff",
+    )
+    ig.add_argument("bundle")
+    ig.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
+    ig.add_argument("--format", choices=("text", "markdown"), default="text", help="the diff's format")
+
 
 def _probe_args(args) -> str:
     """The shards' probe options, as the plan was given them."""
@@ -134,4 +152,41 @@ def cmd_plan(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": cmd_plan}
+def cmd_bundle(args) -> int:
+    import os
+
+    from opcov.scan.registered import command_line
+    from opcov.store import bundle
+
+    out = args.out or os.path.basename(args.file) + bundle.SUFFIX
+    output.check_writable_file(out)
+    b = bundle.make(args.file, source=args.source, command=command_line())
+    bundle.write(b, out)
+    print(
+        f"wrote {out}: {b['backend']['name']} {b['backend'].get('package')} {b['backend'].get('version')}, "
+        f"torch {b['provenance']['torch']}, sha256 {b['sha256'][:16]}...; "
+        "open a pull request adding it, or send it to be ingested with 'opcov ingest'"
+    )
+    return EXIT_OK
+
+
+def cmd_ingest(args) -> int:
+    import sys
+
+    from opcov.scan.registered import command_line
+    from opcov.store import bundle
+    from opcov.verdict import diff
+
+    target, old, new = bundle.ingest(args.bundle, args.into, command=command_line())
+    c = new["provenance"]["contributed"][-1]
+    print(
+        f"ingested {args.bundle} into {target}: contributed by {c['source']} on {c['date']} (sha256 {c['sha256'][:16]}...)"
+    )
+    if old is not None:
+        sys.stdout.write(diff.render(diff.diff_docs(old, new, target + " (before)", target), args.format))
+    else:
+        print(f"{target} is new: {len(new['ops'])} ops")
+    return EXIT_OK
+
+
+COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest}
