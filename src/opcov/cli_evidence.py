@@ -76,6 +76,19 @@ def add_parsers(sub) -> None:
     ig.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
     ig.add_argument("--format", choices=("text", "markdown"), default="text", help="the diff's format")
 
+    rn = sub.add_parser(
+        "run",
+        help="run a model's step for real on a backend's device and save what happened (an observed run)",
+    )
+    rn.add_argument(
+        "model", help="a zoo name ('opcov zoo list'; its tiny config) or module:function returning (model, inputs)"
+    )
+    rn.add_argument("-b", "--backend", required=True)
+    rn.add_argument("--mode", choices=("inference", "training"), default="training")
+    rn.add_argument("--import", dest="import_module", metavar="MODULE", help="module that registers the backend")
+    rn.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
+    rn.add_argument("--out", help="file to write (default: coverage/observed/<backend>/<model>.<mode>.json)")
+
 
 def _probe_args(args) -> str:
     """The shards' probe options, as the plan was given them."""
@@ -189,4 +202,20 @@ def cmd_ingest(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest}
+def cmd_run(args) -> int:
+    from opcov.scan.registered import command_line
+    from opcov.store import observed as observed_files
+    from opcov.tracing.observe import observe
+    from opcov.verdict import observed
+
+    if args.out:
+        output.check_writable_file(args.out)
+    doc = observe(args.model, args.backend, mode=args.mode, import_module=args.import_module, command=command_line())
+    out = args.out or observed_files.path_for(args.into, doc["backend"]["name"], doc["model"]["name"], args.mode)
+    output.write_atomic(out, observed_files.dumps(doc))
+    print(observed.summary(doc))
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest, "run": cmd_run}
