@@ -37,6 +37,8 @@ def summary(doc: dict) -> str:
         head += f"; through the CPU fallback ({rec.get('source', '').split(' (')[0]}): {', '.join(fb)}"
     elif fb == []:
         head += "; no op through the CPU fallback"
+    if rec.get("host_reads"):
+        head += f"; host reads (a sync, not a fallback): {', '.join(rec['host_reads'])}"
     if rec.get("tested") is False:
         head += " (the backend's record is read through an API untested here)"
     return head
