@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from opcov import __version__, vocab
+from opcov import __version__, cli_evidence, vocab
 from opcov.activity import activity
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
 from opcov.store import layout, output
@@ -290,7 +290,17 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--directions", help="forward,backward (default: both)")
     pr.add_argument("--jobs", type=int, default=1, help="worker processes (devices) (default: 1)")
     pr.add_argument("--timeout", type=float, default=60.0, help="seconds per case phase (default: 60)")
-    pr.add_argument("--shard", metavar="I/N", help="run only shard I of N (split by case group id)")
+    pr.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run only shard I of N of the plan balanced by recorded group times ('opcov plan')",
+    )
+    pr.add_argument(
+        "--times",
+        metavar="FILE",
+        help="recorded group times to balance --shard by (default: the .times.json beside "
+        "coverage/<backend>/probed-...yaml; none: every group counts the same)",
+    )
     pr.add_argument(
         "--traces",
         metavar="MODELS",
@@ -414,6 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument(
         "--root", default=layout.models_dir(), help="folder of <model>/<mode>.yaml files (default: %(default)s)"
     )
+    cli_evidence.add_parsers(sub)  # plan, bundle, ingest, run: evidence from where the hardware is
     return p
 
 
@@ -745,6 +756,7 @@ def cmd_probe(args) -> int:
         schema=args.schema,
         manifest=manifest,
         all_samples=args.all_samples,
+        times=args.times,
     )
     formats.print_summary([(out, doc)])
     print(
@@ -763,6 +775,9 @@ def cmd_merge(args) -> int:
     output.check_writable_file(args.out)
     doc = merge_files(args.files, command=command_line())
     data.save(doc, args.out)
+    from opcov.probe.plan import merge_times
+
+    merge_times(args.files, args.out, command=command_line())  # the shards' group times, for the next plan
     formats.print_summary([(args.out, doc)])
     print(f"wrote {args.out} from {len(args.files)} file(s)")
     return EXIT_OK
@@ -940,3 +955,4 @@ _COMMANDS = {
     "trace": cmd_trace,
     "zoo": cmd_zoo,
 }
+_COMMANDS.update(cli_evidence.COMMANDS)  # plan, bundle, ingest, run

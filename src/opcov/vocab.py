@@ -223,3 +223,16 @@ def verdict_css(verdict: str, evidence: str) -> str:
     if verdict in ("runs", "ok") and evidence != "probed":
         return evidence_word(evidence).css
     return _said(verdict).css
+
+
+# Evidence beyond the per-op levels above (opcov.verdict.observed, opcov.store.bundle): a model's own
+# step run on the device outranks every op-level kind, and contributed data names its source.
+OBSERVED = "observed"
+OBSERVED_MEANING = (
+    "this model's own step really ran on the backend's device ('opcov run'): what it dispatched, what the "
+    "backend ran through its CPU fallback, and its values against CPU; the strongest evidence for that model"
+)
+CONTRIBUTED = "contributed"
+CONTRIBUTED_MEANING = (
+    "probed on someone else's hardware and ingested from a bundle ('opcov ingest'), with its source and date"
+)

@@ -29,6 +29,7 @@ class Journal:
         self.records: dict[str, CaseRecord] = {}
         self.groups_done: dict[str, int] = {}
         self.group_errors: dict[str, str] = {}
+        self.group_seconds: dict[str, float] = {}  # how long each finished group took (probe.plan)
         if os.path.exists(path):
             if not resume:
                 raise UsageError(
@@ -77,8 +78,12 @@ class Journal:
             self.records[rec.case] = rec
         elif "group_done" in item:
             self.groups_done[item["group_done"]] = item["n"]
+            if isinstance(item.get("s"), (int, float)):
+                self.group_seconds[item["group_done"]] = float(item["s"])
         elif "group_error" in item:
             self.group_errors[item["group_error"]] = item["why"]
+            if isinstance(item.get("s"), (int, float)):
+                self.group_seconds[item["group_error"]] = float(item["s"])
 
     def write_case(self, rec: CaseRecord) -> None:
         """A finished case."""

@@ -103,6 +103,7 @@ def merge_docs(docs, *, command: str) -> dict:
     probe_settings = dict(prov.get("probe") or {})
     shards = sorted({str((d["provenance"].get("probe") or {}).get("shard", "all")) for _, d in docs})
     probe_settings["shard"] = "merged: " + ", ".join(shards)
+    probe_settings.pop("plan", None)  # one shard's part of the plan says nothing of the whole
     dtypes, directions = [], []
     for _, d in docs:
         for dt in (d["provenance"].get("probe") or {}).get("dtypes", []):

@@ -226,13 +226,13 @@ class Pool:
             if len(msg) > 3 and msg[3]:
                 self.host_free.add(slot.group["source"])
         elif kind == "group_error":
-            self.journal.write({"group_error": msg[1], "why": msg[2]})
+            self.journal.write({"group_error": msg[1], "why": msg[2], "s": self._took(slot)})
             self.progress.group()
             self.finish_group(slot)
         elif kind == "case":
             self.record(msg[1])
         elif kind == "group_done":
-            self.journal.write({"group_done": msg[1], "n": msg[2]})
+            self.journal.write({"group_done": msg[1], "n": msg[2], "s": self._took(slot)})
             self.progress.group()
             self.finish_group(slot)
         elif kind == "sticky":
@@ -242,6 +242,12 @@ class Pool:
             if group is not None:
                 self.pending.appendleft(group)
             self.restarts += 1
+
+    @staticmethod
+    def _took(slot: _Slot) -> float:
+        """Seconds since the slot's group was assigned: the group's recorded time (probe.plan
+        balances shards by it)."""
+        return round(time.monotonic() - slot.assigned_at, 3)
 
     def record(self, rec: CaseRecord) -> None:
         self.journal.write_case(rec)
@@ -287,7 +293,7 @@ class Pool:
         for cid in slot.case_ids:
             if cid not in done:
                 self.record(rec.not_run_after(phase, cid))
-        self.journal.write({"group_done": group["id"], "n": len(slot.case_ids)})
+        self.journal.write({"group_done": group["id"], "n": len(slot.case_ids), "s": self._took(slot)})
         self.progress.group()
         return True
 

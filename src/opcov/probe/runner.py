@@ -17,7 +17,7 @@ from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
 from opcov.errors import OpcovError
-from opcov.probe import cases, disposition, results, schemacases, xla
+from opcov.probe import cases, disposition, plan, results, schemacases, xla
 from opcov.probe.compare import CPU_MARGIN, SCALED_FAMILIES, TOLERANCES, USABLE
 from opcov.probe.journal import Journal, journal_path
 from opcov.probe.ledger import Ledger, ledger_path, version_key
@@ -53,6 +53,7 @@ def probe(
     schema=True,
     manifest=None,
     all_samples=False,
+    times=None,
 ) -> tuple[dict, dict]:
     """Run the probe; return (document, run figures). The document is also written to ``out``.
 
@@ -62,7 +63,9 @@ def probe(
     are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
     gets one harder case of (``all_samples``: one per sample the tier changes). ``schema``: also cases made from the schemas of functional overloads
     (probe.schemacases). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
-    claimed or not, ops it rules out given the disposition ``excluded``."""
+    claimed or not, ops it rules out given the disposition ``excluded``. ``shard`` (I, N): part I of
+    the plan balanced by the recorded group times of ``times`` (default: the times sidecar of the
+    backend's default probed file; probe.plan); each group's time is written to ``<out>.times.json``."""
     output.check_writable_file(out)
     output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
@@ -79,22 +82,19 @@ def probe(
     pool.start(pool.slots[0])
     journal = progress = ledger = None
     try:
-        torch = _backends.load(backend)
-        catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
-        core_bases = {op.base for op in catalog.core} if core else None
-        facts = disposition.intrinsic(torch, catalog)
-        schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
-        groups = cases.select_groups(
-            pattern,
-            core_bases=core_bases,
+        torch, catalog, facts, groups = select(
+            backend,
+            pattern=pattern,
+            core=core,
             dtypes=dtypes,
             directions=directions,
-            shard=shard,
             traces=traces,
             tiers=tiers,
-            schema_ops=schema_ops,
+            schema=schema,
             all_samples=all_samples,
         )
+        times_file = times if times is not None else plan.default_times(backend)
+        groups = plan.pick(groups, plan.load_times(times_file, required=times is not None), shard)
         settings = {
             "backend": backend.name,
             "module": backend.module,
@@ -112,6 +112,8 @@ def probe(
         }
         if all_samples:  # only when set: a journal from before the option resumes as it was
             settings["all_samples"] = True
+        if shard:  # the balanced plan's part: a resume under another plan would mix two
+            settings["plan"] = plan.fingerprint(g.id for g in groups)
         journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command}, resume)
         done_ids: dict[str, set] = {}
         for cid, rec in journal.records.items():
@@ -144,6 +146,13 @@ def probe(
             if ledger is not None:
                 ledger.update(journal.records.values(), set(journal.groups_done) | set(journal.group_errors))
                 ledger.save()
+            if journal.group_seconds:
+                plan.save_times(
+                    plan.times_path(out),
+                    journal.group_seconds,
+                    backend_key=version_key(_backend_doc(backend), str(torch.__version__)),
+                    command=journal.header.get("command", ""),
+                )
         if progress is not None:
             progress.finish()
     run_s = time.monotonic() - t0
@@ -188,6 +197,27 @@ def probe(
         "start_s": (pool.ready_at - t0) if pool.ready_at else None,
     }
     return doc, figures
+
+
+def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema, all_samples):
+    """(torch, catalogue, op facts, every group of the selection, unsharded): what a probe, and
+    'opcov plan' before it, derive the groups from."""
+    torch = _backends.load(backend)
+    catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
+    core_bases = {op.base for op in catalog.core} if core else None
+    facts = disposition.intrinsic(torch, catalog)
+    schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
+    groups = cases.select_groups(
+        pattern,
+        core_bases=core_bases,
+        dtypes=dtypes,
+        directions=directions,
+        traces=traces,
+        tiers=tiers,
+        schema_ops=schema_ops,
+        all_samples=all_samples,
+    )
+    return torch, catalog, facts, groups
 
 
 def _backend_doc(backend) -> dict:
@@ -270,6 +300,7 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
             "ops": settings["ops"],
             "core": settings["core"],
             "shard": settings["shard"] or "all",
+            **({"plan": settings["plan"]} if settings.get("plan") else {}),
             "timeout_s": settings["timeout"],
             "exhaustive": settings["exhaustive"],
             "tiers": settings["tiers"],

@@ -117,6 +117,7 @@ PROVENANCE_TYPES = {
     "kernel_sources": "counts",
     "probe": "data",
     "merged_from": "strings",
+    "contributed": "data",  # ingested bundles: source, date, hash (opcov.store.bundle)
     "declared": "data",
 }
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)

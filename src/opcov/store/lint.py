@@ -15,10 +15,11 @@ in a folder lint is given, a folder named like a data file.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
-from opcov.store import data, layout, opset
+from opcov.store import data, layout, observed, opset
 from opcov.store.data import Problem
 
 
@@ -28,6 +29,14 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
     folders = list(paths) if paths else [layout.read_coverage(None, say=_say)]
     files = layout.coverage_files(folders, models=True)
     problems = lint_files(files, check_catalog=check_catalog)
+    for folder in folders:  # observed runs ('opcov run'): JSON files of their own schema
+        for path in observed.files(folder) if os.path.isdir(folder) else ():
+            try:
+                bad = observed.problems(json.load(open(path, encoding="utf-8")), path)
+            except (OSError, ValueError) as exc:
+                bad = [f"{path}: not readable JSON ({exc})"]
+            problems += [Problem(path, None, m.split(": ", 1)[1]) for m in bad]
+            files.append(path)
     for folder in folders:
         for root, dirs, _files in os.walk(folder) if os.path.isdir(folder) else ():
             problems += [

@@ -16,7 +16,7 @@ from opcov import suggest
 from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset
-from opcov.verdict import judge
+from opcov.verdict import judge, observed
 
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
@@ -116,7 +116,9 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
     verdicts = []
     for _path, doc in opsets:
         for backend in backends_:
-            verdicts.append(judge.judge(doc, judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)))
+            v = judge.judge(doc, judge.coverage_for(doc, backend, coverage_dir, scan=live_scan))
+            observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
+            verdicts.append(v)
     first = opsets[0][1]
     describe = ", ".join(
         f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast") else "")

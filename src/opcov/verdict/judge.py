@@ -27,7 +27,7 @@ from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, record_cells
-from opcov.verdict import resolve
+from opcov.verdict import contributed, resolve
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
@@ -325,6 +325,7 @@ def coverage_for(
     cov = Coverage(
         backend, docs.get("registered"), docs.get("probed"), paths, notes=[f"ignored {p}: {why}" for p, why in ignored]
     )
+    cov.notes.extend(contributed.notes(docs.get("probed")))  # whose evidence, when it was contributed
     if backend != "cpu" and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
         cpu_path = layout.pick(_listing(coverage_dir, "cpu", listings)[0]["registered"], torch_version)
         cov.cpu = read(cpu_path, names) if cpu_path else None

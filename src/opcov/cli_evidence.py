@@ -1,0 +1,221 @@
+"""The commands that bring evidence from where the hardware is: ``plan`` (a probe fanned out over
+GitHub Actions or a Kubernetes Indexed Job).
+
+Kept apart from ``cli`` so that its parsers and commands stay one block; ``cli`` adds them.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from opcov.errors import EXIT_OK, UsageError
+from opcov.store import output
+
+# probe options that decide which groups a probe has: 'opcov plan' must be given the shards' own
+_SELECTION = (
+    ("--import", "import_module", "MODULE", "module that registers the backend's kernels (as for probe)"),
+    ("--ops", "ops", "PATTERN", "as for probe"),
+    ("--dtypes", "dtypes", "LIST", "as for probe"),
+    ("--directions", "directions", "LIST", "as for probe"),
+    ("--traces", "traces", "MODELS", "as for probe"),
+    ("--tiers", "tiers", "TIERS", "as for probe"),
+    ("--times", "times", "FILE", "recorded group times (default: the .times.json beside the backend's probed file)"),
+    ("--jobs", "jobs", "N", "worker processes each shard runs (passed to its probe command)"),
+)
+_FLAGS = (("--core", "core", True), ("--no-schema", "schema", False), ("--all-samples", "all_samples", True))
+
+
+def add_parsers(sub) -> None:
+    pl = sub.add_parser(
+        "plan",
+        help="split a probe into N shards balanced by recorded group times; write a GitHub Actions "
+        "matrix or a Kubernetes Indexed Job",
+        description="Deals the probe's groups out longest first, each to the least loaded shard, by the "
+        "times the last probe recorded (<probed file>.times.json). 'opcov probe B --shard I/N' with the same "
+        "options and times file runs part I of this same plan. Give plan the options the shards' probe gets.",
+    )
+    pl.add_argument("backend")
+    pl.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
+    pl.add_argument(
+        "--format",
+        choices=("text", "json", "github", "k8s"),
+        default="text",
+        help="text/json: the plan's predicted load per shard; github: $GITHUB_OUTPUT lines (matrix1.., "
+        "slices of at most 256 jobs); k8s: an Indexed Job manifest (default: text)",
+    )
+    pl.add_argument("--runner", default="ubuntu-latest", help="github: the runner label the shards run on")
+    pl.add_argument("--max-slices", type=int, default=2, help="github: matrices the workflow has (default: 2)")
+    pl.add_argument("--image", default="opcov:latest", help="k8s: container image with opcov and the backend")
+    pl.add_argument("--name", default=None, help="k8s: the Job's name (default: opcov-probe-<backend>)")
+    pl.add_argument("--claim", default="opcov-results", help="k8s: PersistentVolumeClaim mounted at /results")
+    pl.add_argument("--parallelism", type=int, default=None, help="k8s: pods at once (default: all shards)")
+    pl.add_argument("--workdir", default="/opcov", help="k8s: the checkout (holding coverage/) in the image")
+    pl.add_argument("--resources", metavar="KEY=COUNT", help="k8s: a device limit per pod, e.g. google.com/tpu=4")
+    for flag, dest, metavar, text in _SELECTION:
+        pl.add_argument(flag, dest=dest, metavar=metavar, help=text, type=int if dest == "jobs" else None)
+    for flag, dest, value in _FLAGS:
+        pl.add_argument(flag, dest=dest, action="store_false" if value is False else "store_true", help="as for probe")
+    pl.add_argument("--out", help="write the output to this file instead of stdout")
+
+    bu = sub.add_parser(
+        "bundle",
+        help="pack a probed file with its provenance and content hash into one file to contribute",
+    )
+    bu.add_argument("file", help="the probed file (coverage/<backend>/probed-...yaml, or a merged one)")
+    bu.add_argument(
+        "--source", required=True, help="who contributed it, as it should be credited (a name, team or URL)"
+    )
+    bu.add_argument("--out", help="bundle to write (default: <file name>.opcov-bundle.json.gz here)")
+
+    ig = sub.add_parser(
+        "ingest",
+        help="validate a contributed bundle and merge it into coverage/, printing the diff",
+    )
+    ig.add_argument("bundle")
+    ig.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
+    ig.add_argument("--format", choices=("text", "markdown"), default="text", help="the diff's format")
+
+    rn = sub.add_parser(
+        "run",
+        help="run a model's step for real on a backend's device and save what happened (an observed run)",
+    )
+    rn.add_argument(
+        "model", help="a zoo name ('opcov zoo list'; its tiny config) or module:function returning (model, inputs)"
+    )
+    rn.add_argument("-b", "--backend", required=True)
+    rn.add_argument("--mode", choices=("inference", "training"), default="training")
+    rn.add_argument("--import", dest="import_module", metavar="MODULE", help="module that registers the backend")
+    rn.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
+    rn.add_argument("--out", help="file to write (default: coverage/observed/<backend>/<model>.<mode>.json)")
+
+
+def _probe_args(args) -> str:
+    """The shards' probe options, as the plan was given them."""
+    parts = []
+    for flag, dest, _m, _t in _SELECTION:
+        value = getattr(args, dest)
+        if value is not None:
+            parts += [flag, str(value)]
+    for flag, dest, value in _FLAGS:
+        if getattr(args, dest) != (not value):
+            parts.append(flag)
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def cmd_plan(args) -> int:
+    from opcov.backends import get_backend
+    from opcov.probe import KNOWN_DTYPES, plan
+    from opcov.probe.cases import parse_directions, parse_dtypes, parse_tiers, parse_traces
+    from opcov.probe.runner import select
+
+    if args.shards < 1:
+        raise UsageError(f"--shards must be at least 1, not {args.shards}")
+    if args.out:
+        output.check_writable_file(args.out)
+    backend = get_backend(args.backend, args.import_module)
+    times_file = args.times if args.times is not None else plan.default_times(backend)
+    times = plan.load_times(times_file, required=args.times is not None)
+    _torch, _catalog, _facts, groups = select(
+        backend,
+        pattern=args.ops,
+        core=args.core,
+        dtypes=parse_dtypes(args.dtypes, KNOWN_DTYPES),
+        directions=parse_directions(args.directions),
+        traces=parse_traces(args.traces),
+        tiers=parse_tiers(args.tiers),
+        schema=args.schema,
+        all_samples=args.all_samples,
+    )
+    fig = plan.figures([g.id for g in groups], times, args.shards)
+    fig["times"] = times_file or "none (every group counts as 1 s)"
+    if args.format == "github":
+        text = plan.github_outputs(args.shards, fig, args.runner, args.max_slices)
+    elif args.format == "k8s":
+        text = plan.k8s_manifest(
+            backend.name,
+            args.shards,
+            image=args.image,
+            probe_args=_probe_args(args),
+            name=args.name or f"opcov-probe-{backend.name}",
+            claim=args.claim,
+            parallelism=args.parallelism,
+            workdir=args.workdir,
+            resources=args.resources,
+        )
+    elif args.format == "json":
+        text = json.dumps(fig, indent=1, sort_keys=True) + "\n"
+    else:
+        lines = [
+            f"plan {fig['plan']}: {fig['groups']} groups ({fig['timed']} with a recorded time, from {fig['times']}) "
+            f"in {args.shards} shards; predicted {fig['total_s']:.1f} s in all, slowest shard "
+            f"{fig['max_over_mean']:.3f}x the mean"
+        ]
+        for s in fig["shards"]:
+            lines.append(f"  shard {s['shard']}: {s['groups']} groups, {s['seconds']:.1f} s")
+        lines.append(
+            f"run part I with: opcov probe {backend.name} --shard I/{args.shards} {_probe_args(args)}".rstrip()
+        )
+        text = "\n".join(lines) + "\n"
+    if args.out:
+        output.write_atomic(args.out, text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    return EXIT_OK
+
+
+def cmd_bundle(args) -> int:
+    import os
+
+    from opcov.scan.registered import command_line
+    from opcov.store import bundle
+
+    out = args.out or os.path.basename(args.file) + bundle.SUFFIX
+    output.check_writable_file(out)
+    b = bundle.make(args.file, source=args.source, command=command_line())
+    bundle.write(b, out)
+    print(
+        f"wrote {out}: {b['backend']['name']} {b['backend'].get('package')} {b['backend'].get('version')}, "
+        f"torch {b['provenance']['torch']}, sha256 {b['sha256'][:16]}...; "
+        "open a pull request adding it, or send it to be ingested with 'opcov ingest'"
+    )
+    return EXIT_OK
+
+
+def cmd_ingest(args) -> int:
+    import sys
+
+    from opcov.scan.registered import command_line
+    from opcov.store import bundle
+    from opcov.verdict import diff
+
+    target, old, new = bundle.ingest(args.bundle, args.into, command=command_line())
+    c = new["provenance"]["contributed"][-1]
+    print(
+        f"ingested {args.bundle} into {target}: contributed by {c['source']} on {c['date']} (sha256 {c['sha256'][:16]}...)"
+    )
+    if old is not None:
+        sys.stdout.write(diff.render(diff.diff_docs(old, new, target + " (before)", target), args.format))
+    else:
+        print(f"{target} is new: {len(new['ops'])} ops")
+    return EXIT_OK
+
+
+def cmd_run(args) -> int:
+    from opcov.scan.registered import command_line
+    from opcov.store import observed as observed_files
+    from opcov.tracing.observe import observe
+    from opcov.verdict import observed
+
+    if args.out:
+        output.check_writable_file(args.out)
+    doc = observe(args.model, args.backend, mode=args.mode, import_module=args.import_module, command=command_line())
+    out = args.out or observed_files.path_for(args.into, doc["backend"]["name"], doc["model"]["name"], args.mode)
+    output.write_atomic(out, observed_files.dumps(doc))
+    print(observed.summary(doc))
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest, "run": cmd_run}

@@ -1,0 +1,258 @@
+"""Contributed results: one file that carries a probe from the machine that has the hardware to the
+repository that does not, and the checks it must pass there before it touches coverage/.
+
+A bundle (``opcov bundle``) is gzip-compressed JSON::
+
+    {"opcov_bundle": 1, "kind": "probed", "name": "<snapshot file name>", "backend": {...},
+     "provenance": {opcov, torch, backend package and version, settings, host, device, command,
+                    created, source, bundled}, "sha256": "<of text>", "bytes": N, "text": "<the file>",
+     "times": {group: seconds}}
+
+``ingest`` refuses, in one line naming what does not match and before anything is written: a file
+that is not gzip JSON or is cut short (truncated), another format or version (foreign), a text whose
+hash or size is not the recorded one, or whose own integrity line fails (tampered), provenance that
+disagrees with the text (versions, backend), a host path (a home folder) anywhere in the text, and
+ops outside the torch release's catalogue (read from a registered file of the same release here).
+Then the data is merged with the backend's probed snapshot of the same versions (worst status per
+cell, as ``opcov merge``) or written as it, and its provenance names the contribution (source, date,
+hash) so that ``check`` and the site can say whose evidence it is. Torch-free.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gzip
+import hashlib
+import json
+import os
+import platform
+import re
+import zlib
+
+from opcov import __version__
+from opcov.errors import DataError, UsageError
+from opcov.store import data, layout, lineyaml, output
+
+FORMAT = 1
+KINDS = ("probed",)
+SUFFIX = ".opcov-bundle.json.gz"
+# a home folder (or a user's profile) names the contributor's machine and account: never committed
+HOST_PATH = re.compile(r"(/home/[^/\s'\"]+|/Users/[^/\s'\"]+|[A-Za-z]:\\\\?Users\\\\?[^\\\s'\"]+|/root/)")
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def _scrub(text: str) -> str:
+    """The text with home folders replaced by '~' (a traceback in an error message names them)."""
+    return HOST_PATH.sub("~", text)
+
+
+def make(path: str, *, source: str, command: str) -> dict:
+    """The bundle of the probed file ``path`` (validated as any reader would), contributed by ``source``."""
+    doc = data.load(path)  # schema, integrity line: a damaged file is refused before it is packed
+    if doc.get("evidence") not in KINDS:
+        raise UsageError(f"{path}: evidence is {doc.get('evidence')!r}; opcov bundle packs a probed file")
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    if HOST_PATH.search(text):
+        # rewrite the data without the host's paths, restamped, so the bundle's text is a valid file
+        doc = json.loads(_scrub(json.dumps(doc)))
+        text = data.dumps(doc)
+    times = {}
+    tpath = path + ".times.json"
+    if os.path.exists(tpath):
+        try:
+            with open(tpath) as f:
+                times = {str(k): float(v) for k, v in json.load(f)["groups"].items()}
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            times = {}
+    prov = doc["provenance"]
+    b = doc["backend"]
+    return {
+        "opcov_bundle": FORMAT,
+        "kind": doc["evidence"],
+        "name": layout.snapshot_name(doc["evidence"], str(prov["torch"]), b.get("package"), b.get("version"), None),
+        "backend": dict(b),
+        "provenance": {
+            "opcov": str(prov.get("opcov")),
+            "torch": str(prov["torch"]),
+            "backend_package": b.get("package"),
+            "backend_version": b.get("version"),
+            "settings": prov.get("settings") or {},
+            "host": prov.get("host") or {},
+            "device": prov.get("device"),
+            "command": prov.get("command"),
+            "created": prov.get("created"),
+            "source": source,
+            "bundled": _now(),
+            "bundled_by": f"opcov {__version__} on {platform.system()}",
+            "bundle_command": command,
+        },
+        "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
+        "bytes": len(text.encode("utf-8")),
+        "text": text,
+        "times": times,
+    }
+
+
+def write(bundle: dict, out: str) -> None:
+    payload = json.dumps(bundle, sort_keys=True, indent=0).encode("utf-8")
+    output.write_atomic(out, gzip.compress(payload, mtime=0))
+
+
+def read(path: str) -> dict:
+    """The bundle at ``path``, its format and hash checked; a one-line DataError naming what does not match."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the bundle ({exc.strerror})") from None
+    try:
+        payload = gzip.decompress(raw)
+    except EOFError:
+        raise DataError(f"{path}: truncated bundle (the compressed stream ends early); copy it again") from None
+    except (OSError, zlib.error):
+        raise DataError(f"{path}: not an opcov bundle (not gzip data); make one with 'opcov bundle FILE'") from None
+    try:
+        b = json.loads(payload)
+    except ValueError:
+        raise DataError(f"{path}: truncated or damaged bundle (its JSON does not parse)") from None
+    if not isinstance(b, dict) or "opcov_bundle" not in b:
+        raise DataError(f"{path}: not an opcov bundle (no 'opcov_bundle' key)")
+    if b["opcov_bundle"] != FORMAT:
+        raise DataError(f"{path}: bundle format {b['opcov_bundle']!r}; this opcov reads format {FORMAT}")
+    for key, kind in (
+        ("kind", str),
+        ("name", str),
+        ("backend", dict),
+        ("provenance", dict),
+        ("sha256", str),
+        ("bytes", int),
+        ("text", str),
+    ):
+        if not isinstance(b.get(key), kind):
+            raise DataError(f"{path}: bundle field {key!r} missing or not {kind.__name__}")
+    if b["kind"] not in KINDS:
+        raise DataError(f"{path}: bundle kind {b['kind']!r}; opcov ingests {', '.join(KINDS)} bundles")
+    body = b["text"].encode("utf-8")
+    if len(body) != b["bytes"]:
+        raise DataError(f"{path}: tampered bundle: the data is {len(body)} bytes, the bundle records {b['bytes']}")
+    got = hashlib.sha256(body).hexdigest()
+    if got != b["sha256"]:
+        raise DataError(f"{path}: tampered bundle: content hash {got[:16]}... != recorded {b['sha256'][:16]}...")
+    return b
+
+
+def validate(b: dict, path: str, coverage_dir: str) -> dict:
+    """The bundle's data document, checked against its provenance, the host-path rule and the torch
+    release's op catalogue here. A one-line DataError naming the first thing that does not match."""
+    if not re.fullmatch(r"probed-torch-[^/\\]+\.yaml", b["name"]) or "-shard-" in b["name"]:
+        raise DataError(f"{path}: bundle names the file {b['name']!r}, not a probed snapshot name")
+    if m := HOST_PATH.search(b["text"]):
+        raise DataError(f"{path}: the data names a host path ({m.group(0)}...); bundle it again with this opcov")
+    try:
+        doc = _load_text(b["text"], b["name"])
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
+    prov, bp = doc["provenance"], b["provenance"]
+    for what, have, want in (
+        ("evidence", doc.get("evidence"), b["kind"]),
+        ("backend", doc["backend"].get("name"), b["backend"].get("name")),
+        ("backend version", doc["backend"].get("version"), bp.get("backend_version")),
+        ("torch version", str(prov.get("torch")), bp.get("torch")),
+        ("opcov version", str(prov.get("opcov")), bp.get("opcov")),
+        ("command", prov.get("command"), bp.get("command")),
+    ):
+        if have != want:
+            raise DataError(f"{path}: {what} in the data is {have!r}, the bundle says {want!r}")
+    want_name = layout.snapshot_name(
+        "probed", str(prov["torch"]), doc["backend"].get("package"), doc["backend"].get("version"), None
+    )
+    if want_name != b["name"]:
+        raise DataError(f"{path}: the data's versions make the name {want_name!r}, the bundle says {b['name']!r}")
+    catalogue = _catalogue(coverage_dir, str(prov["torch"]), doc["backend"]["name"])
+    if catalogue is None:
+        raise DataError(
+            f"{path}: no registered file of torch {prov['torch']} under {coverage_dir}/ to check the ops "
+            "against; scan a backend with that torch first ('opcov scan cpu')"
+        )
+    aten, own = catalogue
+    for name in doc["ops"]:
+        if name.startswith("aten::") and name not in aten:
+            raise DataError(f"{path}: op {name} is not in torch {prov['torch']}'s catalogue (a foreign bundle?)")
+        if own is not None and not name.startswith("aten::") and name not in own and name not in aten:
+            raise DataError(f"{path}: op {name} is not in {doc['backend']['name']}'s catalogue here")
+    return doc
+
+
+def _load_text(text: str, name: str) -> dict:
+    """Parse bundled text with the same validating reader as a file on disk."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        p = os.path.join(tmp, name)
+        with open(p, "w", encoding="utf-8") as f:
+            f.write(text)
+        try:
+            return data.load(p)
+        except DataError as exc:
+            raise DataError(f"the bundled data is not a valid file: {str(exc).replace(p, name)}") from None
+
+
+def _catalogue(coverage_dir: str, torch_version: str, backend: str):
+    """(aten op names of the torch release, the backend's own op names or None) from registered files
+    of that release: the backend's own when there is one, any backend's for the aten catalogue."""
+    aten = own = None
+    names = [backend] + [n for n in layout.backends_with_data(coverage_dir) if n != backend]
+    for name in names:
+        reg = layout.pick(layout.snapshots(coverage_dir, name)["registered"], torch_version)
+        if not reg:
+            continue
+        doc = lineyaml.load(reg, summary=False)
+        if not layout.same_torch(str(doc["provenance"].get("torch")), torch_version):
+            continue
+        ops = set(doc["ops"])
+        if name == backend:
+            own = ops
+        if aten is None:
+            aten = {n for n in ops if n.startswith("aten::")}
+        if own is not None:
+            break
+    return None if aten is None else (aten, own)
+
+
+def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | None, dict]:
+    """Validate the bundle and merge it into ``coverage_dir``: (the snapshot written, the old document
+    or None, the new document). Nothing is written unless every check passed."""
+    from opcov.probe.merge import merge_docs
+    from opcov.probe.plan import load_times, save_times, times_path
+
+    b = read(path)
+    doc = validate(b, path, coverage_dir)
+    target = os.path.join(coverage_dir, doc["backend"]["name"], b["name"])
+    contribution = {
+        "source": str(b["provenance"].get("source") or "unknown"),
+        "date": str(b["provenance"].get("bundled") or "")[:10],
+        "created": str(doc["provenance"].get("created")),
+        "sha256": b["sha256"],
+        "host": ", ".join(f"{k} {v}" for k, v in sorted((doc["provenance"].get("host") or {}).items())),
+        "device": str(doc["provenance"].get("device")),
+    }
+    old = data.load(target) if os.path.exists(target) else None
+    if old is not None:
+        if any(c.get("sha256") == b["sha256"] for c in old["provenance"].get("contributed") or []):
+            raise UsageError(f"{path}: this bundle is already in {target} (same content hash)")
+        new = merge_docs([(target, old), (b["name"], doc)], command=command)
+        new["provenance"]["contributed"] = list(old["provenance"].get("contributed") or []) + [contribution]
+    else:
+        new = dict(doc)
+        new["provenance"] = dict(doc["provenance"], contributed=[contribution])
+    output.check_writable_file(target)
+    data.save(new, target)
+    if b.get("times"):  # the contributor's group times balance the next plan of this backend
+        times = load_times(times_path(target))
+        times.update({str(k): float(v) for k, v in b["times"].items()})
+        save_times(times_path(target), times, backend_key=doc["backend"]["name"], command=command)
+    return target, old, new

@@ -1,0 +1,83 @@
+"""Observed-run files (``opcov run``, opcov.tracing.observe): where they live, how they are
+written, and the validation that reading them and ``opcov lint`` share. JSON, under
+``coverage/observed/<backend>/<model>.<mode>.json``, apart from the YAML coverage files. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from opcov.errors import DataError
+
+FOLDER = "observed"
+KEYS = {"schema_version", "evidence", "backend", "model", "provenance", "result", "backend_record", "ops"}
+
+
+def path_for(coverage_dir: str, backend: str, model: str, mode: str) -> str:
+    """coverage/observed/<backend>/<model>.<mode>.json"""
+    return os.path.join(coverage_dir, FOLDER, backend, f"{model.replace('/', '_')}.{mode}.json")
+
+
+def dumps(doc: dict) -> str:
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+def problems(doc, path: str) -> list[str]:
+    """What is wrong with an observed-run document (empty when nothing)."""
+    if not isinstance(doc, dict):
+        return [f"{path}: not a JSON object"]
+    out = []
+    missing = sorted(KEYS - set(doc))
+    if missing:
+        out.append(f"{path}: missing {', '.join(missing)}")
+    unknown = sorted(set(doc) - KEYS)
+    if unknown:
+        out.append(f"{path}: unknown key(s) {', '.join(unknown)}")
+    if doc.get("evidence") != "observed" or doc.get("schema_version") != 1:
+        out.append(
+            f"{path}: not an observed run (evidence {doc.get('evidence')!r}, schema {doc.get('schema_version')!r})"
+        )
+    res = doc.get("result")
+    if not isinstance(res, dict) or not isinstance(res.get("ran"), bool):
+        out.append(f"{path}: result.ran must be true or false")
+    elif not res["ran"] and not res.get("error"):
+        out.append(f"{path}: a run that did not run must say why (result.error)")
+    for key in ("torch", "created", "command"):
+        if not (doc.get("provenance") or {}).get(key):
+            out.append(f"{path}: provenance lacks {key!r}")
+    for op, cells in (doc.get("ops") or {}).items():
+        if "::" not in op or not isinstance(cells, dict):
+            out.append(f"{path}: ops.{op}: not an op name with a mapping of dtype -> calls")
+            continue
+        for dt, cell in cells.items():
+            if not (isinstance(cell, dict) and isinstance(cell.get("calls"), int) and cell["calls"] >= 0):
+                out.append(f"{path}: ops.{op}.{dt}: needs a call count")
+    return out
+
+
+def load(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as exc:
+        raise DataError(f"{path}: cannot read the observed run ({exc})") from None
+    bad = problems(doc, path)
+    if bad:
+        raise DataError(bad[0])
+    return doc
+
+
+def files(folder: str) -> list[str]:
+    """Observed-run files under a folder (what 'opcov lint' checks)."""
+    out = []
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        if FOLDER in os.path.abspath(root).split(os.sep):
+            out += [os.path.join(root, n) for n in sorted(names) if n.endswith(".json")]
+    return out
+
+
+def find(coverage_dir: str, backend: str, model: str, mode: str) -> dict | None:
+    p = path_for(coverage_dir, backend, model, mode)
+    return load(p) if os.path.exists(p) else None

@@ -1,0 +1,267 @@
+"""``opcov run``: run a model for real on the backend's device and keep what happened (an observed run).
+
+The strongest evidence a model can get: not whether each op passes on OpInfo samples, but whether
+this model's step ran on the device. One run records
+
+- every op call dispatched with a device tensor (a TorchDispatchMode), per op and dtype key: calls,
+  and the first exception an op raised (the step stops there);
+- the backend's own record where it keeps one: PyTorch/XLA's metrics counters (an ``aten::*``
+  counter is an op that ran through its CPU fallback) and ``_get_executed_fallback_ops``;
+  TorchNeuron's ``torch_neuronx.get_fallback_ops()`` / ``get_executed_ops()`` (written from its
+  documentation, not run here: marked so in the file);
+- the step's values against CPU: the same weights and inputs, dropout off, outputs (and in training
+  the loss and every gradient) compared per tensor with tolerance ``1e-3 + 1e-3 * max|cpu|``.
+
+The model is the zoo's tiny config (``opcov zoo list``) built with real random weights, seeded, or
+``module:function`` returning ``(model, inputs)``. The file is JSON (``opcov.verdict.observed``
+reads and validates it) under ``coverage/observed/<backend>/<model>.<mode>.json``.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as _dt
+import importlib
+import platform
+import traceback
+
+from opcov import __version__
+from opcov import backends as _backends
+from opcov.errors import UsageError
+
+TOLERANCE = (1e-3, 1e-3)
+HOST_READS = {"aten::_local_scalar_dense"}  # atol, rtol (relative to the CPU tensor's largest magnitude)
+
+
+def _first_line(exc) -> str:
+    return (type(exc).__name__ + ": " + (str(exc).strip().splitlines() or [""])[0])[:300]
+
+
+def _build(torch, model: str, mode: str):
+    """(name, model, inputs, dtype name) for a zoo name or ``module:function``."""
+    from opcov.tracing import models, zoo
+
+    if ":" in model and model.split(":", 1)[0].replace(".", "").replace("_", "").isalnum():
+        mod, _, fn = model.partition(":")
+        try:
+            built = getattr(importlib.import_module(mod), fn)()
+        except (ImportError, AttributeError) as exc:
+            raise UsageError(f"{model}: cannot load the factory ({_first_line(exc)})") from None
+        if not (isinstance(built, tuple) and len(built) == 2):
+            raise UsageError(f"{model}: the factory must return (model, inputs)")
+        return fn, built[0], built[1], "float32"
+    entry = zoo.BY_NAME.get(model)
+    if entry is None:
+        raise UsageError(f"{model}: not a zoo model ('opcov zoo list') nor module:function returning (model, inputs)")
+    torch.manual_seed(0)
+    built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
+    return entry.name, built.model.to(getattr(torch, entry.dtype)), built.inputs, entry.dtype
+
+
+def _device(torch, backend):
+    if backend.name == "xla":
+        import torch_xla
+
+        return torch_xla.device()
+    return torch.device(backend.device_type)
+
+
+def _sync(torch, backend) -> None:
+    if backend.name == "xla":
+        import torch_xla
+
+        torch_xla.sync()
+
+
+def _backend_record(backend) -> dict:
+    """What the backend itself says ran on the CPU (and on the device, where it says so)."""
+    if backend.name == "xla":
+        import torch_xla
+        import torch_xla.debug.metrics as met
+
+        counted = sorted(n for n in met.counter_names() if n.startswith("aten::"))
+        # item() and the like read a value to the host through the fallback's kernel: a host sync,
+        # not an op that fell back (kept apart, as the xla reality check does)
+        fallback = [n for n in counted if n not in HOST_READS]
+        executed = None
+        getter = getattr(torch_xla._XLAC, "_get_executed_fallback_ops", None)
+        if getter is not None:
+            executed = sorted(str(x) for x in getter())
+        return {
+            "source": "torch_xla.debug.metrics counters (aten::* = ran through the CPU fallback)"
+            + ("; torch_xla._XLAC._get_executed_fallback_ops()" if getter else ""),
+            "fallback_ops": fallback,
+            "host_reads": [n for n in counted if n in HOST_READS],
+            "executed_fallback_ops": executed,
+            "tested": True,
+        }
+    if backend.name == "neuron":
+        import torch_neuronx  # noqa: F401 - TorchNeuron's API, from its documentation
+
+        return {
+            "source": "torch_neuronx.get_fallback_ops() / get_executed_ops() (from TorchNeuron's docs; "
+            "untested here: no Trainium)",
+            "fallback_ops": sorted(str(x) for x in torch_neuronx.get_fallback_ops()),
+            "executed_ops": sorted(str(x) for x in torch_neuronx.get_executed_ops()),
+            "tested": False,
+        }
+    return {"source": "none: this backend keeps no record of fallbacks", "tested": True}
+
+
+def _reset_record(backend) -> None:
+    if backend.name == "xla":
+        import torch_xla.debug.metrics as met
+
+        met.clear_all()
+
+
+def observe(model: str, backend_name: str, *, mode: str, import_module=None, command: str = "") -> dict:
+    """Run ``model`` one step on the backend's device; the observed-run document."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from opcov.catalog import overload_name
+    from opcov.dtypes import call_dtype, dtype_name
+    from opcov.testing.reality import output_tensors
+    from opcov.tracing.trace import _default_loss
+
+    backend = _backends.get_backend(backend_name, import_module)
+    torch = _backends.load(backend)
+    import torch.nn.functional as F
+    from torch.utils._pytree import tree_flatten
+
+    name, orig, inputs, dtype = _build(torch, model, mode)
+    dev = _device(torch, backend)
+    ops: dict = {}
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            flat = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
+            on_device = any(t.device.type == dev.type for t in flat) or str(kwargs.get("device", "")).startswith(
+                dev.type
+            )
+            key = None
+            if on_device or not flat:
+                key = (overload_name(func), call_dtype([dtype_name(t.dtype) for t in flat]))
+            try:
+                out = func(*args, **kwargs)
+            except Exception as exc:
+                if key:
+                    cell = ops.setdefault(key[0], {}).setdefault(key[1], {"calls": 0})
+                    cell["calls"] += 1
+                    cell.setdefault("raised", _first_line(exc))
+                raise
+            if key and (
+                on_device
+                or any(isinstance(t, torch.Tensor) and t.device.type == dev.type for t in tree_flatten(out)[0])
+            ):
+                cell = ops.setdefault(key[0], {}).setdefault(key[1], {"calls": 0})
+                cell["calls"] += 1
+            return out
+
+    def move(x, where):
+        if isinstance(x, torch.Tensor):
+            return x.to(where)
+        if isinstance(x, dict):
+            return {k: move(v, where) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return type(x)(move(v, where) for v in x)
+        return x
+
+    def step(m, where, record: bool):
+        m.train(mode == "training")
+        grad = torch.enable_grad() if mode == "training" else torch.no_grad()
+        ctx = Record() if record else None
+        with grad:
+            if ctx:
+                ctx.__enter__()
+            try:
+                x = move(inputs, where)
+                out = m(**x) if isinstance(x, dict) else m(x) if isinstance(x, torch.Tensor) else m(*x)
+                loss = None
+                if mode == "training":
+                    loss = _default_loss(torch, out)
+                    loss.backward()
+                    params = [p for p in m.parameters() if p.grad is not None]
+                    torch.optim.AdamW(params, lr=1e-3, foreach=False).step()
+            finally:
+                if ctx:
+                    ctx.__exit__(None, None, None)
+        return out, loss
+
+    def compared(out, loss, m):
+        return output_tensors(out) + ([loss] + [p.grad for p in m.parameters()] if mode == "training" else [])
+
+    F_dropout, F_sdpa = F.dropout, F.scaled_dot_product_attention
+    F.dropout = lambda input, p=0.5, training=True, inplace=False: input  # random streams differ
+
+    def sdpa_no_dropout(query, key, value, attn_mask=None, dropout_p=0.0, *args, **kwargs):
+        return F_sdpa(query, key, value, attn_mask, 0.0, *args, **kwargs)
+
+    F.scaled_dot_product_attention = sdpa_no_dropout
+    result: dict = {"ran": False}
+    try:
+        ref = copy.deepcopy(orig)
+        torch.manual_seed(2)
+        want = compared(*step(ref, "cpu", False), ref)
+        m = copy.deepcopy(orig).to(dev)
+        if hasattr(m, "tie_weights"):
+            m.tie_weights()
+        _reset_record(backend)
+        torch.manual_seed(2)
+        try:
+            got_out, got_loss = step(m, dev, True)
+            got = compared(got_out, got_loss, m)
+            _sync(torch, backend)
+            got = [None if t is None else t.detach().to("cpu") for t in got]
+            result["ran"] = True
+        except Exception as exc:  # the model's failure on the device is the observation
+            result["error"] = _first_line(exc)
+            result["where"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:300]
+            got = None
+        if got is not None:
+            worst, n = 0.0, 0
+            for a, b in zip(want, got):
+                if a is None or b is None or not a.is_floating_point() or not a.numel():
+                    continue
+                if a.shape != b.shape:
+                    worst = float("inf")
+                    break
+                a = a.detach().double()
+                tol = TOLERANCE[0] + TOLERANCE[1] * a.abs().max().item()
+                worst = max(worst, (a - b.double()).abs().nan_to_num(float("inf")).max().item() / tol)
+                n += 1
+            result["values"] = {
+                "compared_tensors": n,
+                "max_error_x_tolerance": round(worst, 4) if worst != float("inf") else "shape differs",
+                "match": worst <= 1.0,
+                "against": "a CPU run of the same weights and inputs, dropout off; per tensor, "
+                f"tolerance {TOLERANCE[0]:g} + {TOLERANCE[1]:g} x max|cpu|",
+            }
+    finally:
+        F.dropout, F.scaled_dot_product_attention = F_dropout, F_sdpa
+    record = _backend_record(backend)
+    b = {
+        "name": backend.name,
+        "package": backend.package or "torch",
+        "version": backend.installed_version() or "unknown",
+        "device_type": backend.device_type,
+    }
+    return {
+        "schema_version": 1,
+        "evidence": "observed",
+        "backend": b,
+        "model": {"name": name, "mode": mode, "dtype": dtype, "source": model},
+        "provenance": {
+            "torch": str(torch.__version__),
+            "opcov": __version__,
+            "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+            "command": command,
+            "host": {"platform": platform.platform(terse=True), "machine": platform.machine()},
+            "device": str(dev),
+            "settings": _backends.settings(backend, torch),
+        },
+        "result": result,
+        "backend_record": record,
+        "ops": {op: dict(sorted(cells.items())) for op, cells in sorted(ops.items())},
+    }

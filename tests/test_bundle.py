@@ -1,0 +1,155 @@
+"""Contributed results: 'opcov bundle' on one machine, 'opcov ingest' on another (opcov.store.bundle).
+A bundle that is tampered with, cut short or foreign is refused in one line, and coverage/ is left as it was."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+
+import pytest
+from conftest import ROOT, load_yaml, run_opcov
+
+XLA = os.path.join(ROOT, "coverage", "xla")
+PROBED = "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"
+
+
+def _tree(folder) -> dict:
+    """Every file under folder with its hash: what 'nothing changed' means."""
+    out = {}
+    for root, _dirs, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(root, f)
+            out[os.path.relpath(p, folder)] = hashlib.sha256(open(p, "rb").read()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory):
+    """A bundle of the bundled xla probe, made 'on the contributor's machine'."""
+    tmp = tmp_path_factory.mktemp("bundle")
+    out = str(tmp / "xla.opcov-bundle.json.gz")
+    proc = run_opcov("bundle", os.path.join(XLA, PROBED), "--source", "XLA team", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture
+def cov(tmp_path):
+    """A coverage folder 'on the receiving machine': the xla registered scan, no probe yet."""
+    folder = tmp_path / "coverage"
+    (folder / "xla").mkdir(parents=True)
+    for f in os.listdir(XLA):
+        if f.startswith("registered-"):
+            shutil.copy(os.path.join(XLA, f), folder / "xla" / f)
+    return str(folder)
+
+
+def test_a_bundle_ingests_with_its_source_and_date(made, cov):
+    proc = run_opcov("ingest", made, "--coverage", cov)
+    assert proc.returncode == 0, proc.stderr
+    assert "contributed by XLA team on " in proc.stdout
+    target = os.path.join(cov, "xla", PROBED)
+    new, orig = load_yaml(target), load_yaml(os.path.join(XLA, PROBED))
+    assert new["ops"] == orig["ops"] and new["summary"] == orig["summary"]  # the data arrived whole
+    (c,) = new["provenance"]["contributed"]
+    assert c["source"] == "XLA team" and len(c["date"]) == 10 and len(c["sha256"]) == 64
+    assert run_opcov("lint", "--no-catalog", target).returncode == 0
+    again = run_opcov("ingest", made, "--coverage", cov)  # the same bundle twice is refused
+    assert again.returncode == 2 and "already in" in again.stderr
+
+
+def _rewrite(src, dst, change):
+    b = json.loads(gzip.decompress(open(src, "rb").read()))
+    change(b)
+    open(dst, "wb").write(gzip.compress(json.dumps(b).encode()))
+
+
+def _rehash(b):
+    b["sha256"] = hashlib.sha256(b["text"].encode()).hexdigest()
+    b["bytes"] = len(b["text"].encode())
+
+
+@pytest.mark.parametrize(
+    "name,make,says",
+    [
+        ("truncated", lambda src, dst: open(dst, "wb").write(open(src, "rb").read()[:-200]), "truncated"),
+        ("not gzip", lambda src, dst: open(dst, "w").write("hello"), "not an opcov bundle"),
+        (
+            "foreign",
+            lambda src, dst: open(dst, "wb").write(gzip.compress(b'{"name": "x"}')),
+            "not an opcov bundle",
+        ),
+        (
+            "edited cell",
+            lambda src, dst: _rewrite(
+                src, dst, lambda b: b.update(text=b["text"].replace("fwd: pass", "fwd: mismatch", 1))
+            ),
+            "tampered bundle: the data is",
+        ),
+        (
+            "edited, hash redone",  # the bundle's hash agrees, the file's own integrity line does not
+            lambda src, dst: _rewrite(
+                src, dst, lambda b: (b.update(text=b["text"].replace("fwd: pass", "fwd: mismatch", 1)), _rehash(b))
+            ),
+            "integrity",
+        ),
+        (
+            "other backend",
+            lambda src, dst: _rewrite(src, dst, lambda b: b["backend"].update(name="tpu")),
+            "backend in the data is 'xla', the bundle says 'tpu'",
+        ),
+        (
+            "host path",
+            lambda src, dst: _rewrite(
+                src, dst, lambda b: (b.update(text=b["text"].replace("Linux", "/home/alice/x", 1)), _rehash(b))
+            ),
+            "host path",
+        ),
+        (
+            "newer format",
+            lambda src, dst: _rewrite(src, dst, lambda b: b.update(opcov_bundle=2)),
+            "bundle format 2",
+        ),
+    ],
+)
+def test_a_bad_bundle_is_one_line_and_changes_nothing(made, cov, tmp_path, name, make, says):
+    bad = str(tmp_path / "bad.json.gz")
+    make(made, bad)
+    before = _tree(cov)
+    proc = run_opcov("ingest", bad, "--coverage", cov)
+    assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
+    assert says in proc.stderr, (name, proc.stderr)
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert _tree(cov) == before
+
+
+def test_a_second_contribution_merges_and_prints_the_diff(made, cov, tmp_path):
+    assert run_opcov("ingest", made, "--coverage", cov).returncode == 0
+    target = os.path.join(cov, "xla", PROBED)
+    # a second machine's run of the same versions, where one cell failed
+    doc = load_yaml(target)
+    op = next(
+        n
+        for n, r in sorted(doc["ops"].items())
+        if isinstance(r.get("float32"), dict) and r["float32"].get("fwd") == "pass"
+    )
+    other = str(tmp_path / "other.yaml")
+    src = open(os.path.join(XLA, PROBED)).read()
+    from opcov.store import data
+
+    odoc = data.load(os.path.join(XLA, PROBED))
+    odoc["ops"][op]["float32"]["fwd"] = "mismatch"
+    odoc["ops"][op]["float32"]["why"] = "values differ on the other machine"
+    data.save(odoc, other)
+    assert src  # the bundled file itself is untouched
+    b2 = str(tmp_path / "b2.json.gz")
+    assert run_opcov("bundle", other, "--source", "lab B", "--out", b2).returncode == 0
+    proc = run_opcov("ingest", b2, "--coverage", cov)
+    assert proc.returncode == 0, proc.stderr
+    assert op in proc.stdout  # the diff names the cell that changed
+    merged = load_yaml(target)
+    assert merged["ops"][op]["float32"]["fwd"] == "mismatch"  # worst of the runs, as opcov merge
+    assert [c["source"] for c in merged["provenance"]["contributed"]] == ["XLA team", "lab B"]
