@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         "does not; '--fail-on unclaimed' fails the gate on an op or dtype it does not claim (repeatable)",
     )
     ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
+    ck.add_argument(
+        "--variants",
+        metavar="NAMES",
+        help="also gate on these input variants opcov adds, a comma list of "
+        f"{', '.join(v for v in vocab.INPUT_VARIANTS if v != vocab.GIVEN)}, or all (default: the given "
+        "inputs only; every variant is reported either way)",
+    )
 
     tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
     tr.add_argument(
@@ -630,12 +637,13 @@ def cmd_check(args) -> int:
     if args.output:
         output.check_writable_file(args.output)
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
+    gated = check.variant_choice(args.variants)
     from opcov.probe.manifest import load as load_manifest
 
     manifests = [load_manifest(path) for path in args.manifest]
     verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
     for manifest in manifests:
-        if not judge.apply_manifest(verdicts, manifest):
+        if not judge.apply_manifest(verdicts + [o for v in verdicts for o in v.variants.values()], manifest):
             raise UsageError(
                 f"--manifest {manifest.path} speaks for backend {manifest.backend!r}, which is not "
                 f"among the backends checked ({', '.join(args.backend)})"
@@ -645,7 +653,7 @@ def cmd_check(args) -> int:
         output.write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
-    failed = judge.gate_failures(verdicts, outcomes=outcomes, require=args.require)
+    failed = check.gate_failures(verdicts, gated, outcomes=outcomes, require=args.require)
     for line in failed:
         print(f"opcov: gate failed: {line}", file=sys.stderr)
     return EXIT_GATE if failed else EXIT_OK

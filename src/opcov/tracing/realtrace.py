@@ -11,12 +11,15 @@ child process (PrivateUse1 can be claimed once per process) whose PrivateUse1 de
 test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op through its CPU
 fallback, so host reads see real values, while composites still take an accelerator's path (the
 device is PrivateUse1, and it has no kernels of its own but convolution's (its CPU computation
-counts integer ``histc``, which CPU's kernel lacks and MoE routing uses), so no device query such as ``_fused_sdp_choice`` is answered as CPU would), and the
-stand-in's pass-through kernels show every composite call (``target.show_composites``). Text models
-run twice: with their inputs as built, and with a padded attention mask, since that branch depends
-on the inputs and not on real-vs-fake. ``calltree.merge`` adds what only the real runs saw
-(``seen=real``) and marks what both saw (``seen=both``); counts and shapes stay the fake trace's
-where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
+counts integer ``histc``, which CPU's kernel lacks and MoE routing uses), so no device query such as
+``_fused_sdp_choice`` is answered as CPU would), and the stand-in's pass-through kernels show every
+composite call (``target.show_composites``). Text models run once per input variant
+(``vocab.INPUT_VARIANTS``): with their inputs as given, and with a padded attention mask
+(``padded_mask``), since that branch depends on the inputs and not on real-vs-fake; the fake trace is
+of the given inputs. ``calltree.merge`` adds what only the real runs saw (``seen=real``) and marks what
+both saw (``seen=both``); every node names the variants whose runs made it (``variant=``), so that
+``opcov check`` judges the given inputs apart from the variants opcov added. Counts and shapes stay
+the fake trace's where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
 fake trace alone. A CPU target's (``--device cpu``) branch run is eager on CPU itself, in the same
 process: CPU needs no device claim, and its own kernels are what a CPU run calls.
 
@@ -34,6 +37,7 @@ import os
 import subprocess
 import sys
 
+from opcov import vocab
 from opcov.store import opset
 from opcov.store.opset import OpSet
 from opcov.tracing import calltree, ladder
@@ -46,7 +50,7 @@ PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (
 # above any kernel.
 CHILD_KERNELS = {"aten::convolution": "pass", "aten::convolution_backward": "pass"}
 TIMEOUT_S = 600
-PADDED = "a padded attention mask"
+PADDED = "padded_mask"  # vocab.INPUT_VARIANTS: the run with a padded attention mask
 # The note of a fake trace whose real-valued branch run failed (zoo --retry-failed looks for it).
 FAILED_NOTE = "the real-valued run failed ({why}): branches on data are as fake tensors took them"
 
@@ -168,12 +172,18 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
     narrowed = job.get("narrowed")
     where = "on CPU itself" if job.get("device") == "cpu" else "on a computing PrivateUse1 device"
     notes.append(
-        f"real values: a run {where} ({', '.join(run['variant'] for run in runs)}"
+        f"real values: a run {where} ({', '.join(_label(run['variant']) for run in runs)}"
         f"{'; at narrow widths: ' + _set_text(job['sizes']) if narrowed else ''}) "
         f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
         f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}"
     )
     return True
+
+
+def _label(variant: str) -> str:
+    """'the given inputs', 'a padded attention mask': how notes name an input variant."""
+    word = vocab.INPUT_VARIANTS.get(variant)
+    return word.label if word else variant
 
 
 def _set_text(sizes: dict) -> str:
@@ -272,10 +282,11 @@ def run_job(job: dict) -> tuple[dict, str]:
 
 
 def input_variants(torch, built) -> list:
-    """(name, inputs): as built, and, for a model that takes an attention mask, with one padded."""
+    """(variant, inputs), a variant a word of vocab.INPUT_VARIANTS: the inputs as given (as built), and,
+    for a model that takes an attention mask, with one padded (``padded_mask``)."""
     import inspect
 
-    out = [("inputs as built", built.inputs)]
+    out = [(vocab.GIVEN, built.inputs)]
     inputs = built.inputs
     try:
         takes_mask = "attention_mask" in inspect.signature(built.model.forward).parameters
@@ -336,6 +347,7 @@ def _child(job: dict) -> dict:
             config=built.config,
             command=command,
             notes=built.notes,
+            variant=variant,
             **where,
         ).doc
         doc["model"].update(built.facets)
@@ -346,7 +358,8 @@ def _child(job: dict) -> dict:
     _merge(doc, [run["doc"] for run in runs[1:]], seen=False)
     doc["provenance"]["notes"].append(
         f"real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an accelerator's "
-        f"path), not on CPU; input variants merged: {', '.join(run['variant'] for run in runs)}"
+        f"path), not on CPU; input variants merged (each node's variant= names those that made it): "
+        f"{', '.join(_label(run['variant']) for run in runs)}"
     )
     return {"doc": doc}
 

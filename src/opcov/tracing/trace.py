@@ -50,7 +50,7 @@ import platform
 from collections import Counter
 from dataclasses import dataclass, field
 
-from opcov import __version__
+from opcov import __version__, vocab
 from opcov import dtypes as _dtypes
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError
@@ -83,12 +83,15 @@ class Options:
     device: str = "accelerator"  # target device type: cpu, or an accelerator name (tpu, cuda, ...)
     optimizer: str = "adamw"
     real: bool = False
+    variant: str = vocab.GIVEN  # which inputs these are: the given ones, or a variant opcov adds (realtrace)
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise UsageError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.dtype not in DTYPES:
             raise UsageError(f"dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if self.variant not in vocab.INPUT_VARIANTS:
+            raise UsageError(f"input variant {self.variant!r}: expected one of {', '.join(vocab.INPUT_VARIANTS)}")
         if self.optimizer not in OPTIMIZERS:
             raise UsageError(f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
         if self.autocast and self.dtype != "float32":
@@ -331,6 +334,7 @@ def trace(
     command=None,
     notes=(),
     computing: str | None = None,
+    variant: str = vocab.GIVEN,
 ) -> OpSet:
     """The op set ``model`` dispatches on ``device`` when called with ``inputs``.
 
@@ -338,8 +342,10 @@ def trace(
     of positional arguments, a dict of keyword arguments, or a tensor. For notebooks:
     ``opcov.trace(model, (x,), mode="training").save("my.yaml")``. ``computing``: the device type of
     a computing PrivateUse1 backend this process already has, to run ``real`` values on (realtrace.py).
+    ``variant``: which inputs ``inputs`` are (vocab.INPUT_VARIANTS), written on every call-tree node:
+    the given ones, unless realtrace runs a variant it made itself.
     """
-    opts = Options(mode, dtype, autocast, device, optimizer, real)
+    opts = Options(mode, dtype, autocast, device, optimizer, real, variant)
     opts.check()
     torch = import_torch()
     doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing)
@@ -625,6 +631,8 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
             rec_cell["grad"] = True
         ops.setdefault(name, {}).setdefault(phase, {})[key] = rec_cell
     tree = rec.tree.rows()
+    for row in tree:
+        row["variants"] = (opts.variant,)
     dropped = Counter()
     host = Counter()
     for name, n in rec.dropped.items():
