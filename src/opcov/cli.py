@@ -156,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="also make this forward input (pixel_values, input_ids, visual_feats...), for a model whose "
         "forward asks for one it does not require (repeatable)",
     )
+    tr.add_argument(
+        "--on",
+        metavar="BACKEND",
+        help="record the op set on BACKEND's own device, real values at the tiny size (cpu; xla from a Python "
+        "with torch_xla): its own path, Python-level replacements and device-type branches included "
+        "(default: the stand-in device; docs/variants.md)",
+    )
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
 
     ops = sub.add_parser(
@@ -789,6 +796,8 @@ def cmd_trace(args) -> int:
     )
     if args.out:
         output.check_writable_file(args.out)
+    if args.on:
+        return _trace_on(args, sizes)
     with activity(f"tracing {args.model} ({args.mode})"):
         result = trace_spec(
             args.model,
@@ -811,6 +820,51 @@ def cmd_trace(args) -> int:
     if out:
         print(f"wrote {out}")
     print(_next_check(out or shown, args.device))
+    return EXIT_OK
+
+
+def _trace_on(args, sizes) -> int:
+    """'opcov trace MODEL --on BACKEND': recorded on the backend itself (opcov.tracing.ondevice)."""
+    from opcov.tracing import ondevice
+    from opcov.tracing.spec import command_line, is_saved
+
+    if is_saved(args.model):
+        raise UsageError(
+            f"--on {args.on}: {args.model} is a saved op set; --on records a model (a zoo name, a factory...)"
+        )
+    if args.real:
+        raise UsageError(f"--on {args.on} records real values already; leave out --real")
+    if args.autocast:
+        raise UsageError(f"--on {args.on} records without autocast; leave out --autocast")
+    if args.device not in ("accelerator", args.on):
+        raise UsageError(f"--on {args.on} records for {args.on}; leave out --device {args.device}")
+    ondevice.runnable(args.on)  # before building anything: one line when it cannot run here
+    out = args.out
+    command = command_line(
+        args.model, mode=args.mode, dtype=args.dtype or "float32", optimizer=args.optimizer, sizes=sizes, out=out,
+        on=args.on, device=args.on,
+    )  # fmt: skip
+    with activity(f"tracing {args.model} ({args.mode}) on {args.on}"):
+        result = ondevice.trace_on(
+            args.model,
+            args.on,
+            mode=args.mode,
+            dtype=args.dtype,
+            optimizer=args.optimizer,
+            sizes=sizes,
+            command=command,
+        )
+    if args.dtype is None and result.doc["dtype"] != "float32":  # the zoo entry's dtype: the command says it
+        result.doc["provenance"]["command"] = command_line(
+            args.model, mode=args.mode, dtype=result.doc["dtype"], optimizer=args.optimizer, sizes=sizes, out=out,
+            on=args.on, device=args.on,
+        )  # fmt: skip
+    out = out or layout.opset_path(result.doc["model"]["name"].replace("/", "_") + f"-on-{args.on}", args.mode)
+    output.check_writable_file(out)
+    result.save(out)
+    _print_opset(out, result.doc)
+    print(f"wrote {out}")
+    print(f"next: opcov check {out} -b {args.on}")
     return EXIT_OK
 
 

@@ -159,7 +159,7 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
         return False
     runs = out["runs"]
     fake_rows = [n._asdict() for n in opset.nodes(doc)]
-    merged = _merge(doc, [run["doc"] for run in runs])
+    merged = merge_runs(doc, [run["doc"] for run in runs], seen=True)
     only_real = sorted(
         {
             f"{op} ({phase})"
@@ -172,7 +172,7 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
     narrowed = job.get("narrowed")
     where = "on CPU itself" if job.get("device") == "cpu" else "on a computing PrivateUse1 device"
     notes.append(
-        f"real values: a run {where} ({', '.join(_label(run['variant']) for run in runs)}"
+        f"real values: a run {where} ({', '.join(label(run['variant']) for run in runs)}"
         f"{'; at narrow widths: ' + _set_text(job['sizes']) if narrowed else ''}) "
         f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
         f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}"
@@ -180,7 +180,7 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
     return True
 
 
-def _label(variant: str) -> str:
+def label(variant: str) -> str:
     """'the given inputs', 'a padded attention mask': how notes name an input variant."""
     word = vocab.INPUT_VARIANTS.get(variant)
     return word.label if word else variant
@@ -227,9 +227,11 @@ def child_spec() -> str:
     return json.dumps({"name": NAME, "kernels": CHILD_KERNELS, "fallback": "cpu"})
 
 
-def _merge(doc: dict, others: list[dict], *, seen: bool = True) -> list[dict]:
-    """Merge the call trees and ops of ``others`` into ``doc`` (``calltree.merge``); the merged rows.
-    ``seen`` False: ``doc`` was itself a real-valued run, so no node or call is marked with what saw it."""
+def merge_runs(doc: dict, others: list[dict], *, seen: bool = False) -> list[dict]:
+    """Merge the call trees and ops of ``others`` (runs of other input variants) into ``doc``
+    (``calltree.merge``: each node names the variants whose runs made it); the merged rows. ``seen``
+    True: ``doc`` is a fake trace, and what the real runs saw is marked (``seen=``); False: ``doc`` was
+    itself a real run (``--real``, ``--on``), so nothing is."""
     rows = [n._asdict() for n in opset.nodes(doc)]
     merged = calltree.merge(rows, [[n._asdict() for n in opset.nodes(o)] for o in others])
     doc["ops"] = calltree.flat(merged, doc["ops"], [o["ops"] for o in others])
@@ -355,11 +357,11 @@ def _child(job: dict) -> dict:
     if job["kind"] == "branches":
         return {"runs": runs}
     doc = runs[0]["doc"]
-    _merge(doc, [run["doc"] for run in runs[1:]], seen=False)
+    merge_runs(doc, [run["doc"] for run in runs[1:]])
     doc["provenance"]["notes"].append(
         f"real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an accelerator's "
         f"path), not on CPU; input variants merged (each node's variant= names those that made it): "
-        f"{', '.join(_label(run['variant']) for run in runs)}"
+        f"{', '.join(label(run['variant']) for run in runs)}"
     )
     return {"doc": doc}
 

@@ -118,6 +118,7 @@ def command_line(
     real: bool = False,
     sizes: models.Sizes | None = None,
     out: str | None = None,
+    on: str | None = None,
 ) -> str:
     """The ``opcov trace`` line for these options, each left out where it has its default value."""
     default, sizes = Options(), sizes or models.Sizes()
@@ -127,12 +128,14 @@ def command_line(
         parts += ["--dtype", dtype]
     if autocast:
         parts.append("--autocast")
-    if device != default.device:
+    if device != default.device and device != on:
         parts += ["--device", device]
     if optimizer != default.optimizer:
         parts += ["--optimizer", optimizer]
     if real:
         parts.append("--real")
+    if on:
+        parts += ["--on", on]
     if sizes.batch != no_sizes.batch:
         parts += ["--batch", str(sizes.batch)]
     if sizes.seq != no_sizes.seq:

@@ -141,6 +141,7 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
                     if name != lead:
                         v.variants[name] = judge.judge(parts[name], cov)
                         v.variants[name].variant = name
+            v.notes.insert(0, path_note(doc, backend))
             verdicts.append(v)
     first = opsets[0][1]
     describe = ", ".join(
@@ -153,6 +154,23 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
         "opsets": [p for p, _ in opsets],
         "torch": str(first["provenance"].get("torch")),
     }
+
+
+def path_note(doc: dict, backend: str) -> str:
+    """Which path the op set recorded: the backend's own (``opcov trace --on``), or a stand-in's."""
+    prov = doc.get("provenance") or {}
+    target = prov.get("target_device") or "?"
+    if prov.get("path") == "backend":
+        return f"recorded on {target} itself (opcov trace --on {target}): {target}'s own path" + (
+            "" if target == backend else f", which {backend}'s may not be"
+        )
+    traced = str(prov.get("traced_on") or "")
+    if "stand-in" in traced or "computing" in traced:
+        return (
+            "recorded on a stand-in device, resolved per backend: a backend's own device-type branches and "
+            "Python-level replacements are not in it ('opcov trace --on' records them where the backend runs here)"
+        )
+    return f"recorded on {traced or 'an unnamed device'} for target {target}"
 
 
 def variant_choice(value: str | None) -> tuple[str, ...]:
