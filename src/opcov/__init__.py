@@ -4,7 +4,9 @@ Importing this package does not import torch: commands that only read coverage
 data (``opcov backends``, ``opcov lint``) stay fast.
 """
 
-__version__ = "0.2.0"
+from opcov.version import __version__
+
+__all__ = ["__version__"]
 
 
 def __getattr__(name):

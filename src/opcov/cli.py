@@ -11,10 +11,11 @@ import json
 import os
 import sys
 
-from opcov import __version__, vocab
+from opcov import vocab
 from opcov.activity import activity
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
 from opcov.store import layout, output
+from opcov.version import __version__
 
 DEFAULT_COVERAGE = layout.DEFAULT_COVERAGE
 COVERAGE_HELP = "coverage data folder (default: ./coverage when it exists, else the data bundled with opcov)"

@@ -250,7 +250,7 @@ import torch.nn.functional as F
 import opcov.testing.pybackend as pb
 from opcov.tracing import models
 from opcov.tracing import zoo
-from opcov.tracing.realtrace import input_variants
+from opcov.tracing.realtrace import input_variants, label
 from opcov.tracing.trace import _default_loss
 
 name, mode = sys.argv[1], sys.argv[2]
@@ -313,7 +313,7 @@ def step(model, where, inputs, dt=None):
 variants = input_variants(torch, built)
 
 def where_it(variant):
-    return "" if variant == variants[0][0] else f"with {variant}: "
+    return "" if variant == variants[0][0] else f"with {label(variant)}: "
 
 # 1. Does it run? The model as it is (dropout on in training), forward, backward, AdamW step.
 for variant, inputs in variants:

@@ -40,7 +40,8 @@ import sys
 from opcov import vocab
 from opcov.store import opset
 from opcov.store.opset import OpSet
-from opcov.tracing import calltree, ladder
+from opcov.tracing import calltree, ladder, models
+from opcov.tracing.command import command_line
 
 MAX_PARAMS = 50_000_000
 PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (the child asserts they agree)
@@ -113,7 +114,7 @@ def with_real_branches(
     if defer and not cpu:
         result.real_job = job
     else:  # repaired as the zoo's are, so `opcov trace X` and `opcov zoo trace` make the same runs
-        job, answer, repairs = ladder.repaired_branch_runs(job)
+        job, answer, repairs = repaired_branch_runs(job)
         merge_real_branches(result, job, answer=answer, repairs=repairs)
     return result
 
@@ -308,7 +309,7 @@ def _child(job: dict) -> dict:
     from opcov.torchenv import import_torch
 
     torch = import_torch()
-    from opcov.tracing import models, spec, target, zoo
+    from opcov.tracing import target, zoo
     from opcov.tracing.trace import trace
 
     cpu = job.get("device") == "cpu"  # a CPU target's branch run: eager on CPU, no stand-in
@@ -324,7 +325,7 @@ def _child(job: dict) -> dict:
     dtype = job["dtype"] or (entry.dtype if entry else built.dtype or "float32")
     command = None
     if job["kind"] == "trace":
-        command = spec.command_line(
+        command = command_line(
             job["model"],
             mode=job["mode"],
             dtype=dtype,
@@ -364,6 +365,74 @@ def _child(job: dict) -> dict:
         f"{', '.join(label(run['variant']) for run in runs)}"
     )
     return {"doc": doc}
+
+
+# ---------------------------------------------------------------- the whole zoo's jobs (zoorun's workers)
+
+
+class _BranchFailed(Exception):
+    """A real-valued branch run that failed (its one-line reason), for ``ladder.repaired``."""
+
+
+def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
+    """(the job as made, ``branch_runs``' answer, notes) for branch run ``job``. A
+    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
+    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
+    traces are; one whose narrowest widths do not fit together, at whole heads (see ``ladder.narrow``).
+    Where it still fails, the answer says why (the fake trace stays)."""
+    out, failure = branch_runs(job)
+    notes: list = []
+    if failure and job["model"].startswith("hf:"):
+
+        def run(sizes):
+            trial = {**job, "sizes": dataclasses.asdict(sizes)}
+            runs, why = branch_runs(trial)
+            if why:
+                raise _BranchFailed(why)
+            return trial, runs
+
+        start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
+        try:
+            config = ladder.default_config(job["model"][3:])
+        except models.BuildError:
+            return job, (out, failure), notes
+        tries = [(start.overrides, _BranchFailed(failure), [])]
+        if job.get("narrowed"):
+            tries += ladder.whole_heads(config, start.overrides, failure[:160])
+        for overrides, failed, why in tries:
+            try:
+                job, out = ladder.repaired(
+                    run, config, overrides, why, start=start, failed=failed, note=lambda _, why: notes.extend(why)
+                )
+                failure = ""
+                break
+            except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
+                failure = str(exc) if isinstance(exc, _BranchFailed) else failure
+                if not ladder.SHAPE.search(failure):
+                    break
+    return job, (out, failure), notes
+
+
+def merge_saved(path: str, job: dict) -> OpSet:
+    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in
+    (``repaired_branch_runs``): a zoo worker's half of ``with_real_branches(..., defer=True)``."""
+    result = OpSet(opset.load(path))
+    job, answer, notes = repaired_branch_runs(job)
+    merge_real_branches(result, job, answer=answer, repairs=notes)
+    return result
+
+
+def real_trace(arch, mode: str, path: str):
+    """The op set, traced with real values on the computing stand-in this worker's device is, at
+    narrow widths (a real model of a full-width config would hold its real weights); a config whose
+    narrow widths do not fit together (a width some other size is derived from) at its full widths,
+    with as few layers (the job memory limit guards the size), and a note saying so (``ladder.narrow``)."""
+
+    def run(sizes):
+        return trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
+
+    model = arch.name if arch.curated else arch.spec
+    return ladder.narrow(arch, run)
 
 
 def main() -> None:

@@ -50,13 +50,14 @@ import platform
 from collections import Counter
 from dataclasses import dataclass, field
 
-from opcov import __version__, vocab
 from opcov import dtypes as _dtypes
+from opcov import vocab
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
 from opcov.tracing import calltree, target
+from opcov.version import __version__
 
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "sgd", "none")
