@@ -104,3 +104,21 @@ def test_on_xla_records_torch_xlas_gru_and_linear_path(tmp_path):
     assert "aten::addmm" not in kids(doc, "aten::linear") and "aten::mm" in kids(doc, "aten::linear")
     stand_in = load_yaml(os.path.join(ROOT, "coverage", "models", "nn-transformer", "training.yaml"))
     assert "aten::addmm" in kids(stand_in, "aten::linear")
+
+
+@needs_xla
+def test_on_xla_records_a_transformers_model_per_input_variant(tmp_path):
+    """llama on xla: each input variant is its own run on the device (the padded mask's own calls are
+    named so), sdpa takes the math path (xla answers no _fused_sdp_choice), and check says which path."""
+    out = tmp_path / "llama.yaml"
+    r = run_xla("trace", "llama", "--on", "xla", "--mode", "inference", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = load_yaml(out)
+    tree = opset.nodes(doc)
+    assert {n.variants for n in tree} == {("given",), ("padded_mask",), ("given", "padded_mask")}
+    assert "aten::bmm" in kids(doc, "aten::scaled_dot_product_attention")
+    assert not any(op.startswith("aten::_scaled_dot_product_flash") for op in doc["ops"])
+    v = json.loads(run_opcov("check", str(out), "-b", "xla", "-b", "tpu", "--format", "json").stdout)["verdicts"]
+    assert v[0]["variant"] == "given" and set(v[0]["variants"]) == {"padded_mask"}
+    assert "recorded on xla itself (opcov trace --on xla): xla's own path" in v[0]["notes"]
+    assert "recorded on xla itself (opcov trace --on xla): xla's own path, which tpu's may not be" in v[1]["notes"]
