@@ -181,3 +181,13 @@ def test_an_unknown_variant_name_is_one_line_naming_those_that_exist(tmp_path, c
     assert r.stderr.strip() == (
         "opcov: error: --variants: 'padded' is not an input variant; choose from given, padded_mask, or all"
     )
+
+
+def test_a_variant_failing_on_the_given_inputs_own_ops_says_so(tmp_path, cov):
+    both = [MASKED[0], {**MASKED[1], "variants": ("given", "padded_mask")}]
+    r = check(save(tmp_path, both), cov)
+    assert r.returncode == 1
+    assert (
+        "    fails (registered evidence) with a padded attention mask, on the same ops as with the given inputs: "
+        "aten::bitwise_and.Tensor bool: no kernel\n" in r.stdout
+    ), r.stdout

@@ -80,7 +80,12 @@ def variant_line(other, lead) -> str:
     shown = "; ".join(ops[:DECIDING_SHOWN]) + (
         f"; and {len(ops) - DECIDING_SHOWN} more" if len(ops) > DECIDING_SHOWN else ""
     )
-    return f"{other.says()} with {variant_label(other.variant)}" + (f": {shown}" if shown else "")
+    said = f"{other.says()} with {variant_label(other.variant)}"
+    outcome = {verdict: o for o, verdict in vocab.VERDICT_OF.items()}.get(other.verdict)
+    blamed = {r.op for r in lead.ops if r.outcome == outcome}
+    if ops and all(r.op in blamed for r in other.ops if r.outcome == outcome):  # nothing the given inputs lack
+        return f"{said}, on the same ops as with {variant_label(lead.variant)}: {shown}"
+    return said + (f": {shown}" if shown else "")
 
 
 def variants_said(v) -> str:
