@@ -331,6 +331,15 @@ def for_variant(doc: dict, variant: str) -> dict:
     return out
 
 
+def as_given(doc: dict) -> dict:
+    """The op set a verdict leads with (check, gaps and the site alike): the given inputs' calls where it
+    records input variants (``for_variant``), else the whole set."""
+    named = variants(doc)
+    if not named:
+        return doc
+    return for_variant(doc, vocab.GIVEN if vocab.GIVEN in named else named[0])
+
+
 def validate(doc, path: str) -> list[Problem]:
     """Every problem in a parsed op-set document, with file:line."""
     if not isinstance(doc, dict):
