@@ -128,7 +128,10 @@ def test_check_judges_the_given_inputs_and_the_padded_mask_apart(tmp_path, cov):
     path = save(tmp_path, MASKED)
     r = check(path, cov)
     assert r.returncode == 0, r.stdout + r.stderr  # the given inputs run: the gate passes
-    assert "fake (inference): RUNS (registered, unverified) with the given inputs" in r.stdout
+    assert "fake (inference): RUNS (registered, unverified): 1 ops" in r.stdout
+    assert "  input variants: the verdict above is the given inputs'; each variant opcov added is judged apart" in (
+        r.stdout
+    )
     assert (
         "    fails (registered evidence) with a padded attention mask: aten::bitwise_and.Tensor bool: no kernel\n"
         in (r.stdout)
@@ -137,7 +140,9 @@ def test_check_judges_the_given_inputs_and_the_padded_mask_apart(tmp_path, cov):
 
     gated = check(path, cov, "--variants", "all")
     assert gated.returncode == 1
-    assert "(with a padded attention mask)" in gated.stderr and "(with the given inputs)" not in gated.stderr
+    assert gated.stderr.splitlines() == [
+        "opcov: gate failed: fake (inference): fails (registered evidence): fails on 1 op(s) (with a padded attention mask)"
+    ]
 
 
 def test_json_leads_with_the_given_inputs_and_maps_the_variants(tmp_path, cov):
@@ -170,7 +175,7 @@ def test_an_op_set_without_variants_says_so_and_is_judged_as_one_set(tmp_path, c
     r = check(path, cov)
     assert r.returncode == 1  # bitwise_and fails, and nothing says it was opcov's own padded mask
     assert "note: input variants not recorded in this op set; judged as one set" in r.stdout
-    assert "with the given inputs" not in r.stdout
+    assert "input variants:" not in r.stdout
     v = json.loads(check(path, cov, "--format", "json").stdout)["verdicts"][0]
     assert v["variant"] is None and v["variants"] == {}
 

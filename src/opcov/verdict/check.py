@@ -194,15 +194,12 @@ def gate_failures(verdicts, gated=(vocab.GIVEN,), **how) -> list[str]:
     not recorded) and of the other variants named in ``gated``, each line naming its variant."""
     out = []
     for v in verdicts:
-        out += [_with_variant(v, line) for line in judge.gate_failures([v], **how)]
+        out += judge.gate_failures([v], **how)
         for name, other in v.variants.items():
             if name in gated:
-                out += [_with_variant(other, line) for line in judge.gate_failures([other], **how)]
+                label = reports.variant_label(name)
+                out += [f"{line} (with {label})" for line in judge.gate_failures([other], **how)]
     return out
-
-
-def _with_variant(v, line: str) -> str:
-    return f"{line} (with {reports.variant_label(v.variant)})" if v.variant else line
 
 
 def _installed(backend: str) -> bool:

@@ -33,7 +33,6 @@ def report(verdicts, model: dict) -> str:
             if other.verdict != "runs":
                 title = f"opcov {v.backend} {v.mode}: {variant_line(other, v).split(':')[0]}"
                 out.append(f"::warning title={_escape_property(title)}::{_escape(variant_line(other, v))}")
-        given = " with the given inputs" if v.variant else ""
-        title = f"opcov {model['name']} on {v.backend} ({v.mode}): {v.says()}{given}"
+        title = f"opcov {model['name']} on {v.backend} ({v.mode}): {v.says()}"
         out.append(f"::notice title={_escape_property(title)}::{_escape(headline(v))}")
     return "\n".join(out) + "\n"

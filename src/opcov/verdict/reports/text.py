@@ -50,8 +50,7 @@ def report(verdicts, model: dict) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     for v in verdicts:
         said = vocab.VERDICTS[v.verdict].label.upper() + vocab.verdict_qualifier(v.verdict, v.evidence)
-        given = f" with {variant_label(v.variant)}" if v.variant else ""
-        lines += ["", f"{v.backend} ({v.mode}): {said}{given}: {headline(v)}"]
+        lines += ["", f"{v.backend} ({v.mode}): {said}: {headline(v)}"]
         for r in v.ops:
             if r.outcome in ("ok", "not_judged"):
                 continue
@@ -72,7 +71,10 @@ def report(verdicts, model: dict) -> str:
         for note in v.notes:
             lines.append(f"  note: {note}")
         if v.variants:
-            lines.append("  other input variants, judged apart (--variants all gates on them too):")
+            lines.append(
+                f"  input variants: the verdict above is {variant_label(v.variant)}'; each variant opcov added "
+                "is judged apart (--variants all gates on them too):"
+            )
             lines += [f"    {variant_line(other, v)}" for other in v.variants.values()]
         lines.append(f"  data: {', '.join(v.sources)}")
     return "\n".join(lines) + "\n"
