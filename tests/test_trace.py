@@ -301,8 +301,14 @@ def test_data_dependent_branches_are_traced_with_real_values(targets):
     tree = nodes(doc)
     assert any(n.op == "aten::all" and n.seen == "real" for n in tree)
     assert any(n.op == "aten::scaled_dot_product_attention" and n.seen == "both" for n in tree)
+    # each node names the inputs that made it: the fake trace is of the given inputs; the padded mask adds its own
+    assert all("given" in n.variants for n in tree if n.seen != "real")
+    assert {n.variants for n in tree} == {("given",), ("padded_mask",), ("given", "padded_mask")}
+    assert [n.op for n in tree if n.op == "aten::all"] and all(
+        n.variants == ("given",) for n in tree if n.op == "aten::all"
+    )  # "is the mask all ones?" is asked of the given inputs, which have no mask
     assert any(
-        n.startswith("real values: a run on a computing PrivateUse1 device (inputs as built, a padded attention mask)")
+        n.startswith("real values: a run on a computing PrivateUse1 device (the given inputs, a padded attention mask)")
         for n in doc["provenance"]["notes"]
     )
     assert any(n.startswith("real values: a run") for n in targets["spec:nn-convnet"]["notes"])
@@ -607,7 +613,7 @@ def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
     doc = load_yaml(out)
     notes = doc["provenance"]["notes"]
     assert any(
-        n.startswith("real values: a run on CPU itself (inputs as built, a padded attention mask)") for n in notes
+        n.startswith("real values: a run on CPU itself (the given inputs, a padded attention mask)") for n in notes
     ), notes
     assert not any(n.startswith(("no real-valued run", "the real-valued run failed")) for n in notes), notes
     seen = {op: {cell.get("seen") for cell in rec["forward"].values()} for op, rec in doc["ops"].items()}

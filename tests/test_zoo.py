@@ -13,7 +13,7 @@ import pytest
 from conftest import load_yaml
 
 from opcov.errors import UsageError
-from opcov.tracing import ladder, tiny, zoorun
+from opcov.tracing import ladder, realtrace, tiny, zoorun
 
 
 class Cfg:
@@ -749,7 +749,6 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
     config and the repair are transformers' and opcov's own."""
     pytest.importorskip("transformers")
     from opcov.store import opset
-    from opcov.tracing import realtrace
 
     path = _fake_only_copy(tmp_path, "qwen2_vl")
     asked = []
@@ -776,7 +775,7 @@ def test_a_branch_run_that_narrow_widths_break_is_made_again_repaired(tmp_path, 
         "narrowed": True,
         "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []},
     }
-    notes = ladder.with_real_branches(str(path), job).doc["provenance"]["notes"]
+    notes = realtrace.merge_saved(str(path), job).doc["provenance"]["notes"]
     assert len(asked) == 2 and asked[0] == narrow
     assert asked[1]["text_config.rope_parameters"]["mrope_section"] == [2, 3, 3]  # 8 frequencies
     assert any(n.startswith("the rotary sections [16, 24, 24] exceed the 8 rotary frequencies") for n in notes), notes
@@ -798,7 +797,7 @@ def test_a_branch_run_the_narrowest_widths_break_is_made_again_with_whole_heads(
     stood in for (each costs a model build)."""
     pytest.importorskip("transformers")
     from opcov.store import opset
-    from opcov.tracing import models, realtrace
+    from opcov.tracing import models
 
     path = _fake_only_copy(tmp_path, "codegen")
     asked = []
@@ -823,7 +822,7 @@ def test_a_branch_run_the_narrowest_widths_break_is_made_again_with_whole_heads(
         "narrowed": True,
         "sizes": {"batch": 2, "seq": 16, "image": None, "audio": None, "overrides": narrow, "inputs": []},
     }
-    notes = ladder.with_real_branches(str(path), job).doc["provenance"]["notes"]
+    notes = realtrace.merge_saved(str(path), job).doc["provenance"]["notes"]
     assert asked == [64, 1024]
     assert any(n.startswith("at narrow widths whose hidden size is 4 heads") and "tensor a (16)" in n for n in notes)
     assert any(n.startswith("real values: a run") and "n_embd=1024" in n for n in notes), notes
@@ -908,7 +907,6 @@ def test_a_model_built_from_one_part_of_a_composite_config_is_narrowed_through_t
     the branch run's narrow widths were the part's own top-level keys, which the composite ignores, so
     it ran at full width and was memory-killed (fake-only op sets). They are the part's keys now."""
     pytest.importorskip("transformers")
-    from opcov.tracing import realtrace
 
     composite = ladder.default_config("llama4")
     narrow = tiny.overrides(realtrace._set_on("hf:llama4", composite.text_config), width=True)

@@ -4,8 +4,6 @@ Importing this package does not import torch: commands that only read coverage
 data (``opcov backends``, ``opcov lint``) stay fast.
 """
 
-__version__ = "0.2.0"
-
 
 def __getattr__(name):
     """``opcov.trace(model, inputs, ...)`` for notebooks and ``opcov.check(model, backends)`` (the
@@ -14,6 +12,10 @@ def __getattr__(name):
     The module opcov/tracing/trace.py imports torch only inside its functions, and opcov/api.py
     not at all for saved op sets, so this stays cheap.
     """
+    if name == "__version__":  # kept in opcov.version, which what records it imports (no import cycle)
+        from opcov.version import __version__
+
+        return __version__
     if name == "trace":
         from opcov.tracing.trace import trace
 

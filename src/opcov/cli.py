@@ -15,6 +15,7 @@ from opcov import __version__, cli_evidence, vocab
 from opcov.activity import activity
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
 from opcov.store import layout, output
+from opcov.version import __version__
 
 DEFAULT_COVERAGE = layout.DEFAULT_COVERAGE
 COVERAGE_HELP = "coverage data folder (default: ./coverage when it exists, else the data bundled with opcov)"
@@ -98,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         "does not; '--fail-on unclaimed' fails the gate on an op or dtype it does not claim (repeatable)",
     )
     ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
+    ck.add_argument(
+        "--variants",
+        metavar="NAMES",
+        help="also gate on these input variants opcov adds, a comma list of "
+        f"{', '.join(v for v in vocab.INPUT_VARIANTS if v != vocab.GIVEN)}, or all (default: the given "
+        "inputs only; every variant is reported either way)",
+    )
 
     tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
     tr.add_argument(
@@ -148,6 +156,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="also make this forward input (pixel_values, input_ids, visual_feats...), for a model whose "
         "forward asks for one it does not require (repeatable)",
+    )
+    tr.add_argument(
+        "--on",
+        metavar="BACKEND",
+        help="record the op set on BACKEND's own device, real values at the tiny size (cpu; xla from a Python "
+        "with torch_xla): its own path, Python-level replacements and device-type branches included "
+        "(default: the stand-in device; docs/variants.md)",
     )
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
 
@@ -642,12 +657,13 @@ def cmd_check(args) -> int:
     if args.output:
         output.check_writable_file(args.output)
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
+    gated = check.variant_choice(args.variants)
     from opcov.probe.manifest import load as load_manifest
 
     manifests = [load_manifest(path) for path in args.manifest]
     verdicts, model = check.run(args.model, args.backend, args.mode, args.coverage, args)
     for manifest in manifests:
-        if not judge.apply_manifest(verdicts, manifest):
+        if not judge.apply_manifest(verdicts + [o for v in verdicts for o in v.variants.values()], manifest):
             raise UsageError(
                 f"--manifest {manifest.path} speaks for backend {manifest.backend!r}, which is not "
                 f"among the backends checked ({', '.join(args.backend)})"
@@ -657,7 +673,7 @@ def cmd_check(args) -> int:
         output.write_atomic(args.output, text)
     else:
         sys.stdout.write(text)
-    failed = judge.gate_failures(verdicts, outcomes=outcomes, require=args.require)
+    failed = check.gate_failures(verdicts, gated, outcomes=outcomes, require=args.require)
     for line in failed:
         print(f"opcov: gate failed: {line}", file=sys.stderr)
     return EXIT_GATE if failed else EXIT_OK
@@ -797,6 +813,8 @@ def cmd_trace(args) -> int:
     )
     if args.out:
         output.check_writable_file(args.out)
+    if args.on:
+        return _trace_on(args, sizes)
     with activity(f"tracing {args.model} ({args.mode})"):
         result = trace_spec(
             args.model,
@@ -819,6 +837,51 @@ def cmd_trace(args) -> int:
     if out:
         print(f"wrote {out}")
     print(_next_check(out or shown, args.device))
+    return EXIT_OK
+
+
+def _trace_on(args, sizes) -> int:
+    """'opcov trace MODEL --on BACKEND': recorded on the backend itself (opcov.tracing.ondevice)."""
+    from opcov.tracing import ondevice
+    from opcov.tracing.spec import command_line, is_saved
+
+    if is_saved(args.model):
+        raise UsageError(
+            f"--on {args.on}: {args.model} is a saved op set; --on records a model (a zoo name, a factory...)"
+        )
+    if args.real:
+        raise UsageError(f"--on {args.on} records real values already; leave out --real")
+    if args.autocast:
+        raise UsageError(f"--on {args.on} records without autocast; leave out --autocast")
+    if args.device not in ("accelerator", args.on):
+        raise UsageError(f"--on {args.on} records for {args.on}; leave out --device {args.device}")
+    ondevice.runnable(args.on)  # before building anything: one line when it cannot run here
+    out = args.out
+    command = command_line(
+        args.model, mode=args.mode, dtype=args.dtype or "float32", optimizer=args.optimizer, sizes=sizes, out=out,
+        on=args.on, device=args.on,
+    )  # fmt: skip
+    with activity(f"tracing {args.model} ({args.mode}) on {args.on}"):
+        result = ondevice.trace_on(
+            args.model,
+            args.on,
+            mode=args.mode,
+            dtype=args.dtype,
+            optimizer=args.optimizer,
+            sizes=sizes,
+            command=command,
+        )
+    if args.dtype is None and result.doc["dtype"] != "float32":  # the zoo entry's dtype: the command says it
+        result.doc["provenance"]["command"] = command_line(
+            args.model, mode=args.mode, dtype=result.doc["dtype"], optimizer=args.optimizer, sizes=sizes, out=out,
+            on=args.on, device=args.on,
+        )  # fmt: skip
+    out = out or layout.opset_path(result.doc["model"]["name"].replace("/", "_") + f"-on-{args.on}", args.mode)
+    output.check_writable_file(out)
+    result.save(out)
+    _print_opset(out, result.doc)
+    print(f"wrote {out}")
+    print(f"next: opcov check {out} -b {args.on}")
     return EXIT_OK
 
 

@@ -149,6 +149,15 @@ VERDICTS = _table(  # worst first
 )
 VERDICT_ORDER = tuple(VERDICTS)
 
+# --- Input variants: which inputs made a call (an op set's node word ``variant=``) -------------------
+# ``given``: the inputs as the factory or the zoo gives them (what ``opcov check`` judges); every other
+# word is a variant opcov adds itself, judged and reported apart. ``label`` completes "runs with ...".
+INPUT_VARIANTS = _table(
+    Word("given", "the given inputs", "given"),
+    Word("padded_mask", "a padded attention mask", "padded mask"),
+)
+GIVEN = "given"
+
 # --- The whole zoo: what became of one architecture in one mode (opcov.tracing.zoorun) ------------
 ZOO_OUTCOMES = _table(  # worst first
     Word("cannot_build", "cannot build", "BUILD", "\u2717", "fail"),

@@ -13,7 +13,6 @@ import datetime as _dt
 import os
 import time
 
-from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
 from opcov.errors import OpcovError
@@ -25,6 +24,7 @@ from opcov.probe.manifest import claim_counts
 from opcov.probe.pool import Pool, ProbeError
 from opcov.probe.progress import Progress
 from opcov.store import data, output
+from opcov.version import __version__
 
 __all__ = ["probe", "journal_path", "ProbeError", "now_iso", "provenance"]
 

@@ -333,9 +333,9 @@ def _build_modules(torch, runner: _Runner, progress) -> tuple[int, int]:
 def build(progress=None) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """(Python name -> aten overloads, header) for the installed torch; ``progress(text)`` is told
     what runs. Imports torch and PyTorch's test-suite lists (the expecttest package)."""
-    from opcov import __version__
     from opcov.probe.cases import OPINFO_LISTS
     from opcov.torchenv import import_torch
+    from opcov.version import __version__
 
     torch = import_torch()
     progress = progress or (lambda text: None)

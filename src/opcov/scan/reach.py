@@ -21,9 +21,9 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from opcov import __version__
 from opcov.catalog import import_catalog_modules, overload_name, resolve_overload
 from opcov.torchenv import AUTOLOAD_ENV, import_torch, read_cache, write_cache
+from opcov.version import __version__
 
 # Shapes tried in turn for every Tensor argument (float32 first, then other dtypes).
 SHAPES = ((3, 3), (2, 3, 4), (2, 3, 4, 5), (3,), (1, 2, 3, 4, 5))

@@ -20,12 +20,12 @@ import sys
 from collections import Counter
 from dataclasses import dataclass
 
-from opcov import __version__
 from opcov import backends as _backends
 from opcov.catalog import Catalog, build_catalog
 from opcov.scan.derivatives import Derivatives
 from opcov.scan.reach import record
 from opcov.store.data import DATA_TAGS, SCHEMA_VERSION, worst
+from opcov.version import __version__
 
 _LINE = re.compile(r"^(\w+): (fallthrough )?registered at (.*) \[([^\]]+)\]$")
 VARIABLE_FALLBACK = "VariableFallbackKernel.cpp"

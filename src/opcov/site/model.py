@@ -456,6 +456,7 @@ def judge_models(site: Site) -> dict:
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
             names = judge.needed_ops(doc)  # once per op set, not once per backend
+            given = opset.as_given(doc)  # the given inputs' calls, as 'opcov check' leads with
             for b in site.backends:
                 try:
                     cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc,
@@ -471,7 +472,7 @@ def judge_models(site: Site) -> dict:
                     shown = shown_paths[key] = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
                                                 for p in key]
                 cov.paths = list(shown)
-                out[(m.name, mode, b.name)] = judge.judge(doc, judge.share(cov, pool))
+                out[(m.name, mode, b.name)] = judge.judge(given, judge.share(cov, pool))
                 site.data_torch[(m.name, mode, b.name)] = cov.torch
     return out
 

@@ -30,12 +30,18 @@ autograd node made the call. Calls with the same ancestors, op, phase, kind and 
 one node with their count. The verdict resolves the tree per backend (``opcov.verdict.resolve``).
 
 A node is one quoted string (``node_text`` / ``parse_node``): ``ID PHASE KIND OP DTYPE xCALLS``, then
-any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, then ``| args=TEXT`` and ``| shape=TEXT``.
+any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, ``variant=NAMES``, then ``| args=TEXT``
+and ``| shape=TEXT``.
 A string, not a mapping, because YAML builds a mapping's dozen scalars ~25x slower than one quoted
 scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
 
 ``seen`` (on nodes and on ``ops`` cells) says what a real-valued run saw (``tracing.realtrace``):
 ``real`` only it, ``both`` it and the fake trace; absent, the fake trace alone.
+
+``variant`` (a sorted comma list of ``opcov.vocab.INPUT_VARIANTS``) says which inputs made the node's
+calls: ``given`` (the inputs as the factory or the zoo gives them) and each variant opcov adds
+(``padded_mask``). ``opcov check`` judges the given inputs' nodes and each other variant apart. Absent
+on every node: not recorded (op sets traced before it was), and the tree is judged as one set.
 
 Schema 1 files have no calltree; they may have ``parents`` (device-dependent parent calls with
 what they were ``traced_as``) and are still read.
@@ -44,10 +50,12 @@ what they were ``traced_as``) and are still read.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from opcov import vocab
 from opcov.store import data, lineyaml, output
 from opcov.store.data import Problem
 
@@ -81,6 +89,15 @@ NODE_FIELDS = ("id", "phase", "kind", "op", "dtype", "calls")  # a node's leadin
 NODE_IDS = ("parent", "issued_by")  # optional word=ID
 NODE_TEXTS = ("args", "shape")  # optional trailing "| word=text"
 SEEN = ("real", "both")  # a node or call seen by a real-valued run only, or by it and the fake trace
+# A node's variant= word, as node_text writes it: a sorted, non-empty set of vocab.INPUT_VARIANTS; () unrecorded.
+_KNOWN_VARIANTS = frozenset(
+    {()}
+    | {
+        tuple(sorted(names))
+        for n in range(1, len(vocab.INPUT_VARIANTS) + 1)
+        for names in itertools.combinations(vocab.INPUT_VARIANTS, n)
+    }
+)
 PARENT_KEYS: dict[str, Any] = {"calls": int, "shape": str, "args": str, "traced_as": list}
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
 PROVENANCE_TYPES = {
@@ -143,6 +160,7 @@ class Node(NamedTuple):
     shape: str = ""
     args: str = ""
     seen: str = ""
+    variants: tuple[str, ...] = ()  # input variants that made it (vocab.INPUT_VARIANTS); () = not recorded
 
 
 def node_text(row: dict) -> str:
@@ -153,6 +171,8 @@ def node_text(row: dict) -> str:
         words.append("grad")
     if row.get("seen"):
         words.append(f"seen={row['seen']}")
+    if row.get("variants"):
+        words.append(f"variant={','.join(sorted(set(row['variants'])))}")
     return " | ".join([" ".join(words)] + [f"{k}={row[k]}" for k in NODE_TEXTS if row.get(k)])
 
 
@@ -167,7 +187,7 @@ def parse_node(text) -> Node:
 # general reader below, which says what is wrong.
 _HEAD = re.compile(
     r"([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
-    r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?"
+    r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?(?: variant=(\S+))?"
 )
 
 
@@ -177,7 +197,7 @@ def _parse_node(text: str) -> Node:
     head, *tail = text.split(" | ")
     m = _HEAD.fullmatch(head)
     if m is not None and len(tail) <= 2:
-        nid, phase, kind, op, dtype, calls, parent, issued, grad, seen = m.groups()
+        nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant = m.groups()
         args = shape = ""
         if tail and tail[0].startswith("args="):
             args = tail.pop(0)[5:]
@@ -197,6 +217,7 @@ def _parse_node(text: str) -> Node:
                 shape,
                 args,
                 seen or "",
+                tuple(variant.split(",")) if variant else (),
             )
     return _parse_node_words(text)
 
@@ -227,9 +248,12 @@ def _parse_node_words(text: str) -> Node:
             fields[key] = _count(value, key)
         elif key == "seen" and eq:
             fields["seen"] = value
+        elif key == "variant" and eq:
+            fields["variants"] = tuple(value.split(","))
         else:
             raise ValueError(
-                f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, seen=WHERE"
+                f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, seen=WHERE, "
+                "variant=NAMES"
             )
     for part in tail:
         key, eq, value = part.partition("=")
@@ -272,6 +296,48 @@ def _keep(tree: list, parsed: list) -> None:
     _TREES[id(tree)] = (list(tree), parsed)
     while len(_TREES) > _TREES_KEPT:
         del _TREES[next(iter(_TREES))]
+
+
+def variants(doc: dict) -> tuple[str, ...]:
+    """The input variants the op set's call tree records, the given inputs first, then in
+    vocab.INPUT_VARIANTS order; () where it records none (an older op set, or a schema 1 one)."""
+    named = {v for node in nodes(doc) for v in node.variants}
+    return tuple(v for v in vocab.INPUT_VARIANTS if v in named) + tuple(sorted(named - set(vocab.INPUT_VARIANTS)))
+
+
+def for_variant(doc: dict, variant: str) -> dict:
+    """``doc`` as if only input variant ``variant`` had been traced: the call-tree nodes it made (their
+    texts, the same strings) and the flat ``ops`` summed from their kernel nodes (each cell's shape and
+    grad as the whole op set has them). A node's parent and issuing node were made by the same run, so
+    the tree stays whole."""
+    kept = [(text, node) for text, node in zip(doc.get("calltree") or (), nodes(doc)) if variant in node.variants]
+    sums: dict = {}
+    for _, node in kept:
+        if node.kind == KERNEL:
+            key = (node.op, node.phase, node.dtype)
+            sums[key] = sums.get(key, 0) + node.calls
+    ops: dict = {}
+    for (op, phase, dtype), n in sorted(sums.items()):
+        cell = dict(((doc["ops"].get(op) or {}).get(phase) or {}).get(dtype) or {})
+        cell["calls"] = n
+        ops.setdefault(op, {}).setdefault(phase, {})[dtype] = cell
+    out = {k: v for k, v in doc.items() if k not in ("calltree", "ops", "summary")}
+    out["calltree"] = [text for text, _ in kept]
+    out["ops"] = ops
+    out["summary"] = {
+        "distinct_ops": len(ops),
+        "calls": {p: sum(n for (_, ph, _), n in sums.items() if ph == p) for p in PHASES},
+    }
+    return out
+
+
+def as_given(doc: dict) -> dict:
+    """The op set a verdict leads with (check, gaps and the site alike): the given inputs' calls where it
+    records input variants (``for_variant``), else the whole set."""
+    named = variants(doc)
+    if not named:
+        return doc
+    return for_variant(doc, vocab.GIVEN if vocab.GIVEN in named else named[0])
 
 
 def validate(doc, path: str) -> list[Problem]:
@@ -355,6 +421,7 @@ def _tree_problems(tree, ops):
     last = 0
     sums: dict[tuple, int] = {}
     parsed: list | None = []  # kept for nodes() when every node parses
+    with_variants = 0
     for i, text in enumerate(tree):
         try:
             node = parse_node(text)
@@ -364,7 +431,8 @@ def _tree_problems(tree, ops):
             continue
         if parsed is not None:
             parsed.append(node)
-        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen = node
+        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants = node
+        with_variants += bool(variants)
         if (
             last < nid
             and phase in PHASES
@@ -372,6 +440,7 @@ def _tree_problems(tree, ops):
             and "::" in op
             and (not seen or seen in SEEN)
             and issued is None
+            and variants in _KNOWN_VARIANTS
             and (parent is None or (parent in known and known[parent] == (phase, COMPOSITE)))
         ):
             last = nid  # the usual node, checked in one go (~170k over a zoo); any doubt: word by word
@@ -392,6 +461,12 @@ def _tree_problems(tree, ops):
             yield (i,), f"{where}: a {node.kind} node's op is of the form namespace::op[.overload]"
         if node.seen and node.seen not in SEEN:
             yield (i,), f"{where}: seen must be one of {', '.join(SEEN)}"
+        if node.variants and node.variants not in _KNOWN_VARIANTS:
+            yield (
+                (i,),
+                f"{where}: variant={','.join(node.variants)} must be a sorted comma list of "
+                f"{', '.join(vocab.INPUT_VARIANTS)} (the input variants that made the call)",
+            )
         if node.parent is not None:
             if node.parent not in known:
                 yield (i,), f"{where}: parent {node.parent} is not a node above it"
@@ -408,6 +483,12 @@ def _tree_problems(tree, ops):
             sums[key] = sums.get(key, 0) + node.calls
     if parsed is not None:
         _keep(tree, parsed)
+    if 0 < with_variants < len(tree):
+        yield (
+            (),
+            f"calltree: {with_variants} of {len(tree)} nodes say which input variant made them; an op set "
+            "records variant= on every node or on none (re-trace it)",
+        )
     flat = {
         (op, phase, dtype): cell.get("calls")
         for op, rec in ops.items()

@@ -34,6 +34,7 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
+from opcov import vocab
 from opcov.errors import UsageError
 from opcov.store import layout, opset
 from opcov.verdict import check, resolve
@@ -249,7 +250,7 @@ import torch.nn.functional as F
 import opcov.testing.pybackend as pb
 from opcov.tracing import models
 from opcov.tracing import zoo
-from opcov.tracing.realtrace import input_variants
+from opcov.tracing.realtrace import input_variants, label
 from opcov.tracing.trace import _default_loss
 
 name, mode = sys.argv[1], sys.argv[2]
@@ -312,7 +313,7 @@ def step(model, where, inputs, dt=None):
 variants = input_variants(torch, built)
 
 def where_it(variant):
-    return "" if variant == variants[0][0] else f"with {variant}: "
+    return "" if variant == variants[0][0] else f"with {label(variant)}: "
 
 # 1. Does it run? The model as it is (dropout on in training), forward, backward, AdamW step.
 for variant, inputs in variants:
@@ -481,15 +482,17 @@ def reality_check(
         def one(item, cov=cov, spec=spec, spec_name=spec_name):
             (model, mode), path = item
             v = check.run(path, [BACKEND], None, cov)[0][0]
+            # the real run makes every input variant the op set records: its verdict is the worst of them
+            judged = [v, *v.variants.values()]
             actual, detail = run_for_real(spec, model, mode)
             o = Outcome(
                 spec_name,
                 model,
                 mode,
-                v.verdict,
+                vocab.worst([j.verdict for j in judged], vocab.VERDICT_ORDER),
                 actual,
                 detail,
-                [r.op for r in v.ops if r.outcome in ("fails", "unknown")],
+                list(dict.fromkeys(r.op for j in judged for r in j.ops if r.outcome in ("fails", "unknown"))),
             )
             if progress:
                 progress(o)

@@ -146,7 +146,8 @@ def _paths(rows: list[dict]) -> list[tuple]:
 def merge(fake: list[dict], reals: list[list[dict]]) -> list[dict]:
     """The fake trace's nodes, ``seen: both`` where a real run saw them too, then the nodes only real
     runs saw (``seen: real``, with the first such run's counts), ids continuing, a parent before its
-    children. Rows are node mappings (opset.Node's fields)."""
+    children; each node's ``variants`` are those of every trace that saw it. Rows are node mappings
+    (opset.Node's fields)."""
     merged = [{k: v for k, v in row.items() if v not in (None, "", False) or k == "calls"} for row in fake]
     index = dict(zip(_paths(fake), merged))
     for rows in reals:
@@ -156,6 +157,8 @@ def merge(fake: list[dict], reals: list[list[dict]]) -> list[dict]:
             if known is not None:
                 if known.get("seen") != "real":
                     known["seen"] = "both"
+                if row.get("variants"):  # the input variants that made it: every run's that saw it
+                    known["variants"] = tuple(sorted({*known.get("variants", ()), *row["variants"]}))
                 new_id[row["id"]] = known["id"]
                 continue
             added = {k: v for k, v in row.items() if v not in (None, "", False) or k == "calls"}

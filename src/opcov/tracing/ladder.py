@@ -2,7 +2,10 @@
 
 Why a module of its own: the zoo's workers (``zoorun``) and ``opcov trace``'s real-valued branch
 runs (``realtrace.with_real_branches``) climb the same ladder, and a runner of jobs should not hold
-the rules of a trace. The rungs, each tried where the one before fails for a reason of sizes:
+the rules of a trace. It holds the rules only, each taking the trace to try as a ``run(sizes)``: the
+traces that climb it are ``spec``'s (fake: ``fake_trace``, ``cpu_trace``) and ``realtrace``'s (real:
+``real_trace``, ``repaired_branch_runs``), which import this module, never the other way round. The
+rungs, each tried where the one before fails for a reason of sizes:
 
 * a transformers model's tiny config (``tiny.overrides``: the layer kinds kept, repeats dropped),
   then its default config's full depth;
@@ -29,62 +32,7 @@ class NeedsReal(Exception):
     """A fake-tensor trace met a data-dependent op: the job goes to a real-valued worker."""
 
 
-def fake_trace(arch, mode: str, path: str):
-    """The op set, traced with fake tensors (a data-dependent model: NeedsReal), its real-valued
-    branch run left to a real-valued worker (``real_job``); a default config its model refuses is
-    repaired first (``opcov.tracing.repair``)."""
-    from opcov.tracing import models
-    from opcov.tracing.spec import trace_spec
-
-    if arch.curated:
-        return trace_spec(arch.name, mode=mode, out=path, defer_real=True)
-    try:
-        if not arch.spec.startswith("hf:"):  # timm, torchvision: their default sizes
-            return trace_spec(arch.spec, mode=mode, out=path, defer_real=True)
-        return _tiny_or_default(arch, mode, path)
-    except models.BuildError:
-        raise
-    except OpcovError as exc:
-        if "--real" not in str(exc):
-            raise
-        raise NeedsReal(one_line(exc, 160)) from None
-
-
-def _tiny_or_default(arch, mode: str, path: str):
-    """A transformers model's fake trace at its tiny config, repaired; a tiny config whose sizes no
-    longer fit together at the default config (its full depth), with a note saying why."""
-    from opcov.tracing import tiny
-    from opcov.tracing.spec import trace_spec
-
-    config = default_config(arch.spec[3:])
-
-    def run(sizes):
-        return trace_spec(arch.spec, mode=mode, sizes=sizes, out=path, defer_real=True)
-
-    small = tiny.overrides(config)
-    try:
-        return repaired(run, config, small)
-    except Exception as exc:
-        if not small or _LASTING.search(str(exc)):
-            raise
-        first = exc
-    try:
-        return repaired(
-            run,
-            config,
-            {},
-            [
-                f"traced at the default config's full depth: its tiny "
-                f"configuration ({_set_text(small)}) fails ({one_line(first, 160)})"
-            ],
-        )
-    except Exception as second:
-        if "--real" in str(second) and "--real" not in str(first):  # got further: the real-valued trace's turn
-            raise
-        raise first from None
-
-
-def _set_text(overrides: dict) -> str:
+def set_text(overrides: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in overrides.items())
 
 
@@ -140,94 +88,6 @@ def _note_in_opset(result, notes) -> None:
     result.doc["provenance"]["notes"].extend(notes)
 
 
-class _BranchFailed(Exception):
-    """A real-valued branch run that failed (its one-line reason), for ``repaired``."""
-
-
-def with_real_branches(path: str, job: dict):
-    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in
-    (``repaired_branch_runs``)."""
-    from opcov.store import opset
-    from opcov.tracing import realtrace
-
-    result = opset.OpSet(opset.load(path))
-    job, answer, notes = repaired_branch_runs(job)
-    realtrace.merge_real_branches(result, job, answer=answer, repairs=notes)
-    return result
-
-
-def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
-    """(the job as made, ``realtrace.branch_runs``' answer, notes) for branch run ``job``. A
-    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
-    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
-    traces are; one whose narrowest widths do not fit together, at whole heads (see ``narrow``).
-    Where it still fails, the answer says why (the fake trace stays)."""
-    from opcov.tracing import models, realtrace
-
-    out, failure = realtrace.branch_runs(job)
-    notes: list = []
-    if failure and job["model"].startswith("hf:"):
-
-        def run(sizes):
-            trial = {**job, "sizes": dataclasses.asdict(sizes)}
-            runs, why = realtrace.branch_runs(trial)
-            if why:
-                raise _BranchFailed(why)
-            return trial, runs
-
-        start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
-        try:
-            config = default_config(job["model"][3:])
-        except models.BuildError:
-            return job, (out, failure), notes
-        tries = [(start.overrides, _BranchFailed(failure), [])]
-        if job.get("narrowed"):
-            tries += whole_heads(config, start.overrides, failure[:160])
-        for overrides, failed, why in tries:
-            try:
-                job, out = repaired(
-                    run, config, overrides, why, start=start, failed=failed, note=lambda _, why: notes.extend(why)
-                )
-                failure = ""
-                break
-            except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
-                failure = str(exc) if isinstance(exc, _BranchFailed) else failure
-                if not _SHAPE.search(failure):
-                    break
-    return job, (out, failure), notes
-
-
-def real_trace(arch, mode: str, path: str):
-    """The op set, traced with real values on the computing stand-in this worker's device is, at
-    narrow widths (a real model of a full-width config would hold its real weights); a config whose
-    narrow widths do not fit together (a width some other size is derived from) at its full widths,
-    with as few layers (the job memory limit guards the size), and a note saying so."""
-    from opcov.tracing import realtrace
-
-    def run(sizes):
-        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
-
-    model = arch.name if arch.curated else arch.spec
-    return narrow(arch, run)
-
-
-def cpu_trace(arch, mode: str, path: str, real: bool):
-    """The op set for a CPU target (``opcov trace --device cpu``, ``--real`` for ``real``: eager on CPU
-    with real weights, seeded), at the sizes of ``narrow``, fake and real alike, so that the two
-    differ by fake-vs-real only (scripts/zoo_recall.py --device cpu). A fake trace that meets a
-    data-dependent op fails as it is (a cannot_trace row): no stand-in traces it instead."""
-    from opcov.torchenv import import_torch
-    from opcov.tracing.spec import trace_spec
-
-    def run(sizes):
-        if real:
-            import_torch().manual_seed(0)
-        return trace_spec(model, mode=mode, device="cpu", real=real, sizes=sizes, out=path)
-
-    model = arch.name if arch.curated else arch.spec
-    return narrow(arch, run)
-
-
 def narrow(arch, run):
     """``run(sizes)`` at a real-valued trace's sizes: a curated entry's own (small already), a timm or
     torchvision model's defaults, a transformers model's narrow widths (``tiny.overrides(width=True)``),
@@ -241,14 +101,14 @@ def narrow(arch, run):
     try:
         return repaired(run, config, narrowest)
     except Exception as exc:
-        if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
+        if isinstance(exc, MemoryError) or not SHAPE.search(str(exc)):
             raise
         narrow = one_line(exc, 160)
     for heads, _, why in whole_heads(config, narrowest, narrow):
         try:
             return repaired(run, config, heads, why)
         except Exception as exc:
-            if isinstance(exc, MemoryError) or not _SHAPE.search(str(exc)):
+            if isinstance(exc, MemoryError) or not SHAPE.search(str(exc)):
                 raise
     return repaired(
         run,
@@ -278,13 +138,13 @@ def whole_heads(config, narrow: dict, why: str) -> list:
 # Failures no config size changes: a missing library or class, an input opcov cannot make, the
 # real-valued trace needed. Any other failure of a tiny config is tried again at the default depth
 # (the tiny sizes may be what breaks: shapes, or layer lists such as gemma3n's KV-sharing layers).
-_LASTING = re.compile(
+LASTING = re.compile(
     r"needs the \w+ library|no model class|has no forward|cannot make it from the config|"
     r"--real|out of memory|killed",
     re.I,
 )
 # A failure of shapes that do not fit together (narrow widths some other size does not follow).
-_SHAPE = re.compile(
+SHAPE = re.compile(
     r"shape|size|dimension|mat1|mat2|match|channels|normalized_shape|split_sizes|invalid for input|"
     r"reduction dim|out of range|not enough values to unpack",
     re.I,

@@ -11,12 +11,15 @@ child process (PrivateUse1 can be claimed once per process) whose PrivateUse1 de
 test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op through its CPU
 fallback, so host reads see real values, while composites still take an accelerator's path (the
 device is PrivateUse1, and it has no kernels of its own but convolution's (its CPU computation
-counts integer ``histc``, which CPU's kernel lacks and MoE routing uses), so no device query such as ``_fused_sdp_choice`` is answered as CPU would), and the
-stand-in's pass-through kernels show every composite call (``target.show_composites``). Text models
-run twice: with their inputs as built, and with a padded attention mask, since that branch depends
-on the inputs and not on real-vs-fake. ``calltree.merge`` adds what only the real runs saw
-(``seen=real``) and marks what both saw (``seen=both``); counts and shapes stay the fake trace's
-where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
+counts integer ``histc``, which CPU's kernel lacks and MoE routing uses), so no device query such as
+``_fused_sdp_choice`` is answered as CPU would), and the stand-in's pass-through kernels show every
+composite call (``target.show_composites``). Text models run once per input variant
+(``vocab.INPUT_VARIANTS``): with their inputs as given, and with a padded attention mask
+(``padded_mask``), since that branch depends on the inputs and not on real-vs-fake; the fake trace is
+of the given inputs. ``calltree.merge`` adds what only the real runs saw (``seen=real``) and marks what
+both saw (``seen=both``); every node names the variants whose runs made it (``variant=``), so that
+``opcov check`` judges the given inputs apart from the variants opcov added. Counts and shapes stay
+the fake trace's where it has them. A real run that cannot run says so in the op set's notes, which then keeps the
 fake trace alone. A CPU target's (``--device cpu``) branch run is eager on CPU itself, in the same
 process: CPU needs no device claim, and its own kernels are what a CPU run calls.
 
@@ -34,9 +37,11 @@ import os
 import subprocess
 import sys
 
+from opcov import vocab
 from opcov.store import opset
 from opcov.store.opset import OpSet
-from opcov.tracing import calltree, ladder
+from opcov.tracing import calltree, ladder, models
+from opcov.tracing.command import command_line
 
 MAX_PARAMS = 50_000_000
 PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (the child asserts they agree)
@@ -46,7 +51,7 @@ PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (
 # above any kernel.
 CHILD_KERNELS = {"aten::convolution": "pass", "aten::convolution_backward": "pass"}
 TIMEOUT_S = 600
-PADDED = "a padded attention mask"
+PADDED = "padded_mask"  # vocab.INPUT_VARIANTS: the run with a padded attention mask
 # The note of a fake trace whose real-valued branch run failed (zoo --retry-failed looks for it).
 FAILED_NOTE = "the real-valued run failed ({why}): branches on data are as fake tensors took them"
 
@@ -109,7 +114,7 @@ def with_real_branches(
     if defer and not cpu:
         result.real_job = job
     else:  # repaired as the zoo's are, so `opcov trace X` and `opcov zoo trace` make the same runs
-        job, answer, repairs = ladder.repaired_branch_runs(job)
+        job, answer, repairs = repaired_branch_runs(job)
         merge_real_branches(result, job, answer=answer, repairs=repairs)
     return result
 
@@ -155,7 +160,7 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
         return False
     runs = out["runs"]
     fake_rows = [n._asdict() for n in opset.nodes(doc)]
-    merged = _merge(doc, [run["doc"] for run in runs])
+    merged = merge_runs(doc, [run["doc"] for run in runs], seen=True)
     only_real = sorted(
         {
             f"{op} ({phase})"
@@ -168,12 +173,18 @@ def merge_real_branches(result: OpSet, job: dict, *, answer: tuple[dict, str] | 
     narrowed = job.get("narrowed")
     where = "on CPU itself" if job.get("device") == "cpu" else "on a computing PrivateUse1 device"
     notes.append(
-        f"real values: a run {where} ({', '.join(run['variant'] for run in runs)}"
+        f"real values: a run {where} ({', '.join(label(run['variant']) for run in runs)}"
         f"{'; at narrow widths: ' + _set_text(job['sizes']) if narrowed else ''}) "
         f"saw {both} of the fake trace's {len(fake_rows)} call-tree nodes, and {len(merged) - len(fake_rows)} "
         f"more (seen=real); ops only it called: {', '.join(only_real) if only_real else 'none'}"
     )
     return True
+
+
+def label(variant: str) -> str:
+    """'the given inputs', 'a padded attention mask': how notes name an input variant."""
+    word = vocab.INPUT_VARIANTS.get(variant)
+    return word.label if word else variant
 
 
 def _set_text(sizes: dict) -> str:
@@ -217,9 +228,11 @@ def child_spec() -> str:
     return json.dumps({"name": NAME, "kernels": CHILD_KERNELS, "fallback": "cpu"})
 
 
-def _merge(doc: dict, others: list[dict], *, seen: bool = True) -> list[dict]:
-    """Merge the call trees and ops of ``others`` into ``doc`` (``calltree.merge``); the merged rows.
-    ``seen`` False: ``doc`` was itself a real-valued run, so no node or call is marked with what saw it."""
+def merge_runs(doc: dict, others: list[dict], *, seen: bool = False) -> list[dict]:
+    """Merge the call trees and ops of ``others`` (runs of other input variants) into ``doc``
+    (``calltree.merge``: each node names the variants whose runs made it); the merged rows. ``seen``
+    True: ``doc`` is a fake trace, and what the real runs saw is marked (``seen=``); False: ``doc`` was
+    itself a real run (``--real``, ``--on``), so nothing is."""
     rows = [n._asdict() for n in opset.nodes(doc)]
     merged = calltree.merge(rows, [[n._asdict() for n in opset.nodes(o)] for o in others])
     doc["ops"] = calltree.flat(merged, doc["ops"], [o["ops"] for o in others])
@@ -272,10 +285,11 @@ def run_job(job: dict) -> tuple[dict, str]:
 
 
 def input_variants(torch, built) -> list:
-    """(name, inputs): as built, and, for a model that takes an attention mask, with one padded."""
+    """(variant, inputs), a variant a word of vocab.INPUT_VARIANTS: the inputs as given (as built), and,
+    for a model that takes an attention mask, with one padded (``padded_mask``)."""
     import inspect
 
-    out = [("inputs as built", built.inputs)]
+    out = [(vocab.GIVEN, built.inputs)]
     inputs = built.inputs
     try:
         takes_mask = "attention_mask" in inspect.signature(built.model.forward).parameters
@@ -295,7 +309,7 @@ def _child(job: dict) -> dict:
     from opcov.torchenv import import_torch
 
     torch = import_torch()
-    from opcov.tracing import models, spec, target, zoo
+    from opcov.tracing import target, zoo
     from opcov.tracing.trace import trace
 
     cpu = job.get("device") == "cpu"  # a CPU target's branch run: eager on CPU, no stand-in
@@ -311,7 +325,7 @@ def _child(job: dict) -> dict:
     dtype = job["dtype"] or (entry.dtype if entry else built.dtype or "float32")
     command = None
     if job["kind"] == "trace":
-        command = spec.command_line(
+        command = command_line(
             job["model"],
             mode=job["mode"],
             dtype=dtype,
@@ -336,6 +350,7 @@ def _child(job: dict) -> dict:
             config=built.config,
             command=command,
             notes=built.notes,
+            variant=variant,
             **where,
         ).doc
         doc["model"].update(built.facets)
@@ -343,12 +358,81 @@ def _child(job: dict) -> dict:
     if job["kind"] == "branches":
         return {"runs": runs}
     doc = runs[0]["doc"]
-    _merge(doc, [run["doc"] for run in runs[1:]], seen=False)
+    merge_runs(doc, [run["doc"] for run in runs[1:]])
     doc["provenance"]["notes"].append(
         f"real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an accelerator's "
-        f"path), not on CPU; input variants merged: {', '.join(run['variant'] for run in runs)}"
+        f"path), not on CPU; input variants merged (each node's variant= names those that made it): "
+        f"{', '.join(label(run['variant']) for run in runs)}"
     )
     return {"doc": doc}
+
+
+# ---------------------------------------------------------------- the whole zoo's jobs (zoorun's workers)
+
+
+class _BranchFailed(Exception):
+    """A real-valued branch run that failed (its one-line reason), for ``ladder.repaired``."""
+
+
+def repaired_branch_runs(job: dict) -> tuple[dict, tuple[dict, str], list]:
+    """(the job as made, ``branch_runs``' answer, notes) for branch run ``job``. A
+    transformers model's branch run that fails for a reason ``opcov.tracing.repair`` knows (its narrow
+    widths miss a derived size, such as an mrope section) is made again repaired, as the zoo's own
+    traces are; one whose narrowest widths do not fit together, at whole heads (see ``ladder.narrow``).
+    Where it still fails, the answer says why (the fake trace stays)."""
+    out, failure = branch_runs(job)
+    notes: list = []
+    if failure and job["model"].startswith("hf:"):
+
+        def run(sizes):
+            trial = {**job, "sizes": dataclasses.asdict(sizes)}
+            runs, why = branch_runs(trial)
+            if why:
+                raise _BranchFailed(why)
+            return trial, runs
+
+        start = models.Sizes(**{**job["sizes"], "inputs": tuple(job["sizes"]["inputs"])})
+        try:
+            config = ladder.default_config(job["model"][3:])
+        except models.BuildError:
+            return job, (out, failure), notes
+        tries = [(start.overrides, _BranchFailed(failure), [])]
+        if job.get("narrowed"):
+            tries += ladder.whole_heads(config, start.overrides, failure[:160])
+        for overrides, failed, why in tries:
+            try:
+                job, out = ladder.repaired(
+                    run, config, overrides, why, start=start, failed=failed, note=lambda _, why: notes.extend(why)
+                )
+                failure = ""
+                break
+            except Exception as exc:  # noqa: BLE001 - said in the answer; the fake trace stays
+                failure = str(exc) if isinstance(exc, _BranchFailed) else failure
+                if not ladder.SHAPE.search(failure):
+                    break
+    return job, (out, failure), notes
+
+
+def merge_saved(path: str, job: dict) -> OpSet:
+    """The fake trace saved at ``path`` with its real-valued branch run (``job``) merged in
+    (``repaired_branch_runs``): a zoo worker's half of ``with_real_branches(..., defer=True)``."""
+    result = OpSet(opset.load(path))
+    job, answer, notes = repaired_branch_runs(job)
+    merge_real_branches(result, job, answer=answer, repairs=notes)
+    return result
+
+
+def real_trace(arch, mode: str, path: str):
+    """The op set, traced with real values on the computing stand-in this worker's device is, at
+    narrow widths (a real model of a full-width config would hold its real weights); a config whose
+    narrow widths do not fit together (a width some other size is derived from) at its full widths,
+    with as few layers (the job memory limit guards the size), and a note saying so (``ladder.narrow``)."""
+
+    def run(sizes):
+        return trace_real(model, sizes=sizes, mode=mode, dtype=None, optimizer="adamw", out=path)
+
+    model = arch.name if arch.curated else arch.spec
+    return ladder.narrow(arch, run)
 
 
 def main() -> None:

@@ -14,17 +14,18 @@ defaults left out), so the CLI, the zoo and Python callers record the same line 
 from __future__ import annotations
 
 import os
-import shlex
 import sys
 import time
-
-import yaml
 
 from opcov.errors import OpcovError, UsageError
 from opcov.store import layout, opset
 from opcov.store.opset import OpSet
-from opcov.tracing import models, realtrace, zoo
+from opcov.torchenv import import_torch
+from opcov.tracing import ladder, models, realtrace, tiny, zoo
+from opcov.tracing.command import command_line
 from opcov.tracing.trace import Options, trace
+
+__all__ = ["command_line", "cpu_trace", "fake_trace", "is_saved", "trace_spec", "trace_zoo"]
 
 
 def is_saved(model: str) -> bool:
@@ -107,54 +108,6 @@ def trace_spec(
     )
 
 
-def command_line(
-    model: str,
-    *,
-    mode: str,
-    dtype: str,
-    autocast: bool = False,
-    device: str = "accelerator",
-    optimizer: str = "adamw",
-    real: bool = False,
-    sizes: models.Sizes | None = None,
-    out: str | None = None,
-) -> str:
-    """The ``opcov trace`` line for these options, each left out where it has its default value."""
-    default, sizes = Options(), sizes or models.Sizes()
-    no_sizes = models.Sizes()
-    parts = ["opcov", "trace", model, "--mode", mode]
-    if dtype != default.dtype:
-        parts += ["--dtype", dtype]
-    if autocast:
-        parts.append("--autocast")
-    if device != default.device:
-        parts += ["--device", device]
-    if optimizer != default.optimizer:
-        parts += ["--optimizer", optimizer]
-    if real:
-        parts.append("--real")
-    if sizes.batch != no_sizes.batch:
-        parts += ["--batch", str(sizes.batch)]
-    if sizes.seq != no_sizes.seq:
-        parts += ["--seq", str(sizes.seq)]
-    if sizes.image:
-        parts += ["--image-size", str(sizes.image)]
-    if sizes.audio:
-        parts += ["--audio-length", str(sizes.audio)]
-    for key, value in sizes.overrides.items():
-        parts += ["--set", f"{key}={_yaml_value(value)}"]
-    for name in sizes.inputs:
-        parts += ["--input", name]
-    if out:
-        parts += ["--out", out]
-    return shlex.join(parts)
-
-
-def _yaml_value(value) -> str:
-    """``value`` written as ``--set`` reads it back (one line of YAML)."""
-    return yaml.safe_dump(value, default_flow_style=True, width=1 << 30).strip().removesuffix("...").strip()
-
-
 # ---------------------------------------------------------------- the zoo
 
 
@@ -194,3 +147,70 @@ def _first_line(exc) -> str:
 def _bar(done: int, total: int, width: int = 20) -> str:
     filled = width * done // max(total, 1)
     return "[" + "#" * filled + "." * (width - filled) + "]"
+
+
+# ---------------------------------------------------------------- the whole zoo's jobs (zoorun's workers)
+
+
+def fake_trace(arch, mode: str, path: str):
+    """The op set, traced with fake tensors (a data-dependent model: ``ladder.NeedsReal``), its real-valued
+    branch run left to a real-valued worker (``real_job``); a default config its model refuses is
+    repaired first (``ladder.repaired``)."""
+    if arch.curated:
+        return trace_spec(arch.name, mode=mode, out=path, defer_real=True)
+    try:
+        if not arch.spec.startswith("hf:"):  # timm, torchvision: their default sizes
+            return trace_spec(arch.spec, mode=mode, out=path, defer_real=True)
+        return _tiny_or_default(arch, mode, path)
+    except models.BuildError:
+        raise
+    except OpcovError as exc:
+        if "--real" not in str(exc):
+            raise
+        raise ladder.NeedsReal(ladder.one_line(exc, 160)) from None
+
+
+def _tiny_or_default(arch, mode: str, path: str):
+    """A transformers model's fake trace at its tiny config, repaired; a tiny config whose sizes no
+    longer fit together at the default config (its full depth), with a note saying why."""
+    config = ladder.default_config(arch.spec[3:])
+
+    def run(sizes):
+        return trace_spec(arch.spec, mode=mode, sizes=sizes, out=path, defer_real=True)
+
+    small = tiny.overrides(config)
+    try:
+        return ladder.repaired(run, config, small)
+    except Exception as exc:
+        if not small or ladder.LASTING.search(str(exc)):
+            raise
+        first = exc
+    try:
+        return ladder.repaired(
+            run,
+            config,
+            {},
+            [
+                f"traced at the default config's full depth: its tiny "
+                f"configuration ({ladder.set_text(small)}) fails ({ladder.one_line(first, 160)})"
+            ],
+        )
+    except Exception as second:
+        if "--real" in str(second) and "--real" not in str(first):  # got further: the real-valued trace's turn
+            raise
+        raise first from None
+
+
+def cpu_trace(arch, mode: str, path: str, real: bool):
+    """The op set for a CPU target (``opcov trace --device cpu``, ``--real`` for ``real``: eager on CPU
+    with real weights, seeded), at the sizes of ``ladder.narrow``, fake and real alike, so that the two
+    differ by fake-vs-real only (scripts/zoo_recall.py --device cpu). A fake trace that meets a
+    data-dependent op fails as it is (a cannot_trace row): no stand-in traces it instead."""
+
+    def run(sizes):
+        if real:
+            import_torch().manual_seed(0)
+        return trace_spec(model, mode=mode, device="cpu", real=real, sizes=sizes, out=path)
+
+    model = arch.name if arch.curated else arch.spec
+    return ladder.narrow(arch, run)

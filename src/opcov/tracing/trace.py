@@ -50,13 +50,14 @@ import platform
 from collections import Counter
 from dataclasses import dataclass, field
 
-from opcov import __version__
 from opcov import dtypes as _dtypes
+from opcov import vocab
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
 from opcov.tracing import calltree, target
+from opcov.version import __version__
 
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "sgd", "none")
@@ -83,12 +84,15 @@ class Options:
     device: str = "accelerator"  # target device type: cpu, or an accelerator name (tpu, cuda, ...)
     optimizer: str = "adamw"
     real: bool = False
+    variant: str = vocab.GIVEN  # which inputs these are: the given ones, or a variant opcov adds (realtrace)
 
     def check(self) -> None:
         if self.mode not in MODES:
             raise UsageError(f"mode {self.mode!r}: expected one of {', '.join(MODES)}")
         if self.dtype not in DTYPES:
             raise UsageError(f"dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
+        if self.variant not in vocab.INPUT_VARIANTS:
+            raise UsageError(f"input variant {self.variant!r}: expected one of {', '.join(vocab.INPUT_VARIANTS)}")
         if self.optimizer not in OPTIMIZERS:
             raise UsageError(f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
         if self.autocast and self.dtype != "float32":
@@ -331,6 +335,8 @@ def trace(
     command=None,
     notes=(),
     computing: str | None = None,
+    variant: str = vocab.GIVEN,
+    on: str | None = None,
 ) -> OpSet:
     """The op set ``model`` dispatches on ``device`` when called with ``inputs``.
 
@@ -338,11 +344,14 @@ def trace(
     of positional arguments, a dict of keyword arguments, or a tensor. For notebooks:
     ``opcov.trace(model, (x,), mode="training").save("my.yaml")``. ``computing``: the device type of
     a computing PrivateUse1 backend this process already has, to run ``real`` values on (realtrace.py).
+    ``variant``: which inputs ``inputs`` are (vocab.INPUT_VARIANTS), written on every call-tree node:
+    the given ones, unless realtrace runs a variant it made itself. ``on``: the device type of a backend
+    this process runs (xla, cpu) to record on itself, with ``real`` values (``tracing.ondevice``).
     """
-    opts = Options(mode, dtype, autocast, device, optimizer, real)
+    opts = Options(mode, dtype, autocast, device, optimizer, real, variant)
     opts.check()
     torch = import_torch()
-    doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing)
+    doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing, on=on)
     params = sum(p.numel() for p in _unique_params(model))
     header = {
         "name": name or type(model).__name__,
@@ -380,16 +389,26 @@ def _hf_header(model) -> dict:
     }
 
 
-def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, computing: str | None = None) -> dict:
+def _run(
+    torch,
+    opts: Options,
+    traced: Traced,
+    *,
+    cpu_why: str | None = None,
+    computing: str | None = None,
+    on: str | None = None,
+) -> dict:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    if computing:
+    if on:  # the backend itself: no stand-in, what its own dispatcher receives
+        stand_in = None
+    elif computing:
         stand_in = computing
     else:
         stand_in = None if opts.real or not opts.accelerator or cpu_why else target.ensure(torch)
-    dev_type = stand_in or "cpu"
+    dev_type = on or stand_in or "cpu"
     notes = []
-    if opts.accelerator and stand_in is None:
+    if opts.accelerator and stand_in is None and not on:
         why = cpu_why or (
             "--real traces real CPU tensors" if opts.real else "PrivateUse1 is taken by another backend in this process"
         )
@@ -400,7 +419,7 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
     if stand_in is None:
         notes.append(
             f"the calltree has only the composite calls {', '.join(sorted(PARENTS.values()))}, "
-            "seen where Python makes them: on cpu other composites decompose out of a trace's sight"
+            f"seen where Python makes them: on {dev_type} other composites decompose out of a trace's sight"
         )
     fake = contextlib.nullcontext() if opts.real else FakeTensorMode(allow_non_fake_inputs=True)
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)  # errors become one line
@@ -411,13 +430,13 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
     composites = (
         target.composite_hook(_make_composite_hook(torch, rec, dev_type))
         if stand_in
-        else _make_parent_mode(torch, rec, dev_type, substitute_dropout=opts.accelerator)
+        else _make_parent_mode(torch, rec, dev_type, substitute_dropout=opts.accelerator and not on)
     )
     try:
         with fake, composites, _make_recorder(torch, rec, dev_type):
             _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type)
     except Exception as exc:  # noqa: BLE001 - turned into one line naming the op
-        if stand_in and not computing and "device_ready_queues_" in str(exc):
+        if stand_in and not computing and not on and "device_ready_queues_" in str(exc):
             # autograd started its device threads before the stand-in device existed (a backward ran
             # earlier in this process); it cannot run a backward on it now, so trace on CPU instead
             return _run(
@@ -430,6 +449,8 @@ def _run(torch, opts: Options, traced: Traced, *, cpu_why: str | None = None, co
     doc = _document(torch, opts, rec, dev_type, stand_in, notes)
     if computing:
         doc["provenance"]["traced_on"] = f"{computing} (a computing PrivateUse1 backend: CPU payloads)"
+    if on:
+        doc["provenance"]["traced_on"] = f"{on} (the backend itself: its own dispatcher's path)"
     return doc
 
 
@@ -625,6 +646,8 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
             rec_cell["grad"] = True
         ops.setdefault(name, {}).setdefault(phase, {})[key] = rec_cell
     tree = rec.tree.rows()
+    for row in tree:
+        row["variants"] = (opts.variant,)
     dropped = Counter()
     host = Counter()
     for name, n in rec.dropped.items():
@@ -644,6 +667,8 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
             "core torch's math fallback, which a PrivateUse1 device takes"
             if stand_in
             else "the CPU's (_scaled_dot_product_flash_attention_for_cpu); an accelerator takes another"
+            if dev_type == "cpu"
+            else f"{dev_type}'s own, recorded on it"
         )
         notes.append(
             f"scaled_dot_product_attention: the traced path is {took}; a backend that registers "

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from opcov import vocab
 from opcov.errors import OpcovError, UsageError
 from opcov.store import layout, output
-from opcov.tracing import ladder
+from opcov.tracing import ladder, models, realtrace, spec
 
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
@@ -143,21 +143,19 @@ def run_job(
     (``options["real_job"]`` there: merged into the saved op set). ``device`` "cpu": the trace's
     target is the CPU (``opcov trace --device cpu``, with ``--real`` for the real kind), both kinds
     at the real-valued trace's narrow widths (``cpu_trace``)."""
-    from opcov.tracing import models
-
     options = options or {}
     t0 = time.monotonic()
     path = layout.opset_path(arch.name, mode, root)
     row = {"model": arch.name, "mode": mode, "source": arch.spec if not arch.curated else "zoo"}
     try:
         if options.get("real_job"):
-            result = ladder.with_real_branches(path, options["real_job"])
+            result = realtrace.merge_saved(path, options["real_job"])
         elif device == "cpu":
-            result = ladder.cpu_trace(arch, mode, path, real=kind == "real")
+            result = spec.cpu_trace(arch, mode, path, real=kind == "real")
         elif kind == "fake":
-            result = ladder.fake_trace(arch, mode, path)
+            result = spec.fake_trace(arch, mode, path)
         else:
-            result = ladder.real_trace(arch, mode, path)
+            result = realtrace.real_trace(arch, mode, path)
         result.save(path)
         doc = result.doc
         row.update(

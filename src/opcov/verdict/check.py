@@ -3,6 +3,11 @@
 MODEL may be an op-set file, a folder of them (one per mode), the name of a model
 under coverage/models/, or anything ``opcov trace`` accepts (traced on the fly,
 which imports torch). Only the last needs torch: a saved op set keeps the gate fast.
+
+A verdict is about the inputs the user gave: where an op set records which input variant made each
+call (``opset.variants``), the lead verdict judges the given inputs' calls alone, and every variant
+opcov added (a padded attention mask) is judged apart, in the lead verdict's ``variants``. An op set
+that records none is judged as one set, and says so.
 """
 
 from __future__ import annotations
@@ -12,11 +17,11 @@ import subprocess
 import sys
 import tempfile
 
-from opcov import suggest
+from opcov import suggest, vocab
 from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset
-from opcov.verdict import judge, observed
+from opcov.verdict import judge, observed, reports
 
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
@@ -110,13 +115,33 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
     return judge_opsets(opsets, backends_, coverage_dir)
 
 
+NOT_RECORDED = (
+    "input variants not recorded in this op set; judged as one set (re-trace it to judge the given inputs apart)"
+)
+
+
 def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
     """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
-    passes an op set it was handed here."""
+    passes an op set it was handed here. Each verdict judges the given inputs, with the other input
+    variants' verdicts in its ``variants`` (see the module docstring)."""
     verdicts = []
     for _path, doc in opsets:
+        names = opset.variants(doc)
+        lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
+        parts = {name: opset.for_variant(doc, name) for name in names}
         for backend in backends_:
-            v = judge.judge(doc, judge.coverage_for(doc, backend, coverage_dir, scan=live_scan))
+            cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
+            if not names:
+                v = judge.judge(doc, cov)
+                v.notes.insert(0, NOT_RECORDED)
+            else:
+                v = judge.judge(parts[lead], cov)
+                v.variant = lead
+                for name in names:
+                    if name != lead:
+                        v.variants[name] = judge.judge(parts[name], cov)
+                        v.variants[name].variant = name
+            v.notes.insert(0, path_note(doc, backend))
             observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
             verdicts.append(v)
     first = opsets[0][1]
@@ -130,6 +155,52 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
         "opsets": [p for p, _ in opsets],
         "torch": str(first["provenance"].get("torch")),
     }
+
+
+def path_note(doc: dict, backend: str) -> str:
+    """Which path the op set recorded: the backend's own (``opcov trace --on``), or a stand-in's."""
+    prov = doc.get("provenance") or {}
+    target = prov.get("target_device") or "?"
+    if prov.get("path") == "backend":
+        return f"recorded on {target} itself (opcov trace --on {target}): {target}'s own path" + (
+            "" if target == backend else f", which {backend}'s may not be"
+        )
+    traced = str(prov.get("traced_on") or "")
+    if "stand-in" in traced or "computing" in traced:
+        return (
+            "recorded on a stand-in device, resolved per backend: a backend's own device-type branches and "
+            "Python-level replacements are not in it ('opcov trace --on' records them where the backend runs here)"
+        )
+    return f"recorded on {traced or 'an unnamed device'} for target {target}"
+
+
+def variant_choice(value: str | None) -> tuple[str, ...]:
+    """The input variants ``--variants`` gates on (a comma list of vocab.INPUT_VARIANTS, or 'all'; the
+    given inputs always); an unknown name is a UsageError naming those that exist."""
+    if not value:
+        return (vocab.GIVEN,)
+    words = [w.strip() for w in value.split(",") if w.strip()]
+    if "all" in words:
+        return tuple(vocab.INPUT_VARIANTS)
+    for word in words:
+        if word not in vocab.INPUT_VARIANTS:
+            raise UsageError(
+                f"--variants: {word!r} is not an input variant; choose from {', '.join(vocab.INPUT_VARIANTS)}, or all"
+            )
+    return tuple(dict.fromkeys([vocab.GIVEN, *words]))
+
+
+def gate_failures(verdicts, gated=(vocab.GIVEN,), **how) -> list[str]:
+    """judge.gate_failures of each lead verdict (the given inputs', or the whole set's where variants are
+    not recorded) and of the other variants named in ``gated``, each line naming its variant."""
+    out = []
+    for v in verdicts:
+        out += judge.gate_failures([v], **how)
+        for name, other in v.variants.items():
+            if name in gated:
+                label = reports.variant_label(name)
+                out += [f"{line} (with {label})" for line in judge.gate_failures([other], **how)]
+    return out
 
 
 def _installed(backend: str) -> bool:

@@ -1,7 +1,7 @@
 """``opcov gaps BACKEND``: what a backend team should implement next.
 
-Every op set under coverage/models/ is judged on the backend; ops that fail (or
-are unknown) are ranked by how many models they block, naming the models.
+Every op set under coverage/models/ is judged on the backend (the given inputs' calls, as ``opcov check``
+judges them); ops that fail (or are unknown) are ranked by how many models they block, naming the models.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from opcov.errors import UsageError
-from opcov.store import layout, lineyaml
+from opcov.store import layout, lineyaml, opset
 from opcov.verdict import judge
 from opcov.verdict.check import iter_opsets
 
@@ -58,15 +58,17 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
     read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
     with judge.bulk():
-        judged = [
+        judged = [  # the given inputs' calls, as check's verdicts judge them (opset.as_given)
             (
                 doc["model"]["name"],
                 doc["mode"],
                 judge.judge(
-                    doc, judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings), pool)
+                    given,
+                    judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings), pool),
                 ),
             )
             for _path, doc in iter_opsets(files, modes)
+            for given in (opset.as_given(doc),)
         ]
     ranked = tally(judged)
     for e in ranked:

@@ -162,6 +162,8 @@ class BackendVerdict:
     sources: list  # coverage files used
     notes: list
     unclaimed: list | None = None  # with a backend manifest (apply_manifest): (op, dtype) it does not claim
+    variant: str = ""  # the input variant judged (vocab.INPUT_VARIANTS); '' where the op set records none
+    variants: dict = field(default_factory=dict)  # the other input variants' verdicts, by name (verdict.check)
 
     def counts(self) -> dict:
         """The headline: distinct ops and calls, by outcome and by evidence kind."""

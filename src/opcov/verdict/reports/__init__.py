@@ -4,6 +4,8 @@
 ``model`` is a short description of the op set (name, mode, dtype).
 """
 
+from opcov import vocab
+
 FORMATS = ("text", "json", "junit", "markdown", "github")
 
 
@@ -44,3 +46,59 @@ def problem_lines(r) -> list[str]:
 
 def fixes(r) -> list[str]:
     return sorted({f.fix for f in r.findings if f.fix and f.outcome != "ok"})
+
+
+DECIDING_SHOWN = 3  # ops named in a variant's sentence
+
+
+def deciding(v, lead=None) -> list[str]:
+    """The ops that decide verdict ``v``, one 'aten::bitwise_and.Tensor bool: no kernel' each: those whose
+    outcome is the verdict's; with ``lead`` (the given inputs' verdict), those it does not already blame."""
+    outcome = {verdict: o for o, verdict in vocab.VERDICT_OF.items()}.get(v.verdict)
+    if outcome in (None, "ok"):
+        return []
+    blamed = {r.op for r in lead.ops if r.outcome == outcome} if lead is not None else set()
+    rows = [r for r in v.ops if r.outcome == outcome]
+    rows = [r for r in rows if r.op not in blamed] or rows
+    out = []
+    for r in rows:
+        whys: dict = {}
+        for f in r.findings:
+            if f.outcome == outcome:
+                whys.setdefault(f.why, set()).add(f.dtype)
+        out += [
+            f"{r.op} {','.join(sorted(d for d in dtypes if d))}: {why}".replace(" :", ":")
+            for why, dtypes in whys.items()
+        ]
+    return out
+
+
+def variant_line(other, lead) -> str:
+    """'fails with a padded attention mask: aten::bitwise_and.Tensor bool: no kernel': another input
+    variant's verdict and the ops that decide it."""
+    ops = deciding(other, lead)
+    shown = "; ".join(ops[:DECIDING_SHOWN]) + (
+        f"; and {len(ops) - DECIDING_SHOWN} more" if len(ops) > DECIDING_SHOWN else ""
+    )
+    said = f"{other.says()} with {variant_label(other.variant)}"
+    outcome = {verdict: o for o, verdict in vocab.VERDICT_OF.items()}.get(other.verdict)
+    blamed = {r.op for r in lead.ops if r.outcome == outcome}
+    if ops and all(r.op in blamed for r in other.ops if r.outcome == outcome):  # nothing the given inputs lack
+        return f"{said}, on the same ops as with {variant_label(lead.variant)}: {shown}"
+    return said + (f": {shown}" if shown else "")
+
+
+def variants_said(v) -> str:
+    """The verdict across input variants in one sentence: 'runs with the given inputs; fails with a
+    padded attention mask: aten::bitwise_and.Tensor bool: no kernel'; '' where the op set records none."""
+    if not v.variant:
+        return ""
+    return "; ".join(
+        [f"{v.says()} with {variant_label(v.variant)}"] + [variant_line(o, v) for o in v.variants.values()]
+    )
+
+
+def variant_label(name: str) -> str:
+    """'the given inputs', 'a padded attention mask' (vocab.INPUT_VARIANTS)."""
+    word = vocab.INPUT_VARIANTS.get(name)
+    return word.label if word else name

@@ -1,12 +1,16 @@
 """JSON: everything the verdict knows, for other tools.
 
 ``verdict`` (runs, runs_with_fallback, unknown, fails) and ``evidence`` (the level of opcov.vocab.EVIDENCE it
-rests on, or none) are separate fields, on each verdict and each op.
+rests on, or none) are separate fields, on each verdict and each op. A verdict's ``verdict`` is the given
+inputs' (``variant: given``); ``variants`` maps every other input variant to its own verdict, evidence and
+the ops that decide it. ``variant`` is null where the op set records no variants (judged as one set).
 """
 
 from __future__ import annotations
 
 import json
+
+from opcov.verdict.reports import deciding, variant_label, variants_said
 
 
 def report(verdicts, model: dict) -> str:
@@ -21,6 +25,19 @@ def report(verdicts, model: dict) -> str:
                 "counts": v.counts(),
                 "sources": v.sources,
                 "notes": v.notes,
+                "variant": v.variant or None,
+                "says": variants_said(v) or v.says(),
+                "variants": {
+                    name: {
+                        "label": variant_label(name),
+                        "verdict": other.verdict,
+                        "evidence": other.evidence,
+                        "says": other.says(),
+                        "deciding": deciding(other, v),
+                        "counts": other.counts(),
+                    }
+                    for name, other in v.variants.items()
+                },
                 "ops": [
                     {
                         "op": r.op,

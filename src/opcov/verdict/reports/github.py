@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opcov import vocab
-from opcov.verdict.reports import fixes, headline, problem_lines
+from opcov.verdict.reports import fixes, headline, problem_lines, variant_line
 
 LEVEL = {"fails": "error", "unknown": "warning", "fallback": "warning"}
 
@@ -29,6 +29,10 @@ def report(verdicts, model: dict) -> str:
                     f"::{level} title={_escape_property(title)}::"
                     f"{_escape(f'{r.op} ({r.calls} calls, {vocab.evidence_name(r.evidence)}): {msg}')}"
                 )
+        for other in v.variants.values():
+            if other.verdict != "runs":
+                title = f"opcov {v.backend} {v.mode}: {variant_line(other, v).split(':')[0]}"
+                out.append(f"::warning title={_escape_property(title)}::{_escape(variant_line(other, v))}")
         title = f"opcov {model['name']} on {v.backend} ({v.mode}): {v.says()}"
         out.append(f"::notice title={_escape_property(title)}::{_escape(headline(v))}")
     return "\n".join(out) + "\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from xml.etree import ElementTree as ET
 
 from opcov import vocab
-from opcov.verdict.reports import fixes, headline, problem_lines
+from opcov.verdict.reports import fixes, headline, problem_lines, variant_line
 
 
 def report(verdicts, model: dict) -> str:
@@ -31,6 +31,8 @@ def report(verdicts, model: dict) -> str:
             ("says", v.says()),
             ("headline", headline(v)),
             ("data", ", ".join(v.sources)),
+            ("variant", v.variant or "not recorded"),
+            *((f"variant.{name}", variant_line(other, v)) for name, other in v.variants.items()),
         ):
             ET.SubElement(suite[0], "property", name=key, value=value)
         for r in v.ops:

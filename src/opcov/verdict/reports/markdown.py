@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opcov import vocab
-from opcov.verdict.reports import fixes, headline, problem_lines
+from opcov.verdict.reports import fixes, headline, problem_lines, variants_said
 
 
 def _cell(text: str) -> str:
@@ -31,6 +31,9 @@ def report(verdicts, model: dict) -> str:
         out.append(
             f"| {v.backend} | {v.mode} | {said(v.verdict, v.evidence)} | {level(v.evidence)} | {_cell(headline(v))} |"
         )
+    said_apart = [f"- {v.backend} ({v.mode}): {variants_said(v)}" for v in verdicts if v.variants]
+    if said_apart:
+        out += ["", "Input variants opcov added are judged apart (the table is the given inputs'):"] + said_apart
     for v in verdicts:
         problems = [r for r in v.ops if r.outcome in vocab.PROBLEMS]
         if not problems:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from opcov import vocab
-from opcov.verdict.reports import fixes, headline, problem_lines
+from opcov.verdict.reports import fixes, headline, problem_lines, variant_label, variant_line
 
 MARK = {**{o: w.short for o, w in vocab.OUTCOMES.items() if w.short}, vocab.NOT_JUDGED.name: vocab.NOT_JUDGED.short}
 MARK_WIDTH = max(len(m) for m in MARK.values())
@@ -70,5 +70,11 @@ def report(verdicts, model: dict) -> str:
             lines.append(f"  may force a host sync (data-dependent shape or value): {', '.join(flagged)}")
         for note in v.notes:
             lines.append(f"  note: {note}")
+        if v.variants:
+            lines.append(
+                f"  input variants: the verdict above is {variant_label(v.variant)}'; each variant opcov added "
+                "is judged apart (--variants all gates on them too):"
+            )
+            lines += [f"    {variant_line(other, v)}" for other in v.variants.values()]
         lines.append(f"  data: {', '.join(v.sources)}")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,125 @@
+"""No import cycles in opcov: data flows one way (docs: DESIGN), and a function-local import is for a heavy
+optional dependency (torch, transformers), never to dodge a cycle. So the graph counts every
+``import opcov...`` and ``from opcov... import``, at module level and inside functions alike."""
+
+import ast
+import os
+
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+
+
+def modules(src: str = SRC) -> dict[str, str]:
+    """Dotted module name -> file, for every module under src/opcov (a package as its __init__)."""
+    out = {}
+    for folder, _, files in os.walk(os.path.join(src, "opcov")):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                parts = os.path.relpath(path, src)[:-3].split(os.sep)
+                out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def imports(path: str, module: str, known: dict) -> dict[str, int]:
+    """The opcov modules ``module`` imports anywhere in its file, each with the line of its first import.
+    ``from P import N`` is module P.N where that is a module, else P itself; relative imports resolve
+    against ``module``. Importing a package's submodule does not count as importing the package."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    is_pkg = path.endswith("__init__.py")
+    out: dict[str, int] = {}
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = module.split(".")
+                anchor = anchor[: len(anchor) - node.level + (1 if is_pkg else 0)]
+                base = ".".join(anchor + ([base] if base else []))
+            for alias in node.names:
+                sub = f"{base}.{alias.name}"
+                targets.append(sub if sub in known else base)
+        for target in targets:
+            if target.split(".")[0] == "opcov" and target != module:
+                while target not in known and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                out.setdefault(target, node.lineno)
+    return out
+
+
+def graph(src: str = SRC) -> dict[str, dict[str, int]]:
+    known = modules(src)
+    return {name: imports(path, name, known) for name, path in known.items()}
+
+
+def cycles(g: dict) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan), each as one cycle through it."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    on: set = set()
+    found = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(g.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(_one_cycle(g, sorted(comp)))
+
+    for v in sorted(g):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _one_cycle(g: dict, comp: list) -> list[str]:
+    """A shortest cycle through the component's first module, as a path that ends where it starts."""
+    start, members = comp[0], set(comp)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        v = queue.pop(0)
+        for w in sorted(g[v]):
+            if w == start:
+                return paths[v] + [start]
+            if w in members and w not in paths:
+                paths[w] = paths[v] + [w]
+                queue.append(w)
+    return comp
+
+
+def test_no_import_cycles():
+    g = graph()
+    found = cycles(g)
+    lines = [" -> ".join(f"{m} (line {g[m][n]})" if n else m for m, n in zip(c, c[1:] + [None])) for c in found]
+    assert not found, "import cycles in src/opcov:\n" + "\n".join(lines)
+
+
+def test_the_checker_sees_function_local_and_relative_imports(tmp_path):
+    """The test above can fail: a cycle made only by an import inside a function (or a relative one) is found."""
+    pkg = tmp_path / "opcov"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("from opcov.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("def f():\n    from . import a\n")
+    (pkg / "c.py").write_text("import opcov.sub.a\n")
+    g = graph(str(tmp_path))
+    assert g["opcov.sub.b"] == {"opcov.sub.a": 2} and g["opcov.c"] == {"opcov.sub.a": 1}
+    assert cycles(g) == [["opcov.sub.a", "opcov.sub.b", "opcov.sub.a"]]
