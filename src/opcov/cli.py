@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from opcov import __version__, cli_evidence, vocab
+from opcov import cli_evidence, vocab
 from opcov.activity import activity
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
 from opcov.store import layout, output

@@ -29,9 +29,9 @@ import platform
 import re
 import zlib
 
-from opcov import __version__
 from opcov.errors import DataError, UsageError
 from opcov.store import data, layout, lineyaml, output
+from opcov.version import __version__
 
 FORMAT = 1
 KINDS = ("probed",)

@@ -25,9 +25,9 @@ import importlib
 import platform
 import traceback
 
-from opcov import __version__
 from opcov import backends as _backends
 from opcov.errors import UsageError
+from opcov.version import __version__
 
 TOLERANCE = (1e-3, 1e-3)
 HOST_READS = {"aten::_local_scalar_dense"}  # atol, rtol (relative to the CPU tensor's largest magnitude)
