@@ -546,6 +546,9 @@ def cmd_scan(args) -> int:
 
     if args.no_test_lists and not args.declared:
         raise UsageError("--no-test-lists goes with --declared")
+    evidence = "declared" if args.declared else "registered"
+    if args.out:
+        output.check_output(args.out, kind=output.COVERAGE, evidence=evidence)
     backend = get_backend(args.backend, args.import_module)
     if args.declared:  # the key's build is not loaded (it cannot be): torch's sources are read instead
         from opcov.scan import declared
@@ -557,6 +560,7 @@ def cmd_scan(args) -> int:
     else:
         doc = scan(backend, load(backend), command=command_line(), reach=not args.no_reach)
     out = args.out or layout.scan_path(doc)
+    output.check_output(out, kind=output.COVERAGE, evidence=doc["evidence"])
     data.save(doc, out)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}")
@@ -628,7 +632,7 @@ def cmd_check(args) -> int:
     from opcov.verdict import check, judge, reports
 
     if args.output:
-        output.check_writable_file(args.output)
+        output.check_output(args.output, kind=output.REPORT, inputs=[args.model, *args.manifest], flag="--output")
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
     from opcov.probe.manifest import load as load_manifest
 
@@ -759,7 +763,7 @@ def cmd_merge(args) -> int:
     from opcov.scan.registered import command_line
     from opcov.store import data
 
-    output.check_writable_file(args.out)
+    output.check_output(args.out, kind=output.COVERAGE, inputs=args.files, evidence="probed")
     doc = merge_files(args.files, command=command_line())
     data.save(doc, args.out)
     formats.print_summary([(args.out, doc)])
@@ -780,7 +784,7 @@ def cmd_trace(args) -> int:
         inputs=tuple(dict.fromkeys(args.input)),
     )
     if args.out:
-        output.check_writable_file(args.out)
+        output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
     with activity(f"tracing {args.model} ({args.mode})"):
         result = trace_spec(
             args.model,
@@ -797,6 +801,7 @@ def cmd_trace(args) -> int:
         shown, out = args.model, args.out
     else:
         shown = out = args.out or layout.opset_path(result.doc["model"]["name"].replace("/", "_"), args.mode)
+        output.check_output(out, kind=output.OPSET, inputs=[args.model])
     if out:
         result.save(out)
     _print_opset(shown, result.doc)
@@ -856,7 +861,7 @@ def cmd_zoo(args) -> int:
         return EXIT_OK
     for e in entries:  # every file it will write, before the first (slow) trace
         for mode in modes:
-            output.check_writable_file(zoo.path_for(e.name, mode, args.root))
+            output.check_output(zoo.path_for(e.name, mode, args.root), kind=output.OPSET)
     failures = trace_zoo(entries, modes, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
@@ -917,7 +922,7 @@ def _zoo_merge(args) -> int:
 
     if not args.tables or not args.table:
         raise UsageError("zoo merge TABLE... --table OUT: the shard tables to join and the table to write")
-    output.check_writable_file(args.table)
+    output.check_output(args.table, kind=output.TABLE, inputs=args.tables, flag="--table")
     output.write_atomic(args.table, zoorun.merge_tables(args.tables))
     print(f"wrote {args.table} from {len(args.tables)} table(s)")
     return EXIT_OK

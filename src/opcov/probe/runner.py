@@ -63,7 +63,7 @@ def probe(
     gets one harder case of (``all_samples``: one per sample the tier changes). ``schema``: also cases made from the schemas of functional overloads
     (probe.schemacases). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
     claimed or not, ops it rules out given the disposition ``excluded``."""
-    output.check_writable_file(out)
+    output.check_output(out, kind=output.COVERAGE, evidence="probed", inputs=[getattr(manifest, "path", None)])
     output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
     # this process's own (the backend, the catalogue, the case selection) instead of following them.

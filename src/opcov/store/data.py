@@ -264,7 +264,9 @@ def dumps(doc: dict) -> str:
 
 def save(doc: dict, path: str) -> None:
     """Write atomically (``output.write_atomic``), so an interrupted write never leaves half a file,
-    a symbolic link at ``path`` is refused, and a full disk or a read-only folder is one line."""
+    a symbolic link at ``path`` is refused, and a full disk or a read-only folder is one line; a file
+    there that is not a coverage file of the same evidence is never replaced (``output.check_output``)."""
+    output.check_output(path, kind=output.COVERAGE, evidence=doc.get("evidence"))
     output.write_atomic(path, dumps(doc))
 
 

@@ -520,6 +520,7 @@ def save(doc: dict, path: str) -> None:
     problems = validate(doc, path)
     if problems:  # a bug in the writer, not a user mistake: never write a file we could not read back
         raise ValueError(f"refusing to write an invalid op set: {problems[0]}")
+    output.check_output(path, kind=output.OPSET)  # never over a file that is not an op set
     output.write_atomic(path, dumps(doc))
 
 
