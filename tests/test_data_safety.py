@@ -38,6 +38,10 @@ def copies(tmp_path):
     shutil.copy(LLAMA, opset)
     cov = tmp_path / "coverage"
     shutil.copytree(TPU, cov / "tpu")
+    (cov / "cpu").mkdir()
+    shutil.copy(os.path.join(ROOT, "coverage", "cpu", "registered-torch-2.13.0+cpu.yaml"), cov / "cpu")
+    (cov / "models" / "llama").mkdir(parents=True)
+    shutil.copy(LLAMA, cov / "models" / "llama")
     probed = tmp_path / "probed.yaml"
     shutil.copy(CPU_PROBED, probed)
     return tmp_path, opset, cov, probed
@@ -134,3 +138,120 @@ def test_check_output_in_process(tmp_path):
         output.check_output(str(data_file), kind=output.COVERAGE, evidence="registered")
     (tmp_path / "empty").write_text("")
     output.check_output(str(tmp_path / "empty"), kind=output.REPORT)  # nothing to lose
+
+
+# ---------------------------------------------------------------- 2. one reader, whole or refused
+
+TPU_FILE = os.path.join(TPU, "registered-torch-2.13.0+cpu-torch_tpu-0.2.0.yaml")
+
+
+def _body(path):
+    """A bundled file's text less its integrity line (as written before opcov stamped its files)."""
+    with open(path, encoding="utf-8") as f:
+        return f.read().split("\n", 1)[1]
+
+
+def _restamp(text):
+    from opcov.store import data
+
+    ops = text.split("\nops:\n", 1)[1].count("\n")
+    return data.stamped(text, ops)
+
+
+def hostile_coverage():
+    """name -> the text of a damaged or hand-made coverage file that every reader must refuse. The op
+    lines damaged are of ops no model needs first (the end of the file), where a reader that reads
+    only the ops it wants would pass over them."""
+    body = _body(TPU_FILE)
+    head, ops = body.split("\nops:\n", 1)
+    lines = ops.splitlines(keepends=True)
+    first_op = lines[0]
+    cases = {
+        "unstamped cut mid-line": body[: len(body) - len(lines[-1]) // 2],
+        "unstamped cut at a line end": body[: len(body) - len(lines[-1]) - len(lines[-2])],
+        "unstamped second ops block": head + "\nops:\n" + "".join(lines[:-1]) + "ops:\n" + lines[-1],
+        "unstamped duplicate op": body + first_op,
+        "stamped duplicate op": _restamp(body + first_op),
+        "stamped duplicate key in a line": _restamp(body.replace(first_op, first_op.replace("{", "{fwd: kernel, ", 1))),
+        "schema_version true": body.replace("schema_version: 1\n", "schema_version: true\n"),
+        "stamped schema_version true": _restamp(body.replace("schema_version: 1\n", "schema_version: true\n")),
+        "duplicate backend block": body.replace("evidence:", "backend:\n  name: cpu\nevidence:", 1),
+        "merge key": body.replace("backend:\n", "backend:\n  <<: {name: tpu}\n", 1),
+        "stamped summary nan": _restamp(body.replace("summary:\n", "summary:\n  bad: .nan\n", 1)),
+    }
+    return cases
+
+
+def hostile_probed():
+    body = _body(CPU_PROBED)
+    head, ops = body.split("\nops:\n", 1)
+    lines = ops.splitlines(keepends=True)
+    skipped = next(line for line in lines if "{skipped: random}" in line)
+    cell = next(line for line in lines if "fwd: pass" in line)
+    return {
+        "unknown skipped reason": _restamp(body.replace(skipped, skipped.replace("random", "because"))),
+        "err nan and inf": _restamp(body.replace(cell, cell.replace("fwd: pass", "err: [.nan, .inf], fwd: pass", 1))),
+    }
+
+
+def _verdicts(path, names):
+    """(data.load, lineyaml.load with names, lint) on ``path``: 'refused' or 'read' each."""
+    from opcov.errors import DataError
+    from opcov.store import data, lineyaml
+    from opcov.store.lint import lint_files
+
+    out = []
+    for read in (lambda: data.load(path), lambda: lineyaml.load(path, names, summary=False)):
+        try:
+            read()
+            out.append("read")
+        except DataError:
+            out.append("refused")
+    errors = [p for p in lint_files([path], check_catalog=False) if p.severity == "error"]
+    out.append("refused" if errors else "read")
+    return out
+
+
+@pytest.mark.parametrize("case", sorted(hostile_coverage()) + sorted(hostile_probed()))
+def test_every_reader_refuses_what_lint_refuses(tmp_path, case):
+    text = {**hostile_coverage(), **hostile_probed()}[case]
+    path = tmp_path / "some.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert _verdicts(str(path), ["aten::mm", "aten::add.Tensor"]) == ["refused"] * 3
+
+
+def test_the_whole_files_are_read_alike(tmp_path):
+    """The bundled files, stamped and not, are read by every reader (no false refusal)."""
+    for source in (TPU_FILE, CPU_PROBED):
+        for name, text in (("stamped", open(source, encoding="utf-8").read()), ("unstamped", _body(source))):
+            folder = tmp_path / name / os.path.basename(os.path.dirname(source))
+            folder.mkdir(parents=True)
+            path = folder / os.path.basename(source)
+            path.write_text(text, encoding="utf-8")
+            assert _verdicts(str(path), ["aten::mm"]) == ["read"] * 3, (source, name)
+
+
+@pytest.mark.parametrize(
+    "case", ["unstamped cut mid-line", "unstamped second ops block", "stamped duplicate op", "schema_version true"]
+)
+def test_commands_refuse_a_damaged_coverage_file(copies, case):
+    tmp, opset, cov, _ = copies
+    (registered,) = (cov / "tpu").iterdir()
+    registered.write_text(hostile_coverage()[case], encoding="utf-8")
+    for args in (
+        ("check", str(opset), "-b", "tpu", "--coverage", str(cov)),
+        ("summary", str(registered)),
+        ("compare", "tpu", "cpu", "--coverage", str(cov), "--models", "llama"),
+    ):
+        proc = run_opcov(*args)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.returncode, proc.stderr[-800:])
+        assert str(registered.name) in proc.stderr, (args, proc.stderr)
+    proc = run_opcov("lint", "--no-catalog", str(registered))
+    assert proc.returncode == 1 and " 0 error(s)" not in proc.stdout, proc.stdout
+
+
+def test_merge_refuses_one_file_twice(copies, tmp_path):
+    tmp, opset, cov, probed = copies
+    os.symlink(probed, tmp / "again.yaml")
+    one_line_error(run_opcov("merge", str(probed), str(tmp / "again.yaml"), "--out", str(tmp / "m.yaml")), "twice")
+    assert not (tmp / "m.yaml").exists()
