@@ -255,3 +255,94 @@ def test_merge_refuses_one_file_twice(copies, tmp_path):
     os.symlink(probed, tmp / "again.yaml")
     one_line_error(run_opcov("merge", str(probed), str(tmp / "again.yaml"), "--out", str(tmp / "m.yaml")), "twice")
     assert not (tmp / "m.yaml").exists()
+
+
+def test_an_unreadable_backend_folder_is_an_error_not_left_out(copies, monkeypatch):
+    """os.walk skips a folder it cannot read: lint said '0 errors' and the site '1 backends'."""
+    from opcov.errors import DataError
+    from opcov.store import layout
+    from opcov.store.lint import lint_paths
+
+    tmp, opset, cov, _ = copies
+    locked = str(cov / "tpu")
+    real_scandir, real_listdir = os.scandir, os.listdir
+
+    def deny(real):
+        def call(path="."):
+            if os.path.abspath(os.fspath(path)) == locked:
+                raise PermissionError(13, "Permission denied", os.fspath(path))
+            return real(path)
+
+        return call
+
+    monkeypatch.setattr(os, "scandir", deny(real_scandir))
+    monkeypatch.setattr(os, "listdir", deny(real_listdir))
+    for read in (
+        lambda: layout.yaml_files(str(cov)),
+        lambda: lint_paths([str(cov)], check_catalog=False),
+        lambda: layout.snapshots(str(cov), "tpu"),
+        lambda: layout.backends_with_data(str(cov)),
+    ):
+        with pytest.raises(DataError, match="cannot read this folder"):
+            read()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads through chmod")
+def test_an_unreadable_backend_folder_stops_site_and_lint(copies):
+    tmp, opset, cov, _ = copies
+    os.chmod(cov / "tpu", 0)
+    try:
+        one_line_error(run_opcov("site", "--coverage", str(cov), "--out", str(tmp / "site")), "cannot read")
+        one_line_error(run_opcov("lint", "--no-catalog", str(cov)), "cannot read")
+    finally:
+        os.chmod(cov / "tpu", 0o755)
+
+
+# ---------------------------------------------------------------- tracebacks become one line
+
+
+def _deep_opset(path, depth=1, digits=1):
+    """The llama op set with its tree replaced by a chain of ``depth`` nodes ending in aten::mm called
+    a number of ``digits`` nines times."""
+    from opcov.store import data, opset
+
+    doc = data.load(LLAMA, opset.validate)
+    calls = "9" * digits
+    tree = [
+        f"{i} forward composite aten::linear float32 x1" + (f" parent={i - 1}" if i > 1 else "")
+        for i in range(1, depth)
+    ]
+    tree.append(f"{depth} forward kernel aten::mm float32 x{calls}" + (f" parent={depth - 1}" if depth > 1 else ""))
+    doc.update(calltree=tree, ops={"aten::mm": {"forward": {"float32": {"calls": int(calls)}}}}, mode="inference")
+    doc["summary"] = {"distinct_ops": 1}
+    path.write_text(opset.dumps(doc), encoding="utf-8")
+
+
+@pytest.mark.parametrize("depth,digits,words", [(1200, 1, "levels deep"), (1, 400, "calls")])
+def test_a_deep_tree_or_a_huge_count_is_refused_by_lint_and_check(copies, depth, digits, words):
+    tmp, opset_path, cov, _ = copies
+    path = cov / "models" / "llama" / "training.yaml"
+    _deep_opset(path, depth, digits)
+    lint = run_opcov("lint", "--no-catalog", str(path))
+    assert lint.returncode == 1 and words in lint.stdout, lint.stdout[-1000:]
+    for args in (("check", str(path), "-b", "tpu", "--coverage", str(cov)), ("gaps", "tpu", "--coverage", str(cov))):
+        one_line_error(run_opcov(*args), words)
+
+
+def test_standard_output_full_or_closed_is_one_line():
+    import subprocess
+    import sys
+
+    from conftest import child_env
+
+    for redirect in (">/dev/full", ">&-"):
+        proc = subprocess.run(
+            f"'{sys.executable}' -m opcov summary '{TPU}' {redirect}",
+            shell=True,
+            capture_output=False,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=child_env(),
+            cwd=ROOT,
+        )
+        one_line_error(proc, "cannot write the output")

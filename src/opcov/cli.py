@@ -7,6 +7,7 @@ torch is imported only by the commands that need the dispatcher (ops, scan), so
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -421,6 +422,8 @@ def main(argv=None) -> int:
     """Run one command. As the ``opcov`` program (``argv`` None), a command that leaves a large build in
     ``args.held`` (site) ends the process once its output is flushed, as mypy does, leaving its objects
     to the exit rather than freeing them one by one; called from Python, it returns."""
+    if sys.stdout is None:  # started with standard output closed: writing it is an error, said once
+        sys.stdout = _ClosedStream()
     args = build_parser().parse_args(argv)
     args.held = []
     try:
@@ -431,6 +434,7 @@ def main(argv=None) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+        sys.stdout.flush()  # a full disk is an error here, not a message at the interpreter's exit
         return code
     except OpcovError as exc:
         print(f"opcov: error: {exc}", file=sys.stderr)
@@ -440,6 +444,31 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # standard output on a full disk or closed: what was read is safe, say why
+        if exc.filename is not None:  # a file or folder no check caught: one line all the same
+            print(f"opcov: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        _drop_stdout()
+        print(f"opcov: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class _ClosedStream:
+    """Standard output when the process started without one."""
+
+    def write(self, _text):
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self):
+        pass
+
+
+def _drop_stdout() -> None:
+    """Nothing more goes to a standard output that failed (the exit's flush would fail again)."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until exit
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------- commands

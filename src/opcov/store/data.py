@@ -152,9 +152,12 @@ def _is_data(value, depth: int = 0) -> bool:
     return False
 
 
+MAX_COUNT = 10**15  # a count in a data file: far above any real one, and never an overflow as a float
+
+
 def _entry_ok(value, kind) -> bool:
     if kind == "counts":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
     return value is None or isinstance(value, (str, int, float))
 
 
@@ -583,8 +586,8 @@ def _probed_op_problems(name, rec):
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     yield where, f"{name}: {dkey}: {key} must be a list of names"
             elif allowed is int:
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    yield where, f"{name}: {dkey}: {key} must be a count"
+                if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+                    yield where, f"{name}: {dkey}: {key} must be a count (0 to {MAX_COUNT:.0e})"
             elif allowed is str:
                 if not isinstance(value, str):
                     yield where, f"{name}: {dkey}: {key} must be a string"

@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from opcov.errors import UsageError
+from opcov.errors import DataError, UsageError
 from opcov.vocab import EVIDENCE_KINDS
 
 DEFAULT_COVERAGE = "coverage"
@@ -69,20 +69,38 @@ def read_coverage(arg: str | None, say=None) -> str:
     return bundled
 
 
+def listdir(folder: str) -> list[str]:
+    """os.listdir, where a folder opcov cannot read is a one-line error naming it: data left out
+    unread would change every answer (a backend missing from the site, lint finding 0 errors)."""
+    try:
+        return os.listdir(folder)
+    except OSError as exc:
+        raise DataError(f"{folder}: cannot read this folder ({exc.strerror or exc}); fix its permissions") from None
+
+
+def _walk_error(exc: OSError) -> None:
+    raise DataError(f"{exc.filename}: cannot read this folder ({exc.strerror or exc}); fix its permissions") from None
+
+
+def walk(folder: str):
+    """os.walk, where a folder it cannot read is a one-line error (os.walk skips it silently)."""
+    return os.walk(folder, onerror=_walk_error)
+
+
 def _holds_opcov_data(folder: str) -> bool:
     """Whether a folder looks like opcov's (a models/ folder or a backend's snapshot files), so that
     an unrelated ./coverage (a JavaScript coverage report, say) is not read as opcov data."""
     if os.path.isdir(os.path.join(folder, MODELS)):
         return True
-    for entry in sorted(os.listdir(folder)):
+    for entry in sorted(listdir(folder)):
         sub = os.path.join(folder, entry)
-        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in os.listdir(sub)):
+        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in listdir(sub)):
             return True
     return False
 
 
 def _iter_yaml(folder: str):
-    for _root, _dirs, files in os.walk(folder):
+    for _root, _dirs, files in walk(folder):
         yield from (f for f in files if is_yaml(f))
 
 
@@ -94,7 +112,7 @@ def is_yaml(path: str) -> bool:
 def yaml_files(folder: str, *, models: bool = True) -> list[str]:
     """YAML files under folder, walked in sorted order; without ``models`` no folder named models/ is entered."""
     found = []
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, files in walk(folder):
         dirs[:] = sorted(d for d in dirs if models or d != MODELS)
         found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
     return found
@@ -166,7 +184,7 @@ def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     folder = os.path.join(coverage_dir, backend)
     out: dict[str, list[str]] = {kind: [] for kind in EVIDENCE}
     if os.path.isdir(folder):
-        for name in sorted(os.listdir(folder)):
+        for name in sorted(listdir(folder)):
             m = _SNAPSHOT.match(name)
             if m:
                 out[m.group(1)].append(os.path.join(folder, name))
@@ -202,7 +220,7 @@ def backends_with_data(coverage_dir: str) -> list[str]:
     """The backends that have at least one snapshot under coverage_dir, sorted."""
     if not os.path.isdir(coverage_dir):
         return []
-    return sorted(d for d in os.listdir(coverage_dir) if d != MODELS and any(snapshots(coverage_dir, d).values()))
+    return sorted(d for d in listdir(coverage_dir) if d != MODELS and any(snapshots(coverage_dir, d).values()))
 
 
 # ---------------------------------------------------------------- misplaced files
@@ -248,7 +266,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         return []
     out = []
     if backend is None:
-        entries = sorted(os.listdir(coverage_dir))
+        entries = sorted(listdir(coverage_dir))
         isdir = {e: os.path.isdir(os.path.join(coverage_dir, e)) for e in entries}
         out += [(os.path.join(coverage_dir, e), A_FOLDER if isdir[e] else AT_THE_TOP) for e in entries if is_yaml(e)]
         folders = [e for e in entries if isdir[e] and not is_yaml(e)]
@@ -256,7 +274,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         folders = [backend]
     for folder in folders:
         top = os.path.join(coverage_dir, folder)
-        for root, dirs, files in os.walk(top):
+        for root, dirs, files in walk(top):
             out += [(os.path.join(root, d), A_FOLDER) for d in dirs if is_yaml(d)]
             dirs[:] = sorted(d for d in dirs if not is_yaml(d))
             if folder == MODELS:
@@ -287,7 +305,7 @@ def pynames_path(torch_version: str, coverage_dir: str = DEFAULT_COVERAGE) -> st
 def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
     """The Python-name index of ``torch_version`` under coverage_dir (that build, else another build of
     the release), else the last by name, else None."""
-    found = sorted(f for f in os.listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
+    found = sorted(f for f in listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
     exact = [f for f in found if PYNAMES.match(f).group("torch") == torch_version]
     same = [f for f in found if same_torch(PYNAMES.match(f).group("torch"), torch_version)]
     chosen = (exact or same or sorted(found, key=lambda f: (release_key(PYNAMES.match(f).group("torch")), f)))[-1:]
@@ -319,7 +337,7 @@ def model_folder(model: str, coverage_dir: str) -> str:
 
 def opset_files(folder: str) -> list[str]:
     """The op-set files directly in one model's folder, sorted (one per mode)."""
-    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if is_yaml(f))
+    return sorted(os.path.join(folder, f) for f in listdir(folder) if is_yaml(f))
 
 
 def model_files(coverage_dir: str) -> list[str]:

@@ -29,7 +29,7 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
     files = layout.coverage_files(folders, models=True)
     problems = lint_files(files, check_catalog=check_catalog)
     for folder in folders:
-        for root, dirs, _files in os.walk(folder) if os.path.isdir(folder) else ():
+        for root, dirs, _files in layout.walk(folder) if os.path.isdir(folder) else ():
             problems += [
                 Problem(os.path.join(root, d), None, layout.A_FOLDER) for d in sorted(dirs) if layout.is_yaml(d)
             ]

@@ -82,6 +82,11 @@ NODE_IDS = ("parent", "issued_by")  # optional word=ID
 NODE_TEXTS = ("args", "shape")  # optional trailing "| word=text"
 SEEN = ("real", "both")  # a node or call seen by a real-valued run only, or by it and the fake trace
 PARENT_KEYS = {"calls": int, "shape": str, "args": str, "traced_as": list}
+# Limits a real op set is far within (the zoo's deepest tree has 5 levels, its largest count 5 digits):
+# a deeper tree or a longer count is refused with its line, never walked into a RecursionError or
+# turned into a float that overflows.
+MAX_DEPTH = 100
+MAX_CALLS = 10**15
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
 PROVENANCE_TYPES = {
     "torch": str,
@@ -352,6 +357,7 @@ def _tree_problems(tree, ops):
         yield (), "calltree must be a list of nodes, one per line"
         return
     known: dict[int, tuple] = {}  # id -> (phase, kind)
+    depth: dict[int, int] = {}  # id -> levels from its root
     last = 0
     sums: dict[tuple, int] = {}
     parsed: list | None = []  # kept for nodes() when every node parses
@@ -365,6 +371,21 @@ def _tree_problems(tree, ops):
         if parsed is not None:
             parsed.append(node)
         nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen = node
+        depth[nid] = level = depth.get(parent, 0) + 1 if parent is not None else 1
+        if level > MAX_DEPTH or calls > MAX_CALLS:
+            parsed = None
+            if calls > MAX_CALLS:
+                yield (
+                    (i,),
+                    f"calltree node {nid} ({op}): {str(calls)[:20]}... calls, over the {MAX_CALLS:.0e} a count may be",
+                )
+            elif level == MAX_DEPTH + 1:  # said once, at the first node too deep (those below it are deeper)
+                yield (i,), f"calltree node {nid} ({op}): {level} levels deep, over the {MAX_DEPTH} an op set may have"
+            known[nid] = (phase, kind)
+            last = max(last, nid)
+            if kind == KERNEL:
+                sums[(op, phase, dtype)] = sums.get((op, phase, dtype), 0) + calls
+            continue
         if (
             last < nid
             and phase in PHASES
@@ -456,11 +477,13 @@ def _op_problems(name, rec):
                 want = CALL_KEYS.get(key)
                 if want is None:
                     yield (phase,), f"{name}: {phase}.{dtype}: unknown key {key!r}"
-                elif not isinstance(value, want) or (want is int and (isinstance(value, bool) or value < 1)):
+                elif not isinstance(value, want) or (
+                    want is int and (isinstance(value, bool) or not 1 <= value <= MAX_CALLS)
+                ):
                     yield (
                         (phase,),
                         f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}"
-                        + (" of at least 1" if want is int else ""),
+                        + (f" from 1 to {MAX_CALLS:.0e}" if want is int else ""),
                     )
                 elif key == "seen" and value not in SEEN:
                     yield (phase,), f"{name}: {phase}.{dtype}.seen must be one of {', '.join(SEEN)}"
