@@ -346,3 +346,52 @@ def test_standard_output_full_or_closed_is_one_line():
             cwd=ROOT,
         )
         one_line_error(proc, "cannot write the output")
+
+
+# ---------------------------------------------------------------- 3. names are data, not paths
+
+
+def test_a_backend_name_that_is_a_path_is_refused(copies):
+    """'check -b tpu/../cpu' read cpu's data as a backend's (gaps and ops refused it already)."""
+    tmp, opset, cov, _ = copies
+    for name in ("tpu/../cpu", "..", "../tpu"):
+        one_line_error(run_opcov("check", str(opset), "-b", name, "--coverage", str(cov)), "not a plain name")
+        proc = run_opcov("gaps", name, "--coverage", str(cov))
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-500:]
+
+
+def test_page_names_never_leave_their_folder():
+    from opcov.site import render
+
+    paths = render.unique_paths(
+        ["..::index", ".::x", "aten::..", "aten::Mm", "aten::mm", "a/b::c"], "ops", render.op_stem
+    )
+    assert len(set(paths.values())) == len(paths)
+    assert len({p.lower() for p in paths.values()}) == len(paths)  # a case-insensitive disk too
+    for path in paths.values():
+        parts = path.split("/")
+        assert parts[0] == "ops" and not any(p in (".", "..") or p.startswith(".") for p in parts), path
+    from opcov.store import layout
+
+    for name in ("..", "a/b", "pkg.mod:make", "-x", ".hidden", "x" * 300):
+        plain = layout.folder_name(name)
+        assert layout.plain_name(plain) == plain and "/" not in plain
+
+
+def test_the_site_writes_an_op_named_dot_dot_inside_ops(copies):
+    """An op '..::index' rendered onto ops/../index.html (the site's own index page)."""
+    from opcov.store import data
+
+    tmp, opset, cov, _ = copies
+    (registered,) = (cov / "tpu").iterdir()
+    doc = data.load(str(registered))
+    doc["ops"]["..::index"] = dict(doc["ops"]["aten::mm"])
+    doc["summary"]["other_namespaces"]["overloads"] += 1
+    registered.unlink()
+    data.save(doc, str(registered))
+    out = tmp / "site"
+    proc = run_opcov("site", "--coverage", str(cov), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    written = {os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs}
+    assert "ops/_./index.html" in written and "api/ops/_./index.json" in written
+    assert int(proc.stdout.split(": ", 1)[1].split(" files")[0]) == len(written)

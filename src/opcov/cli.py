@@ -829,7 +829,7 @@ def cmd_trace(args) -> int:
     if is_saved(args.model):
         shown, out = args.model, args.out
     else:
-        shown = out = args.out or layout.opset_path(result.doc["model"]["name"].replace("/", "_"), args.mode)
+        shown = out = args.out or layout.opset_path(layout.folder_name(result.doc["model"]["name"]), args.mode)
         output.check_output(out, kind=output.OPSET, inputs=[args.model])
     if out:
         result.save(out)

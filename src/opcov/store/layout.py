@@ -79,6 +79,8 @@ def listdir(folder: str) -> list[str]:
 
 
 def _walk_error(exc: OSError) -> None:
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return  # nothing there (as before): callers say so where it matters
     raise DataError(f"{exc.filename}: cannot read this folder ({exc.strerror or exc}); fix its permissions") from None
 
 
@@ -179,9 +181,32 @@ def probe_path(backend, shard=None, coverage_dir: str = DEFAULT_COVERAGE) -> str
     )
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*")
+
+
+def plain_name(name, what: str = "backend") -> str:
+    """``name`` when it can name a folder of its own (letters, digits and '_.+-', not starting with a
+    dot or a dash, at most 100 characters); else a one-line UsageError. A name is data, never a path:
+    'tpu/../cpu' or '..' would read or write another folder."""
+    if not isinstance(name, str) or len(name) > 100 or not _PLAIN_NAME.fullmatch(name):
+        shown = repr(name)[:80]
+        raise UsageError(
+            f"{what} name {shown} is not a plain name (letters, digits and '_.+-', not starting "
+            "with '.' or '-'): opcov keeps each in a folder of that name"
+        )
+    return name
+
+
+def folder_name(name: str) -> str:
+    """``name`` (a model's, say 'pkg.mod:make' or 'org/model') encoded as a plain name for its folder:
+    every other character '_', a leading '.' or '-' '_', at most 100 characters."""
+    text = re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(name))[:100] or "_"
+    return "_" + text[1:] if text[0] in ".-" else text
+
+
 def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     """Snapshots of a backend under coverage_dir/<backend>/, by evidence kind, newest name last."""
-    folder = os.path.join(coverage_dir, backend)
+    folder = os.path.join(coverage_dir, plain_name(backend))
     out: dict[str, list[str]] = {kind: [] for kind in EVIDENCE}
     if os.path.isdir(folder):
         for name in sorted(listdir(folder)):
@@ -220,7 +245,11 @@ def backends_with_data(coverage_dir: str) -> list[str]:
     """The backends that have at least one snapshot under coverage_dir, sorted."""
     if not os.path.isdir(coverage_dir):
         return []
-    return sorted(d for d in listdir(coverage_dir) if d != MODELS and any(snapshots(coverage_dir, d).values()))
+    return sorted(
+        d
+        for d in listdir(coverage_dir)
+        if d != MODELS and _PLAIN_NAME.fullmatch(d) and any(snapshots(coverage_dir, d).values())
+    )
 
 
 # ---------------------------------------------------------------- misplaced files
@@ -327,7 +356,9 @@ def in_models(rel: str) -> bool:
 
 def opset_path(name: str, mode: str, root: str | None = None) -> str:
     """<root>/<model>/<mode>.yaml, root being coverage/models/ by default."""
-    return os.path.join(models_dir() if root is None else root, name, f"{mode}.yaml")
+    return os.path.join(
+        models_dir() if root is None else root, plain_name(name, "model"), f"{plain_name(mode, 'mode')}.yaml"
+    )
 
 
 def model_folder(model: str, coverage_dir: str) -> str:
