@@ -395,3 +395,69 @@ def test_the_site_writes_an_op_named_dot_dot_inside_ops(copies):
     written = {os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs}
     assert "ops/_./index.html" in written and "api/ops/_./index.json" in written
     assert int(proc.stdout.split(": ", 1)[1].split(" files")[0]) == len(written)
+
+
+# ---------------------------------------------------------------- arguments: refused, never a default
+
+
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (("check", LLAMA, "-b", "tpu", "--fail-on="), "--fail-on"),
+        (("gaps", "tpu", "--top", "-1"), "--top"),
+        (("zoo", "trace", "--all", "--jobs", "0"), "--jobs"),
+        (("zoo", "trace", "--all", "--timeout", "0"), "--timeout"),
+        (("trace", "llama", "--batch", "0"), "--batch"),
+        (("trace", "llama", "--set", "num_hidden_layers=-1"), "cannot be negative"),
+        (("trace", "llama", "--set", "x=[unclosed"), "not a YAML value"),
+        (("trace", "llama", "--set", "x=&a [*a]"), "anchor"),
+        (("trace", "llama", "--set", "x={a: 1}"), "VALUE must be"),
+    ],
+)
+def test_bad_arguments_are_one_line(args, words):
+    one_line_error(run_opcov(*args, timeout=120), words)
+
+
+def test_the_python_api_refuses_bad_arguments_in_one_line():
+    import opcov
+    from opcov.errors import OpcovError
+
+    for kw in (
+        {"model_or_opset": "lla\0ma", "backends": "tpu"},
+        {"model_or_opset": "llama", "backends": "t\0pu"},
+        {"model_or_opset": "llama", "backends": "tpu", "coverage": 123},
+        {"model_or_opset": "llama", "backends": "tpu", "coverage": b"coverage"},
+        {"model_or_opset": "llama", "backends": "tpu/../cpu"},
+        {"model_or_opset": b"llama", "backends": "tpu"},
+    ):
+        with pytest.raises(OpcovError) as exc:
+            opcov.check(**kw)
+        assert "\n" not in str(exc.value), kw
+
+
+# ---------------------------------------------------------------- the probe's journal and workers
+
+
+def test_resume_without_a_journal_says_so_and_two_probes_never_share_one(tmp_path):
+    from opcov.errors import UsageError
+    from opcov.probe.journal import Journal
+
+    path = str(tmp_path / "p.yaml.journal.jsonl")
+    header = {"settings": {"backend": "x"}, "created": "now", "command": "opcov probe x"}
+    with pytest.raises(UsageError, match="no journal"):
+        Journal(path, header, resume=True)  # it silently started over
+    first = Journal(path, header, resume=False)
+    with pytest.raises(UsageError, match="in use by another probe"):
+        Journal(path, header, resume=True)  # read it while the first removed it: FileNotFoundError
+    first.close()
+    again = Journal(path, header, resume=True)  # the first ended: resumable
+    again.close()
+
+
+def test_the_probe_pool_leaves_nothing_in_the_temp_folder():
+    from opcov.probe.pool import Pool
+
+    pool = Pool({"backend": "cpu", "device_type": "cpu", "module": None, "threads": 1}, 1, 5.0, False)
+    assert os.path.isdir(pool.logdir)
+    pool.stop()
+    assert not os.path.exists(pool.logdir)  # every probe left an opcov-probe-XXXX/worker0.log

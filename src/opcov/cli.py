@@ -33,6 +33,37 @@ EPILOG = """examples:
 'opcov COMMAND --help' for each command's options."""
 
 
+def _at_least_one(text: str) -> int:
+    """A whole number of at least 1 (a count, a size): 0 or -1 is a usage error, not a silent default."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return value
+
+
+def _outcome_list(text: str) -> str:
+    """A --fail-on value names at least one outcome ('' would quietly add nothing to the gate)."""
+    if not any(w.strip() for w in text.split(",")):
+        raise argparse.ArgumentTypeError("name at least one outcome, e.g. --fail-on fallback,unknown")
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, as for every usage error
         self.exit(EXIT_USAGE, f"opcov: error: {message} (see 'opcov --help')\n")
@@ -76,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on",
         action="append",
         default=[],
+        type=_outcome_list,
         metavar="OUTCOMES",
         help="also fail the gate when any op has one of these outcomes, a comma list of "
         f"{', '.join(vocab.PROBLEMS)}, or unclaimed (needs --manifest) (repeatable; an op that "
@@ -127,12 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="trace small real tensors (models with data-dependent ops) instead of fake ones: on a "
         "computing stand-in device in a child process for an accelerator target, on CPU for --device cpu",
     )
-    tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
-    tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
-    tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
+    tr.add_argument("--batch", type=_at_least_one, default=2, help="input batch size (default: %(default)s)")
+    tr.add_argument("--seq", type=_at_least_one, default=16, help="input sequence length (default: %(default)s)")
+    tr.add_argument("--image-size", type=_at_least_one, help="input image size (default: the config's)")
     tr.add_argument(
         "--audio-length",
-        type=int,
+        type=_at_least_one,
         help="audio input length: raw-audio samples or feature frames (default: from the config's strides)",
     )
     tr.add_argument(
@@ -253,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("backend")
     gp.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     gp.add_argument("--mode", choices=("inference", "training"), action="append")
-    gp.add_argument("--top", type=int, default=30, help="show this many ops (default: %(default)s)")
+    gp.add_argument("--top", type=_at_least_one, default=30, help="show this many ops (default: %(default)s)")
     gp.add_argument("--format", choices=("text", "json"), default="text")
 
     cp = sub.add_parser(
@@ -289,8 +321,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--core", action="store_true", help="only OpInfos of core ATen ops")
     pr.add_argument("--dtypes", help="comma-separated (default: float32,bfloat16,float16,float64,int64,bool)")
     pr.add_argument("--directions", help="forward,backward (default: both)")
-    pr.add_argument("--jobs", type=int, default=1, help="worker processes (devices) (default: 1)")
-    pr.add_argument("--timeout", type=float, default=60.0, help="seconds per case phase (default: 60)")
+    pr.add_argument("--jobs", type=_at_least_one, default=1, help="worker processes (devices) (default: 1)")
+    pr.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per case phase (default: 60)")
     pr.add_argument("--shard", metavar="I/N", help="run only shard I of N (split by case group id)")
     pr.add_argument(
         "--traces",
@@ -369,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="like --all, on a seeded random sample of N transformers architectures",
     )
     zo.add_argument("--seed", type=int, default=17, help="the --sample seed (default: %(default)s)")
-    zo.add_argument("--jobs", type=int, default=None, help="worker processes for --all (default: 1)")
+    zo.add_argument("--jobs", type=_at_least_one, default=None, help="worker processes for --all (default: 1)")
     zo.add_argument(
         "--shard",
         help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
@@ -399,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     zo.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=300.0,
         help="seconds one model may take in one mode with --all (default: %(default)s)",
     )
@@ -754,6 +786,10 @@ def cmd_probe(args) -> int:
     out = args.out or layout.probe_path(backend, shard)
     from opcov.probe.runner import journal_path
 
+    if args.resume and not os.path.exists(journal_path(out)):
+        raise UsageError(
+            f"--resume: no journal {journal_path(out)} to continue; run without --resume to start a new probe"
+        )
     if os.path.exists(journal_path(out)) and not args.resume:
         raise UsageError(
             f"{journal_path(out)} exists from an interrupted probe; add --resume to continue "
@@ -840,15 +876,41 @@ def cmd_trace(args) -> int:
     return EXIT_OK
 
 
+_SIZE_WORDS = ("num_", "n_")  # config keys that count something (layers, heads, experts...)
+_SIZE_ENDS = ("_size", "_layers", "_heads", "_dim", "_length", "_experts", "_positions")
+
+
 def _overrides(pairs) -> dict:
+    """--set KEY=VALUE pairs: each VALUE one YAML value (a scalar, or a flat list of scalars) with no
+    anchor or alias; a count or size below 0 is refused. One-line UsageErrors."""
+    import math
+
     import yaml
+
+    from opcov.store import data
 
     out = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key:
             raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set num_hidden_layers=4")
-        out[key] = yaml.safe_load(value)
+        if data.anchor_line(value) is not None:
+            raise UsageError(f"--set {pair!r}: {data.ANCHOR_MESSAGE}")
+        try:
+            parsed = yaml.load(value, Loader=data._loader())
+        except (yaml.YAMLError, RecursionError) as exc:
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise UsageError(f"--set {pair!r}: VALUE is not a YAML value ({why})") from None
+        items = parsed if isinstance(parsed, list) else [parsed]
+        if not all(
+            v is None or isinstance(v, (str, int)) or (isinstance(v, float) and math.isfinite(v)) for v in items
+        ):
+            raise UsageError(f"--set {pair!r}: VALUE must be a number, word, true/false/null or a [list] of them")
+        name = key.rsplit(".", 1)[-1]
+        counts = name.startswith(_SIZE_WORDS) or name.endswith(_SIZE_ENDS)
+        if counts and any(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in items):
+            raise UsageError(f"--set {pair!r}: {name} counts or sizes something; it cannot be negative")
+        out[key] = parsed
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -118,6 +119,7 @@ class Pool:
             if slot.proc is not None:
                 slot.proc.join(5)
             self.kill(slot)
+        shutil.rmtree(self.logdir, ignore_errors=True)  # the workers' logs: nothing left in the temp folder
 
     def _log_tail(self, slot: _Slot) -> str:
         try:
