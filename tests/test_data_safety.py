@@ -461,3 +461,71 @@ def test_the_probe_pool_leaves_nothing_in_the_temp_folder():
     assert os.path.isdir(pool.logdir)
     pool.stop()
     assert not os.path.exists(pool.logdir)  # every probe left an opcov-probe-XXXX/worker0.log
+
+
+# ---------------------------------------------------------------- 5. user factories run in a child
+
+FACTORIES = """
+import os, signal, sys
+import torch
+
+class BadExit(BaseException):
+    pass
+
+def good():
+    return torch.nn.Linear(4, 4), (torch.randn(2, 4),)
+
+def segfault():
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+def exits():
+    os._exit(0)
+
+def no_inputs():
+    return torch.nn.Linear(4, 4), None
+
+def base_exception():
+    raise BadExit("no")
+
+def closes_stdout():
+    sys.stdout.close()
+    return torch.nn.Linear(4, 4), (torch.randn(2, 4),)
+"""
+
+
+@pytest.mark.parametrize(
+    "factory,words",
+    [
+        ("segfault", "crashed the tracing process (SIGSEGV)"),
+        ("exits", "exit status 0"),
+        ("no_inputs", "returned inputs of type NoneType"),
+        ("base_exception", "raised BadExit"),
+        ("closes_stdout", "closed standard output"),
+    ],
+)
+def test_a_factory_that_crashes_or_exits_is_one_line_naming_it(tmp_path, factory, words):
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    out = tmp_path / "x.yaml"
+    proc = run_opcov(
+        "trace",
+        f"userfactories:{factory}",
+        "--out",
+        str(out),
+        PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path),
+    )
+    one_line_error(proc, words, f"userfactories:{factory}" if factory in ("segfault", "exits") else "")
+    assert not out.exists()
+
+
+def test_a_good_factory_is_traced_in_a_child_and_written(tmp_path):
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    out = tmp_path / "x.yaml"
+    proc = run_opcov(
+        "trace",
+        "userfactories:good",
+        "--out",
+        str(out),
+        PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert output.what_is(out.read_bytes()) == output.OPSET and f"wrote {out}" in proc.stdout

@@ -458,6 +458,7 @@ def main(argv=None) -> int:
         sys.stdout = _ClosedStream()
     args = build_parser().parse_args(argv)
     args.held = []
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if hasattr(args, "coverage"):  # reading commands: check the folder before any work
             args.coverage = layout.read_coverage(args.coverage, say=lambda line: print(line, file=sys.stderr))
@@ -850,18 +851,22 @@ def cmd_trace(args) -> int:
     )
     if args.out:
         output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
-    with activity(f"tracing {args.model} ({args.mode})"):
-        result = trace_spec(
-            args.model,
-            mode=args.mode,
-            dtype=args.dtype,
-            autocast=args.autocast,
-            device=args.device,
-            optimizer=args.optimizer,
-            real=args.real,
-            sizes=sizes,
-            out=args.out,
-        )
+    if _is_factory(args.model) and not os.environ.get(_ISOLATED):
+        with activity(f"tracing {args.model} ({args.mode}) in a child process"):
+            result = _trace_in_child(args)
+    else:
+        with activity(f"tracing {args.model} ({args.mode})"):
+            result = trace_spec(
+                args.model,
+                mode=args.mode,
+                dtype=args.dtype,
+                autocast=args.autocast,
+                device=args.device,
+                optimizer=args.optimizer,
+                real=args.real,
+                sizes=sizes,
+                out=args.out,
+            )
     if is_saved(args.model):
         shown, out = args.model, args.out
     else:
@@ -878,6 +883,62 @@ def cmd_trace(args) -> int:
 
 _SIZE_WORDS = ("num_", "n_")  # config keys that count something (layers, heads, experts...)
 _SIZE_ENDS = ("_size", "_layers", "_heads", "_dim", "_length", "_experts", "_positions")
+
+
+_ISOLATED = "OPCOV_TRACE_ISOLATED"  # set in the child that runs a user's factory
+
+
+def _is_factory(spec: str) -> bool:
+    """Whether ``opcov trace SPEC`` runs user code (a package.module:function factory)."""
+    if spec.startswith("factory:"):
+        return True
+    prefix = spec.split(":", 1)[0]
+    return ":" in spec and "/" not in spec and prefix not in ("hf", "nn", "timm", "torchvision")
+
+
+def _trace_in_child(args):
+    """The op set of a user's factory, traced by 'opcov trace' in a child process: a factory that
+    crashes, aborts, exits or closes a stream ends the child, never this process, and is one line
+    naming it. The child writes a temporary op set, read back here."""
+    import signal
+    import subprocess
+    import tempfile
+
+    from opcov.store import opset
+
+    with tempfile.TemporaryDirectory(prefix="opcov-trace-") as tmp:
+        out = os.path.join(tmp, "opset.yaml")
+        env = dict(os.environ, **{_ISOLATED: "1"})
+        env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "opcov", *args.argv, "--out", out],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                env=env,
+            )
+        except KeyboardInterrupt:
+            raise
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        said = next((ln for ln in reversed(lines) if ln.startswith("opcov: error: ")), None)
+        what = f"factory {args.model}"
+        if proc.returncode == 0 and os.path.isfile(out):
+            return opset.OpSet(opset.load(out))
+        if said:
+            raise UsageError(said.removeprefix("opcov: error: "))
+        if proc.returncode < 0:
+            try:
+                name = signal.Signals(-proc.returncode).name
+            except ValueError:
+                name = f"signal {-proc.returncode}"
+            raise UsageError(f"{what} crashed the tracing process ({name}); nothing was written")
+        last = f": {lines[-1][:200]}" if lines else ""
+        raise UsageError(
+            f"{what} ended the tracing process (exit status {proc.returncode}) before the op set was written{last}"
+        )
 
 
 def _overrides(pairs) -> dict:
