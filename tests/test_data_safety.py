@@ -529,3 +529,37 @@ def test_a_good_factory_is_traced_in_a_child_and_written(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert output.what_is(out.read_bytes()) == output.OPSET and f"wrote {out}" in proc.stdout
+
+
+# ---------------------------------------------------------------- 6. bounded memory
+
+
+def test_a_huge_value_is_refused_with_its_line_before_any_parse(tmp_path):
+    """A 40 MB 'why:' took summary/check/ops to 5.5 GB (the line reader's regex, ~140 bytes a
+    character); any line over the limit is now refused with its line, unparsed."""
+    from opcov.store import data
+
+    body = _body(TPU_FILE)
+    head, ops = body.split("\nops:\n", 1)
+    first = ops.split("\n", 1)[0]
+    long = first[:-1] + ", why: " + "x" * (data.MAX_LINE_BYTES + 1) + "}"
+    path = tmp_path / "big.yaml"
+    path.write_text(_restamp(body.replace(first, long, 1)), encoding="utf-8")
+    line = 1 + _restamp(body).split("\nops:\n", 1)[0].count("\n") + 2
+    for args in (("summary", str(path)), ("lint", "--no-catalog", str(path))):
+        proc = run_opcov(*args)
+        assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
+        assert f"big.yaml:{line}:" in proc.stdout + proc.stderr and "KiB" in proc.stdout + proc.stderr, proc.stderr
+
+
+def test_a_manifest_is_read_as_every_data_file(tmp_path):
+    """--manifest had its own reader: no size limit (a 50 MB manifest took 4.2 GB), keys twice read."""
+    from opcov.probe import manifest
+
+    path = tmp_path / "m.yaml"
+    path.write_text("manifest: 1\nbackend: tpu\nbackend: cpu\n")
+    with pytest.raises(UsageError, match="twice"):
+        manifest.load(str(path))
+    path.write_text("manifest: 1\nbackend: tpu\nclaims: '" + "x" * (300 << 10) + "'\n")
+    with pytest.raises(UsageError, match="KiB"):
+        manifest.load(str(path))

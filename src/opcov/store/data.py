@@ -122,8 +122,11 @@ PROVENANCE_TYPES = {
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
 # A data file larger than this is refused before it is read. PyYAML holds ~40x a file's size in
-# memory while loading it; the largest file opcov writes (a probed backend) is a few MB.
-MAX_FILE_BYTES = 64 << 20
+# memory while loading it; the largest file opcov writes (a probed backend) is under 2 MB. So is a
+# line longer than MAX_LINE_BYTES (the longest opcov writes is ~11 KB): the line readers' regular
+# expressions hold ~140 bytes per character of one line. Together they keep any read under 1 GB.
+MAX_FILE_BYTES = 16 << 20
+MAX_LINE_BYTES = 256 << 10
 
 
 _TYPE_WORDS = {
@@ -368,6 +371,14 @@ def read_text(path: str):
         return None, Problem(path, None, f"cannot read: {exc.strerror or exc}")
     if len(raw) > MAX_FILE_BYTES:
         return None, _too_large(path, len(raw))
+    long_line = _long_line(raw)
+    if long_line is not None:
+        return None, Problem(
+            path,
+            long_line,
+            f"a line over {MAX_LINE_BYTES >> 10} KiB (opcov writes none over a few KB): not read; "
+            "shorten the value on it",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -384,6 +395,22 @@ def read_text(path: str):
                 path, text.count("\n", 0, m.start()) + 1, f"character U+{ord(m.group()):04X} is not allowed in YAML"
             )
     return text, None
+
+
+def _long_line(raw: bytes) -> int | None:
+    """1-based number of the first line of ``raw`` longer than MAX_LINE_BYTES, else None (one C
+    find per line: ~1 ms for a probed file)."""
+    if len(raw) <= MAX_LINE_BYTES:
+        return None
+    start = line = 0
+    while True:
+        line += 1
+        end = raw.find(b"\n", start)
+        if (end if end >= 0 else len(raw)) - start > MAX_LINE_BYTES:
+            return line
+        if end < 0:
+            return None
+        start = end + 1
 
 
 def _too_large(path: str, size: int) -> Problem:
