@@ -563,3 +563,13 @@ def test_a_manifest_is_read_as_every_data_file(tmp_path):
     path.write_text("manifest: 1\nbackend: tpu\nclaims: '" + "x" * (300 << 10) + "'\n")
     with pytest.raises(UsageError, match="KiB"):
         manifest.load(str(path))
+
+
+def test_an_op_set_with_no_ops_is_refused_not_judged_runs(copies):
+    from opcov.store import data, opset
+
+    tmp, path, cov, _ = copies
+    doc = data.load(LLAMA, opset.validate)
+    doc.update(ops={}, calltree=[], summary={"distinct_ops": 0})
+    path.write_text(opset.dumps(doc), encoding="utf-8")
+    one_line_error(run_opcov("check", str(path), "-b", "tpu", "--coverage", str(cov)), "no ops")

@@ -327,6 +327,8 @@ def validate(doc, path: str) -> list[Problem]:
         for name, rec in doc["parents"].items():
             raw.extend(((("parents", name) + k), m) for k, m in _parent_problems(name, rec))
     ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
+    if isinstance(doc.get("ops"), dict) and not ops:  # nothing to judge must never read 'runs'
+        raw.append((("ops",), "no ops: the model dispatched nothing this op set records, so there is nothing to judge"))
     for name, rec in ops.items():
         raw.extend(((("ops", name) + k), m) for k, m in _op_problems(name, rec))
     if version == SCHEMA_VERSION and "calltree" not in doc:
@@ -541,8 +543,8 @@ def save(doc: dict, path: str) -> None:
     """Deterministic, atomic write (the same writer as coverage files: one op per line, and one
     call-tree node per line)."""
     problems = validate(doc, path)
-    if problems:  # a bug in the writer, not a user mistake: never write a file we could not read back
-        raise ValueError(f"refusing to write an invalid op set: {problems[0]}")
+    if problems:  # never write a file that could not be read back
+        raise data.DataError(f"refusing to write an op set that could not be read back: {problems[0]}")
     output.check_output(path, kind=output.OPSET)  # never over a file that is not an op set
     output.write_atomic(path, dumps(doc))
 
