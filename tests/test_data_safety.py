@@ -573,3 +573,42 @@ def test_an_op_set_with_no_ops_is_refused_not_judged_runs(copies):
     doc.update(ops={}, calltree=[], summary={"distinct_ops": 0})
     path.write_text(opset.dumps(doc), encoding="utf-8")
     one_line_error(run_opcov("check", str(path), "-b", "tpu", "--coverage", str(cov)), "no ops")
+
+
+def test_a_forked_site_helper_ends_with_its_parent(tmp_path):
+    """The site's forked helper outlived a parent killed mid-build."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import child_env
+
+    marker = tmp_path / "helper.pid"
+    script = f"""
+import os, time
+from opcov.site import forked
+def work():
+    open({str(marker)!r}, "w").write(str(os.getpid()))
+    time.sleep(30)
+    return 1
+later = forked.Later(work)
+time.sleep(30)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], env=child_env())
+    for _ in range(200):
+        if marker.exists() and marker.read_text():
+            break
+        time.sleep(0.05)
+    helper = int(marker.read_text())
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    for _ in range(100):
+        try:
+            os.kill(helper, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(helper, signal.SIGKILL)
+        pytest.fail("the forked helper outlived its parent")
