@@ -612,3 +612,32 @@ time.sleep(30)
     else:
         os.kill(helper, signal.SIGKILL)
         pytest.fail("the forked helper outlived its parent")
+
+
+def test_a_killed_writers_temporary_file_is_removed_by_the_next_write(tmp_path):
+    """A probe killed outright mid-write left 'probed-...yaml.tmpPID-XXXX' beside its file."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    target = tmp_path / "x.yaml"
+    stale = tmp_path / f"x.yaml.tmp{pid}-0123abcd"
+    stale.write_text("half")
+    live = tmp_path / f"x.yaml.tmp{os.getpid()}-0123abcd"  # a writer still running: kept
+    live.write_text("half")
+    output.write_atomic(str(target), "whole\n")
+    assert target.read_text() == "whole\n" and not stale.exists() and live.exists()
+
+
+def test_a_resumed_journal_names_the_device_its_cases_ran_on(tmp_path):
+    """A resume after SIGKILL that ran no worker wrote 'device: unknown (no worker started)'."""
+    from opcov.probe.journal import Journal
+
+    path = str(tmp_path / "p.yaml.journal.jsonl")
+    header = {"settings": {"backend": "x"}, "created": "now", "command": "opcov probe x"}
+    first = Journal(path, header, resume=False)
+    first.write({"device": "cpu (x86_64)"})
+    first.f.flush()  # killed here: nothing else runs
+    first.f.close()
+    assert Journal(path, header, resume=True).devices == ["cpu (x86_64)"]

@@ -30,6 +30,7 @@ class Journal:
         self.records: dict[str, CaseRecord] = {}
         self.groups_done: dict[str, int] = {}
         self.group_errors: dict[str, str] = {}
+        self.devices: list[str] = []  # each device a worker of this journal's runs described
         exists = os.path.exists(path)
         if exists and not resume:
             raise UsageError(
@@ -100,6 +101,8 @@ class Journal:
             self.groups_done[item["group_done"]] = item["n"]
         elif "group_error" in item:
             self.group_errors[item["group_error"]] = item["why"]
+        elif "device" in item and item["device"] not in self.devices:
+            self.devices.append(item["device"])
 
     def write_case(self, rec: CaseRecord) -> None:
         """A finished case."""

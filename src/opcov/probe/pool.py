@@ -211,6 +211,10 @@ class Pool:
                 self.ready_at = time.monotonic()
             if msg[1] not in self.devices:
                 self.devices.append(msg[1])
+                journal = getattr(self, "journal", None)
+                if journal is not None and msg[1] not in journal.devices:  # a resume that runs no
+                    journal.write({"device": msg[1]})  # worker still names the device its cases ran on
+                    journal.devices.append(msg[1])
             self.ever_ready = True
             slot.state = "idle"
             slot.deadline = float("inf")

@@ -164,7 +164,13 @@ def probe(
         "evidence": "probed",
         "backend": _backend_doc(backend),
         "provenance": provenance(
-            torch, backend, catalog, journal.header, "; ".join(sorted(pool.devices)), groups, settings
+            torch,
+            backend,
+            catalog,
+            journal.header,
+            "; ".join(sorted(set(pool.devices) | set(journal.devices))),
+            groups,
+            settings,
         ),
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,

@@ -202,6 +202,33 @@ def write_new(path: str, blob: bytes) -> None:
     os.close(fd)
 
 
+def _remove_stale(folder: str, prefix: str) -> None:
+    """Remove temporary files ``prefix<PID>-<hex>`` of this target left by a process that was killed
+    outright (SIGKILL runs no cleanup) and is gone; a live writer's file is left alone. Only for
+    data files (``durable``): the site writes thousands of pages and lists no folder per page."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for entry in names:
+        if not entry.startswith(prefix):
+            continue
+        pid, dash, rest = entry[len(prefix) :].partition("-")
+        if not (pid.isdigit() and dash and len(rest) == 8):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its writer is alive
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        try:
+            os.remove(os.path.join(folder, entry))
+        except OSError:
+            pass
+
+
 def write_atomic(path: str, content, *, durable: bool = True) -> None:
     """Write ``content`` (str as UTF-8, or bytes) to ``path`` atomically: a temporary file in the
     same folder (made if missing), fsync'd when ``durable``, renamed over ``path``. The temporary
@@ -232,6 +259,8 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
         fd = None
         os.replace(tmp, absolute)  # a link that appeared since the check is replaced, not followed
         tmp = None
+        if durable:
+            _remove_stale(folder, f"{name[: NAME_MAX - 40]}.tmp")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {_why(exc)}") from None
     finally:
