@@ -103,7 +103,7 @@ def test_op_page_shows_registered_and_probed_evidence(small):
     assert "reproduce: opcov probe alpha" in page and "reproduce: opcov scan beta" in page
     assert "tiny (inference): forward float32 ×4" in page
     relu = text_of(read(out, "ops/aten/relu.html"))
-    assert "Skipped: no OpInfo sample reaches it" in relu
+    assert "Skipped: random op (values compared not at all, only shapes): no case reached it" in relu
 
 
 def test_data_is_escaped(small):
@@ -122,7 +122,7 @@ def test_backend_page_ranks_gaps_and_charts_history(small):
     assert gaps.index("aten::add.Tensor fails 2: tiny (inference), tiny (training)") < gaps.index("aten::relu fails 1")
     assert len(re.findall(r'<circle [^>]*class="core"', html)) == 2  # two registered snapshots
     # every op the probe did not reach is counted under its reason (issue 18: a reason for every overload)
-    assert "whole catalogue, not probed, by reason: no OpInfo sample reaches it 1." in page
+    assert "whole catalogue, not probed, by reason: random 1." in page
     beta = read(out, "backends/beta.html")
     assert "<svg" not in beta and "a chart needs two" in text_of(beta)  # one snapshot: no chart
     hist = page[page.index("Snapshots of alpha, oldest first") :]
@@ -318,7 +318,7 @@ def test_op_page_answers_per_backend_before_the_details(small):
     relu = said(read(out, "ops/aten/relu.html"))
     assert (
         "alpha (torch 2.13.0+cpu): ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
-        "(no OpInfo sample reaches it)"
+        "(random op (values compared not at all, only shapes): no case reached it)"
     ) in relu
     assert "any dtype ✗ missing any dtype (dtype-blind) ✗ missing" in relu  # no backend probed it: one row
     weird = text_of(read(out, "ops/aten/weird.html"))

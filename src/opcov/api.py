@@ -39,17 +39,28 @@ def check_model(model_or_opset, backends, mode=None, coverage=None) -> tuple[lis
     for m in modes:
         if m not in opset.MODES:
             raise UsageError(f"mode {m!r}: expected one of {', '.join(opset.MODES)}")
-    coverage_dir = layout.read_coverage(None if coverage is None else os.fspath(coverage))
+    if coverage is not None and not (isinstance(coverage, (str, os.PathLike)) and isinstance(os.fspath(coverage), str)):
+        raise UsageError(f"coverage is of type {type(coverage).__name__}: expected a folder path (str) or None")
+    for name in names:
+        layout.plain_name(name)  # a backend name is a folder's, never a path
+    coverage_dir = layout.read_coverage(None if coverage is None else _text(os.fspath(coverage), "coverage"))
     if isinstance(model_or_opset, opset.OpSet):
         model_or_opset = model_or_opset.doc
     if isinstance(model_or_opset, dict):
         return _check.judge_opsets([(IN_MEMORY, _in_memory(model_or_opset, modes))], names, coverage_dir)
-    if isinstance(model_or_opset, (str, os.PathLike)):
-        return _check.run(os.fspath(model_or_opset), names, list(modes), coverage_dir)
+    if isinstance(model_or_opset, (str, os.PathLike)) and isinstance(os.fspath(model_or_opset), str):
+        return _check.run(_text(os.fspath(model_or_opset), "model_or_opset"), names, list(modes), coverage_dir)
     raise UsageError(
         f"model_or_opset is of type {type(model_or_opset).__name__}: expected a zoo model name, "
         f"an op-set file or folder, or an op-set document (dict)"
     )
+
+
+def _text(value: str, what: str) -> str:
+    """A path or name handed in, refused when the file system could not take it (a NUL byte)."""
+    if "\0" in value:
+        raise UsageError(f"{what} {value[:60]!r} holds a NUL byte: not a name or path")
+    return value
 
 
 def _names(value, what: str, expected: str, *, required: bool = False) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ torch is imported only by the commands that need the dispatcher (ops, scan), so
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
@@ -31,6 +32,37 @@ EPILOG = """examples:
   opcov ops F.layer_norm -b tpu -b cpu         does tpu support it? per op: forward, backward, evidence, dtypes
 
 'opcov COMMAND --help' for each command's options."""
+
+
+def _at_least_one(text: str) -> int:
+    """A whole number of at least 1 (a count, a size): 0 or -1 is a usage error, not a silent default."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive number of seconds")
+    return value
+
+
+def _outcome_list(text: str) -> str:
+    """A --fail-on value names at least one outcome ('' would quietly add nothing to the gate)."""
+    if not any(w.strip() for w in text.split(",")):
+        raise argparse.ArgumentTypeError("name at least one outcome, e.g. --fail-on fallback,unknown")
+    return text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -76,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on",
         action="append",
         default=[],
+        type=_outcome_list,
         metavar="OUTCOMES",
         help="also fail the gate when any op has one of these outcomes, a comma list of "
         f"{', '.join(vocab.PROBLEMS)}, or unclaimed (needs --manifest) (repeatable; an op that "
@@ -134,12 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="trace small real tensors (models with data-dependent ops) instead of fake ones: on a "
         "computing stand-in device in a child process for an accelerator target, on CPU for --device cpu",
     )
-    tr.add_argument("--batch", type=int, default=2, help="input batch size (default: %(default)s)")
-    tr.add_argument("--seq", type=int, default=16, help="input sequence length (default: %(default)s)")
-    tr.add_argument("--image-size", type=int, help="input image size (default: the config's)")
+    tr.add_argument("--batch", type=_at_least_one, default=2, help="input batch size (default: %(default)s)")
+    tr.add_argument("--seq", type=_at_least_one, default=16, help="input sequence length (default: %(default)s)")
+    tr.add_argument("--image-size", type=_at_least_one, help="input image size (default: the config's)")
     tr.add_argument(
         "--audio-length",
-        type=int,
+        type=_at_least_one,
         help="audio input length: raw-audio samples or feature frames (default: from the config's strides)",
     )
     tr.add_argument(
@@ -267,7 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("backend")
     gp.add_argument("--coverage", default=None, help=COVERAGE_HELP)
     gp.add_argument("--mode", choices=("inference", "training"), action="append")
-    gp.add_argument("--top", type=int, default=30, help="show this many ops (default: %(default)s)")
+    gp.add_argument("--top", type=_at_least_one, default=30, help="show this many ops (default: %(default)s)")
     gp.add_argument("--format", choices=("text", "json"), default="text")
 
     cp = sub.add_parser(
@@ -303,8 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--core", action="store_true", help="only OpInfos of core ATen ops")
     pr.add_argument("--dtypes", help="comma-separated (default: float32,bfloat16,float16,float64,int64,bool)")
     pr.add_argument("--directions", help="forward,backward (default: both)")
-    pr.add_argument("--jobs", type=int, default=1, help="worker processes (devices) (default: 1)")
-    pr.add_argument("--timeout", type=float, default=60.0, help="seconds per case phase (default: 60)")
+    pr.add_argument("--jobs", type=_at_least_one, default=1, help="worker processes (devices) (default: 1)")
+    pr.add_argument("--timeout", type=_seconds, default=60.0, help="seconds per case phase (default: 60)")
     pr.add_argument(
         "--shard",
         metavar="I/N",
@@ -393,7 +426,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="like --all, on a seeded random sample of N transformers architectures",
     )
     zo.add_argument("--seed", type=int, default=17, help="the --sample seed (default: %(default)s)")
-    zo.add_argument("--jobs", type=int, default=None, help="worker processes for --all (default: 1)")
+    zo.add_argument("--jobs", type=_at_least_one, default=None, help="worker processes for --all (default: 1)")
     zo.add_argument(
         "--shard",
         help="with --all: trace only shard I/N of the architectures (a CI matrix; join the "
@@ -423,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     zo.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=300.0,
         help="seconds one model may take in one mode with --all (default: %(default)s)",
     )
@@ -447,8 +480,11 @@ def main(argv=None) -> int:
     """Run one command. As the ``opcov`` program (``argv`` None), a command that leaves a large build in
     ``args.held`` (site) ends the process once its output is flushed, as mypy does, leaving its objects
     to the exit rather than freeing them one by one; called from Python, it returns."""
+    if sys.stdout is None:  # started with standard output closed: writing it is an error, said once
+        sys.stdout = _ClosedStream()
     args = build_parser().parse_args(argv)
     args.held = []
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         if hasattr(args, "coverage"):  # reading commands: check the folder before any work
             args.coverage = layout.read_coverage(args.coverage, say=lambda line: print(line, file=sys.stderr))
@@ -457,6 +493,7 @@ def main(argv=None) -> int:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)
+        sys.stdout.flush()  # a full disk is an error here, not a message at the interpreter's exit
         return code
     except OpcovError as exc:
         print(f"opcov: error: {exc}", file=sys.stderr)
@@ -466,6 +503,31 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return EXIT_OK
+    except OSError as exc:  # standard output on a full disk or closed: what was read is safe, say why
+        if exc.filename is not None:  # a file or folder no check caught: one line all the same
+            print(f"opcov: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_USAGE
+        _drop_stdout()
+        print(f"opcov: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+class _ClosedStream:
+    """Standard output when the process started without one."""
+
+    def write(self, _text):
+        raise OSError(errno.EBADF, "standard output is closed")
+
+    def flush(self):
+        pass
+
+
+def _drop_stdout() -> None:
+    """Nothing more goes to a standard output that failed (the exit's flush would fail again)."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - held until exit
+    except OSError:
+        pass
 
 
 # ---------------------------------------------------------------- commands
@@ -573,6 +635,9 @@ def cmd_scan(args) -> int:
 
     if args.no_test_lists and not args.declared:
         raise UsageError("--no-test-lists goes with --declared")
+    evidence = "declared" if args.declared else "registered"
+    if args.out:
+        output.check_output(args.out, kind=output.COVERAGE, evidence=evidence)
     backend = get_backend(args.backend, args.import_module)
     if args.declared:  # the key's build is not loaded (it cannot be): torch's sources are read instead
         from opcov.scan import declared
@@ -584,6 +649,7 @@ def cmd_scan(args) -> int:
     else:
         doc = scan(backend, load(backend), command=command_line(), reach=not args.no_reach)
     out = args.out or layout.scan_path(doc)
+    output.check_output(out, kind=output.COVERAGE, evidence=doc["evidence"])
     data.save(doc, out)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}")
@@ -655,7 +721,7 @@ def cmd_check(args) -> int:
     from opcov.verdict import check, judge, reports
 
     if args.output:
-        output.check_writable_file(args.output)
+        output.check_output(args.output, kind=output.REPORT, inputs=[args.model, *args.manifest], flag="--output")
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
     gated = check.variant_choice(args.variants)
     from opcov.probe.manifest import load as load_manifest
@@ -749,6 +815,10 @@ def cmd_probe(args) -> int:
     out = args.out or layout.probe_path(backend, shard)
     from opcov.probe.runner import journal_path
 
+    if args.resume and not os.path.exists(journal_path(out)):
+        raise UsageError(
+            f"--resume: no journal {journal_path(out)} to continue; run without --resume to start a new probe"
+        )
     if os.path.exists(journal_path(out)) and not args.resume:
         raise UsageError(
             f"{journal_path(out)} exists from an interrupted probe; add --resume to continue "
@@ -788,7 +858,7 @@ def cmd_merge(args) -> int:
     from opcov.scan.registered import command_line
     from opcov.store import data
 
-    output.check_writable_file(args.out)
+    output.check_output(args.out, kind=output.COVERAGE, inputs=args.files, evidence="probed")
     doc = merge_files(args.files, command=command_line())
     data.save(doc, args.out)
     from opcov.probe.plan import merge_times
@@ -812,25 +882,30 @@ def cmd_trace(args) -> int:
         inputs=tuple(dict.fromkeys(args.input)),
     )
     if args.out:
-        output.check_writable_file(args.out)
+        output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
     if args.on:
         return _trace_on(args, sizes)
-    with activity(f"tracing {args.model} ({args.mode})"):
-        result = trace_spec(
-            args.model,
-            mode=args.mode,
-            dtype=args.dtype,
-            autocast=args.autocast,
-            device=args.device,
-            optimizer=args.optimizer,
-            real=args.real,
-            sizes=sizes,
-            out=args.out,
-        )
+    if _is_factory(args.model) and not os.environ.get(_ISOLATED):
+        with activity(f"tracing {args.model} ({args.mode}) in a child process"):
+            result = _trace_in_child(args)
+    else:
+        with activity(f"tracing {args.model} ({args.mode})"):
+            result = trace_spec(
+                args.model,
+                mode=args.mode,
+                dtype=args.dtype,
+                autocast=args.autocast,
+                device=args.device,
+                optimizer=args.optimizer,
+                real=args.real,
+                sizes=sizes,
+                out=args.out,
+            )
     if is_saved(args.model):
         shown, out = args.model, args.out
     else:
-        shown = out = args.out or layout.opset_path(result.doc["model"]["name"].replace("/", "_"), args.mode)
+        shown = out = args.out or layout.opset_path(layout.folder_name(result.doc["model"]["name"]), args.mode)
+        output.check_output(out, kind=output.OPSET, inputs=[args.model])
     if out:
         result.save(out)
     _print_opset(shown, result.doc)
@@ -877,7 +952,7 @@ def _trace_on(args, sizes) -> int:
             on=args.on, device=args.on,
         )  # fmt: skip
     out = out or layout.opset_path(result.doc["model"]["name"].replace("/", "_") + f"-on-{args.on}", args.mode)
-    output.check_writable_file(out)
+    output.check_output(out, kind=output.OPSET, inputs=[args.model])
     result.save(out)
     _print_opset(out, result.doc)
     print(f"wrote {out}")
@@ -885,15 +960,97 @@ def _trace_on(args, sizes) -> int:
     return EXIT_OK
 
 
+_SIZE_WORDS = ("num_", "n_")  # config keys that count something (layers, heads, experts...)
+_SIZE_ENDS = ("_size", "_layers", "_heads", "_dim", "_length", "_experts", "_positions")
+
+
+_ISOLATED = "OPCOV_TRACE_ISOLATED"  # set in the child that runs a user's factory
+
+
+def _is_factory(spec: str) -> bool:
+    """Whether ``opcov trace SPEC`` runs user code (a package.module:function factory)."""
+    if spec.startswith("factory:"):
+        return True
+    prefix = spec.split(":", 1)[0]
+    return ":" in spec and "/" not in spec and prefix not in ("hf", "nn", "timm", "torchvision")
+
+
+def _trace_in_child(args):
+    """The op set of a user's factory, traced by 'opcov trace' in a child process: a factory that
+    crashes, aborts, exits or closes a stream ends the child, never this process, and is one line
+    naming it. The child writes a temporary op set, read back here."""
+    import signal
+    import subprocess
+    import tempfile
+
+    from opcov.store import opset
+
+    with tempfile.TemporaryDirectory(prefix="opcov-trace-") as tmp:
+        out = os.path.join(tmp, "opset.yaml")
+        env = dict(os.environ, **{_ISOLATED: "1"})
+        env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "opcov", *args.argv, "--out", out],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                errors="replace",
+                env=env,
+            )
+        except KeyboardInterrupt:
+            raise
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        said = next((ln for ln in reversed(lines) if ln.startswith("opcov: error: ")), None)
+        what = f"factory {args.model}"
+        if proc.returncode == 0 and os.path.isfile(out):
+            return opset.OpSet(opset.load(out))
+        if said:
+            raise UsageError(said.removeprefix("opcov: error: "))
+        if proc.returncode < 0:
+            try:
+                name = signal.Signals(-proc.returncode).name
+            except ValueError:
+                name = f"signal {-proc.returncode}"
+            raise UsageError(f"{what} crashed the tracing process ({name}); nothing was written")
+        last = f": {lines[-1][:200]}" if lines else ""
+        raise UsageError(
+            f"{what} ended the tracing process (exit status {proc.returncode}) before the op set was written{last}"
+        )
+
+
 def _overrides(pairs) -> dict:
+    """--set KEY=VALUE pairs: each VALUE one YAML value (a scalar, or a flat list of scalars) with no
+    anchor or alias; a count or size below 0 is refused. One-line UsageErrors."""
+    import math
+
     import yaml
+
+    from opcov.store import data
 
     out = {}
     for pair in pairs:
         key, eq, value = pair.partition("=")
         if not eq or not key:
             raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set num_hidden_layers=4")
-        out[key] = yaml.safe_load(value)
+        if data.anchor_line(value) is not None:
+            raise UsageError(f"--set {pair!r}: {data.ANCHOR_MESSAGE}")
+        try:
+            parsed = yaml.load(value, Loader=data._loader())
+        except (yaml.YAMLError, RecursionError) as exc:
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise UsageError(f"--set {pair!r}: VALUE is not a YAML value ({why})") from None
+        items = parsed if isinstance(parsed, list) else [parsed]
+        if not all(
+            v is None or isinstance(v, (str, int)) or (isinstance(v, float) and math.isfinite(v)) for v in items
+        ):
+            raise UsageError(f"--set {pair!r}: VALUE must be a number, word, true/false/null or a [list] of them")
+        name = key.rsplit(".", 1)[-1]
+        counts = name.startswith(_SIZE_WORDS) or name.endswith(_SIZE_ENDS)
+        if counts and any(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in items):
+            raise UsageError(f"--set {pair!r}: {name} counts or sizes something; it cannot be negative")
+        out[key] = parsed
     return out
 
 
@@ -935,7 +1092,7 @@ def cmd_zoo(args) -> int:
         return EXIT_OK
     for e in entries:  # every file it will write, before the first (slow) trace
         for mode in modes:
-            output.check_writable_file(zoo.path_for(e.name, mode, args.root))
+            output.check_output(zoo.path_for(e.name, mode, args.root), kind=output.OPSET)
     failures = trace_zoo(entries, modes, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
@@ -996,7 +1153,7 @@ def _zoo_merge(args) -> int:
 
     if not args.tables or not args.table:
         raise UsageError("zoo merge TABLE... --table OUT: the shard tables to join and the table to write")
-    output.check_writable_file(args.table)
+    output.check_output(args.table, kind=output.TABLE, inputs=args.tables, flag="--table")
     output.write_atomic(args.table, zoorun.merge_tables(args.tables))
     print(f"wrote {args.table} from {len(args.tables)} table(s)")
     return EXIT_OK

@@ -7,6 +7,7 @@ reads it back and runs only the remaining cases; the final file is built from th
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import time
@@ -30,11 +31,35 @@ class Journal:
         self.groups_done: dict[str, int] = {}
         self.group_errors: dict[str, str] = {}
         self.group_seconds: dict[str, float] = {}  # how long each finished group took (probe.plan)
-        if os.path.exists(path):
-            if not resume:
-                raise UsageError(
-                    f"{path} exists from an interrupted probe; add --resume to continue it, or delete it to start over"
-                )
+        self.devices: list[str] = []  # each device a worker of this journal's runs described
+        exists = os.path.exists(path)
+        if exists and not resume:
+            raise UsageError(
+                f"{path} exists from an interrupted probe; add --resume to continue it, or delete it to start over"
+            )
+        if resume and not exists:
+            raise UsageError(f"--resume: no journal {path} to continue; run without --resume to start a new probe")
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self.f = open(path, "a")  # noqa: SIM115 - held (and locked) while the probe runs
+        try:  # one probe at a time on a journal: a second would read it while the first removes it
+            fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.f.close()
+            raise UsageError(f"{path} is in use by another probe; wait for it to end") from None
+        if not os.path.exists(path) or os.stat(path).st_ino != os.fstat(self.f.fileno()).st_ino:
+            self.f.close()  # the probe that held it finished and removed it meanwhile
+            raise UsageError(f"{path} was finished by another probe meanwhile; its file is written")
+        try:
+            self._begin(header, exists)
+        except BaseException:
+            self.f.close()
+            raise
+        self.synced = time.monotonic()
+
+    def _begin(self, header: dict, exists: bool) -> None:
+        """Read the journal being resumed (its settings must be this run's), or write a new one's header."""
+        path = self.path
+        if exists:
             old = self._read()
             if old is None:
                 raise UsageError(f"{path}: not a probe journal; delete it to start over")
@@ -51,11 +76,8 @@ class Journal:
             self.header = old
         else:
             self.header = header
-            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(json.dumps({"header": header}, sort_keys=True) + "\n")
-        self.f = open(path, "a")
-        self.synced = time.monotonic()
+            self.f.write(json.dumps({"header": header}, sort_keys=True) + "\n")
+            self.f.flush()
 
     def _read(self):
         header = None
@@ -84,6 +106,8 @@ class Journal:
             self.group_errors[item["group_error"]] = item["why"]
             if isinstance(item.get("s"), (int, float)):
                 self.group_seconds[item["group_error"]] = float(item["s"])
+        elif "device" in item and item["device"] not in self.devices:
+            self.devices.append(item["device"])
 
     def write_case(self, rec: CaseRecord) -> None:
         """A finished case."""

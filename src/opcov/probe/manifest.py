@@ -76,16 +76,24 @@ def load(path: str, backend: str | None = None) -> Manifest:
     """Read and check a manifest; any problem is a one-line UsageError naming the file."""
     import yaml
 
+    from opcov.store import data
+
+    text, problem = data.read_text(path)  # the size, line length and characters of every data file
+    if problem:
+        raise UsageError(f"--manifest {problem}")
+    anchor = data.anchor_line(text)
+    if anchor:
+        raise UsageError(f"--manifest {path}:{anchor}: {data.ANCHOR_MESSAGE}")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-        doc = yaml.safe_load(raw.decode("utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--manifest {path}: cannot read it ({exc.strerror or exc})") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        doc = yaml.load(text, Loader=data._loader())  # a key given twice is refused, with its line
+    except (yaml.YAMLError, RecursionError) as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         where = f" (line {line + 1})" if line is not None else ""
-        raise UsageError(f"--manifest {path}: not valid YAML{where}; see docs/DATA.md, 'Backend manifest'") from None
+        why = " ".join(str(getattr(exc, "problem", None) or "").split())
+        why = f": {why}" if why else ""
+        raise UsageError(
+            f"--manifest {path}: not valid YAML{where}{why}; see docs/DATA.md, 'Backend manifest'"
+        ) from None
 
     def bad(what: str):
         return UsageError(f"--manifest {path}: {what}; see docs/DATA.md, 'Backend manifest'")
@@ -115,7 +123,7 @@ def load(path: str, backend: str | None = None) -> Manifest:
         if not isinstance(op, str) or "::" not in op or not isinstance(why, str) or not why.strip():
             raise bad(f"exclude {op!r}: give an op name and why it is out of scope")
         excludes[op] = why.strip()
-    return Manifest(path, name, claims, excludes, hashlib.sha256(raw).hexdigest())
+    return Manifest(path, name, claims, excludes, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
 
 def claim_counts(ops: dict, manifest: Manifest) -> dict:

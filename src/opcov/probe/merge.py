@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 
-from opcov.errors import DataError
+from opcov.errors import DataError, UsageError
 from opcov.probe import results
 from opcov.probe.runner import now_iso
-from opcov.store import data, layout, lineyaml
+from opcov.store import data, layout, lineyaml, output
 
 
 def _identity(doc: dict) -> dict:
@@ -33,6 +33,10 @@ def _identity(doc: dict) -> dict:
 
 
 def merge_files(paths, *, command: str) -> dict:
+    for i, p in enumerate(paths):  # one file twice would count each of its cases twice
+        for q in paths[:i]:
+            if output.same_file(p, q):
+                raise UsageError(f"{p} is given twice ({q}); opcov merge takes each file once")
     docs = [(p, data.load(p)) for p in paths]
     for p, d in docs:
         if d["evidence"] != "probed":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import tempfile
 import time
@@ -118,6 +119,7 @@ class Pool:
             if slot.proc is not None:
                 slot.proc.join(5)
             self.kill(slot)
+        shutil.rmtree(self.logdir, ignore_errors=True)  # the workers' logs: nothing left in the temp folder
 
     def _log_tail(self, slot: _Slot) -> str:
         try:
@@ -209,6 +211,10 @@ class Pool:
                 self.ready_at = time.monotonic()
             if msg[1] not in self.devices:
                 self.devices.append(msg[1])
+                journal = getattr(self, "journal", None)
+                if journal is not None and msg[1] not in journal.devices:  # a resume that runs no
+                    journal.write({"device": msg[1]})  # worker still names the device its cases ran on
+                    journal.devices.append(msg[1])
             self.ever_ready = True
             slot.state = "idle"
             slot.deadline = float("inf")

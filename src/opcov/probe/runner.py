@@ -66,7 +66,7 @@ def probe(
     claimed or not, ops it rules out given the disposition ``excluded``. ``shard`` (I, N): part I of
     the plan balanced by the recorded group times of ``times`` (default: the times sidecar of the
     backend's default probed file; probe.plan); each group's time is written to ``<out>.times.json``."""
-    output.check_writable_file(out)
+    output.check_output(out, kind=output.COVERAGE, evidence="probed", inputs=[getattr(manifest, "path", None)])
     output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
     # this process's own (the backend, the catalogue, the case selection) instead of following them.
@@ -173,7 +173,13 @@ def probe(
         "evidence": "probed",
         "backend": _backend_doc(backend),
         "provenance": provenance(
-            torch, backend, catalog, journal.header, "; ".join(sorted(pool.devices)), groups, settings
+            torch,
+            backend,
+            catalog,
+            journal.header,
+            "; ".join(sorted(set(pool.devices) | set(journal.devices))),
+            groups,
+            settings,
         ),
         "summary": results.summarize(ops, table, {op.name for op in catalog.core}),
         "ops": ops,

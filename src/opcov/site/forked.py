@@ -21,6 +21,20 @@ import tempfile
 import threading
 
 
+def _die_with(parent: int) -> None:
+    """Linux: the kernel kills this child when its parent ends, by any signal (an interrupted site
+    build left its helper working on for a second and a half); gone already, it ends now."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _cores() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -87,6 +101,7 @@ class Later:
         self.fn, self.pid, self.file = fn, None, None
         if not fork:
             return
+        parent = os.getpid()
         try:
             self.file = tempfile.TemporaryFile()
             self.pid = os.fork()
@@ -96,6 +111,7 @@ class Later:
         if self.pid == 0:  # the child
             code = 1
             try:
+                _die_with(parent)
                 with open(os.dup(self.file.fileno()), "wb") as out:
                     pickle.dump(fn(), out, protocol=pickle.HIGHEST_PROTOCOL)
                 code = 0

@@ -71,6 +71,8 @@ def _safe(name: str, full: str | None = None) -> str:
     """``name`` as a portable file name: ASCII letters, digits and '_.-'; a name over MAX_STEM
     bytes is cut and ends with a short hash of ``full`` (default: ``name``), so it stays unique."""
     stem = re.sub(r"[^A-Za-z0-9_.\-]", "_", name) or "_"
+    if stem[0] == ".":  # '.', '..' or a hidden file: a name is data, never a path
+        stem = "_" + stem[1:]
     if len(stem) <= MAX_STEM:
         return stem
     digest = hashlib.sha256((name if full is None else full).encode("utf-8", "surrogatepass")).hexdigest()[:12]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import re
 import stat
@@ -31,7 +32,7 @@ from typing import Any
 
 from opcov.errors import DataError
 from opcov.store import output
-from opcov.vocab import BWD_PATHS, EVIDENCE_KINDS, FWD_PATHS, INPUT_TIERS, PROBED_STATUSES, RESOLVED
+from opcov.vocab import BWD_PATHS, EVIDENCE_KINDS, FWD_PATHS, INPUT_TIERS, PROBED_STATUSES, RESOLVED, SKIP_REASONS
 
 SCHEMA_VERSION = 1
 
@@ -123,8 +124,11 @@ PROVENANCE_TYPES = {
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
 # A data file larger than this is refused before it is read. PyYAML holds ~40x a file's size in
-# memory while loading it; the largest file opcov writes (a probed backend) is a few MB.
-MAX_FILE_BYTES = 64 << 20
+# memory while loading it; the largest file opcov writes (a probed backend) is under 2 MB. So is a
+# line longer than MAX_LINE_BYTES (the longest opcov writes is ~11 KB): the line readers' regular
+# expressions hold ~140 bytes per character of one line. Together they keep any read under 1 GB.
+MAX_FILE_BYTES = 16 << 20
+MAX_LINE_BYTES = 256 << 10
 
 
 _TYPE_WORDS = {
@@ -139,9 +143,11 @@ _DATA_DEPTH = 12  # nesting allowed in free-form header data (opcov writes at mo
 
 
 def _is_data(value, depth: int = 0) -> bool:
-    """Plain YAML data as opcov writes it: no dates, binary, sets or deep nesting."""
-    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+    """Plain YAML data as opcov writes it: no dates, binary, sets, NaN or infinities, or deep nesting."""
+    if value is None or isinstance(value, (str, int)):  # bool is an int
         return True
+    if isinstance(value, float):
+        return math.isfinite(value)
     if depth >= _DATA_DEPTH:
         return False
     if isinstance(value, list):
@@ -151,9 +157,12 @@ def _is_data(value, depth: int = 0) -> bool:
     return False
 
 
+MAX_COUNT = 10**15  # a count in a data file: far above any real one, and never an overflow as a float
+
+
 def _entry_ok(value, kind) -> bool:
     if kind == "counts":
-        return isinstance(value, int) and not isinstance(value, bool)
+        return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_COUNT
     return value is None or isinstance(value, (str, int, float))
 
 
@@ -266,7 +275,9 @@ def dumps(doc: dict) -> str:
 
 def save(doc: dict, path: str) -> None:
     """Write atomically (``output.write_atomic``), so an interrupted write never leaves half a file,
-    a symbolic link at ``path`` is refused, and a full disk or a read-only folder is one line."""
+    a symbolic link at ``path`` is refused, and a full disk or a read-only folder is one line; a file
+    there that is not a coverage file of the same evidence is never replaced (``output.check_output``)."""
+    output.check_output(path, kind=output.COVERAGE, evidence=doc.get("evidence"))
     output.write_atomic(path, dumps(doc))
 
 
@@ -299,8 +310,38 @@ def _loader():
         for tag in ("int", "float", "timestamp"):
             tag = f"tag:yaml.org,2002:{tag}"
             Loader.add_constructor(tag, guarded(base.yaml_constructors[tag]))
+        Loader.construct_mapping = _construct_mapping
         _LOADER = Loader
     return _LOADER
+
+
+def _construct_mapping(self, node, deep=False):
+    """A mapping, refusing what YAML reads silently: a key given twice (the last would win, so a
+    second ``ops:`` block or op line would replace the first) and merge keys (``<<``), which opcov
+    never writes."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(None, None, f"expected a mapping, found {node.id}", node.start_mark)
+    mapping: dict = {}
+    for key_node, value_node in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            raise yaml.constructor.ConstructorError(
+                None, None, "a YAML merge key ('<<'): opcov's data files have none", key_node.start_mark
+            )
+        key = self.construct_object(key_node, deep=deep)
+        try:
+            taken = key in mapping
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "a mapping key that is not a plain value", key_node.start_mark
+            ) from None
+        if taken:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} given twice (a duplicate key or block)", key_node.start_mark
+            )
+        mapping[key] = self.construct_object(value_node, deep=deep)
+    return mapping
 
 
 _PRINTABLE_ASCII = b"\t\n\r" + bytes(range(0x20, 0x7F))
@@ -332,6 +373,14 @@ def read_text(path: str):
         return None, Problem(path, None, f"cannot read: {exc.strerror or exc}")
     if len(raw) > MAX_FILE_BYTES:
         return None, _too_large(path, len(raw))
+    long_line = _long_line(raw)
+    if long_line is not None:
+        return None, Problem(
+            path,
+            long_line,
+            f"a line over {MAX_LINE_BYTES >> 10} KiB (opcov writes none over a few KB): not read; "
+            "shorten the value on it",
+        )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -348,6 +397,22 @@ def read_text(path: str):
                 path, text.count("\n", 0, m.start()) + 1, f"character U+{ord(m.group()):04X} is not allowed in YAML"
             )
     return text, None
+
+
+def _long_line(raw: bytes) -> int | None:
+    """1-based number of the first line of ``raw`` longer than MAX_LINE_BYTES, else None (one C
+    find per line: ~1 ms for a probed file)."""
+    if len(raw) <= MAX_LINE_BYTES:
+        return None
+    start = line = 0
+    while True:
+        line += 1
+        end = raw.find(b"\n", start)
+        if (end if end >= 0 else len(raw)) - start > MAX_LINE_BYTES:
+            return line
+        if end < 0:
+            return None
+        start = end + 1
 
 
 def _too_large(path: str, size: int) -> Problem:
@@ -431,7 +496,7 @@ def validate(doc, path: str) -> list[Problem]:
     if not isinstance(doc, dict):
         return [Problem(path, 1, "not a coverage file: the top level must be a mapping")]
     version = doc.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION or isinstance(version, bool):
         raw.append(
             (
                 ("schema_version",),
@@ -506,7 +571,13 @@ def _probed_op_problems(name, rec):
         yield (), f"{name}: record must be a non-empty mapping of dtype -> cell, or {{skipped: reason}}"
         return
     if "skipped" in rec:
-        if (
+        reason = rec["skipped"].split(" (shard ")[0] if isinstance(rec["skipped"], str) else None  # old shards'
+        if reason not in SKIP_REASONS and reason is not None and set(rec) <= {"skipped", "of"}:
+            yield (
+                ("skipped",),
+                f"{name}: skipped is {rec['skipped']!r}; expected one of {', '.join(SKIP_REASONS)}",
+            )
+        elif (
             not isinstance(rec["skipped"], str)
             or set(rec) - {"skipped", "of"}
             or not isinstance(rec.get("of", ""), str)
@@ -536,15 +607,17 @@ def _probed_op_problems(name, rec):
                 yield where, f"{name}: {dkey}: unknown key {key!r}; expected one of {sorted(PROBED_CELL_KEYS)}"
             elif allowed == "err":
                 if not (
-                    isinstance(value, list) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value)
+                    isinstance(value, list)
+                    and len(value) == 2
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
                 ):
-                    yield where, f"{name}: {dkey}: {key} must be [max abs error, max rel error]"
+                    yield where, f"{name}: {dkey}: {key} must be [max abs error, max rel error], finite numbers"
             elif allowed is list:
                 if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     yield where, f"{name}: {dkey}: {key} must be a list of names"
             elif allowed is int:
-                if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                    yield where, f"{name}: {dkey}: {key} must be a count"
+                if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_COUNT:
+                    yield where, f"{name}: {dkey}: {key} must be a count (0 to {MAX_COUNT:.0e})"
             elif allowed is str:
                 if not isinstance(value, str):
                     yield where, f"{name}: {dkey}: {key} must be a string"
@@ -569,8 +642,9 @@ def read_doc(path: str):
     if problem:
         return None, problem, None
     stamp = stamp_of(text)
-    if stamp and not stamp.intact and not text.endswith("\n"):  # opcov ends every file with a line break
-        return None, _altered(path, f"it ends mid-line ({stamp.ops} ops were written)", _command_in(text)), stamp
+    if not text.endswith("\n"):  # opcov ends every file with a line break: this one was cut mid-line
+        ops = f" ({stamp.ops} ops were written)" if stamp else ""
+        return None, _altered(path, f"it ends mid-line{ops}", _command_in(text)), stamp
     line = anchor_line(text)
     if line:
         return None, Problem(path, line, ANCHOR_MESSAGE), stamp
@@ -616,6 +690,9 @@ def integrity_problem(path: str, doc, stamp: Stamp | None) -> Problem | None:
     have = len(ops) if isinstance(ops, dict) else 0
     command = _command(doc)
     if stamp is None:
+        counted = summary_count(doc)
+        if counted is not None and counted != have:
+            return _altered(path, f"{have} ops where its summary counts {counted}", command)
         if isinstance(doc, dict) and INTEGRITY in doc:
             return _altered(
                 path,
@@ -636,6 +713,26 @@ def integrity_problem(path: str, doc, stamp: Stamp | None) -> Problem | None:
     what = [f"{have} ops where its integrity line says {stamp.ops}"] if stamp.ops != have else []
     what += [] if stamp.intact else ["its SHA-256 is not the one on its integrity line"]
     return _altered(path, ", and ".join(what), command)
+
+
+def summary_count(doc) -> int | None:
+    """How many ops the header's own summary says the file holds (a file without an integrity line
+    is checked against it, so one cut at a line end is not read as whole), or None when it does
+    not say: an op set's ``distinct_ops``, a coverage file's ``overloads`` of ``aten`` and
+    ``other_namespaces`` (``core`` is a part of aten)."""
+    summary = doc.get("summary") if isinstance(doc, dict) else None
+    if not isinstance(summary, dict):
+        return None
+    if doc.get("kind") == "opset":
+        count = summary.get("distinct_ops")
+        return count if isinstance(count, int) and not isinstance(count, bool) else None
+    counts = [
+        (summary.get(group) or {}).get("overloads") if isinstance(summary.get(group), dict) else None
+        for group in ("aten", "other_namespaces")
+    ]
+    if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
+        return None
+    return sum(counts)
 
 
 def _altered(path: str, what: str, command: str) -> Problem:

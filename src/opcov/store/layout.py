@@ -18,7 +18,7 @@ import os
 import re
 import sys
 
-from opcov.errors import UsageError
+from opcov.errors import DataError, UsageError
 from opcov.vocab import EVIDENCE_KINDS
 
 DEFAULT_COVERAGE = "coverage"
@@ -69,20 +69,40 @@ def read_coverage(arg: str | None, say=None) -> str:
     return bundled
 
 
+def listdir(folder: str) -> list[str]:
+    """os.listdir, where a folder opcov cannot read is a one-line error naming it: data left out
+    unread would change every answer (a backend missing from the site, lint finding 0 errors)."""
+    try:
+        return os.listdir(folder)
+    except OSError as exc:
+        raise DataError(f"{folder}: cannot read this folder ({exc.strerror or exc}); fix its permissions") from None
+
+
+def _walk_error(exc: OSError) -> None:
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return  # nothing there (as before): callers say so where it matters
+    raise DataError(f"{exc.filename}: cannot read this folder ({exc.strerror or exc}); fix its permissions") from None
+
+
+def walk(folder: str):
+    """os.walk, where a folder it cannot read is a one-line error (os.walk skips it silently)."""
+    return os.walk(folder, onerror=_walk_error)
+
+
 def _holds_opcov_data(folder: str) -> bool:
     """Whether a folder looks like opcov's (a models/ folder or a backend's snapshot files), so that
     an unrelated ./coverage (a JavaScript coverage report, say) is not read as opcov data."""
     if os.path.isdir(os.path.join(folder, MODELS)):
         return True
-    for entry in sorted(os.listdir(folder)):
+    for entry in sorted(listdir(folder)):
         sub = os.path.join(folder, entry)
-        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in os.listdir(sub)):
+        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in listdir(sub)):
             return True
     return False
 
 
 def _iter_yaml(folder: str):
-    for _root, _dirs, files in os.walk(folder):
+    for _root, _dirs, files in walk(folder):
         yield from (f for f in files if is_yaml(f))
 
 
@@ -94,7 +114,7 @@ def is_yaml(path: str) -> bool:
 def yaml_files(folder: str, *, models: bool = True) -> list[str]:
     """YAML files under folder, walked in sorted order; without ``models`` no folder named models/ is entered."""
     found: list[str] = []
-    for root, dirs, files in os.walk(folder):
+    for root, dirs, files in walk(folder):
         dirs[:] = sorted(d for d in dirs if models or d != MODELS)
         found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
     return found
@@ -161,12 +181,35 @@ def probe_path(backend, shard=None, coverage_dir: str = DEFAULT_COVERAGE) -> str
     )
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*")
+
+
+def plain_name(name, what: str = "backend") -> str:
+    """``name`` when it can name a folder of its own (letters, digits and '_.+-', not starting with a
+    dot or a dash, at most 100 characters); else a one-line UsageError. A name is data, never a path:
+    'tpu/../cpu' or '..' would read or write another folder."""
+    if not isinstance(name, str) or len(name) > 100 or not _PLAIN_NAME.fullmatch(name):
+        shown = repr(name)[:80]
+        raise UsageError(
+            f"{what} name {shown} is not a plain name (letters, digits and '_.+-', not starting "
+            "with '.' or '-'): opcov keeps each in a folder of that name"
+        )
+    return name
+
+
+def folder_name(name: str) -> str:
+    """``name`` (a model's, say 'pkg.mod:make' or 'org/model') encoded as a plain name for its folder:
+    every other character '_', a leading '.' or '-' '_', at most 100 characters."""
+    text = re.sub(r"[^A-Za-z0-9_.+\-]", "_", str(name))[:100] or "_"
+    return "_" + text[1:] if text[0] in ".-" else text
+
+
 def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     """Snapshots of a backend under coverage_dir/<backend>/, by evidence kind, newest name last."""
-    folder = os.path.join(coverage_dir, backend)
+    folder = os.path.join(coverage_dir, plain_name(backend))
     out: dict[str, list[str]] = {kind: [] for kind in EVIDENCE}
     if os.path.isdir(folder):
-        for name in sorted(os.listdir(folder)):
+        for name in sorted(listdir(folder)):
             m = _SNAPSHOT.match(name)
             if m:
                 out[m.group(1)].append(os.path.join(folder, name))
@@ -202,7 +245,11 @@ def backends_with_data(coverage_dir: str) -> list[str]:
     """The backends that have at least one snapshot under coverage_dir, sorted."""
     if not os.path.isdir(coverage_dir):
         return []
-    return sorted(d for d in os.listdir(coverage_dir) if d != MODELS and any(snapshots(coverage_dir, d).values()))
+    return sorted(
+        d
+        for d in listdir(coverage_dir)
+        if d != MODELS and _PLAIN_NAME.fullmatch(d) and any(snapshots(coverage_dir, d).values())
+    )
 
 
 # ---------------------------------------------------------------- misplaced files
@@ -248,7 +295,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         return []
     out = []
     if backend is None:
-        entries = sorted(os.listdir(coverage_dir))
+        entries = sorted(listdir(coverage_dir))
         isdir = {e: os.path.isdir(os.path.join(coverage_dir, e)) for e in entries}
         out += [(os.path.join(coverage_dir, e), A_FOLDER if isdir[e] else AT_THE_TOP) for e in entries if is_yaml(e)]
         folders = [e for e in entries if isdir[e] and not is_yaml(e)]
@@ -256,7 +303,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         folders = [backend]
     for folder in folders:
         top = os.path.join(coverage_dir, folder)
-        for root, dirs, files in os.walk(top):
+        for root, dirs, files in walk(top):
             out += [(os.path.join(root, d), A_FOLDER) for d in dirs if is_yaml(d)]
             dirs[:] = sorted(d for d in dirs if not is_yaml(d))
             if folder == MODELS:
@@ -287,7 +334,7 @@ def pynames_path(torch_version: str, coverage_dir: str = DEFAULT_COVERAGE) -> st
 def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
     """The Python-name index of ``torch_version`` under coverage_dir (that build, else another build of
     the release), else the last by name, else None."""
-    found = sorted(f for f in os.listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
+    found = sorted(f for f in listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
     torch_of = {f: m.group("torch") for f in found if (m := PYNAMES.match(f))}
     exact = [f for f in found if torch_of[f] == torch_version]
     same = [f for f in found if same_torch(torch_of[f], torch_version)]
@@ -310,7 +357,9 @@ def in_models(rel: str) -> bool:
 
 def opset_path(name: str, mode: str, root: str | None = None) -> str:
     """<root>/<model>/<mode>.yaml, root being coverage/models/ by default."""
-    return os.path.join(models_dir() if root is None else root, name, f"{mode}.yaml")
+    return os.path.join(
+        models_dir() if root is None else root, plain_name(name, "model"), f"{plain_name(mode, 'mode')}.yaml"
+    )
 
 
 def model_folder(model: str, coverage_dir: str) -> str:
@@ -320,7 +369,7 @@ def model_folder(model: str, coverage_dir: str) -> str:
 
 def opset_files(folder: str) -> list[str]:
     """The op-set files directly in one model's folder, sorted (one per mode)."""
-    return sorted(os.path.join(folder, f) for f in os.listdir(folder) if is_yaml(f))
+    return sorted(os.path.join(folder, f) for f in listdir(folder) if is_yaml(f))
 
 
 def model_files(coverage_dir: str) -> list[str]:

@@ -1,8 +1,8 @@
 """A fast reader for the one-record-per-line YAML that ``opcov.store.data.dumps`` writes.
 
 The site reads every coverage file in full, and PyYAML spends seconds per probed
-file building nodes; ``opcov check`` needs a hundred-odd ops of ~3,700 and reads
-only their lines (``names``). Each op line is a small flow mapping of plain or
+file building nodes. Every reader reads every line and checks the whole file (``opcov check``
+keeps only the hundred-odd ops it needs, ``names``, afterwards), so each gives lint's answer. Each op line is a small flow mapping of plain or
 single-quoted scalars: an op set's lines have one layout, read by a pattern; a
 coverage file's are rewritten as JSON and read in one go; anything else, a line
 at a time by a tokenizer, several times faster than PyYAML. Scalars are
@@ -12,8 +12,8 @@ file) the whole file is read by ``opcov.store.data.load`` instead, errors and al
 The text comes from ``data.read_text`` (size, encoding); the tokenizer takes no anchor or
 alias, so a line that might hold one is tokenized even when its op is not asked for. The whole
 text is hashed against its integrity line (``data.stamp_of``, ~1 ms per MB) and the op lines are
-counted, even when only a few are parsed: a file cut short or edited goes to ``data.load``,
-which refuses it.
+counted and their keys checked for duplicates: a file cut short, edited or without the line goes to
+``data.load``, which checks it all and refuses what is wrong.
 """
 
 from __future__ import annotations
@@ -174,7 +174,7 @@ def _value(toks, i):
             if toks[i][0] == "}":
                 return out, i + 1
             key, colon = toks[i], toks[i + 1]
-            if key[0] != "s" or colon[0] != ":":
+            if key[0] != "s" or colon[0] != ":" or key[1] in out:  # a key twice: data.load names it
                 raise _Unusual("mapping key")
             out[key[1]], i = _value(toks, i + 2)
             sep = toks[i][0]
@@ -225,7 +225,11 @@ def _opset_line(text: str):
     cells: dict = {}
     for phase, dtype, calls, grad, seen, has_shape, shape in _OP_CELL.findall(text):
         if phase:
+            if phase in out:
+                return None  # a phase twice: the tokenizer refuses it
             cells = out[phase] = {}
+        if dtype in cells:
+            return None
         cell = cells[dtype] = {"calls": int(calls)}
         if grad:
             cell["grad"] = True
@@ -271,19 +275,17 @@ def _as_json(values: list, resolvers, memo: dict) -> list | None:
             return text
         return json.dumps(_scalar("sq", sq, resolvers, {}) if sq is not None else _scalar("dq", dq, resolvers, {}))
 
+    def unique(pairs):
+        out = dict(pairs)
+        if len(out) != len(pairs):
+            raise ValueError("a key twice")  # the tokenizer refuses it, and data.load names its line
+        return out
+
     try:
-        out = json.loads(_SCALAR.sub(scalar, "[" + ",\n".join(values) + "]"))
-    except (ValueError, _Unusual):
+        out = json.loads(_SCALAR.sub(scalar, "[" + ",\n".join(values) + "]"), object_pairs_hook=unique)
+    except (ValueError, _Unusual, RecursionError):
         return None
     return out if len(out) == len(values) else None
-
-
-def _without_summary(head: str) -> str:
-    """The header text less its ``summary`` block (large in probed files; sorted keys put it last)."""
-    at = head.find("\nsummary:")
-    if at >= 0 and head.find("\n", at + 1) >= 0 and not re.search(r"\n[a-z_]+:", head[at + 9 :]):
-        return head[: at + 1]
-    return head
 
 
 _TREE_NODES = re.compile(r"^- '([^'\n]*(?:''[^'\n]*)*)'$", re.M)  # a line of one single-quoted scalar
@@ -307,70 +309,68 @@ def _cut_tree(head: str) -> tuple[str, list | None]:
     return head[: at + 1], [t.replace("''", "'") if "''" in t else t for t in tree]
 
 
-def parse(path: str, names=None, summary: bool = True):
-    """The document (only the ``names`` ops when given; without the summary when not ``summary``),
-    or None when the file is not in the one-op-per-line layout (or not readable)."""
+def parse(path: str):
+    """The whole document, or None when the file is not in the one-op-per-line layout opcov writes,
+    has no intact integrity line, or is not readable: ``data.load`` then reads it, and names any
+    problem with its line. Every op line is read and every key counted, even where the caller wants
+    a few ops: a fast path skips work, never a check (a file cut short, a key given twice)."""
     import yaml
 
     text, problem = data.read_text(path)  # size, UTF-8 and YAML's characters checked
     if problem:
         return None
     stamp = data.stamp_of(text)
-    if stamp is not None and not stamp.intact:  # cut short or edited: data.load says so, and refuses it
+    if stamp is None or not stamp.intact:  # unstamped, cut short or edited: data.load checks it all
         return None
     cut = text.find("\nops:\n")
     if cut < 0:
         return None
-    head = text[: cut + 1] if summary else _without_summary(text[: cut + 1])
     if data.anchor_line(text[: cut + 1]):  # opcov writes no anchors or aliases: data.load names the line
         return None
-    wanted = set(names) if names is not None else None
     resolvers, memo = _resolvers(), dict[str, object]()
-    head, tree = _cut_tree(head)
+    head, tree = _cut_tree(text[: cut + 1])
     try:
-        doc = yaml.load(head, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        if not isinstance(doc, dict) or "ops" in doc or (stamp is None and data.INTEGRITY in doc):
+        doc = yaml.load(head, Loader=data._loader())  # a key twice in the header is refused there
+        if not isinstance(doc, dict) or "ops" in doc:
             return None
         if tree is not None:
             if "calltree" in doc:
                 return None
             doc["calltree"] = tree  # the head's last key, where the file has it
-        keys, rests, count = [], [], 0
+        keys, rests = [], []
         for line in text[cut + 6 :].splitlines():
-            count += 1
             if not line.startswith("  ") or line.startswith("   "):
                 return None
             key, sep, rest = line[2:].partition(": ")
             if not sep or not key or key[0] in "'\"?&*!":
                 return None
-            key = _plain(key, resolvers)
-            if wanted is None or key in wanted:
-                keys.append(key)
-                rests.append(rest)
-            elif "&" in rest or "*" in rest:  # an anchor or alias in any line sends the file to data.load
-                parse_flow(rest, resolvers, memo)
+            keys.append(_plain(key, resolvers))
+            rests.append(rest)
+        if len(set(keys)) != len(keys) or stamp.ops != len(keys):  # an op twice, or not the ops written
+            return None
         # An op set's lines take the op-line pattern (and the memo of lines seen); a coverage file's
         # lines are read in one go as JSON, or else by the tokenizer, a line at a time.
         values = None if not rests or _opset_line(rests[0]) is not None else _as_json(rests, resolvers, {})
         if values is None:
             values = [_op_line(rest, resolvers, memo) for rest in rests]
-        ops = dict(zip(keys, values))
-    except (_Unusual, IndexError, ValueError, RecursionError, yaml.YAMLError):
+        doc["ops"] = dict(zip(keys, values))
+    except (_Unusual, IndexError, ValueError, TypeError, RecursionError, yaml.YAMLError):
         return None
-    if stamp is not None and stamp.ops != count:
-        return None
-    doc["ops"] = ops
     return doc
 
 
 def load(path: str, names=None, summary: bool = True) -> dict:
     """As ``opcov.store.data.load`` (validated, integrity verified, DataError with file:line), read faster
-    when the layout allows; with ``names``, only those ops (ops the file lacks are simply absent)."""
-    doc = parse(path, names, summary)
+    when the layout allows. The whole file is read and checked whatever is asked; then, with
+    ``names``, only those ops are kept (ops the file lacks are simply absent), and without
+    ``summary`` the summary is dropped."""
+    doc = parse(path)
     if doc is None or data.validate(doc, path):
         doc = data.load(path)  # the full parse reports any problem with its line
-        if names is not None:
-            wanted = set(names)
-            doc = {**doc, "ops": {k: v for k, v in doc["ops"].items() if k in wanted}}
+    if names is not None:
+        wanted = set(names)
+        doc["ops"] = {k: v for k, v in doc["ops"].items() if k in wanted}
+    if not summary:
+        doc.pop("summary", None)
     doc.pop(data.INTEGRITY, None)
     return doc

@@ -38,7 +38,7 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
             problems += [Problem(path, None, m.split(": ", 1)[1]) for m in bad]
             files.append(path)
     for folder in folders:
-        for root, dirs, _files in os.walk(folder) if os.path.isdir(folder) else ():
+        for root, dirs, _files in layout.walk(folder) if os.path.isdir(folder) else ():
             problems += [
                 Problem(os.path.join(root, d), None, layout.A_FOLDER) for d in sorted(dirs) if layout.is_yaml(d)
             ]

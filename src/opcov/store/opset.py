@@ -99,6 +99,11 @@ _KNOWN_VARIANTS = frozenset(
     }
 )
 PARENT_KEYS: dict[str, Any] = {"calls": int, "shape": str, "args": str, "traced_as": list}
+# Limits a real op set is far within (the zoo's deepest tree has 5 levels, its largest count 5 digits):
+# a deeper tree or a longer count is refused with its line, never walked into a RecursionError or
+# turned into a float that overflows.
+MAX_DEPTH = 100
+MAX_CALLS = 10**15
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
 PROVENANCE_TYPES = {
     "torch": str,
@@ -387,7 +392,9 @@ def validate(doc, path: str) -> list[Problem]:
     elif isinstance(doc.get("parents"), dict):
         for name, rec in doc["parents"].items():
             raw.extend(((("parents", name) + k), m) for k, m in _parent_problems(name, rec))
-    ops = doc["ops"] if isinstance(doc.get("ops"), dict) else {}
+    ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
+    if isinstance(doc.get("ops"), dict) and not ops:  # nothing to judge must never read 'runs'
+        raw.append((("ops",), "no ops: the model dispatched nothing this op set records, so there is nothing to judge"))
     for name, rec in ops.items():
         raw.extend(((("ops", name) + k), m) for k, m in _op_problems(name, rec))
     if version == SCHEMA_VERSION and "calltree" not in doc:
@@ -418,6 +425,7 @@ def _tree_problems(tree, ops):
         yield (), "calltree must be a list of nodes, one per line"
         return
     known: dict[int, tuple] = {}  # id -> (phase, kind)
+    depth: dict[int, int] = {}  # id -> levels from its root
     last = 0
     sums: dict[tuple, int] = {}
     parsed: list | None = []  # kept for nodes() when every node parses
@@ -433,6 +441,21 @@ def _tree_problems(tree, ops):
             parsed.append(node)
         nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants = node
         with_variants += bool(variants)
+        depth[nid] = level = depth.get(parent, 0) + 1 if parent is not None else 1
+        if level > MAX_DEPTH or calls > MAX_CALLS:
+            parsed = None
+            if calls > MAX_CALLS:
+                yield (
+                    (i,),
+                    f"calltree node {nid} ({op}): {str(calls)[:20]}... calls, over the {MAX_CALLS:.0e} a count may be",
+                )
+            elif level == MAX_DEPTH + 1:  # said once, at the first node too deep (those below it are deeper)
+                yield (i,), f"calltree node {nid} ({op}): {level} levels deep, over the {MAX_DEPTH} an op set may have"
+            known[nid] = (phase, kind)
+            last = max(last, nid)
+            if kind == KERNEL:
+                sums[(op, phase, dtype)] = sums.get((op, phase, dtype), 0) + calls
+            continue
         if (
             last < nid
             and phase in PHASES
@@ -537,11 +560,13 @@ def _op_problems(name, rec):
                 want = CALL_KEYS.get(key)
                 if want is None:
                     yield (phase,), f"{name}: {phase}.{dtype}: unknown key {key!r}"
-                elif not isinstance(value, want) or (want is int and (isinstance(value, bool) or value < 1)):
+                elif not isinstance(value, want) or (
+                    want is int and (isinstance(value, bool) or not 1 <= value <= MAX_CALLS)
+                ):
                     yield (
                         (phase,),
                         f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}"
-                        + (" of at least 1" if want is int else ""),
+                        + (f" from 1 to {MAX_CALLS:.0e}" if want is int else ""),
                     )
                 elif key == "seen" and value not in SEEN:
                     yield (phase,), f"{name}: {phase}.{dtype}.seen must be one of {', '.join(SEEN)}"
@@ -599,8 +624,9 @@ def save(doc: dict, path: str) -> None:
     """Deterministic, atomic write (the same writer as coverage files: one op per line, and one
     call-tree node per line)."""
     problems = validate(doc, path)
-    if problems:  # a bug in the writer, not a user mistake: never write a file we could not read back
-        raise ValueError(f"refusing to write an invalid op set: {problems[0]}")
+    if problems:  # never write a file that could not be read back
+        raise data.DataError(f"refusing to write an op set that could not be read back: {problems[0]}")
+    output.check_output(path, kind=output.OPSET)  # never over a file that is not an op set
     output.write_atomic(path, dumps(doc))
 
 

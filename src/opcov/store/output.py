@@ -202,6 +202,33 @@ def write_new(path: str, blob: bytes) -> None:
     os.close(fd)
 
 
+def _remove_stale(folder: str, prefix: str) -> None:
+    """Remove temporary files ``prefix<PID>-<hex>`` of this target left by a process that was killed
+    outright (SIGKILL runs no cleanup) and is gone; a live writer's file is left alone. Only for
+    data files (``durable``): the site writes thousands of pages and lists no folder per page."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for entry in names:
+        if not entry.startswith(prefix):
+            continue
+        pid, dash, rest = entry[len(prefix) :].partition("-")
+        if not (pid.isdigit() and dash and len(rest) == 8):
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # its writer is alive
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        try:
+            os.remove(os.path.join(folder, entry))
+        except OSError:
+            pass
+
+
 def write_atomic(path: str, content, *, durable: bool = True) -> None:
     """Write ``content`` (str as UTF-8, or bytes) to ``path`` atomically: a temporary file in the
     same folder (made if missing), fsync'd when ``durable``, renamed over ``path``. The temporary
@@ -233,6 +260,8 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
         fd = None
         os.replace(tmp, absolute)  # type: ignore[arg-type]  # set with fd above  # a link that appeared since the check is replaced, not followed
         tmp = None
+        if durable:
+            _remove_stale(folder, f"{name[: NAME_MAX - 40]}.tmp")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {_why(exc)}") from None
     finally:
@@ -243,3 +272,97 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
                 os.remove(tmp)
             except OSError:
                 pass
+
+
+# ---------------------------------------------------------------- no output may be an input
+
+# What opcov writes at a file path it is given, and how the first bytes of such a file read.
+COVERAGE, OPSET, REPORT, TABLE = "coverage", "opset", "report", "table"
+_KIND_WORDS = {
+    COVERAGE: "a coverage file",
+    OPSET: "an op-set file",
+    REPORT: "an 'opcov check' report",
+    TABLE: "a zoo outcome table",
+}
+_SNIFF_BYTES = 64 << 10  # an opcov file says what it is in its first lines (sorted header keys)
+
+
+def _head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_SNIFF_BYTES)
+    except OSError:
+        return b""
+
+
+def _is_data(head: bytes) -> bool:
+    return head.startswith(b"integrity: ") or re_line(head, b"schema_version: ")
+
+
+def re_line(head: bytes, start: bytes) -> bool:
+    """Whether a line of ``head`` starts with ``start``."""
+    return head.startswith(start) or b"\n" + start in head
+
+
+def what_is(head: bytes) -> str | None:
+    """The kind of opcov output ``head`` (a file's first bytes) is, or None."""
+    if _is_data(head):
+        if re_line(head, b"kind: opset\n"):
+            return OPSET
+        if re_line(head, b"evidence: "):
+            return COVERAGE
+        return None
+    if head.startswith(b"# ") and b"\nmodel\tmode\toutcome\t" in head:
+        return TABLE
+    text = head.lstrip()
+    if (
+        text.startswith((b"opcov check: ", b"### opcov check: "))
+        or (text.startswith(b"<?xml") and b'<testsuites name="opcov check ' in text[:400])
+        or (text.startswith(b"::") and b" title=opcov " in text.split(b"\n", 1)[0])
+        or (text.startswith(b"{") and b'"verdicts"' in head and b'"model"' in head)
+    ):
+        return REPORT
+    return None
+
+
+def same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` are one file (device and inode, links followed)."""
+    try:
+        x, y = os.stat(a), os.stat(b)
+    except (OSError, ValueError):
+        return False
+    return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
+
+
+def check_output(path: str, *, kind: str, inputs=(), flag: str = "--out", evidence: str | None = None) -> None:
+    """``check_writable_file``, and the rules that keep every command from destroying data: the output
+    is none of the command's ``inputs`` (the same device and inode, links resolved), and a file already at ``path`` is opcov's own output of this ``kind``
+    (for a coverage file, of this ``evidence`` when given) or empty. One UsageError line otherwise.
+    Every command that writes a file calls it before any work."""
+    check_writable_file(path)
+    for source in inputs:
+        if source is None:
+            continue
+        if same_file(path, source):
+            raise UsageError(
+                f"{flag} {path} is also an input of this command ({source}); opcov never writes over "
+                "what it reads: choose another output path"
+            )
+    if not os.path.exists(path):
+        return
+    head = _head(path)
+    if not head.strip():
+        return  # nothing there to lose
+    found = what_is(head)
+    if found == kind and (evidence is None or re_line(head, b"evidence: " + evidence.encode() + b"\n")):
+        return
+    if found is None:
+        there = "a file opcov did not write"
+    elif found == kind:
+        there = f"{_KIND_WORDS[found]} of other evidence"
+    else:
+        there = _KIND_WORDS[found]
+    raise UsageError(
+        f"{flag} {path}: {there} is already there, and this command writes {_KIND_WORDS[kind]}; "
+        "opcov replaces only its own output of the same kind: choose another path or remove the file"
+    )

@@ -27,6 +27,7 @@ import importlib
 import json
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 
 from opcov.errors import UsageError
@@ -147,13 +148,22 @@ def build_factory(target: str, *, real: bool) -> Built:
     try:
         with contextlib.nullcontext() if real else torch.device("meta"):
             result = fn()
-    except Exception as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - SystemExit or any BaseException subclass is the factory's too
         raise UsageError(f"factory {target} raised {type(exc).__name__}: {_first_line(exc)}") from None
+    if getattr(sys.stdout, "closed", False) or getattr(sys.stderr, "closed", False):
+        raise UsageError(f"factory {target} closed standard output or error; a factory returns (model, inputs) only")
     if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], torch.nn.Module)):
         raise UsageError(
             f"factory {target} must return (model, inputs) with an nn.Module; it returned {type(result).__name__}"
         )
     model, inputs = result
+    if not isinstance(inputs, (tuple, list, dict, torch.Tensor)):
+        raise UsageError(
+            f"factory {target} returned inputs of type {type(inputs).__name__}: expected a tuple or list of "
+            "positional arguments, a dict of keyword arguments, or a tensor"
+        )
     return Built(model, inputs, name=f"{mod_name}.{fn_name}", source=f"factory:{target}")
 
 

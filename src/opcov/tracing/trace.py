@@ -351,6 +351,10 @@ def trace(
     opts = Options(mode, dtype, autocast, device, optimizer, real, variant)
     opts.check()
     torch = import_torch()
+    if not isinstance(model, torch.nn.Module) and not callable(model):
+        from opcov.errors import UsageError
+
+        raise UsageError(f"model is of type {type(model).__name__}: expected a torch.nn.Module (or a callable)")
     doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing, on=on)
     params = sum(p.numel() for p in _unique_params(model))
     header = {

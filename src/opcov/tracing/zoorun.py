@@ -643,7 +643,7 @@ def run(
     table = table or layout.zoo_table_path(shard=shard)
     if jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {jobs}")
-    output.check_writable_file(table)
+    output.check_output(table, kind=output.TABLE, flag="--table")
     picked = [a for i, a in enumerate(archs) if in_shard(i, shard)]
     header = header_for(selection, modes, shard)
     if not resume and os.path.exists(table):  # its rows are replaced: only by a run of the same selection
@@ -670,7 +670,7 @@ def run(
                 kept += 1
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
     for arch, mode in pending:
-        output.check_writable_file(layout.opset_path(arch.name, mode, root))
+        output.check_output(layout.opset_path(arch.name, mode, root), kind=output.OPSET)
     progress = Progress(len(picked) * len(modes), len(picked) * len(modes) - len(pending), stream)
 
     by_name = {a.name: a for a in picked}
