@@ -732,7 +732,7 @@ def summary_count(doc) -> int | None:
     ]
     if not all(isinstance(c, int) and not isinstance(c, bool) for c in counts):
         return None
-    return sum(counts)
+    return sum(c for c in counts if isinstance(c, int))
 
 
 def _altered(path: str, what: str, command: str) -> Problem:

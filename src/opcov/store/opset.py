@@ -392,7 +392,7 @@ def validate(doc, path: str) -> list[Problem]:
     elif isinstance(doc.get("parents"), dict):
         for name, rec in doc["parents"].items():
             raw.extend(((("parents", name) + k), m) for k, m in _parent_problems(name, rec))
-    ops = doc.get("ops") if isinstance(doc.get("ops"), dict) else {}
+    ops = doc["ops"] if isinstance(doc.get("ops"), dict) else {}
     if isinstance(doc.get("ops"), dict) and not ops:  # nothing to judge must never read 'runs'
         raw.append((("ops",), "no ops: the model dispatched nothing this op set records, so there is nothing to judge"))
     for name, rec in ops.items():
