@@ -163,6 +163,13 @@ class BackendVerdict:
     notes: list
     unclaimed: list | None = None  # with a backend manifest (apply_manifest): (op, dtype) it does not claim
 
+    def __repr__(self) -> str:
+        """A line, not every op result (the dataclass's repr of a zoo model ran to 40 KB)."""
+        return (
+            f"BackendVerdict({self.backend!r}, {self.mode!r}, verdict={self.verdict!r}, evidence={self.evidence!r}, "
+            f"{len(self.ops)} ops, sources={self.sources!r})"
+        )
+
     def counts(self) -> dict:
         """The headline: distinct ops and calls, by outcome and by evidence kind."""
         ops = calls = 0
