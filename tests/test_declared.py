@@ -355,3 +355,25 @@ def test_check_and_compare_mark_ops_the_backends_torch_lacks(tmp_path):
     assert "aten::brand_new_op  old: unknown (no such op in torch 2.9.0), new: runs" in text, text
     got = json.loads(run_opcov("compare", "old", "new", "--coverage", str(root), "--format", "json").stdout)
     assert [d["absent"] for d in got["lacks"]["old"]] == [True]
+
+
+def test_the_site_calls_declared_evidence_declared(tmp_path, mps_cov):
+    """An op page, the search index and the index's share word mps's declared data as declared, never as a
+    registration (no binary was read)."""
+    import json as _json
+
+    from opcov.site import render
+
+    out = tmp_path / "site"
+    render.render_site(str(mps_cov), str(out))
+    page = " ".join((out / "ops" / "aten" / "mm.html").read_text(encoding="utf-8").split())
+    assert "declared own kernel in native_functions.yaml, unverified" in page
+    assert "registered own kernel" not in page
+    index = (out / "assets" / "search-index.js").read_text(encoding="utf-8")
+    blob = _json.loads(index[index.index("{") : index.rindex("}") + 1])
+    mm = next(row for row in blob["ops"] if row[0] == "aten::mm")
+    b = blob["backends"].index("mps")
+    assert mm[1][2 * b] == "D" and blob["codes"]["D"][2] == "declared", (mm, blob["codes"].get("D"))
+    front = " ".join((out / "index.html").read_text(encoding="utf-8").split())
+    share = front[front.find("<table") : front.find("</table>")]
+    assert "%</strong> declared" in share and "%</strong> registered" not in share, share

@@ -89,6 +89,8 @@ def test_index_shares_by_evidence_kind_and_models(small):
     assert re.search(r"beta training 0\.0% \(0 of 1\) ○ 1 registered, unverified 0 0 0 ○ 1 registered", page)
     assert "runs (● probed) runs, unverified (a claim)" in page
     assert "2026-11-02T00:00:00+00:00" in page and "torch 2.13.0+cpu, alpha_pkg 1.0" in page
+    # the probed count is of ops a sample reached, not every op in the file (aten::relu was skipped)
+    assert re.search(r"; 1 op probed \(1 more in the file, skipped: no sample reaches them\)", page), page
 
 
 def test_op_page_shows_registered_and_probed_evidence(small):

@@ -481,3 +481,37 @@ def test_matrix_and_compare_pages_say_not_in_torch(browser, versioned):
         assert page.url.endswith("compare/beta-vs-gamma.html")
         text = page.inner_text("#main")
         assert "gamma lacks what beta has: 1 op" in text and "aten::relu" in text and "not in torch 2.9.0" in text
+
+
+def _zoo_names(root) -> str:
+    """make_coverage's folder with models whose names contain one another (as the zoo's do)."""
+    from opcov.store import opset
+
+    cov = make_coverage(root)
+    tiny = opset.load(os.path.join(cov, "models", "tiny", "inference.yaml"))
+    for name in ("llama", "diffllama", "llama4", "bert", "albert", "t5", "longt5", "mt5"):
+        tiny["model"]["name"] = name
+        opset.save(tiny, os.path.join(cov, "models", name, "inference.yaml"))
+    return cov
+
+
+@pytest.fixture(scope="module")
+def zoo_names(tmp_path_factory):
+    return rendered(tmp_path_factory, "zoo-names", _zoo_names)[1]
+
+
+def test_enter_on_a_model_name_opens_that_model(browser, zoo_names):
+    """Typing a model's exact name and pressing Enter opens that model, not one whose name contains it
+    (diffllama for llama, albert for bert, longt5 for t5); the list shows it first."""
+    with Watched(browser) as page:
+        for name in ("llama", "bert", "t5"):
+            page.goto(url(zoo_names, "index.html"))
+            found = search_box_results(page, name)
+            assert found[0] == name, found
+            page.press("#site-q", "Enter")
+            page.wait_for_load_state("load")
+            assert page.url.endswith(f"/models/{name}.html"), (name, page.url)
+        page.goto(url(zoo_names, "search.html?q=llama"))
+        page.wait_for_selector("html[data-search-ready]")
+        listed = page.eval_on_selector_all("#search-page ul li a", "els => els.map(e => e.textContent)")
+        assert listed == ["llama", "llama4", "diffllama"], listed

@@ -155,7 +155,12 @@ def test_text_answer_and_no_torch_import():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=child_env(), cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    assert out.startswith("torch.nn.LayerNorm -> aten::layer_norm, aten::native_layer_norm\n")
+    first, _, rest = out.partition("\n\n")  # the one-line answer first, for the best match
+    assert first == (
+        "answer: aten::layer_norm | tpu: forward registered, unverified; backward registered, unverified | "
+        "cpu: forward pass: float32; backward registered, unverified"
+    ), first
+    assert rest.startswith("torch.nn.LayerNorm -> aten::layer_norm, aten::native_layer_norm\n")
     assert "aten::native_layer_norm  [Python name torch.nn.LayerNorm]" in out
     rows = [line.split(None, 3) for line in out.splitlines() if line.startswith(("  tpu ", "  cpu "))]
     assert ["tpu", "forward", "registered", "registered, unverified (kernel)"] in rows

@@ -68,4 +68,4 @@ def test_wheel_commands_that_need_torch_say_so(fresh, tmp_path):
     r = _run(exe, "scan", "cpu", "--out", str(tmp_path / "x.yaml"), cwd=tmp_path)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "opcov[torch]" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "pip install 'opcov[trace]' torch==2.13.0" in r.stderr, r.stderr

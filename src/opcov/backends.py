@@ -70,9 +70,9 @@ BUILTIN = (
         "cuda",
         "CUDA",
         note="the control; kernels exist only in a CUDA build of torch",
-        setup="a CUDA build of torch, e.g. the package registry's regular wheel (scripts/envs/cuda.sh makes "
-        "one in .envs/cuda); it imports without a GPU, so the registered scan needs none; the "
-        "probe runs on an NVIDIA GPU",
+        setup="a CUDA build of torch: in a fresh virtual environment, pip install opcov torch==2.13.0 (the "
+        "package registry's Linux wheel is a CUDA build); it imports without a GPU, so the registered scan "
+        "needs none; the probe runs on an NVIDIA GPU",
     ),
     Backend(
         "mps",
@@ -90,9 +90,9 @@ BUILTIN = (
         package="torch_xla",
         module="torch_xla",
         note="PyTorch/XLA (legacy, lazy tensors)",
-        setup="torch-xla built for the installed torch (same version; torch-xla 2.9.0 pins torch 2.9.0: "
-        "scripts/envs/xla.sh makes .envs/xla, scripts/envs/xla-data.sh its data); PJRT_DEVICE=CPU "
-        "runs it on the CPU, so both the scan and the probe work without an accelerator",
+        setup="torch-xla built for the installed torch (same version): in a fresh virtual environment, "
+        "pip install opcov torch==2.9.0 torch-xla==2.9.0; PJRT_DEVICE=CPU runs it on the CPU, so both the "
+        "scan and the probe work without an accelerator",
     ),
     Backend(
         "tpu",

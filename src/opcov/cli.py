@@ -226,7 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with -b: also show prefix and substring matches when there are exact ones",
     )
     ops.add_argument(
-        "--limit", type=int, default=20, help="with -b: show at most this many ops, 0 for all (default: %(default)s)"
+        "--limit",
+        type=int,
+        default=None,
+        help="show at most this many ops, 0 for all (default: 20 with -b, else all)",
     )
     ops.add_argument("--core", action="store_true", help="only core ATen IR ops")
     ops.add_argument("--tag", action="append", default=[], help="only ops with this tag (repeatable)")
@@ -554,7 +557,12 @@ def cmd_ops(args) -> int:
             raise UsageError("-b answers for the ops a PATTERN names, e.g. 'opcov ops F.layer_norm -b tpu'")
         coverage = layout.read_coverage(args.coverage_dir, say=_say)
         answer = support.answer(
-            args.pattern, args.backend, coverage, limit=args.limit or None, everything=args.every_match, **filters
+            args.pattern,
+            args.backend,
+            coverage,
+            limit=20 if args.limit is None else args.limit or None,
+            everything=args.every_match,
+            **filters,
         )
         if args.format == "table":
             sys.stdout.write(support.render(answer))
@@ -572,6 +580,9 @@ def cmd_ops(args) -> int:
         index, _ = support.load_index(data_dir, catalog.torch_version)
         ranked = support.rank(args.pattern, [op.name for op in ops], support.python_names(args.pattern, index))
         ops = [catalog.get(m.op) for m in ranked]
+    if args.limit and len(ops) > args.limit:  # best first: the cap keeps the best matches
+        note = "; ".join(filter(None, [note, f"{len(ops) - args.limit} more op(s) not shown (--limit 0 for all)"]))
+        ops = ops[: args.limit]
     formats.print_ops(ops, catalog, args.format)
     if note:
         print(f"opcov: {note}", file=sys.stderr)
@@ -594,10 +605,12 @@ def _catalog(args):
                 load(backend)
                 return build_catalog((args.import_module,), added_ops(backend)), ""
             return build_catalog(), ""
+    from opcov.torchenv import install_command
+
     catalog, path = support.data_catalog(layout.read_coverage(args.coverage_dir, say=_say))
     return catalog, (
         f"torch is not installed: op names and tags from {path} (schemas, composite kinds and "
-        "structured delegates need torch: pip install 'opcov[torch]')"
+        f"structured delegates need torch: {install_command()})"
     )
 
 

@@ -335,12 +335,24 @@ def schema_lines(ops, data_torch: str) -> tuple[dict, str]:
 # ---------------------------------------------------------------- text
 
 
+def headline(ans: Answer) -> str:
+    """The answer in one line, first, for the best match: 'answer: aten::mm | tpu: forward registered,
+    unverified; backward registered, unverified | cpu: forward pass: float32; ...' (the tables below say why)."""
+    op = ans.matches[0].op
+    parts = []
+    for b in ans.backends:
+        dirs = ans.statuses[op][b]
+        said = "; ".join(f"{d} {s.text.split(' (')[0]}" for d, s in dirs.items())
+        parts.append(f"{b}: {said or 'no data'}")
+    return f"answer: {op} | " + " | ".join(parts)
+
+
 def render(ans: Answer) -> str:
     """The answer as text: the Python names resolved, then per op its schema and a row per backend
     and direction (evidence, status), then what was not shown and where the data came from."""
     from opcov.formats import table_lines
 
-    lines = []
+    lines = [headline(ans), ""] if ans.matches else []
     for py, ops in ans.python.items():
         lines.append(f"{py} -> {', '.join(ops) if ops else '(dispatches no aten op)'}")
     if ans.python:

@@ -11,6 +11,13 @@ from __future__ import annotations
 import os
 
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+DATA_TORCH = "2.13.0"  # the torch release of the bundled coverage data: installs pin it, so traces pair with it
+
+
+def install_command(extra: str = "torch") -> str:
+    """The one command that installs what is missing, torch pinned to the bundled data's release (pip
+    would otherwise take the newest torch, whose ops the data does not describe)."""
+    return f"pip install 'opcov[{extra}]' torch=={DATA_TORCH}"
 
 
 def import_torch():
@@ -28,8 +35,8 @@ def import_torch():
         from opcov.errors import UsageError
 
         raise UsageError(
-            "this command needs torch, which is not installed: "
-            "pip install 'opcov[torch]' (or 'opcov[trace]' to trace models)"
+            f"this command needs torch, which is not installed: {install_command('trace')} "
+            "(the trace extra also brings transformers, for tracing models)"
         ) from None
     return torch
 

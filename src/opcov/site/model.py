@@ -489,6 +489,8 @@ SUPPORT = {w.name: w for w in (
     vocab.Word("S", "passes in some dtypes probed, fails or is unchecked in others", "some dtypes", "\u25d1", "warn"),
     vocab.Word("R", vocab.EVIDENCE["registered"].label, vocab.EVIDENCE["registered"].short,
                vocab.EVIDENCE["registered"].icon, vocab.EVIDENCE["registered"].css),
+    vocab.Word("D", vocab.EVIDENCE["declared"].label, vocab.EVIDENCE["declared"].short,
+               vocab.EVIDENCE["declared"].icon, vocab.EVIDENCE["declared"].css),
     vocab.Word("C", "ran on the probe, values unchecked", "unchecked", vocab.PROBED["not_comparable"].icon, "unknown"),
     vocab.Word("U", "opcov could not resolve what it reaches", "unresolved", _REG["unresolved"].icon,
                _REG["unresolved"].css),
@@ -568,8 +570,10 @@ class Direction:
         if self.code == "A":
             return f"not in torch {self.torch} (the op does not exist in that release)"
         path = PATH_WORDS.get(self.path, self.path)
-        if self.code == "R":
+        if self.code in ("R", "D"):
             via = f" of {', '.join(self.via[:2])}{', ...' if len(self.via) > 2 else ''}" if self.path == "composite" and self.via else ""
+            if self.code == "D":  # listed in native_functions.yaml; no binary was read
+                return f"declared {path}{via} in native_functions.yaml, unverified"
             return f"registered {path}{via}, unverified"
         if self.code == "F":
             return ("CPU fallback only (" + ("enabled: runs, slowly" if self.fallback_enabled else
@@ -666,7 +670,10 @@ def _direction(backend: Backend, op: str, direction: str) -> Direction:
     fwd = direction == "forward"
     res = str(rec.get("res" if fwd else "bwd_res"))
     fb = (registered.prov.get("fallback") or {})
-    return Direction(direction, SUPPORT_OF_RES.get(res, "U"), registered.evidence, res=res,
+    code = SUPPORT_OF_RES.get(res, "U")
+    if code == "R" and registered.evidence == "declared":  # a declaration, not a registration
+        code = "D"
+    return Direction(direction, code, registered.evidence, res=res,
                      path=str(rec.get("fwd" if fwd else "bwd") or ""), via=list(rec.get("via" if fwd else "bwd_via") or []),
                      why=str(rec.get("why") or "") if res == "unresolved" else "",
                      fallback_enabled=fb.get("enabled") if fb.get("present", True) else None)

@@ -663,6 +663,7 @@ def matrix_data(site: Site, links: dict) -> dict:
     odd = {n: p for n, p in links["ops"].items() if p != "ops/{}/{}.html".format(*n.split("::", 1))}
     return {
         "backends": [{"name": b.name, "fallback": _fallback_enabled(b.registered),
+                      "declared": b.registered is not None and b.registered.evidence == "declared",
                       "probed": b.probed is not None, "torch": b.torch} for b in backends],
         "tags": tags, "dtypes": dtypes, "probe_codes": list(PROBE_CODES), "reg_codes": REG_CODE,
         # how each status is shown ([icon, short, css, label], from opcov.vocab) and the support letter

@@ -135,6 +135,8 @@ def build_factory(target: str, *, real: bool) -> Built:
     if not mod_name or not fn_name:
         raise UsageError(f"factory {target!r}: expected package.module:function")
     torch = import_torch()
+    if "" not in sys.path and os.getcwd() not in sys.path:  # as 'python -m' does: a module beside the user
+        sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(mod_name)
     except Exception as exc:  # noqa: BLE001 - any import failure is the user's module
@@ -182,7 +184,9 @@ def _transformers():
     try:
         import transformers
     except ImportError:
-        raise UsageError("transformers is not installed: pip install 'opcov[models]'") from None
+        from opcov.torchenv import install_command
+
+        raise UsageError(f"transformers is not installed: {install_command('trace')}") from None
     transformers.logging.set_verbosity_error()
     return transformers
 

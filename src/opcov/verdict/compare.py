@@ -16,12 +16,14 @@ Torch-free: it reads saved data only.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 from opcov import vocab
+from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import layout, opset
-from opcov.verdict import judge
+from opcov.verdict import gaps, judge
 
 ZOO = "zoo"  # --models: every op set under coverage/models/
 RUNS = ("ok", "fallback")  # outcomes that say an op runs
@@ -76,19 +78,20 @@ def _weaker(x: str, y: str) -> str:
     return x if vocab.weaker(x, y) else y
 
 
-def _select(files: list[str], models, modes) -> list[tuple[str, dict]]:
-    """(path, op set) for the wanted models and modes; unknown model names are a UsageError."""
-    docs = [(p, opset.load(p)) for p in files]
-    if models:
-        have = {d["model"]["name"] for _, d in docs}
-        unknown = sorted(set(models) - have)
-        if unknown:
-            raise UsageError(
-                f"--models: no op sets for {', '.join(unknown)} under the coverage folder's "
-                f"{layout.MODELS}/ (there are {len(have)}; see 'opcov zoo list')"
-            )
-        docs = [(p, d) for p, d in docs if d["model"]["name"] in models]
-    return [(p, d) for p, d in docs if not modes or d["mode"] in modes]
+def _select(files: list[str], models) -> list[str]:
+    """The op-set files of the wanted models (by their folder, coverage/models/<model>/<mode>.yaml);
+    unknown model names are a UsageError. Modes are picked once each file is read."""
+    if not models:
+        return files
+    folder = {p: os.path.basename(os.path.dirname(p)) for p in files}
+    have = set(folder.values())
+    unknown = sorted(set(models) - have)
+    if unknown:
+        raise UsageError(
+            f"--models: no op sets for {', '.join(unknown)} under the coverage folder's "
+            f"{layout.MODELS}/ (there are {len(have)}; see 'opcov zoo list')"
+        )
+    return [p for p in files if folder[p] in models]
 
 
 def parse_models(value: str | None) -> list[str] | None:
@@ -101,23 +104,45 @@ def parse_models(value: str | None) -> list[str] | None:
     return names
 
 
-def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None) -> Comparison:
-    """Judge every selected op set on ``a`` and ``b`` and collect the ops one runs and the other does not."""
+def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None, fork: bool | None = None) -> Comparison:
+    """Judge every selected op set on ``a`` and ``b`` and collect the ops one runs and the other does not.
+
+    Each coverage file is read once, whole, before any op set is judged, and the Coverages made from
+    the same documents share their judgments (judge.share, as gaps and the site do): reading per op
+    set and backend parsed the same files thousands of times (~40 s over the bundled zoo). The op sets
+    are read and judged item by item by this process and, where a core is idle, a forked child
+    (opcov.site.forked, as the site build reads the zoo); each hands back only the ops where the two
+    backends differ. ``fork``: None decides by the idle cores, False never forks."""
+    from opcov.site import forked
+
     if a == b:
         raise UsageError(f"compare needs two different backends, not {a!r} twice")
     files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {layout.models_dir(coverage_dir)}: trace some with 'opcov zoo trace'")
-    chosen = _select(files, models, modes)
-    if not chosen:
-        raise UsageError(f"no op sets for mode {', '.join(modes)} under {layout.models_dir(coverage_dir)}")
+    paths = _select(files, models)
+    read = gaps.reader()
+    pool: dict = {}
+    listings: dict = {}
 
-    def judged():
-        for _path, doc in chosen:
-            covs = {backend: judge.coverage_for(doc, backend, coverage_dir) for backend in (a, b)}
-            yield doc, {backend: (judge.judge(doc, cov), cov.torch) for backend, cov in covs.items()}
+    def one(path: str):
+        doc = opset.load(path)
+        if modes and doc["mode"] not in modes:
+            return None
+        verdicts = {}
+        for backend in (a, b):
+            cov = judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings), pool)
+            verdicts[backend] = (judge.judge(doc, cov), cov.torch)
+        return _contrast(a, b, doc, verdicts, {})
 
-    return from_verdicts(a, b, judged())
+    with activity(f"judging {len(paths)} op sets on {a} and {b}"), judge.bulk():
+        one(paths[0])  # reads the coverage files here, so that a forked child has them already
+        if fork is None:
+            fork = len(paths) >= 200 and forked.spare_core()
+        rows = [r for r in forked.split_map(one, paths, fork=fork and forked.can_fork()) if r is not None]
+    if not rows:
+        raise UsageError(f"no op sets for mode {', '.join(modes or ())} under {layout.models_dir(coverage_dir)}")
+    return _collect(a, b, rows)
 
 
 def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Comparison:
@@ -126,48 +151,62 @@ def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Compariso
     ``memo``: a dict kept while the verdicts live, where each verdict's ops by name are worked out once
     over several comparisons (the site compares every pair of backends)."""
     memo = {} if memo is None else memo
+    return _collect(a, b, [_contrast(a, b, doc, verdicts, memo) for doc, verdicts in judged])
+
+
+def _contrast(a: str, b: str, doc: dict, verdicts: dict, memo: dict) -> tuple:
+    """What one op set's two verdicts contribute, as small plain data (a forked child pickles it back):
+    (model, mode, op set's torch, {backend: (sources, torch)}, [(lacking, having, op, evidence, lacked
+    outcome, had outcome, calls, whys)])."""
+    results, meta = {}, {}
+    for backend in (a, b):
+        verdict, torch = verdicts[backend]
+        meta[backend] = (tuple(verdict.sources), torch)
+        by_op = memo.get(id(verdict))
+        if by_op is None or by_op[0] is not verdict:
+            by_op = memo[id(verdict)] = (verdict, {r.op: (r, r.outcome) for r in verdict.ops})  # outcome: per call
+        results[backend] = by_op[1]
+    rows = []
+    for op in sorted(results[a].keys() & results[b].keys()):
+        (ra, oa), (rb, ob) = results[a][op], results[b][op]
+        if oa == ob:
+            continue
+        for lack, have, lacked, had in ((ra, rb, oa, ob), (rb, ra, ob, oa)):
+            if had not in RUNS or lacked not in judge.OUTCOMES:
+                continue
+            if judge.OUTCOMES.index(lacked) >= judge.OUTCOMES.index(had):
+                continue  # not worse
+            lacking, having = (a, b) if lack is ra else (b, a)
+            evidence = _weaker(lack.evidence, have.evidence)
+            rows.append((lacking, having, op, evidence, lacked, had, lack.calls, tuple(f.why for f in lack.problems())))
+    return doc["model"]["name"], doc["mode"], judge.opset_torch(doc), meta, rows
+
+
+def _collect(a: str, b: str, contrasts: list) -> Comparison:
+    """The Comparison of the op sets' ``_contrast``s."""
     found: dict[tuple[str, str, str], Difference] = {}
     sources: dict[str, set[str]] = {a: set(), b: set()}
     torches: dict[str, set[str]] = {a: set(), b: set()}
     judged_modes: dict[str, set] = {}
     opset_torches = set()
-    count = 0
-    for doc, verdicts in judged:
-        count += 1
-        name, mode = doc["model"]["name"], doc["mode"]
-        opset_torches.add(judge.opset_torch(doc))
+    for name, mode, opset_torch, meta, rows in contrasts:
+        opset_torches.add(opset_torch)
         judged_modes.setdefault(name, set()).add(mode)
-        results = {}
-        for backend in (a, b):
-            verdict, torch = verdicts[backend]
-            sources[backend].update(verdict.sources)
+        for backend, (used, torch) in meta.items():
+            sources[backend].update(used)
             torches[backend].add(torch)
-            by_op = memo.get(id(verdict))
-            if by_op is None or by_op[0] is not verdict:
-                by_op = memo[id(verdict)] = (verdict, {r.op: (r, r.outcome) for r in verdict.ops})  # outcome: per call
-            results[backend] = by_op[1]
-        for op in sorted(results[a].keys() & results[b].keys()):
-            (ra, oa), (rb, ob) = results[a][op], results[b][op]
-            if oa == ob:
-                continue
-            for lack, have, lacked, had in ((ra, rb, oa, ob), (rb, ra, ob, oa)):
-                if had not in RUNS or lacked not in judge.OUTCOMES:
-                    continue
-                if judge.OUTCOMES.index(lacked) >= judge.OUTCOMES.index(had):
-                    continue  # not worse
-                lacking, having = (a, b) if lack is ra else (b, a)
-                evidence = _weaker(lack.evidence, have.evidence)
-                d = found.setdefault((lacking, op, evidence), Difference(op, lacking, having, evidence))
-                d.outcomes.add(lacked)
-                d.other.add(had)
-                d.models.add((name, mode))
-                d.calls += lack.calls
-                d.why.update(f.why for f in lack.problems())
+        for lacking, having, op, evidence, lacked, had, calls, whys in rows:
+            d = found.setdefault((lacking, op, evidence), Difference(op, lacking, having, evidence))
+            d.outcomes.add(lacked)
+            d.other.add(had)
+            d.models.add((name, mode))
+            d.calls += calls
+            d.why.update(whys)
     lacks = {backend: sorted((d for d in found.values() if d.lacking == backend), key=_rank) for backend in (a, b)}
     return Comparison(
         a,
         b,
-        count,
+        len(contrasts),
         judged_modes,
         {k: sorted(v) for k, v in sources.items()},
         {k: sorted(v) for k, v in torches.items()},

@@ -88,7 +88,7 @@ def render(ranked: list[dict], backend: str, top: int, fmt: str = "text") -> str
     for e in ranked[:top]:
         lines.append(
             f"  {e['model_count']:3d} model{'s' if e['model_count'] != 1 else ' '}  {e['outcome']:7s}  "
-            f"{e['op']}  ({e['calls']} calls)"
+            f"{e['op']}  ({e['calls']} call{'s' if e['calls'] != 1 else ''})"
         )
         lines.append(
             f"               why: {e['why'][0]}" + (f" (+{len(e['why']) - 1} more)" if len(e["why"]) > 1 else "")

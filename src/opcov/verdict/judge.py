@@ -165,6 +165,13 @@ class BackendVerdict:
     variant: str = ""  # the input variant judged (vocab.INPUT_VARIANTS); '' where the op set records none
     variants: dict = field(default_factory=dict)  # the other input variants' verdicts, by name (verdict.check)
 
+    def __repr__(self) -> str:
+        """A line, not every op result (the dataclass's repr of a zoo model ran to 40 KB)."""
+        return (
+            f"BackendVerdict({self.backend!r}, {self.mode!r}, verdict={self.verdict!r}, evidence={self.evidence!r}, "
+            f"{len(self.ops)} ops, sources={self.sources!r})"
+        )
+
     def counts(self) -> dict:
         """The headline: distinct ops and calls, by outcome and by evidence kind."""
         ops = calls = 0

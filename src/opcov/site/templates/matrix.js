@@ -82,6 +82,10 @@
       var t = D.ui.sup.A, v = D.backends[bi].torch;
       return ["not_in_torch", t[0], t[1] + " " + v, t[2], bn + ": the op does not exist in torch " + v + " (the torch of its data)", "A"];
     }
+    if (reg === "registered" && D.backends[bi].declared) {  /* listed in native_functions.yaml, no binary read */
+      var e = D.ui.sup.D;
+      return [reg, e[0], e[1] + (dtype ? ", any dtype" : ""), e[2], bn + ", declared evidence (a claim, dtype-blind): " + e[3], "D"];
+    }
     var r = D.ui.reg[reg], css = r[2], title = bn + ", registered evidence (a claim, dtype-blind): " + r[3];
     if (reg === "fallback" && D.backends[bi].fallback === false) { css = "fail"; title += " (disabled: the call raises)"; }
     return [reg, r[0], r[1] + (dtype && reg === "registered" ? ", any dtype" : ""), css, title, D.sup_of_reg[reg]];

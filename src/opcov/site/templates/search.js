@@ -75,9 +75,15 @@
     });
     return out;
   }
+  /* Models whose name contains q, best first as ops are: the exact name, then names starting with q, then
+     the rest, each by name ('llama' before 'llama4' before 'diffllama'). */
   function models(q) {
     var lq = q.trim().toLowerCase();
-    return lq ? D.models.filter(function (m) { return m[0].toLowerCase().indexOf(lq) >= 0; }) : [];
+    if (!lq) return [];
+    function tier(m) { var n = m[0].toLowerCase(); return n === lq ? 0 : n.indexOf(lq) === 0 ? 2 : 3; }
+    return D.models.filter(function (m) { return m[0].toLowerCase().indexOf(lq) >= 0; }).sort(function (a, b) {
+      return tier(a) - tier(b) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+    });
   }
   function href(i) {
     var op = D.ops[i][0], k = op.indexOf("::");
@@ -106,13 +112,17 @@
       load(function () {
         if (input.value !== q) return;
         var ops = rank(q), ms = models(q);
-        items = ops.slice(0, 8).map(function (m) {
+        var opItems = ops.slice(0, 8).map(function (m) {
           return {href: href(m.i), html: "<code>" + esc(D.ops[m.i][0]) + "</code>" +
             (m.via.length ? " <span class=\"muted\">(" + esc(m.via.slice(0, 2).join(", ")) + (m.via.length > 2 ? ", ..." : "") + ")</span>" : "") +
             "<br>" + marks(m.i)};
-        }).concat(ms.slice(0, 3).map(function (m) {
+        }), modelItems = ms.slice(0, 3).map(function (m) {
           return {href: root + m[1], html: "model <strong>" + esc(m[0]) + "</strong>"};
-        }));
+        });
+        /* a model named exactly q comes before ops that only contain q (Enter on 'bert' opens bert) */
+        var exactModel = ms.length && ms[0][0].toLowerCase() === q.trim().toLowerCase();
+        var exactOp = ops.length && ops[0].tier <= 1;
+        items = exactModel && !exactOp ? modelItems.concat(opItems) : opItems.concat(modelItems);
         active = 0;
         var h = items.map(function (it, k) {
           return "<a role=\"option\" id=\"site-q-" + k + "\" href=\"" + esc(it.href) + "\"" + (k === active ? " aria-selected=\"true\"" : "") +
@@ -149,6 +159,10 @@
       load(function () {  /* the best result when there is one, else the search page */
         var ops = rank(q), opts = panel.hidden ? [] : list.querySelectorAll("[role=option]");
         if (opts.length && input.value === q) { location.href = opts[active].getAttribute("href"); return; }
+        var ms = models(q);
+        if (ms.length && ms[0][0].toLowerCase() === q.trim().toLowerCase() && !(ops.length && ops[0].tier <= 1)) {
+          location.href = root + ms[0][1]; return;
+        }
         if (ops.length) { location.href = href(ops[0].i); return; }
         location.href = root + "search.html?q=" + encodeURIComponent(q);
       });
