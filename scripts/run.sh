@@ -10,4 +10,6 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 .venv/bin/opcov check llama --backend tpu --backend cpu || [ $? -eq 1 ]   # exit 1 = a verdict "fails"
 .venv/bin/opcov gaps tpu --top 10
 .venv/bin/opcov site   # site/ is not committed: rendered here from coverage/ (CI publishes it to GitHub Pages)
-echo "site: open site/index.html"
+# The user guide beside it (site/docs/), linked from every page's navigation, as the Pages workflow publishes it.
+.venv/bin/python -m sphinx -q -b html docs site/docs
+echo "site: open site/index.html (the guide: site/docs/index.html)"

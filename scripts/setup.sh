@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-extras=test,models
+extras=test,models,docs
 if .venv/bin/python -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
     extras=$extras,tpu
 else

@@ -196,6 +196,8 @@ def test_links_are_relative_and_resolve(small):
                 continue
             assert not re.match(r"^[a-z]+:|^//", link), f"{rel}: non-local link {link}"
             target = link.split("#", 1)[0]
+            if os.path.normpath(os.path.join(os.path.dirname(rel), target)).split(os.sep)[0] == "docs":
+                continue  # the user guide, built into site/docs by Sphinx after the site (test_docs builds it)
             if target:
                 assert os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))), (
                     f"{rel}: broken link {link}"
@@ -261,6 +263,22 @@ def test_stale_pages_are_removed(tmp_path):
     assert not os.path.exists(os.path.join(out, "badges", "tiny-alpha.svg"))
     assert stats["removed"] == 4  # the model page, its JSON and its two badges
     assert "No model op sets" in read(out, "index.html")
+
+
+def test_a_render_keeps_the_user_guide_and_links_to_it(tmp_path):
+    """site/docs/ is the user guide (Sphinx builds it after the site): a re-render removes none of it,
+    and every page's navigation links to it."""
+    cov = make_coverage(tmp_path)
+    out = str(tmp_path / "web")
+    render.render_site(cov, out)
+    guide = os.path.join(out, "docs", "index.html")
+    os.makedirs(os.path.dirname(guide))
+    with open(guide, "w") as f:
+        f.write("<html>the guide</html>")
+    stats = render.render_site(cov, out)
+    assert os.path.exists(guide) and stats["removed"] == 0
+    assert '<a href="docs/index.html">Docs</a>' in read(out, "index.html")
+    assert '<a href="../docs/index.html">Docs</a>' in read(out, "models/tiny.html")
 
 
 def test_vocabulary_matches_the_data_contract():
