@@ -132,18 +132,29 @@ AFTER_CRASH = Word(
 )
 
 # --- The verdict: one outcome per op, one verdict per backend and mode ----------------------------
+# ``value_note``: the op ran on the device and its values (or output shape or dtype) differed from CPU's on
+# a probe case (probed ``mismatch``). That does not stop a model: it runs, and its results may differ from
+# CPU's; it is worded and counted apart from an error that stops the model.
 OUTCOMES = _table(  # worst first
     Word("fails", "fails", "FAIL", "\u274c", "fail"),
     Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
+    Word("value_note", "runs; values may differ", "VALUES", "\u2260", "warn"),
     Word("fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
     Word("ok", "runs", "", "\u2705", "ok"),
 )
 PROBLEMS = tuple(o for o in OUTCOMES if o != "ok")  # what a report lists per op, and a gate may fail on
 NOT_JUDGED = Word("not_judged", "not judged", "----", "", "na")
-VERDICT_OF = {"fails": "fails", "unknown": "unknown", "fallback": "runs_with_fallback", "ok": "runs"}
+VERDICT_OF = {
+    "fails": "fails",
+    "unknown": "unknown",
+    "value_note": "runs_with_value_note",
+    "fallback": "runs_with_fallback",
+    "ok": "runs",
+}
 VERDICTS = _table(  # worst first
     Word("fails", "fails", "FAIL", "\u274c", "fail"),
     Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
+    Word("runs_with_value_note", "runs; values may differ", "VALUES", "\u2260", "warn"),
     Word("runs_with_fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
     Word("runs", "runs", "RUNS", "\u2705", "ok"),
 )
@@ -181,7 +192,7 @@ def weaker(level: str, than: str) -> bool:
 
 
 # Verdicts and outcomes that say something runs: only these take an "unverified" qualifier.
-RUNS = ("runs", "runs_with_fallback", "ok", "fallback")
+RUNS = ("runs", "runs_with_value_note", "runs_with_fallback", "ok", "value_note", "fallback")
 
 
 def _said(verdict: str) -> Word:

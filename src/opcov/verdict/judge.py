@@ -31,6 +31,7 @@ from opcov.verdict import resolve
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
+VALUE_NOTE = "value_note"  # vocab.OUTCOMES: ran, values may differ from CPU's
 VERDICTS = vocab.VERDICT_OF
 VERDICT_ORDER = vocab.VERDICT_ORDER
 
@@ -156,7 +157,7 @@ class OpResult:
 class BackendVerdict:
     backend: str
     mode: str
-    verdict: str  # runs | runs_with_fallback | unknown | fails
+    verdict: str  # runs | runs_with_fallback | runs_with_value_note | unknown | fails
     evidence: str  # the level the verdict rests on (``rests_on`` its judged ops): see says()
     ops: list  # OpResult, worst first
     sources: list  # coverage files used
@@ -187,6 +188,16 @@ class BackendVerdict:
         for kind in vocab.EVIDENCE_LEVELS:
             out[f"ok_{kind}"] = ok[kind]
         return out
+
+    def value_notes(self) -> list[tuple[str, str, str, str]]:
+        """(op, dtype, direction, why) of every requirement that runs with values that may differ from CPU's,
+        worst op first: what a ``runs_with_value_note`` verdict names."""
+        return [(r.op, f.dtype, f.direction, f.why) for r in self.ops for f in r.findings if f.outcome == VALUE_NOTE]
+
+    def value_note_text(self, limit: int = 3) -> str:
+        """'aten::nll_loss_forward float32, aten::cumsum bool' (the ops whose values may differ), '' for none."""
+        seen = list(dict.fromkeys(f"{op} {dtype}" for op, dtype, _, _ in self.value_notes()))
+        return ", ".join(seen[:limit]) + (f" and {len(seen) - limit} more" if len(seen) > limit else "")
 
     def says(self) -> str:
         """The verdict in words on its evidence: 'runs' only when all of it was probed, else e.g.
@@ -465,6 +476,17 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
                 "fallback",
                 "probed",
                 f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}",
+                src,
+            )
+        if status == "mismatch":  # ran, values (or shape or dtype) differ: the model runs, its results may differ
+            cases, fails = slot.cases, slot.fails
+            on = f" on {fails} of {cases} probe cases" if isinstance(cases, int) and isinstance(fails, int) else ""
+            return Finding(
+                direction,
+                dtype,
+                VALUE_NOTE,
+                "probed",
+                f"{direction} runs; values may differ from CPU in {dtype}{on}{err}{why_line}; case {case}",
                 src,
             )
         if status in PROBED_FAIL:
@@ -754,7 +776,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     )
 
 
-STRICT = ("fallback", "unknown")  # --strict: --fail-on these
+STRICT = ("fallback", "unknown", VALUE_NOTE)  # --strict: --fail-on these
 UNCLAIMED = "unclaimed"  # --fail-on unclaimed: an op or dtype needed that the backend's manifest does not claim
 
 

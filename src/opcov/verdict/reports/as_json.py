@@ -1,7 +1,9 @@
 """JSON: everything the verdict knows, for other tools.
 
-``verdict`` (runs, runs_with_fallback, unknown, fails) and ``evidence`` (the level of opcov.vocab.EVIDENCE it
-rests on, or none) are separate fields, on each verdict and each op.
+``verdict`` (runs, runs_with_fallback, runs_with_value_note, unknown, fails) and ``evidence`` (the level of opcov.vocab.EVIDENCE it
+rests on, or none) are separate fields, on each verdict and each op. ``value_notes`` lists the
+requirements that ran with values that differ from CPU's on a probe case (outcome ``value_note``): the model
+runs, its results may differ.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ def report(verdicts, model: dict) -> str:
                 "verdict": v.verdict,
                 "evidence": v.evidence,
                 "counts": v.counts(),
+                "value_notes": [
+                    {"op": op, "dtype": dtype, "direction": direction, "why": why}
+                    for op, dtype, direction, why in v.value_notes()
+                ],
                 "sources": v.sources,
                 "notes": v.notes,
                 "ops": [
