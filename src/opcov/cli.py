@@ -333,6 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
     mg.add_argument("files", nargs="+")
     mg.add_argument("--out", required=True, help="file to write")
+    mg.add_argument(
+        "--replace",
+        action="store_true",
+        help="a cell (op and dtype) a later file probed replaces the earlier files' cell instead of being "
+        "combined with it (a re-probe of some ops over a whole probe)",
+    )
 
     st = sub.add_parser("site", help="render the static coverage website from coverage/ data (no torch import)")
     st.add_argument("--coverage", default=None, help=COVERAGE_HELP)
@@ -760,7 +766,7 @@ def cmd_merge(args) -> int:
     from opcov.store import data
 
     output.check_writable_file(args.out)
-    doc = merge_files(args.files, command=command_line())
+    doc = merge_files(args.files, command=command_line(), replace=args.replace)
     data.save(doc, args.out)
     formats.print_summary([(args.out, doc)])
     print(f"wrote {args.out} from {len(args.files)} file(s)")

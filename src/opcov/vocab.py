@@ -78,6 +78,9 @@ PROBED = _table(
     # Ran, but only because an op fell back to the CPU (a backend that counts its fallback: PyTorch/XLA);
     # its group is "warn", as a registered fallback's: neither ok nor a failure.
     Word("fallback", "runs only through the CPU fallback", "fallback", "\u21aa", "warn"),
+    # A crash or timeout that did not happen again when its case was re-run alone: the op ran there; not
+    # pinned on it (a worker's earlier cases, the machine, ...), recorded so that it is not lost.
+    Word("flaky", "crashed or hung once, passed when re-run alone", "flaky", "~", "warn"),
     Word("pass_low_precision", "passes only at reduced precision", "low precision", "\u2248", "ok"),
     Word("pass", "probed pass", "pass", "\u2713", "ok"),
     Word("not_comparable", "ran (values not comparable)", "not comparable", "~", "unknown"),
@@ -88,7 +91,7 @@ PROBED_STATUSES = tuple(PROBED)
 PROBED_FAILURES = frozenset(s for s, w in PROBED.items() if w.css == "fail")
 PROBED_RANK = {s: i for i, s in enumerate(PROBED_STATUSES)}
 # Probed statuses that say a call ran (the verdict's "ok"), and those that say it did not.
-PROBED_RAN = ("pass", "pass_low_precision", "not_comparable", "no_reference")
+PROBED_RAN = ("pass", "pass_low_precision", "flaky", "not_comparable", "no_reference")
 # Why the probe has no cell for an op (a probed file's ``{skipped: <word>}``): every catalogue op the
 # probe did not reach gets one, the first that applies in this order (opcov.probe.disposition).
 SKIP_REASONS = _table(

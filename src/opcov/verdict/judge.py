@@ -27,7 +27,7 @@ from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, record_cells
-from opcov.verdict import resolve
+from opcov.verdict import resolve, signature
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
@@ -399,22 +399,28 @@ def _err_text(err) -> str:
     return ""
 
 
-def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
+def judge_requirement(
+    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, *, shapes: tuple = (), model: str = ""
+) -> Finding:
     """One requirement judged: from the probe's cell when it has a status, else from the static
     document (a registered scan, or declared data with what the backend's test suite says of dtypes).
+    ``shapes``: the shapes of the model's calls (an op set's ``shape``), against which a probe failure's
+    signature class is matched; ``model``: the op set's model, whose own replayed calls are preferred.
     Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
     memo = cov._judged
     if memo is not None:
-        key = (op, dtype, direction, torch_version)
+        key = (op, dtype, direction, torch_version, shapes, model)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version)
+            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model)
         return found
-    return _judge_requirement_now(cov, op, dtype, direction, torch_version)
+    return _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model)
 
 
-def _judge_requirement_now(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
-    finding = _judge_requirement(cov, op, dtype, direction, torch_version)
+def _judge_requirement_now(
+    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, shapes: tuple = (), model: str = ""
+) -> Finding:
+    finding = _judge_requirement(cov, op, dtype, direction, torch_version, shapes, model)
     if finding.evidence != "declared":
         return finding
     return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(op) or {})
@@ -447,7 +453,9 @@ def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
     return replace(finding, why=f"{finding.why}; {suite} lists it in {dtype}: {why}") if why else finding
 
 
-def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
+def _judge_requirement(
+    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, shapes: tuple = (), model: str = ""
+) -> Finding:
     key = "fwd" if direction == "forward" else "bwd"
     in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
     cells = cov.cells(op)
@@ -455,6 +463,13 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
     slot = cell.slot(direction) if cell else None
     status = slot.status if slot else None
     src = cov.paths[-1] if cov.probed else ""
+    if status and status != "skipped":
+        own = signature.own_calls(slot, model)
+        if own is not None:
+            return _judge_own(direction, dtype, own, slot, model, src)
+        judged = signature.by_class(slot, shapes)
+        if judged is not None:
+            return _judge_by_class(direction, dtype, slot, judged, shapes, src)
     if status and status != "skipped":
         err = _err_text(slot.err)
         why_line = f": {slot.why}" if slot.why else ""
@@ -641,6 +656,75 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
     )
 
 
+def _judge_own(direction: str, dtype: str, own: tuple, slot, model: str, src: str) -> Finding:
+    """A requirement judged from the model's own calls, replayed on the device (``trace.<model>`` cases):
+    the strongest probed evidence for that model, preferred over OpInfo's cases."""
+    status, case, why = own
+    said = f"{direction} on this model's own calls, replayed"
+    detail = f"{': ' + why if why else ''}{'; case ' + case if case else ''}"
+    if status in PROBED_OK:
+        return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]} ({said})", src)
+    if status == "mismatch":
+        return Finding(
+            direction, dtype, VALUE_NOTE, "probed", f"runs; values may differ from CPU in {dtype} ({said}){detail}", src
+        )
+    if status == "fallback":
+        return Finding(
+            direction, dtype, "fallback", "probed", f"runs only through the CPU fallback ({said}){detail}", src
+        )
+    return Finding(direction, dtype, "fails", "probed", f"{PROBED_FAIL.get(status, status)} ({said}){detail}", src)
+
+
+def _judge_by_class(direction: str, dtype: str, slot, judged: tuple, shapes: tuple, src: str) -> Finding:
+    """A probe cell whose failing cases keep their signature class: only those of the class of the model's
+    calls count against it (``signature.by_class``)."""
+    status, case, note = judged
+    if status in PROBED_OK:
+        return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}; {note}", src)
+    if status == "unknown":
+        return Finding(direction, dtype, "unknown", "probed", note, src)
+    why = f": {slot.why}" if slot.why and case == slot.case else ""
+    if status == "mismatch":
+        return Finding(
+            direction,
+            dtype,
+            VALUE_NOTE,
+            "probed",
+            f"{direction} runs; values may differ from CPU in {dtype} on a probe case like this model's calls"
+            f"{why}; case {case}",
+            src,
+        )
+    if status == "fallback":
+        return Finding(
+            direction,
+            dtype,
+            "fallback",
+            "probed",
+            f"{direction} {vocab.PROBED[status].label} in {dtype} on a probe case like this model's calls{why}; "
+            f"case {case}",
+            src,
+        )
+    if slot.unpinned and slot.unpinned == slot.fails:
+        return Finding(
+            direction,
+            dtype,
+            "unknown",
+            "probed",
+            f"{direction} fails on a probe case in {dtype} like this model's calls that dispatches other ops too, "
+            f"and the failure could not be pinned on this one ({PROBED_FAIL.get(status, status)}{why}; case {case})",
+            src,
+        )
+    return Finding(
+        direction,
+        dtype,
+        "fails",
+        "probed",
+        f"{direction} {PROBED_FAIL.get(status, status)} in {dtype} on a probe case like this model's calls{why}; "
+        f"case {case}",
+        src,
+    )
+
+
 def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: str) -> Finding:
     """Whether autograd has a way back through the op on this backend.
 
@@ -668,11 +752,12 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
 
 
 def requirements(calls, training: bool) -> list[tuple]:
-    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction)]):
-    what ``judge`` judges of resolved ``calls``, each requirement once, in call order. Backends that
+    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction, shapes)]):
+    what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the shapes of
+    its calls (their signature class: a probe finding counts only against calls of its class). Backends that
     resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
     out: dict = {}
-    seen = set()
+    seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     for call in calls:
         entry = out.get(call.op)
         if entry is None:
@@ -682,14 +767,19 @@ def requirements(calls, training: bool) -> list[tuple]:
         entry[3][call.dtype] = None
         key = (call.op, "forward", call.dtype)
         if key not in seen:
-            seen.add(key)
-            entry[4].append((call.dtype, "forward"))
+            seen[key] = {}
+            entry[4].append(key)
+        seen[key][call.shape] = None
         if training and call.phase == "forward" and call.grad:
             key = (call.op, "backward", call.dtype)
             if key not in seen:
-                seen.add(key)
-                entry[4].append((call.dtype, "backward"))
-    return [(op, n, tuple(phases), tuple(dtypes), tuple(reqs)) for op, n, phases, dtypes, reqs in out.values()]
+                seen[key] = {}
+                entry[4].append(key)
+            seen[key][call.shape] = None
+    return [
+        (op, n, tuple(phases), tuple(dtypes), tuple((k[2], k[1], tuple(seen[k])) for k in reqs))
+        for op, n, phases, dtypes, reqs in out.values()
+    ]
 
 
 HOST_SYNC_FLAG = (
@@ -698,12 +788,16 @@ HOST_SYNC_FLAG = (
 )
 
 
-def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: str) -> tuple:
+def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: str, model: str = "") -> tuple:
     """(findings, flags, outcome, evidence, outcome's rank) of one op's requirements ``reqs`` on ``cov``:
     pure in the Coverage's documents and paths and in the arguments, so memoized with the requirements
     where the Coverage was ``share``d (an op of a zoo is judged alike in hundreds of op sets)."""
     r = OpResult(
-        op, findings=[judge_requirement(cov, op, dtype, direction, torch_version) for dtype, direction in reqs]
+        op,
+        findings=[
+            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model)
+            for dtype, direction, shapes in reqs
+        ],
     )
     rec = (cov.registered or {}).get("ops", {}).get(op) or {}
     if op in HOST_SYNC_OPS or (not fake and not _HOST_SYNC_TAGS.isdisjoint(rec.get("tags", ()))):
@@ -740,12 +834,13 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
     fake = (doc.get("provenance") or {}).get("tracing") == "fake"
     memo = cov._judged
+    model = str((doc.get("model") or {}).get("name") or "")
     ops = []
     for op, calls, phases, dtypes, reqs in wanted:
-        key = (op, reqs, fake, torch_version)  # never a requirement's key: reqs is a tuple, a dtype a str
+        key = (op, reqs, fake, torch_version, model)  # never a requirement's key: reqs is a tuple, a dtype a str
         judged = memo.get(key) if memo is not None else None
         if judged is None:
-            judged = _judge_op(cov, op, reqs, fake, torch_version)
+            judged = _judge_op(cov, op, reqs, fake, torch_version, model)
             if memo is not None:
                 memo[key] = judged
         findings, flags, outcome, evidence, rank = judged
