@@ -294,3 +294,23 @@ def test_a_sum_is_judged_relative_to_the_magnitudes_it_adds_up():
     summed = torch.tensor([100.0], dtype=torch.float64)  # sum |x| of the inputs
     assert judge(dev, cpu, ref, scale=summed, **kw)["status"] in ("pass", "pass_low_precision")
     assert judge(cpu + 1.0, cpu, ref, scale=summed, **kw)["status"] == "mismatch"  # still catches a real error
+
+
+def test_merge_replace_takes_a_reprobed_cell_instead_of_combining_it():
+    """A re-probe's cell (with its failing cases' classes) replaces the older cell of the same op and dtype;
+    other cells and ops of the older file stay."""
+    from opcov.probe.merge import replaced
+
+    old = probed(
+        ops={
+            "aten::mean.dim": {"float32": {"fwd": "error", "cases": 17, "fails": 2}, "int64": {"fwd": "pass"}},
+            "aten::mm": {"float32": {"fwd": "pass"}},
+        }
+    )
+    new = probed(
+        ops={"aten::mean.dim": {"float32": {"fwd": "pass", "cases": 3}}, "aten::gone": {"skipped": "no_source"}}
+    )
+    (_, a), (_, b) = replaced([("old", old), ("new", new)])
+    assert a["ops"]["aten::mean.dim"] == {"int64": {"fwd": "pass"}}
+    assert a["ops"]["aten::mm"] == {"float32": {"fwd": "pass"}}
+    assert b["ops"] == new["ops"]
