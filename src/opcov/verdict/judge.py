@@ -812,6 +812,26 @@ def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: st
     return tuple(r.findings), tuple(r.flags), r.outcome, r.evidence, _OUTCOME_RANK.get(r.outcome, len(OUTCOMES))
 
 
+def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
+    """(reqs, model) with the calls' shapes kept only where the op's probe cell keeps failing cases with
+    their classes, and the model only where the cell has its own replayed calls: what else judges a
+    requirement does not depend on them, so an op is judged once for all the op sets that need it alike
+    (a zoo judged on every backend shares most judgments)."""
+    cells = cov.cells(op)
+    if not cells:
+        return tuple((dtype, direction, ()) for dtype, direction, _ in reqs), ""
+    out, who = [], ""
+    for dtype, direction, shapes in reqs:
+        cell = cells.get(dtype)
+        slot = cell.slot(direction) if cell else None
+        if slot is None or not slot.failed:
+            shapes = ()
+        if slot is not None and model and isinstance(slot.traced, dict) and model in slot.traced:
+            who = model
+        out.append((dtype, direction, shapes))
+    return tuple(out), who
+
+
 @functools.lru_cache(maxsize=4096)
 def _frozen(names: tuple) -> frozenset:
     """The frozenset of a requirement's phases or dtypes, one object per tuple: a zoo's ~650k op
@@ -837,10 +857,11 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     model = str((doc.get("model") or {}).get("name") or "")
     ops = []
     for op, calls, phases, dtypes, reqs in wanted:
-        key = (op, reqs, fake, torch_version, model)  # never a requirement's key: reqs is a tuple, a dtype a str
+        reqs, who = _relevant(cov, op, reqs, model)
+        key = (op, reqs, fake, torch_version, who)  # never a requirement's key: reqs is a tuple, a dtype a str
         judged = memo.get(key) if memo is not None else None
         if judged is None:
-            judged = _judge_op(cov, op, reqs, fake, torch_version, model)
+            judged = _judge_op(cov, op, reqs, fake, torch_version, who)
             if memo is not None:
                 memo[key] = judged
         findings, flags, outcome, evidence, rank = judged
