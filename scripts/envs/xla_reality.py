@@ -315,7 +315,7 @@ def versions() -> str:
     return ", ".join(out)
 
 
-def section(rows: list, command: str, seconds: float) -> str:
+def section(rows: list, command: str, seconds: float, skipped=()) -> str:
     s = summary(rows)
     pct = (lambda n: f"{100 * n / s['total']:.0f}%") if s["total"] else (lambda n: "-")
     lines = [
@@ -325,7 +325,9 @@ def section(rows: list, command: str, seconds: float) -> str:
         f"Command: `{command}`  ",
         f"Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  ",
         f"Versions: {versions()}, PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')} (XLA's CPU client)  ",
-        f"Machine: {platform.platform()}, {os.cpu_count()} CPU cores; {seconds:.0f} s in all",
+        f"Machine: {platform.platform()}, {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} "
+        f"when written; real runs {sum(float(r['real'].get('seconds') or 0) for r in rows):.0f} s in all "
+        f"(this pass {seconds:.0f} s)",
         "",
         "Each curated zoo model in each mode ran on the xla device (forward; in training also the loss's "
         "backward and one AdamW step) and every value it produced (outputs, loss, gradients, parameters after "
@@ -336,6 +338,15 @@ def section(rows: list, command: str, seconds: float) -> str:
         "",
         *table(rows),
         "",
+        *(
+            [
+                f"Not run (--saved-only: no real run saved): {len(skipped)} of {len(rows) + len(skipped)} "
+                f"(model, mode) pairs: {', '.join(skipped)}.",
+                "",
+            ]
+            if skipped
+            else []
+        ),
         f"Agree: {s['agree']} of {s['total']} ({pct(s['agree'])}); unknown: {s['unknown']} ({pct(s['unknown'])}); "
         f"`runs` for a model that raised or gave wrong values: {s['false_runs']}.",
         "",
@@ -388,19 +399,28 @@ def main() -> None:
         help="step each model once more first, dropout on as a user runs it, to see whether that raises "
         "(default: the dropout-off steps that are compared decide whether it raises too; half the compiles)",
     )
+    p.add_argument(
+        "--saved-only",
+        action="store_true",
+        help="judge only the (model, mode) pairs --results already holds; run nothing (the table says how many "
+        "of the selection that is)",
+    )
     p.add_argument("--write-docs", metavar="PAGE", help="write the confusion table into PAGE (its own section)")
     args = p.parse_args()
     saved = {}
     if args.results and os.path.exists(args.results):
         with open(args.results) as f:
             saved = json.load(f)
-    rows = []
+    rows, skipped = [], []
     start = time.time()
     models = [m for m in args.models.split(",") if m] or curated()
     for model in models:
         for mode in [m for m in args.modes.split(",") if m]:
             t0 = time.time()
             key = f"{model}/{mode}"
+            if args.saved_only and key not in saved:
+                skipped.append(key)
+                continue
             real = saved.get(key) or run_for_real(model, mode, args.timeout, args.as_is)
             if args.results and key not in saved:
                 saved[key] = real
@@ -417,12 +437,14 @@ def main() -> None:
             )
     s = summary(rows)
     print("\n".join(table(rows)))
+    if skipped:
+        print(f"not run (--saved-only): {len(skipped)}: {', '.join(skipped)}")
     print(f"agree: {s['agree']} of {s['total']}; unknown {s['unknown']}; false runs {s['false_runs']}")
     if args.write_docs:
         command = "python scripts/envs/xla_reality.py " + " ".join(
             a if not a.startswith(ROOT) else os.path.relpath(a, ROOT) for a in sys.argv[1:]
         )
-        write_docs(args.write_docs, section(rows, command, time.time() - start))
+        write_docs(args.write_docs, section(rows, command, time.time() - start, skipped))
 
 
 if __name__ == "__main__":
