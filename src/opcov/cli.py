@@ -290,6 +290,12 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--directions", help="forward,backward (default: both)")
     pr.add_argument("--jobs", type=int, default=1, help="worker processes (devices) (default: 1)")
     pr.add_argument("--timeout", type=float, default=60.0, help="seconds per case phase (default: 60)")
+    pr.add_argument(
+        "--max-time",
+        type=float,
+        metavar="SECONDS",
+        help="start no group after this long (with --resume: this run's time); the file names the groups not run",
+    )
     pr.add_argument("--shard", metavar="I/N", help="run only shard I of N (split by case group id)")
     pr.add_argument(
         "--traces",
@@ -750,6 +756,7 @@ def cmd_probe(args) -> int:
         schema=args.schema,
         manifest=manifest,
         all_samples=args.all_samples,
+        max_time=args.max_time,
     )
     formats.print_summary([(out, doc)])
     print(

@@ -75,6 +75,7 @@ class Pool:
         self.ready_at = None  # when the first worker passed its smoke test
         self.host_free: set = set()  # OpInfos a worker found to keep nothing on CPU (cases.host_leaves)
         self.logdir = tempfile.mkdtemp(prefix="opcov-probe-")
+        self.not_run: list = []  # group ids left when the time limit (``run``'s stop_at) was reached
 
     # -- lifecycle
 
@@ -132,7 +133,11 @@ class Pool:
 
     # -- the loop
 
-    def run(self, pending: collections.deque, done_ids: dict, journal: Journal, progress: Progress) -> None:
+    def run(
+        self, pending: collections.deque, done_ids: dict, journal: Journal, progress: Progress, stop_at=None
+    ) -> None:
+        """Run the ``pending`` groups; ``stop_at`` (a time.monotonic()): start no group after it, and leave
+        the groups not started in ``not_run``."""
         from multiprocessing.connection import wait
 
         self.pending, self.done_ids, self.journal, self.progress = pending, done_ids, journal, progress
@@ -141,6 +146,11 @@ class Pool:
         if self.slots[0].state == "dead":
             self.start(self.slots[0])
         while pending or any(s.state in ("busy",) for s in self.slots):
+            if stop_at is not None and time.monotonic() > stop_at and pending:
+                self.not_run = sorted({g["id"] for g in pending if not g.get("retry")})
+                pending.clear()
+                progress.note(f"time limit reached: {len(self.not_run)} group(s) not started")
+                continue
             if self.ever_ready:
                 live = sum(s.state != "dead" for s in self.slots)
                 for s in self.slots:
