@@ -56,9 +56,8 @@ def replaced(docs) -> list:
         ops = {}
         for op, rec in d["ops"].items():
             if op in later and isinstance(rec, dict) and "skipped" not in rec:
+                # kept, if with no cell left: the file still names every op (its core count is checked)
                 rec = {dk: cell for dk, cell in rec.items() if dk not in later[op]}
-                if not rec:
-                    continue
             ops[op] = rec
         out.append((p, {**d, "ops": ops}))
     return out
