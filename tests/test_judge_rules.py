@@ -312,7 +312,7 @@ def test_merge_replace_takes_a_reprobed_cell_instead_of_combining_it():
     )
     (_, a), (_, b) = replaced([("old", old), ("new", new)])
     assert a["ops"]["aten::mean.dim"] == {"int64": {"fwd": "pass"}}
-    (_, a), _ = replaced([("old", old), ("newer", probed(ops={"aten::mm": {"float32": {"fwd": "error"}}}))])
-    assert a["ops"]["aten::mm"] == {}  # every cell replaced: the op is still named
     assert a["ops"]["aten::mm"] == {"float32": {"fwd": "pass"}}
     assert b["ops"] == new["ops"]
+    (_, c), _ = replaced([("old", old), ("newer", probed(ops={"aten::mm": {"float32": {"fwd": "error"}}}))])
+    assert c["ops"]["aten::mm"] == {}  # every cell replaced: the op is still named
