@@ -49,7 +49,7 @@ def two(tmp_path):
         registered("two", two, fallback_enabled=True), str(root / "two" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml")
     )
     data.save(
-        probed("one", {"aten::mm": {"float32": {"fwd": "mismatch", "err": [0.5, 0.25]}}}),
+        probed("one", {"aten::mm": {"float32": {"fwd": "error", "why": "RuntimeError: boom"}}}),
         str(root / "one" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"),
     )
     data.save(

@@ -738,3 +738,33 @@ def test_a_crash_of_cpus_own_reference_is_not_the_devices(tmp_path):
     assert "crash" not in statuses
     # before, the segfault was filed as the backend's crash, and its ledger isolated the group next time
     assert not os.path.exists(out + ".ledger.json")
+
+
+def test_a_crash_that_does_not_repeat_alone_is_flaky_not_pinned(tmp_path):
+    """sin segfaults the first time only: re-run alone in a fresh worker it passes, so the case is recorded
+    flaky (with the first crash named), and the group's later cases, first left unrun after it, run."""
+    spec = {"kernels": {"aten::sin": "segfault_once", "aten::neg": "pass"}, "fallback": "cpu"}
+    out = str(tmp_path / "flaky.yaml")
+    proc = run_opcov(
+        "probe",
+        "opcovtest",
+        *PB,
+        "--ops",
+        "^(sin|neg)$",
+        "--dtypes",
+        "float32",
+        "--directions",
+        "forward",
+        "--out",
+        out,
+        timeout=300,
+        OPCOV_PYBACKEND_SPEC=json.dumps(spec),
+        OPCOV_PYBACKEND_ONCE_DIR=str(tmp_path),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    doc = load_yaml(out)
+    sin = cell(doc, "aten::sin")
+    assert sin["fwd"] == "flaky", sin
+    assert "SIGSEGV" in sin["why"] and "passed when re-run alone" in sin["why"]
+    assert not sin.get("after_crash"), sin  # the cases left unrun after the crash ran in the end
+    assert cell(doc, "aten::neg")["fwd"] == "pass"

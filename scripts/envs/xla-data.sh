@@ -4,7 +4,8 @@
 #
 #   scripts/envs/xla-data.sh scan     # registered: xla (dispatch key XLA) and cpu at torch 2.9
 #   scripts/envs/xla-data.sh probe    # probed: zoo ops, then core ATen in two shards; then merged
-#   scripts/envs/xla-data.sh          # both
+#   scripts/envs/xla-data.sh reprobe  # the ops that decide zoo verdicts, with every zoo model's calls replayed
+#   scripts/envs/xla-data.sh          # all three
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -55,9 +56,22 @@ probe() {
         --out "$PROBED"
 }
 
+# The ops whose cells decide a curated zoo model's verdict beyond a plain pass, re-probed with the
+# signature classes of their failing cases and every distinct call of every curated zoo model replayed
+# (each model's own calls, which the verdict prefers for it); their cells replace the earlier ones.
+REPROBE_OPS='^aten::(transpose|addmm|mean|sum|nll_loss|nll_loss_forward|nll_loss_backward|cumsum|layer_norm|native_layer_norm|native_layer_norm_backward|unsqueeze|squeeze|avg_pool1d|avg_pool2d|avg_pool2d_backward|max_pool2d|max_pool2d_with_indices|max_pool2d_with_indices_backward|expand|repeat|batch_norm|native_batch_norm|native_batch_norm_backward|_weight_norm_interface|_weight_norm_interface_backward|constant_pad_nd|pad|histc|_grouped_mm|_to_copy)$'
+
+reprobe() {
+    shard reprobe --ops "$REPROBE_OPS" --traces zoo
+    # merge refuses an output that is one of its inputs: merged beside, then moved over the old file
+    "$OPCOV" merge --replace "$PROBED" "$WORK/reprobe.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
-    all) scan; probe ;;
-    *) echo "usage: $0 [scan|probe|all]" >&2; exit 2 ;;
+    reprobe) reprobe ;;
+    all) scan; probe; reprobe ;;
+    *) echo "usage: $0 [scan|probe|reprobe|all]" >&2; exit 2 ;;
 esac

@@ -353,6 +353,12 @@ def build_parser() -> argparse.ArgumentParser:
         "coverage/<backend>/probed-...yaml; none: every group counts the same)",
     )
     pr.add_argument(
+        "--max-time",
+        type=_seconds,
+        metavar="SECONDS",
+        help="start no group after this long (with --resume: this run's time); the file names the groups not run",
+    )
+    pr.add_argument(
         "--traces",
         metavar="MODELS",
         help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)",
@@ -394,6 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
     mg.add_argument("files", nargs="+")
     mg.add_argument("--out", required=True, help="file to write")
+    mg.add_argument(
+        "--replace",
+        action="store_true",
+        help="a cell (op and dtype) a later file probed replaces the earlier files' cell instead of being "
+        "combined with it (a re-probe of some ops over a whole probe)",
+    )
 
     st = sub.add_parser("site", help="render the static coverage website from coverage/ data (no torch import)")
     st.add_argument("--coverage", default=None, help=COVERAGE_HELP)
@@ -856,6 +868,7 @@ def cmd_probe(args) -> int:
         manifest=manifest,
         all_samples=args.all_samples,
         times=args.times,
+        max_time=args.max_time,
     )
     formats.print_summary([(out, doc)])
     print(
@@ -872,7 +885,7 @@ def cmd_merge(args) -> int:
     from opcov.store import data
 
     output.check_output(args.out, kind=output.COVERAGE, inputs=args.files, evidence="probed")
-    doc = merge_files(args.files, command=command_line())
+    doc = merge_files(args.files, command=command_line(), replace=args.replace)
     data.save(doc, args.out)
     from opcov.probe.plan import merge_times
 

@@ -78,6 +78,9 @@ PROBED = _table(
     # Ran, but only because an op fell back to the CPU (a backend that counts its fallback: PyTorch/XLA);
     # its group is "warn", as a registered fallback's: neither ok nor a failure.
     Word("fallback", "runs only through the CPU fallback", "fallback", "\u21aa", "warn"),
+    # A crash or timeout that did not happen again when its case was re-run alone: the op ran there; not
+    # pinned on it (a worker's earlier cases, the machine, ...), recorded so that it is not lost.
+    Word("flaky", "crashed or hung once, passed when re-run alone", "flaky", "~", "warn"),
     Word("pass_low_precision", "passes only at reduced precision", "low precision", "\u2248", "ok"),
     Word("pass", "probed pass", "pass", "\u2713", "ok"),
     Word("not_comparable", "ran (values not comparable)", "not comparable", "~", "unknown"),
@@ -88,7 +91,7 @@ PROBED_STATUSES = tuple(PROBED)
 PROBED_FAILURES = frozenset(s for s, w in PROBED.items() if w.css == "fail")
 PROBED_RANK = {s: i for i, s in enumerate(PROBED_STATUSES)}
 # Probed statuses that say a call ran (the verdict's "ok"), and those that say it did not.
-PROBED_RAN = ("pass", "pass_low_precision", "not_comparable", "no_reference")
+PROBED_RAN = ("pass", "pass_low_precision", "flaky", "not_comparable", "no_reference")
 # Why the probe has no cell for an op (a probed file's ``{skipped: <word>}``): every catalogue op the
 # probe did not reach gets one, the first that applies in this order (opcov.probe.disposition).
 SKIP_REASONS = _table(
@@ -132,18 +135,29 @@ AFTER_CRASH = Word(
 )
 
 # --- The verdict: one outcome per op, one verdict per backend and mode ----------------------------
+# ``value_note``: the op ran on the device and its values (or output shape or dtype) differed from CPU's on
+# a probe case (probed ``mismatch``). That does not stop a model: it runs, and its results may differ from
+# CPU's; it is worded and counted apart from an error that stops the model.
 OUTCOMES = _table(  # worst first
     Word("fails", "fails", "FAIL", "\u274c", "fail"),
     Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
+    Word("value_note", "runs; values may differ", "VALUES", "\u2260", "warn"),
     Word("fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
     Word("ok", "runs", "", "\u2705", "ok"),
 )
 PROBLEMS = tuple(o for o in OUTCOMES if o != "ok")  # what a report lists per op, and a gate may fail on
 NOT_JUDGED = Word("not_judged", "not judged", "----", "", "na")
-VERDICT_OF = {"fails": "fails", "unknown": "unknown", "fallback": "runs_with_fallback", "ok": "runs"}
+VERDICT_OF = {
+    "fails": "fails",
+    "unknown": "unknown",
+    "value_note": "runs_with_value_note",
+    "fallback": "runs_with_fallback",
+    "ok": "runs",
+}
 VERDICTS = _table(  # worst first
     Word("fails", "fails", "FAIL", "\u274c", "fail"),
     Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
+    Word("runs_with_value_note", "runs; values may differ", "VALUES", "\u2260", "warn"),
     Word("runs_with_fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
     Word("runs", "runs", "RUNS", "\u2705", "ok"),
 )
@@ -190,7 +204,7 @@ def weaker(level: str, than: str) -> bool:
 
 
 # Verdicts and outcomes that say something runs: only these take an "unverified" qualifier.
-RUNS = ("runs", "runs_with_fallback", "ok", "fallback")
+RUNS = ("runs", "runs_with_value_note", "runs_with_fallback", "ok", "value_note", "fallback")
 
 
 def _said(verdict: str) -> Word:

@@ -31,6 +31,7 @@ class Part(TypedDict, total=False):
     """One step's result. Only ``ops`` is there while the step runs."""
 
     ops: list  # [[op, dtype key], ...]: the overloads the CPU run dispatched, in order
+    sigs: list  # the signature class of each one's first call (opcov.probe.record.signature), as ``ops``
     status: str  # a probed status (opcov.vocab.PROBED_STATUSES)
     why: str  # first line of the error or of the difference found
     err: list  # [max abs error, max rel error] against the reference

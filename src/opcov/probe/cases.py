@@ -404,8 +404,10 @@ def select_groups(
         model_dtypes = replay.zoo_names()
         for name in traces:
             sid = f"{replay.TRACE_PREFIX}{name}"
-            if model_dtypes[name] in dtypes and not (rx and not rx.search(sid)) and core_bases is None:
-                groups.append(Group(f"{sid}|{model_dtypes[name]}", sid, model_dtypes[name], False))
+            if model_dtypes[name] in dtypes and core_bases is None:
+                # the pattern names the trace ('^trace\.'): every call; else it selects the calls replayed
+                only = () if not rx or rx.search(sid) else (pattern,)
+                groups.append(Group(f"{sid}|{model_dtypes[name]}", sid, model_dtypes[name], False, (), only))
     if schema_ops and "forward" in directions:
         keep = [
             n

@@ -164,16 +164,22 @@ def identical(dev, cpu) -> bool:
     return True
 
 
-def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: bool = False) -> Verdict:
+def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: bool = False, scale=None) -> Verdict:
     """Compare device output ``dev`` with CPU ``cpu`` (same dtype) and reference ``ref``.
 
     mode: "values", "canary", "meta" (shape, dtype, stride) or "not_comparable" (shape and
     dtype only; values are not comparable). ``family``: the op family (``family_of``), whose
     usable tier a value that misses the strict one is judged by. ``same``: the caller found ``dev``
-    ``identical`` to ``cpu``, so values need no comparison (``tol`` ``same``, err [0, 0])."""
+    ``identical`` to ``cpu``, so values need no comparison (``tol`` ``same``, err [0, 0]). ``scale``:
+    outputs like ``cpu`` whose magnitudes a relative tolerance is taken of where larger than the
+    result's (a sum's: the sum of its inputs' magnitudes, so that a cancelling sum near 0 is judged
+    by what it added up, not by its tiny result); None: the result's own."""
     import torch
 
     d_leaves, c_leaves = leaves(dev), leaves(cpu)
+    s_leaves = leaves(scale) if scale is not None else []
+    if len(s_leaves) != len(c_leaves):
+        s_leaves = [None] * len(c_leaves)
     r_leaves = leaves(ref) if ref is not None else c_leaves
     if len(d_leaves) != len(c_leaves) or len(r_leaves) != len(c_leaves):
         return Verdict(status="mismatch", why=f"{len(d_leaves)} outputs, cpu gives {len(c_leaves)}")
@@ -182,7 +188,7 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: 
     low = False
     strides = False
     tol_name = {"meta": "meta", "not_comparable": "none"}.get(mode)
-    for i, (d, c, r) in enumerate(zip(d_leaves, c_leaves, r_leaves)):
+    for i, (d, c, r, sc) in enumerate(zip(d_leaves, c_leaves, r_leaves, s_leaves)):
         where = f"output {i}" if len(c_leaves) > 1 else "output"
         if isinstance(c, torch.Tensor) != isinstance(d, torch.Tensor):
             return Verdict(status="mismatch", why=f"{where}: {type(d).__name__}, cpu gives {type(c).__name__}")
@@ -205,7 +211,9 @@ def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: 
             strides = True
         if mode in ("meta", "not_comparable") or c.numel() == 0 or same:
             continue
-        res = _values(d, c, r, dtype=dtype, mode=mode, family=family)
+        if not (isinstance(sc, torch.Tensor) and tuple(sc.shape) == tuple(c.shape)):
+            sc = None
+        res = _values(d, c, r, dtype=dtype, mode=mode, family=family, scale=sc)
         abs_err, rel_err = max(abs_err, res["abs"]), max(rel_err, res["rel"])
         tol_name = res["tol"]
         if res["status"] == "mismatch":
@@ -243,7 +251,7 @@ def usable_label(family: str) -> str:
     return f"usable:{family}"
 
 
-def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
+def _values(d, c, r, *, dtype: str, mode: str, family: str, scale=None) -> dict:
     import torch
 
     d = d.detach().to("cpu")
@@ -274,8 +282,12 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
     r64 = r.to(wide) if r.dtype != c.dtype or r is not c else c64
     bar = r is not c and r.dtype != c.dtype  # a float64 reference distinct from the CPU run
     finite = torch.isfinite(c64) & torch.isfinite(r64) if r64 is not c64 else torch.isfinite(c64)
+    s64 = None
+    if scale is not None and not c.is_complex():
+        s64 = scale.detach().to(torch.float64).abs()
+        finite = finite & torch.isfinite(s64)
     if r64.shape == c64.shape and bool(finite.all()):  # the common case: no NaN/inf to place, every position compared
-        return _finite(d, c, r, d64, c64, r64, finite, dtype=dtype, mode=mode, family=family, bar=bar)
+        return _finite(d, c, r, d64, c64, r64, finite, dtype=dtype, mode=mode, family=family, bar=bar, scale=s64)
     special = ~finite
     if bool(special.any()):
         dn, cn = d64[special], c64[special]
@@ -293,13 +305,25 @@ def _values(d, c, r, *, dtype: str, mode: str, family: str) -> dict:
     if not bool(finite.any()):
         return {"status": "pass", "abs": 0.0, "rel": 0.0, "tol": _tol_label(dtype, mode, bar)}
     return _finite(
-        d, c, r, d64[finite], c64[finite], r64[finite], finite, dtype=dtype, mode=mode, family=family, bar=bar
+        d,
+        c,
+        r,
+        d64[finite],
+        c64[finite],
+        r64[finite],
+        finite,
+        dtype=dtype,
+        mode=mode,
+        family=family,
+        bar=bar,
+        scale=None if s64 is None else s64[finite],
     )
 
 
-def _finite(d, c, r, dv, cv, rv, finite, *, dtype: str, mode: str, family: str, bar: bool) -> dict:
+def _finite(d, c, r, dv, cv, rv, finite, *, dtype: str, mode: str, family: str, bar: bool, scale=None) -> dict:
     """The value judgement of the positions where CPU and the reference are finite: ``dv``, ``cv``,
-    ``rv`` (widened), in the order of ``finite.nonzero()``."""
+    ``rv`` (widened), in the order of ``finite.nonzero()``; ``scale`` (widened, same order): magnitudes
+    the relative tolerance is taken of where larger than the reference's (``judge``)."""
     import torch
 
     diff = (dv - rv).abs()
@@ -310,6 +334,8 @@ def _finite(d, c, r, dv, cv, rv, finite, *, dtype: str, mode: str, family: str, 
         abs_err = float(diff.max())
     mag = rv.abs()
     mag = mag.real if mag.is_complex() else mag
+    if scale is not None and scale.shape == mag.shape:
+        mag = torch.maximum(mag, scale)
     # |c - r|: only a float64 reference adds it to the strict bar; the usable tier computes it when needed
     cpu_err = None
     if bar:

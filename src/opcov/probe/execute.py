@@ -271,6 +271,7 @@ class Executor:
                 "status": "no_reference",
                 "why": f"cpu reference failed: {first_line(exc)}",
                 "ops": calls.pairs(),
+                "sigs": calls.sig_list(),
             }
             return
         called = getattr(fn, "func", None)  # one op overload called as itself (probe.sample.op_call)
@@ -301,7 +302,7 @@ class Executor:
             and not sample.no_wide
         )
         reference = _Reference(self, fn, sample, seed) if wide else None
-        rec.fwd = {"ops": calls.pairs()}
+        rec.fwd = {"ops": calls.pairs(), "sigs": calls.sig_list()}
         self.step("fwd", rec)
 
         dev_in = self.to_device(sample)
@@ -326,6 +327,14 @@ class Executor:
             flat = leaves(tree_in)
             return (out, [flat[i] for i in mutated])
 
+        def scale():
+            mags = (
+                _magnitudes(self, fn, sample, seed, {a.split("::", 1)[-1] for a in rec.aten})
+                if mode == "values" and dtype in FLOATING
+                else None
+            )
+            return None if mags is None or mutated else (mags, [])
+
         verdict = _judged(
             reference,
             pick(dev_in, dev_out),
@@ -334,6 +343,7 @@ class Executor:
             dtype=dtype,
             mode=mode,
             family=family,
+            scale=scale,
         )
         rec.fwd.update(verdict)
         alias_cpu, alias_dev = aliasing(torch, cpu_in, cpu_out), aliasing(torch, dev_in, dev_out)
@@ -379,7 +389,7 @@ class Executor:
                 fn(cpu_in[0], *cpu_in[1], **cpu_in[2], out=cpu_into)
         except Exception:  # noqa: BLE001 - this sample does not take out= on CPU either
             return None
-        part = {"ops": calls.pairs()}
+        part = {"ops": calls.pairs(), "sigs": calls.sig_list()}
         dev_in, dev_into = self.to_device(sample), torch.empty_like(dev_out)
         self.seed(seed)
         try:
@@ -525,9 +535,10 @@ class Executor:
                     "status": "no_reference",
                     "why": f"cpu reference backward failed: {first_line(exc)}",
                     "ops": calls.pairs(),
+                    "sigs": calls.sig_list(),
                 }
                 return
-        rec.bwd = bwd = {"ops": calls.pairs()}
+        rec.bwd = bwd = {"ops": calls.pairs(), "sigs": calls.sig_list()}
         self.step("bwd", rec)
         # No dispatch mode around the device backward: in torch 2.13 an exception raised
         # through a Python dispatch mode on autograd's device thread terminates the process.
@@ -602,7 +613,27 @@ class _Reference:
         return self.value
 
 
-def _judged(reference, dev, cpu, derive, *, dtype, mode, family):
+# Ops whose result adds its inputs up: their values are judged relative to the sum of the inputs'
+# magnitudes (the op run on |inputs| in float64), not to a result that cancellation may bring near 0.
+SUMMING = frozenset({"sum", "nansum", "mean", "nanmean", "cumsum", "sum_to_size"})
+
+
+def _magnitudes(ex, fn, sample, seed, bases):
+    """The op run on the magnitudes of its inputs, in float64, for a summing op (SUMMING); else None."""
+    if not set(bases) & SUMMING:
+        return None
+    torch = ex.torch
+    try:
+        ref_in = map_leaves(
+            lambda t: t.abs() if isinstance(t, torch.Tensor) and t.is_floating_point() else t, ex.to64(sample)
+        )
+        ex.seed(seed)
+        return fn(ref_in[0], *ref_in[1], **ref_in[2])
+    except Exception:  # noqa: BLE001 - no magnitudes: judged relative to the result, as any op
+        return None
+
+
+def _judged(reference, dev, cpu, derive, *, dtype, mode, family, scale=None):
     """``judge`` with the float64 reference made only when ``dev`` differs from ``cpu``: an identical
     result passes the strict tier by construction (``tol`` ``same``, err [0, 0]: no worse than CPU;
     at any dtype, so float64 and integer results skip the value comparison too).
@@ -615,4 +646,4 @@ def _judged(reference, dev, cpu, derive, *, dtype, mode, family):
             ref = derive(*reference.get())
         except Exception:  # noqa: BLE001 - no float64 reference for this comparison
             ref = None
-    return judge(dev, cpu, ref, dtype=dtype, mode=mode, family=family)
+    return judge(dev, cpu, ref, dtype=dtype, mode=mode, family=family, scale=scale() if scale else None)

@@ -32,7 +32,7 @@ def _identity(doc: dict) -> dict:
     }
 
 
-def merge_files(paths, *, command: str) -> dict:
+def merge_files(paths, *, command: str, replace: bool = False) -> dict:
     for i, p in enumerate(paths):  # one file twice would count each of its cases twice
         for q in paths[:i]:
             if output.same_file(p, q):
@@ -41,7 +41,30 @@ def merge_files(paths, *, command: str) -> dict:
     for p, d in docs:
         if d["evidence"] != "probed":
             raise DataError(f"{p}: evidence is {d['evidence']!r}; opcov merge combines probed files only")
+    if replace:
+        docs = replaced(docs)
     return merge_docs(docs, command=command)
+
+
+def replaced(docs) -> list:
+    """``docs`` with each cell (op, dtype key) that a later file probed taken out of the earlier files: a
+    re-probe replaces what it probed again (its cases keep signature classes that older cells lack, and
+    combining the two would mix a complete list of failing cases with counts it does not cover)."""
+    out = []
+    for i, (p, d) in enumerate(docs):
+        later = {}
+        for _, newer in docs[i + 1 :]:
+            for op, rec in newer["ops"].items():
+                if isinstance(rec, dict) and "skipped" not in rec:
+                    later.setdefault(op, set()).update(rec)
+        ops = {}
+        for op, rec in d["ops"].items():
+            if op in later and isinstance(rec, dict) and "skipped" not in rec:
+                # kept, if with no cell left: the file still names every op (its core count is checked)
+                rec = {dk: cell for dk, cell in rec.items() if dk not in later[op]}
+            ops[op] = rec
+        out.append((p, {**d, "ops": ops}))
+    return out
 
 
 def _registered_candidates(paths) -> list[str]:

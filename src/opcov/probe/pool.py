@@ -24,6 +24,7 @@ from opcov.probe.journal import Journal
 from opcov.probe.progress import Progress
 from opcov.probe.replay import TRACE_PREFIX
 from opcov.probe.schemacases import SCHEMA_PREFIX
+from opcov.vocab import PROBED_RAN
 
 START_TIMEOUT = 300.0  # worker start + smoke test (imports torch, the backend and OpInfo)
 GROUP_TIMEOUT_MIN = 120.0  # sample generation of one group, at least
@@ -56,6 +57,7 @@ class _Slot:
         self.case_ids = None  # the busy group's case ids, once its samples are generated
         self.deadline = float("inf")  # starting: the smoke test's; busy: see Pool.deadline
         self.log = None
+        self.fresh = False  # started and given no group yet: where a crashed case is re-run alone
 
 
 class Pool:
@@ -74,6 +76,7 @@ class Pool:
         self.ready_at = None  # when the first worker passed its smoke test
         self.host_free: set = set()  # OpInfos a worker found to keep nothing on CPU (cases.host_leaves)
         self.logdir = tempfile.mkdtemp(prefix="opcov-probe-")
+        self.not_run: list = []  # group ids left when the time limit (``run``'s stop_at) was reached
 
     # -- lifecycle
 
@@ -93,6 +96,7 @@ class Pool:
         child.close()
         slot.conn, slot.state, slot.group = parent, "starting", None
         slot.deadline = time.monotonic() + START_TIMEOUT
+        slot.fresh = True
 
     def kill(self, slot: _Slot) -> None:
         if slot.proc is not None and slot.proc.is_alive():
@@ -131,7 +135,11 @@ class Pool:
 
     # -- the loop
 
-    def run(self, pending: collections.deque, done_ids: dict, journal: Journal, progress: Progress) -> None:
+    def run(
+        self, pending: collections.deque, done_ids: dict, journal: Journal, progress: Progress, stop_at=None
+    ) -> None:
+        """Run the ``pending`` groups; ``stop_at`` (a time.monotonic()): start no group after it, and leave
+        the groups not started in ``not_run``."""
         from multiprocessing.connection import wait
 
         self.pending, self.done_ids, self.journal, self.progress = pending, done_ids, journal, progress
@@ -140,6 +148,11 @@ class Pool:
         if self.slots[0].state == "dead":
             self.start(self.slots[0])
         while pending or any(s.state in ("busy",) for s in self.slots):
+            if stop_at is not None and time.monotonic() > stop_at and pending:
+                self.not_run = sorted({g["id"] for g in pending if not g.get("retry")})
+                pending.clear()
+                progress.note(f"time limit reached: {len(self.not_run)} group(s) not started")
+                continue
             if self.ever_ready:
                 live = sum(s.state != "dead" for s in self.slots)
                 for s in self.slots:
@@ -148,6 +161,10 @@ class Pool:
                         live += 1
             for s in self.slots:
                 if s.state == "idle" and pending:
+                    if pending[0].get("retry") and not s.fresh:  # re-run alone: in a fresh worker
+                        self.kill(s)
+                        self.start(s)
+                        continue
                     self.assign(s, pending.popleft())
             active = [s for s in self.slots if s.state != "dead"]
             if not active:
@@ -168,6 +185,9 @@ class Pool:
 
     def assign(self, slot: _Slot, group: dict) -> None:
         skip = sorted(self.done_ids.get(group["id"], ()))
+        if group.get("retry"):
+            skip = list(group["retry"]["skip"])
+        slot.fresh = False
         if group["source"] in self.host_free:
             group = dict(group, host_free=True)
         slot.conn.send(("group", group, skip))
@@ -236,7 +256,10 @@ class Pool:
             self.progress.group()
             self.finish_group(slot)
         elif kind == "case":
-            self.record(msg[1])
+            rec = msg[1]
+            if slot.group is not None and slot.group.get("retry"):
+                rec = self.after_retry(slot.group, rec)
+            self.record(rec)
         elif kind == "group_done":
             self.journal.write({"group_done": msg[1], "n": msg[2], "s": self._took(slot)})
             self.progress.group()
@@ -264,9 +287,36 @@ class Pool:
         slot.state, slot.group = "idle", None
         slot.deadline = float("inf")
 
+    def after_retry(self, group: dict, rec: CaseRecord) -> CaseRecord:
+        """The record of a case that crashed or hung, re-run alone in a fresh worker (``_fail_current``):
+        it crashed again (kept as it is, said so); else it is ``flaky`` where it now ran, or its own
+        result where that is a failure too, the first crash named either way. A group cut short after
+        the crash (its later cases recorded as not run) is queued again for those cases."""
+        retry = group["retry"]
+        if rec.case != retry["case"]:
+            return rec
+        phase = retry["phase"]
+        part = getattr(rec, phase) or {}
+        first = f"{retry['status']} ({retry['why']}) in a worker that had run other cases"
+        status = part.get("status")
+        if status in ("crash", "timeout"):
+            part["why"] = f"{part.get('why', '')}; it did so again when re-run alone"[:300]
+        elif status in PROBED_RAN or status == "fallback":
+            part.update(status="flaky", why=f"{first}; passed when re-run alone ({status})"[:300])
+        elif status:
+            part["why"] = f"{part.get('why', '')} (re-run alone after a {first})"[:300]
+        if status not in ("crash", "timeout") and retry.get("cut"):
+            done = self.done_ids.get(group["id"], set())
+            done -= set(retry["cut"])
+            rest = {k: v for k, v in group.items() if k != "retry"}
+            self.pending.append(rest)
+        return rec
+
     def _fail_current(self, slot: _Slot, status: str, why: str) -> None:
         """Record the case in flight as crash/timeout in the phase it was in; record the rest of its
-        group as not run after it, or requeue the group (see ``cut_short``)."""
+        group as not run after it, or requeue the group (see ``cut_short``). A device crash or hang is
+        then re-run alone in a fresh worker (``after_retry``): one that does not repeat is ``flaky``,
+        never pinned on an op that passes alone."""
         group = slot.group
         found = self.in_flight(slot)
         if found is not None:
@@ -275,10 +325,27 @@ class Pool:
                 # CPU's own reference died or hung, before the device ran: no reference, not the
                 # device's crash (the rest of the group is not run after it all the same)
                 status, why = "no_reference", f"cpu reference {status}: {why}"
-            rec.fail(phase, status, why)
+            retried = group is not None and group.get("retry")
+            rec.fail(phase, status, f"{why}; it did so again when re-run alone" if retried else why)
             self.record(rec)
-            if self.cut_short(slot, rec, phase):
+            if retried:  # it crashed again, alone: nothing more to run
+                return
+            before = set(self.done_ids.get(rec.group, ()))
+            cut = self.cut_short(slot, rec, phase)
+            if status in ("crash", "timeout") and slot.case_ids and group is not None:
+                retry = {
+                    "case": rec.case,
+                    "phase": phase,
+                    "status": status,
+                    "why": why,
+                    "skip": [c for c in slot.case_ids if c != rec.case],
+                    "cut": sorted(set(self.done_ids.get(rec.group, ())) - before - {rec.case}) if cut else [],
+                }
+                self.pending.appendleft({**group, "retry": retry})
+            if cut:
                 group = None
+        elif group is not None and group.get("retry"):
+            return  # the re-run died outside its case: the first record stands
         elif group is not None and not slot.generated:
             # died or hung outside a case: while generating the group's samples
             self.journal.write({"group_error": group["id"], "why": f"sample generation: {why}"})
@@ -310,7 +377,10 @@ class Pool:
             return None
         state = slot.flight.read() or {}
         cid = state.get("case")
-        if state.get("group") != slot.group["id"] or cid in self.done_ids.get(slot.group["id"], ()):
+        retried = (slot.group.get("retry") or {}).get("case")  # recorded once already: re-run alone
+        if state.get("group") != slot.group["id"] or (
+            cid != retried and cid in self.done_ids.get(slot.group["id"], ())
+        ):
             return None
         return CaseRecord.from_flight(state)
 

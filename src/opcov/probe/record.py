@@ -60,22 +60,67 @@ def _mode_class(name: str, dispatch):
     return cls
 
 
+# Scalar arguments that select a kernel's path (addmm's alpha/beta: a backend may take another path, or
+# fall back, when they are not 1): part of a call's signature class when they are not 1.
+PATH_SCALARS = ("alpha", "beta")
+SIG_TENSORS = 4  # tensor arguments a signature names, as an op set's ``shape`` (opcov.tracing.trace) does
+
+
+def tensor_class(t) -> str:
+    """One tensor argument's class: dtype and rank ('float32:3'; '0d' for a 0-d tensor), '!empty' when it
+    has no elements, '!nc' when it is not contiguous."""
+    text = f"{dtype_name(t.dtype)}:{t.dim() or '0d'}"
+    if t.numel() == 0:
+        text += "!empty"
+    elif not t.is_contiguous():
+        text += "!nc"
+    return text
+
+
+def signature(func, args, kwargs) -> str:
+    """A call's signature class: what decides whether a backend's finding on one call says anything about
+    another call of the same op (opcov.verdict.judge matches it against an op set's call): each tensor
+    argument's ``tensor_class`` (the first SIG_TENSORS, in argument order), then ';' and the path-selecting
+    scalars that are not 1 ('float32:2,float32:2,float32:2;alpha=2')."""
+    tensor = _t().Tensor
+    text = ",".join([tensor_class(x) for x in leaves((args, kwargs)) if isinstance(x, tensor)][:SIG_TENSORS])
+    scalars = []
+    for i, arg in enumerate(getattr(getattr(func, "_schema", None), "arguments", ())):
+        if arg.name in PATH_SCALARS:
+            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 1:
+                scalars.append(f"{arg.name}={value:g}")
+    return text + (";" + ",".join(scalars) if scalars else "")
+
+
 class Calls:
-    """Ordered distinct (op name, dtype key) pairs, each with its op's tags, and the random-op flag."""
+    """Ordered distinct (op name, dtype key) pairs, each with its op's tags, the signature class of its
+    first call, and the random-op flag."""
 
     def __init__(self):
         self.calls: dict[tuple[str, str], list] = {}
+        self.sigs: dict[tuple[str, str], str] = {}
         self.seeded_random = False
 
     def add(self, func, args, kwargs, out) -> None:
         key = call_dtype(_dtypes((args, kwargs)), _dtypes(out))
         tags = func.tags
-        self.calls[(overload_name(func), key)] = tags
+        pair = (overload_name(func), key)
+        self.calls[pair] = tags
+        if pair not in self.sigs:
+            try:
+                self.sigs[pair] = signature(func, args, kwargs)
+            except Exception:  # noqa: BLE001 - a tensor without metadata (a subclass): no class, not a failure
+                self.sigs[pair] = ""
         if _t().Tag.nondeterministic_seeded in tags:
             self.seeded_random = True
 
     def pairs(self) -> list[list[str]]:
         return [list(p) for p in self.calls]
+
+    def sig_list(self) -> list[str]:
+        """The signature class of each pair of ``pairs``, in the same order."""
+        return [self.sigs.get(p, "") for p in self.calls]
 
     def tags_about(self, bases) -> list[set]:
         """The tag names of each call of an op whose base name is in ``bases`` ('mul'), or of every

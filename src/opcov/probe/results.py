@@ -26,11 +26,28 @@ from opcov.probe import FAILURES, RANK, STATUSES
 from opcov.probe.caserecord import CaseRecord
 from opcov.probe.disposition import RANK as RANK_SKIP
 from opcov.probe.disposition import pick
-from opcov.store.cells import SLOTS
+from opcov.store.cells import MAX_FAILED, SLOTS
 from opcov.vocab import INPUT_TIERS
 
 MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
-SLOT_KEYS = ("err", "tol", "why", "blame", "case", "cases", "fails", "unpinned", "strides", "after_crash")
+SLOT_KEYS = (
+    "err",
+    "tol",
+    "why",
+    "blame",
+    "case",
+    "cases",
+    "fails",
+    "unpinned",
+    "strides",
+    "after_crash",
+    "failed",
+    "traced",
+)
+# Statuses whose case is kept in ``failed`` with its signature class: what the verdict matches against a
+# model's calls (a failure, a value mismatch, a run through the CPU fallback).
+NOTED = frozenset(FAILURES) | {"mismatch", "fallback"}
+TRACE = "trace."
 COUNTS = ("cases", "fails", "unpinned", "strides", "after_crash")  # summed over a cell's cases; written when not 0
 UNPINNED = ("ambiguous", "composition")  # blame rules that do not single out this overload
 
@@ -44,8 +61,14 @@ def _blame(aten, part: dict, ops: list) -> tuple[list, str | None]:
     base names the case is about (``CaseRecord.aten``)."""
     status = part.get("status")
     if status == "fallback":  # ran, with these overloads through the CPU fallback (probe.xla)
-        fell = set(part.get("fallback", ())) | {_base(f) for f in part.get("fallback", ())}
+        # The backend's own counters name what fell back: that op, or (for a backward slot, filed under
+        # forward overloads) the forward op whose backward kernel it is, never every op of the case.
+        named = list(part.get("fallback", ()))
+        fell = set(named) | {_base(f) for f in named}
+        fell |= {f[: -len("_backward")] for f in fell if f.endswith("_backward")}
         hit = [p for p in ops if p[0] in fell or _base(p[0]) in fell | set(aten)]  # .out: its functional's
+        if named:  # the op the case is about (if it ran) and those the counters name; never the others
+            return hit, "fallback: the overload the case is about, or one the backend's fallback counters name"
         return hit or ops, "fallback: the overload the case is about, or one that ran through the CPU fallback"
     if status not in FAILURES:
         return ops, None
@@ -83,9 +106,38 @@ def _unpinned(e: dict) -> bool:
     return e["status"] in FAILURES and (e.get("blame") or "").startswith(UNPINNED)
 
 
-def _entry(rec: CaseRecord, part: dict, blame: str | None) -> dict:
+def _sig(part: dict | None, target) -> str:
+    """The signature class of ``target`` (op, dtype key)'s call in a part ('' when not recorded)."""
+    part = part or {}
+    for pair, sig in zip(part.get("ops", ()), part.get("sigs", ())):
+        if tuple(pair) == tuple(target):
+            return sig
+    return ""
+
+
+def failed_text(status: str, case: str, sig: str) -> str:
+    """One ``failed`` item: 'STATUS CASE SIG' (a case id and a signature class hold no spaces)."""
+    return f"{status} {case} {sig or '?'}"
+
+
+def parse_failed(text: str) -> tuple[str, str, str]:
+    """(status, case, signature class) of a ``failed`` item; '' for a class not recorded ('?')."""
+    status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
+    return status, case, "" if sig == "?" else sig
+
+
+def _source_of(case: str) -> str:
+    return case.split("|", 1)[0]
+
+
+def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "") -> dict:
     """One case's result in one slot. A case not run after its group's crash (``after_crash``) is
-    counted there alone: not a case, not a failure; it never represents the cell (``_key``)."""
+    counted there alone: not a case, not a failure; it never represents the cell (``_key``).
+
+    A case whose status is in NOTED is kept in ``failed`` with ``sig``, the signature class of the call
+    to the overload it is filed under (the verdict counts it only against calls of that class); a case
+    replayed from a model's trace (``trace.<model>``) names its status under ``traced`` (a model's own
+    calls, which the verdict prefers for that model)."""
     if part.get("after_crash"):
         return {
             "status": part["status"],
@@ -113,6 +165,10 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None) -> dict:
     if blame:
         e["blame"] = blame
     e["unpinned"] = int(_unpinned(e))
+    if part["status"] in NOTED:
+        e["failed"] = [failed_text(part["status"], rec.case, sig)]
+    if rec.source.startswith(TRACE):
+        e["traced"] = {rec.source[len(TRACE) :]: part["status"]}
     return e
 
 
@@ -124,24 +180,26 @@ def entries(rec: CaseRecord):
     if "status" in fwd:
         targets, how = _blame(rec.aten, fwd, fops)
         for op, dk in targets:
-            yield op, dk, rec.tier or "fwd", _entry(rec, fwd, how)
+            yield op, dk, rec.tier or "fwd", _entry(rec, fwd, how, _sig(fwd, (op, dk)))
     out = rec.out  # the same call with out=: evidence for the .out overload it dispatched
     if out and "status" in out:
         oops = [tuple(p) for p in out.get("ops", ())]
         targets, how = _blame(rec.aten, out, oops)
         for op, dk in targets:
-            yield op, dk, "fwd", _entry(rec, out, how)
+            yield op, dk, "fwd", _entry(rec, out, how, _sig(out, (op, dk)))
     bwd = rec.bwd
     if bwd and "status" in bwd:
-        targets, how = _blame(rec.aten, {"status": bwd["status"]}, fops)  # bwd slot: forward overloads
+        fallback = {"status": bwd["status"], "fallback": bwd.get("fallback", ())}
+        targets, how = _blame(rec.aten, fallback, fops)  # bwd slot: forward overloads
         for op, dk in targets:
-            yield op, dk, "bwd", _entry(rec, bwd, how)
+            yield op, dk, "bwd", _entry(rec, bwd, how, _sig(fwd, (op, dk)))  # the forward call's class
         bops = [tuple(p) for p in bwd.get("ops", ())]
         btargets, bhow = _blame(rec.aten, bwd, bops)
         if bwd["status"] in FAILURES and not bwd.get("raised"):
             btargets = []  # a wrong gradient is the forward op's backward, not these ops' fault
         for op, dk in btargets:
-            yield op, dk, "fwd", _entry(rec, bwd, (bhow or "") + (" (in a backward)" if bhow else "") or None)
+            how = (bhow or "") + (" (in a backward)" if bhow else "") or None
+            yield op, dk, "fwd", _entry(rec, bwd, how, _sig(bwd, (op, dk)))
 
 
 def _key(e: dict):
@@ -158,11 +216,38 @@ def combine(a: dict | None, b: dict) -> dict:
     if a is None:
         return dict(b)
     rep = a if _key(a) <= _key(b) else b
-    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples",)}
+    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced")}
     for k in COUNTS:
         out[k] = a.get(k, 0) + b.get(k, 0)
     out["samples"] = sorted(set(a["samples"]) | set(b["samples"]))[:MAX_SAMPLES]
+    failed = _merge_failed(a.get("failed", ()), b.get("failed", ()))
+    if failed:
+        out["failed"] = failed
+    traced = dict(a.get("traced") or {})
+    for model, status in (b.get("traced") or {}).items():
+        if model not in traced or RANK[status] < RANK[traced[model]]:
+            traced[model] = status
+    if traced:
+        out["traced"] = dict(sorted(traced.items()))
     return out
+
+
+def _merge_failed(a, b) -> list:
+    """The ``failed`` items of two entries: one per (status, signature class) of the OpInfo and canary
+    cases and one per (traced model, status, class), the worst status and then the smallest case id
+    first, at most MAX_FAILED."""
+    items = sorted(
+        {str(t) for t in list(a) + list(b)}, key=lambda t: (RANK.get(parse_failed(t)[0], 99), parse_failed(t)[1])
+    )
+    out, seen = [], set()
+    for text in items:
+        status, case, sig = parse_failed(text)
+        src = _source_of(case)
+        key = (status, sig, src if src.startswith(TRACE) else "")
+        if key not in seen:
+            seen.add(key)
+            out.append(text)
+    return out[:MAX_FAILED]
 
 
 def to_cell(slots: dict) -> dict:
@@ -181,8 +266,9 @@ def to_cell(slots: dict) -> dict:
             if brief and k not in COUNTS:
                 continue
             if k in e and not (k in COUNTS[1:] and not e[k]):
-                # a fresh list: a list shared between keys would be written as a YAML anchor
-                cell[pre + k] = list(e[k]) if isinstance(e[k], list) else e[k]
+                # a fresh list (or mapping): one shared between keys would be written as a YAML anchor
+                v = e[k]
+                cell[pre + k] = list(v) if isinstance(v, (list, tuple)) else dict(v) if isinstance(v, dict) else v
     cell["samples"] = sorted(samples)[:MAX_SAMPLES]
     return cell
 

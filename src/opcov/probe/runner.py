@@ -54,6 +54,7 @@ def probe(
     manifest=None,
     all_samples=False,
     times=None,
+    max_time=None,
 ) -> tuple[dict, dict]:
     """Run the probe; return (document, run figures). The document is also written to ``out``.
 
@@ -133,7 +134,7 @@ def probe(
                 f"{len(first)} group(s) known to crash or hang on this backend version run first ({ledger.path})"
             )
         if pending:
-            pool.run(pending, done_ids, journal, progress)
+            pool.run(pending, done_ids, journal, progress, stop_at=t0 + max_time if max_time else None)
     except BaseException:  # a failed start, a usage error, Ctrl-C
         if journal is not None and not journal.records and not journal.groups_done and not journal.group_errors:
             journal.close()
@@ -157,6 +158,8 @@ def probe(
             progress.finish()
     run_s = time.monotonic() - t0
     records = list(journal.records.values())
+    if pool.not_run:  # --max-time: what this file lacks, said in it
+        settings["not_run"] = sorted(pool.not_run)
     universe = [op.name for op in catalog]
     reasons = disposition.Dispositions(
         facts,
@@ -257,6 +260,11 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
     import platform
 
     notes = list(NOTES_ALWAYS)
+    if settings.get("not_run"):
+        notes.append(
+            f"time limit (--max-time) reached: {len(settings['not_run'])} case group(s) not run: "
+            + ", ".join(settings["not_run"])
+        )
     if settings["schema"]:
         notes.append(
             f"schema cases: one case per functional aten overload at {', '.join(schemacases.SCHEMA_DTYPES)}, "

@@ -290,7 +290,7 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
         levels = vocab.EVIDENCE_WORST_FIRST[::-1]  # strongest first
         rows.append({"mode": mode, "total": len(vs), "runs": runs["probed"], "share": share(runs["probed"], len(vs)),
                      "claimed": [(vocab.evidence_word(e), runs[e]) for e in levels if e != "probed" and runs[e]],
-                     "fallback": c["runs_with_fallback"], "fails": c["fails"], "unknown": c["unknown"],
+                     "value_note": c["runs_with_value_note"], "fallback": c["runs_with_fallback"], "fails": c["fails"], "unknown": c["unknown"],
                      "levels": [(vocab.evidence_word(e), by_level[e]) for e in levels if by_level[e]]})
     return rows
 
@@ -989,8 +989,8 @@ def backend_api(entry: dict, g: dict, h: dict) -> dict:
     return {"api": API_VERSION, "backend": b.name, "page": entry["href"],
             "fallback_enabled": entry["fb"], "registered": sections, "probed": probed,
             "models": [{"mode": r["mode"], "total": r["total"], "runs_probed": r["runs"],
-                        "runs_claimed": {w.name: n for w, n in r["claimed"]}, "runs_with_fallback": r["fallback"],
-                        "fails": r["fails"], "unknown": r["unknown"], "by_evidence": {w.name: n for w, n in r["levels"]}}
+                        "runs_claimed": {w.name: n for w, n in r["claimed"]}, "runs_with_value_note": r["value_note"],
+                        "runs_with_fallback": r["fallback"], "fails": r["fails"], "unknown": r["unknown"], "by_evidence": {w.name: n for w, n in r["levels"]}}
                        for r in entry["models"]],
             "gaps": {"backend": [_gap(e) for e in g["used"]], "opcov_could_not_tell": [_gap(e) for e in g["unknown"]],
                      "core_backend": [{"op": c["op"], "res": c["res"].text, "why": c["why"]} for c in g["core"]],

@@ -18,6 +18,9 @@ from opcov.vocab import INPUT_TIERS, SKIP_REASONS
 
 # Slot name -> (its status key, the prefix of its evidence keys) in a cell, in display order: the op
 # run as itself, its backward, then one slot per input tier (its harder case, forward only).
+# Failing cases a slot keeps with their signature class (``failed``): one per status and class, and one per
+# traced model; a slot holding this many may have left some out (the verdict then judges it as a whole).
+MAX_FAILED = 16
 SLOTS = {"forward": ("fwd", ""), "backward": ("bwd", "bwd_"), **{t: (t, f"{t}_") for t in INPUT_TIERS}}
 
 
@@ -49,6 +52,8 @@ class ProbedSlot:
     unpinned: int | None = None  # failing cases not pinned on this overload
     strides: int | None = None  # cases whose output strides differed from CPU's
     after_crash: int | None = None  # cases not run after a crash or timeout of their group
+    failed: tuple | None = None  # 'STATUS CASE SIG' of failing cases, with their signature class
+    traced: dict | None = None  # zoo model -> the worst status of its own replayed calls
 
     @classmethod
     def from_dict(cls, cell: dict, status_key: str, prefix: str) -> ProbedSlot:

@@ -49,6 +49,8 @@ _PROBED_SLOT_KEYS = {
     "unpinned": int,
     "strides": int,
     "after_crash": int,
+    "failed": list,  # 'STATUS CASE SIG' of failing cases (opcov.probe.results.failed_text)
+    "traced": dict,  # zoo model -> the worst status of its own calls, replayed (trace.<model> cases)
 }
 # Each input tier (``<tier>``, ``<tier>_*``: the harder case of opcov.probe.tiers) is a slot like ``bwd``.
 PROBED_CELL_KEYS: dict[str, Any] = {
@@ -621,6 +623,11 @@ def _probed_op_problems(name, rec):
             elif allowed is str:
                 if not isinstance(value, str):
                     yield where, f"{name}: {dkey}: {key} must be a string"
+            elif allowed is dict:  # traced: model -> a probed status
+                if not isinstance(value, dict) or not all(
+                    isinstance(k, str) and v in PROBED_STATUSES for k, v in value.items()
+                ):
+                    yield where, f"{name}: {dkey}: {key} must map model names to probed statuses"
             elif value not in allowed:
                 yield where, f"{name}: {dkey}: {key} is {value!r}; expected one of {', '.join(allowed)}"
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import tempfile
 import time
 import weakref
 from collections.abc import Callable
@@ -55,6 +56,7 @@ __all__ = [
 ]
 
 ENV_VAR = "OPCOV_PYBACKEND_SPEC"
+ONCE_DIR_VAR = "OPCOV_PYBACKEND_ONCE_DIR"  # where "segfault_once" kernels keep their marker files
 DEFAULT_NAME = "opcovtest"
 
 #: What a planted kernel may do (values of ``spec["kernels"]``).
@@ -66,6 +68,7 @@ BEHAVIOURS = (
     "raise",
     "abort",
     "segfault",
+    "segfault_once",  # segfaults the first time only (a marker file in $OPCOV_PYBACKEND_ONCE_DIR): a flaky crash
     "hang",
     "oom",
     "fails_on_nan",  # NaN results become 0 when an input holds a NaN
@@ -605,6 +608,11 @@ def _planted_kernel(op, behaviour: str) -> Callable:
             os.abort()
         if behaviour == "segfault":
             ctypes.string_at(0)
+        if behaviour == "segfault_once":
+            marker = os.path.join(os.environ.get(ONCE_DIR_VAR) or tempfile.gettempdir(), f"opcov-once-{opname}")
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                ctypes.string_at(0)
         if behaviour == "hang":
             while True:
                 time.sleep(3600)

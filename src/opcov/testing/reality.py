@@ -10,6 +10,7 @@ with (as built, and with a padded attention mask where the model takes one), and
 are compared with a CPU run of the same weights.  A verdict agrees when
 
     runs / runs_with_fallback  <->  the model ran and matched CPU
+    runs_with_value_note       <->  the model ran (its values may differ: matched CPU or not)
     fails                      <->  the model raised, crashed, or gave wrong results
 
 and ``unknown`` is counted apart (it claims nothing), as is a run that raised inside the CPU
@@ -133,6 +134,8 @@ class Outcome:
     def agrees(self) -> bool | None:
         if self.predicted == "unknown" or self.actual == "harness":
             return None
+        if self.predicted == "runs_with_value_note":  # it runs; its values may differ: ran, matched or not
+            return self.actual in ("ran", "wrong")
         return (self.predicted in ("runs", "runs_with_fallback")) == (self.actual == "ran")
 
 
@@ -141,7 +144,7 @@ ACTUALS = ("ran", "raised", "wrong", "crashed", "harness")
 
 def confusion(outcomes, title: str) -> str:
     """The confusion table of ``outcomes``: verdict (rows) against what the real run did (columns)."""
-    verdicts = ("runs", "runs_with_fallback", "fails", "unknown")
+    verdicts = ("runs", "runs_with_fallback", "runs_with_value_note", "fails", "unknown")
     width = max(len(v) for v in verdicts) + 2
     lines = [f"{title}: {len(outcomes)} (model, mode) runs", " " * width + "".join(f"{a:>9}" for a in ACTUALS)]
     for v in verdicts:

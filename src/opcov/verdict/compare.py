@@ -26,7 +26,7 @@ from opcov.store import layout, opset
 from opcov.verdict import gaps, judge
 
 ZOO = "zoo"  # --models: every op set under coverage/models/
-RUNS = ("ok", "fallback")  # outcomes that say an op runs
+RUNS = ("ok", "fallback", "value_note")  # outcomes that say an op runs
 _SECTIONS = vocab.EVIDENCE_LEVELS + (vocab.NO_EVIDENCE.name,)  # strongest first
 
 

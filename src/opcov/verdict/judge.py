@@ -27,10 +27,11 @@ from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, record_cells
-from opcov.verdict import contributed, resolve
+from opcov.verdict import contributed, resolve, signature
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
+VALUE_NOTE = "value_note"  # vocab.OUTCOMES: ran, values may differ from CPU's
 VERDICTS = vocab.VERDICT_OF
 VERDICT_ORDER = vocab.VERDICT_ORDER
 
@@ -156,7 +157,7 @@ class OpResult:
 class BackendVerdict:
     backend: str
     mode: str
-    verdict: str  # runs | runs_with_fallback | unknown | fails
+    verdict: str  # runs | runs_with_fallback | runs_with_value_note | unknown | fails
     evidence: str  # the level the verdict rests on (``rests_on`` its judged ops): see says()
     ops: list  # OpResult, worst first
     sources: list  # coverage files used
@@ -196,6 +197,16 @@ class BackendVerdict:
         for kind in vocab.EVIDENCE_LEVELS:
             out[f"ok_{kind}"] = ok[kind]
         return out
+
+    def value_notes(self) -> list[tuple[str, str, str, str]]:
+        """(op, dtype, direction, why) of every requirement that runs with values that may differ from CPU's,
+        worst op first: what a ``runs_with_value_note`` verdict names."""
+        return [(r.op, f.dtype, f.direction, f.why) for r in self.ops for f in r.findings if f.outcome == VALUE_NOTE]
+
+    def value_note_text(self, limit: int = 3) -> str:
+        """'aten::nll_loss_forward float32, aten::cumsum bool' (the ops whose values may differ), '' for none."""
+        seen = list(dict.fromkeys(f"{op} {dtype}" for op, dtype, _, _ in self.value_notes()))
+        return ", ".join(seen[:limit]) + (f" and {len(seen) - limit} more" if len(seen) > limit else "")
 
     def says(self) -> str:
         """The verdict in words on its evidence: 'runs' only when all of it was probed, else e.g.
@@ -398,22 +409,28 @@ def _err_text(err) -> str:
     return ""
 
 
-def judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
+def judge_requirement(
+    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, *, shapes: tuple = (), model: str = ""
+) -> Finding:
     """One requirement judged: from the probe's cell when it has a status, else from the static
     document (a registered scan, or declared data with what the backend's test suite says of dtypes).
+    ``shapes``: the shapes of the model's calls (an op set's ``shape``), against which a probe failure's
+    signature class is matched; ``model``: the op set's model, whose own replayed calls are preferred.
     Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
     memo = cov._judged
     if memo is not None:
-        key = (op, dtype, direction, torch_version)
+        key = (op, dtype, direction, torch_version, shapes, model)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version)
+            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model)
         return found
-    return _judge_requirement_now(cov, op, dtype, direction, torch_version)
+    return _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model)
 
 
-def _judge_requirement_now(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
-    finding = _judge_requirement(cov, op, dtype, direction, torch_version)
+def _judge_requirement_now(
+    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, shapes: tuple = (), model: str = ""
+) -> Finding:
+    finding = _judge_requirement(cov, op, dtype, direction, torch_version, shapes, model)
     if finding.evidence != "declared":
         return finding
     return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(op) or {})
@@ -446,7 +463,9 @@ def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
     return replace(finding, why=f"{finding.why}; {suite} lists it in {dtype}: {why}") if why else finding
 
 
-def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch_version: str) -> Finding:
+def _judge_requirement(
+    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, shapes: tuple = (), model: str = ""
+) -> Finding:
     key = "fwd" if direction == "forward" else "bwd"
     in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
     cells = cov.cells(op)
@@ -454,6 +473,13 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
     slot = cell.slot(direction) if cell else None
     status = slot.status if slot else None
     src = cov.paths[-1] if cov.probed else ""
+    if slot is not None and status and status != "skipped":
+        own = signature.own_calls(slot, model)
+        if own is not None:
+            return _judge_own(direction, dtype, own, slot, model, src)
+        judged = signature.by_class(slot, shapes)
+        if judged is not None:
+            return _judge_by_class(direction, dtype, slot, judged, shapes, src)
     if slot is not None and status and status != "skipped":
         err = _err_text(slot.err)
         why_line = f": {slot.why}" if slot.why else ""
@@ -475,6 +501,17 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
                 "fallback",
                 "probed",
                 f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}",
+                src,
+            )
+        if status == "mismatch":  # ran, values (or shape or dtype) differ: the model runs, its results may differ
+            cases, fails = slot.cases, slot.fails
+            on = f" on {fails} of {cases} probe cases" if isinstance(cases, int) and isinstance(fails, int) else ""
+            return Finding(
+                direction,
+                dtype,
+                VALUE_NOTE,
+                "probed",
+                f"{direction} runs; values may differ from CPU in {dtype}{on}{err}{why_line}; case {case}",
                 src,
             )
         if status in PROBED_FAIL:
@@ -629,6 +666,75 @@ def _judge_requirement(cov: Coverage, op: str, dtype: str, direction: str, torch
     )
 
 
+def _judge_own(direction: str, dtype: str, own: tuple, slot, model: str, src: str) -> Finding:
+    """A requirement judged from the model's own calls, replayed on the device (``trace.<model>`` cases):
+    the strongest probed evidence for that model, preferred over OpInfo's cases."""
+    status, case, why = own
+    said = f"{direction} on this model's own calls, replayed"
+    detail = f"{': ' + why if why else ''}{'; case ' + case if case else ''}"
+    if status in PROBED_OK:
+        return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]} ({said})", src)
+    if status == "mismatch":
+        return Finding(
+            direction, dtype, VALUE_NOTE, "probed", f"runs; values may differ from CPU in {dtype} ({said}){detail}", src
+        )
+    if status == "fallback":
+        return Finding(
+            direction, dtype, "fallback", "probed", f"runs only through the CPU fallback ({said}){detail}", src
+        )
+    return Finding(direction, dtype, "fails", "probed", f"{PROBED_FAIL.get(status, status)} ({said}){detail}", src)
+
+
+def _judge_by_class(direction: str, dtype: str, slot, judged: tuple, shapes: tuple, src: str) -> Finding:
+    """A probe cell whose failing cases keep their signature class: only those of the class of the model's
+    calls count against it (``signature.by_class``)."""
+    status, case, note = judged
+    if status in PROBED_OK:
+        return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}; {note}", src)
+    if status == "unknown":
+        return Finding(direction, dtype, "unknown", "probed", note, src)
+    why = f": {slot.why}" if slot.why and case == slot.case else ""
+    if status == "mismatch":
+        return Finding(
+            direction,
+            dtype,
+            VALUE_NOTE,
+            "probed",
+            f"{direction} runs; values may differ from CPU in {dtype} on a probe case like this model's calls"
+            f"{why}; case {case}",
+            src,
+        )
+    if status == "fallback":
+        return Finding(
+            direction,
+            dtype,
+            "fallback",
+            "probed",
+            f"{direction} {vocab.PROBED[status].label} in {dtype} on a probe case like this model's calls{why}; "
+            f"case {case}",
+            src,
+        )
+    if slot.unpinned and slot.unpinned == slot.fails:
+        return Finding(
+            direction,
+            dtype,
+            "unknown",
+            "probed",
+            f"{direction} fails on a probe case in {dtype} like this model's calls that dispatches other ops too, "
+            f"and the failure could not be pinned on this one ({PROBED_FAIL.get(status, status)}{why}; case {case})",
+            src,
+        )
+    return Finding(
+        direction,
+        dtype,
+        "fails",
+        "probed",
+        f"{direction} {PROBED_FAIL.get(status, status)} in {dtype} on a probe case like this model's calls{why}; "
+        f"case {case}",
+        src,
+    )
+
+
 def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: str) -> Finding:
     """Whether autograd has a way back through the op on this backend.
 
@@ -656,11 +762,12 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
 
 
 def requirements(calls, training: bool) -> list[tuple]:
-    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction)]):
-    what ``judge`` judges of resolved ``calls``, each requirement once, in call order. Backends that
+    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction, shapes)]):
+    what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the shapes of
+    its calls (their signature class: a probe finding counts only against calls of its class). Backends that
     resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
     out: dict = {}
-    seen = set()
+    seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     for call in calls:
         entry = out.get(call.op)
         if entry is None:
@@ -670,14 +777,19 @@ def requirements(calls, training: bool) -> list[tuple]:
         entry[3][call.dtype] = None
         key = (call.op, "forward", call.dtype)
         if key not in seen:
-            seen.add(key)
-            entry[4].append((call.dtype, "forward"))
+            seen[key] = {}
+            entry[4].append(key)
+        seen[key][call.shape] = None
         if training and call.phase == "forward" and call.grad:
             key = (call.op, "backward", call.dtype)
             if key not in seen:
-                seen.add(key)
-                entry[4].append((call.dtype, "backward"))
-    return [(op, n, tuple(phases), tuple(dtypes), tuple(reqs)) for op, n, phases, dtypes, reqs in out.values()]
+                seen[key] = {}
+                entry[4].append(key)
+            seen[key][call.shape] = None
+    return [
+        (op, n, tuple(phases), tuple(dtypes), tuple((k[2], k[1], tuple(seen[k])) for k in reqs))
+        for op, n, phases, dtypes, reqs in out.values()
+    ]
 
 
 HOST_SYNC_FLAG = (
@@ -686,12 +798,16 @@ HOST_SYNC_FLAG = (
 )
 
 
-def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: str) -> tuple:
+def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: str, model: str = "") -> tuple:
     """(findings, flags, outcome, evidence, outcome's rank) of one op's requirements ``reqs`` on ``cov``:
     pure in the Coverage's documents and paths and in the arguments, so memoized with the requirements
     where the Coverage was ``share``d (an op of a zoo is judged alike in hundreds of op sets)."""
     r = OpResult(
-        op, findings=[judge_requirement(cov, op, dtype, direction, torch_version) for dtype, direction in reqs]
+        op,
+        findings=[
+            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model)
+            for dtype, direction, shapes in reqs
+        ],
     )
     rec = (cov.registered or {}).get("ops", {}).get(op) or {}
     if op in HOST_SYNC_OPS or (not fake and not _HOST_SYNC_TAGS.isdisjoint(rec.get("tags", ()))):
@@ -704,6 +820,26 @@ def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: st
             for f in r.findings
         ]
     return tuple(r.findings), tuple(r.flags), r.outcome, r.evidence, _OUTCOME_RANK.get(r.outcome, len(OUTCOMES))
+
+
+def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
+    """(reqs, model) with the calls' shapes kept only where the op's probe cell keeps failing cases with
+    their classes, and the model only where the cell has its own replayed calls: what else judges a
+    requirement does not depend on them, so an op is judged once for all the op sets that need it alike
+    (a zoo judged on every backend shares most judgments)."""
+    cells = cov.cells(op)
+    if not cells:
+        return tuple((dtype, direction, ()) for dtype, direction, _ in reqs), ""
+    out, who = [], ""
+    for dtype, direction, shapes in reqs:
+        cell = cells.get(dtype)
+        slot = cell.slot(direction) if cell else None
+        if slot is None or not slot.failed:
+            shapes = ()
+        if slot is not None and model and isinstance(slot.traced, dict) and model in slot.traced:
+            who = model
+        out.append((dtype, direction, shapes))
+    return tuple(out), who
 
 
 @functools.lru_cache(maxsize=4096)
@@ -728,12 +864,14 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     # its tag alone is no reason to flag it. Real-tensor traces can hide either.
     fake = (doc.get("provenance") or {}).get("tracing") == "fake"
     memo = cov._judged
+    model = str((doc.get("model") or {}).get("name") or "")
     ops: list = []  # (sort key, OpResult, outcome, evidence) rows, then the OpResults in order
     for op, calls, phases, dtypes, reqs in wanted:
-        key = (op, reqs, fake, torch_version)  # never a requirement's key: reqs is a tuple, a dtype a str
+        reqs, who = _relevant(cov, op, reqs, model)
+        key = (op, reqs, fake, torch_version, who)  # never a requirement's key: reqs is a tuple, a dtype a str
         judged = memo.get(key) if memo is not None else None
         if judged is None:
-            judged = _judge_op(cov, op, reqs, fake, torch_version)
+            judged = _judge_op(cov, op, reqs, fake, torch_version, who)
             if memo is not None:
                 memo[key] = judged
         findings, flags, outcome, evidence, rank = judged
@@ -764,7 +902,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     )
 
 
-STRICT = ("fallback", "unknown")  # --strict: --fail-on these
+STRICT = ("fallback", "unknown", VALUE_NOTE)  # --strict: --fail-on these
 UNCLAIMED = "unclaimed"  # --fail-on unclaimed: an op or dtype needed that the backend's manifest does not claim
 
 

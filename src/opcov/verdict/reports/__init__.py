@@ -27,6 +27,7 @@ def headline(v) -> str:
         + (f", {c['ok_declared']} declared-only" if c.get("ok_declared") else "")
         + "; "
         f"{c['fails']} failing, {c['unknown']} unknown, {c['fallback']} on a fallback"
+        + (f", {c['value_note']} with values that may differ from CPU" if c.get("value_note") else "")
         + (f"; {c['not_judged']} not judged" if c["not_judged"] else "")
     )
 

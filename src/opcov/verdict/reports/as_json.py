@@ -1,9 +1,11 @@
 """JSON: everything the verdict knows, for other tools.
 
-``verdict`` (runs, runs_with_fallback, unknown, fails) and ``evidence`` (the level of opcov.vocab.EVIDENCE it
-rests on, or none) are separate fields, on each verdict and each op. A verdict's ``verdict`` is the given
-inputs' (``variant: given``); ``variants`` maps every other input variant to its own verdict, evidence and
-the ops that decide it. ``variant`` is null where the op set records no variants (judged as one set).
+``verdict`` (runs, runs_with_fallback, runs_with_value_note, unknown, fails) and ``evidence`` (the level of
+opcov.vocab.EVIDENCE it rests on, or none) are separate fields, on each verdict and each op. A verdict's
+``verdict`` is the given inputs' (``variant: given``); ``variants`` maps every other input variant to its own
+verdict, evidence and the ops that decide it. ``variant`` is null where the op set records no variants (judged
+as one set). ``value_notes`` lists the requirements that ran with values that differ from CPU's on a probe case
+(outcome ``value_note``): the model runs, its results may differ.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ def report(verdicts, model: dict) -> str:
                 "verdict": v.verdict,
                 "evidence": v.evidence,
                 "counts": v.counts(),
+                "value_notes": [
+                    {"op": op, "dtype": dtype, "direction": direction, "why": why}
+                    for op, dtype, direction, why in v.value_notes()
+                ],
                 "sources": v.sources,
                 "notes": v.notes,
                 "variant": v.variant or None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from opcov import vocab
 from opcov.verdict.reports import fixes, headline, problem_lines, variant_line
 
-LEVEL = {"fails": "error", "unknown": "warning", "fallback": "warning"}
+LEVEL = {"fails": "error", "unknown": "warning", "value_note": "warning", "fallback": "warning"}
 
 
 def _escape(text: str) -> str:

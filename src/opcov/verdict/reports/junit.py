@@ -45,6 +45,8 @@ def report(verdicts, model: dict) -> str:
                 msg = problem_lines(r)[0] if r.problems() else r.findings[0].why
                 ET.SubElement(case, "skipped", message=f"{said}: {msg}")
             evidence = f"evidence: {vocab.evidence_word(r.evidence).short}"
-            ET.SubElement(case, "system-out").text = f"{evidence}\n{text}" if r.outcome == "fallback" else evidence
+            ET.SubElement(case, "system-out").text = (
+                f"{evidence}\n{text}" if r.outcome in ("fallback", "value_note") else evidence
+            )
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

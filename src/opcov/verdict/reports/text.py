@@ -50,6 +50,8 @@ def report(verdicts, model: dict) -> str:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     for v in verdicts:
         said = vocab.VERDICTS[v.verdict].label.upper() + vocab.verdict_qualifier(v.verdict, v.evidence)
+        if v.value_notes():
+            said += f" (values may differ from CPU: {v.value_note_text()})"
         lines += ["", f"{v.backend} ({v.mode}): {said}: {headline(v)}"]
         for r in v.ops:
             if r.outcome in ("ok", "not_judged"):

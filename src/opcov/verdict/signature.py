@@ -1,0 +1,112 @@
+"""Which probe findings say something about a model's calls: signature classes matched, own calls preferred.
+
+A probe cell holds the worst of many cases, most of them not like a given model's calls: ``mean.dim``
+raising when it reduces dim 0 of a 0-d tensor says nothing about a model whose calls are 3-d. So the
+probe keeps each failing case with its signature class (``failed``: 'STATUS CASE SIG', see
+opcov.probe.record.signature: dtype and rank per tensor argument, 0-d / empty / non-contiguous, the
+path-selecting scalars that are not 1), and a model's calls keep their shapes (an op set's ``shape``).
+A failure counts against a model's call only when its class is the call's; what the op set does not
+record (contiguity, scalars) is taken as matching, so a finding is never dropped on a guess. And a cell
+whose cases include the model's own calls, replayed one by one on the device (``traced``), is judged
+from those alone for that model. Torch-free.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from opcov.store.cells import MAX_FAILED
+from opcov.vocab import PROBED_RANK
+
+_SHAPE = re.compile(r"\[([0-9, ]*)\]")
+NOTED = ("crash", "timeout", "error", "unsupported", "mismatch", "fallback")  # what ``failed`` keeps
+
+
+@functools.lru_cache(maxsize=4096)
+def call_class(shape: str) -> tuple | None:
+    """((rank, empty), ...) of the tensors of an op set's ``shape`` text ('[2, 16], []'), with True
+    appended when the text was cut short ('...'); None when it names no tensor shapes (a parameter
+    count, nothing recorded): a class unknown, which every finding may match."""
+    if not shape or "[" not in shape:
+        return None
+    out = []
+    for dims in _SHAPE.findall(shape):
+        sizes = [int(d) for d in dims.replace(" ", "").split(",") if d]
+        out.append((len(sizes), 0 in sizes))
+    return (*out, True) if shape.endswith("...") else tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def case_class(sig: str) -> tuple | None:
+    """((rank, empty), ...) of a probe case's signature class ('float32:0d,int64:1!empty;alpha=2');
+    None when the probe recorded none."""
+    if not sig:
+        return None
+    tensors = sig.split(";", 1)[0]
+    out = []
+    for t in filter(None, tensors.split(",")):
+        _, _, rest = t.partition(":")
+        rank, *flags = rest.split("!")
+        out.append((0 if rank == "0d" else int(rank) if rank.isdigit() else -1, "empty" in flags))
+    return tuple(out)
+
+
+def matches(sig: str, shape: str) -> bool:
+    """Whether a failing case of class ``sig`` may be like a call of shape ``shape``: the same number of
+    tensor arguments, each of the same rank and emptiness. Unknown on either side matches."""
+    case, call = case_class(sig), call_class(shape)
+    if case is None or call is None:
+        return True
+    if call and call[-1] is True:  # cut short: its first tensors only
+        call = call[:-1]
+        return case[: len(call)] == call
+    return case == call
+
+
+def describe(shapes) -> str:
+    """The model's calls in words: 'shapes [2, 16, 64]; [64]'."""
+    shown = list(dict.fromkeys(s for s in shapes if s))[:3]
+    return "shapes " + "; ".join(shown) if shown else "shapes not recorded"
+
+
+def _parse(text) -> tuple[str, str, str]:
+    status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
+    return status, case, "" if sig == "?" else sig
+
+
+def own_calls(slot, model: str) -> tuple | None:
+    """(status, case, why) of ``model``'s own calls replayed on the device for this cell, when the probe
+    replayed them (``traced``); else None."""
+    traced = slot.traced if isinstance(slot.traced, dict) else None
+    if not model or not traced or model not in traced:
+        return None
+    status = str(traced[model])
+    prefix = f"trace.{model}|"
+    case = next((c for s, c, _ in map(_parse, slot.failed or ()) if s == status and c.startswith(prefix)), "")
+    why = slot.why if case and case == slot.case else ""
+    return status, case, why or ""
+
+
+def by_class(slot, shapes: tuple) -> tuple | None:
+    """How the cell's failing cases bear on calls of ``shapes``: None when the cell keeps no classes (an
+    older file), its status is not a failure, or its list may be cut short (then the cell is judged as a
+    whole); else (status, case, note): the worst status among failing cases of the calls' class, or, when
+    none is of their class, 'pass' (its other cases ran; the note says what failed and why it does not
+    count) or 'unknown' (no case of this class ran)."""
+    status = slot.status
+    failed = slot.failed
+    if status not in NOTED or not failed or len(failed) >= MAX_FAILED or not shapes:
+        return None
+    items = [_parse(t) for t in failed]
+    hit = [(s, c) for s, c, sig in items if any(matches(sig, shape) for shape in shapes)]
+    if hit:
+        s, c = min(hit, key=lambda sc: (PROBED_RANK.get(sc[0], 99), sc[1]))
+        return s, c, ""
+    sigs = ", ".join(dict.fromkeys(f"{sig or '?'} ({s}, case {c})" for s, c, sig in items[:3]))
+    note = f"fails only on probe cases unlike this model's calls: {sigs}; this model's calls have {describe(shapes)}"
+    fails = slot.fails if isinstance(slot.fails, int) else 0
+    cases = slot.cases if isinstance(slot.cases, int) else 0
+    if cases > fails or status == "fallback":
+        return "pass", "", note
+    return "unknown", "", f"every probe case failed, none like this model's calls ({note})"

@@ -1,0 +1,318 @@
+"""The verdict's per-op rules against probe evidence: what a probe finding says about one model's calls.
+
+Each test builds a tiny backend's data and an op set by hand and asserts what ``opcov check`` says, from the
+rules (a value difference is not a failure; a failure counts only against calls of its signature class; a
+model's own replayed calls outrank OpInfo's; a crash that does not repeat alone is flaky).
+"""
+
+import json
+
+import pytest
+from test_check import TORCH, check, kernel, probed, registered, save_model
+
+from opcov.store import data
+
+
+@pytest.fixture
+def cov(tmp_path):
+    """coverage/ with a backend 'fake' whose registered scan gives every op the tests use its own kernel."""
+    ops = {op: kernel() for op in OPS}
+    root = tmp_path / "coverage"
+    data.save(registered(ops=ops), str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    return root
+
+
+OPS = ("aten::mm", "aten::addmm", "aten::sum", "aten::mean.dim", "aten::cumsum", "aten::transpose.int")
+
+
+def _probe(root, cells):
+    data.save(probed(ops=cells), str(root / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
+
+
+def _verdict(path, root, *extra):
+    r = check(path, root, "--format", "json", *extra)
+    return r, json.loads(r.stdout)["verdicts"][0]
+
+
+def test_a_value_mismatch_is_a_value_note_not_a_failure(tmp_path, cov):
+    """A probed mismatch (values differ) does not stop the model: the verdict says it runs and its values may
+    differ, names the op, the gate passes unless asked; an error on the same op still fails."""
+    _probe(
+        cov,
+        {
+            "aten::mm": {
+                "float32": {"fwd": "mismatch", "cases": 2, "fails": 2, "why": "output 1: values differ"},
+                "bfloat16": {"fwd": "error", "cases": 2, "fails": 2, "why": "RuntimeError: no bf16"},
+            }
+        },
+    )
+    path = save_model(tmp_path, {"aten::mm": {"forward": {"float32": {"calls": 1}}}}, mode="inference")
+    r, v = _verdict(path, cov)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert v["verdict"] == "runs_with_value_note"
+    assert v["ops"][0]["outcome"] == "value_note"
+    assert v["value_notes"] == [
+        {"op": "aten::mm", "dtype": "float32", "direction": "forward", "why": v["value_notes"][0]["why"]}
+    ]
+    assert "output 1: values differ" in v["value_notes"][0]["why"]
+    assert v["counts"]["value_note"] == 1 and v["counts"]["fails"] == 0
+    text = check(path, cov).stdout
+    assert "RUNS; VALUES MAY DIFFER" in text and "aten::mm float32" in text
+    assert check(path, cov, "--fail-on", "value_note").returncode == 1
+    bf = save_model(tmp_path, {"aten::mm": {"forward": {"bfloat16": {"calls": 1}}}}, mode="inference", name="bf")
+    r, v = _verdict(bf, cov)
+    assert r.returncode == 1 and v["verdict"] == "fails"
+
+
+def test_reality_check_counts_a_value_note_as_agreeing_with_a_run_matched_or_not():
+    from opcov.testing.reality import Outcome
+
+    def agrees(actual):
+        return Outcome("s", "m", "training", "runs_with_value_note", actual).agrees
+
+    assert agrees("ran") and agrees("wrong")
+    assert not agrees("raised") and not agrees("crashed")
+
+
+def _call(dtype="float32", shape="[2, 16, 64]", grad=False):
+    cell = {"calls": 1, "shape": shape}
+    if grad:
+        cell["grad"] = True
+    return {"forward": {dtype: cell}}
+
+
+def _one(path, root):
+    r, v = _verdict(path, root)
+    return r, v, v["ops"][0]["findings"][0]
+
+
+def test_a_failure_counts_only_against_calls_of_its_signature_class(tmp_path, cov):
+    """mean.dim raises on a 0-d input only: a model whose calls are 3-d runs (with a note naming the class that
+    fails); a model that makes the 0-d call fails."""
+    _probe(
+        cov,
+        {
+            "aten::mean.dim": {
+                "float32": {
+                    "fwd": "error",
+                    "cases": 17,
+                    "fails": 2,
+                    "case": "mean|float32|1",
+                    "why": "RuntimeError: Value out of range",
+                    "failed": ["error mean|float32|1 float32:0d"],
+                }
+            }
+        },
+    )
+    three = save_model(tmp_path, {"aten::mean.dim": _call(shape="[2, 16, 64]")}, mode="inference", name="three")
+    r, v, f = _one(three, cov)
+    assert r.returncode == 0 and v["verdict"] == "runs" and f["outcome"] == "ok", f
+    assert "float32:0d" in f["why"] and "[2, 16, 64]" in f["why"]
+    zero = save_model(tmp_path, {"aten::mean.dim": _call(shape="[]")}, mode="inference", name="zero")
+    r, v, f = _one(zero, cov)
+    assert r.returncode == 1 and f["outcome"] == "fails" and "Value out of range" in f["why"]
+
+
+def test_a_mismatch_of_the_calls_class_is_a_value_note_and_of_another_class_is_none(tmp_path, cov):
+    _probe(
+        cov,
+        {
+            "aten::cumsum": {
+                "bool": {
+                    "fwd": "mismatch",
+                    "cases": 3,
+                    "fails": 2,
+                    "case": "trace.gpt2|float32|14",
+                    "why": "output: dtype bool, cpu gives int64",
+                    "failed": ["mismatch trace.gpt2|float32|14 bool:2"],
+                }
+            }
+        },
+    )
+    two = save_model(tmp_path, {"aten::cumsum": _call("bool", "[2, 16]")}, mode="inference", name="two")
+    r, v, f = _one(two, cov)
+    assert v["verdict"] == "runs_with_value_note" and f["outcome"] == "value_note" and "int64" in f["why"]
+    one = save_model(tmp_path, {"aten::cumsum": _call("bool", "[16]")}, mode="inference", name="one")
+    r, v, f = _one(one, cov)
+    assert v["verdict"] == "runs" and f["outcome"] == "ok"
+
+
+def test_every_case_failing_none_like_the_calls_is_unknown(tmp_path, cov):
+    _probe(
+        cov,
+        {
+            "aten::sum": {
+                "float32": {
+                    "fwd": "error",
+                    "cases": 2,
+                    "fails": 2,
+                    "case": "sum|float32|0",
+                    "failed": ["error sum|float32|0 float32:0d"],
+                }
+            }
+        },
+    )
+    path = save_model(tmp_path, {"aten::sum": _call(shape="[2, 10]")}, mode="inference")
+    r, v, f = _one(path, cov)
+    assert f["outcome"] == "unknown" and "none like this model's calls" in f["why"]
+
+
+def test_a_models_own_replayed_calls_outrank_opinfo_cases(tmp_path, cov):
+    """addmm fell back on an OpInfo case with alpha=2; gpt2's own calls, replayed, passed: for gpt2 it runs
+    (on its own calls), for a model the probe did not replay the OpInfo finding stands (its calls' scalars
+    are not recorded, so the case may be like them). A model whose own call failed fails, though OpInfo's
+    cases passed."""
+    _probe(
+        cov,
+        {
+            "aten::addmm": {
+                "float32": {
+                    "fwd": "fallback",
+                    "cases": 5,
+                    "case": "addmm|float32|2",
+                    "why": "ran through PyTorch/XLA's CPU fallback (aten::addmm); the values pass",
+                    "failed": ["fallback addmm|float32|2 float32:1,float32:2,float32:2;alpha=2"],
+                    "traced": {"gpt2": "pass"},
+                }
+            },
+            "aten::mm": {
+                "float32": {
+                    "fwd": "error",
+                    "cases": 6,
+                    "fails": 1,
+                    "case": "trace.llama|float32|3",
+                    "why": "RuntimeError: boom",
+                    "failed": ["error trace.llama|float32|3 float32:2,float32:2"],
+                    "traced": {"llama": "error", "gpt2": "pass"},
+                }
+            },
+        },
+    )
+    shape = "[192], [32, 64], [64, 192]"
+    gpt2 = save_model(tmp_path, {"aten::addmm": _call(shape=shape)}, mode="inference", name="gpt2")
+    r, v, f = _one(gpt2, cov)
+    assert v["verdict"] == "runs" and "own calls" in f["why"], f
+    other = save_model(tmp_path, {"aten::addmm": _call(shape=shape)}, mode="inference", name="other")
+    r, v, f = _one(other, cov)
+    assert v["verdict"] == "runs_with_fallback" and f["outcome"] == "fallback"
+    llama = save_model(tmp_path, {"aten::mm": _call(shape="[32, 64], [64, 64]")}, mode="inference", name="llama")
+    r, v, f = _one(llama, cov)
+    assert r.returncode == 1 and f["outcome"] == "fails" and "own calls" in f["why"] and "boom" in f["why"]
+
+
+def test_probe_cells_keep_failing_cases_with_their_signature_class_and_traced_models():
+    """Folding case records into cells keeps each failing case's signature class (of the call to the op it
+    is filed under) and each replayed model's worst status; a fallback is filed under the op the backend's
+    counters name (a backward's fallback under the forward op whose backward kernel fell back), not under
+    every op of the case."""
+    from opcov.probe.caserecord import CaseRecord
+    from opcov.probe.results import build_ops
+
+    recs = [
+        CaseRecord(
+            "mean|float32|1",
+            "mean|float32",
+            "mean",
+            "float32",
+            ["aten::mean"],
+            fwd={"ops": [["aten::mean.dim", "float32"]], "sigs": ["float32:0d"], "status": "error", "why": "x"},
+        ),
+        CaseRecord(
+            "mean|float32|0",
+            "mean|float32",
+            "mean",
+            "float32",
+            ["aten::mean"],
+            fwd={"ops": [["aten::mean.dim", "float32"]], "sigs": ["float32:3"], "status": "pass"},
+        ),
+        CaseRecord(
+            "trace.llama|float32|7",
+            "trace.llama|float32",
+            "trace.llama",
+            "float32",
+            ["aten::mean"],
+            fwd={"ops": [["aten::mean.dim", "float32"]], "sigs": ["float32:3"], "status": "pass"},
+        ),
+        CaseRecord(
+            "avg_pool1d|float32|0",
+            "avg_pool1d|float32",
+            "nn.functional.avg_pool1d",
+            "float32",
+            ["aten::avg_pool1d"],
+            fwd={
+                "ops": [
+                    ["aten::unsqueeze", "float32"],
+                    ["aten::avg_pool2d", "float32"],
+                    ["aten::squeeze.dim", "float32"],
+                ],
+                "sigs": ["float32:3", "float32:4", "float32:4"],
+                "status": "pass",
+            },
+            bwd={
+                "ops": [["aten::avg_pool2d_backward", "float32"]],
+                "status": "fallback",
+                "fallback": ["aten::avg_pool2d_backward"],
+            },
+        ),
+    ]
+    ops = build_ops(recs, (), lambda name, probed: {"skipped": "no_source"})
+    mean = ops["aten::mean.dim"]["float32"]
+    assert mean["fwd"] == "error" and mean["failed"] == ["error mean|float32|1 float32:0d"]
+    assert mean["traced"] == {"llama": "pass"}
+    assert ops["aten::avg_pool2d"]["float32"]["bwd"] == "fallback"
+    assert "bwd" not in ops["aten::unsqueeze"]["float32"] and "bwd" not in ops["aten::squeeze.dim"]["float32"]
+
+
+def test_signature_class_names_dtype_rank_0d_empty_noncontiguous_and_path_scalars():
+    import torch
+
+    from opcov.probe.record import signature
+
+    addmm = torch.ops.aten.addmm.default
+    b, m1, m2 = torch.zeros(3), torch.zeros(2, 4), torch.zeros(4, 3)
+    assert signature(addmm, (b, m1, m2), {}) == "float32:1,float32:2,float32:2"
+    assert signature(addmm, (b, m1, m2), {"alpha": 2}) == "float32:1,float32:2,float32:2;alpha=2"
+    assert signature(addmm, (b, m1, m2), {"beta": 0.5, "alpha": 1}) == "float32:1,float32:2,float32:2;beta=0.5"
+    mean = torch.ops.aten.mean.dim
+    assert signature(mean, (torch.tensor(1.0), [0]), {}) == "float32:0d"
+    assert signature(mean, (torch.zeros(0, 3), [0]), {}) == "float32:2!empty"
+    assert signature(mean, (torch.zeros(3, 4).t(), [0]), {}) == "float32:2!nc"
+
+
+def test_a_sum_is_judged_relative_to_the_magnitudes_it_adds_up():
+    """A cancelling sum's result is near 0; an error small against what it added up passes, though it is
+    large against the result."""
+    import torch
+
+    from opcov.probe.compare import judge
+
+    cpu = torch.tensor([1e-6], dtype=torch.float32)
+    ref = cpu.double()
+    dev = cpu + 9.8e-5
+    kw = {"dtype": "float32", "mode": "values", "family": "reduction"}
+    assert judge(dev, cpu, ref, **kw)["status"] == "mismatch"
+    summed = torch.tensor([100.0], dtype=torch.float64)  # sum |x| of the inputs
+    assert judge(dev, cpu, ref, scale=summed, **kw)["status"] in ("pass", "pass_low_precision")
+    assert judge(cpu + 1.0, cpu, ref, scale=summed, **kw)["status"] == "mismatch"  # still catches a real error
+
+
+def test_merge_replace_takes_a_reprobed_cell_instead_of_combining_it():
+    """A re-probe's cell (with its failing cases' classes) replaces the older cell of the same op and dtype;
+    other cells and ops of the older file stay."""
+    from opcov.probe.merge import replaced
+
+    old = probed(
+        ops={
+            "aten::mean.dim": {"float32": {"fwd": "error", "cases": 17, "fails": 2}, "int64": {"fwd": "pass"}},
+            "aten::mm": {"float32": {"fwd": "pass"}},
+        }
+    )
+    new = probed(
+        ops={"aten::mean.dim": {"float32": {"fwd": "pass", "cases": 3}}, "aten::gone": {"skipped": "no_source"}}
+    )
+    (_, a), (_, b) = replaced([("old", old), ("new", new)])
+    assert a["ops"]["aten::mean.dim"] == {"int64": {"fwd": "pass"}}
+    assert a["ops"]["aten::mm"] == {"float32": {"fwd": "pass"}}
+    assert b["ops"] == new["ops"]
+    (_, c), _ = replaced([("old", old), ("newer", probed(ops={"aten::mm": {"float32": {"fwd": "error"}}}))])
+    assert c["ops"]["aten::mm"] == {}  # every cell replaced: the op is still named
