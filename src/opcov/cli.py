@@ -150,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         "forward asks for one it does not require (repeatable)",
     )
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
+    _add_compile_args(
+        tr,
+        "compiled op set: Dynamo's graphs and graph breaks, then the AOT forward and backward "
+        "graphs after the compile backend's decompositions (coverage/models/<model>/compile/"
+        "<backend>-<mode>.yaml; --out names the file when one backend is asked)",
+    )
 
     ops = sub.add_parser(
         "ops",
@@ -414,7 +420,25 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument(
         "--root", default=layout.models_dir(), help="folder of <model>/<mode>.yaml files (default: %(default)s)"
     )
+    _add_compile_args(zo, "compiled op sets of the curated zoo into <root>/<model>/compile/<backend>-<mode>.yaml")
     return p
+
+
+def _add_compile_args(parser, what: str) -> None:
+    """--path and --compile-backend (the torch.compile path: opcov.tracing.compiled)."""
+    parser.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help=f"eager (default): what eager mode dispatches; compile: the {what}",
+    )
+    parser.add_argument(
+        "--compile-backend",
+        action="append",
+        metavar="NAMES",
+        help="with --path compile: whose decomposition table and partitioner, comma-separated: tpu, inductor "
+        "(default), openxla, aot_eager (repeatable; one Dynamo run for all)",
+    )
 
 
 def main(argv=None) -> int:
@@ -771,6 +795,11 @@ def cmd_trace(args) -> int:
     from opcov.tracing.models import Sizes
     from opcov.tracing.spec import is_saved, trace_spec
 
+    if args.path == "compile":
+        return _trace_compiled(args)
+    if args.compile_backend:
+        raise UsageError("--compile-backend goes with --path compile")
+
     sizes = Sizes(
         batch=args.batch,
         seq=args.seq,
@@ -806,6 +835,45 @@ def cmd_trace(args) -> int:
     return EXIT_OK
 
 
+def _trace_compiled(args) -> int:
+    """'opcov trace MODEL --path compile': one compiled op set per compile backend (tracing.compiled)."""
+    from opcov.tracing import compiled
+    from opcov.tracing.models import Sizes
+
+    backends = compiled.parse_backends(args.compile_backend)
+    if args.out and len(backends) > 1:
+        raise UsageError("--out names one file: give one --compile-backend, or leave --out out")
+    if args.autocast or args.optimizer != "adamw" or args.device != "accelerator":
+        raise UsageError(
+            "--path compile takes no --autocast, --optimizer or --device: the compile backend names the target, "
+            "and the optimizer step is not compiled"
+        )
+    sizes = Sizes(
+        batch=args.batch,
+        seq=args.seq,
+        image=args.image_size,
+        audio=args.audio_length,
+        overrides=_overrides(args.set),
+        inputs=tuple(dict.fromkeys(args.input)),
+    )
+    if args.out:
+        output.check_writable_file(args.out)
+    with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)}"):
+        results = compiled.trace_compiled_spec(
+            args.model, backends=backends, mode=args.mode, dtype=args.dtype, real=args.real, sizes=sizes, out=args.out
+        )
+    failed = False
+    for backend, result in results.items():
+        doc = result.doc
+        out = args.out or layout.compiled_opset_path(doc["model"]["name"].replace("/", "_"), backend, args.mode)
+        result.save(out)
+        _print_opset(out, doc)
+        print(compiled.describe(doc))
+        print(f"wrote {out}")
+        failed = failed or doc["compile"]["outcome"] != "compiled"
+    return EXIT_GATE if failed else EXIT_OK
+
+
 def _overrides(pairs) -> dict:
     import yaml
 
@@ -835,6 +903,8 @@ def cmd_zoo(args) -> int:
 
     if args.action == "merge":
         return _zoo_merge(args)
+    if args.path == "compile" or args.compile_backend:
+        return _zoo_compiled(args)
     if args.tables:
         raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
@@ -858,6 +928,27 @@ def cmd_zoo(args) -> int:
         for mode in modes:
             output.check_writable_file(zoo.path_for(e.name, mode, args.root))
     failures = trace_zoo(entries, modes, root=args.root)
+    for name, mode, why in failures:
+        print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
+    return EXIT_GATE if failures else EXIT_OK
+
+
+def _zoo_compiled(args) -> int:
+    """'opcov zoo trace --path compile': the curated zoo's compiled op sets (tracing.compiled)."""
+    from opcov.tracing import compiled, zoo
+
+    if args.action != "trace" or args.path != "compile":
+        raise UsageError("--path compile and --compile-backend go with 'zoo trace --path compile'")
+    if args.every or args.sample or args.jobs or args.shard or args.resume or args.real or args.table:
+        raise UsageError("zoo trace --path compile traces the curated zoo (with --only, --mode); no --all options")
+    backends = compiled.parse_backends(args.compile_backend)
+    modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
+    entries = zoo.select(args.only)
+    for e in entries:
+        for mode in modes:
+            for b in backends:
+                output.check_writable_file(layout.compiled_opset_path(e.name, b, mode, args.root))
+    failures = compiled.trace_zoo(entries, modes, backends, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
     return EXIT_GATE if failures else EXIT_OK
