@@ -213,6 +213,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.add_argument("--out", help="coverage file to write (default: coverage/<backend>/registered-...yaml)")
     sc.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="compile: what the backend's torch.compile compiler accepts (Inductor's lowerings and fallbacks for "
+        "cpu and cuda, TorchTPU's eager kernels on functional ops for tpu), built on the eager registered data "
+        "(coverage/<backend>/compile/)",
+    )
+    sc.add_argument("--coverage", dest="coverage_dir", default=None, help="with --path compile: " + COVERAGE_HELP)
+    sc.add_argument(
         "--no-reach",
         action="store_true",
         help="skip recording what composites reach (faster; composites stay unresolved)",
@@ -570,6 +579,16 @@ def cmd_scan(args) -> int:
 
     if args.no_test_lists and not args.declared:
         raise UsageError("--no-test-lists goes with --declared")
+    if args.path == "compile":
+        from opcov.scan import compiled
+
+        coverage_dir = layout.read_coverage(args.coverage_dir, say=_say)
+        path, doc = compiled.scan(args.backend, coverage_dir, command=command_line())
+        out = args.out or path
+        data.save(doc, out)
+        s = doc["summary"]["res"]
+        print(f"wrote {out}: {doc['summary']['ops']} ops, " + ", ".join(f"{k} {v}" for k, v in s.items()))
+        return EXIT_OK
     backend = get_backend(args.backend, args.import_module)
     if args.declared:  # the key's build is not loaded (it cannot be): torch's sources are read instead
         from opcov.scan import declared

@@ -81,7 +81,7 @@ def _holds_opcov_data(folder: str) -> bool:
         return True
     for entry in sorted(os.listdir(folder)):
         sub = os.path.join(folder, entry)
-        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in os.listdir(sub)):
+        if entry != COMPILE and os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in os.listdir(sub)):
             return True
     return False
 

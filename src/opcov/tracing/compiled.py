@@ -64,6 +64,9 @@ class Recipe:
     source: str  # where the table was read
     version: str  # the package version the table comes from
     notes: tuple = ()
+    # The device's scaled_dot_product_attention takes the math path (its _fused_sdp_choice is not CPU's:
+    # tpu's and xla's run the CompositeImplicit math decomposition), so AOTAutograd traces it so on cpu tensors.
+    math_sdpa: bool = False
 
 
 def recipe(torch, name: str) -> Recipe:
@@ -86,7 +89,9 @@ def recipe(torch, name: str) -> Recipe:
             (
                 "TorchTPU's own FX passes before AOTAutograd (fold_gqa, detect_causal_mask, ...) are not "
                 "applied: the graphs are what AOTAutograd makes of Dynamo's graph with its table",
+                "scaled_dot_product_attention traced on its math path, which TorchTPU takes (no fused kernel of its own)",
             ),
+            math_sdpa=True,
         )
     if name == "inductor":
         from torch._inductor.decomposition import select_decomp_table
@@ -112,6 +117,8 @@ def recipe(torch, name: str) -> Recipe:
             True,
             f"{where}: aot_autograd with no decomposition table, default partitioner",
             f"torch {torch.__version__}",
+            ("scaled_dot_product_attention traced on its math path, which xla takes",) if name == "openxla" else (),
+            math_sdpa=name == "openxla",
         )
     raise UsageError(f"--compile-backend {name!r}: expected one of {', '.join(RECIPES)}")
 
@@ -322,10 +329,13 @@ def _make_backend(torch, cap: Capture, recipes: list[Recipe]):
                 "nodes": sum(1 for n in gm.graph.nodes if n.op == "call_function" or n.op == "call_method"),
             }
         )
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
         compiled = gm.forward
         for rec in recipes:
             try:
-                with functorch_config.patch(force_non_lazy_backward_lowering=True):
+                sdpa = sdpa_kernel([SDPBackend.MATH]) if rec.math_sdpa else contextlib.nullcontext()
+                with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa:
                     compiled = aot_autograd(
                         fw_compiler=recorder(rec, graph_id, "forward"),
                         bw_compiler=recorder(rec, graph_id, "backward"),
