@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         "does not; '--fail-on unclaimed' fails the gate on an op or dtype it does not claim (repeatable)",
     )
     ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
+    ck.add_argument(
+        "--path",
+        default="eager",
+        metavar="eager|compile|eager,compile",
+        help="which path to judge: eager (default), compile (the compiled op set on the backend's compile "
+        "coverage, graph breaks first), or both",
+    )
 
     tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
     tr.add_argument(
@@ -269,6 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--mode", choices=("inference", "training"), action="append")
     gp.add_argument("--top", type=int, default=30, help="show this many ops (default: %(default)s)")
     gp.add_argument("--format", choices=("text", "json"), default="text")
+    gp.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="compile: what blocks the zoo's compiled op sets on the backend's compile coverage, graph breaks too",
+    )
 
     cp = sub.add_parser(
         "compare",
@@ -670,6 +683,12 @@ def _summary_files(args_, coverage_dir) -> list[str]:
 def cmd_check(args) -> int:
     from opcov.verdict import check, judge, reports
 
+    paths = [p.strip() for p in args.path.split(",") if p.strip()]
+    if not paths or set(paths) - {"eager", "compile"}:
+        raise UsageError(f"--path {args.path!r}: expected eager, compile or eager,compile")
+    if "compile" in paths:
+        return _check_compiled(args, with_eager="eager" in paths)
+
     if args.output:
         output.check_writable_file(args.output)
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
@@ -694,6 +713,28 @@ def cmd_check(args) -> int:
     return EXIT_GATE if failed else EXIT_OK
 
 
+def _check_compiled(args, with_eager: bool) -> int:
+    """'opcov check MODEL -b B --path compile' (and eager,compile): verdict.compiled, after the eager check."""
+    from opcov.verdict import compiled
+
+    if args.format not in ("text", "json") or args.manifest or args.require or args.fail_on or args.strict:
+        raise UsageError("--path compile reports as text or json, with no --manifest, --require, --fail-on or --strict")
+    code = EXIT_OK
+    if with_eager:
+        eager = argparse.Namespace(**{**vars(args), "path": "eager", "output": None})
+        code = cmd_check(eager)
+    verdicts = compiled.check(args.model, args.backend, args.mode, args.coverage)
+    text = compiled.render(verdicts, args.format)
+    if args.output:
+        output.write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    failed = [v for v in verdicts if v.verdict == "fails"]
+    for v in failed:
+        print(f"opcov: gate failed: {v.backend} {v.mode} (compile path): {v.says()}", file=sys.stderr)
+    return EXIT_GATE if failed or code == EXIT_GATE else EXIT_OK
+
+
 def cmd_diff(args) -> int:
     from opcov.verdict import diff
 
@@ -707,6 +748,12 @@ def cmd_gaps(args) -> int:
     from opcov.verdict import gaps
 
     suggest.check_backends([args.backend], args.coverage)  # did you mean, before judging any model
+    if args.path == "compile":
+        from opcov.verdict import compiled
+
+        result = compiled.gaps(args.backend, args.coverage, args.mode)
+        sys.stdout.write(compiled.render_gaps(result, args.top, args.format))
+        return EXIT_OK
     ranked = gaps.rank(args.backend, args.coverage, args.mode)
     sys.stdout.write(gaps.render(ranked, args.backend, args.top, args.format))
     return EXIT_OK
