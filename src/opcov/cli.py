@@ -357,6 +357,20 @@ def build_parser() -> argparse.ArgumentParser:
         "counted as claimed or not, excluded ops skipped as such",
     )
     pr.add_argument("--out", help="file to write (default: coverage/<backend>/probed-...yaml)")
+    pr.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="compile (cpu only): compile OpInfo samples with Inductor and compare with eager CPU, recording compile "
+        "errors, graph breaks and value mismatches (coverage/cpu/compile/probed-...yaml; --core, --ops, --dtypes, "
+        "--jobs, --timeout, --resume, --out apply)",
+    )
+    pr.add_argument(
+        "--samples", type=int, default=2, help="with --path compile: samples per OpInfo and dtype (default: 2)"
+    )
+    pr.add_argument(
+        "--time-limit", type=float, default=None, help="with --path compile: start no group after this many seconds"
+    )
 
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
     mg.add_argument("files", nargs="+")
@@ -788,6 +802,8 @@ def cmd_probe(args) -> int:
     from opcov.probe.runner import probe
     from opcov.scan.registered import command_line
 
+    if args.path == "compile":
+        return _probe_compiled(args)
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
     directions = parse_directions(args.directions)
     shard = parse_shard(args.shard)
@@ -839,6 +855,48 @@ def cmd_probe(args) -> int:
     print(
         f"wrote {out}: {figures['cases_run']} cases run in {figures['wall_s']:.1f}s "
         f"({figures['groups']} groups, {figures['restarts']} worker restarts)"
+    )
+    return EXIT_OK
+
+
+def _probe_compiled(args) -> int:
+    """'opcov probe cpu --path compile': probe.compiled (Inductor on CPU against eager CPU)."""
+    from opcov.probe import KNOWN_DTYPES
+    from opcov.probe import compiled as cprobe
+    from opcov.probe.cases import parse_dtypes
+    from opcov.scan.registered import command_line
+    from opcov.store import data
+
+    if args.backend != "cpu":
+        raise UsageError(f"probe --path compile runs Inductor on this CPU: backend cpu, not {args.backend!r}")
+    if args.jobs < 1 or args.samples < 1:
+        raise UsageError("--jobs and --samples must be at least 1")
+    dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES) if args.dtypes else ("float32",)
+    import torch
+
+    out = args.out or os.path.join(
+        layout.compile_coverage_dir("cpu"), layout.snapshot_name("probed", torch.__version__)
+    )
+    output.check_writable_file(out)
+    if os.path.exists(cprobe.journal_path(out)) and not args.resume:
+        raise UsageError(f"{cprobe.journal_path(out)} exists from an interrupted probe; add --resume, or delete it")
+    doc, figures = cprobe.probe(
+        out=out,
+        core=args.core,
+        pattern=args.ops,
+        dtypes=dtypes,
+        samples=args.samples,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        resume=args.resume,
+        command=command_line(),
+        limit=args.time_limit,
+    )
+    data.save(doc, out)
+    print(
+        f"wrote {out}: {figures['cases_run']} cases in {figures['groups']} groups, {figures['wall_s']:.0f} s this run; "
+        + ", ".join(f"{k} {v}" for k, v in doc["summary"]["cells"].items())
+        + (f"; {figures['not_started']} groups not started (--resume goes on)" if figures["not_started"] else "")
     )
     return EXIT_OK
 
