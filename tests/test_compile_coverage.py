@@ -47,3 +47,13 @@ def test_compile_coverage_is_not_read_as_eager_data():
     eager = [f for f in layout.coverage_files([layout.DEFAULT_COVERAGE]) if "/compile/" in f]
     assert eager == []
     assert not [p for p, _ in layout.strays(layout.DEFAULT_COVERAGE) if "compile" in p]
+
+
+def test_compiled_op_sets_stay_out_of_the_eager_zoo(tmp_path):
+    folder = tmp_path / "models" / "m"
+    (folder / "compile").mkdir(parents=True)
+    (folder / "training.yaml").write_text("x: 1\n")
+    (folder / "compile" / "tpu-training.yaml").write_text("x: 1\n")
+    assert layout.model_files(str(tmp_path)) == [str(folder / "training.yaml")]  # gaps, compare, the site
+    assert layout.compiled_model_files(str(tmp_path), "tpu") == [str(folder / "compile" / "tpu-training.yaml")]
+    assert layout.compiled_model_files(str(tmp_path), "inductor") == []

@@ -37,6 +37,11 @@ scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
 ``seen`` (on nodes and on ``ops`` cells) says what a real-valued run saw (``tracing.realtrace``):
 ``real`` only it, ``both`` it and the fake trace; absent, the fake trace alone.
 
+A compiled op set (``opcov trace --path compile``, opcov.tracing.compiled) has the same layout plus
+``path: compile``, ``compile: {backend, recipe, graphs, outcome, ...}`` and ``graph_breaks`` (each
+``{reason, where, construct}``); its calltree has one ``call`` node per Dynamo graph over the ops of its
+AOT forward and backward graphs. An op set without ``path`` is eager.
+
 Schema 1 files have no calltree; they may have ``parents`` (device-dependent parent calls with
 what they were ``traced_as``) and are still read.
 """
