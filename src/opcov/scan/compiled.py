@@ -8,6 +8,9 @@ AOT graphs (``opcov.tracing.compiled``). So for each op, from where each compile
   an op with neither takes Inductor's implicit fallback to the ATen kernel
   (``torch._inductor.config.implicit_fallbacks``). A fallback runs only where the device has that
   kernel, so it is judged on the device's eager registered data.
+* xla (PyTorch/XLA's ``openxla``): its Dynamo bridge runs the functional graph on XLA tensors and
+  partitions out to CPU what has no XLA lowering, so its compile coverage is its eager registered data,
+  fallback ops included (run on CPU, as in eager).
 * tpu (TorchTPU 0.2.0): its compiler runs each node of the functional graph through the eager TPU
   kernels to emit StableHLO, so its compile coverage is its eager registered data, but an op that only
   the CPU fallback catches is a compile-time error (there is no fallback inside a compiled graph), and
@@ -29,7 +32,7 @@ from opcov import __version__
 from opcov.errors import UsageError
 from opcov.store import data, layout
 
-BACKENDS = {"cpu": "inductor", "cuda": "inductor", "tpu": "tpu"}
+BACKENDS = {"cpu": "inductor", "cuda": "inductor", "tpu": "tpu", "xla": "openxla"}
 # TorchTPU's op tests (tests/ops_test.py, its source repository) skip these under compile: expected not to
 # compile there (data-dependent output shapes, random ops, resizing), an expectation rather than a result.
 TPU_COMPILE_DENY = {
@@ -163,6 +166,12 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
                 f"the eager data is torch {eager_doc['provenance'].get('torch')}'s, Inductor's tables torch "
                 f"{torch_version}'s"
             )
+    elif compiler == "openxla":
+        ops = {n: {**r, **NOT_BACKWARD} for n, r in sorted(eager_doc["ops"].items())}
+        notes.append(
+            "openxla: the Dynamo bridge traces the graph on XLA tensors; ops with no XLA lowering are partitioned "
+            "out to run on CPU, as the eager CPU fallback runs them"
+        )
     else:
         ops = tpu_records(eager_doc["ops"])
         notes.append(
@@ -188,7 +197,7 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
             "device": "none: read from the compiler's tables and the eager registered data",
             "mode": f"compile ({compiler})",
             "settings": dict(prov.get("settings") or {}),
-            "fallback": {"present": False},
+            "fallback": dict(prov.get("fallback") or {}) if compiler == "openxla" else {"present": False},
             "notes": notes,
         },
         "summary": _summary(ops),

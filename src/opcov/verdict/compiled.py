@@ -104,6 +104,13 @@ def compile_coverage(doc: dict, backend: str, coverage_dir: str) -> judge.Covera
     names = judge.needed_ops(doc)
     chosen = {k: layout.pick(files[k], torch_version) for k in ("registered", "probed")}
     if not any(chosen.values()):
+        from opcov.scan.compiled import BACKENDS
+
+        if backend not in BACKENDS:
+            raise UsageError(
+                f"{backend} has no compile coverage: opcov reads the compile path of {', '.join(BACKENDS)} so far "
+                f"(the {COMPILE_BACKEND.get(backend, '?')} op set is there to judge once it has)"
+            )
         raise UsageError(
             f"{backend} has no compile coverage under {layout.compile_coverage_dir(backend, coverage_dir)}/; "
             f"make it with 'opcov scan {backend} --path compile'"
