@@ -50,7 +50,6 @@ from opcov.tracing.trace import Options, _default_loss, _move_inputs, _shape, _u
 
 RECIPES = ("tpu", "inductor", "openxla", "aot_eager")
 GRAPH_BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"  # TORCH_LOGS=graph_breaks
-SKIPPED = frozenset({"prim::device"})  # FX nodes that need no kernel (none so far beyond getitem)
 
 
 @dataclass
@@ -291,7 +290,7 @@ def graph_calls(torch, gm) -> list[tuple[str, str, str]]:
         if node.op != "call_function" or not isinstance(node.target, torch._ops.OpOverload):
             continue
         name = overload_name(node.target)
-        if name in SKIPPED or node.target._opname.startswith("sym_"):
+        if node.target._opname.startswith("sym_"):  # size queries the host answers: no kernel
             continue
         args = [a.meta.get("val") for a in node.all_input_nodes]
         ins = [d for v in args for d in _val_dtypes(torch, v)]
