@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
 
 ACTUAL = ("compiled", "graph_breaks", "compile_error", "wrong_values", "harness")
-TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}  # max |compiled - eager| / max |eager|, per tensor
+TOLERANCE = {"float32": 1e-3, "bfloat16": 5e-2}  # max |compiled - eager| / scale, per tensor (see run_one)
 
 
 def run_one(name: str, mode: str) -> dict:
@@ -42,7 +42,7 @@ def run_one(name: str, mode: str) -> dict:
     built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
     model = built.model.to(getattr(torch, entry.dtype))
     for m in model.modules():
-        if isinstance(m, torch.nn.Dropout):
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):  # Dropout, Dropout2d, ...: values compare
             m.p = 0.0
     model.train(mode == "training")
     args, kwargs = ((), built.inputs) if isinstance(built.inputs, dict) else (tuple(built.inputs), {})
@@ -80,11 +80,16 @@ def run_one(name: str, mode: str) -> dict:
             return {"actual": "compile_error", "detail": f"{type(exc).__name__}: {ctrace._first_line(exc)}"[:300]}
     breaks = ctrace._distinct(breaks)
     worst = 0.0
-    for a, b in zip(out + grads, ref_out + ref_grads):
-        if a.shape != b.shape:
-            return {"actual": "wrong_values", "detail": f"shape {list(a.shape)} vs eager {list(b.shape)}"}
-        scale = float(b.abs().max()) if b.numel() else 0.0
-        worst = max(worst, float((a - b).abs().max()) / (scale + 1e-6) if b.numel() else 0.0)
+    # A tensor is compared on its own scale, but never a finer one than a hundredth of the largest of its kind:
+    # a gradient that is zero in exact arithmetic (a conv bias before batch norm) is rounding noise on both sides.
+    for got, ref in ((out, ref_out), (grads, ref_grads)):
+        floor = 1e-2 * max((float(b.abs().max()) for b in ref if b.numel()), default=0.0)
+        for a, b in zip(got, ref):
+            if a.shape != b.shape:
+                return {"actual": "wrong_values", "detail": f"shape {list(a.shape)} vs eager {list(b.shape)}"}
+            if b.numel():
+                scale = max(float(b.abs().max()), floor, 1e-12)
+                worst = max(worst, float((a - b).abs().max()) / scale)
     if len(out + grads) != len(ref_out + ref_grads) or worst > TOLERANCE[entry.dtype] or worst != worst:
         return {"actual": "wrong_values", "detail": f"max relative difference {worst:.2e}", "breaks": len(breaks)}
     return {
