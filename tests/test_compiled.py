@@ -121,3 +121,15 @@ def test_unknown_compile_backend_is_one_line(opcov):
     assert proc.stderr.strip().splitlines() == [
         "opcov: error: --compile-backend 'neuron': expected one of tpu, inductor, openxla, aot_eager (comma-separated)"
     ]
+
+
+def test_a_break_logged_again_for_the_frame_dynamo_gives_up_on_is_one_break():
+    first = compiled.Break("logging.Logger method not supported", "/lib/m.py:7", "logger.warning_once(", "gb0291")
+    again = compiled.Break(
+        "Encountered graph break that we cannot resume from. Compiling up to the previous resumable state",
+        "unknown",
+        "warning_once",
+        "gb0291",
+    )
+    same_code = compiled.Break("logging.Logger method not supported for export", "unknown", "x", "gb0291")
+    assert compiled._distinct([first, again, same_code, first]) == [compiled.replace(first, times=2)]

@@ -434,16 +434,21 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
     return cap
 
 
+# Dynamo's lines that repeat the break just logged (for the frame it gives up on), not breaks of their own.
+REPEATS = ("Failed to handle graph break gracefully", "Encountered graph break that we cannot resume from")
+
+
 def _distinct(breaks: list[Break]) -> list[Break]:
     """Each break once, with how many times it was hit (a break in every layer is one line of the model),
-    leaving out Dynamo's "Failed to handle graph break gracefully" lines and the break logged again with no
-    location for an enclosing frame, which repeat a break already kept."""
+    leaving out Dynamo's lines that repeat the break before (``REPEATS``) and a break logged again with no
+    location (the same reason or graph-break code) for an enclosing frame."""
     seen: dict[tuple, Break] = {}
     located = {(b.reason, b.code) for b in breaks if b.where != "unknown"}
+    codes = {b.code for b in breaks if b.where != "unknown" and b.code}
     for b in breaks:
-        if b.reason.startswith("Failed to handle graph break gracefully"):
+        if b.reason.startswith(REPEATS):
             continue
-        if b.where == "unknown" and (b.reason, b.code) in located:
+        if b.where == "unknown" and ((b.reason, b.code) in located or b.code in codes):
             continue
         key = (b.reason, b.where, b.construct)
         seen[key] = replace(seen[key], times=seen[key].times + 1) if key in seen else b
