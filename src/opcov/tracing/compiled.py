@@ -216,10 +216,18 @@ def parse_break(text: str) -> Break:
     construct = code_lines[-1] if code_lines else context
     if context and context not in construct:
         construct = f"{construct} ({context})" if construct != context else context
+    where = _short(where)
     if where.rpartition(":")[0] == __file__:
         where = "the model's call"  # Dynamo stopped at the model itself (an nn.LSTM, say), called from here
     m = re.search(r"/gb/(gb\d+)\.html", text)
     return Break(reason[:200] or "unknown", where or "unknown", construct[:200], m.group(1) if m else "")
+
+
+def _short(where: str) -> str:
+    """An installed package's file as the package names it (transformers/modeling_utils.py:4778), not by
+    where this machine keeps it; any other file as it is."""
+    head, sep, tail = where.rpartition("site-packages" + os.sep)
+    return tail if sep else where
 
 
 class _BreakLog(logging.Handler):
