@@ -57,3 +57,11 @@ def test_compiled_op_sets_stay_out_of_the_eager_zoo(tmp_path):
     assert layout.model_files(str(tmp_path)) == [str(folder / "training.yaml")]  # gaps, compare, the site
     assert layout.compiled_model_files(str(tmp_path), "tpu") == [str(folder / "compile" / "tpu-training.yaml")]
     assert layout.compiled_model_files(str(tmp_path), "inductor") == []
+
+
+def test_an_unresolved_fallback_whose_kernel_ran_in_the_eager_probe_is_registered():
+    eager = {"aten::convolution_backward": {"fwd": "composite", "res": "unresolved", "bwd": "none", "bwd_res": "none"}}
+    ops = compiled.inductor_records(eager, set(), {"aten::convolution_backward"}, "cpu", {"aten::convolution_backward"})
+    assert ops["aten::convolution_backward"]["res"] == "registered"
+    assert "eager probe" in ops["aten::convolution_backward"]["why"]
+    assert compiled.inductor_records(eager, set(), set(), "cpu")["aten::convolution_backward"]["res"] == "unresolved"

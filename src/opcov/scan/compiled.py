@@ -88,8 +88,10 @@ def inductor_tables(torch) -> tuple[set[str], set[str]]:
     return names(lowering.lowerings) - fallbacks, fallbacks
 
 
-def inductor_records(eager: dict, lowered: set[str], fallbacks: set[str], device: str) -> dict:
-    """Each op's compile record on Inductor for ``device`` (see the module docstring)."""
+def inductor_records(eager: dict, lowered: set[str], fallbacks: set[str], device: str, ran=frozenset()) -> dict:
+    """Each op's compile record on Inductor for ``device`` (see the module docstring). ``ran``: ops whose
+    eager kernel the device's eager probe ran (every probed cell passed): a fallback to such a kernel whose
+    registered reach the scan could not resolve is registered, with that said."""
     ops = {}
     # lowered ops beyond the dispatcher's catalogue (Python-only overloads such as aten::__and__.bool) left out
     for name in sorted(set(eager) | {n for n in lowered if n.startswith("prims::")}):
@@ -109,6 +111,9 @@ def inductor_records(eager: dict, lowered: set[str], fallbacks: set[str], device
                 ops[name]["why"] = rec["why"]
             if rec.get("via"):
                 ops[name]["via"] = rec["via"]
+            if rec["res"] == "unresolved" and name in ran:
+                ops[name]["res"] = "registered"
+                ops[name]["why"] = f"the {device} ATen kernel it falls back to ran in {device}'s eager probe"
         else:
             continue
         ops[name].update(NOT_BACKWARD)
@@ -155,7 +160,11 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
     ]
     if compiler == "inductor":
         lowered, fallbacks = inductor_tables(torch)
-        ops = inductor_records(eager_doc["ops"], lowered, fallbacks, backend)
+        probed = layout.pick(layout.snapshots(coverage_dir, backend)["probed"], torch_version)
+        ran = _ran(data.load(probed)) if probed else frozenset()
+        ops = inductor_records(eager_doc["ops"], lowered, fallbacks, backend, ran)
+        if probed:
+            notes.append(f"an unresolved fallback whose ATen kernel passed {os.path.basename(probed)} is registered")
         notes.append(
             f"Inductor (torch {torch_version}): {len(lowered)} overloads lowered, {len(fallbacks)} explicit "
             "fallbacks to their ATen kernel; any other op takes the implicit fallback to its ATen kernel, "
@@ -205,6 +214,22 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
     }
     name = os.path.basename(eager_path)
     return os.path.join(layout.compile_coverage_dir(backend, coverage_dir), name), doc
+
+
+def _ran(probed: dict) -> frozenset:
+    """Ops every probed forward cell of which ran (pass, pass_low_precision, not_comparable)."""
+    from opcov.vocab import PROBED_RAN
+
+    out = set()
+    for name, cells in (probed.get("ops") or {}).items():
+        fwd = (
+            [c.get("fwd") for c in cells.values() if isinstance(c, dict) and c.get("fwd")]
+            if isinstance(cells, dict)
+            else []
+        )
+        if fwd and all(f in PROBED_RAN for f in fwd):
+            out.add(name)
+    return frozenset(out)
 
 
 def _summary(ops: dict) -> dict:
