@@ -44,6 +44,8 @@ def run_one(name: str, mode: str) -> dict:
     for m in model.modules():
         if isinstance(m, torch.nn.modules.dropout._DropoutNd):  # Dropout, Dropout2d, ...: values compare
             m.p = 0.0
+        if isinstance(m, torch.nn.MultiheadAttention):  # its attention dropout is a float, not a module
+            m.dropout = 0.0
     model.train(mode == "training")
     args, kwargs = ((), built.inputs) if isinstance(built.inputs, dict) else (tuple(built.inputs), {})
     if isinstance(built.inputs, torch.Tensor):
