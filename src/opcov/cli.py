@@ -139,6 +139,13 @@ def build_parser() -> argparse.ArgumentParser:
         f"{', '.join(v for v in vocab.INPUT_VARIANTS if v != vocab.GIVEN)}, or all (default: the given "
         "inputs only; every variant is reported either way)",
     )
+    ck.add_argument(
+        "--path",
+        default="eager",
+        metavar="eager|compile|eager,compile",
+        help="which path to judge: eager (default), compile (the compiled op set on the backend's compile "
+        "coverage, graph breaks first), or both",
+    )
 
     tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
     tr.add_argument(
@@ -198,6 +205,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the stand-in device; docs/variants.md)",
     )
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
+    _add_compile_args(
+        tr,
+        "compiled op set: Dynamo's graphs and graph breaks, then the AOT forward and backward "
+        "graphs after the compile backend's decompositions (coverage/models/<model>/compile/"
+        "<backend>-<mode>.yaml; --out names the file when one backend is asked)",
+    )
 
     ops = sub.add_parser(
         "ops",
@@ -258,6 +271,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sc.add_argument("--out", help="coverage file to write (default: coverage/<backend>/registered-...yaml)")
     sc.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="compile: what the backend's torch.compile compiler accepts (Inductor's lowerings and fallbacks for "
+        "cpu and cuda, TorchTPU's eager kernels on functional ops for tpu), built on the eager registered data "
+        "(coverage/<backend>/compile/)",
+    )
+    sc.add_argument("--coverage", dest="coverage_dir", default=None, help="with --path compile: " + COVERAGE_HELP)
+    sc.add_argument(
         "--no-reach",
         action="store_true",
         help="skip recording what composites reach (faster; composites stay unresolved)",
@@ -305,6 +327,12 @@ def build_parser() -> argparse.ArgumentParser:
     gp.add_argument("--mode", choices=("inference", "training"), action="append")
     gp.add_argument("--top", type=_at_least_one, default=30, help="show this many ops (default: %(default)s)")
     gp.add_argument("--format", choices=("text", "json"), default="text")
+    gp.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="compile: what blocks the zoo's compiled op sets on the backend's compile coverage, graph breaks too",
+    )
 
     cp = sub.add_parser(
         "compare",
@@ -396,6 +424,20 @@ def build_parser() -> argparse.ArgumentParser:
         "counted as claimed or not, excluded ops skipped as such",
     )
     pr.add_argument("--out", help="file to write (default: coverage/<backend>/probed-...yaml)")
+    pr.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="compile (cpu only): compile OpInfo samples with Inductor and compare with eager CPU, recording compile "
+        "errors, graph breaks and value mismatches (coverage/cpu/compile/probed-...yaml; --core, --ops, --dtypes, "
+        "--jobs, --timeout, --resume, --out apply)",
+    )
+    pr.add_argument(
+        "--samples", type=int, default=2, help="with --path compile: samples per OpInfo and dtype (default: 2)"
+    )
+    pr.add_argument(
+        "--time-limit", type=float, default=None, help="with --path compile: start no group after this many seconds"
+    )
 
     mg = sub.add_parser("merge", help="combine probed files (shards or runs) of one backend and torch version")
     mg.add_argument("files", nargs="+")
@@ -487,8 +529,26 @@ def build_parser() -> argparse.ArgumentParser:
     zo.add_argument(
         "--root", default=layout.models_dir(), help="folder of <model>/<mode>.yaml files (default: %(default)s)"
     )
+    _add_compile_args(zo, "compiled op sets of the curated zoo into <root>/<model>/compile/<backend>-<mode>.yaml")
     cli_evidence.add_parsers(sub)  # plan, bundle, ingest, run: evidence from where the hardware is
     return p
+
+
+def _add_compile_args(parser, what: str) -> None:
+    """--path and --compile-backend (the torch.compile path: opcov.tracing.compiled)."""
+    parser.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help=f"eager (default): what eager mode dispatches; compile: the {what}",
+    )
+    parser.add_argument(
+        "--compile-backend",
+        action="append",
+        metavar="NAMES",
+        help="with --path compile: whose decomposition table and partitioner, comma-separated: tpu, inductor "
+        "(default), openxla, aot_eager (repeatable; one Dynamo run for all)",
+    )
 
 
 def main(argv=None) -> int:
@@ -660,6 +720,17 @@ def cmd_scan(args) -> int:
 
     if args.no_test_lists and not args.declared:
         raise UsageError("--no-test-lists goes with --declared")
+    if args.path == "compile":
+        from opcov.scan import compiled
+
+        coverage_dir = layout.read_coverage(args.coverage_dir, say=_say)
+        path, doc = compiled.scan(args.backend, coverage_dir, command=command_line())
+        out = args.out or path
+        output.check_output(out, kind=output.COVERAGE)
+        data.save(doc, out)
+        s = doc["summary"]["res"]
+        print(f"wrote {out}: {doc['summary']['ops']} ops, " + ", ".join(f"{k} {v}" for k, v in s.items()))
+        return EXIT_OK
     evidence = "declared" if args.declared else "registered"
     if args.out:
         output.check_output(args.out, kind=output.COVERAGE, evidence=evidence)
@@ -745,6 +816,12 @@ def _summary_files(args_, coverage_dir) -> list[str]:
 def cmd_check(args) -> int:
     from opcov.verdict import check, judge, reports
 
+    paths = [p.strip() for p in args.path.split(",") if p.strip()]
+    if not paths or set(paths) - {"eager", "compile"}:
+        raise UsageError(f"--path {args.path!r}: expected eager, compile or eager,compile")
+    if "compile" in paths:
+        return _check_compiled(args, with_eager="eager" in paths)
+
     if args.output:
         output.check_output(args.output, kind=output.REPORT, inputs=[args.model, *args.manifest], flag="--output")
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
@@ -770,6 +847,28 @@ def cmd_check(args) -> int:
     return EXIT_GATE if failed else EXIT_OK
 
 
+def _check_compiled(args, with_eager: bool) -> int:
+    """'opcov check MODEL -b B --path compile' (and eager,compile): verdict.compiled, after the eager check."""
+    from opcov.verdict import compiled
+
+    if args.format not in ("text", "json") or args.manifest or args.require or args.fail_on or args.strict:
+        raise UsageError("--path compile reports as text or json, with no --manifest, --require, --fail-on or --strict")
+    code = EXIT_OK
+    if with_eager:
+        eager = argparse.Namespace(**{**vars(args), "path": "eager", "output": None})
+        code = cmd_check(eager)
+    verdicts = compiled.check(args.model, args.backend, args.mode, args.coverage)
+    text = compiled.render(verdicts, args.format)
+    if args.output:
+        output.write_atomic(args.output, text)
+    else:
+        sys.stdout.write(text)
+    failed = [v for v in verdicts if v.verdict == "fails"]
+    for v in failed:
+        print(f"opcov: gate failed: {v.backend} {v.mode} (compile path): {v.says()}", file=sys.stderr)
+    return EXIT_GATE if failed or code == EXIT_GATE else EXIT_OK
+
+
 def cmd_diff(args) -> int:
     from opcov.verdict import diff
 
@@ -783,6 +882,12 @@ def cmd_gaps(args) -> int:
     from opcov.verdict import gaps
 
     suggest.check_backends([args.backend], args.coverage)  # did you mean, before judging any model
+    if args.path == "compile":
+        from opcov.verdict import compiled
+
+        result = compiled.gaps(args.backend, args.coverage, args.mode)
+        sys.stdout.write(compiled.render_gaps(result, args.top, args.format))
+        return EXIT_OK
     ranked = gaps.rank(args.backend, args.coverage, args.mode)
     sys.stdout.write(gaps.render(ranked, args.backend, args.top, args.format))
     return EXIT_OK
@@ -817,6 +922,8 @@ def cmd_probe(args) -> int:
     from opcov.probe.runner import probe
     from opcov.scan.registered import command_line
 
+    if args.path == "compile":
+        return _probe_compiled(args)
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
     directions = parse_directions(args.directions)
     shard = parse_shard(args.shard)
@@ -878,6 +985,48 @@ def cmd_probe(args) -> int:
     return EXIT_OK
 
 
+def _probe_compiled(args) -> int:
+    """'opcov probe cpu --path compile': probe.compiled (Inductor on CPU against eager CPU)."""
+    from opcov.probe import KNOWN_DTYPES
+    from opcov.probe import compiled as cprobe
+    from opcov.probe.cases import parse_dtypes
+    from opcov.scan.registered import command_line
+    from opcov.store import data
+
+    if args.backend != "cpu":
+        raise UsageError(f"probe --path compile runs Inductor on this CPU: backend cpu, not {args.backend!r}")
+    if args.jobs < 1 or args.samples < 1:
+        raise UsageError("--jobs and --samples must be at least 1")
+    dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES) if args.dtypes else ("float32",)
+    import torch
+
+    out = args.out or os.path.join(
+        layout.compile_coverage_dir("cpu"), layout.snapshot_name("probed", torch.__version__)
+    )
+    output.check_writable_file(out)
+    if os.path.exists(cprobe.journal_path(out)) and not args.resume:
+        raise UsageError(f"{cprobe.journal_path(out)} exists from an interrupted probe; add --resume, or delete it")
+    doc, figures = cprobe.probe(
+        out=out,
+        core=args.core,
+        pattern=args.ops,
+        dtypes=dtypes,
+        samples=args.samples,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        resume=args.resume,
+        command=command_line(),
+        limit=args.time_limit,
+    )
+    data.save(doc, out)
+    print(
+        f"wrote {out}: {figures['cases_run']} cases in {figures['groups']} groups, {figures['wall_s']:.0f} s this run; "
+        + ", ".join(f"{k} {v}" for k, v in doc["summary"]["cells"].items())
+        + (f"; {figures['not_started']} groups not started (--resume goes on)" if figures["not_started"] else "")
+    )
+    return EXIT_OK
+
+
 def cmd_merge(args) -> int:
     from opcov import formats
     from opcov.probe.merge import merge_files
@@ -898,6 +1047,11 @@ def cmd_merge(args) -> int:
 def cmd_trace(args) -> int:
     from opcov.tracing.models import Sizes
     from opcov.tracing.spec import is_saved, trace_spec
+
+    if args.path == "compile":
+        return _trace_compiled(args)
+    if args.compile_backend:
+        raise UsageError("--compile-backend goes with --path compile")
 
     sizes = Sizes(
         batch=args.batch,
@@ -1046,6 +1200,47 @@ def _trace_in_child(args):
         )
 
 
+def _trace_compiled(args) -> int:
+    """'opcov trace MODEL --path compile': one compiled op set per compile backend (tracing.compiled)."""
+    from opcov.tracing import compiled
+    from opcov.tracing.models import Sizes
+
+    backends = compiled.parse_backends(args.compile_backend)
+    if args.out and len(backends) > 1:
+        raise UsageError("--out names one file: give one --compile-backend, or leave --out out")
+    if args.autocast or args.optimizer != "adamw" or args.device != "accelerator":
+        raise UsageError(
+            "--path compile takes no --autocast, --optimizer or --device: the compile backend names the target, "
+            "and the optimizer step is not compiled"
+        )
+    sizes = Sizes(
+        batch=args.batch,
+        seq=args.seq,
+        image=args.image_size,
+        audio=args.audio_length,
+        overrides=_overrides(args.set),
+        inputs=tuple(dict.fromkeys(args.input)),
+    )
+    if args.out:
+        output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
+    with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)}"):
+        results = compiled.trace_compiled_spec(
+            args.model, backends=backends, mode=args.mode, dtype=args.dtype, real=args.real, sizes=sizes, out=args.out
+        )
+    failed = False
+    for backend, result in results.items():
+        doc = result.doc
+        out = args.out or layout.compiled_opset_path(doc["model"]["name"].replace("/", "_"), backend, args.mode)
+        if not args.out:
+            output.check_output(out, kind=output.OPSET)
+        result.save(out)
+        _print_opset(out, doc)
+        print(compiled.describe(doc))
+        print(f"wrote {out}")
+        failed = failed or doc["compile"]["outcome"] != "compiled"
+    return EXIT_GATE if failed else EXIT_OK
+
+
 def _overrides(pairs) -> dict:
     """--set KEY=VALUE pairs: each VALUE one YAML value (a scalar, or a flat list of scalars) with no
     anchor or alias; a count or size below 0 is refused. One-line UsageErrors."""
@@ -1097,6 +1292,8 @@ def cmd_zoo(args) -> int:
 
     if args.action == "merge":
         return _zoo_merge(args)
+    if args.path == "compile" or args.compile_backend:
+        return _zoo_compiled(args)
     if args.tables:
         raise UsageError(f"zoo {args.action} takes no TABLE arguments (only 'zoo merge' does)")
     modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
@@ -1120,6 +1317,27 @@ def cmd_zoo(args) -> int:
         for mode in modes:
             output.check_output(zoo.path_for(e.name, mode, args.root), kind=output.OPSET)
     failures = trace_zoo(entries, modes, root=args.root)
+    for name, mode, why in failures:
+        print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
+    return EXIT_GATE if failures else EXIT_OK
+
+
+def _zoo_compiled(args) -> int:
+    """'opcov zoo trace --path compile': the curated zoo's compiled op sets (tracing.compiled)."""
+    from opcov.tracing import compiled, zoo
+
+    if args.action != "trace" or args.path != "compile":
+        raise UsageError("--path compile and --compile-backend go with 'zoo trace --path compile'")
+    if args.every or args.sample or args.jobs or args.shard or args.resume or args.real or args.table:
+        raise UsageError("zoo trace --path compile traces the curated zoo (with --only, --mode); no --all options")
+    backends = compiled.parse_backends(args.compile_backend)
+    modes = tuple(dict.fromkeys(args.mode or ("inference", "training")))
+    entries = zoo.select(args.only)
+    for e in entries:
+        for mode in modes:
+            for b in backends:
+                output.check_writable_file(layout.compiled_opset_path(e.name, b, mode, args.root))
+    failures = compiled.trace_zoo(entries, modes, backends, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
     return EXIT_GATE if failures else EXIT_OK

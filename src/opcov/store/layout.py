@@ -4,6 +4,8 @@
     coverage/<backend>/declared-torch-<torch>.yaml          what torch's sources declare (opcov.scan.declared)
     coverage/<backend>/probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml  a probe
     coverage/models/<model>/<mode>.yaml                                            an op set
+    coverage/models/<model>/compile/<compile backend>-<mode>.yaml                  a compiled op set
+    coverage/<backend>/compile/<kind>-torch-<torch>[...].yaml                       compile coverage
     coverage/zoo/outcomes[-shard-I-of-N].tsv           what 'opcov zoo trace --all' made of each model
     coverage/pynames-torch-<torch>.tsv                  the Python-name index (opcov.scan.pynames)
 
@@ -23,6 +25,9 @@ from opcov.vocab import EVIDENCE_KINDS
 
 DEFAULT_COVERAGE = "coverage"
 MODELS = "models"  # the folder of op sets, under the coverage folder
+# The torch.compile path's files: compiled op sets under models/<model>/, compile coverage under <backend>/.
+# Only the compile path's readers look in it (``compile_files``); eager readers never enter it.
+COMPILE = "compile"
 EVIDENCE = EVIDENCE_KINDS  # the snapshot kinds: registered, probed, declared
 YAML = (".yaml", ".yml")
 
@@ -96,7 +101,7 @@ def _holds_opcov_data(folder: str) -> bool:
         return True
     for entry in sorted(listdir(folder)):
         sub = os.path.join(folder, entry)
-        if os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in listdir(sub)):
+        if entry != COMPILE and os.path.isdir(sub) and any(_SNAPSHOT.match(f) for f in listdir(sub)):
             return True
     return False
 
@@ -115,7 +120,7 @@ def yaml_files(folder: str, *, models: bool = True) -> list[str]:
     """YAML files under folder, walked in sorted order; without ``models`` no folder named models/ is entered."""
     found: list[str] = []
     for root, dirs, files in walk(folder):
-        dirs[:] = sorted(d for d in dirs if models or d != MODELS)
+        dirs[:] = sorted(d for d in dirs if (models or d != MODELS) and d != COMPILE)
         found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
     return found
 
@@ -305,7 +310,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         top = os.path.join(coverage_dir, folder)
         for root, dirs, files in walk(top):
             out += [(os.path.join(root, d), A_FOLDER) for d in dirs if is_yaml(d)]
-            dirs[:] = sorted(d for d in dirs if not is_yaml(d))
+            dirs[:] = sorted(d for d in dirs if not is_yaml(d) and d != COMPILE)
             if folder == MODELS:
                 continue
             for f in sorted(files):
@@ -384,3 +389,46 @@ def zoo_table_path(coverage_dir: str = DEFAULT_COVERAGE, shard: tuple[int, int] 
     """coverage/zoo/outcomes[-shard-I-of-N].tsv: what 'opcov zoo trace --all' made of each architecture."""
     suffix = f"-shard-{shard[0]}-of-{shard[1]}" if shard else ""
     return os.path.join(coverage_dir, ZOO, f"outcomes{suffix}.tsv")
+
+
+# ---------------------------------------------------------------- the torch.compile path
+
+
+def compiled_opset_path(name: str, backend: str, mode: str, root: str | None = None) -> str:
+    """<root>/<model>/compile/<compile backend>-<mode>.yaml, root being coverage/models/ by default."""
+    return os.path.join(models_dir() if root is None else root, name, COMPILE, f"{backend}-{mode}.yaml")
+
+
+def compiled_opset_files(folder: str, backend: str | None = None) -> list[str]:
+    """The compiled op sets of one model's folder (of one compile backend), sorted."""
+    sub = os.path.join(folder, COMPILE)
+    if not os.path.isdir(sub):
+        return []
+    return sorted(
+        os.path.join(sub, f) for f in os.listdir(sub) if is_yaml(f) and (backend is None or f.startswith(backend + "-"))
+    )
+
+
+def compiled_model_files(coverage_dir: str, backend: str | None = None) -> list[str]:
+    """Every compiled op set under coverage_dir/models/ (of one compile backend), sorted."""
+    top = models_dir(coverage_dir)
+    if not os.path.isdir(top):
+        return []
+    return [f for m in sorted(os.listdir(top)) for f in compiled_opset_files(os.path.join(top, m), backend)]
+
+
+def compile_coverage_dir(backend: str, coverage_dir: str = DEFAULT_COVERAGE) -> str:
+    """coverage/<backend>/compile/: what the backend's compiler accepts (opcov.scan.compiled, the compile probe)."""
+    return os.path.join(coverage_dir, backend, COMPILE)
+
+
+def compile_snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
+    """A backend's compile-coverage files by kind (registered, probed, declared)."""
+    folder = compile_coverage_dir(backend, coverage_dir)
+    out: dict[str, list[str]] = {k: [] for k in EVIDENCE}
+    if os.path.isdir(folder):
+        for f in sorted(os.listdir(folder)):
+            m = _SNAPSHOT.match(f)
+            if m:
+                out[m.group(1)].append(os.path.join(folder, f))
+    return out

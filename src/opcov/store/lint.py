@@ -81,6 +81,10 @@ def place_problems(path: str, doc) -> list[str]:
     folder = os.path.basename(here)
     in_models = os.path.basename(os.path.dirname(here)) == layout.MODELS
     named = layout.snapshot_evidence(path)
+    if folder == layout.COMPILE and named and not opset.is_opset(doc):  # compile coverage: <backend>/compile/
+        owner = os.path.basename(os.path.dirname(here))
+        name = (doc.get("backend") or {}).get("name") if isinstance(doc.get("backend"), dict) else None
+        return [] if name == owner else [f"backend.name is {name!r} but the file is in {owner}/compile/"]
     if layout.is_coverage_folder(here):
         return [f"{layout.AT_THE_TOP}; opcov does not read it here"]
     if opset.is_opset(doc):

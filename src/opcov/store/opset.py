@@ -43,6 +43,11 @@ calls: ``given`` (the inputs as the factory or the zoo gives them) and each vari
 (``padded_mask``). ``opcov check`` judges the given inputs' nodes and each other variant apart. Absent
 on every node: not recorded (op sets traced before it was), and the tree is judged as one set.
 
+A compiled op set (``opcov trace --path compile``, opcov.tracing.compiled) has the same layout plus
+``path: compile``, ``compile: {backend, recipe, graphs, outcome, ...}`` and ``graph_breaks`` (each
+``{reason, where, construct}``); its calltree has one ``call`` node per Dynamo graph over the ops of its
+AOT forward and backward graphs. An op set without ``path`` is eager.
+
 Schema 1 files have no calltree; they may have ``parents`` (device-dependent parent calls with
 what they were ``traced_as``) and are still read.
 """
@@ -77,8 +82,19 @@ TOP_KEYS = {
     "summary",
     "calltree",
     "ops",
+    "path",
+    "compile",
+    "graph_breaks",
     data.INTEGRITY,
 }
+# Which path an op set records (``path``; absent: eager): what eager dispatches, or what torch.compile hands
+# a backend's compiler (opcov.tracing.compiled: ``compile`` says which backend's recipe, ``graph_breaks``
+# where Dynamo broke the graph).
+EAGER = "eager"
+COMPILE = "compile"
+PATHS = (EAGER, COMPILE)
+BREAK_KEYS = ("reason", "where", "construct")  # each graph break's (and an optional "code")
+COMPILE_OUTCOMES = ("compiled", "aot_failed", "failed")
 CALL_KEYS: dict[str, Any] = {"calls": int, "shape": str, "grad": bool, "seen": str}
 # Call-tree node kinds: what the stand-in device did with the call.
 KERNEL = "kernel"  # a backend kernel received it (it is in ops)
@@ -387,6 +403,7 @@ def validate(doc, path: str) -> list[Problem]:
     for key, value in prov.items():
         if bad := data.type_problem(value, PROVENANCE_TYPES.get(key, "data"), f"provenance.{key}"):
             raw.append((("provenance", key) + bad[0], bad[1]))
+    raw.extend(_compile_problems(doc))
     if "parents" in doc and not isinstance(doc["parents"], dict):
         raw.append((("parents",), "parents must be a mapping of op name to record"))
     elif isinstance(doc.get("parents"), dict):
@@ -407,6 +424,43 @@ def validate(doc, path: str) -> list[Problem]:
         raw.extend((("calltree",) + k, m) for k, m in _tree_problems(doc["calltree"], ops))
     root = data._compose(path) if raw else None
     return [Problem(path, _line_of(root, keys), msg) for keys, msg in raw]
+
+
+def path_of(doc: dict) -> str:
+    """The path an op set records: eager (no ``path`` key) or compile."""
+    return doc.get("path") or EAGER
+
+
+def _compile_problems(doc: dict):
+    """Problems of a compiled op set's header (``path``, ``compile``, ``graph_breaks``)."""
+    path = doc.get("path", EAGER)
+    if path not in PATHS:
+        yield ("path",), f"path is {path!r}; expected one of {', '.join(PATHS)}"
+        return
+    if path == EAGER:
+        for key in ("compile", "graph_breaks"):
+            if key in doc:
+                yield (key,), f"{key} belongs to a compiled op set (path: {COMPILE}); this one is eager"
+        return
+    rec = doc.get("compile")
+    if not isinstance(rec, dict) or not isinstance(rec.get("backend"), str) or not rec.get("backend"):
+        yield ("compile",), "a compiled op set names its compile backend: compile: {backend: NAME, ...}"
+    elif rec.get("outcome") not in COMPILE_OUTCOMES:
+        yield ("compile",), f"compile.outcome is {rec.get('outcome')!r}; expected one of {', '.join(COMPILE_OUTCOMES)}"
+    breaks = doc.get("graph_breaks", [])
+    if not isinstance(breaks, list):
+        yield ("graph_breaks",), "graph_breaks must be a list of {reason, where, construct}"
+        return
+    for i, b in enumerate(breaks):
+        if not isinstance(b, dict) or any(not isinstance(b.get(k), str) for k in BREAK_KEYS):
+            yield ("graph_breaks",), f"graph break {i + 1} must be a mapping of {', '.join(BREAK_KEYS)} to text"
+        elif set(b) - set(BREAK_KEYS) - {"code", "times"}:
+            yield (
+                ("graph_breaks",),
+                f"graph break {i + 1}: unknown key(s) {sorted(set(b) - set(BREAK_KEYS) - {'code', 'times'})}",
+            )
+        elif "times" in b and (not isinstance(b["times"], int) or isinstance(b["times"], bool) or b["times"] < 1):
+            yield ("graph_breaks",), f"graph break {i + 1}: times must be a whole number of at least 1"
 
 
 def _line_of(root, keys: tuple) -> int | None:

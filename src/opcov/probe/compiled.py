@@ -1,0 +1,290 @@
+"""The compile probe: PyTorch's OpInfo samples compiled with Inductor on CPU and compared with eager CPU.
+
+Why: Inductor's tables (opcov.scan.compiled) say which ops it lowers, not that the code it generates is
+right. So each OpInfo sample of the chosen ops is run eagerly on CPU (recording the ATen overloads it
+dispatches) and then through ``torch.compile(..., backend="inductor", fullgraph=True, dynamic=False)``:
+
+* ``pass`` / ``pass_low_precision``: the compiled values match eager's (``probe.compare.judge``);
+* ``mismatch``: they do not (shape, dtype or values);
+* ``fallback``: Dynamo broke the graph (``fullgraph=True`` raises): the op runs eagerly there, with why;
+* ``error``: compiling or running the compiled code raised; ``timeout``: a sample took over ``timeout`` s;
+* ``not_comparable``: random or tie-breaking ops (their values differ legitimately), shape and dtype checked.
+
+A case's status is filed under the recorded overloads of the OpInfo's own op (its aten names), per
+dtype key, forward only: the compiled backward graph's ops are judged by these forward probes. Cases
+run in worker processes (``jobs``) one OpInfo and dtype at a time; each finished one is appended to
+a journal beside the output, so an interrupted probe continues with ``resume``. The file is a probed
+snapshot (docs/DATA.md) under coverage/cpu/compile/, read by ``opcov check --path compile``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+import time
+
+from opcov import __version__, vocab
+from opcov.errors import UsageError
+
+BACKEND = "cpu"
+RANDOM_OR_TIES = (
+    "rand",
+    "bernoulli",
+    "dropout",
+    "multinomial",
+    "normal",
+    "uniform",
+    "sort",
+    "topk",
+    "max",
+    "min",
+    "median",
+    "mode",
+    "kthvalue",
+    "unique",
+    "argmax",
+    "argmin",
+    "scatter",
+    "index_put",
+    "empty",
+)
+
+
+def journal_path(out: str) -> str:
+    return out + ".journal"
+
+
+def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
+    """(OpInfo id, dtype) to run, sorted."""
+    import re
+
+    from opcov.catalog import build_catalog
+    from opcov.probe import cases
+
+    rx = re.compile(pattern) if pattern else None
+    core_bases = {op.base for op in build_catalog().core} if core else None
+    out = []
+    for oid, op in sorted(cases.opinfos().items()):
+        names = cases.aten_names(op)
+        if core_bases is not None and not any(n.split("::", 1)[1] in core_bases for n in names):
+            continue
+        if rx and not (rx.search(oid) or any(rx.search(n) for n in names)):
+            continue
+        supported = {str(d).removeprefix("torch.") for d in op.supported_dtypes("cpu")}
+        out += [(oid, d) for d in dtypes if d in supported]
+    return out
+
+
+def _worker_init():
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    import logging
+
+    import torch  # noqa: F401 - imported once per worker
+
+    logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
+    logging.getLogger("torch._inductor").setLevel(logging.CRITICAL)
+
+
+def run_group(task) -> dict:
+    """One OpInfo at one dtype: up to ``samples`` samples, each eager then compiled (in a worker)."""
+    import signal
+
+    import torch
+
+    from opcov.probe import cases, compare
+    from opcov.probe.record import Calls, recording
+
+    oid, dtype, samples, timeout = task
+    op = cases.opinfos()[oid]
+    bases = {n.split("::", 1)[1] for n in cases.aten_names(op)}
+    results = []
+
+    def alarm(signum, frame):
+        raise TimeoutError(f"over {timeout:g} s")
+
+    signal.signal(signal.SIGALRM, alarm)
+    try:
+        it = cases.opinfo_samples(op, getattr(torch, dtype), False)
+        for i in range(samples):
+            try:
+                sample = next(it)
+            except StopIteration:
+                break
+            except Exception as exc:  # noqa: BLE001 - the OpInfo cannot make samples here
+                results.append({"i": i, "status": "no_reference", "why": f"samples: {_first(exc)}", "ops": []})
+                break
+            results.append(_case(torch, compare, Calls, recording, op, sample, i, dtype, bases, timeout))
+    finally:
+        signal.alarm(0)
+    return {"group": oid, "dtype": dtype, "cases": results}
+
+
+def _case(torch, compare, Calls, recording, op, sample, i, dtype, bases, timeout) -> dict:
+    import signal
+
+    fn = op.op
+    args = (sample.input, *sample.args)
+    calls = Calls()
+    try:
+        with recording(calls):
+            ref = fn(*args, **sample.kwargs)
+    except Exception as exc:  # noqa: BLE001 - eager itself refuses the sample
+        return {"i": i, "status": "no_reference", "why": f"eager cpu: {_first(exc)}", "ops": []}
+    ops = sorted({(name, key) for name, key in calls.pairs() if name.split("::", 1)[1].split(".")[0] in bases})
+    mode = "not_comparable" if calls.seeded_random or any(b.startswith(RANDOM_OR_TIES) for b in bases) else "values"
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda *a, **k: fn(*a, **k), backend="inductor", fullgraph=True, dynamic=False)
+    signal.alarm(int(max(1, timeout)))
+    try:
+        got = compiled(*_cloned(torch, args), **sample.kwargs)
+    except TimeoutError as exc:
+        return {"i": i, "status": "timeout", "why": str(exc), "ops": ops}
+    except Exception as exc:  # noqa: BLE001 - every compile failure is data
+        name = type(exc).__name__
+        if "TimeoutError: over" in str(exc):  # the alarm went off inside Inductor, which wraps it
+            return {"i": i, "status": "timeout", "why": f"over {timeout:g} s", "ops": ops}
+        if name in ("Unsupported", "UserError") or "graph break" in str(exc).lower():
+            return {"i": i, "status": "fallback", "why": f"graph break: {_first(exc)}; runs eagerly", "ops": ops}
+        return {"i": i, "status": "error", "why": f"{name}: {_first(exc)}", "ops": ops}
+    finally:
+        signal.alarm(0)
+    verdict = compare.judge(got, ref, None, dtype=dtype, mode=mode)
+    rec = {"i": i, "status": verdict.get("status", "pass"), "ops": ops}
+    if verdict.get("why"):
+        rec["why"] = str(verdict["why"])[:200]
+    return rec
+
+
+def _cloned(torch, tree):
+    if isinstance(tree, torch.Tensor):
+        return tree.detach().clone()
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(_cloned(torch, t) for t in tree)
+    return tree
+
+
+def _first(exc) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
+
+
+def probe(
+    *,
+    out: str,
+    core: bool = True,
+    pattern: str | None = None,
+    dtypes=("float32",),
+    samples: int = 2,
+    jobs: int = 1,
+    timeout: float = 120.0,
+    resume: bool = False,
+    command: str = "",
+    limit: float | None = None,
+) -> tuple[dict, dict]:
+    """Run the compile probe and return (the probed document, figures); the journal keeps finished groups.
+    ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on)."""
+    import multiprocessing
+
+    from opcov.store import data, layout
+
+    groups = _groups(core, pattern, dtypes)
+    if not groups:
+        raise UsageError("no OpInfo matches: check --ops and --dtypes")
+    journal = journal_path(out)
+    done: dict = {}
+    if resume and os.path.exists(journal):
+        with open(journal) as f:
+            for line in f:
+                rec = json.loads(line)
+                done[rec["group"], rec["dtype"]] = rec
+    todo = [(g, d, samples, timeout) for g, d in groups if (g, d) not in done]
+    start = time.monotonic()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    stopped = 0
+    if todo:
+        ctx = multiprocessing.get_context("spawn")
+        with ctx.Pool(jobs, initializer=_worker_init, maxtasksperchild=20) as pool, open(journal, "a") as jf:
+            for n, rec in enumerate(pool.imap_unordered(run_group, todo), 1):
+                done[rec["group"], rec["dtype"]] = rec
+                jf.write(json.dumps(rec) + "\n")
+                jf.flush()
+                worst = max((c["status"] for c in rec["cases"]), key=_badness, default="-")
+                print(f"[{n}/{len(todo)}] {rec['group']} {rec['dtype']}: {worst}", flush=True)
+                if limit and time.monotonic() - start > limit:
+                    stopped = len(todo) - n
+                    pool.terminate()
+                    break
+    wall = time.monotonic() - start
+    import torch
+
+    eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, BACKEND)["registered"], str(torch.__version__))
+    backend_rec = data.load(eager)["backend"] if eager else {"name": BACKEND, "device_type": "cpu"}
+    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__))
+    cases_run = sum(len(r["cases"]) for r in done.values())
+    return doc, {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
+
+
+def _badness(status: str) -> int:
+    return -vocab.PROBED_RANK.get(status, len(vocab.PROBED_RANK))
+
+
+def _document(done: dict, backend_rec: dict, command: str, samples: int, stopped: int, torch_version: str) -> dict:
+    cells: dict = {}
+    for (group, dtype), rec in sorted(done.items()):
+        for case in rec["cases"]:
+            for name, key in case["ops"]:
+                cell = cells.setdefault(name, {}).setdefault(key, {"cases": 0, "fails": 0, "samples": set()})
+                cell["cases"] += 1
+                cell["samples"].add(group)
+                status = case["status"]
+                if status in vocab.PROBED_FAILURES or status == "fallback":
+                    cell["fails"] += 1
+                if "fwd" not in cell or _badness(status) > _badness(cell["fwd"]):
+                    cell["fwd"] = status
+                    cell["case"] = f"{group}|{dtype}|{case['i']}"
+                    if case.get("why"):
+                        cell["why"] = case["why"]
+                    else:
+                        cell.pop("why", None)
+    ops = {}
+    for name, by_key in sorted(cells.items()):
+        ops[name] = {}
+        for key, cell in sorted(by_key.items()):
+            cell["samples"] = sorted(cell["samples"])[:5]
+            if not cell["fails"]:
+                cell.pop("fails")
+            ops[name][key] = cell
+    counts: dict = {}
+    for by_key in ops.values():
+        for cell in by_key.values():
+            counts[cell["fwd"]] = counts.get(cell["fwd"], 0) + 1
+    notes = [
+        "compile path: OpInfo samples compiled with Inductor (fullgraph=True, dynamic=False) on CPU and compared "
+        "with eager CPU; forward only; a graph break is recorded as 'fallback' (the op runs eagerly there)",
+        f"up to {samples} sample(s) per OpInfo and dtype; a case is filed under the OpInfo's own recorded overloads",
+    ]
+    if stopped:
+        notes.append(f"{stopped} OpInfo x dtype group(s) not run (time limit): continue with --resume")
+    return {
+        "schema_version": 1,
+        "evidence": "probed",
+        "backend": backend_rec,
+        "provenance": {
+            "torch": torch_version,
+            "opcov": __version__,
+            "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
+            "command": command or "opcov probe cpu --path compile",
+            "host": {
+                "platform": platform.platform(terse=True),
+                "machine": platform.machine(),
+                "python": platform.python_version(),
+            },
+            "device": f"cpu: {platform.machine()}",
+            "mode": "compile (inductor)",
+            "notes": notes,
+        },
+        "summary": {"groups": len(done), "cells": dict(sorted(counts.items()))},
+        "ops": ops,
+    }

@@ -1,0 +1,319 @@
+"""Verdicts on the torch.compile path: a compiled op set judged on a backend's compile coverage.
+
+Why apart from eager: under ``torch.compile`` the backend's compiler, not its dispatcher, takes each op
+of the AOT graphs (``opcov.tracing.compiled``), and what it accepts is its compile coverage
+(``opcov.scan.compiled``, the compile probe), under coverage/<backend>/compile/. The ops are judged
+with judge.py's own rules and words (``judge.judge`` on a ``judge.Coverage`` of the compile data),
+so "runs" still needs probed evidence and a registered claim says so.
+
+Graph breaks come first: at each the model runs eagerly, so the ops it runs there are judged on eager
+coverage. The compiled op set does not tell which ops those are, so the model's eager op set (a
+superset of them) is judged on eager coverage in their place and the verdict is the worse of the two;
+a model with breaks and no eager op set is unknown there. A model Dynamo could not take to the end
+(``compile.outcome: failed``) is unknown, with why; an AOTAutograd failure for the backend's recipe
+is a compile error: fails. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from opcov import suggest, vocab
+from opcov.errors import UsageError
+from opcov.store import layout, opset
+from opcov.verdict import judge
+
+# The compile backend whose recipe (decompositions, partitioner) a device's torch.compile uses by default.
+COMPILE_BACKEND = {"tpu": "tpu", "cpu": "inductor", "cuda": "inductor", "xla": "openxla"}
+_OUTCOME_OF = {verdict: outcome for outcome, verdict in vocab.VERDICT_OF.items()}
+BREAKS_HEAD = "{n} graph break(s); each runs eagerly: its ops are judged on eager coverage"
+
+
+@dataclass
+class CompiledVerdict:
+    """One model, mode and backend on the compile path."""
+
+    backend: str
+    mode: str
+    path: str  # the compiled op set
+    compile_backend: str
+    breaks: list  # the op set's graph_breaks records
+    graphs: judge.BackendVerdict | None  # judge.BackendVerdict: the compiled graphs' ops on compile coverage
+    eager: judge.BackendVerdict | None = None  # judge.BackendVerdict of the eager op set (graph breaks), if any
+    outcome: str = "compiled"  # the op set's compile.outcome
+    why: str = ""  # why the outcome is not 'compiled'
+    notes: list = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        if self.outcome == "failed":
+            return "unknown"
+        if self.outcome == "aot_failed":
+            return "fails"
+        parts = [v.verdict for v in (self.graphs, self.eager) if v is not None]
+        if self.breaks and self.eager is None:
+            parts.append("unknown")
+        return min(parts, key=judge.VERDICT_ORDER.index) if parts else "unknown"
+
+    @property
+    def evidence(self) -> str:
+        if self.outcome != "compiled":
+            return vocab.NO_EVIDENCE.name
+        judged = [(_OUTCOME_OF.get(v.verdict, "unknown"), v.evidence) for v in (self.graphs, self.eager) if v]
+        return judge.rests_on(judged)
+
+    def says(self) -> str:
+        return vocab.verdict_words(self.verdict, self.evidence)
+
+
+def compiled_opsets(model: str, backend: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
+    """The compiled op sets to judge ``model`` with on ``backend``: a file (a compiled op set), or the
+    zoo's coverage/models/<model>/compile/<compile backend>-<mode>.yaml."""
+    if layout.is_yaml(model) and os.path.isfile(model):
+        doc = opset.load(model)
+        if opset.path_of(doc) != opset.COMPILE:
+            raise UsageError(f"{model}: an eager op set; --path compile needs one made by 'opcov trace --path compile'")
+        return [(model, doc)] if not modes or doc["mode"] in modes else []
+    cb = COMPILE_BACKEND.get(backend)
+    if cb is None:
+        raise UsageError(
+            f"-b {backend}: opcov knows the compile path of {', '.join(COMPILE_BACKEND)} "
+            "(its default torch.compile backend); judge an op set file traced for it"
+        )
+    folder = layout.model_folder(model, coverage_dir)
+    files = layout.compiled_opset_files(folder, cb)
+    found = []
+    for path in files:
+        doc = opset.load(path)
+        if not modes or doc["mode"] in modes:
+            found.append((path, doc))
+    if not found:
+        name = os.path.basename(os.path.normpath(folder))
+        raise UsageError(
+            f"no compiled op set of {name} for {cb} (the compile backend of {backend}) under {folder}/compile/; "
+            f"make one with 'opcov trace {name} --path compile --compile-backend {cb}'"
+        )
+    return found
+
+
+def compile_coverage(doc: dict, backend: str, coverage_dir: str) -> judge.Coverage:
+    """``backend``'s compile coverage for the ops of ``doc`` (coverage/<backend>/compile/)."""
+    files = layout.compile_snapshots(coverage_dir, backend)
+    torch_version = judge.opset_torch(doc)
+    names = judge.needed_ops(doc)
+    chosen = {k: layout.pick(files[k], torch_version) for k in ("registered", "probed")}
+    if not any(chosen.values()):
+        from opcov.scan.compiled import BACKENDS
+
+        if backend not in BACKENDS:
+            raise UsageError(
+                f"{backend} has no compile coverage: opcov reads the compile path of {', '.join(BACKENDS)} so far "
+                f"(the {COMPILE_BACKEND.get(backend, '?')} op set is there to judge once it has)"
+            )
+        raise UsageError(
+            f"{backend} has no compile coverage under {layout.compile_coverage_dir(backend, coverage_dir)}/; "
+            f"make it with 'opcov scan {backend} --path compile'"
+            + (f" or 'opcov probe {backend} --path compile'" if backend == "cpu" else "")
+        )
+    docs = {k: judge.read_ops(p, names) for k, p in chosen.items() if p}
+    paths = [chosen[k] for k in ("registered", "probed") if chosen[k]]
+    return judge.Coverage(backend, docs.get("registered"), docs.get("probed"), paths)
+
+
+def judge_compiled(path: str, doc: dict, backend: str, coverage_dir: str, eager_doc: dict | None) -> CompiledVerdict:
+    """One compiled op set on ``backend`` (see the module docstring)."""
+    rec = doc.get("compile") or {}
+    breaks = list(doc.get("graph_breaks") or [])
+    cv = CompiledVerdict(backend, doc["mode"], path, str(rec.get("backend")), breaks, None, outcome=rec["outcome"])
+    if cv.outcome == "failed":
+        cv.why = f"Dynamo could not take the model to the end: {rec.get('failure', '?')}"
+        return cv
+    if cv.outcome == "aot_failed":
+        cv.why = f"AOTAutograd failed with {cv.compile_backend}'s recipe: {rec.get('aot_error', '?')}"
+        return cv
+    cov = compile_coverage(doc, backend, coverage_dir)
+    cv.graphs = _worded(judge.judge(doc, cov), cov)
+    cv.graphs.notes = [n for n in cv.graphs.notes if not n.startswith("eager mode")]
+    cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
+    if breaks and eager_doc is not None:
+        cv.eager = judge.judge(eager_doc, judge.coverage_for(eager_doc, backend, coverage_dir))
+        cv.notes.append(
+            "the ops run at the graph breaks are judged by the model's whole eager op set (a superset of them)"
+        )
+    elif breaks:
+        cv.notes.append("no eager op set of this model: the ops run at the graph breaks are unknown")
+    return cv
+
+
+def _worded(verdict, cov: judge.Coverage):
+    """The verdict with each registered finding saying what the compiler does with the op (the compile
+    record's why, else where it was read: "torch._inductor.lowering: lowering"), not only the path word."""
+    from dataclasses import replace
+
+    records = (cov.registered or {}).get("ops", {})
+    for r in verdict.ops:
+        rec = records.get(r.op) or {}
+        text = rec.get("why") or rec.get("src")
+        if text and any(f.evidence != "probed" for f in r.findings):
+            r.findings = [f if f.evidence == "probed" else replace(f, why=f"{f.why}: {text}") for f in r.findings]
+    return verdict
+
+
+def eager_opset_for(doc: dict, coverage_dir: str) -> dict | None:
+    """The eager op set of the same model and mode, where the zoo holds one."""
+    name = str(doc["model"]["name"]).replace("/", "_")
+    path = layout.opset_path(name, doc["mode"], layout.models_dir(coverage_dir))
+    return opset.load(path) if os.path.isfile(path) else None
+
+
+def check(model: str, backends, modes, coverage_dir: str) -> list[CompiledVerdict]:
+    """``opcov check MODEL -b B --path compile``: a CompiledVerdict per backend and mode."""
+    suggest.check_backends(list(backends), coverage_dir)
+    out = []
+    for backend in backends:
+        for path, doc in compiled_opsets(model, backend, modes, coverage_dir):
+            out.append(judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir)))
+    return out
+
+
+# ---------------------------------------------------------------- reports
+
+
+def render(verdicts: list[CompiledVerdict], fmt: str = "text") -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps([_as_json(v) for v in verdicts], indent=2, sort_keys=True) + "\n"
+    lines = []
+    for v in verdicts:
+        lines.append(f"{v.backend} {v.mode} (compile path, {v.compile_backend}): {v.says()}  [{v.path}]")
+        if v.breaks:
+            lines.append("  " + BREAKS_HEAD.format(n=len(v.breaks)))
+            for b in v.breaks:
+                times = f" (x{b['times']})" if b.get("times", 1) > 1 else ""
+                lines.append(f"    {b['where']}: {b['reason']}{times}: {b['construct']}")
+        if v.why:
+            lines.append(f"  {v.why}")
+        if v.eager is not None:
+            lines.append(f"  eagerly at the breaks (eager coverage): {v.eager.says()}")
+            lines += [f"    {r.op}: {r.outcome}: {r.findings[0].why}" for r in v.eager.ops if r.problems()][:10]
+        if v.graphs is not None:
+            c = v.graphs.counts()
+            lines.append(
+                f"  compiled graphs (compile coverage): {v.graphs.says()}: {c['ops']} ops, "
+                + ", ".join(f"{o} {c[o]}" for o in judge.OUTCOMES if c[o])
+            )
+            for r in v.graphs.ops:
+                if r.problems():
+                    f = r.problems()[0]
+                    lines.append(
+                        f"    {r.op} [{f.dtype}]: {vocab.verdict_words(judge.VERDICTS.get(r.outcome, 'runs'), r.evidence)}: {f.why}"
+                    )
+            lines += [f"  note: {n}" for n in v.graphs.notes]
+        lines += [f"  note: {n}" for n in v.notes]
+    return "\n".join(lines) + "\n"
+
+
+def _as_json(v: CompiledVerdict) -> dict:
+    out: dict = {
+        "backend": v.backend,
+        "mode": v.mode,
+        "path": "compile",
+        "compile_backend": v.compile_backend,
+        "opset": v.path,
+        "verdict": v.verdict,
+        "evidence": v.evidence,
+        "says": v.says(),
+        "outcome": v.outcome,
+        "graph_breaks": v.breaks,
+        "notes": v.notes,
+    }
+    if v.why:
+        out["why"] = v.why
+    for key, bv in (("graphs", v.graphs), ("eager_at_breaks", v.eager)):
+        if bv is not None:
+            out[key] = {
+                "verdict": bv.verdict,
+                "evidence": bv.evidence,
+                "ops": [
+                    {
+                        "op": r.op,
+                        "outcome": r.outcome,
+                        "evidence": r.evidence,
+                        "why": r.findings[0].why if r.findings else "",
+                    }
+                    for r in bv.ops
+                ],
+            }
+    return out
+
+
+# ---------------------------------------------------------------- gaps
+
+
+def gaps(backend: str, coverage_dir: str, modes=None) -> dict:
+    """``opcov gaps B --path compile``: over every compiled op set of B's compile backend, the ops that fail
+    or are unknown on its compile coverage, ranked by models blocked, and the graph breaks, ranked by models."""
+    cb = COMPILE_BACKEND.get(backend)
+    if cb is None:
+        raise UsageError(f"gaps --path compile: opcov knows the compile path of {', '.join(COMPILE_BACKEND)}")
+    files = layout.compiled_model_files(coverage_dir, cb)
+    if not files:
+        raise UsageError(
+            f"no compiled op sets for {cb} under {layout.models_dir(coverage_dir)}/*/compile/; "
+            f"make them with 'opcov zoo trace --path compile --compile-backend {cb}'"
+        )
+    ops: dict = {}
+    breaks: dict = {}
+    failed = []
+    for path in files:
+        doc = opset.load(path)
+        if modes and doc["mode"] not in modes:
+            continue
+        model = f"{doc['model']['name']} {doc['mode']}"
+        for b in doc.get("graph_breaks") or []:
+            breaks.setdefault(b["reason"], set()).add(model)
+        if doc["compile"]["outcome"] != "compiled":
+            failed.append((model, doc["compile"].get("failure") or doc["compile"].get("aot_error") or ""))
+            continue
+        v = judge.judge(doc, compile_coverage(doc, backend, coverage_dir))
+        for r in v.ops:
+            if r.outcome in ("fails", "unknown"):
+                row = ops.setdefault(r.op, {"op": r.op, "outcome": r.outcome, "models": set(), "why": ""})
+                row["models"].add(model)
+                row["why"] = row["why"] or (r.problems()[0].why if r.problems() else "")
+                if r.outcome == "fails":
+                    row["outcome"] = "fails"
+    ranked = sorted(ops.values(), key=lambda r: (r["outcome"] != "fails", -len(r["models"]), r["op"]))
+    return {
+        "backend": backend,
+        "compile_backend": cb,
+        "ops": [dict(r, models=sorted(r["models"])) for r in ranked],
+        "graph_breaks": sorted(
+            ({"reason": k, "models": sorted(m)} for k, m in breaks.items()),
+            key=lambda r: (-len(r["models"]), r["reason"]),
+        ),
+        "failed": failed,
+    }
+
+
+def render_gaps(result: dict, top: int, fmt: str = "text") -> str:
+    if fmt == "json":
+        import json
+
+        return json.dumps(result, indent=2, sort_keys=True) + "\n"
+    lines = [f"{result['backend']} compile path ({result['compile_backend']}): what blocks compiled models"]
+    if result["graph_breaks"]:
+        lines.append("graph breaks (each runs eagerly), by models:")
+        lines += [
+            f"  {len(r['models']):3}  {r['reason']}  ({', '.join(r['models'][:4])})" for r in result["graph_breaks"]
+        ]
+    if result["failed"]:
+        lines.append("not compiled to the end:")
+        lines += [f"  {m}: {why}" for m, why in result["failed"]]
+    lines.append(f"ops failing or unknown on compile coverage, by models blocked (top {top}):")
+    lines += [f"  {len(r['models']):3}  {r['op']}  {r['outcome']}: {r['why']}" for r in result["ops"][:top]] or [
+        "  none"
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,36 @@
+"""The compile probe (opcov.probe.compiled): OpInfo samples compiled with Inductor against eager CPU."""
+
+from opcov.probe import compiled
+from opcov.store import data
+
+
+def test_cells_take_the_worst_case_and_graph_breaks_are_fallbacks():
+    done = {
+        ("add", "float32"): {
+            "group": "add",
+            "dtype": "float32",
+            "cases": [
+                {"i": 0, "status": "pass", "ops": [["aten::add.Tensor", "float32"]]},
+                {"i": 1, "status": "mismatch", "why": "values differ", "ops": [["aten::add.Tensor", "float32"]]},
+            ],
+        },
+        ("item", "float32"): {
+            "group": "item",
+            "dtype": "float32",
+            "cases": [{"i": 0, "status": "fallback", "why": "graph break: ...", "ops": [["aten::item", "float32"]]}],
+        },
+    }
+    doc = compiled._document(
+        done, {"name": "cpu", "device_type": "cpu"}, "opcov probe cpu --path compile", 2, 0, "2.13.0+cpu"
+    )
+    add = doc["ops"]["aten::add.Tensor"]["float32"]
+    assert add["fwd"] == "mismatch" and add["cases"] == 2 and add["fails"] == 1 and add["case"] == "add|float32|1"
+    assert doc["ops"]["aten::item"]["float32"]["fwd"] == "fallback"
+    assert not data.validate(doc, "probed.yaml")  # a probed snapshot check reads as it reads the eager ones
+
+
+def test_a_real_opinfo_compiles_and_matches_eager():
+    rec = compiled.run_group(("mul", "float32", 1, 300))
+    (case,) = rec["cases"]
+    assert case["status"] in ("pass", "pass_low_precision"), case
+    assert ["aten::mul.Tensor", "float32"] in [list(o) for o in case["ops"]]

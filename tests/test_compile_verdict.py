@@ -1,0 +1,116 @@
+"""Verdicts on the torch.compile path (opcov.verdict.compiled): graph breaks first, then the compiled graphs'
+ops on the backend's compile coverage, with the eager evidence words."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from opcov.store import layout, opset
+from opcov.verdict import compiled
+
+BUNDLED = layout.DEFAULT_COVERAGE
+TPU_EAGER = "registered-torch-2.13.0+cpu-torch_tpu-0.2.0.yaml"
+
+
+def compiled_doc(name="nn-lstm", breaks=1, outcome="compiled"):
+    rows = [
+        {"id": 1, "phase": "forward", "kind": "call", "op": "dynamo.graph.0", "dtype": "float32", "calls": 1},
+        {"id": 2, "parent": 1, "phase": "forward", "kind": "kernel", "op": "aten::mm", "dtype": "float32", "calls": 2},
+        {"id": 3, "phase": "forward", "kind": "call", "op": "dynamo.graph.1", "dtype": "float32", "calls": 1},
+        {
+            "id": 4,
+            "parent": 3,
+            "phase": "forward",
+            "kind": "kernel",
+            "op": "aten::_aminmax",
+            "dtype": "float32",
+            "calls": 1,
+        },
+        {"id": 5, "phase": "backward", "kind": "call", "op": "dynamo.graph.0", "dtype": "float32", "calls": 1},
+        {"id": 6, "parent": 5, "phase": "backward", "kind": "kernel", "op": "aten::mm", "dtype": "float32", "calls": 4},
+    ]
+    return {
+        "schema_version": 2,
+        "kind": "opset",
+        "path": "compile",
+        "compile": {"backend": "tpu", "outcome": outcome, "graphs": 2},
+        "graph_breaks": [
+            {"reason": "Data-dependent branching", "where": "/src/net.py:42", "construct": "if x.sum() > 0:"}
+        ][:breaks],
+        "model": {"name": name},
+        "mode": "training",
+        "dtype": "float32",
+        "autocast": None,
+        "optimizer": "none",
+        "provenance": {"torch": "2.13.0+cpu", "command": "opcov trace ...", "created": "2026-01-01T00:00:00Z"},
+        "calltree": [opset.node_text(r) for r in rows],
+        "ops": {
+            "aten::mm": {"forward": {"float32": {"calls": 2}}, "backward": {"float32": {"calls": 4}}},
+            "aten::_aminmax": {"forward": {"float32": {"calls": 1}}},
+        },
+    }
+
+
+@pytest.fixture
+def cov(tmp_path):
+    """A coverage folder with tpu's eager and compile data, nn-lstm's eager op set and a compiled one."""
+    root = tmp_path / "coverage"
+    (root / "tpu" / "compile").mkdir(parents=True)
+    shutil.copy(os.path.join(BUNDLED, "tpu", TPU_EAGER), root / "tpu" / TPU_EAGER)
+    shutil.copy(os.path.join(BUNDLED, "tpu", "compile", TPU_EAGER), root / "tpu" / "compile" / TPU_EAGER)
+    (root / "models" / "nn-lstm" / "compile").mkdir(parents=True)
+    shutil.copy(os.path.join(BUNDLED, "models", "nn-lstm", "training.yaml"), root / "models" / "nn-lstm")
+    opset.save(compiled_doc(), str(root / "models" / "nn-lstm" / "compile" / "tpu-training.yaml"))
+    return str(root)
+
+
+def test_graph_breaks_come_first_then_the_compiled_ops_on_compile_coverage(cov, opcov):
+    proc = opcov("check", "nn-lstm", "-b", "tpu", "--path", "compile", "--coverage", cov)
+    assert proc.returncode == 1, proc.stderr  # _aminmax only runs through tpu's CPU fallback: a compile error
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("tpu training (compile path, tpu): fails (registered evidence)")
+    assert lines[1] == "  1 graph break(s); each runs eagerly: its ops are judged on eager coverage"
+    assert lines[2] == "    /src/net.py:42: Data-dependent branching: if x.sum() > 0:"
+    assert lines[3].startswith("  eagerly at the breaks (eager coverage): ")
+    graphs = next(i for i, ln in enumerate(lines) if ln.startswith("  compiled graphs (compile coverage)"))
+    assert "aten::_aminmax [float32]: fails (registered evidence)" in lines[graphs + 1]
+    assert "compile error" in lines[graphs + 1]
+
+
+def test_compile_verdict_as_json_and_with_eager(cov, opcov):
+    proc = opcov("check", "nn-lstm", "-b", "tpu", "--path", "eager,compile", "--coverage", cov, "--format", "json")
+    eager_part, _, compile_part = proc.stdout.partition("\n[\n")
+    (v,) = json.loads("[\n" + compile_part)
+    assert v["verdict"] == "fails" and v["evidence"] == "registered" and v["path"] == "compile"
+    assert v["graph_breaks"][0]["where"] == "/src/net.py:42"
+    assert {o["op"]: o["outcome"] for o in v["graphs"]["ops"]} == {"aten::_aminmax": "fails", "aten::mm": "ok"}
+    assert '"mode": "training"' in eager_part  # the eager verdict came first
+
+
+def test_a_model_dynamo_could_not_finish_is_unknown_with_why(cov):
+    path = os.path.join(cov, "models", "nn-lstm", "compile", "tpu-training.yaml")
+    doc = compiled_doc(outcome="failed")
+    doc["compile"]["failure"] = "UserError: data-dependent"
+    opset.save(doc, path)
+    (v,) = compiled.check("nn-lstm", ["tpu"], None, cov)
+    assert v.verdict == "unknown" and "data-dependent" in v.why and v.says() != "runs"
+
+
+def test_no_compile_coverage_or_op_set_is_one_line(cov, opcov):
+    shutil.rmtree(os.path.join(cov, "tpu", "compile"))
+    proc = opcov("check", "nn-lstm", "-b", "tpu", "--path", "compile", "--coverage", cov)
+    assert proc.returncode == 2 and "opcov scan tpu --path compile" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = opcov("check", "llama", "-b", "tpu", "--path", "compile", "--coverage", cov)
+    assert proc.returncode == 2 and "--path compile --compile-backend tpu" in proc.stderr
+
+
+def test_gaps_rank_compile_blockers_and_graph_breaks(cov, opcov):
+    proc = opcov("gaps", "tpu", "--path", "compile", "--coverage", cov)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "1  Data-dependent branching  (nn-lstm training)" in out
+    assert "1  aten::_aminmax  fails:" in out
+    assert "aten::mm" not in out

@@ -1,0 +1,140 @@
+"""The torch.compile path's op sets (opcov.tracing.compiled): Dynamo's graphs and breaks, the AOT graphs after
+each compile backend's decompositions, and the file format that holds them."""
+
+import os
+
+import pytest
+
+from opcov.store import data, opset
+from opcov.tracing import compiled
+
+HERE = os.path.abspath(__file__)
+
+LOG = """Graph break in user code at /models/net.py:12
+Graph Break Reason: Encountered graph break when attempting to trace CALL: a function call, e.g. f(x, y):
+
+Dynamic shape operator
+  Explanation: Operator `aten.nonzero.default`'s output shape depends on input Tensor data.
+
+  Developer debug context: aten.nonzero.default
+
+ For more details about this graph break, please visit: https://meta-pytorch.github.io/compile-graph-break-site/gb/gb0036.html
+
+User code traceback:
+  File "/run.py", line 19, in <module>
+    c(torch.randn(4))
+  File "/models/net.py", line 12, in forward
+    z = torch.nonzero(y)
+        ^^^^^^^^^^^^^^^^
+"""
+
+
+def test_a_graph_break_log_line_reads_as_reason_location_and_construct():
+    b = compiled.parse_break(LOG)
+    assert b.reason == "Dynamic shape operator"
+    assert b.where == "/models/net.py:12"
+    assert b.construct == "z = torch.nonzero(y) (aten.nonzero.default)"
+    assert b.code == "gb0036"
+
+
+class Net:
+    """A module with one graph break (a value read on the host) and a masked_fill, made in the test's process."""
+
+    @staticmethod
+    def make():
+        import torch
+
+        class Masked(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(8, 8)
+
+            def forward(self, x):
+                y = self.lin(x).masked_fill(x > 0, 0.0)
+                print("host")  # graph break: Dynamo cannot trace print
+                return torch.nn.functional.relu(y) * 2
+
+        return Masked()
+
+
+@pytest.fixture(scope="module")
+def traced():
+    import torch
+
+    return compiled.trace_compiled(
+        Net.make(), (torch.randn(4, 8),), backends=("inductor", "aot_eager"), mode="training", name="masked"
+    )
+
+
+def test_compiled_op_sets_record_graph_breaks_with_the_users_line(traced):
+    doc = traced["inductor"].doc
+    assert doc["path"] == "compile" and doc["compile"]["backend"] == "inductor"
+    assert doc["compile"]["outcome"] == "compiled"
+    (brk,) = doc["graph_breaks"]
+    line = next(i for i, text in enumerate(open(HERE), 1) if 'print("host")' in text and "graph break" in text)
+    assert brk["where"] == f"{HERE}:{line}"
+    assert "print" in brk["construct"]
+    # the graph before the break, the one after it, and the loss after the model returns to the compiled step
+    assert doc["compile"]["graphs"] == 3
+
+
+def test_each_backend_gets_its_own_decompositions_forward_and_backward(traced):
+    eager_aot, inductor = traced["aot_eager"].doc, traced["inductor"].doc
+    # AOTAutograd alone keeps masked_fill; Inductor's table decomposes it (into where)
+    assert "forward" in eager_aot["ops"]["aten::masked_fill.Scalar"]
+    assert "aten::masked_fill.Scalar" not in inductor["ops"]
+    assert "backward" in inductor["ops"]["aten::mm"]  # the linear's gradient, from the AOT backward graph
+    # the op set is readable and complete: written and read back
+    for doc in (eager_aot, inductor):
+        assert not opset.validate(doc, "x.yaml")
+        roots = [n for n in opset.nodes(doc) if n.parent is None]
+        assert {n.op for n in roots} == {"dynamo.graph.0", "dynamo.graph.1", "dynamo.graph.2"}
+
+
+def test_tpu_table_is_read_from_the_wheel():
+    pytest.importorskip("torch_tpu")
+    ops, version = compiled.tpu_table()
+    assert ops == ("aten::masked_fill.Tensor", "aten::masked_fill_.Tensor")
+    assert version.startswith("0.")
+
+
+def test_a_compiled_op_set_without_its_backend_is_refused(tmp_path, traced):
+    doc = dict(traced["inductor"].doc)
+    doc["compile"] = {"outcome": "compiled"}
+    assert any("names its compile backend" in p.message for p in opset.validate(doc, "x.yaml"))
+    doc["path"] = "jit"
+    assert any("path is 'jit'" in p.message for p in opset.validate(doc, "x.yaml"))
+    eager = {k: v for k, v in traced["inductor"].doc.items() if k != "path"}
+    assert any("belongs to a compiled op set" in p.message for p in opset.validate(eager, "x.yaml"))
+    path = tmp_path / "c.yaml"
+    traced["inductor"].save(str(path))
+    assert opset.load(str(path))["graph_breaks"] == traced["inductor"].doc["graph_breaks"]
+    with pytest.raises(data.DataError):
+        text = path.read_text().replace("outcome: compiled", "outcome: maybe")
+        path.write_text(text)
+        opset.load(str(path))
+
+
+def test_unknown_compile_backend_is_one_line(opcov):
+    proc = opcov("trace", "nn-lstm", "--path", "compile", "--compile-backend", "neuron")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "opcov: error: --compile-backend 'neuron': expected one of tpu, inductor, openxla, aot_eager (comma-separated)"
+    ]
+
+
+def test_a_break_logged_again_for_the_frame_dynamo_gives_up_on_is_one_break():
+    first = compiled.Break("logging.Logger method not supported", "/lib/m.py:7", "logger.warning_once(", "gb0291")
+    again = compiled.Break(
+        "Encountered graph break that we cannot resume from. Compiling up to the previous resumable state",
+        "unknown",
+        "warning_once",
+        "gb0291",
+    )
+    same_code = compiled.Break("logging.Logger method not supported for export", "unknown", "x", "gb0291")
+    assert compiled._distinct([first, again, same_code, first]) == [compiled.replace(first, times=2)]
+
+
+def test_a_break_in_an_installed_package_is_named_by_the_package():
+    text = LOG.replace("/models/net.py:12", "/opt/venv/lib/python3.11/site-packages/transformers/m.py:12", 1)
+    assert compiled.parse_break(text).where == "transformers/m.py:12"
