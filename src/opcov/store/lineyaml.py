@@ -18,8 +18,10 @@ counted and their keys checked for duplicates: a file cut short, edited or witho
 
 from __future__ import annotations
 
+import collections
 import json
 import marshal
+import os
 import re
 
 from opcov.store import data
@@ -359,14 +361,38 @@ def parse(path: str):
     return doc
 
 
+_MEMO: collections.OrderedDict = collections.OrderedDict()
+_MEMO_FILES = 8  # a command reads a handful of coverage files, each once per op set it judges
+
+
+def _checked(path: str) -> dict:
+    """The whole document of ``path``, read and checked once per process while the file is unchanged
+    (same inode, size and modification time): ``check`` judges several op sets against one coverage
+    file, and each would parse and validate it again. The few most recent files are kept."""
+    try:
+        st = os.stat(path)
+        key = (os.path.realpath(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _MEMO:
+        _MEMO.move_to_end(key)
+        return _MEMO[key]
+    doc = parse(path)
+    if doc is None or data.validate(doc, path):
+        doc = data.load(path)  # the full parse reports any problem with its line
+    if key is not None:
+        _MEMO[key] = doc
+        while len(_MEMO) > _MEMO_FILES:
+            _MEMO.popitem(last=False)
+    return doc
+
+
 def load(path: str, names=None, summary: bool = True) -> dict:
     """As ``opcov.store.data.load`` (validated, integrity verified, DataError with file:line), read faster
     when the layout allows. The whole file is read and checked whatever is asked; then, with
     ``names``, only those ops are kept (ops the file lacks are simply absent), and without
     ``summary`` the summary is dropped."""
-    doc = parse(path)
-    if doc is None or data.validate(doc, path):
-        doc = data.load(path)  # the full parse reports any problem with its line
+    doc = dict(_checked(path))  # a copy of the top level: what follows drops keys
     if names is not None:
         wanted = set(names)
         doc["ops"] = {k: v for k, v in doc["ops"].items() if k in wanted}
