@@ -213,7 +213,10 @@ def test_strict_fails_on_a_fallback_like_fail_on_fallback(tmp_path, cov):  # noq
     "flags, said",
     [
         (("--require", "proven"), "argument --require: invalid choice: 'proven'"),
-        (("--fail-on", "fallback,slow"), "--fail-on: 'slow' is not an outcome; choose from fails, unknown, fallback"),
+        (
+            ("--fail-on", "fallback,slow"),
+            "--fail-on: 'slow' is not an outcome; choose from fails, unknown, value_note, fallback, unclaimed",
+        ),
     ],
 )
 def test_an_unknown_level_or_outcome_is_a_one_line_usage_error(tmp_path, cov, flags, said):  # noqa: F811

@@ -280,7 +280,7 @@ def test_merge_refuses_mismatched_inputs(tmp_path, whole):
         (["--shard", "3/2"], "bad --shard"),
         (["--shard", "x"], "bad --shard"),
         (["--directions", "sideways"], "unknown direction"),
-        (["--jobs", "0"], "--jobs must be at least 1"),
+        (["--jobs", "0"], "argument --jobs: '0' must be at least 1"),
         (["--traces", "nosuchmodel"], "not a zoo model"),
     ],
 )
