@@ -294,6 +294,7 @@ def test_each_harder_input_failure_lands_in_its_own_tier(tiered):
     out, doc, _ = tiered
     neg, sin, pool = (doc["ops"][op]["float32"] for op in ("aten::neg", "aten::sin", "aten::avg_pool2d"))
     assert neg["fwd"] == "pass" and neg["special"] == "mismatch" and "NaN/inf positions" in neg["special_why"], neg
+    assert neg["special_err"] == [1e308, 1e308]  # an infinite error, in its finite written form (docs/DATA.md)
     assert neg["noncontig"] == "pass" and neg["empty"] == "pass" and neg["special_case"] == "neg|float32|special"
     assert sin["fwd"] == "pass" and sin["noncontig"] == "mismatch" and "values differ" in sin["noncontig_why"], sin
     assert sin["special"] == "pass" and sin["empty"] == "pass"

@@ -23,10 +23,14 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import time
 
 from opcov import __version__, vocab
+from opcov.catalog import build_catalog
 from opcov.errors import UsageError
+from opcov.probe import cases, compare
+from opcov.probe.record import Calls, recording
 
 BACKEND = "cpu"
 RANDOM_OR_TIES = (
@@ -58,11 +62,6 @@ def journal_path(out: str) -> str:
 
 def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
     """(OpInfo id, dtype) to run, sorted."""
-    import re
-
-    from opcov.catalog import build_catalog
-    from opcov.probe import cases
-
     rx = re.compile(pattern) if pattern else None
     core_bases = {op.base for op in build_catalog().core} if core else None
     out = []
@@ -92,9 +91,6 @@ def run_group(task) -> dict:
     import signal
 
     import torch
-
-    from opcov.probe import cases, compare
-    from opcov.probe.record import Calls, recording
 
     oid, dtype, samples, timeout = task
     op = cases.opinfos()[oid]

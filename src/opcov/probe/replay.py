@@ -19,8 +19,10 @@ from __future__ import annotations
 import re
 
 from opcov.dtypes import call_dtype, dtype_name
+from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, op_call
 from opcov.tracing import models, zoo
+from opcov.tracing.realtrace import input_variants
 from opcov.tracing.trace import _default_loss
 
 TRACE_PREFIX = "trace."
@@ -45,9 +47,6 @@ def capture(name: str):
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from opcov.probe.record import signature
-    from opcov.tracing.realtrace import input_variants
 
     entry = zoo.BY_NAME[name]
     want = getattr(torch, entry.dtype)

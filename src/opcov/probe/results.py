@@ -50,6 +50,15 @@ NOTED = frozenset(FAILURES) | {"mismatch", "fallback"}
 TRACE = "trace."
 COUNTS = ("cases", "fails", "unpinned", "strides", "after_crash")  # summed over a cell's cases; written when not 0
 UNPINNED = ("ambiguous", "composition")  # blame rules that do not single out this overload
+# An infinite error (the device gave NaN/inf where the reference is finite, or the NaN/inf positions
+# differ: opcov.probe.compare) is written as this finite number: data files and the JSON made from them
+# hold finite numbers only (docs/DATA.md), and it still ranks above any real error.
+NONFINITE_ERR = 1e308
+
+
+def written_err(err: list) -> list:
+    """``[abs, rel]`` as a data file holds it: a NaN or infinite error becomes ``NONFINITE_ERR``."""
+    return [v if v == v and abs(v) < NONFINITE_ERR else NONFINITE_ERR for v in err]
 
 
 def _base(name: str) -> str:
@@ -161,7 +170,7 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "") -> dic
     }
     for k in ("err", "tol", "why"):
         if k in part:
-            e[k] = part[k]
+            e[k] = written_err(part[k]) if k == "err" else part[k]
     if blame:
         e["blame"] = blame
     e["unpinned"] = int(_unpinned(e))
