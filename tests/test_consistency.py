@@ -24,7 +24,10 @@ from opcov.store import cells, data, layout, lineyaml, opset
 BUNDLED = os.path.join(ROOT, "coverage")
 BACKENDS = tuple(layout.backends_with_data(BUNDLED))  # cpu, cuda, meta, tpu: every backend the site shows
 BLOCKING = ("fails", "unknown")  # what gaps ranks
-PROBLEMS = BLOCKING + ("fallback",)  # what a model page lists
+PROBLEMS = BLOCKING + (
+    "fallback",
+    "value_note",
+)  # what a model page lists (a value note too: it runs, values may differ)
 
 
 def opcov_json(*argv):

@@ -178,12 +178,12 @@ PROBED = {
     ),
     "skipped by the probe at this dtype": ({"fwd": "skipped"}, ("ok", "registered")),
 }
-# The probe's word on values alone: how a mismatch counts is being reconsidered (a value note rather than a
-# failure); these rows say today's rule.
+# The probe's word on values alone: a mismatch is a value note, not a failure (docs/accuracy.md, "How the
+# verdict reads probe evidence").
 MISMATCH = {
     "values differ in every case": (
         {"fwd": "mismatch", "cases": 2, "fails": 2, "why": "values differ"},
-        ("fails", "probed"),
+        ("value_note", "probed"),
     ),
 }
 

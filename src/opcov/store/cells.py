@@ -24,14 +24,38 @@ MAX_FAILED = 16
 SLOTS = {"forward": ("fwd", ""), "backward": ("bwd", "bwd_"), **{t: (t, f"{t}_") for t in INPUT_TIERS}}
 
 
+class FrozenDict(dict):
+    """A mapping read from a file (``traced``), hashable and read-only so that the record holding it stays
+    frozen; still a dict for the readers that index it."""
+
+    __slots__ = ()
+
+    def __hash__(self):  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+    def _readonly(self, *args, **kwargs):
+        raise TypeError("a probed cell's mapping is read-only")
+
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _readonly  # type: ignore
+
+
 def _frozen(value):
-    """A value read from a file, with lists made tuples (a frozen record holds nothing mutable)."""
-    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+    """A value read from a file, with lists made tuples and mappings read-only (a frozen record holds
+    nothing mutable)."""
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    if isinstance(value, dict) and not isinstance(value, FrozenDict):
+        return FrozenDict((k, _frozen(v)) for k, v in value.items())
+    return value
 
 
 def _as_read(value):
-    """The value as the file holds it (tuples back to lists)."""
-    return [_as_read(v) for v in value] if isinstance(value, tuple) else value
+    """The value as the file holds it (tuples back to lists, read-only mappings back to dicts)."""
+    if isinstance(value, tuple):
+        return [_as_read(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_read(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -53,7 +77,7 @@ class ProbedSlot:
     strides: int | None = None  # cases whose output strides differed from CPU's
     after_crash: int | None = None  # cases not run after a crash or timeout of their group
     failed: tuple | None = None  # 'STATUS CASE SIG' of failing cases, with their signature class
-    traced: dict | None = None  # zoo model -> the worst status of its own replayed calls
+    traced: FrozenDict | None = None  # zoo model -> the worst status of its own replayed calls
 
     @classmethod
     def from_dict(cls, cell: dict, status_key: str, prefix: str) -> ProbedSlot:
@@ -63,7 +87,7 @@ class ProbedSlot:
         values = {"status": cell.get(status_key)}
         for k, key in keys:
             value = cell.get(key)
-            values[k] = _frozen(value) if isinstance(value, list) else value
+            values[k] = _frozen(value) if isinstance(value, (list, dict)) else value
         if values["status"] is None and all(v is None for v in values.values()):
             return _EMPTY  # a slot the probe did not run (most input-tier slots): one shared record
         # The frozen record's fields set at once (its generated __init__ sets them one by one through
