@@ -411,7 +411,9 @@ def test_the_site_writes_an_op_named_dot_dot_inside_ops(copies):
         (("trace", "llama", "--set", "num_hidden_layers=-1"), "cannot be negative"),
         (("trace", "llama", "--set", "x=[unclosed"), "not a YAML value"),
         (("trace", "llama", "--set", "x=&a [*a]"), "anchor"),
-        (("trace", "llama", "--set", "x={a: 1}"), "VALUE must be"),
+        (("trace", "llama", "--set", "x={a: {b: 1}}"), "VALUE must be"),
+        (("trace", "llama", "--set", "x={a: 1"), "not a YAML value"),
+        (("trace", "llama", "--set", "x={a: *b}"), "alias"),
     ],
 )
 def test_bad_arguments_are_one_line(args, words):

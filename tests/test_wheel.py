@@ -18,12 +18,14 @@ from conftest import ROOT
 def fresh(tmp_path_factory):
     """(opcov executable, python) of a fresh venv with only the built wheel and its dependencies."""
     base = tmp_path_factory.mktemp("wheel")
+    clean = _clean_env()  # a PYTHONPATH holding an installed opcov would make pip skip the wheel
     dist = base / "dist"
     build = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), ROOT],
         capture_output=True,
         text=True,
         timeout=600,
+        env=clean,
     )
     if build.returncode != 0:
         pytest.fail(f"building the wheel failed:\n{build.stderr[-3000:]}")
@@ -33,16 +35,24 @@ def fresh(tmp_path_factory):
     venv.EnvBuilder(with_pip=True).create(env_dir)
     py = env_dir / "bin" / "python"
     inst = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", str(wheels[0])], capture_output=True, text=True, timeout=600
+        [str(py), "-m", "pip", "install", "-q", str(wheels[0])],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=clean,
     )
     if inst.returncode != 0:
         pytest.fail(f"installing the wheel failed:\n{inst.stderr[-3000:]}")
     return env_dir / "bin" / "opcov", py
 
 
+def _clean_env() -> dict:
+    """The environment without PYTHONPATH or VIRTUAL_ENV: the fresh venv sees only what it installed."""
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+
+
 def _run(exe, *args, cwd):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, env=env, timeout=300)
+    return subprocess.run([str(exe), *args], capture_output=True, text=True, cwd=cwd, env=_clean_env(), timeout=300)
 
 
 def test_wheel_has_no_torch_and_checks_with_bundled_data(fresh, tmp_path):

@@ -1079,7 +1079,7 @@ def cmd_trace(args) -> int:
                 optimizer=args.optimizer,
                 real=args.real,
                 sizes=sizes,
-                out=args.out,
+                out=_recorded_out(args),
             )
     if is_saved(args.model):
         shown, out = args.model, args.out
@@ -1145,6 +1145,7 @@ _SIZE_ENDS = ("_size", "_layers", "_heads", "_dim", "_length", "_experts", "_pos
 
 
 _ISOLATED = "OPCOV_TRACE_ISOLATED"  # set in the child that runs a user's factory
+_RECORDED_OUT = "OPCOV_TRACE_RECORDED_OUT"  # the user's --out ("" for none), for the child's provenance command
 
 
 def _is_factory(spec: str) -> bool:
@@ -1153,6 +1154,14 @@ def _is_factory(spec: str) -> bool:
         return True
     prefix = spec.split(":", 1)[0]
     return ":" in spec and "/" not in spec and prefix not in ("hf", "nn", "timm", "torchvision")
+
+
+def _recorded_out(args):
+    """The --out the op set's command records: in the factory's child, the user's own (the child writes
+    a temporary file that the parent saves where the user asked), so the command reproduces the trace."""
+    if os.environ.get(_ISOLATED) and _RECORDED_OUT in os.environ:
+        return os.environ[_RECORDED_OUT] or None
+    return args.out
 
 
 def _trace_in_child(args):
@@ -1167,7 +1176,7 @@ def _trace_in_child(args):
 
     with tempfile.TemporaryDirectory(prefix="opcov-trace-") as tmp:
         out = os.path.join(tmp, "opset.yaml")
-        env = dict(os.environ, **{_ISOLATED: "1"})
+        env = dict(os.environ, **{_ISOLATED: "1", _RECORDED_OUT: args.out or ""})
         env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
         try:
             proc = subprocess.run(
@@ -1242,8 +1251,9 @@ def _trace_compiled(args) -> int:
 
 
 def _overrides(pairs) -> dict:
-    """--set KEY=VALUE pairs: each VALUE one YAML value (a scalar, or a flat list of scalars) with no
-    anchor or alias; a count or size below 0 is refused. One-line UsageErrors."""
+    """--set KEY=VALUE pairs: each VALUE one YAML value (a scalar, or a flat list or flat mapping of
+    scalars, as configs such as rope_scaling need) with no anchor or alias; a count or size below 0 is
+    refused. One-line UsageErrors."""
     import math
 
     import yaml
@@ -1262,11 +1272,18 @@ def _overrides(pairs) -> dict:
         except (yaml.YAMLError, RecursionError) as exc:
             why = " ".join(str(getattr(exc, "problem", None) or exc).split())
             raise UsageError(f"--set {pair!r}: VALUE is not a YAML value ({why})") from None
-        items = parsed if isinstance(parsed, list) else [parsed]
+        if isinstance(parsed, dict):  # a config that is a mapping (rope_scaling={type: linear, factor: 2.0})
+            if not all(isinstance(k, str) for k in parsed):
+                raise UsageError(f"--set {pair!r}: a {{mapping}} VALUE's keys must be words")
+            items = list(parsed.values())
+        else:
+            items = parsed if isinstance(parsed, list) else [parsed]
         if not all(
             v is None or isinstance(v, (str, int)) or (isinstance(v, float) and math.isfinite(v)) for v in items
         ):
-            raise UsageError(f"--set {pair!r}: VALUE must be a number, word, true/false/null or a [list] of them")
+            raise UsageError(
+                f"--set {pair!r}: VALUE must be a number, word, true/false/null, or a [list] or {{mapping}} of them"
+            )
         name = key.rsplit(".", 1)[-1]
         counts = name.startswith(_SIZE_WORDS) or name.endswith(_SIZE_ENDS)
         if counts and any(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in items):
