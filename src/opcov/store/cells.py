@@ -36,7 +36,7 @@ class FrozenDict(dict):
     def _readonly(self, *args, **kwargs):
         raise TypeError("a probed cell's mapping is read-only")
 
-    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _readonly  # type: ignore
+    __setitem__ = __delitem__ = clear = pop = popitem = setdefault = update = __ior__ = _readonly
 
 
 def _frozen(value):
