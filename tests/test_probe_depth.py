@@ -48,6 +48,19 @@ def test_a_hang_pays_the_timeout_once_and_a_rerun_runs_it_first(tmp_path):
     assert every["provenance"]["probe"]["exhaustive"] is True
 
 
+def test_a_hang_after_other_cases_is_re_run_alone_and_hanging_again_is_a_real_hang(tmp_path):
+    """neg hangs in a worker that ran exp's cases first: it may be their doing, so it is re-run alone in a
+    fresh worker (one more timeout paid); it hangs there too, so it is a real hang, not flaky."""
+    spec = {"kernels": {"aten::neg": "hang", "aten::exp": "pass"}, "fallback": "cpu"}
+    args = ("--ops", "^(exp|neg)$", *HANG_ARGS[2:])
+    out, doc, proc = probe(tmp_path, "after", spec, *args)
+    neg = doc["ops"]["aten::neg"]["float32"]
+    assert neg["fwd"] == "timeout" and "it did so again when re-run alone" in neg["why"], neg
+    assert neg["case"] == "neg|float32|0", neg
+    assert doc["ops"]["aten::exp"]["float32"]["fwd"] == "pass"
+    assert "(2 groups, 2 worker restarts)" in proc.stdout, proc.stdout
+
+
 def test_a_ledger_forgets_a_group_that_runs_clean(tmp_path):
     from opcov.probe.caserecord import CaseRecord
     from opcov.probe.ledger import Ledger

@@ -58,6 +58,7 @@ class _Slot:
         self.deadline = float("inf")  # starting: the smoke test's; busy: see Pool.deadline
         self.log = None
         self.fresh = False  # started and given no group yet: where a crashed case is re-run alone
+        self.ran = 0  # cases this worker has recorded since it started
 
 
 class Pool:
@@ -96,7 +97,7 @@ class Pool:
         child.close()
         slot.conn, slot.state, slot.group = parent, "starting", None
         slot.deadline = time.monotonic() + START_TIMEOUT
-        slot.fresh = True
+        slot.fresh, slot.ran = True, 0
 
     def kill(self, slot: _Slot) -> None:
         if slot.proc is not None and slot.proc.is_alive():
@@ -256,6 +257,7 @@ class Pool:
             self.progress.group()
             self.finish_group(slot)
         elif kind == "case":
+            slot.ran += 1
             rec = msg[1]
             if slot.group is not None and slot.group.get("retry"):
                 rec = self.after_retry(slot.group, rec)
@@ -316,7 +318,10 @@ class Pool:
         """Record the case in flight as crash/timeout in the phase it was in; record the rest of its
         group as not run after it, or requeue the group (see ``cut_short``). A device crash or hang is
         then re-run alone in a fresh worker (``after_retry``): one that does not repeat is ``flaky``,
-        never pinned on an op that passes alone."""
+        never pinned on an op that passes alone. A hang in a worker that had recorded no case before it
+        is not re-run: nothing ran before it to blame, and the re-run would pay the full timeout again
+        for the same experiment (a crash's re-run costs only a worker start, and catches a crash that
+        comes and goes)."""
         group = slot.group
         found = self.in_flight(slot)
         if found is not None:
@@ -332,7 +337,8 @@ class Pool:
                 return
             before = set(self.done_ids.get(rec.group, ()))
             cut = self.cut_short(slot, rec, phase)
-            if status in ("crash", "timeout") and slot.case_ids and group is not None:
+            rerun = status == "crash" or (status == "timeout" and slot.ran > 0)
+            if rerun and slot.case_ids and group is not None:
                 retry = {
                     "case": rec.case,
                     "phase": phase,
