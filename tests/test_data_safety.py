@@ -73,7 +73,7 @@ def test_check_output_through_a_link_to_its_input_is_refused(copies):
 
 def test_check_output_is_not_a_coverage_file_or_manifest(copies):
     tmp, opset, cov, _ = copies
-    (registered,) = (cov / "tpu").iterdir()
+    (registered,) = (p for p in (cov / "tpu").iterdir() if p.name.startswith("registered-"))  # beside compile/
     before = digest(registered)
     one_line_error(
         run_opcov("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(registered)),
@@ -236,7 +236,7 @@ def test_the_whole_files_are_read_alike(tmp_path):
 )
 def test_commands_refuse_a_damaged_coverage_file(copies, case):
     tmp, opset, cov, _ = copies
-    (registered,) = (cov / "tpu").iterdir()
+    (registered,) = (p for p in (cov / "tpu").iterdir() if p.name.startswith("registered-"))  # beside compile/
     registered.write_text(hostile_coverage()[case], encoding="utf-8")
     for args in (
         ("check", str(opset), "-b", "tpu", "--coverage", str(cov)),
@@ -383,7 +383,7 @@ def test_the_site_writes_an_op_named_dot_dot_inside_ops(copies):
     from opcov.store import data
 
     tmp, opset, cov, _ = copies
-    (registered,) = (cov / "tpu").iterdir()
+    (registered,) = (p for p in (cov / "tpu").iterdir() if p.name.startswith("registered-"))  # beside compile/
     doc = data.load(str(registered))
     doc["ops"]["..::index"] = dict(doc["ops"]["aten::mm"])
     doc["summary"]["other_namespaces"]["overloads"] += 1

@@ -1045,7 +1045,6 @@ def cmd_merge(args) -> int:
 
 
 def cmd_trace(args) -> int:
-    from opcov.tracing.models import Sizes
     from opcov.tracing.spec import is_saved, trace_spec
 
     if args.path == "compile":
@@ -1053,14 +1052,7 @@ def cmd_trace(args) -> int:
     if args.compile_backend:
         raise UsageError("--compile-backend goes with --path compile")
 
-    sizes = Sizes(
-        batch=args.batch,
-        seq=args.seq,
-        image=args.image_size,
-        audio=args.audio_length,
-        overrides=_overrides(args.set),
-        inputs=tuple(dict.fromkeys(args.input)),
-    )
+    sizes = _sizes(args)
     if args.out:
         output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
     if args.on:
@@ -1212,7 +1204,6 @@ def _trace_in_child(args):
 def _trace_compiled(args) -> int:
     """'opcov trace MODEL --path compile': one compiled op set per compile backend (tracing.compiled)."""
     from opcov.tracing import compiled
-    from opcov.tracing.models import Sizes
 
     backends = compiled.parse_backends(args.compile_backend)
     if args.out and len(backends) > 1:
@@ -1222,14 +1213,7 @@ def _trace_compiled(args) -> int:
             "--path compile takes no --autocast, --optimizer or --device: the compile backend names the target, "
             "and the optimizer step is not compiled"
         )
-    sizes = Sizes(
-        batch=args.batch,
-        seq=args.seq,
-        image=args.image_size,
-        audio=args.audio_length,
-        overrides=_overrides(args.set),
-        inputs=tuple(dict.fromkeys(args.input)),
-    )
+    sizes = _sizes(args)
     if args.out:
         output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
     with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)}"):
@@ -1248,6 +1232,20 @@ def _trace_compiled(args) -> int:
         print(f"wrote {out}")
         failed = failed or doc["compile"]["outcome"] != "compiled"
     return EXIT_GATE if failed else EXIT_OK
+
+
+def _sizes(args):
+    """The model sizes and inputs 'opcov trace' was given (--batch, --seq, --image-size, --audio-length, --set, --input)."""
+    from opcov.tracing.models import Sizes
+
+    return Sizes(
+        batch=args.batch,
+        seq=args.seq,
+        image=args.image_size,
+        audio=args.audio_length,
+        overrides=_overrides(args.set),
+        inputs=tuple(dict.fromkeys(args.input)),
+    )
 
 
 def _overrides(pairs) -> dict:

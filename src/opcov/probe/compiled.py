@@ -26,7 +26,7 @@ import platform
 import re
 import time
 
-from opcov import __version__, vocab
+from opcov import __version__, provenance, vocab
 from opcov.catalog import build_catalog
 from opcov.errors import UsageError
 from opcov.probe import cases, compare
@@ -272,11 +272,7 @@ def _document(done: dict, backend_rec: dict, command: str, samples: int, stopped
             "opcov": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
             "command": command or "opcov probe cpu --path compile",
-            "host": {
-                "platform": platform.platform(terse=True),
-                "machine": platform.machine(),
-                "python": platform.python_version(),
-            },
+            "host": provenance.host(),
             "device": f"cpu: {platform.machine()}",
             "mode": "compile (inductor)",
             "notes": notes,

@@ -23,6 +23,7 @@ from opcov.probe.ledger import Ledger, ledger_path, version_key
 from opcov.probe.manifest import claim_counts
 from opcov.probe.pool import Pool, ProbeError
 from opcov.probe.progress import Progress
+from opcov.provenance import host
 from opcov.store import data, output
 from opcov.version import __version__
 
@@ -257,7 +258,6 @@ NOTES_ALWAYS = [
 
 
 def provenance(torch, backend, catalog, header, device, groups, settings) -> dict:
-    import platform
 
     notes = list(NOTES_ALWAYS)
     if settings.get("not_run"):
@@ -299,11 +299,7 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
         "opcov": __version__,
         "created": header["created"],
         "command": header["command"],
-        "host": {
-            "platform": platform.platform(terse=True),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-        },
+        "host": host(),
         "device": device or "unknown (no worker started)",
         "catalog_modules": list(catalog.modules),
         "mode": "eager",

@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import platform
 
-from opcov import __version__
+from opcov import __version__, provenance
 from opcov.errors import UsageError
 from opcov.store import data, layout
 
@@ -198,11 +197,7 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
             "opcov": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
             "command": command or f"opcov scan {backend} --path compile",
-            "host": {
-                "platform": platform.platform(terse=True),
-                "machine": platform.machine(),
-                "python": platform.python_version(),
-            },
+            "host": provenance.host(),
             "device": "none: read from the compiler's tables and the eager registered data",
             "mode": f"compile ({compiler})",
             "settings": dict(prov.get("settings") or {}),

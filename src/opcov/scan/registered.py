@@ -14,13 +14,13 @@ true for every op once a backend registers a boxed fallback.
 from __future__ import annotations
 
 import datetime as _dt
-import platform
 import re
 import sys
 from collections import Counter
 from dataclasses import dataclass
 
 from opcov import backends as _backends
+from opcov import provenance
 from opcov.catalog import Catalog, build_catalog
 from opcov.scan.derivatives import Derivatives
 from opcov.scan.reach import record
@@ -345,11 +345,7 @@ def _provenance(torch, backend, catalog, scanner, ops, command, reach_note) -> d
         "opcov": __version__,
         "created": _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
         "command": command,
-        "host": {
-            "platform": platform.platform(terse=True),
-            "machine": platform.machine(),
-            "python": platform.python_version(),
-        },
+        "host": provenance.host(),
         "device": "none: a registered scan reads the dispatcher and never initialises the device",
         "catalog_modules": list(catalog.modules),
         "mode": "eager",

@@ -35,11 +35,10 @@ import datetime as _dt
 import functools
 import logging
 import os
-import platform
 import re
 from dataclasses import dataclass, field, replace
 
-from opcov import __version__
+from opcov import __version__, provenance
 from opcov import dtypes as _dtypes
 from opcov.errors import OpcovError, UsageError
 from opcov.store import opset
@@ -522,11 +521,7 @@ def document(torch, cap: Capture, rec: Recipe, opts: Options) -> dict:
         "provenance": {
             "torch": str(torch.__version__),
             "opcov": __version__,
-            "host": {
-                "platform": platform.platform(terse=True),
-                "machine": platform.machine(),
-                "python": platform.python_version(),
-            },
+            "host": provenance.host(),
             "tracing": "real" if opts.real else "fake",
             "target_device": rec.name,
             "traced_on": "cpu (Dynamo and AOTAutograd over cpu tensors; no graph is lowered)",

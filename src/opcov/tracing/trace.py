@@ -46,12 +46,11 @@ import contextlib
 import datetime as _dt
 import functools
 import logging
-import platform
 from collections import Counter
 from dataclasses import dataclass, field
 
 from opcov import dtypes as _dtypes
-from opcov import vocab
+from opcov import provenance, vocab
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
@@ -702,11 +701,7 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
         "provenance": {
             "torch": str(torch.__version__),
             "opcov": __version__,
-            "host": {
-                "platform": platform.platform(terse=True),
-                "machine": platform.machine(),
-                "python": platform.python_version(),
-            },
+            "host": provenance.host(),
             "tracing": "real" if opts.real else "fake",
             "target_device": opts.device,
             "traced_on": stand_in and f"{stand_in} (stand-in PrivateUse1 device)" or "cpu",
