@@ -94,6 +94,7 @@ def test_on_xla_records_torch_xlas_gru_and_linear_path(tmp_path):
     doc = load_yaml(gru)
     assert doc["provenance"]["path"] == "backend" and doc["provenance"]["traced_on"].startswith("xla (PyTorch/XLA")
     assert not any("gru" in op for op in doc["ops"])  # neither aten::gru nor _thnn_fused_gru_cell
+    assert doc["provenance"]["replaced_modules"] == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]
     stand_in = load_yaml(os.path.join(ROOT, "coverage", "models", "nn-gru", "training.yaml"))
     assert "aten::_thnn_fused_gru_cell" in stand_in["ops"]
 
@@ -122,3 +123,67 @@ def test_on_xla_records_a_transformers_model_per_input_variant(tmp_path):
     assert v[0]["variant"] == "given" and set(v[0]["variants"]) == {"padded_mask"}
     assert "recorded on xla itself (opcov trace --on xla): xla's own path" in v[0]["notes"]
     assert "recorded on xla itself (opcov trace --on xla): xla's own path, which tpu's may not be" in v[1]["notes"]
+
+
+# ---------------------------------------------------------------- check judges a backend on its own path
+# (the op sets under coverage/models/<model>/on/, made by 'scripts/envs/xla-data.sh ondevice'; no xla needed)
+
+
+def check_json(*args):
+    r = run_opcov("check", *args, "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)["verdicts"]
+
+
+def op_names(v):
+    return {o["op"] for o in v["ops"]}
+
+
+def test_check_judges_xla_on_the_op_set_recorded_on_xla():
+    """nn-lstm's stand-in op set holds the fused LSTM cell, which xla never runs (its LSTM is addmm,
+    sigmoid, tanh): judged on it, xla 'fails' a model that ran and matched CPU. With an op set recorded
+    on xla bundled, check judges xla on that one and says which path it judged; another backend keeps
+    the stand-in's."""
+    xla, tpu = check_json("nn-lstm", "-b", "xla", "-b", "tpu", "--mode", "inference")
+    assert xla["verdict"] in ("runs", "runs_with_fallback"), xla["says"]
+    assert not any("_thnn_fused_lstm_cell" in op for op in op_names(xla))
+    own = os.path.join("coverage", "models", "nn-lstm", "on", "xla-inference.yaml")
+    assert any(n.startswith("recorded on xla itself (opcov trace --on xla)") and own in n for n in xla["notes"])
+    assert any(n.startswith("recorded on a stand-in device") for n in tpu["notes"])
+
+
+def test_an_op_set_file_is_judged_as_given():
+    """A file names its op set: no other is put in its place, even where one was recorded on the backend."""
+    stand_in = os.path.join(ROOT, "coverage", "models", "nn-lstm", "inference.yaml")
+    (v,) = check_json(stand_in, "-b", "xla")
+    assert any("_thnn_fused_lstm_cell" in op for op in op_names(v))
+
+
+def test_a_modules_replacement_by_the_backend_is_not_a_plain_runs():
+    """import torch_xla replaces nn.GRU with its own scan GRU, whose training gradients were ~1000x the
+    tolerance off on a real run though every op it dispatches passes its probes: the op set recorded
+    on xla names the replacement, and the verdict says values may differ, naming it, never `runs`."""
+    doc = load_yaml(os.path.join(ROOT, "coverage", "models", "nn-gru", "on", "xla-training.yaml"))
+    assert doc["provenance"]["replaced_modules"] == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]
+    (v,) = check_json("nn-gru", "-b", "xla", "--mode", "training")
+    assert v["verdict"] == "runs_with_value_note", v["says"]
+    assert "python:torch_xla.experimental.gru.GRU" in op_names(v)
+    assert not any("gru_cell" in op for op in op_names(v))
+    r = run_opcov("check", "nn-gru", "-b", "xla", "--mode", "training", "--fail-on", "value_note")
+    assert r.returncode == 1 and "torch_xla.experimental.gru.GRU" in r.stdout
+
+
+def test_op_sets_recorded_on_a_backend_stay_out_of_the_stand_in_readers():
+    """gaps, compare and the site read the stand-in op sets; the on-device ones are not extra modes of a model."""
+    from opcov.store import layout
+
+    files = layout.model_files(os.path.join(ROOT, "coverage"))
+    assert not any(f"{os.sep}on{os.sep}" in f for f in files)
+    own = [f for f in files if f.endswith(os.path.join("models", "nn-gru", "training.yaml"))]
+    assert len(own) == 1  # the stand-in's, once
+    for model in ("nn-lstm", "nn-gru", "nn-transformer", "nn-convnet"):
+        for mode in ("inference", "training"):
+            path = os.path.join(ROOT, "coverage", "models", model, "on", f"xla-{mode}.yaml")
+            doc = load_yaml(path)
+            assert doc["provenance"]["path"] == "backend" and not opset.validate(doc, path)
+            assert doc["provenance"]["command"].startswith(f"opcov trace {model} --mode {mode} ")

@@ -5,7 +5,8 @@
 #   scripts/envs/xla-data.sh scan     # registered: xla (dispatch key XLA) and cpu at torch 2.9
 #   scripts/envs/xla-data.sh probe    # probed: zoo ops, then core ATen in two shards; then merged
 #   scripts/envs/xla-data.sh reprobe  # the ops that decide zoo verdicts, with every zoo model's calls replayed
-#   scripts/envs/xla-data.sh          # all three
+#   scripts/envs/xla-data.sh ondevice # op sets recorded on xla itself (coverage/models/M/on/xla-MODE.yaml)
+#   scripts/envs/xla-data.sh          # all four
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -68,10 +69,25 @@ reprobe() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The curated zoo models whose path on xla differs from the stand-in's (ATen's device-type branches,
+# torch_xla's own modules: docs/DATA.md): their op sets recorded on xla itself, which 'opcov check
+# MODEL -b xla' judges in place of the stand-in's. Real values at the tiny size, each input variant.
+ONDEVICE=${XLA_ONDEVICE:-nn-lstm,nn-gru,nn-transformer,nn-convnet,bert}
+
+ondevice() {
+    local m mode
+    for m in ${ONDEVICE//,/ }; do
+        for mode in inference training; do
+            nice "$OPCOV" trace "$m" --on xla --mode "$mode" --out "coverage/models/$m/on/xla-$mode.yaml"
+        done
+    done
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
     reprobe) reprobe ;;
-    all) scan; probe; reprobe ;;
-    *) echo "usage: $0 [scan|probe|reprobe|all]" >&2; exit 2 ;;
+    ondevice) ondevice ;;
+    all) scan; probe; reprobe; ondevice ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|all]" >&2; exit 2 ;;
 esac

@@ -1123,7 +1123,7 @@ def _trace_on(args, sizes) -> int:
             args.model, mode=args.mode, dtype=result.doc["dtype"], optimizer=args.optimizer, sizes=sizes, out=out,
             on=args.on, device=args.on,
         )  # fmt: skip
-    out = out or layout.opset_path(result.doc["model"]["name"].replace("/", "_") + f"-on-{args.on}", args.mode)
+    out = out or layout.ondevice_opset_path(result.doc["model"]["name"].replace("/", "_"), args.on, args.mode)
     output.check_output(out, kind=output.OPSET, inputs=[args.model])
     result.save(out)
     _print_opset(out, result.doc)

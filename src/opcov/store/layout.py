@@ -5,6 +5,7 @@
     coverage/<backend>/probed-torch-<torch>[-<package>-<version>][-shard-I-of-N].yaml  a probe
     coverage/models/<model>/<mode>.yaml                                            an op set
     coverage/models/<model>/compile/<compile backend>-<mode>.yaml                  a compiled op set
+    coverage/models/<model>/on/<backend>-<mode>.yaml      an op set recorded on the backend itself (trace --on)
     coverage/<backend>/compile/<kind>-torch-<torch>[...].yaml                       compile coverage
     coverage/zoo/outcomes[-shard-I-of-N].tsv           what 'opcov zoo trace --all' made of each model
     coverage/pynames-torch-<torch>.tsv                  the Python-name index (opcov.scan.pynames)
@@ -28,6 +29,9 @@ MODELS = "models"  # the folder of op sets, under the coverage folder
 # The torch.compile path's files: compiled op sets under models/<model>/, compile coverage under <backend>/.
 # Only the compile path's readers look in it (``compile_files``); eager readers never enter it.
 COMPILE = "compile"
+# Op sets recorded on a backend's own device (``opcov trace --on``) under models/<model>/: check judges that
+# backend with them; readers of the stand-in op sets (gaps, compare, the site) never enter it.
+ON_DEVICE = "on"
 EVIDENCE = EVIDENCE_KINDS  # the snapshot kinds: registered, probed, declared
 YAML = (".yaml", ".yml")
 
@@ -120,7 +124,7 @@ def yaml_files(folder: str, *, models: bool = True) -> list[str]:
     """YAML files under folder, walked in sorted order; without ``models`` no folder named models/ is entered."""
     found: list[str] = []
     for root, dirs, files in walk(folder):
-        dirs[:] = sorted(d for d in dirs if (models or d != MODELS) and d != COMPILE)
+        dirs[:] = sorted(d for d in dirs if (models or d != MODELS) and d not in (COMPILE, ON_DEVICE))
         found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
     return found
 
@@ -310,7 +314,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         top = os.path.join(coverage_dir, folder)
         for root, dirs, files in walk(top):
             out += [(os.path.join(root, d), A_FOLDER) for d in dirs if is_yaml(d)]
-            dirs[:] = sorted(d for d in dirs if not is_yaml(d) and d != COMPILE)
+            dirs[:] = sorted(d for d in dirs if not is_yaml(d) and d not in (COMPILE, ON_DEVICE))
             if folder == MODELS:
                 continue
             for f in sorted(files):
@@ -380,6 +384,28 @@ def opset_files(folder: str) -> list[str]:
 def model_files(coverage_dir: str) -> list[str]:
     """Every op set under coverage_dir/models/, walked in sorted order."""
     return yaml_files(models_dir(coverage_dir))
+
+
+def ondevice_opset_path(name: str, backend: str, mode: str, root: str | None = None) -> str:
+    """<root>/<model>/on/<backend>-<mode>.yaml: the op set recorded on ``backend`` itself (``trace --on``)."""
+    return os.path.join(models_dir() if root is None else root, name, ON_DEVICE, f"{backend}-{mode}.yaml")
+
+
+def ondevice_opset(folder: str, backend: str, mode: str) -> str | None:
+    """The op set of one model's folder recorded on ``backend`` itself for ``mode``, None when there is none."""
+    path = os.path.join(folder, ON_DEVICE, f"{backend}-{mode}.yaml")
+    return path if os.path.isfile(path) else None
+
+
+def ondevice_files(folder: str) -> list[str]:
+    """Every op set recorded on a backend itself (models/<model>/on/*.yaml) under folder, sorted: the
+    files ``yaml_files`` leaves out, for the readers that check every data file (lint)."""
+    found: list[str] = []
+    for root, dirs, files in walk(folder):
+        dirs.sort()
+        if os.path.basename(root) == ON_DEVICE and os.path.basename(os.path.dirname(os.path.dirname(root))) == MODELS:
+            found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
+    return found
 
 
 ZOO = "zoo"  # the folder of the whole-zoo outcome tables, under the coverage folder

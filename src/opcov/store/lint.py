@@ -28,6 +28,7 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
     coverage folder): ``lint_files`` on every YAML file, and the folders named like data files."""
     folders = list(paths) if paths else [layout.read_coverage(None, say=_say)]
     files = layout.coverage_files(folders, models=True)
+    files += [f for folder in folders if os.path.isdir(folder) for f in layout.ondevice_files(folder)]
     problems = lint_files(files, check_catalog=check_catalog)
     for folder in folders:  # observed runs ('opcov run'): JSON files of their own schema
         for path in observed.files(folder) if os.path.isdir(folder) else ():

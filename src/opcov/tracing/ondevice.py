@@ -82,6 +82,7 @@ def trace_on(
     torch.manual_seed(0)
     built = models.build(entry.spec if entry else model, sizes, mode=mode, real=True, zoo_entry=entry)
     dtype = dtype or (entry.dtype if entry else built.dtype or "float32")
+    replaced = replaced_modules(built.model, module) if module else []
     runs = []
     for variant, inputs in realtrace.input_variants(torch, built):
         torch.manual_seed(1)
@@ -108,12 +109,33 @@ def trace_on(
     version = _version(module) if module else str(torch.__version__)
     doc["provenance"]["path"] = PATH_BACKEND
     doc["provenance"]["traced_on"] = f"{device} ({what}, {module or 'torch'} {version}): {backend}'s own path"
+    if replaced:  # the backend's Python runs above the dispatcher: the verdict says op-level data cannot vouch for it
+        doc["provenance"][REPLACED] = replaced
     doc["provenance"]["notes"].append(
         f"recorded on {backend} itself with real values at the tiny size, one run per input variant "
         f"({', '.join(realtrace.label(v) for v, _ in runs)}): the ops its dispatcher received, its Python-level "
         "replacements and device-type branches in composites included; another backend's path may differ"
     )
     return OpSet(doc)
+
+
+REPLACED = "replaced_modules"  # provenance: 'torch.nn.GRU by torch_xla.experimental.gru.GRU', one per class
+
+
+def replaced_modules(model, package: str) -> list[str]:
+    """The model's modules whose class the backend's own package defines ('torch.nn.GRU by
+    torch_xla.experimental.gru.GRU'), sorted: Python that runs above the dispatcher in place of
+    torch's, whose ops the op set records but whose composition (its own autograd, scans) no
+    op-level probe checks."""
+    out = set()
+    for m in model.modules():
+        cls = type(m)
+        if cls.__module__.split(".")[0] != package:
+            continue
+        base = next((b for b in cls.__mro__[1:] if b.__module__.split(".")[0] == "torch"), None)
+        public = f"torch.nn.{base.__name__}" if base and base.__module__.startswith("torch.nn.") else None
+        out.add(f"{public or 'a torch module'} by {cls.__module__}.{cls.__qualname__}")
+    return sorted(out)
 
 
 def _version(module: str) -> str:

@@ -112,7 +112,22 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
             if backend not in have and not _installed(backend):
                 raise suggest.no_backend_data(backend, coverage_dir)
         opsets = trace_on_the_fly(model, modes, args)
-    return judge_opsets(opsets, backends_, coverage_dir)
+    return judge_opsets(opsets, backends_, coverage_dir, own=own_path_opsets(model, backends_, opsets, coverage_dir))
+
+
+def own_path_opsets(model: str, backends_, opsets, coverage_dir: str) -> dict:
+    """{(backend, mode): (path, op-set document)} for the op sets of MODEL's folder recorded on a
+    backend itself (``opcov trace --on``, layout.ON_DEVICE): that backend is judged on its own path,
+    not on the stand-in's. None for a model given as an op-set file."""
+    if os.path.isfile(model):
+        return {}
+    folder = layout.model_folder(model, coverage_dir)
+    out = {}
+    for mode in {doc["mode"] for _, doc in opsets}:
+        for backend in backends_:
+            if path := layout.ondevice_opset(folder, backend, mode):
+                out[(backend, mode)] = (path, opset.load(path))
+    return out
 
 
 NOT_RECORDED = (
@@ -120,16 +135,18 @@ NOT_RECORDED = (
 )
 
 
-def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
+def judge_opsets(opsets, backends_, coverage_dir: str, own=None) -> tuple[list, dict]:
     """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
     passes an op set it was handed here. Each verdict judges the given inputs, with the other input
-    variants' verdicts in its ``variants`` (see the module docstring)."""
+    variants' verdicts in its ``variants`` (see the module docstring). ``own`` (``own_path_opsets``)
+    replaces a pair's op set by the one recorded on that backend itself."""
     verdicts = []
-    for _path, doc in opsets:
-        names = opset.variants(doc)
-        lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
-        parts = {name: opset.for_variant(doc, name) for name in names}
+    for stand_in_path, stand_in in opsets:
         for backend in backends_:
+            path, doc = (own or {}).get((backend, stand_in["mode"]), (stand_in_path, stand_in))
+            names = opset.variants(doc)
+            lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
+            parts = {name: opset.for_variant(doc, name) for name in names}
             cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
             if not names:
                 v = judge.judge(doc, cov)
@@ -141,7 +158,10 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
                     if name != lead:
                         v.variants[name] = judge.judge(parts[name], cov)
                         v.variants[name].variant = name
-            v.notes.insert(0, path_note(doc, backend))
+            v.notes.insert(
+                0, path_note(doc, backend) + (f" ({path}, in place of {stand_in_path})" if doc is not stand_in else "")
+            )
+            python_replacements(v, doc)
             observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
             verdicts.append(v)
     first = opsets[0][1]
@@ -172,6 +192,37 @@ def path_note(doc: dict, backend: str) -> str:
             "Python-level replacements are not in it ('opcov trace --on' records them where the backend runs here)"
         )
     return f"recorded on {traced or 'an unnamed device'} for target {target}"
+
+
+REPLACED = "replaced_modules"  # provenance key written by opcov.tracing.ondevice (a torch-free reader here)
+
+
+def python_replacements(v, doc: dict) -> None:
+    """Where the backend replaced torch modules with its own Python (``provenance.replaced_modules`` of an
+    op set recorded on it), the ops recorded are real but what they compute together (its own autograd,
+    a scan) is checked by no op-level probe: each replacement is a value note of its own, and a verdict
+    that would say the model runs says its values may differ."""
+    replaced = (doc.get("provenance") or {}).get(REPLACED) or []
+    if not replaced:
+        return
+    dtype = str(doc.get("dtype") or "float32")
+    for what in replaced:
+        torch_name, _, by = str(what).partition(" by ")
+        why = (
+            f"{by or what} replaces {torch_name} above the dispatcher: its ops are judged one by one, but "
+            "no op-level probe checks what they compute together (its forward and its own gradients)"
+        )
+        finding = judge.Finding("forward", dtype, judge.VALUE_NOTE, v.evidence, why)
+        for each in [v, *v.variants.values()]:  # after the ops that fail or are unknown: worst first
+            at = next((i for i, r in enumerate(each.ops) if r.outcome not in ("fails", "unknown")), len(each.ops))
+            each.ops.insert(at, judge.OpResult(f"python:{by or what}", 1, {"forward"}, {dtype}, [finding]))
+    order = vocab.VERDICT_ORDER
+    for each in [v, *v.variants.values()]:
+        if order.index(each.verdict) > order.index("runs_with_value_note"):
+            each.verdict = "runs_with_value_note"
+    v.notes.append(
+        f"Python-level replacement(s) by the backend, not covered by op-level evidence: {', '.join(replaced)}"
+    )
 
 
 def variant_choice(value: str | None) -> tuple[str, ...]:
