@@ -32,12 +32,17 @@ def _table(*words: Word) -> dict[str, Word]:
 # verdict that says something runs ("runs (registered, unverified)"), ``short`` names the level;
 # ``css`` is the level's class on the site (and the colour of a run resting on it).
 EVIDENCE = _table(
+    # a verdict's level only (opcov.verdict.observed): this model's own step ran on the device
+    Word("observed", "observed on the device", "observed", "\u25c9", "observed"),
     Word("probed", "probed", "probed", "\u25cf", "probed"),
     Word("registered", "registered, unverified", "registered", "\u25cb", "registered"),
     Word("declared", "declared in native_functions.yaml, unverified", "declared", "\u25cc", "declared"),
 )
 EVIDENCE_LEVELS = tuple(EVIDENCE)  # strongest first: probed evidence outranks a registration
 EVIDENCE_MEANING = {
+    "observed": "the model itself ran one step on the backend device (opcov run): the ops it dispatched, "
+    "those the backend ran through its CPU fallback, and its values against CPU; the strongest evidence, for "
+    "that model, mode and backend only",
     "probed": "executed on the device against a CPU reference, per dtype, forward and backward; proof "
     "for the inputs the probe tried",
     "registered": "read from the dispatcher of the installed build, which registers a kernel for the op "
@@ -48,6 +53,7 @@ EVIDENCE_MEANING = {
 # Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
 NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
 EVIDENCE_WORST_FIRST = (NO_EVIDENCE.name,) + EVIDENCE_LEVELS[::-1]
+PROVEN = ("observed", "probed")  # levels a plain 'runs' may rest on: something was executed on the device
 EVIDENCE_KINDS = ("registered", "probed", "declared")  # as written in a coverage file's ``evidence`` field
 STATIC_KINDS = ("registered", "declared")  # a file of paths per op (opcov.scan), strongest first
 
@@ -217,11 +223,12 @@ def evidence_said(verdict: str, evidence: str) -> str:
     says something runs; 'registered evidence' / 'no evidence' for one that does not (a missing kernel
     is still missing)."""
     word = evidence_word(evidence)
-    return word.label if verdict in RUNS or word.name in ("probed", NO_EVIDENCE.name) else evidence_name(evidence)
+    return word.label if verdict in RUNS or word.name in (*PROVEN, NO_EVIDENCE.name) else evidence_name(evidence)
 
 
 def verdict_qualifier(verdict: str, evidence: str) -> str:
-    """'' on probed evidence (and for ops not judged), else ' (evidence_said)'."""
+    """'' on probed evidence (and for ops not judged), else ' (evidence_said)': an observed verdict says
+    ' (observed on the device)', so that a model's run is told from op-by-op proof."""
     if evidence == "probed" or verdict == NOT_JUDGED.name:
         return ""
     return f" ({evidence_said(verdict, evidence)})"
@@ -236,14 +243,14 @@ def verdict_words(verdict: str, evidence: str) -> str:
 def verdict_icon(verdict: str, evidence: str) -> str:
     """The verdict's icon; a run resting on weaker evidence than probed takes its level's icon, never
     the check mark of proof."""
-    if verdict in ("runs", "ok") and evidence != "probed":
+    if verdict in ("runs", "ok") and evidence not in PROVEN:
         return evidence_word(evidence).icon
     return _said(verdict).icon
 
 
 def verdict_css(verdict: str, evidence: str) -> str:
     """The verdict's css class; a run resting on weaker evidence than probed takes its level's class."""
-    if verdict in ("runs", "ok") and evidence != "probed":
+    if verdict in ("runs", "ok") and evidence not in PROVEN:
         return evidence_word(evidence).css
     return _said(verdict).css
 

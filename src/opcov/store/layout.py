@@ -372,6 +372,11 @@ def model_folder(model: str, coverage_dir: str) -> str:
     return model if os.path.isdir(model) else os.path.join(models_dir(coverage_dir), model)
 
 
+def on_backend_folder(model: str, backend: str, coverage_dir: str) -> str:
+    """Where ``opcov trace MODEL --on BACKEND`` keeps the op sets recorded on the backend's own device."""
+    return os.path.join(models_dir(coverage_dir), f"{model}-on-{backend}")
+
+
 def opset_files(folder: str) -> list[str]:
     """The op-set files directly in one model's folder, sorted (one per mode)."""
     return sorted(os.path.join(folder, f) for f in listdir(folder) if is_yaml(f))

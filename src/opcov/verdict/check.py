@@ -112,7 +112,9 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
             if backend not in have and not _installed(backend):
                 raise suggest.no_backend_data(backend, coverage_dir)
         opsets = trace_on_the_fly(model, modes, args)
-    return judge_opsets(opsets, backends_, coverage_dir)
+        return judge_opsets(opsets, backends_, coverage_dir)
+    # a named model: where its op set was also recorded on a backend's own device, that backend is judged on it
+    return judge_opsets(opsets, backends_, coverage_dir, own_paths=not os.path.isfile(model))
 
 
 NOT_RECORDED = (
@@ -120,30 +122,32 @@ NOT_RECORDED = (
 )
 
 
-def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
+def own_path(doc: dict, backend: str, coverage_dir: str) -> tuple[str, dict] | None:
+    """(path, op set) of this model and mode recorded on ``backend``'s own device (``opcov trace MODEL --on
+    BACKEND``, kept in coverage/models/MODEL-on-BACKEND/), or None. Why: a stand-in trace takes
+    PrivateUse1's branch in composites that ask the device type (an LSTM's fused cell), a path xla never
+    takes; the op set recorded on the backend holds what its dispatcher really received."""
+    if (doc.get("provenance") or {}).get("path") == "backend":
+        return None
+    folder = layout.on_backend_folder(str(doc["model"]["name"]), backend, coverage_dir)
+    if not os.path.isdir(folder):
+        return None
+    for path, other in load_opsets(layout.opset_files(folder), [doc["mode"]]):
+        if (other.get("provenance") or {}).get("path") == "backend" and other.get("dtype") == doc.get("dtype"):
+            return path, other
+    return None
+
+
+def judge_opsets(opsets, backends_, coverage_dir: str, own_paths: bool = False) -> tuple[list, dict]:
     """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
     passes an op set it was handed here. Each verdict judges the given inputs, with the other input
-    variants' verdicts in its ``variants`` (see the module docstring)."""
+    variants' verdicts in its ``variants`` (see the module docstring). With ``own_paths``, a backend
+    whose own device recorded this model (``own_path``) is judged on that op set instead."""
     verdicts = []
-    for _path, doc in opsets:
-        names = opset.variants(doc)
-        lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
-        parts = {name: opset.for_variant(doc, name) for name in names}
+    for _path, given in opsets:
         for backend in backends_:
-            cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
-            if not names:
-                v = judge.judge(doc, cov)
-                v.notes.insert(0, NOT_RECORDED)
-            else:
-                v = judge.judge(parts[lead], cov)
-                v.variant = lead
-                for name in names:
-                    if name != lead:
-                        v.variants[name] = judge.judge(parts[name], cov)
-                        v.variants[name].variant = name
-            v.notes.insert(0, path_note(doc, backend))
-            observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
-            verdicts.append(v)
+            own = own_path(given, backend, coverage_dir) if own_paths else None
+            verdicts.append(_judge_one(own[1] if own else given, backend, coverage_dir, own[0] if own else None))
     first = opsets[0][1]
     describe = ", ".join(
         f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast") else "")
@@ -155,6 +159,29 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
         "opsets": [p for p, _ in opsets],
         "torch": str(first["provenance"].get("torch")),
     }
+
+
+def _judge_one(doc: dict, backend: str, coverage_dir: str, own: str | None):
+    """One backend's verdict on one op set (``own``: its path, when it was recorded on that backend)."""
+    names = opset.variants(doc)
+    lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
+    parts = {name: opset.for_variant(doc, name) for name in names}
+    cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
+    if not names:
+        v = judge.judge(doc, cov)
+        v.notes.insert(0, NOT_RECORDED)
+    else:
+        v = judge.judge(parts[lead], cov)
+        v.variant = lead
+        for name in names:
+            if name != lead:
+                v.variants[name] = judge.judge(parts[name], cov)
+                v.variants[name].variant = name
+    v.notes.insert(0, path_note(doc, backend) + (f" ({own})" if own else ""))
+    if own:
+        v.sources.insert(0, own)
+    observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
+    return v
 
 
 def path_note(doc: dict, backend: str) -> str:
