@@ -164,3 +164,25 @@ def test_agreement_rules():
         "fails",
         "runs_with_value_note",
     ]
+
+
+def test_a_neuron_run_reads_torchneurons_own_counters(tmp_path):
+    """'opcov run -b neuron' on a stand-in torch_neuronx (tests/fakes: the test backend named 'neuron'
+    with get_fallback_ops() / get_executed_ops()): the backend's record is what those calls return, and
+    the file says it was read through an API not run on Trainium here."""
+    out = str(tmp_path / "neuron.json")
+    fakes = os.path.join(ROOT, "tests", "fakes")
+    env = {
+        "PYTHONPATH": os.pathsep.join([fakes, os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")]),
+        "OPCOV_FAKE_NEURON_KERNELS": json.dumps(["aten::_thnn_fused_lstm_cell"]),
+    }
+    proc = run_opcov("run", MODEL, "-b", "neuron", "--mode", "inference", "--out", out, **env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.load(open(out))
+    rec = doc["backend_record"]
+    assert rec["source"].startswith("torch_neuronx.get_fallback_ops() / get_executed_ops()")
+    assert rec["executed_ops"] == ["aten::_thnn_fused_lstm_cell"]  # the planted kernel, as the counter says
+    assert "aten::mm.out" in rec["fallback_ops"] and "aten::_thnn_fused_lstm_cell" not in rec["fallback_ops"]
+    assert rec["tested"] is False and "untested on its hardware" in proc.stdout
+    assert doc["result"]["ran"] is True and files.problems(doc, out) == []
+    assert observed.verdict_of(doc) == "runs_with_fallback"  # the counters name fallbacks: not plain 'runs'
