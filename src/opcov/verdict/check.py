@@ -20,7 +20,7 @@ import tempfile
 from opcov import suggest, vocab
 from opcov.activity import activity
 from opcov.errors import UsageError
-from opcov.store import data, layout, opset
+from opcov.store import data, layout, opset, vendor
 from opcov.verdict import judge, observed, reports
 
 
@@ -181,6 +181,14 @@ def _judge_one(doc: dict, backend: str, coverage_dir: str, own: str | None):
     if own:
         v.sources.insert(0, own)
     observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
+    expected = vendor.for_ops(coverage_dir, backend, [r.op for r in v.ops])
+    if expected:  # what the backend's own tests expect of this model's ops: never judged from, only said
+        shown = [f"{op}: {line}" for op, lines in expected.items() for line in lines]
+        more = f" (and {len(shown) - 5} more: opcov ops OP -b {backend})" if len(shown) > 5 else ""
+        v.notes += shown[:5]
+        if more:
+            v.notes.append(f"vendor-test expectations{more}")
+        v.sources.append(vendor.path_for(coverage_dir, backend))
     return v
 
 
