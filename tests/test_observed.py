@@ -186,3 +186,12 @@ def test_a_neuron_run_reads_torchneurons_own_counters(tmp_path):
     assert rec["tested"] is False and "untested on its hardware" in proc.stdout
     assert doc["result"]["ran"] is True and files.problems(doc, out) == []
     assert observed.verdict_of(doc) == "runs_with_fallback"  # the counters name fallbacks: not plain 'runs'
+
+
+def test_an_op_set_recorded_on_a_backend_is_not_another_model():
+    """gaps and compare count models over coverage/models/: MODEL-on-xla is MODEL on xla's path, not one more."""
+    from opcov.store import layout
+
+    files = layout.model_files(os.path.join(ROOT, "coverage"))
+    assert files and not any(f"-on-xla{os.sep}" in f for f in files)
+    assert os.path.isdir(layout.on_backend_folder(MODEL, "xla", os.path.join(ROOT, "coverage")))

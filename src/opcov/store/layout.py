@@ -377,14 +377,25 @@ def on_backend_folder(model: str, backend: str, coverage_dir: str) -> str:
     return os.path.join(models_dir(coverage_dir), f"{model}-on-{backend}")
 
 
+ON_BACKEND = re.compile(r".+-on-[A-Za-z0-9_]+$")  # a folder named as on_backend_folder names one
+
+
+def is_on_backend_folder(folder: str) -> bool:
+    """Whether a folder under models/ holds a model recorded on one backend's device (another path of a
+    model already there, judged for that backend by check, not another model)."""
+    return bool(ON_BACKEND.match(os.path.basename(os.path.normpath(folder))))
+
+
 def opset_files(folder: str) -> list[str]:
     """The op-set files directly in one model's folder, sorted (one per mode)."""
     return sorted(os.path.join(folder, f) for f in listdir(folder) if is_yaml(f))
 
 
 def model_files(coverage_dir: str) -> list[str]:
-    """Every op set under coverage_dir/models/, walked in sorted order."""
-    return yaml_files(models_dir(coverage_dir))
+    """Every op set under coverage_dir/models/, walked in sorted order; not those recorded on one backend's
+    own device (MODEL-on-BACKEND/): the same model on another path, which would count it twice."""
+    root = models_dir(coverage_dir)
+    return [f for f in yaml_files(root) if not is_on_backend_folder(os.path.relpath(f, root).split(os.sep)[0])]
 
 
 ZOO = "zoo"  # the folder of the whole-zoo outcome tables, under the coverage folder
