@@ -4,7 +4,7 @@ TorchTPU's op tests (``tests/ops_test.py``, with dtype groups in ``tests/op_test
 with ``self.do_test_op(NAME, ...)``: ``exclude_dtypes`` / ``exclude_inplace_dtypes`` (a tuple of
 ``torch.<dtype>`` and dtype groups joined with ``+``, or a mapping from the golden device, ``cpu`` or
 ``gpu``, to one), ``check_grad=False`` (the gradient is not checked), ``check_dynamism=False`` (left out
-of the bounded-dynamism run), ``variant_test_name``; a test method that calls ``self.skipTest(...)``
+of the bounded-dynamism run), ``check_value=CheckValueMode.LOOSE`` or ``SKIP``, ``variant_test_name``; a test method that calls ``self.skipTest(...)``
 tests nothing. Module-level collections of op names whose variable names say compile or dynamism are
 read as the compile-only and bounded-dynamism deny lists. All of it is read with ``ast``: the
 checkout's code never runs (it imports torch_tpu and absl, and would start a device).
@@ -116,6 +116,27 @@ def _dtypes(value) -> dict:
     return {}
 
 
+def _combined(recs: list) -> dict:
+    """One OpInfo tested by several calls (histc: once excluding some dtypes, once more checking only their
+    shapes): a dtype is untested only where every call excludes it, a gradient unchecked only where no call
+    checks it, values loose or unchecked only where every call says so."""
+    out = {"test": recs[0]["test"], "line": recs[0]["line"]}
+    for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
+        if all(arg in r for r in recs):
+            keys = set.intersection(*(set(r[arg]) for r in recs))
+            got = {k: sorted(set.intersection(*(set(r[arg][k]) for r in recs))) for k in keys}
+            got = {k: v for k, v in got.items() if v}
+            if got:
+                out[arg] = got
+    for arg in ("check_grad", "check_dynamism"):
+        if all(r.get(arg) is False for r in recs):
+            out[arg] = False
+    modes = [r.get("check_value") for r in recs]
+    if all(modes):
+        out["check_value"] = "LOOSE" if "LOOSE" in modes else "SKIP"
+    return out
+
+
 def read(checkout: str) -> dict:
     """The expectations in a TorchTPU checkout: per OpInfo (name, with '.variant'), its test method and
     line, excluded dtypes, whether its gradient and bounded dynamism are checked, whether it is skipped;
@@ -137,17 +158,21 @@ def read(checkout: str) -> dict:
                     v = ev(stmt.value)
                     if isinstance(v, tuple) and v and all(isinstance(x, str) for x in v) and not set(v) & set(DTYPES):
                         deny[target.id] = {"file": rel, "line": stmt.lineno, "names": sorted(set(v))}
+    calls: dict[str, list] = {}  # OpInfo -> one record per do_test_op call
     opinfos: dict[str, dict] = {}
     for node in ast.walk(trees["tests/ops_test.py"]):
         if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
             continue
-        calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
-        skipped = next((c for c in calls if c.func.attr == "skipTest"), None)  # type: ignore[attr-defined]
-        tested = [c for c in calls if c.func.attr == "do_test_op" and c.args]  # type: ignore[attr-defined]
+        found_calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
+        skipped = next((c for c in found_calls if c.func.attr == "skipTest"), None)  # type: ignore[attr-defined]
+        tested = [c for c in found_calls if c.func.attr == "do_test_op" and c.args]  # type: ignore[attr-defined]
         if skipped is not None and not tested:
-            why = ev(skipped.args[0]) if skipped.args else ""
+            why = str((ev(skipped.args[0]) if skipped.args else "") or "skipTest")
             name = node.name.removeprefix("test_")
-            opinfos.setdefault(name, {"test": node.name, "line": node.lineno, "skipped": str(why or "skipTest")})
+            first = why.split(" ", 1)[0].rstrip(":,")  # '_foreach_erfc is not ready yet': the OpInfo named
+            if re.fullmatch(r"[A-Za-z_][\w.]*", first) and first.strip("_").endswith(name.strip("_")):
+                name = first
+            opinfos.setdefault(name, {"test": node.name, "line": node.lineno, "skipped": why})
             continue
         for call in tested:
             name = ev(call.args[0])
@@ -156,16 +181,19 @@ def read(checkout: str) -> dict:
             kw = {k.arg: k.value for k in call.keywords if k.arg}
             variant = ev(kw["variant_test_name"]) if "variant_test_name" in kw else None
             key = f"{name}.{variant}" if isinstance(variant, str) and variant else name
-            rec = opinfos.setdefault(key, {"test": node.name, "line": call.lineno})
+            rec: dict = {"test": node.name, "line": call.lineno}
             for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
                 if arg in kw:
-                    got = _dtypes(ev(kw[arg]))
-                    for k, v in got.items():
-                        rec.setdefault(arg, {}).setdefault(k, [])
-                        rec[arg][k] = sorted(set(rec[arg][k]) | set(v))
+                    rec[arg] = _dtypes(ev(kw[arg]))
             for arg in ("check_grad", "check_dynamism"):
                 if isinstance(kw.get(arg), ast.Constant) and kw[arg].value is False:  # type: ignore[union-attr]
                     rec[arg] = False
+            mode = kw.get("check_value")
+            if isinstance(mode, ast.Attribute) and mode.attr in ("LOOSE", "SKIP"):
+                rec["check_value"] = mode.attr
+            calls.setdefault(key, []).append(rec)
+    for key, recs in calls.items():
+        opinfos[key] = _combined(recs)
     return {"opinfos": dict(sorted(opinfos.items())), "deny_lists": deny}
 
 

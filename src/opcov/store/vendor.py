@@ -26,6 +26,7 @@ WORDS = {
     "exclude_inplace_dtypes": "in-place form's dtypes excluded: {dtypes}",
     "check_grad": "gradient not checked",
     "check_dynamism": "left out of the bounded-dynamism run",
+    "check_value": "values checked {mode}",
     "skipped": "not tested at all ({why})",
     "deny": "on the deny list {list}",
 }
@@ -85,6 +86,8 @@ def build(found: dict, source: dict, backend: str, coverage_dir: str, command: s
         for arg in ("check_grad", "check_dynamism"):
             if rec.get(arg) is False:
                 items.append({"kind": arg})
+        if rec.get("check_value"):
+            items.append({"kind": "check_value", "mode": rec["check_value"]})
         if "skipped" in rec:
             items.append({"kind": "skipped", "why": rec["skipped"]})
         for op in targets:
@@ -146,7 +149,10 @@ def said(doc: dict, item: dict) -> str:
     who = WHO.get(doc["backend"], doc["backend"])
     kind = item["kind"]
     what = WORDS[kind].format(
-        dtypes=", ".join(item.get("dtypes") or []), why=item.get("why", ""), list=item.get("list", "")
+        dtypes=", ".join(item.get("dtypes") or []),
+        why=item.get("why", ""),
+        list=item.get("list", ""),
+        mode={"LOOSE": "loosely", "SKIP": "not at all (shapes and dtypes only)"}.get(item.get("mode", ""), ""),
     )
     against = f" (against {item['against']})" if item.get("against") not in (None, "any") else ""
     return (
