@@ -8,6 +8,7 @@ from tests import op_testing
 
 COMPLEX_DTYPES = op_testing.COMPLEX_DTYPES
 INTEGRAL_DTYPES = op_testing.INTEGRAL_DTYPES
+CheckValueMode = op_testing.CheckValueMode
 
 
 class OpsTest:
