@@ -29,7 +29,8 @@ def verdicts(*argv):
 
 
 def test_one_ladder_strongest_first_with_words_icons_and_classes():
-    assert vocab.EVIDENCE_LEVELS == ("observed", "probed", "registered", "declared")
+    assert vocab.EVIDENCE_LEVELS == ("probed", "registered", "declared")
+    assert vocab.VERDICT_LEVELS == ("observed",) + vocab.EVIDENCE_LEVELS  # a whole verdict's level only
     words = list(vocab.EVIDENCE.values()) + [vocab.NO_EVIDENCE]
     for w in words:
         assert w.label and w.short and w.icon and w.css

@@ -32,17 +32,12 @@ def _table(*words: Word) -> dict[str, Word]:
 # verdict that says something runs ("runs (registered, unverified)"), ``short`` names the level;
 # ``css`` is the level's class on the site (and the colour of a run resting on it).
 EVIDENCE = _table(
-    # a verdict's level only (opcov.verdict.observed): this model's own step ran on the device
-    Word("observed", "observed on the device", "observed", "\u25c9", "observed"),
     Word("probed", "probed", "probed", "\u25cf", "probed"),
     Word("registered", "registered, unverified", "registered", "\u25cb", "registered"),
     Word("declared", "declared in native_functions.yaml, unverified", "declared", "\u25cc", "declared"),
 )
 EVIDENCE_LEVELS = tuple(EVIDENCE)  # strongest first: probed evidence outranks a registration
 EVIDENCE_MEANING = {
-    "observed": "the model itself ran one step on the backend device (opcov run): the ops it dispatched, "
-    "those the backend ran through its CPU fallback, and its values against CPU; the strongest evidence, for "
-    "that model, mode and backend only",
     "probed": "executed on the device against a CPU reference, per dtype, forward and backward; proof "
     "for the inputs the probe tried",
     "registered": "read from the dispatcher of the installed build, which registers a kernel for the op "
@@ -50,6 +45,10 @@ EVIDENCE_MEANING = {
     "declared": "listed in native_functions.yaml for a dispatch key whose build cannot be loaded here "
     "(mps); a claim one step further removed: no binary was read",
 }
+# Above the ladder, for a whole verdict only (opcov.verdict.observed): this model's own step ran on the device.
+# Kept out of EVIDENCE (the per-op ladder the reports and the site lay out) and ranked above it by weaker().
+OBSERVED_WORD = Word("observed", "observed on the device", "observed", "\u25c9", "observed")
+VERDICT_LEVELS = (OBSERVED_WORD.name, *EVIDENCE_LEVELS)  # what a verdict may rest on, strongest first (--require)
 # Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
 NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
 EVIDENCE_WORST_FIRST = (NO_EVIDENCE.name,) + EVIDENCE_LEVELS[::-1]
@@ -193,8 +192,8 @@ def worst(statuses, order) -> str:
 
 
 def evidence_word(level: str) -> Word:
-    """The ladder's word for ``level``; NO_EVIDENCE for 'none' (or anything off the ladder)."""
-    return EVIDENCE.get(level, NO_EVIDENCE)
+    """The ladder's word for ``level`` (or the observed word); NO_EVIDENCE for 'none' (or anything off it)."""
+    return EVIDENCE.get(level) or (OBSERVED_WORD if level == OBSERVED_WORD.name else NO_EVIDENCE)
 
 
 def evidence_name(level: str) -> str:
@@ -205,7 +204,7 @@ def evidence_name(level: str) -> str:
 
 def weaker(level: str, than: str) -> bool:
     """Whether evidence ``level`` is weaker than ``than`` (anything off the ladder is weakest)."""
-    rank = {s: i for i, s in enumerate(EVIDENCE_WORST_FIRST)}
+    rank = {s: i for i, s in enumerate(EVIDENCE_WORST_FIRST + (OBSERVED_WORD.name,))}
     return rank.get(level, -1) < rank.get(than, -1)
 
 
