@@ -91,3 +91,7 @@ def bundled_slice(root, models=SLICE) -> str:
     for name in models:
         shutil.copytree(os.path.join(src, "models", name), os.path.join(cov, "models", name))
     return cov
+
+
+# a vendor's source checkout in miniature (test_vendor_tests): its *_test.py files are parsed, never run
+collect_ignore = ["data/vendortests"]

@@ -153,3 +153,59 @@ def test_a_second_contribution_merges_and_prints_the_diff(made, cov, tmp_path):
     merged = load_yaml(target)
     assert merged["ops"][op]["float32"]["fwd"] == "mismatch"  # worst of the runs, as opcov merge
     assert [c["source"] for c in merged["provenance"]["contributed"]] == ["XLA team", "lab B"]
+
+
+def _restamped(text, old, new):
+    """The data text with ``old`` replaced by ``new`` and its integrity line redone: what a careful
+    forger sends (every hash agrees)."""
+    from opcov.store import data
+
+    body = text.split("\n", 1)[1].replace(old, new, 1)
+    return data.stamped(body, int(text.split("ops: ", 1)[1].split(",", 1)[0]) + new.count("\n  aten::"))
+
+
+def _retarget(b, backend):
+    """The bundle rewritten, every hash redone, to claim another backend in its data and its envelope."""
+    b["text"] = _restamped(b["text"], "\n  name: xla\n", f"\n  name: '{backend}'\n")
+    b["backend"]["name"] = backend
+    _rehash(b)
+
+
+@pytest.mark.parametrize(
+    "backend,says",
+    [
+        ("../outside", "backend '../outside' is neither one opcov knows"),  # would write beside coverage/
+        ("nosuchbackend", "backend 'nosuchbackend' is neither one opcov knows nor one with data"),
+    ],
+)
+def test_a_bundle_for_a_backend_that_is_no_backend_here_writes_nothing(made, cov, tmp_path, backend, says):
+    """A bundle whose hashes all agree but whose backend is a path or unknown here is foreign: refused
+    before anything is written, inside coverage/ or beside it."""
+    bad = str(tmp_path / "bad.json.gz")
+    _rewrite(made, bad, lambda b: _retarget(b, backend))
+    before, beside = _tree(cov), sorted(os.listdir(os.path.dirname(cov)))
+    proc = run_opcov("ingest", bad, "--coverage", cov)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert _tree(cov) == before and sorted(os.listdir(os.path.dirname(cov))) == beside
+
+
+def test_a_bundle_with_an_op_outside_the_release_is_foreign(made, cov, tmp_path):
+    bad = str(tmp_path / "bad.json.gz")
+
+    def change(b):
+        from opcov.store import data
+
+        p = str(tmp_path / "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml")
+        open(p, "w").write(b["text"])
+        doc = data.load(p)
+        doc["ops"]["aten::not_an_op_in_torch"] = doc["ops"]["aten::abs"]
+        b["text"] = data.dumps(doc)  # written by opcov's own writer: every hash agrees
+        _rehash(b)
+
+    _rewrite(made, bad, change)
+    before = _tree(cov)
+    proc = run_opcov("ingest", bad, "--coverage", cov)
+    assert proc.returncode == 2, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and _tree(cov) == before
+    assert "op aten::not_an_op_in_torch is not in torch 2.9.0+cu128's catalogue" in proc.stderr

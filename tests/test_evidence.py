@@ -30,6 +30,7 @@ def verdicts(*argv):
 
 def test_one_ladder_strongest_first_with_words_icons_and_classes():
     assert vocab.EVIDENCE_LEVELS == ("probed", "registered", "declared")
+    assert vocab.VERDICT_LEVELS == ("observed",) + vocab.EVIDENCE_LEVELS  # a whole verdict's level only
     words = list(vocab.EVIDENCE.values()) + [vocab.NO_EVIDENCE]
     for w in words:
         assert w.label and w.short and w.icon and w.css
@@ -37,7 +38,7 @@ def test_one_ladder_strongest_first_with_words_icons_and_classes():
     assert set(vocab.EVIDENCE_MEANING) == set(vocab.EVIDENCE_LEVELS)
     assert vocab.weaker("registered", "probed") and vocab.weaker("declared", "registered")
     assert vocab.weaker("none", "declared") and not vocab.weaker("probed", "probed")
-    assert not vocab.weaker("probed", "registered")
+    assert not vocab.weaker("probed", "registered") and vocab.weaker("probed", "observed")
 
 
 @pytest.mark.parametrize(
@@ -53,6 +54,8 @@ def test_one_ladder_strongest_first_with_words_icons_and_classes():
         ("unknown", "none", "unknown (no evidence)"),
         ("ok", "registered", "runs (registered, unverified)"),  # an op's outcome words the same way
         ("fallback", "probed", "runs with fallback"),
+        ("runs", "observed", "runs (observed on the device)"),  # a model's run, told from op-by-op proof
+        ("fails", "observed", "fails (observed on the device)"),
     ],
 )
 def test_a_verdict_says_plain_runs_only_on_probed_evidence(verdict, evidence, says):
@@ -229,7 +232,7 @@ def test_help_says_what_each_gate_does():
     out = " ".join(run_opcov("check", "--help").stdout.split())
     assert (
         "--require LEVEL also fail the gate when anything a verdict rests on was judged from evidence "
-        "weaker than LEVEL (probed > registered > declared)" in out
+        "weaker than LEVEL (observed > probed > registered > declared)" in out
     )
     assert "--fail-on OUTCOMES also fail the gate when any op has one of these outcomes" in out
     assert "--strict the same as --fail-on fallback,unknown" in out

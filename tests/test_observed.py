@@ -48,28 +48,103 @@ def test_a_run_records_what_really_happened(tmp_path, planted, ran, match, says)
     assert doc["backend_record"]["source"].startswith("none")  # the test backend keeps no record
 
 
-def test_check_puts_the_observed_run_first_and_says_whether_it_agrees(tmp_path):
-    doc, _ = _run(tmp_path, "ok", {"kernels": {}, "fallback": "cpu"})
+def _cov_with_run(tmp_path, doc, mode="training"):
+    """A coverage folder with cpu's data, nn-lstm's op sets and ``doc`` filed as nn-lstm's run on cpu."""
     cov = tmp_path / "coverage"
     shutil.copytree(os.path.join(ROOT, "coverage", "cpu"), cov / "cpu")
     shutil.copytree(os.path.join(ROOT, "coverage", "models", MODEL), cov / "models" / MODEL)
-    doc["backend"]["name"] = "cpu"  # filed as a cpu run: check judges cpu from the bundled data
-    target = files.path_for(str(cov), "cpu", MODEL, "training")
-    os.makedirs(os.path.dirname(target))
+    doc = json.loads(json.dumps(doc))
+    doc["backend"] = {"name": "cpu", "package": "torch", "version": "2.13.0", "device_type": "cpu"}
+    doc["model"]["mode"] = mode
+    target = files.path_for(str(cov), "cpu", MODEL, mode)
+    os.makedirs(os.path.dirname(target), exist_ok=True)
     open(target, "w").write(files.dumps(doc))
-    proc = run_opcov("check", MODEL, "-b", "cpu", "--mode", "training", "--coverage", str(cov), "--format", "json")
+    return cov, target
+
+
+def _check(cov, *extra, mode="training"):
+    proc = run_opcov("check", MODEL, "-b", "cpu", "--mode", mode, "--coverage", str(cov), "--format", "json", *extra)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
-    v = json.loads(proc.stdout)["verdicts"][0]
-    first = v["notes"][0]  # the run leads the notes, and says how the verdict from coverage data compares
-    assert first.startswith("observed: this model's training step ran on")
-    word = {True: "agrees with it", False: "does NOT agree with it", None: "claims nothing"}
-    assert word[observed.agrees(v["verdict"], doc)] in first
-    assert any(s.endswith(os.path.join("cpu", f"{MODEL}.training.json")) for s in v["sources"])
+    return proc.returncode, json.loads(proc.stdout)["verdicts"][0]
+
+
+XLA_RUN = os.path.join(ROOT, "coverage", "observed", "xla", "nn-lstm.inference.json")
+
+
+def test_an_observed_run_decides_the_verdict_with_what_it_saw(tmp_path):
+    """The run is the verdict's evidence ('observed'), not a note beside it: its verdict, what it saw, its
+    date, versions and source are in check's JSON, and the verdict from coverage data is kept apart."""
+    run = json.load(open(XLA_RUN))
+    run["backend_record"] = {"source": "none: this backend keeps no record of fallbacks", "tested": True}
+    cov, target = _cov_with_run(tmp_path, run)
+    rc, v = _check(cov)
+    assert (v["verdict"], v["evidence"]) == ("runs", "observed")
+    assert v["says"].startswith("runs (observed on the device)")
+    assert rc == 0
+    o = v["observed"]
+    assert o["file"] == target and o["ran"] is True and o["values"]["match"] is True
+    assert o["date"] == run["provenance"]["created"][:10] and o["torch"] == run["provenance"]["torch"]
+    assert o["backend"] == "torch 2.13.0" and o["source"] == "committed to this repository"
+    assert o["ops_run"] == len(run["ops"]) and o["calls"] > 0
+    assert o["predicted"]["verdict"] in ("runs", "runs_with_fallback", "runs_with_value_note", "fails", "unknown")
+    assert v["notes"][0].startswith("observed: this model's training step ran on") and target in v["sources"]
     assert run_opcov("lint", str(cov / "observed")).returncode == 0
-    doc["result"] = {"ran": False}  # a failed run that does not say why is refused by lint
-    open(target, "w").write(files.dumps(doc))
+
+
+@pytest.mark.parametrize(
+    "change,verdict,gate",
+    [
+        (lambda r: r.update(result={"ran": False, "error": "RuntimeError: planted"}), "fails", 1),
+        (
+            lambda r: r["result"]["values"].update(match=False, max_error_x_tolerance=7.5),
+            "runs_with_value_note",
+            0,
+        ),
+        (
+            lambda r: r.update(backend_record={"source": "counters", "fallback_ops": ["aten::addmm"], "tested": True}),
+            "runs_with_fallback",
+            0,
+        ),
+    ],
+)
+def test_a_run_that_raised_differed_or_fell_back_gives_that_verdict(tmp_path, change, verdict, gate):
+    run = json.load(open(XLA_RUN))
+    change(run)
+    cov, _ = _cov_with_run(tmp_path, run)
+    rc, v = _check(cov)
+    assert (v["verdict"], v["evidence"], rc) == (verdict, "observed", gate)
+    if verdict == "fails":
+        assert "RuntimeError: planted" in v["observed"]["saw"] and "planted" in v["notes"][0]
+    if verdict == "runs_with_fallback":
+        assert v["observed"]["fallback_ops"] == ["aten::addmm"] and "aten::addmm" in v["notes"][0]
+        assert _check(cov, "--fail-on", "fallback")[0] == 1  # the gate asks the run, not the ops
+    if verdict == "runs_with_value_note":
+        assert "7.5 x tolerance" in v["observed"]["saw"]
+
+
+def test_a_failed_run_that_does_not_say_why_is_refused_by_lint(tmp_path):
+    run = json.load(open(XLA_RUN))
+    run["result"] = {"ran": False}
+    cov, _ = _cov_with_run(tmp_path, run)
     bad = run_opcov("lint", str(cov / "observed"))
     assert bad.returncode != 0 and "must say why" in bad.stdout + bad.stderr
+
+
+def test_check_judges_a_backend_on_the_op_set_recorded_on_its_own_device(tmp_path):
+    """Where 'opcov trace MODEL --on xla' was kept (coverage/models/MODEL/on/xla-MODE.yaml), xla is judged on what
+    its dispatcher received, not on a stand-in's path (an LSTM's fused cell, which xla never calls)."""
+    cov = tmp_path / "coverage"
+    shutil.copytree(os.path.join(ROOT, "coverage", "xla"), cov / "xla")
+    shutil.copytree(os.path.join(ROOT, "coverage", "models", MODEL), cov / "models" / MODEL)
+    proc = run_opcov("check", MODEL, "-b", "xla", "--mode", "inference", "--coverage", str(cov), "--format", "json")
+    v = json.loads(proc.stdout)["verdicts"][0]
+    ops = {r["op"] for r in v["ops"]}
+    assert "aten::_thnn_fused_lstm_cell" not in ops and "aten::addmm" in ops
+    assert v["sources"][0].endswith(os.path.join(MODEL, "on", "xla-inference.yaml"))
+    assert "recorded on xla itself" in " ".join(v["notes"])
+    shutil.rmtree(cov / "models" / MODEL / "on")  # without it: the stand-in's path, fused cell and all
+    proc = run_opcov("check", MODEL, "-b", "xla", "--mode", "inference", "--coverage", str(cov), "--format", "json")
+    assert "aten::_thnn_fused_lstm_cell" in {r["op"] for r in json.loads(proc.stdout)["verdicts"][0]["ops"]}
 
 
 def test_agreement_rules():
@@ -81,3 +156,41 @@ def test_agreement_rules():
     assert observed.agrees("runs_with_fallback", fell) and observed.agrees("fails", raised)
     assert observed.agrees("fails", wrong) and not observed.agrees("fails", ran)
     assert observed.agrees("unknown", ran) is None  # unknown claims nothing
+    assert observed.agrees("runs_with_value_note", wrong) and not observed.agrees("runs_with_value_note", raised)
+    assert [observed.verdict_of(d) for d in (ran, fell, raised, wrong)] == [
+        "runs",
+        "runs_with_fallback",
+        "fails",
+        "runs_with_value_note",
+    ]
+
+
+def test_a_neuron_run_reads_torchneurons_own_counters(tmp_path):
+    """'opcov run -b neuron' on a stand-in torch_neuronx (tests/fakes: the test backend named 'neuron'
+    with get_fallback_ops() / get_executed_ops()): the backend's record is what those calls return, and
+    the file says it was read through an API not run on Trainium here."""
+    out = str(tmp_path / "neuron.json")
+    fakes = os.path.join(ROOT, "tests", "fakes")
+    env = {
+        "PYTHONPATH": os.pathsep.join([fakes, os.path.join(ROOT, "src"), os.environ.get("PYTHONPATH", "")]),
+        "OPCOV_FAKE_NEURON_KERNELS": json.dumps(["aten::_thnn_fused_lstm_cell"]),
+    }
+    proc = run_opcov("run", MODEL, "-b", "neuron", "--mode", "inference", "--out", out, **env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.load(open(out))
+    rec = doc["backend_record"]
+    assert rec["source"].startswith("torch_neuronx.get_fallback_ops() / get_executed_ops()")
+    assert rec["executed_ops"] == ["aten::_thnn_fused_lstm_cell"]  # the planted kernel, as the counter says
+    assert "aten::mm.out" in rec["fallback_ops"] and "aten::_thnn_fused_lstm_cell" not in rec["fallback_ops"]
+    assert rec["tested"] is False and "untested on its hardware" in proc.stdout
+    assert doc["result"]["ran"] is True and files.problems(doc, out) == []
+    assert observed.verdict_of(doc) == "runs_with_fallback"  # the counters name fallbacks: not plain 'runs'
+
+
+def test_an_op_set_recorded_on_a_backend_is_not_another_model():
+    """gaps and compare count models over coverage/models/: MODEL/on/ is MODEL on xla's path, not one more."""
+    from opcov.store import layout
+
+    files = layout.model_files(os.path.join(ROOT, "coverage"))
+    assert files and not any(f"{os.sep}on{os.sep}" in f for f in files)
+    assert layout.ondevice_opset(os.path.join(ROOT, "coverage", "models", MODEL), "xla", "inference")

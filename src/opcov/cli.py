@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="can MODEL run on a backend? a verdict op by op; exit 1 when it fails",
         description="A verdict per backend and mode (runs, runs with fallback, unknown, fails), op by op, naming the "
         "evidence it rests on; it says plain 'runs' only when all of it was probed. Evidence, strongest first. "
+        + f" observed: {vocab.OBSERVED_MEANING}."
         + " ".join(f"{level}: {meaning}." for level, meaning in vocab.EVIDENCE_MEANING.items())
         + " Exit codes: 0 the gate passed, 1 it failed (an op fails, or --fail-on, --require or --strict "
         "tripped), 2 usage or data error.",
@@ -116,10 +117,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ck.add_argument(
         "--require",
-        choices=vocab.EVIDENCE_LEVELS,
+        choices=vocab.VERDICT_LEVELS,
         metavar="LEVEL",
         help="also fail the gate when anything a verdict rests on was judged from evidence weaker "
-        f"than LEVEL ({' > '.join(vocab.EVIDENCE_LEVELS)}), e.g. '--require probed' refuses "
+        f"than LEVEL ({' > '.join(vocab.VERDICT_LEVELS)}), e.g. '--require probed' refuses "
         "registered claims",
     )
     ck.add_argument("--strict", action="store_true", help="the same as --fail-on fallback,unknown")

@@ -89,6 +89,20 @@ def add_parsers(sub) -> None:
     rn.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
     rn.add_argument("--out", help="file to write (default: coverage/observed/<backend>/<model>.<mode>.json)")
 
+    ex = sub.add_parser(
+        "expect",
+        help="read what a backend's own op tests expect (dtype exclusions, unchecked gradients, deny lists) "
+        "from its source checkout, without running it: an expectation, not a result",
+    )
+    ex.add_argument("backend", choices=("tpu",), help="the backend whose tests are read (TorchTPU's: tpu)")
+    ex.add_argument(
+        "--vendor-tests", required=True, metavar="PATH", help="a source checkout of the backend (its tests/ folder)"
+    )
+    ex.add_argument("--repo", help="the repository the checkout is of, recorded with the data")
+    ex.add_argument("--commit", help="the commit of the checkout (default: its git HEAD)")
+    ex.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
+    ex.add_argument("--out", help="file to write (default: coverage/vendor/<backend>/<vendor>-tests.json)")
+
 
 def _probe_args(args) -> str:
     """The shards' probe options, as the plan was given them."""
@@ -218,4 +232,25 @@ def cmd_run(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest, "run": cmd_run}
+def cmd_expect(args) -> int:
+    from opcov.scan import vendortests
+    from opcov.scan.registered import command_line
+    from opcov.store import vendor
+
+    out = args.out or vendor.path_for(args.into, args.backend)
+    output.check_writable_file(out)
+    source = vendortests.source_of(args.vendor_tests, args.repo, args.commit)
+    found = vendortests.read(args.vendor_tests)
+    doc = vendor.build(found, source, args.backend, args.into, command_line())
+    vendor.save(doc, out)
+    n_ops = len(doc["ops"])
+    print(
+        f"{len(found['opinfos'])} OpInfo tests and {len(found['deny_lists'])} deny list(s) read from "
+        f"{source['repo']}@{source['commit'][:12]}; expectations for {n_ops} aten overload(s) "
+        f"({len(doc['unmapped'])} OpInfo name(s) reach no overload in the cpu probe); an expectation, not a result"
+    )
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest, "run": cmd_run, "expect": cmd_expect}

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.scan import pynames
-from opcov.store import layout, lineyaml
+from opcov.store import layout, lineyaml, vendor
 from opcov.store.cells import skip_reason
 from opcov.verdict import judge
 
@@ -187,6 +187,8 @@ class Answer:
     schemas: dict  # op -> schema line, where known
     schema_note: str
     sources: dict  # backend -> coverage files read
+    # op -> backend -> what the backend's own tests expect of it (opcov.store.vendor): expectations, not results
+    expected: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {
@@ -203,6 +205,7 @@ class Answer:
                     "python_names": list(m.via),
                     "schema": self.schemas.get(m.op),
                     "backends": {b: {d: s.as_dict() for d, s in self.statuses[m.op][b].items()} for b in self.backends},
+                    "vendor_expected": self.expected.get(m.op, {}),
                 }
                 for m in self.matches
             ],
@@ -273,7 +276,12 @@ def answer(
         for op in wanted:
             statuses[op][b] = {d: status(cov, op, d) for d in DIRECTIONS}
     schemas, schema_note = schema_lines(wanted, first_torch)
-    return Answer(pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources)
+    expected: dict = {}
+    for b in backends:
+        for op, lines in vendor.for_ops(coverage_dir, b, wanted).items():
+            expected.setdefault(op, {})[b] = lines
+            sources[b].append(vendor.path_for(coverage_dir, b))
+    return Answer(pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources, expected)
 
 
 def _wanted(op, core, tags, namespace, tags_of) -> bool:
@@ -373,6 +381,8 @@ def render(ans: Answer) -> str:
                 if s.note and s.evidence != "probed" and s.status != "not_applicable":
                     rows.append(("", "", "", f"  ({s.note})"))
         lines += table_lines(rows, ("backend", "direction", "evidence", "status"), indent="  ")
+        for b, said in ans.expected.get(m.op, {}).items():
+            lines += [f"  {b}: {line}" for line in said]
         lines.append("")
     shown = f"{len(ans.matches)} op(s) shown"
     if ans.more:

@@ -45,9 +45,14 @@ EVIDENCE_MEANING = {
     "declared": "listed in native_functions.yaml for a dispatch key whose build cannot be loaded here "
     "(mps); a claim one step further removed: no binary was read",
 }
+# Above the ladder, for a whole verdict only (opcov.verdict.observed): this model's own step ran on the device.
+# Kept out of EVIDENCE (the per-op ladder the reports and the site lay out) and ranked above it by weaker().
+OBSERVED_WORD = Word("observed", "observed on the device", "observed", "\u25c9", "observed")
+VERDICT_LEVELS = (OBSERVED_WORD.name, *EVIDENCE_LEVELS)  # what a verdict may rest on, strongest first (--require)
 # Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
 NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
 EVIDENCE_WORST_FIRST = (NO_EVIDENCE.name,) + EVIDENCE_LEVELS[::-1]
+PROVEN = ("observed", "probed")  # levels a plain 'runs' may rest on: something was executed on the device
 EVIDENCE_KINDS = ("registered", "probed", "declared")  # as written in a coverage file's ``evidence`` field
 STATIC_KINDS = ("registered", "declared")  # a file of paths per op (opcov.scan), strongest first
 
@@ -187,8 +192,8 @@ def worst(statuses, order) -> str:
 
 
 def evidence_word(level: str) -> Word:
-    """The ladder's word for ``level``; NO_EVIDENCE for 'none' (or anything off the ladder)."""
-    return EVIDENCE.get(level, NO_EVIDENCE)
+    """The ladder's word for ``level`` (or the observed word); NO_EVIDENCE for 'none' (or anything off it)."""
+    return EVIDENCE.get(level) or (OBSERVED_WORD if level == OBSERVED_WORD.name else NO_EVIDENCE)
 
 
 def evidence_name(level: str) -> str:
@@ -199,7 +204,7 @@ def evidence_name(level: str) -> str:
 
 def weaker(level: str, than: str) -> bool:
     """Whether evidence ``level`` is weaker than ``than`` (anything off the ladder is weakest)."""
-    rank = {s: i for i, s in enumerate(EVIDENCE_WORST_FIRST)}
+    rank = {s: i for i, s in enumerate(EVIDENCE_WORST_FIRST + (OBSERVED_WORD.name,))}
     return rank.get(level, -1) < rank.get(than, -1)
 
 
@@ -217,11 +222,12 @@ def evidence_said(verdict: str, evidence: str) -> str:
     says something runs; 'registered evidence' / 'no evidence' for one that does not (a missing kernel
     is still missing)."""
     word = evidence_word(evidence)
-    return word.label if verdict in RUNS or word.name in ("probed", NO_EVIDENCE.name) else evidence_name(evidence)
+    return word.label if verdict in RUNS or word.name in (*PROVEN, NO_EVIDENCE.name) else evidence_name(evidence)
 
 
 def verdict_qualifier(verdict: str, evidence: str) -> str:
-    """'' on probed evidence (and for ops not judged), else ' (evidence_said)'."""
+    """'' on probed evidence (and for ops not judged), else ' (evidence_said)': an observed verdict says
+    ' (observed on the device)', so that a model's run is told from op-by-op proof."""
     if evidence == "probed" or verdict == NOT_JUDGED.name:
         return ""
     return f" ({evidence_said(verdict, evidence)})"
@@ -236,14 +242,14 @@ def verdict_words(verdict: str, evidence: str) -> str:
 def verdict_icon(verdict: str, evidence: str) -> str:
     """The verdict's icon; a run resting on weaker evidence than probed takes its level's icon, never
     the check mark of proof."""
-    if verdict in ("runs", "ok") and evidence != "probed":
+    if verdict in ("runs", "ok") and evidence not in PROVEN:
         return evidence_word(evidence).icon
     return _said(verdict).icon
 
 
 def verdict_css(verdict: str, evidence: str) -> str:
     """The verdict's css class; a run resting on weaker evidence than probed takes its level's class."""
-    if verdict in ("runs", "ok") and evidence != "probed":
+    if verdict in ("runs", "ok") and evidence not in PROVEN:
         return evidence_word(evidence).css
     return _said(verdict).css
 

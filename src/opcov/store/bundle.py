@@ -172,7 +172,13 @@ def validate(b: dict, path: str, coverage_dir: str) -> dict:
     )
     if want_name != b["name"]:
         raise DataError(f"{path}: the data's versions make the name {want_name!r}, the bundle says {b['name']!r}")
-    catalogue = _catalogue(coverage_dir, str(prov["torch"]), doc["backend"]["name"])
+    name = doc["backend"]["name"]
+    if name not in layout.backends_with_data(coverage_dir) and not _known(name):
+        raise DataError(
+            f"{path}: backend {name!r} is neither one opcov knows nor one with data under {coverage_dir}/ "
+            "(a foreign bundle?); scan it first ('opcov scan BACKEND --import MODULE')"
+        )
+    catalogue = _catalogue(coverage_dir, str(prov["torch"]), name)
     if catalogue is None:
         raise DataError(
             f"{path}: no registered file of torch {prov['torch']} under {coverage_dir}/ to check the ops "
@@ -185,6 +191,16 @@ def validate(b: dict, path: str, coverage_dir: str) -> dict:
         if own is not None and not name.startswith("aten::") and name not in own and name not in aten:
             raise DataError(f"{path}: op {name} is not in {doc['backend']['name']}'s catalogue here")
     return doc
+
+
+def _known(name: str) -> bool:
+    from opcov.backends import get_backend
+
+    try:
+        get_backend(name)
+    except UsageError:
+        return False
+    return True
 
 
 def _load_text(text: str, name: str) -> dict:

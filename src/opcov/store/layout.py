@@ -382,7 +382,8 @@ def opset_files(folder: str) -> list[str]:
 
 
 def model_files(coverage_dir: str) -> list[str]:
-    """Every op set under coverage_dir/models/, walked in sorted order."""
+    """Every op set under coverage_dir/models/, walked in sorted order (not those recorded on a backend
+    itself, models/<model>/on/: the same model on another path, which would count it twice)."""
     return yaml_files(models_dir(coverage_dir))
 
 

@@ -20,7 +20,7 @@ import tempfile
 from opcov import suggest, vocab
 from opcov.activity import activity
 from opcov.errors import UsageError
-from opcov.store import data, layout, opset
+from opcov.store import data, layout, opset, vendor
 from opcov.verdict import judge, observed, reports
 
 
@@ -112,22 +112,9 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
             if backend not in have and not _installed(backend):
                 raise suggest.no_backend_data(backend, coverage_dir)
         opsets = trace_on_the_fly(model, modes, args)
-    return judge_opsets(opsets, backends_, coverage_dir, own=own_path_opsets(model, backends_, opsets, coverage_dir))
-
-
-def own_path_opsets(model: str, backends_, opsets, coverage_dir: str) -> dict:
-    """{(backend, mode): (path, op-set document)} for the op sets of MODEL's folder recorded on a
-    backend itself (``opcov trace --on``, layout.ON_DEVICE): that backend is judged on its own path,
-    not on the stand-in's. None for a model given as an op-set file."""
-    if os.path.isfile(model):
-        return {}
-    folder = layout.model_folder(model, coverage_dir)
-    out = {}
-    for mode in {doc["mode"] for _, doc in opsets}:
-        for backend in backends_:
-            if path := layout.ondevice_opset(folder, backend, mode):
-                out[(backend, mode)] = (path, opset.load(path))
-    return out
+        return judge_opsets(opsets, backends_, coverage_dir)
+    # a named model (or its folder): where it was also recorded on a backend itself, that backend is judged on it
+    return judge_opsets(opsets, backends_, coverage_dir, folder=None if os.path.isfile(model) else model)
 
 
 NOT_RECORDED = (
@@ -135,35 +122,35 @@ NOT_RECORDED = (
 )
 
 
-def judge_opsets(opsets, backends_, coverage_dir: str, own=None) -> tuple[list, dict]:
+def own_path(doc: dict, backend: str, coverage_dir: str, folder: str | None = None) -> tuple[str, dict] | None:
+    """(path, op set) of this model and mode recorded on ``backend`` itself (``opcov trace MODEL --on
+    BACKEND``: FOLDER/on/BACKEND-MODE.yaml, FOLDER the model's folder, by default coverage/models/MODEL),
+    or None. Why: a stand-in trace takes PrivateUse1's branch in composites that ask the device type (an
+    LSTM's fused cell), a path xla never takes; the op set recorded on the backend holds what its
+    dispatcher really received, and the Python-level replacements its package made."""
+    if (doc.get("provenance") or {}).get("path") == "backend":
+        return None
+    folder = layout.model_folder(folder or str(doc["model"]["name"]).replace("/", "_"), coverage_dir)
+    path = layout.ondevice_opset(folder, backend, doc["mode"])
+    if path is None:
+        return None
+    other = opset.load(path)
+    return (path, other) if other.get("dtype") == doc.get("dtype") else None
+
+
+def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None) -> tuple[list, dict]:
     """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
     passes an op set it was handed here. Each verdict judges the given inputs, with the other input
-    variants' verdicts in its ``variants`` (see the module docstring). ``own`` (``own_path_opsets``)
-    replaces a pair's op set by the one recorded on that backend itself."""
+    variants' verdicts in its ``variants`` (see the module docstring). With ``folder`` (a model's name or
+    folder), a backend that recorded this model itself (``own_path``) is judged on that op set instead."""
     verdicts = []
-    for stand_in_path, stand_in in opsets:
+    for stand_in_path, given in opsets:
         for backend in backends_:
-            path, doc = (own or {}).get((backend, stand_in["mode"]), (stand_in_path, stand_in))
-            names = opset.variants(doc)
-            lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
-            parts = {name: opset.for_variant(doc, name) for name in names}
-            cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
-            if not names:
-                v = judge.judge(doc, cov)
-                v.notes.insert(0, NOT_RECORDED)
-            else:
-                v = judge.judge(parts[lead], cov)
-                v.variant = lead
-                for name in names:
-                    if name != lead:
-                        v.variants[name] = judge.judge(parts[name], cov)
-                        v.variants[name].variant = name
-            v.notes.insert(
-                0, path_note(doc, backend) + (f" ({path}, in place of {stand_in_path})" if doc is not stand_in else "")
+            own = own_path(given, backend, coverage_dir, folder) if folder else None
+            own_at = f"{own[0]}, in place of {stand_in_path}" if own else None
+            verdicts.append(
+                _judge_one(own[1] if own else given, backend, coverage_dir, own_at, own[0] if own else None)
             )
-            python_replacements(v, doc)
-            observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
-            verdicts.append(v)
     first = opsets[0][1]
     describe = ", ".join(
         f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast") else "")
@@ -175,6 +162,39 @@ def judge_opsets(opsets, backends_, coverage_dir: str, own=None) -> tuple[list, 
         "opsets": [p for p, _ in opsets],
         "torch": str(first["provenance"].get("torch")),
     }
+
+
+def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, own: str | None):
+    """One backend's verdict on one op set (``own``: its path, when it was recorded on that backend;
+    ``own_at`` says so in the first note)."""
+    names = opset.variants(doc)
+    lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
+    parts = {name: opset.for_variant(doc, name) for name in names}
+    cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
+    if not names:
+        v = judge.judge(doc, cov)
+        v.notes.insert(0, NOT_RECORDED)
+    else:
+        v = judge.judge(parts[lead], cov)
+        v.variant = lead
+        for name in names:
+            if name != lead:
+                v.variants[name] = judge.judge(parts[name], cov)
+                v.variants[name].variant = name
+    v.notes.insert(0, path_note(doc, backend) + (f" ({own_at})" if own_at else ""))
+    if own:
+        v.sources.insert(0, own)
+    python_replacements(v, doc)
+    observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
+    expected = vendor.for_ops(coverage_dir, backend, [r.op for r in v.ops])
+    if expected:  # what the backend's own tests expect of this model's ops: never judged from, only said
+        shown = [f"{op}: {line}" for op, lines in expected.items() for line in lines]
+        more = f" (and {len(shown) - 5} more: opcov ops OP -b {backend})" if len(shown) > 5 else ""
+        v.notes += shown[:5]
+        if more:
+            v.notes.append(f"vendor-test expectations{more}")
+        v.sources.append(vendor.path_for(coverage_dir, backend))
+    return v
 
 
 def path_note(doc: dict, backend: str) -> str:

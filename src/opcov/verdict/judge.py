@@ -165,6 +165,9 @@ class BackendVerdict:
     unclaimed: list | None = None  # with a backend manifest (apply_manifest): (op, dtype) it does not claim
     variant: str = ""  # the input variant judged (vocab.INPUT_VARIANTS); '' where the op set records none
     variants: dict = field(default_factory=dict)  # the other input variants' verdicts, by name (verdict.check)
+    # this model's step run on the device (opcov.verdict.observed.record): where one exists it decides
+    # ``verdict`` and ``evidence`` ('observed'); the verdict from coverage data is kept in it ('predicted')
+    observed: dict | None = None
 
     def __repr__(self) -> str:
         """A line, not every op result (the dataclass's repr of a zoo model ran to 40 KB)."""
@@ -960,6 +963,9 @@ def fail_on(values) -> set[str]:
     return out
 
 
+_OBSERVED_OUTCOME = {verdict: outcome for outcome, verdict in vocab.VERDICT_OF.items()}
+
+
 def gate_failures(verdicts, *, outcomes=("fails",), require: str | None = None) -> list[str]:
     """Why the gate fails, one line per verdict that fails it ([] when it passes): an op whose outcome
     is in ``outcomes`` (failing ops always count), or a verdict resting on evidence weaker than
@@ -975,6 +981,10 @@ def gate_failures(verdicts, *, outcomes=("fails",), require: str | None = None) 
                 f"{v.backend} ({v.mode}): {len(v.unclaimed)} needed op/dtype pair(s) not claimed by the "
                 f"manifest: {shown}" + (", ..." if len(v.unclaimed) > 5 else "")
             )
+        if v.observed is not None:  # the run decides: the ops' outcomes were a prediction of it
+            if _OBSERVED_OUTCOME[v.verdict] in bad:
+                out.append(f"{v.backend} ({v.mode}): {v.says()}: {v.observed['saw']}")
+            continue
         hit = [(o, sum(r.outcome == o for r in v.ops)) for o in OUTCOMES if o in bad]
         if any(n for _, n in hit):
             out.append(f"{v.backend} ({v.mode}): {v.says()}: " + ", ".join(f"{o} on {n} op(s)" for o, n in hit if n))

@@ -1,62 +1,124 @@
-"""Observed runs in a verdict: the note ``check`` gives from this model's step really run on the device.
+"""Observed runs in a verdict: this model's step really run on the device decides it.
 
-An observed run is the strongest evidence a verdict can have. Where one exists for the model, backend
-and mode, ``check`` says what it saw first among the verdict's notes: ran or raised, the ops the
-backend ran through its CPU fallback, and the values against CPU, beside (not instead of) the
-op-by-op verdict from coverage data, and whether the two agree, so a disagreement shows. Torch-free.
+An observed run (``opcov run``) is the strongest evidence a verdict can have, for that model, mode and
+backend. Where one exists, ``check`` takes its verdict from the run: raised -> ``fails``; ran with values
+off CPU's -> ``runs_with_value_note``; ran, but the backend's own counters name ops that went through its
+CPU fallback -> ``runs_with_fallback``; else ``runs``; its evidence word is ``observed``. The verdict
+from coverage data (op by op) is kept beside it as a prediction (``predicted``), and a note says whether
+the two agree, so a disagreement shows. Torch-free.
 """
 
 from __future__ import annotations
 
+from opcov import vocab
 from opcov.errors import DataError
 from opcov.store.observed import find, path_for
 
 
-def summary(doc: dict) -> str:
-    """One line: what the run saw."""
-    res, rec = doc["result"], doc.get("backend_record") or {}
-    n_ops = len(doc.get("ops") or {})
-    when = str(doc["provenance"].get("created", ""))[:10]
-    where = f"{doc['provenance'].get('device', '?')}, {doc['backend'].get('package')} {doc['backend'].get('version')}"
+def verdict_of(doc: dict) -> str:
+    """The verdict word an observed run gives (see the module docstring)."""
+    res = doc["result"]
     if not res["ran"]:
-        head = f"observed: this model's {doc['model']['mode']} step raised on {where} ({when}): {res.get('error')}"
-    else:
-        v = res.get("values") or {}
-        values = (
-            (
-                "values match CPU"
-                if v.get("match")
-                else f"values differ from CPU ({v.get('max_error_x_tolerance')} x tolerance)"
-            )
-            if v
-            else "values not compared"
+        return "fails"
+    if not (res.get("values") or {}).get("match", True):
+        return "runs_with_value_note"
+    if (doc.get("backend_record") or {}).get("fallback_ops"):
+        return "runs_with_fallback"
+    return "runs"
+
+
+def _saw(doc: dict) -> str:
+    """What the run saw, in a few words: 'raised: E' / 'ran, values match CPU, no op through the CPU fallback'."""
+    res, rec = doc["result"], doc.get("backend_record") or {}
+    if not res["ran"]:
+        raised = [op for op, cells in (doc.get("ops") or {}).items() if any("raised" in c for c in cells.values())]
+        return f"raised {res.get('error')}" + (f" (in {', '.join(raised)})" if raised else "")
+    v = res.get("values") or {}
+    said = (
+        (
+            "values match CPU"
+            if v.get("match")
+            else f"values differ from CPU ({v.get('max_error_x_tolerance')} x tolerance)"
         )
-        head = f"observed: this model's {doc['model']['mode']} step ran on {where} ({when}), {n_ops} ops dispatched; {values}"
+        if v
+        else "values not compared"
+    )
     fb = rec.get("fallback_ops")
     if fb:
-        head += f"; through the CPU fallback ({rec.get('source', '').split(' (')[0]}): {', '.join(fb)}"
+        said += f"; through the CPU fallback: {', '.join(fb)}"
     elif fb == []:
-        head += "; no op through the CPU fallback"
+        said += "; no op through the CPU fallback"
+    return "ran, " + said
+
+
+def record(doc: dict, path: str) -> dict:
+    """What a verdict keeps of an observed run (check's JSON ``observed``; what the site shows)."""
+    prov, res, rec, b = doc["provenance"], doc["result"], doc.get("backend_record") or {}, doc["backend"]
+    ops = doc.get("ops") or {}
+    contributed = prov.get("contributed") or []
+    return {
+        "file": path,
+        "saw": _saw(doc),
+        "ran": res["ran"],
+        "error": res.get("error"),
+        "values": res.get("values"),
+        "ops_run": len(ops),
+        "calls": sum(c.get("calls", 0) for cells in ops.values() for c in cells.values()),
+        "raised_ops": sorted(op for op, cells in ops.items() if any("raised" in c for c in cells.values())),
+        "fallback_ops": rec.get("fallback_ops"),
+        "host_reads": rec.get("host_reads") or [],
+        "record_source": rec.get("source"),
+        "record_tested": rec.get("tested", True),
+        "date": str(prov.get("created", ""))[:10],
+        "created": prov.get("created"),
+        "device": prov.get("device"),
+        "backend": f"{b.get('package')} {b.get('version')}",
+        "torch": prov.get("torch"),
+        "opcov": prov.get("opcov"),
+        "command": prov.get("command"),
+        "source": (contributed[-1].get("source") if contributed else None) or "committed to this repository",
+    }
+
+
+def summary(doc: dict) -> str:
+    """One line: what the run saw, where, when and with what."""
+    mode = doc["model"]["mode"]
+    where = f"{doc['provenance'].get('device', '?')}, {doc['backend'].get('package')} {doc['backend'].get('version')}"
+    when = str(doc["provenance"].get("created", ""))[:10]
+    res = doc["result"]
+    head = (
+        f"observed: this model's {mode} step raised on {where} ({when}): {res.get('error')}"
+        if not res["ran"]
+        else f"observed: this model's {mode} step ran on {where} ({when}), {len(doc.get('ops') or {})} ops dispatched; "
+        + _saw(doc).removeprefix("ran, ")
+    )
+    rec = doc.get("backend_record") or {}
+    if not res["ran"] and rec.get("fallback_ops"):
+        head += f"; through the CPU fallback: {', '.join(rec['fallback_ops'])}"
     if rec.get("host_reads"):
         head += f"; host reads (a sync, not a fallback): {', '.join(rec['host_reads'])}"
+    if rec.get("source"):
+        head += f"; fallbacks as counted by {rec['source'].split(' (')[0]}"
     if rec.get("tested") is False:
-        head += " (the backend's record is read through an API untested here)"
+        head += " (the backend's record is read through an API untested on its hardware here)"
     return head
 
 
 def annotate(v, doc: dict, coverage_dir: str) -> None:
-    """Put what an observed run of this model on ``v``'s backend saw first among the verdict's notes
-    (and its file among the sources), saying whether the verdict from coverage data agrees."""
+    """Where this model was run on ``v``'s backend (same mode), let the run decide ``v``: its verdict and
+    the evidence word 'observed', the run's record in ``v.observed`` (with the verdict from coverage
+    data as ``predicted``), its summary first among the notes and its file among the sources."""
     name = (doc.get("model") or {}).get("name")
     if not name:
         return
     try:
         run = find(coverage_dir, v.backend, name, v.mode)
     except DataError as exc:
-        v.notes.insert(0, f"observed run unreadable: {exc}")
+        v.notes.insert(0, f"observed run unreadable, not used: {exc}")
         return
     if run is None:
         return
+    path = path_for(coverage_dir, v.backend, name, v.mode)
     agree = agrees(v.verdict, run)
     word = (
         "claims nothing; the run settles it"
@@ -65,19 +127,25 @@ def annotate(v, doc: dict, coverage_dir: str) -> None:
         if agree
         else "does NOT agree with it"
     )
-    v.notes.insert(0, f"{summary(run)}; the verdict from coverage data ({v.verdict}) {word}")
-    v.sources.append(path_for(coverage_dir, v.backend, name, v.mode))
+    predicted = {"verdict": v.verdict, "evidence": v.evidence, "says": v.says(), "agrees": agree}
+    v.notes.insert(0, f"{summary(run)}; the verdict from coverage data ({predicted['says']}) {word}")
+    v.observed = dict(record(run, path), predicted=predicted)
+    v.verdict, v.evidence = verdict_of(run), vocab.OBSERVED
+    v.sources.append(path)
 
 
 def agrees(verdict: str, doc: dict) -> bool | None:
-    """Whether a coverage verdict word agrees with what the run saw: runs <-> ran and matched with
-    no fallback; runs_with_fallback <-> ran and matched; fails <-> raised or values differ;
-    None for unknown (it claims nothing)."""
+    """Whether a verdict from coverage data agrees with what the run saw: ``fails`` with a run that raised
+    (or gave values off CPU's: a failure foretold that it would not run right); every 'runs' word with a
+    run that ran, with ``runs`` and ``runs_with_value_note`` (values *may* differ) also needing no op
+    through the CPU fallback; None for ``unknown`` (it claims nothing)."""
     res = doc["result"]
     ok = res["ran"] and (res.get("values") or {}).get("match", True)
     fb = bool((doc.get("backend_record") or {}).get("fallback_ops"))
     if verdict.startswith("runs_with_fallback"):
         return bool(ok)
+    if verdict.startswith("runs_with_value_note"):
+        return bool(res["ran"]) and not fb
     if verdict.startswith("runs"):
         return bool(ok) and not fb
     if verdict.startswith("fails"):

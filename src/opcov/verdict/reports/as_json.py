@@ -5,7 +5,9 @@ opcov.vocab.EVIDENCE it rests on, or none) are separate fields, on each verdict 
 ``verdict`` is the given inputs' (``variant: given``); ``variants`` maps every other input variant to its own
 verdict, evidence and the ops that decide it. ``variant`` is null where the op set records no variants (judged
 as one set). ``value_notes`` lists the requirements that ran with values that differ from CPU's on a probe case
-(outcome ``value_note``): the model runs, its results may differ.
+(outcome ``value_note``): the model runs, its results may differ. ``observed`` is null, or the model's step
+run on the device that decided the verdict (evidence ``observed``; opcov.verdict.observed.record), with the
+verdict from coverage data in ``observed.predicted``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ def report(verdicts, model: dict) -> str:
                 ],
                 "sources": v.sources,
                 "notes": v.notes,
+                "observed": v.observed,
                 "variant": v.variant or None,
                 "says": variants_said(v) or v.says(),
                 "variants": {
