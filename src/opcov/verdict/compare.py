@@ -130,8 +130,10 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None, fork:
         if modes and doc["mode"] not in modes:
             return None
         verdicts = {}
+        names = judge.needed_ops(doc)  # once for both backends: it walks the whole call tree
         for backend in (a, b):
-            cov = judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings), pool)
+            cov = judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings, names=names)
+            cov = judge.share(cov, pool)
             verdicts[backend] = (judge.judge(doc, cov), cov.torch)
         return _contrast(a, b, doc, verdicts, {})
 

@@ -772,25 +772,28 @@ def requirements(calls, training: bool) -> list[tuple]:
     out: dict = {}
     seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     for call in calls:
-        entry = out.get(call.op)
+        op, phase, dtype, shape = call.op, call.phase, call.dtype, call.shape
+        entry = out.get(op)
         if entry is None:
-            entry = out[call.op] = [call.op, 0, {}, {}, []]
+            entry = out[op] = [op, 0, {}, {}, []]
         entry[1] += call.calls
-        entry[2][call.phase] = None  # dicts as ordered sets: the sets judge makes from them fill alike
-        entry[3][call.dtype] = None
-        key = (call.op, "forward", call.dtype)
-        if key not in seen:
-            seen[key] = {}
+        entry[2][phase] = None  # dicts as ordered sets: the sets judge makes from them fill alike
+        entry[3][dtype] = None
+        key = (op, "forward", dtype)
+        shapes = seen.get(key)
+        if shapes is None:
+            shapes = seen[key] = {}
             entry[4].append(key)
-        seen[key][call.shape] = None
-        if training and call.phase == "forward" and call.grad:
-            key = (call.op, "backward", call.dtype)
-            if key not in seen:
-                seen[key] = {}
+        shapes[shape] = None
+        if training and phase == "forward" and call.grad:
+            key = (op, "backward", dtype)
+            shapes = seen.get(key)
+            if shapes is None:
+                shapes = seen[key] = {}
                 entry[4].append(key)
-            seen[key][call.shape] = None
+            shapes[shape] = None
     return [
-        (op, n, tuple(phases), tuple(dtypes), tuple((k[2], k[1], tuple(seen[k])) for k in reqs))
+        (op, n, tuple(phases), tuple(dtypes), tuple([(k[2], k[1], tuple(seen[k])) for k in reqs]))
         for op, n, phases, dtypes, reqs in out.values()
     ]
 

@@ -39,7 +39,7 @@ NOTE_OPS = 4  # decomposition ops named in a note
 class Resolved:
     """The calls to judge, and the notes that say where the backend's own kernel was judged instead."""
 
-    calls: list = field(default_factory=list)  # opset.Call
+    calls: list = field(default_factory=list)  # opset.Call, or the call tree's opset.Node (a Call's fields)
     notes: list = field(default_factory=list)
     # The same dict for every backend whose dispatcher resolves the op set's tree to the same calls (None
     # for a schema 1 op set): where a caller keeps what it works out from ``calls`` alone (judge.judge's
@@ -84,7 +84,7 @@ def resolve(doc: dict, cov) -> Resolved:
     return Resolved(list(calls), [_note(cov, *key, *rec) for key, rec in sorted(own.items())], shared)
 
 
-_PLANS: list = []  # (copy of a calltree list, its _Plan), the newest last
+_PLANS: dict = {}  # id(a calltree list) -> (a copy of the list, its _Plan), the newest last
 _PLANS_KEPT = 4
 
 
@@ -112,15 +112,13 @@ def _plan(doc: dict) -> _Plan:
     """The _Plan of the op set's call tree; the last few are kept (the site and gaps judge one op set on
     every backend in a row). A tree is the same when its texts are, as in opset.nodes."""
     tree = doc.get("calltree") or []
-    for i, (texts, plan) in enumerate(_PLANS):
-        if texts == tree:
-            if i != len(_PLANS) - 1:
-                _PLANS.append(_PLANS.pop(i))
-            return plan
-    plan = _Plan(opset.nodes(doc))
-    _PLANS.append((list(tree), plan))
-    del _PLANS[:-_PLANS_KEPT]
-    return plan
+    kept = _PLANS.pop(id(tree), None)  # by identity, then the texts compared (the same objects: quick)
+    if kept is None or kept[0] != tree:
+        kept = (list(tree), _Plan(opset.nodes(doc)))
+    _PLANS[id(tree)] = kept
+    while len(_PLANS) > _PLANS_KEPT:
+        del _PLANS[next(iter(_PLANS))]
+    return kept[1]
 
 
 class _Walk:
@@ -138,7 +136,7 @@ class _Walk:
 
     def visit(self, node) -> None:
         if node.kind == KERNEL:
-            self.calls.append(_call(node))
+            self.calls.append(node)  # a Node has a Call's fields (a Call each was a tenth of judging)
             for issued in self.plan.issued.get(node.id, ()):
                 self.visit(issued)
             return
@@ -147,7 +145,7 @@ class _Walk:
             for child in self.plan.children.get(node.id, ()):
                 self.visit(child)
             return
-        self.calls.append(_call(node))
+        self.calls.append(node)
         rec = self.own.setdefault((node.op, node.phase, why), [0, set(), False])
         rec[0] += node.calls
         rec[1] |= {n.op for n in self._below(node) if n.kind == KERNEL}
@@ -177,10 +175,6 @@ def _note(cov, op, phase, why, calls, inside, grad) -> str:
             "lost": f"; {b} has no autograd kernel for it, so its backward is lost",
         }.get(str(bwd), "; the backward of the decomposition was not judged either")
     return text
-
-
-def _call(node) -> opset.Call:
-    return opset.Call(node.op, node.phase, node.dtype, node.calls, node.grad, node.shape)
 
 
 def _flat(doc: dict, cov) -> Resolved:
