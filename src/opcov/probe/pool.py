@@ -61,6 +61,26 @@ class _Slot:
         self.ran = 0  # cases this worker has recorded since it started
 
 
+LOGDIR_PREFIX = "opcov-probe-"  # then the probe's pid: the workers' log folder in the temporary folder
+
+
+def _sweep_logdirs() -> None:
+    """Remove the workers' log folders of probes that were killed outright (SIGKILL: no exit handler
+    ran), found by the pid in their name, so none is left in the temporary folder for long."""
+    import glob
+
+    for path in glob.glob(os.path.join(tempfile.gettempdir(), LOGDIR_PREFIX + "*-*")):
+        pid = os.path.basename(path)[len(LOGDIR_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except OSError:  # alive, another user's
+            pass
+
+
 class Pool:
     def __init__(self, config: dict, jobs: int, timeout: float, exhaustive: bool = False):
         import multiprocessing as mp
@@ -76,7 +96,8 @@ class Pool:
         self.restarts = 0
         self.ready_at = None  # when the first worker passed its smoke test
         self.host_free: set = set()  # OpInfos a worker found to keep nothing on CPU (cases.host_leaves)
-        self.logdir = tempfile.mkdtemp(prefix="opcov-probe-")
+        _sweep_logdirs()
+        self.logdir = tempfile.mkdtemp(prefix=f"{LOGDIR_PREFIX}{os.getpid()}-")
         self.not_run: list = []  # group ids left when the time limit (``run``'s stop_at) was reached
 
     # -- lifecycle
@@ -90,10 +111,20 @@ class Pool:
             worker_index=slot.index,
             timeout=self.timeout,
             group_timeout=max(self.timeout, GROUP_TIMEOUT_MIN),
+            parent=os.getpid(),
         )
         slot.flight = Flight(ctx=self.ctx)
-        slot.proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
-        slot.proc.start()
+        proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
+        try:
+            proc.start()
+        except BaseException:  # interrupted while spawning: no half-started worker is left or joined
+            if proc.pid is not None:
+                proc.kill()
+                proc.join()
+            parent.close()
+            child.close()
+            raise
+        slot.proc = proc
         child.close()
         slot.conn, slot.state, slot.group = parent, "starting", None
         slot.deadline = time.monotonic() + START_TIMEOUT
