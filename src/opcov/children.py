@@ -9,9 +9,11 @@ thread watches the parent's id instead. Torch-free and cheap to import: workers 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -82,3 +84,69 @@ def preexec():
             os._exit(1)
 
     return set_death_signal
+
+
+@contextlib.contextmanager
+def signals_deferred(signums=(signal.SIGINT, signal.SIGTERM)):
+    """SIGINT and SIGTERM held back while the block runs, then acted on: for spawning a worker, which a
+    signal in the middle left half-started (its bootstrap read a cut pipe and printed a traceback, and
+    the pool, holding no handle on it, could neither stop it nor join it)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {s: signal.signal(s, lambda n, _frame: got.append(n)) for s in signums}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+        if got:
+            handler = old[got[0]]
+            if callable(handler):
+                handler(got[0], None)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(got[0])
+
+
+TEMP_PREFIX = "opcov-"  # opcov-<what>-<pid>-XXXX: a temporary folder of opcov's, named by its process
+
+
+def temp_dir(what: str) -> tempfile.TemporaryDirectory:
+    """A temporary folder named by this process's id, so that one a killed opcov could not remove is
+    found and removed by the next (``sweep``)."""
+    return tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{what}-{os.getpid()}-")
+
+
+def sweep() -> None:
+    """Remove the temporary folders (``temp_dir``) of opcov processes that no longer run: killed
+    outright (SIGKILL), they could run no clean-up of their own."""
+    import re
+    import shutil
+
+    base = tempfile.gettempdir()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        m = re.match(rf"{TEMP_PREFIX}[a-z]+-(\d+)-", name)
+        if m is None or int(m.group(1)) == os.getpid():
+            continue
+        if not _alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a zombie (ended, not yet reaped by whoever inherited it) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True

@@ -582,6 +582,7 @@ def main(argv=None) -> int:
         sys.stdout = _ClosedStream()
     if argv is None:  # as a program: a child of another opcov ends with it; SIGTERM cleans up as SIGINT does
         children.from_environment()
+        children.sweep()  # the temporary folders of opcov processes killed outright
         import signal
 
         signal.signal(signal.SIGTERM, _terminated)
@@ -1190,11 +1191,10 @@ def _trace_in_child(args):
     naming it. The child writes a temporary op set, read back here."""
     import signal
     import subprocess
-    import tempfile
 
     from opcov.store import opset
 
-    with tempfile.TemporaryDirectory(prefix="opcov-trace-") as tmp:
+    with children.temp_dir("trace") as tmp:
         out = os.path.join(tmp, "opset.yaml")
         env = children.child_env({**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""})
         env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")

@@ -16,6 +16,7 @@ import signal
 import tempfile
 import time
 
+from opcov import children
 from opcov.errors import OpcovError
 from opcov.probe import worker
 from opcov.probe.caserecord import REFERENCE, CaseRecord
@@ -61,24 +62,7 @@ class _Slot:
         self.ran = 0  # cases this worker has recorded since it started
 
 
-LOGDIR_PREFIX = "opcov-probe-"  # then the probe's pid: the workers' log folder in the temporary folder
-
-
-def _sweep_logdirs() -> None:
-    """Remove the workers' log folders of probes that were killed outright (SIGKILL: no exit handler
-    ran), found by the pid in their name, so none is left in the temporary folder for long."""
-    import glob
-
-    for path in glob.glob(os.path.join(tempfile.gettempdir(), LOGDIR_PREFIX + "*-*")):
-        pid = os.path.basename(path)[len(LOGDIR_PREFIX) :].split("-", 1)[0]
-        if not pid.isdigit() or int(pid) == os.getpid():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except OSError:  # alive, another user's
-            pass
+LOGDIR_PREFIX = "opcov-probe-"  # then the probe's pid (children.temp_dir's form): the workers' log folder
 
 
 class Pool:
@@ -96,7 +80,7 @@ class Pool:
         self.restarts = 0
         self.ready_at = None  # when the first worker passed its smoke test
         self.host_free: set = set()  # OpInfos a worker found to keep nothing on CPU (cases.host_leaves)
-        _sweep_logdirs()
+        children.sweep()  # the log folders of probes killed outright
         self.logdir = tempfile.mkdtemp(prefix=f"{LOGDIR_PREFIX}{os.getpid()}-")
         self.not_run: list = []  # group ids left when the time limit (``run``'s stop_at) was reached
 
@@ -116,7 +100,8 @@ class Pool:
         slot.flight = Flight(ctx=self.ctx)
         proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
         try:
-            proc.start()
+            with children.signals_deferred():  # never half-started by a signal
+                proc.start()
         except BaseException:  # interrupted while spawning: no half-started worker is left or joined
             if proc.pid is not None:
                 proc.kill()

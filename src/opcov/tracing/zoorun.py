@@ -41,7 +41,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from opcov import vocab
+from opcov import children, vocab
 from opcov.errors import OpcovError, UsageError
 from opcov.store import layout, output
 from opcov.tracing import ladder, models, realtrace, spec
@@ -215,8 +215,6 @@ def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator"
     """A worker: its device registered before any backward (the kernel-less stand-in, or for ``real``
     the computing one; none for a ``device`` "cpu" worker, whose traces are on CPU), then jobs until
     told to stop. It ends with ``parent`` (the pool's process), even one gone before it got here."""
-    from opcov import children
-
     children.die_with_parent(parent)
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     sys.stdout = sys.stderr = open(os.devnull, "w")  # models print; the pipe is the only output
@@ -295,7 +293,8 @@ class Pool:
             target=worker_main, args=(child, self.root, self.kind, self.device, os.getpid()), daemon=True
         )
         try:
-            proc.start()
+            with children.signals_deferred():  # never half-started by a signal
+                proc.start()
         except BaseException:  # interrupted while spawning: no half-started worker is left or joined
             if proc.pid is not None:
                 proc.kill()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 
 from opcov import children, suggest, vocab
 from opcov.activity import activity
@@ -67,7 +66,7 @@ def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:
     out = []
     dtype = getattr(args, "dtype", None)
     timeout = getattr(args, "timeout", None) or children.TRACE_TIMEOUT_S
-    with tempfile.TemporaryDirectory(prefix="opcov-check-") as tmp:
+    with children.temp_dir("check") as tmp:
         for mode in modes or ("inference",):
             path = os.path.join(tmp, f"{mode}.yaml")
             cmd = ["trace", model, "--mode", mode, "--out", path, "--timeout", f"{timeout:g}"]
@@ -117,7 +116,7 @@ def live_scan(backend: str, names) -> dict | None:
     backend is not installed here."""
     if not _installed(backend):
         return None
-    with tempfile.TemporaryDirectory(prefix="opcov-scan-") as tmp:
+    with children.temp_dir("scan") as tmp:
         path = os.path.join(tmp, "scan.yaml")
         with activity(f"scanning {backend} (no data for it in the coverage folder)"):
             _child(["scan", backend, "--out", path], f"{backend}: live registered scan failed")
