@@ -771,7 +771,7 @@ def cases() -> list[Case]:
     ]  # fmt: skip
 
 
-def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float]:
+def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float, list[str]]:
     folder = tempfile.mkdtemp(prefix="case-", dir=base)
     box = Box(folder)
     try:
@@ -795,7 +795,7 @@ def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float]:
     if problems and ok is not None:
         got, ok = got + " [" + "; ".join(problems) + "]", False
     shutil.rmtree(folder, ignore_errors=True)
-    return got, ok, rss, secs
+    return got, ok, rss, secs, problems
 
 
 TORCH_CACHE = "torchinductor_"  # torch's own compile cache (torchinductor_<user>), kept by torch on purpose
@@ -813,6 +813,7 @@ def _left_in(tmp: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", help="run only the cases whose name contains this")
+    # the table's columns: ok, class, case, peak MB, seconds, expected, got
     ap.add_argument("--write-docs", action="store_true", help="rewrite the figures section of docs/data-safety.md")
     args = ap.parse_args()
     selected = [c for c in cases() if not args.only or args.only in c.name]
@@ -821,10 +822,14 @@ def main() -> int:
     t0 = time.monotonic()
     try:
         for case in selected:
-            got, ok, rss, secs = run_case(case, base)
+            got, ok, rss, secs, problems = run_case(case, base)
             mark = "skipped" if ok is None else ("ok" if ok else "FAIL")
-            rows.append([case.bullet, case.name, case.expected, got, f"{rss:,.0f}", f"{secs:.1f}", mark])
-            print(f"{mark:7} {case.bullet:11} {case.name:42} {rss:6,.0f} MB {secs:6.1f} s  {got}", flush=True)
+            rows.append([case.bullet, case.name, case.expected, got, f"{rss:,.0f}", f"{secs:.1f}", len(problems), mark])
+            print(
+                f"{mark:7} {case.bullet:11} {case.name:42} {rss:6,.0f} MB {secs:6.1f} s  "
+                f"expected: {case.expected}; got: {got}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
     failed = [r for r in rows if r[-1] == "FAIL"]
@@ -842,8 +847,12 @@ def main() -> int:
             ["cases run", ran],
             ["ok", ran - len(failed)],
             ["failed", len(failed)],
-            ["skipped", f"{len(skipped)}" + (f" ({'; '.join(r[1] for r in skipped)}: run as root)" if skipped else "")],
-            ["tracebacks, aborts, leftovers in TMPDIR", sum(1 for r in rows if "[" in r[3])],
+            [
+                "skipped",
+                f"{len(skipped)}"
+                + (f" ({'; '.join(r[1] for r in skipped)}: root reads through permissions)" if skipped else ""),
+            ],
+            ["runs with a traceback, a death by a signal, over 1 GB or leftovers", sum(1 for r in rows if r[6])],
             ["peak memory of one run", f"{peak:,.0f} MB (limit {MAX_RSS_MB:,} MB)"],
         ]
         by = {}
