@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from opcov.errors import DataError, UsageError
+from opcov.errors import DataError, UsageError, checked_arguments
 from opcov.store import layout, opset
 from opcov.verdict import check as _check
 from opcov.verdict.judge import BackendVerdict
@@ -19,6 +19,7 @@ from opcov.verdict.judge import BackendVerdict
 IN_MEMORY = "<op set>"  # the path the model description names for an op set passed as a dict
 
 
+@checked_arguments
 def check(model_or_opset, backends, mode=None, coverage=None) -> list[BackendVerdict]:
     """The verdict of a model on each backend and mode, as ``opcov check`` judges it.
 

@@ -12,7 +12,7 @@ import json
 import os
 import sys
 
-from opcov import cli_evidence, vocab
+from opcov import children, cli_evidence, vocab
 from opcov.activity import activity
 from opcov.errors import EXIT_GATE, EXIT_OK, EXIT_USAGE, OpcovError, UsageError
 from opcov.store import layout, output
@@ -134,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ck.add_argument("--dtype", help="dtype for tracing on the fly (saved op sets carry their own)")
     ck.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=children.TRACE_TIMEOUT_S,
+        help="seconds tracing on the fly may take per mode, then its process is killed (default: %(default)s)",
+    )
+    ck.add_argument(
         "--variants",
         metavar="NAMES",
         help="also gate on these input variants opcov adds, a comma list of "
@@ -206,6 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the stand-in device; docs/variants.md)",
     )
     tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
+    tr.add_argument(
+        "--timeout",
+        type=_seconds,
+        default=children.TRACE_TIMEOUT_S,
+        help="seconds a package.module:function factory's child process may take to build and trace, "
+        "then it is killed (default: %(default)s)",
+    )
     _add_compile_args(
         tr,
         "compiled op set: Dynamo's graphs and graph breaks, then the AOT forward and backward "
@@ -552,12 +565,28 @@ def _add_compile_args(parser, what: str) -> None:
     )
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, as SIGINT's KeyboardInterrupt is: its workers and forked
+    helpers are stopped and its temporary files removed on the way out (the default action ends the
+    process at once, leaving them)."""
+
+
+def _terminated(signum, frame):
+    raise _Terminated()
+
+
 def main(argv=None) -> int:
     """Run one command. As the ``opcov`` program (``argv`` None), a command that leaves a large build in
     ``args.held`` (site) ends the process once its output is flushed, as mypy does, leaving its objects
     to the exit rather than freeing them one by one; called from Python, it returns."""
     if sys.stdout is None:  # started with standard output closed: writing it is an error, said once
         sys.stdout = _ClosedStream()
+    if argv is None:  # as a program: a child of another opcov ends with it; SIGTERM cleans up as SIGINT does
+        children.from_environment()
+        children.sweep()  # the temporary folders of opcov processes killed outright
+        import signal
+
+        signal.signal(signal.SIGTERM, _terminated)
     args = build_parser().parse_args(argv)
     args.held = []
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -574,9 +603,9 @@ def main(argv=None) -> int:
     except OpcovError as exc:
         print(f"opcov: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("opcov: interrupted", file=sys.stderr)
-        return 130
+        return 143 if isinstance(exc, _Terminated) else 130
     except BrokenPipeError:
         return EXIT_OK
     except OSError as exc:  # standard output on a full disk or closed: what was read is safe, say why
@@ -1163,27 +1192,36 @@ def _trace_in_child(args):
     naming it. The child writes a temporary op set, read back here."""
     import signal
     import subprocess
-    import tempfile
 
     from opcov.store import opset
 
-    with tempfile.TemporaryDirectory(prefix="opcov-trace-") as tmp:
+    with children.temp_dir("trace") as tmp:
         out = os.path.join(tmp, "opset.yaml")
-        env = dict(os.environ, **{_ISOLATED: "1", _RECORDED_OUT: args.out or ""})
+        env = children.child_env({**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""})
         env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-        try:
-            proc = subprocess.run(
-                [sys.executable, "-m", "opcov", *args.argv, "--out", out],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-                env=env,
-            )
-        except KeyboardInterrupt:
-            raise
-        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        with subprocess.Popen(
+            [sys.executable, "-m", "opcov", *args.argv, "--out", out],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=env,
+            preexec_fn=children.preexec(),
+        ) as proc:
+            try:
+                _, err = proc.communicate(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise UsageError(
+                    f"factory {args.model} did not finish within {args.timeout:g} s (--timeout); "
+                    "its process was killed and nothing was written"
+                ) from None
+            except BaseException:  # interrupted: the child goes with us
+                proc.kill()
+                raise
+        lines = [ln for ln in err.splitlines() if ln.strip()]
         said = next((ln for ln in reversed(lines) if ln.startswith("opcov: error: ")), None)
         what = f"factory {args.model}"
         if proc.returncode == 0 and os.path.isfile(out):

@@ -16,6 +16,7 @@ import signal
 import tempfile
 import time
 
+from opcov import children
 from opcov.errors import OpcovError
 from opcov.probe import worker
 from opcov.probe.caserecord import REFERENCE, CaseRecord
@@ -61,6 +62,9 @@ class _Slot:
         self.ran = 0  # cases this worker has recorded since it started
 
 
+LOGDIR_PREFIX = "opcov-probe-"  # then the probe's pid (children.temp_dir's form): the workers' log folder
+
+
 class Pool:
     def __init__(self, config: dict, jobs: int, timeout: float, exhaustive: bool = False):
         import multiprocessing as mp
@@ -76,7 +80,8 @@ class Pool:
         self.restarts = 0
         self.ready_at = None  # when the first worker passed its smoke test
         self.host_free: set = set()  # OpInfos a worker found to keep nothing on CPU (cases.host_leaves)
-        self.logdir = tempfile.mkdtemp(prefix="opcov-probe-")
+        children.sweep()  # the log folders of probes killed outright
+        self.logdir = tempfile.mkdtemp(prefix=f"{LOGDIR_PREFIX}{os.getpid()}-")
         self.not_run: list = []  # group ids left when the time limit (``run``'s stop_at) was reached
 
     # -- lifecycle
@@ -90,10 +95,21 @@ class Pool:
             worker_index=slot.index,
             timeout=self.timeout,
             group_timeout=max(self.timeout, GROUP_TIMEOUT_MIN),
+            parent=os.getpid(),
         )
         slot.flight = Flight(ctx=self.ctx)
-        slot.proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
-        slot.proc.start()
+        proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
+        try:
+            with children.signals_deferred():  # never half-started by a signal
+                proc.start()
+        except BaseException:  # interrupted while spawning: no half-started worker is left or joined
+            if proc.pid is not None:
+                proc.kill()
+                proc.join()
+            parent.close()
+            child.close()
+            raise
+        slot.proc = proc
         child.close()
         slot.conn, slot.state, slot.group = parent, "starting", None
         slot.deadline = time.monotonic() + START_TIMEOUT

@@ -97,7 +97,7 @@ def main(conn, config: dict, flight_buf=None) -> None:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    _die_with_parent()
+    _die_with_parent(config.get("parent"))
     import warnings
 
     warnings.filterwarnings("ignore")
@@ -162,16 +162,12 @@ def _load_backend(torch, module: str, device_type: str) -> None:
         ) from None
 
 
-def _die_with_parent() -> None:
-    """Linux: the kernel kills this worker when the parent dies (even by SIGKILL), so a hung
-    case never outlives an interrupted probe."""
-    try:
-        import ctypes
-        import signal
+def _die_with_parent(parent: int | None = None) -> None:
+    """The worker ends with its parent (even by SIGKILL; opcov.children), so a hung case never
+    outlives an interrupted probe."""
+    from opcov import children
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    children.die_with_parent(parent)
 
 
 def describe_device(torch, worker) -> str:

@@ -22,17 +22,11 @@ import threading
 
 
 def _die_with(parent: int) -> None:
-    """Linux: the kernel kills this child when its parent ends, by any signal (an interrupted site
-    build left its helper working on for a second and a half); gone already, it ends now."""
-    try:
-        import ctypes
-        import signal
+    """The kernel (Linux; elsewhere a thread) ends this child when its parent ends, by any signal (an
+    interrupted site build left its helper working on for a second and a half); gone already, it ends now."""
+    from opcov import children
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:
-        os._exit(1)
+    children.die_with_parent(parent)
 
 
 def _cores() -> int:

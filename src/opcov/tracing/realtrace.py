@@ -37,7 +37,7 @@ import os
 import subprocess
 import sys
 
-from opcov import vocab
+from opcov import children, vocab
 from opcov.store import opset
 from opcov.store.opset import OpSet
 from opcov.tracing import calltree, ladder, models
@@ -273,6 +273,7 @@ def run_job(job: dict) -> tuple[dict, str]:
             text=True,
             env=env,
             timeout=TIMEOUT_S,
+            preexec_fn=children.preexec(),  # ends with this process: a zoo worker killed at its timeout
         )
     except subprocess.TimeoutExpired:
         return {}, f"over {TIMEOUT_S} s"

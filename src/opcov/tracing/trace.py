@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from opcov import dtypes as _dtypes
 from opcov import provenance, vocab
 from opcov.catalog import overload_name
-from opcov.errors import OpcovError, UsageError
+from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
 from opcov.tracing import calltree, target
@@ -317,6 +317,7 @@ class Traced:
     loss: object = None  # callable(output) -> scalar tensor; default: the model's own loss, else a sum
 
 
+@checked_arguments
 def trace(
     model,
     inputs=(),
@@ -350,10 +351,7 @@ def trace(
     opts = Options(mode, dtype, autocast, device, optimizer, real, variant)
     opts.check()
     torch = import_torch()
-    if not isinstance(model, torch.nn.Module) and not callable(model):
-        from opcov.errors import UsageError
-
-        raise UsageError(f"model is of type {type(model).__name__}: expected a torch.nn.Module (or a callable)")
+    _check_arguments(torch, model, inputs, loss, notes, name=name, source=source, command=command)
     doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing, on=on)
     params = sum(p.numel() for p in _unique_params(model))
     header = {
@@ -370,6 +368,32 @@ def trace(
     )
     doc["provenance"]["notes"] = list(notes) + doc["provenance"]["notes"]
     return OpSet(doc)
+
+
+def _check_arguments(torch, model, inputs, loss, notes, **texts) -> None:
+    """``trace``'s arguments as it uses them, or one UsageError naming the argument and what it takes
+    (a bad one raised deep inside the trace: 'NoneType' object is not iterable)."""
+    if not isinstance(model, torch.nn.Module):
+        raise UsageError(f"model is of type {type(model).__name__}: expected a torch.nn.Module")
+    if not isinstance(inputs, (tuple, list, dict, torch.Tensor)):
+        raise UsageError(
+            f"inputs is of type {type(inputs).__name__}: expected a tuple of positional arguments, "
+            "a dict of keyword arguments, or a tensor"
+        )
+    if loss is not None and not callable(loss):
+        raise UsageError(f"loss is of type {type(loss).__name__}: expected a callable(output) or None")
+    if isinstance(notes, str) or not all(isinstance(n, str) for n in _iterable(notes)):
+        raise UsageError(f"notes {notes!r:.60}: expected a list of strings")
+    for what, value in texts.items():
+        if value is not None and (not isinstance(value, str) or "\0" in value):
+            raise UsageError(f"{what} {value!r:.60}: expected a string without NUL bytes, or None")
+
+
+def _iterable(value):
+    try:
+        return list(value)
+    except TypeError:
+        return [None]
 
 
 def _unique_params(model):

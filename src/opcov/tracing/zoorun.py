@@ -41,7 +41,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from opcov import vocab
+from opcov import children, vocab
 from opcov.errors import OpcovError, UsageError
 from opcov.store import layout, output
 from opcov.tracing import ladder, models, realtrace, spec
@@ -211,14 +211,12 @@ def tracing_of(doc: dict) -> str:
     return tracing
 
 
-def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator") -> None:
+def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator", parent: int | None = None) -> None:
     """A worker: its device registered before any backward (the kernel-less stand-in, or for ``real``
     the computing one; none for a ``device`` "cpu" worker, whose traces are on CPU), then jobs until
-    told to stop."""
+    told to stop. It ends with ``parent`` (the pool's process), even one gone before it got here."""
+    children.die_with_parent(parent)
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    from opcov.probe.worker import _die_with_parent
-
-    _die_with_parent()
     sys.stdout = sys.stderr = open(os.devnull, "w")  # models print; the pipe is the only output
     from opcov.torchenv import import_torch
     from opcov.tracing import models, realtrace, target
@@ -291,8 +289,20 @@ class Pool:
 
     def start(self, slot: _Slot) -> None:
         parent, child = self.ctx.Pipe()
-        slot.proc = self.ctx.Process(target=worker_main, args=(child, self.root, self.kind, self.device), daemon=True)
-        slot.proc.start()
+        proc = self.ctx.Process(
+            target=worker_main, args=(child, self.root, self.kind, self.device, os.getpid()), daemon=True
+        )
+        try:
+            with children.signals_deferred():  # never half-started by a signal
+                proc.start()
+        except BaseException:  # interrupted while spawning: no half-started worker is left or joined
+            if proc.pid is not None:
+                proc.kill()
+                proc.join()
+            parent.close()
+            child.close()
+            raise
+        slot.proc = proc
         child.close()
         slot.conn, slot.job, slot.ready = parent, None, False
         slot.deadline = time.monotonic() + START_TIMEOUT_S
@@ -335,15 +345,17 @@ class Pool:
                 for s in live:
                     self._poll(s, on_row)
         finally:
+            stopping = []
             for s in self.slots:
                 if s.conn is not None and s.ready and s.job is None:
                     try:
                         s.conn.send(("stop",))
+                        stopping.append(s)
                     except (OSError, BrokenPipeError):
                         pass
+            for s in stopping:  # an idle worker leaves at once; one starting or busy is killed now
+                s.proc.join(2)
             for s in self.slots:
-                if s.proc is not None:
-                    s.proc.join(2)
                 self.kill(s)
 
     def _poll(self, s: _Slot, on_row) -> None:

@@ -15,9 +15,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 
-from opcov import suggest, vocab
+from opcov import children, suggest, vocab
 from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset, vendor
@@ -66,23 +65,47 @@ def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:
     live scan may need to import a real PrivateUse1 backend: never two backends in one process."""
     out = []
     dtype = getattr(args, "dtype", None)
-    with tempfile.TemporaryDirectory(prefix="opcov-check-") as tmp:
+    timeout = getattr(args, "timeout", None) or children.TRACE_TIMEOUT_S
+    with children.temp_dir("check") as tmp:
         for mode in modes or ("inference",):
             path = os.path.join(tmp, f"{mode}.yaml")
-            cmd = ["trace", model, "--mode", mode, "--out", path] + (["--dtype", dtype] if dtype else [])
+            cmd = ["trace", model, "--mode", mode, "--out", path, "--timeout", f"{timeout:g}"]
+            cmd += ["--dtype", dtype] if dtype else []
             with activity(f"tracing {model} ({mode})"):
-                _child(cmd, f"{model}: not an op-set file or zoo model, and tracing it failed")
+                _child(cmd, f"{model}: not an op-set file or zoo model, and tracing it failed", timeout)
             out.append((f"<traced {model} {mode}>", opset.load(path)))
     return out
 
 
-def _child(args: list[str], what: str) -> None:
-    """Run ``opcov ARGS`` in a child process; its one-line error becomes ours."""
-    env = dict(os.environ)
+GRACE_S = 30.0  # beyond a child trace's own --timeout: its interpreter start and its own one-line error
+
+
+def _child(args: list[str], what: str, timeout: float | None = None) -> None:
+    """Run ``opcov ARGS`` in a child process that ends with this one; its one-line error becomes ours.
+    A child past ``timeout`` (and a grace for its own timeout's message) is killed: one line."""
+    env = children.child_env()
     env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    proc = subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True, env=env)
+    with subprocess.Popen(
+        [sys.executable, "-m", "opcov", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=env,
+        preexec_fn=children.preexec(),
+    ) as proc:
+        try:
+            _, err = proc.communicate(timeout=None if timeout is None else timeout + GRACE_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise UsageError(f"{what}: it did not finish within {timeout:g} s (--timeout); killed") from None
+        except BaseException:
+            proc.kill()
+            raise
     if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.strip().splitlines() if ln.strip()]
+        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         last = lines[-1].removeprefix("opcov: error: ") if lines else f"exit code {proc.returncode}"
         raise UsageError(f"{what}: {last}")
 
@@ -93,7 +116,7 @@ def live_scan(backend: str, names) -> dict | None:
     backend is not installed here."""
     if not _installed(backend):
         return None
-    with tempfile.TemporaryDirectory(prefix="opcov-scan-") as tmp:
+    with children.temp_dir("scan") as tmp:
         path = os.path.join(tmp, "scan.yaml")
         with activity(f"scanning {backend} (no data for it in the coverage folder)"):
             _child(["scan", backend, "--out", path], f"{backend}: live registered scan failed")
