@@ -163,3 +163,9 @@ def test_the_breaks_are_judged_on_the_eager_op_set_recorded_on_the_backend_itsel
     assert any("recorded on cpu itself" in n for n in after.notes)
     # the other backends still judge the stand-in op set, and the file is no compiled op set of its own
     assert layout.compiled_opset_files(folder) == [os.path.join(folder, "compile", "inductor-inference.yaml")]
+
+
+def test_gaps_rank_the_break_of_a_model_with_no_compiled_graph(cpu_cov, opcov):
+    proc = opcov("gaps", "cpu", "--path", "compile", "--coverage", cpu_cov)
+    assert proc.returncode == 0, proc.stderr  # was: 'no ops' for the bundled nn-lstm/nn-gru, gaps exited 2
+    assert "1  Attempted to wrap RNN, GRU, or LSTM  (nn-lstm inference)" in proc.stdout
