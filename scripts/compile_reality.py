@@ -64,7 +64,7 @@ def compare(got: list, ref: list, scales: dict | None = None) -> tuple[float, st
     return worst, where
 
 
-def run_one(name: str, mode: str, backend: str) -> dict:
+def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
     """The real outcome of compiling one zoo model in one mode (runs in a child process)."""
     import copy
 
@@ -120,19 +120,41 @@ def run_one(name: str, mode: str, backend: str) -> dict:
                 got += [(f"grad {n}", "grad", p.grad) for n, p in params if p.grad is not None]
         return [(n, k, t.detach().float().cpu()) for n, k, t in got if t.is_floating_point()], scales
 
-    model, inputs = build()
-    torch.manual_seed(1)
-    ref, scales = step(copy.deepcopy(model), inputs, "cpu")
+    if backend == "reference":  # the eager CPU run alone, for a child that compiles elsewhere
+        model, inputs = build()
+        torch.manual_seed(1)
+        ref, scales = step(copy.deepcopy(model), inputs, "cpu")
+        torch.save({"state": model.state_dict(), "inputs": inputs, "ref": ref, "scales": scales}, store)
+        return {"actual": "reference"}
     where = "cpu"
     if backend == "openxla":
-        import torch_xla  # after the CPU reference: it replaces nn.GRU with a GRU that refuses CPU tensors
+        # The CPU reference runs in a process of its own that never imports torch_xla: the import replaces
+        # nn.GRU with a GRU that refuses CPU tensors, and a backward run before it leaves the autograd engine
+        # without a queue for the xla device (an INTERNAL ASSERT in the compiled backward, not the backend's).
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            store = os.path.join(tmp, "reference.pt")
+            proc = subprocess.run(
+                [sys.executable, os.path.abspath(__file__), "--one", name, mode, "reference", store],
+                capture_output=True,
+                text=True,
+            )
+            if not os.path.exists(store):
+                tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:200]
+                return {"actual": "harness", "detail": f"the eager CPU reference failed: {tail}"}
+            saved = torch.load(store, weights_only=False)
+        ref, scales, inputs = saved["ref"], saved["scales"], saved["inputs"]
+        import torch_xla
 
         where = torch_xla.device()
-        state = model.state_dict()
         model, _ = build()  # as a user's script builds it, after the import, with the CPU model's weights
-        model.load_state_dict(state)
+        model.load_state_dict(saved["state"])
         model = model.to(where)
     else:
+        model, inputs = build()
+        torch.manual_seed(1)
+        ref, scales = step(copy.deepcopy(model), inputs, "cpu")
         model = copy.deepcopy(model)
     torch._dynamo.reset()
     compiled_model = torch.compile(model, backend=backend)
