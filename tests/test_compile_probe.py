@@ -34,3 +34,25 @@ def test_a_real_opinfo_compiles_and_matches_eager():
     (case,) = rec["cases"]
     assert case["status"] in ("pass", "pass_low_precision"), case
     assert ["aten::mul.Tensor", "float32"] in [list(o) for o in case["ops"]]
+
+
+def test_a_worker_pays_inductors_start_before_its_first_case_and_compiles_in_process(tmp_path):
+    """Run as a probe worker is (a fresh process): after the worker's start, Inductor is imported and has
+    compiled once, so a first sample's limit covers its own compile only, and no compile subprocess pool."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json, time; from opcov.probe import compiled; compiled._worker_init(); "
+        "import torch; from torch._inductor import config; warmed = 'torch._inductor.codecache' in sys.modules; "
+        "t = time.time(); rec = compiled.run_group(('mul', 'float32', 1, 300)); "
+        "print(json.dumps([config.compile_threads, warmed, rec['cases'][0]['status'], time.time() - t]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(tmp_path / "cache")  # cold: nothing compiled on this machine before
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    threads, warmed, status, _ = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert threads == 1 and warmed and status in ("pass", "pass_low_precision")

@@ -114,3 +114,58 @@ def test_gaps_rank_compile_blockers_and_graph_breaks(cov, opcov):
     assert "1  Data-dependent branching  (nn-lstm training)" in out
     assert "1  aten::_aminmax  fails:" in out
     assert "aten::mm" not in out
+
+
+@pytest.fixture
+def cpu_cov(tmp_path):
+    """cpu's eager and compile data, nn-lstm's stand-in eager op set (its fused LSTM cell, which CPU has
+    no kernel for) and a compiled op set in which Dynamo compiled no graph (it wraps an RNN whole)."""
+    root = tmp_path / "coverage"
+    (root / "cpu" / "compile").mkdir(parents=True)
+    for name in ("registered-torch-2.13.0+cpu.yaml", "probed-torch-2.13.0+cpu.yaml"):
+        shutil.copy(os.path.join(BUNDLED, "cpu", name), root / "cpu" / name)
+    name = "registered-torch-2.13.0+cpu.yaml"
+    shutil.copy(os.path.join(BUNDLED, "cpu", "compile", name), root / "cpu" / "compile" / name)
+    folder = root / "models" / "nn-lstm"
+    (folder / "compile").mkdir(parents=True)
+    shutil.copy(os.path.join(BUNDLED, "models", "nn-lstm", "inference.yaml"), folder)
+    doc = compiled_doc()
+    doc.update(mode="inference", calltree=[], ops={})
+    doc["compile"].update(backend="inductor", graphs=0)
+    doc["graph_breaks"] = [
+        {"reason": "Attempted to wrap RNN, GRU, or LSTM", "where": "the model's call", "construct": "mod(x)"}
+    ]
+    opset.save(doc, str(folder / "compile" / "inductor-inference.yaml"))
+    return str(root)
+
+
+def test_a_model_dynamo_compiled_no_graph_of_is_judged_at_its_breaks(cpu_cov, opcov):
+    proc = opcov("check", "nn-lstm", "-b", "cpu", "--path", "compile", "--coverage", cpu_cov)
+    assert proc.returncode in (0, 1) and "no ops" not in proc.stderr, proc.stderr  # was refused as an empty op set
+    assert "1 graph break(s)" in proc.stdout and "no compiled graph" in proc.stdout
+    assert "compiled graphs (compile coverage)" not in proc.stdout  # no empty 'runs' for graphs that do not exist
+
+
+def test_the_breaks_are_judged_on_the_eager_op_set_recorded_on_the_backend_itself(cpu_cov):
+    """The stand-in records LSTM's fused cell (the accelerator branch), which fails on cpu; CPU's own path
+    (an op set recorded on cpu) runs: a real Inductor compile of nn-lstm runs it eagerly and matches."""
+    (before,) = compiled.check("nn-lstm", ["cpu"], ["inference"], cpu_cov)
+    assert before.verdict == "fails"
+    assert "aten::_thnn_fused_lstm_cell" in {r.op for r in before.eager.ops if r.problems()}
+    folder = os.path.join(cpu_cov, "models", "nn-lstm")
+    shutil.copy(
+        os.path.join(BUNDLED, "models", "nn-lstm", "compile", "eager-on-cpu-inference.yaml"),
+        layout.break_opset_path(folder, "cpu", "inference"),
+    )
+    (after,) = compiled.check("nn-lstm", ["cpu"], ["inference"], cpu_cov)
+    assert after.verdict == "runs", after.says()
+    assert "aten::_thnn_fused_lstm_cell" not in {r.op for r in after.eager.ops}
+    assert any("recorded on cpu itself" in n for n in after.notes)
+    # the other backends still judge the stand-in op set, and the file is no compiled op set of its own
+    assert layout.compiled_opset_files(folder) == [os.path.join(folder, "compile", "inductor-inference.yaml")]
+
+
+def test_gaps_rank_the_break_of_a_model_with_no_compiled_graph(cpu_cov, opcov):
+    proc = opcov("gaps", "cpu", "--path", "compile", "--coverage", cpu_cov)
+    assert proc.returncode == 0, proc.stderr  # was: 'no ops' for the bundled nn-lstm/nn-gru, gaps exited 2
+    assert "1  Attempted to wrap RNN, GRU, or LSTM  (nn-lstm inference)" in proc.stdout

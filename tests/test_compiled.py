@@ -142,3 +142,44 @@ def test_a_break_logged_again_for_the_frame_dynamo_gives_up_on_is_one_break():
 def test_a_break_in_an_installed_package_is_named_by_the_package():
     text = LOG.replace("/models/net.py:12", "/opt/venv/lib/python3.11/site-packages/transformers/m.py:12", 1)
     assert compiled.parse_break(text).where == "transformers/m.py:12"
+
+
+def test_a_model_dynamo_compiles_no_graph_of_is_recorded_with_its_break(tmp_path):
+    """Dynamo wraps an RNN whole: no graph, one break, every op eager. The op set says so and reads back
+    (the reader's 'no ops' rule refused it, so 'opcov trace nn-lstm --path compile' could write nothing)."""
+    import torch
+
+    torch.manual_seed(0)
+    (cs,) = compiled.trace_compiled(
+        torch.nn.GRU(8, 8, batch_first=True), (torch.randn(2, 3, 8),), mode="inference", name="gru"
+    ).values()
+    assert cs.doc["compile"]["outcome"] == "compiled" and cs.doc["compile"]["graphs"] == 0 and not cs.doc["ops"]
+    (brk,) = cs.doc["graph_breaks"]
+    assert "RNN, GRU, or LSTM" in brk["reason"]
+    cs.save(str(tmp_path / "gru.yaml"))
+    assert opset.load(str(tmp_path / "gru.yaml"))["graph_breaks"][0]["reason"] == brk["reason"]
+    eager = {k: v for k, v in cs.doc.items() if k not in ("path", "compile", "graph_breaks")}
+    assert any("no ops" in p.message for p in opset.validate(eager, "x.yaml"))  # an empty eager op set still is not
+
+
+def test_a_model_dynamo_cannot_take_to_the_end_is_a_recorded_outcome_with_why(tmp_path):
+    """On fake tensors, eager code after a break that reads a value cannot run: the op set records
+    'failed' and why, not a traceback."""
+    import torch
+
+    class ReadsAValue(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            y = self.lin(x)
+            if y.sum() > 0:  # data-dependent branching
+                return y * 2
+            return y
+
+    (cs,) = compiled.trace_compiled(ReadsAValue(), (torch.randn(2, 4),), mode="inference", name="reads").values()
+    rec = cs.doc["compile"]
+    assert rec["outcome"] == "failed" and rec["failure"] and "\n" not in rec["failure"]
+    cs.save(str(tmp_path / "reads.yaml"))
+    assert opset.load(str(tmp_path / "reads.yaml"))["compile"]["outcome"] == "failed"

@@ -77,13 +77,20 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
 
 
 def _worker_init():
+    """Each worker compiles one thing at a time (the probe's workers, --jobs, are its parallelism; Inductor's
+    own pool of compile subprocesses, one per core, in each worker only adds processes to start and feed),
+    and pays Inductor's imports and first compile here, before any case: charged to a worker's first sample,
+    they made its 60 s limit a false timeout ('add', 'InductorError: TimeoutError: over 60 s')."""
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import logging
 
-    import torch  # noqa: F401 - imported once per worker
+    import torch
 
     logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
     logging.getLogger("torch._inductor").setLevel(logging.CRITICAL)
+    torch.compile(lambda x: x + 1, backend="inductor", fullgraph=True, dynamic=False)(torch.ones(2))
+    torch._dynamo.reset()
 
 
 def run_group(task) -> dict:

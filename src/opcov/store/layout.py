@@ -426,13 +426,21 @@ def compiled_opset_path(name: str, backend: str, mode: str, root: str | None = N
     return os.path.join(models_dir() if root is None else root, name, COMPILE, f"{backend}-{mode}.yaml")
 
 
+def break_opset_path(folder: str, backend: str, mode: str) -> str:
+    """<model folder>/compile/eager-on-<backend>-<mode>.yaml: the model's eager op set recorded on ``backend``
+    itself ('opcov trace --on'), what runs at the graph breaks of its compiled op sets on that backend."""
+    return os.path.join(folder, COMPILE, f"eager-on-{plain_name(backend, 'backend')}-{plain_name(mode, 'mode')}.yaml")
+
+
 def compiled_opset_files(folder: str, backend: str | None = None) -> list[str]:
     """The compiled op sets of one model's folder (of one compile backend), sorted."""
     sub = os.path.join(folder, COMPILE)
     if not os.path.isdir(sub):
         return []
     return sorted(
-        os.path.join(sub, f) for f in os.listdir(sub) if is_yaml(f) and (backend is None or f.startswith(backend + "-"))
+        os.path.join(sub, f)
+        for f in os.listdir(sub)
+        if is_yaml(f) and not f.startswith("eager-on-") and (backend is None or f.startswith(backend + "-"))
     )
 
 

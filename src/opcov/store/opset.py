@@ -453,7 +453,9 @@ def validate(doc, path: str) -> list[Problem]:
         for name, rec in doc["parents"].items():
             raw.extend(((("parents", name) + k), m) for k, m in _parent_problems(name, rec))
     ops = doc["ops"] if isinstance(doc.get("ops"), dict) else {}
-    if isinstance(doc.get("ops"), dict) and not ops:  # nothing to judge must never read 'runs'
+    crec = doc["compile"] if isinstance(doc.get("compile"), dict) else {}
+    all_eager = doc.get("path") == COMPILE and (doc.get("graph_breaks") or crec.get("outcome") != "compiled")
+    if isinstance(doc.get("ops"), dict) and not ops and not all_eager:  # nothing to judge must never read 'runs'
         raw.append((("ops",), "no ops: the model dispatched nothing this op set records, so there is nothing to judge"))
     for name, rec in ops.items():
         if not _op_fine(name, rec):

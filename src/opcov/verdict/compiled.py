@@ -132,14 +132,19 @@ def judge_compiled(path: str, doc: dict, backend: str, coverage_dir: str, eager_
     if cv.outcome == "aot_failed":
         cv.why = f"AOTAutograd failed with {cv.compile_backend}'s recipe: {rec.get('aot_error', '?')}"
         return cv
-    cov = compile_coverage(doc, backend, coverage_dir)
-    cv.graphs = _worded(judge.judge(doc, cov), cov)
-    cv.graphs.notes = [n for n in cv.graphs.notes if not n.startswith("eager mode")]
-    cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
+    if doc.get("ops"):
+        cov = compile_coverage(doc, backend, coverage_dir)
+        cv.graphs = _worded(judge.judge(doc, cov), cov)
+        cv.graphs.notes = [n for n in cv.graphs.notes if not n.startswith("eager mode")]
+        cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
+    else:  # Dynamo compiled no graph: the whole model runs eagerly at its breaks
+        cv.notes.append("no compiled graph: Dynamo ran the whole model eagerly (see the graph breaks)")
     if breaks and eager_doc is not None:
         cv.eager = judge.judge(eager_doc, judge.coverage_for(eager_doc, backend, coverage_dir))
+        recorded = (eager_doc.get("provenance") or {}).get("traced_on", "")
+        on = "" if not str(recorded).startswith(backend) else f", recorded on {backend} itself"
         cv.notes.append(
-            "the ops run at the graph breaks are judged by the model's whole eager op set (a superset of them)"
+            f"the ops run at the graph breaks are judged by the model's whole eager op set{on} (a superset of them)"
         )
     elif breaks:
         cv.notes.append("no eager op set of this model: the ops run at the graph breaks are unknown")
@@ -160,11 +165,22 @@ def _worded(verdict, cov: judge.Coverage):
     return verdict
 
 
-def eager_opset_for(doc: dict, coverage_dir: str) -> dict | None:
-    """The eager op set of the same model and mode, where the zoo holds one."""
+def eager_opset_for(doc: dict, coverage_dir: str, backend: str | None = None) -> dict | None:
+    """The eager op set of the same model and mode that runs at the graph breaks on ``backend``: the one
+    recorded on the backend itself where there is one (coverage/models/<model>/compile/eager-on-<backend>-
+    <mode>.yaml, or 'opcov trace --on's own place, <model>-on-<backend>/), since a composite that asks the
+    device type (an RNN's fused cell) takes the backend's own branch there; else the zoo's stand-in op set."""
     name = str(doc["model"]["name"]).replace("/", "_")
-    path = layout.opset_path(name, doc["mode"], layout.models_dir(coverage_dir))
-    return opset.load(path) if os.path.isfile(path) else None
+    top = layout.models_dir(coverage_dir)
+    paths = []
+    if backend:
+        paths += [
+            layout.break_opset_path(os.path.join(top, name), backend, doc["mode"]),
+            layout.opset_path(f"{name}-on-{backend}", doc["mode"], top),
+        ]
+    paths.append(layout.opset_path(name, doc["mode"], top))
+    path = next((p for p in paths if os.path.isfile(p)), None)
+    return opset.load(path) if path else None
 
 
 def check(model: str, backends, modes, coverage_dir: str) -> list[CompiledVerdict]:
@@ -173,7 +189,7 @@ def check(model: str, backends, modes, coverage_dir: str) -> list[CompiledVerdic
     out = []
     for backend in backends:
         for path, doc in compiled_opsets(model, backend, modes, coverage_dir):
-            out.append(judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir)))
+            out.append(judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir, backend)))
     return out
 
 
@@ -276,6 +292,8 @@ def gaps(backend: str, coverage_dir: str, modes=None) -> dict:
             breaks.setdefault(b["reason"], set()).add(model)
         if doc["compile"]["outcome"] != "compiled":
             failed.append((model, doc["compile"].get("failure") or doc["compile"].get("aot_error") or ""))
+            continue
+        if not doc.get("ops"):  # no compiled graph: its breaks are ranked above
             continue
         v = judge.judge(doc, compile_coverage(doc, backend, coverage_dir))
         for r in v.ops:

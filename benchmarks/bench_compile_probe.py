@@ -1,0 +1,99 @@
+"""Compile-probe speed: `opcov probe cpu --path compile --core --jobs 2` on this machine, whole or a slice.
+
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python benchmarks/bench_compile_probe.py [--jobs 2]
+        [--time-limit S] [--warm]
+
+Runs the command into a temporary file, wall clock from launch to exit, and counts the OpInfo x dtype
+groups and cases it ran out of those the core-ATen selection holds. ``--time-limit`` passes the probe's
+own limit (it starts no group after S seconds), so a slice is measured exactly as a user's interrupted
+run would be; the figure for the whole selection is then an estimate from the slice's rate, and the page
+says so. Inductor keeps compiled kernels in a cache folder: by default the run gets an empty one of its
+own (what a first probe on a machine costs); ``--warm`` keeps the machine's. The load average before
+and after is printed and written, since other work on the machine slows every compile.
+
+Prints figures and rewrites the 'compile-probe' section of docs/performance.md; asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--time-limit", type=float, help="start no group after this many seconds (a measured slice)")
+    ap.add_argument("--warm", action="store_true", help="keep the machine's Inductor cache (default: an empty one)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
+        if not args.warm:
+            env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor-cache")
+        cmd = [sys.executable, "-m", "opcov", "probe", "cpu", "--path", "compile", "--core"]
+        cmd += ["--jobs", str(args.jobs), "--samples", str(args.samples), "--out", os.path.join(tmp, "p.yaml")]
+        if args.time_limit:
+            cmd += ["--time-limit", str(args.time_limit)]
+        load0 = os.getloadavg()
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
+        wall = time.perf_counter() - t0
+        load1 = os.getloadavg()
+        if proc.returncode != 0:
+            sys.exit(f"opcov probe --path compile failed: {proc.stderr[-2000:]}")
+        progress = re.findall(r"^\[(\d+)/(\d+)\] \S+ \S+: (\S+)", proc.stdout, re.M)
+        wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run", proc.stdout)
+        if not progress or not wrote:
+            sys.exit(f"cannot read the probe's output:\n{proc.stdout[-2000:]}")
+    total = int(progress[0][1])
+    groups, cases = int(wrote.group(2)), int(wrote.group(1))
+    whole = groups == total
+    rate = wall / groups
+    print(f"ran: {' '.join(cmd[1:3] + ['probe', 'cpu', '--path', 'compile', '--core', '--jobs', str(args.jobs)])}")
+    print(
+        f"{groups} of {total} groups ({cases} cases) in {wall:.0f} s, {rate:.1f} s a group; "
+        f"load average {load0[0]:.1f} before, {load1[0]:.1f} after"
+    )
+    if not whole:
+        print(f"whole core selection, at this rate: about {rate * total / 60:.0f} min (an estimate)")
+    from docs_page import PERFORMANCE, command_line, markdown_table, write_section
+
+    rows = [
+        ["OpInfo x dtype groups run", f"{groups} of {total}" + ("" if whole else " (a slice: --time-limit)")],
+        ["cases (samples) run", str(cases)],
+        ["wall clock, launch to exit", f"{wall:.0f} s"],
+        ["per group", f"{rate:.1f} s"],
+        [
+            "whole core selection",
+            f"{wall / 60:.1f} min" if whole else f"about {rate * total / 60:.0f} min (estimated from the slice)",
+        ],
+        ["goal", "30 min, --jobs 2"],
+    ]
+    note = (
+        f"`opcov probe cpu --path compile --core --jobs {args.jobs} --samples {args.samples}`"
+        + (f" `--time-limit {args.time_limit:g}`" if args.time_limit else "")
+        + f", float32, Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}; "
+        f"load average {load0[0]:.1f} before and {load1[0]:.1f} after (the machine is shared)."
+    )
+    write_section(
+        PERFORMANCE,
+        "compile-probe",
+        markdown_table(["compile probe, cpu Inductor", "value"], rows),
+        command_line(),
+        note=note,
+    )
+
+
+if __name__ == "__main__":
+    main()
