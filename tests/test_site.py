@@ -867,13 +867,16 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
         'class="ev {{ v.ev.css }}">({{ v.ev.icon }} {{ v.ev_said }})</span>{% endmacro %}'
     )
     loop = env.from_string(
-        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h3 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
-        '{{ said(v) }}</h3>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
+        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h4 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
+        '{{ said(v) }}</h4>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
         "<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): "
         "{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), "
         "{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown"
         "{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}. Data: {% for s in v.sources %}"
-        '<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.notes %}<ul class="notes">'
+        "<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.variants %}<p>The verdict above is for {{ labels[v.variant] }}. Each input variant opcov "
+        "added is judged apart (<code>opcov check --variants all</code> gates on them too):</p>\n"
+        '<ul class="variants">{% for o in v.variants %}<li>{{ said(o.said) }} with {{ o.label }}{{ o.rest }}</li>'
+        '{% endfor %}</ul>\n{% endif %}{% if v.notes %}<ul class="notes">'
         '{% for n in v.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}\n{% if v.problems %}\n<div class="scroll">'
         "<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n"
         '<thead><tr><th scope="col">op</th><th scope="col">outcome</th><th scope="col">evidence</th><th scope="col">'
@@ -894,6 +897,11 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
             "sources": [odd, "b.yaml"][: 1 + i % 2],
             "notes": [odd] * (i // 2),
             "problems": [1] if i in (1, 2) else [],
+            "variant": "given",
+            "variants": [
+                {"label": odd, "said": {"verdict": "fails", "css": odd, "ev": word, "ev_said": odd}, "rest": odd}
+            ]
+            * (i % 3),
         }
         pb = {
             "b": NS(name=odd),
@@ -905,7 +913,7 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
         pb["html"] = render._verdict_section_html("../", odd, odd, pb)
         backends.append(pb)
     m = {"mode": odd, "backends": backends}
-    ctx = {"root": "../", "model": {"name": odd}, "m": m}
+    ctx = {"root": "../", "model": {"name": odd}, "m": m, "labels": {"given": "the given inputs"}}
     assert env.from_string("{% for pb in m.backends %}{{ pb.html }}{% endfor %}\n").render(**ctx) == loop.render(**ctx)
     assert "".join(f"[{pb['said']}]" for pb in backends) == table.render(**ctx)
 

@@ -126,21 +126,10 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
     variants' verdicts in its ``variants`` (see the module docstring)."""
     verdicts = []
     for _path, doc in opsets:
-        names = opset.variants(doc)
-        lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
-        parts = {name: opset.for_variant(doc, name) for name in names}
+        parts = variant_parts(doc)
         for backend in backends_:
             cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
-            if not names:
-                v = judge.judge(doc, cov)
-                v.notes.insert(0, NOT_RECORDED)
-            else:
-                v = judge.judge(parts[lead], cov)
-                v.variant = lead
-                for name in names:
-                    if name != lead:
-                        v.variants[name] = judge.judge(parts[name], cov)
-                        v.variants[name].variant = name
+            v = judge_variants(doc, parts, cov)
             v.notes.insert(0, path_note(doc, backend))
             observed.annotate(v, doc, coverage_dir)  # this model really run on the device, where it was
             verdicts.append(v)
@@ -155,6 +144,31 @@ def judge_opsets(opsets, backends_, coverage_dir: str) -> tuple[list, dict]:
         "opsets": [p for p, _ in opsets],
         "torch": str(first["provenance"].get("torch")),
     }
+
+
+def variant_parts(doc: dict) -> dict:
+    """Input variant -> the op set as if only it had been traced (opset.for_variant), the lead (the given
+    inputs) first; {} where the op set records no variants. Worked out once per op set, not per backend."""
+    names = opset.variants(doc)
+    lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
+    return {name: opset.for_variant(doc, name) for name in sorted(names, key=lambda n: n != lead)}
+
+
+def judge_variants(doc: dict, parts: dict, cov) -> judge.BackendVerdict:
+    """The verdict of the lead input variant (the given inputs) with every other variant's verdict in its
+    ``variants``; where ``parts`` (variant_parts) is empty, the whole set's, saying so. check and the site
+    both judge this way."""
+    if not parts:
+        v = judge.judge(doc, cov)
+        v.notes.insert(0, NOT_RECORDED)
+        return v
+    names = list(parts)
+    v = judge.judge(parts[names[0]], cov)
+    v.variant = names[0]
+    for name in names[1:]:
+        v.variants[name] = judge.judge(parts[name], cov)
+        v.variants[name].variant = name
+    return v
 
 
 def path_note(doc: dict, backend: str) -> str:

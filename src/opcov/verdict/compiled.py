@@ -97,8 +97,9 @@ def compiled_opsets(model: str, backend: str, modes, coverage_dir: str) -> list[
     return found
 
 
-def compile_coverage(doc: dict, backend: str, coverage_dir: str) -> judge.Coverage:
-    """``backend``'s compile coverage for the ops of ``doc`` (coverage/<backend>/compile/)."""
+def compile_coverage(doc: dict, backend: str, coverage_dir: str, *, read=judge.read_ops) -> judge.Coverage:
+    """``backend``'s compile coverage for the ops of ``doc`` (coverage/<backend>/compile/); ``read(path,
+    names)`` gives a file's document (the site passes the documents it holds)."""
     files = layout.compile_snapshots(coverage_dir, backend)
     torch_version = judge.opset_torch(doc)
     names = judge.needed_ops(doc)
@@ -116,13 +117,17 @@ def compile_coverage(doc: dict, backend: str, coverage_dir: str) -> judge.Covera
             f"make it with 'opcov scan {backend} --path compile'"
             + (f" or 'opcov probe {backend} --path compile'" if backend == "cpu" else "")
         )
-    docs = {k: judge.read_ops(p, names) for k, p in chosen.items() if p}
+    docs = {k: read(p, names) for k, p in chosen.items() if p}
     paths = [chosen[k] for k in ("registered", "probed") if chosen[k]]
     return judge.Coverage(backend, docs.get("registered"), docs.get("probed"), paths)
 
 
-def judge_compiled(path: str, doc: dict, backend: str, coverage_dir: str, eager_doc: dict | None) -> CompiledVerdict:
-    """One compiled op set on ``backend`` (see the module docstring)."""
+def judge_compiled(
+    path: str, doc: dict, backend: str, coverage_dir: str, eager_doc: dict | None, *, read=judge.read_ops, pool=None
+) -> CompiledVerdict:
+    """One compiled op set on ``backend`` (see the module docstring). ``read`` as coverage_for's; ``pool``: a
+    dict that lets Coverages of the same documents share judged requirements (judge.share: a site build)."""
+    shared = (lambda cov: judge.share(cov, pool)) if pool is not None else (lambda cov: cov)
     rec = doc.get("compile") or {}
     breaks = list(doc.get("graph_breaks") or [])
     cv = CompiledVerdict(backend, doc["mode"], path, str(rec.get("backend")), breaks, None, outcome=rec["outcome"])
@@ -132,12 +137,12 @@ def judge_compiled(path: str, doc: dict, backend: str, coverage_dir: str, eager_
     if cv.outcome == "aot_failed":
         cv.why = f"AOTAutograd failed with {cv.compile_backend}'s recipe: {rec.get('aot_error', '?')}"
         return cv
-    cov = compile_coverage(doc, backend, coverage_dir)
+    cov = shared(compile_coverage(doc, backend, coverage_dir, read=read))
     cv.graphs = _worded(judge.judge(doc, cov), cov)
     cv.graphs.notes = [n for n in cv.graphs.notes if not n.startswith("eager mode")]
     cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
     if breaks and eager_doc is not None:
-        cv.eager = judge.judge(eager_doc, judge.coverage_for(eager_doc, backend, coverage_dir))
+        cv.eager = judge.judge(eager_doc, shared(judge.coverage_for(eager_doc, backend, coverage_dir, read=read)))
         cv.notes.append(
             "the ops run at the graph breaks are judged by the model's whole eager op set (a superset of them)"
         )
