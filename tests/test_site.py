@@ -1005,6 +1005,10 @@ def test_matrix_has_a_compile_column_per_backend_with_compile_coverage(paths):
     codes = dict(zip((r[0] for r in d["ops"]), d["compile"]["codes"]))
     assert codes["aten::mm"] == "r" and codes["aten::relu"] == "m" and codes["aten::add.Tensor"] == "-"
     assert '<select id="path" name="path">' in html and "compile coverage" in text_of(html)
+    # and each op page says what the compilers accept, as a claim
+    relu = said(read(out, "ops/aten/relu.html"))
+    assert "Compile path" in relu and "xla: ✗ missing (registered evidence)" in relu
+    assert "xla: ○ registered, unverified coverage/xla/compile/" in said(read(out, "ops/aten/mm.html"))
 
 
 def test_model_page_leads_with_the_given_inputs_and_judges_each_variant_apart(paths):

@@ -384,11 +384,25 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
         phases = [(p, sorted(rec[p].items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
         users.append({"model": model, "mode": mode, "href": model_links[model], "phases": phases,
                       "calls": _calls_html(phases)})
+    compile_items = []
+    for v in views:
+        snap = v.b.compile.registered if v.b.compile else None
+        if snap is None:
+            continue
+        crec = snap.ops.get(name)
+        c = reg_cell(crec.get("res") if crec else None, _fallback_enabled(snap))
+        said = ("" if crec and crec.get("res") == "registered" and snap.evidence == "registered"
+                else f" ({snap.evidence} evidence)")  # reg_cell's words say "registered, unverified" themselves
+        why = str(crec.get("why") or crec.get("src") or "") if crec else ""
+        compile_items.append(f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: <span class="st {_esc(c.css)}">'
+                             f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
+                             + (f'<br><span class="muted">{_esc(why)}</span>' if why else "")
+                             + f' <span class="muted"><code>coverage/{_esc(snap.path)}</code></span></li>\n')
     if observed is None:
         observed = observed_by_op(site)
     runs = observed.get(name, [])
     return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
-            "observed_any": bool(site.observed), "observed": runs,
+            "observed_any": bool(site.observed), "observed": runs, "compile_html": Markup("".join(compile_items)),
             "observed_html": _op_observed_html(root, model_links, name, runs),
             "users_html": Markup("".join(f'{_user_item(root, u["href"], u["model"], u["mode"])}{u["calls"]}</li>\n'
                                          for u in users)),
