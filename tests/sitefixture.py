@@ -5,6 +5,7 @@ import os
 
 from opcov.scan import pynames
 from opcov.store import data, opset
+from opcov.store import observed as observed_store
 
 TORCH = "2.13.0+cpu"
 
@@ -186,3 +187,108 @@ def rendered(factory, name, make) -> tuple[str, str]:
     out = str(root / "site")
     render.render_site(cov, out)
     return cov, out
+
+
+def make_paths_coverage(root) -> str:
+    """make_coverage's folder plus what the eager/compile switch, input variants and observed runs show: a
+    backend xla (eager registered data, compile coverage under xla/compile/), a compiled op set of tiny for
+    openxla (training) with a graph break at tiny/net.py:42, a model 'masked' whose op set records input variants
+    (the padded mask adds aten::bitwise_and.Tensor, which xla lacks), an observed run of tiny on xla that ran
+    aten::add.Tensor through the CPU fallback, and alpha's probed data contributed by a bundle."""
+    cov = make_coverage(root)
+    probed_path = os.path.join(cov, "alpha", f"probed-torch-{TORCH}-alpha_pkg-1.0.yaml")
+    doc = data.load(probed_path)
+    doc["provenance"]["contributed"] = [
+        {
+            "source": "Acme lab",
+            "date": "2026-12-01",
+            "sha256": "ab" * 32,
+            "device": "alpha:0",
+            "created": "x",
+            "host": "",
+        }
+    ]
+    data.save(doc, probed_path)
+    xla = {
+        "aten::mm": _op("registered"),
+        "aten::add.Tensor": _op("registered"),
+        "aten::relu": _op("registered"),
+        "aten::bitwise_and.Tensor": _op("missing", fwd="missing", bwd="none", bwd_res="not_applicable"),
+    }
+    reg = _registered("xla", xla, "2026-11-06T00:00:00+00:00", fallback_enabled=True)
+    reg["backend"].update(dispatch_key="XLA", package="torch_xla", version="2.9.0")
+    data.save(reg, os.path.join(cov, "xla", f"registered-torch-{TORCH}-torch_xla-2.9.0.yaml"))
+    compiled_cov = _registered(
+        "xla", {"aten::mm": _op("registered"), "aten::relu": _op("missing", fwd="missing")}, "2026-11-06T00:00:00+00:00"
+    )
+    compiled_cov["backend"].update(dispatch_key="XLA", package="torch_xla", version="2.9.0")
+    compiled_cov["provenance"]["command"] = "opcov scan xla --path compile"
+    data.save(compiled_cov, os.path.join(cov, "xla", "compile", f"registered-torch-{TORCH}-torch_xla-2.9.0.yaml"))
+    rows = [
+        {"id": 1, "phase": "forward", "kind": "call", "op": "dynamo.graph.0", "dtype": "float32", "calls": 1},
+        {"id": 2, "parent": 1, "phase": "forward", "kind": "kernel", "op": "aten::mm", "dtype": "float32", "calls": 2},
+        {"id": 3, "phase": "backward", "kind": "call", "op": "dynamo.graph.0", "dtype": "float32", "calls": 1},
+        {
+            "id": 4,
+            "parent": 3,
+            "phase": "backward",
+            "kind": "kernel",
+            "op": "aten::relu",
+            "dtype": "float32",
+            "calls": 1,
+        },
+    ]
+    compiled = {
+        "schema_version": 2,
+        "kind": "opset",
+        "path": "compile",
+        "compile": {"backend": "openxla", "outcome": "compiled", "graphs": 1},
+        "graph_breaks": [
+            {"reason": "Data-dependent branching", "where": "tiny/net.py:42", "construct": "if x.sum() > 0:"}
+        ],
+        "model": {"name": "tiny", "source": "factory:tests:tiny"},
+        "mode": "training",
+        "dtype": "float32",
+        "autocast": None,
+        "optimizer": "none",
+        "provenance": {"torch": TORCH, "command": "opcov trace tiny --path compile", "created": "2026-11-04T00:00:00Z"},
+        "calltree": [opset.node_text(r) for r in rows],
+        "ops": {
+            "aten::mm": {"forward": {"float32": {"calls": 2}}},
+            "aten::relu": {"backward": {"float32": {"calls": 1}}},
+        },
+    }
+    opset.save(compiled, os.path.join(cov, "models", "tiny", "compile", "openxla-training.yaml"))
+    nodes = [
+        {"id": 1, "phase": "forward", "kind": "kernel", "op": "aten::mm", "dtype": "float32", "calls": 3,
+         "variants": ("given", "padded_mask")},
+        {"id": 2, "phase": "forward", "kind": "kernel", "op": "aten::bitwise_and.Tensor", "dtype": "bool", "calls": 1,
+         "variants": ("padded_mask",)},
+    ]  # fmt: skip
+    masked = {
+        "schema_version": 2,
+        "kind": "opset",
+        "model": {"name": "masked", "source": "hf:masked"},
+        "mode": "inference",
+        "dtype": "float32",
+        "provenance": {"torch": TORCH, "opcov": "0.1.0", "created": "2026-11-30", "command": "opcov trace hf:masked"},
+        "calltree": [opset.node_text(row) for row in nodes],
+        "ops": {"aten::mm": {"forward": {"float32": {"calls": 3}}},
+                "aten::bitwise_and.Tensor": {"forward": {"bool": {"calls": 1}}}},
+    }  # fmt: skip
+    opset.save(masked, os.path.join(cov, "models", "masked", "inference.yaml"))
+    run = {
+        "schema_version": 1,
+        "evidence": "observed",
+        "backend": {"name": "xla", "device_type": "xla", "package": "torch_xla", "version": "2.9.0"},
+        "model": {"name": "tiny", "mode": "training", "dtype": "float32", "source": "factory:tests:tiny"},
+        "provenance": {"torch": "2.9.0+cu128", "created": "2026-12-02T10:00:00+00:00", "device": "xla:0",
+                       "command": "opcov run factory:tests:tiny -b xla --mode training"},
+        "result": {"ran": True, "values": {"match": True, "max_error_x_tolerance": 0.01}},
+        "backend_record": {"fallback_ops": ["aten::add.Tensor"], "source": "torch_xla.debug.metrics counters"},
+        "ops": {"aten::mm": {"float32": {"calls": 4}}, "aten::add.Tensor": {"float32": {"calls": 2}}},
+    }  # fmt: skip
+    os.makedirs(os.path.join(cov, "observed", "xla"), exist_ok=True)
+    with open(os.path.join(cov, "observed", "xla", "tiny.training.json"), "w", encoding="utf-8") as f:
+        f.write(observed_store.dumps(run))
+    return cov

@@ -153,8 +153,9 @@ def test_the_breaks_are_judged_on_the_eager_op_set_recorded_on_the_backend_itsel
     assert before.verdict == "fails"
     assert "aten::_thnn_fused_lstm_cell" in {r.op for r in before.eager.ops if r.problems()}
     folder = os.path.join(cpu_cov, "models", "nn-lstm")
+    os.makedirs(os.path.dirname(layout.break_opset_path(folder, "cpu", "inference")), exist_ok=True)
     shutil.copy(
-        os.path.join(BUNDLED, "models", "nn-lstm", "compile", "eager-on-cpu-inference.yaml"),
+        os.path.join(BUNDLED, "models", "nn-lstm", "on", "cpu-inference.yaml"),
         layout.break_opset_path(folder, "cpu", "inference"),
     )
     (after,) = compiled.check("nn-lstm", ["cpu"], ["inference"], cpu_cov)

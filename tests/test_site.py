@@ -9,7 +9,7 @@ import sys
 
 import pytest
 from conftest import ROOT, bundled_slice, child_env, run_opcov
-from sitefixture import TORCH, make_coverage, make_versioned_coverage, rendered
+from sitefixture import TORCH, make_coverage, make_paths_coverage, make_versioned_coverage, rendered
 
 from opcov.site import render
 
@@ -867,13 +867,16 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
         'class="ev {{ v.ev.css }}">({{ v.ev.icon }} {{ v.ev_said }})</span>{% endmacro %}'
     )
     loop = env.from_string(
-        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h3 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
-        '{{ said(v) }}</h3>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
+        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h4 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
+        '{{ said(v) }}</h4>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
         "<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): "
         "{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), "
         "{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown"
         "{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}. Data: {% for s in v.sources %}"
-        '<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.notes %}<ul class="notes">'
+        "<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.variants %}<p>The verdict above is for {{ labels[v.variant] }}. Each input variant opcov "
+        "added is judged apart (<code>opcov check --variants all</code> gates on them too):</p>\n"
+        '<ul class="variants">{% for o in v.variants %}<li>{{ said(o.said) }} with {{ o.label }}{{ o.rest }}</li>'
+        '{% endfor %}</ul>\n{% endif %}{% if v.notes %}<ul class="notes">'
         '{% for n in v.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}\n{% if v.problems %}\n<div class="scroll">'
         "<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n"
         '<thead><tr><th scope="col">op</th><th scope="col">outcome</th><th scope="col">evidence</th><th scope="col">'
@@ -894,6 +897,11 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
             "sources": [odd, "b.yaml"][: 1 + i % 2],
             "notes": [odd] * (i // 2),
             "problems": [1] if i in (1, 2) else [],
+            "variant": "given",
+            "variants": [
+                {"label": odd, "said": {"verdict": "fails", "css": odd, "ev": word, "ev_said": odd}, "rest": odd}
+            ]
+            * (i % 3),
         }
         pb = {
             "b": NS(name=odd),
@@ -905,7 +913,7 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
         pb["html"] = render._verdict_section_html("../", odd, odd, pb)
         backends.append(pb)
     m = {"mode": odd, "backends": backends}
-    ctx = {"root": "../", "model": {"name": odd}, "m": m}
+    ctx = {"root": "../", "model": {"name": odd}, "m": m, "labels": {"given": "the given inputs"}}
     assert env.from_string("{% for pb in m.backends %}{{ pb.html }}{% endfor %}\n").render(**ctx) == loop.render(**ctx)
     assert "".join(f"[{pb['said']}]" for pb in backends) == table.render(**ctx)
 
@@ -936,3 +944,111 @@ def test_the_site_program_ends_with_its_summary_written_and_its_exit_code(tmp_pa
     (tmp_path / "taken" / "notes.txt").write_text("mine\n")
     proc = site(str(tmp_path / "taken"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "not an opcov site" in proc.stderr
+
+
+# ---------------------------------------------------------------- the compile path, input variants, observed runs
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    """(coverage folder, rendered site) of make_paths_coverage: xla with compile coverage, a compiled op set
+    with a graph break, a model with input variants, an observed run, contributed probed data."""
+    return rendered(tmp_path_factory, "paths", make_paths_coverage)
+
+
+def section(html, start, end=None):
+    """The text of ``html`` from the element with id ``start`` up to the one with id ``end``."""
+    i = html.rfind("<", 0, html.index(f'id="{start}"'))
+    return said(html[i : html.index(f'id="{end}"', i) if end else None]).strip()
+
+
+def test_model_page_switches_between_eager_and_compiled_and_lists_graph_breaks_first(paths):
+    _, out = paths
+    page = read(out, "models/tiny.html")
+    # the switch: two anchored sections, linked from a labelled nav (keyboard: plain links; no JavaScript)
+    nav = re.search(r'<nav class="paths" aria-label="[^"]+">(.*?)</nav>', page).group(1)
+    assert 'href="#eager"' in nav and 'href="#compile"' in nav and "<script" not in page.split("<main")[1]
+    assert page.index('id="eager"') < page.index('id="compile"')
+    compiled = section(page, "compile")
+    # the table, then per mode and backend: graph breaks with file:line first, then the compiled graphs
+    assert "Verdicts of tiny, compiled" in compiled and "xla fails (○ registered evidence)" in compiled
+    assert "No compile coverage in the data for alpha, beta" in compiled
+    xla = section(page, "compile-training-xla")
+    breaks = xla.index("1 graph break(s); each runs eagerly: its ops are judged on eager coverage")
+    assert xla.index("tiny/net.py:42: Data-dependent branching") > breaks
+    assert xla.index("Compiled graphs on compile coverage: fails (○ registered evidence)") > breaks
+    assert (
+        "Eagerly at the breaks (eager coverage, the model's whole eager op set): runs (○ registered, unverified)" in xla
+    )
+    assert "coverage/xla/compile/registered-torch-2.13.0+cpu-torch_xla-2.9.0.yaml" in xla
+    row = re.search(r"aten::relu fails ○ registered 1 forward float32, registered: no kernel", xla)
+    assert row, xla
+    assert "opcov check tiny -b xla --mode training --path compile" in xla
+    # the eager verdicts are in their own section, as before
+    assert "xla: runs (○ registered, unverified)" in section(page, "eager", "compile")
+    api = json.loads(read(out, "api/models/tiny.json"))
+    got = api["compile"]["training"]["backends"]["xla"]
+    assert (got["verdict"], got["evidence"], got["compile_backend"]) == ("fails", "registered", "openxla")
+    assert got["graph_breaks"][0]["where"] == "tiny/net.py:42" and got["graphs"]["problems"][0]["op"] == "aten::relu"
+    # a model without compiled op sets has no switch
+    assert 'class="paths"' not in read(out, "models/masked.html")
+
+
+def test_matrix_has_a_compile_column_per_backend_with_compile_coverage(paths):
+    _, out = paths
+    html = read(out, "matrix.html")
+    blob = re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>', html, re.S).group(1)
+    d = json.loads(blob)
+    (col,) = d["compile"]["backends"]
+    assert (col["name"], col["compiler"], col["evidence"]) == ("xla", "openxla", "registered")
+    assert d["backends"][col["i"]]["name"] == "xla"
+    codes = dict(zip((r[0] for r in d["ops"]), d["compile"]["codes"]))
+    assert codes["aten::mm"] == "r" and codes["aten::relu"] == "m" and codes["aten::add.Tensor"] == "-"
+    assert '<select id="path" name="path">' in html and "compile coverage" in text_of(html)
+    # and each op page says what the compilers accept, as a claim
+    relu = said(read(out, "ops/aten/relu.html"))
+    assert "Compile path" in relu and "xla: ✗ missing (registered evidence)" in relu
+    assert "xla: ○ registered, unverified coverage/xla/compile/" in said(read(out, "ops/aten/mm.html"))
+
+
+def test_model_page_leads_with_the_given_inputs_and_judges_each_variant_apart(paths):
+    _, out = paths
+    page = read(out, "models/masked.html")
+    table = text_of(page[page.index("<caption>Verdicts of masked, eager") : page.index("</table>")])
+    # the given inputs' verdict first, the padded mask's apart (where it differs)
+    assert "xla runs (○ registered, unverified) with a padded attention mask: fails (○ registered evidence)" in table
+    xla = section(page, "inference-xla")
+    assert xla.startswith("xla: runs (○ registered, unverified)")
+    assert "The verdict above is for the given inputs." in xla
+    assert "fails (○ registered evidence) with a padded attention mask: aten::bitwise_and.Tensor bool: no kernel" in xla
+    api = json.loads(read(out, "api/models/masked.json"))["modes"]["inference"]["backends"]["xla"]
+    assert api["verdict"] == "runs" and api["variant"] == "given"
+    assert api["variants"]["padded_mask"]["verdict"] == "fails"
+    assert api["variants"]["padded_mask"]["deciding"] == ["aten::bitwise_and.Tensor bool: no kernel"]
+    # an op set that records no variants says so, as check does
+    assert "input variants not recorded in this op set" in text_of(read(out, "models/tiny.html"))
+
+
+def test_observed_runs_and_contributed_evidence_are_named_with_source_and_date(paths):
+    _, out = paths
+    page = read(out, "models/tiny.html")
+    observed = section(page, "observed", "eager")
+    assert "xla (training): ran, values match CPU, observed on xla, torch_xla 2.9.0, 2026-12-02" in observed
+    assert "coverage/observed/xla/tiny.training.json" in observed
+    assert "opcov run factory:tests:tiny -b xla --mode training" in observed
+    # check's note, first among the verdict's notes, and the file among its data (never this machine's path)
+    xla = section(page, "training-xla")
+    assert "observed: this model's training step ran on xla:0" in xla and "does NOT agree" in xla
+    assert "coverage/observed/xla/tiny.training.json" in xla and os.sep + "tmp" not in page
+    add = said(read(out, "ops/aten/add.Tensor.html"))
+    assert "xla: dispatched by tiny (training), float32 ×2 ran through the CPU fallback; ran, values match CPU" in add
+    assert "(observed on xla, torch_xla 2.9.0, 2026-12-02)" in add
+    assert "No observed run in the data dispatched this op." in text_of(read(out, "ops/aten/relu.html"))
+    mm = text_of(read(out, "ops/aten/mm.html"))
+    assert "Contributed evidence: probed evidence contributed by Acme lab on 2026-12-01" in mm
+    api = json.loads(read(out, "api/ops/aten/add.Tensor.json"))
+    assert api["observed"][0]["fallback"] is True and api["observed"][0]["source"].endswith("2026-12-02")
+    assert json.loads(read(out, "api/ops/aten/mm.json"))["backends"]["alpha"]["contributed"]
+    assert json.loads(read(out, "api/models/tiny.json"))["observed"][0]["source"] == (
+        "observed on xla, torch_xla 2.9.0, 2026-12-02"
+    )

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 from conftest import ROOT, bundled_slice
-from sitefixture import make_coverage, make_versioned_coverage, rendered
+from sitefixture import make_coverage, make_paths_coverage, make_versioned_coverage, rendered
 
 from opcov.site import render
 
@@ -392,7 +392,7 @@ def test_no_page_scrolls_sideways_on_a_phone_and_dark_mode_follows_the_system(br
             ctx.close()
 
 
-def test_no_serious_accessibility_violations(browser, full, small):
+def test_no_serious_accessibility_violations(browser, full, small, paths):
     """axe-core (WCAG 2 A/AA rules) on the main pages, light and dark: no serious or critical violation."""
     if not os.path.exists(AXE):
         pytest.skip(f"no axe-core at {AXE} (npm install --no-save axe-core, or set OPCOV_AXE)")
@@ -402,7 +402,15 @@ def test_no_serious_accessibility_violations(browser, full, small):
     for scheme in ("light", "dark"):
         ctx = browser.new_context(viewport={"width": DESKTOP, "height": 900}, color_scheme=scheme)
         page = ctx.new_page()
-        for folder, rel in [(full, r) for r in PAGES] + [(small, "about.html"), (small, "ops/aten/mm.html")]:
+        for folder, rel in (
+            [(full, r) for r in PAGES]
+            + [(small, "about.html"), (small, "ops/aten/mm.html")]
+            + [
+                (paths, "models/tiny.html#compile"),  # the compiled section, shown
+                (paths, "models/masked.html"),
+                (paths, "ops/aten/add.Tensor.html"),
+            ]
+        ):
             page.goto(url(folder, rel))
             page.wait_for_load_state("load")
             if rel == "matrix.html":
@@ -515,3 +523,44 @@ def test_enter_on_a_model_name_opens_that_model(browser, zoo_names):
         page.wait_for_selector("html[data-search-ready]")
         listed = page.eval_on_selector_all("#search-page ul li a", "els => els.map(e => e.textContent)")
         assert listed == ["llama", "llama4", "diffllama"], listed
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    """The small site plus xla's compile path, a model with input variants and an observed run."""
+    return rendered(tmp_path_factory, "browser-paths", make_paths_coverage)[1]
+
+
+def test_the_eager_compiled_switch_works_without_javascript_by_keyboard_and_on_a_phone(browser, paths):
+    ctx = browser.new_context(java_script_enabled=False, viewport={"width": PHONE, "height": 900})
+    page = ctx.new_page()
+    page.goto(url(paths, "models/tiny.html"))
+    assert page.is_visible("#eager") and not page.is_visible("#compile")
+    for _ in range(60):  # Tab to the switch's "Compiled" link, then Enter
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.getAttribute('href')") == "#compile":
+            break
+    else:
+        raise AssertionError("the switch's link to the compiled section is not in the keyboard order")
+    page.keyboard.press("Enter")
+    assert page.is_visible("#compile") and not page.is_visible("#eager")
+    assert page.is_visible("ol.breaks >> text=tiny/net.py:42")
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE
+    page.click('nav.paths a[href="#eager"]')
+    assert page.is_visible("#eager") and not page.is_visible("#compile")
+    page.goto(url(paths, "models/tiny.html#compile-training-xla"))  # a link to one backend's compiled verdict
+    assert page.is_visible("#compile-training-xla") and not page.is_visible("#eager")
+    ctx.close()
+
+
+def test_matrix_shows_the_compile_column_family_and_can_hide_it(browser, paths):
+    with Watched(browser) as page:
+        page.goto(url(paths, "matrix.html"))
+        matrix_ready(page)
+        heads = page.eval_on_selector_all("#matrix thead th", "els => els.map(e => e.textContent)")
+        assert any(h.startswith("xla compile") and "openxla" in h for h in heads), heads
+        assert cells(page, "aten::relu")[-1] == "\u2717 missing"  # xla's compiler lacks it
+        page.select_option("#path", "eager")
+        page.wait_for_function("!location.hash || location.hash.includes('path=eager')")
+        heads = page.eval_on_selector_all("#matrix thead th", "els => els.map(e => e.textContent)")
+        assert not any("compile" in h for h in heads), heads

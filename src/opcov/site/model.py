@@ -17,6 +17,7 @@ from typing import Any
 from opcov.scan import pynames as pynames_mod
 from opcov.store import layout
 from opcov.store import lineyaml
+from opcov.store import observed as observed_store
 from opcov.store import opset
 from opcov.store.cells import ProbedCell, record_cells, skip_reason
 from opcov.verdict import judge
@@ -82,6 +83,8 @@ class Backend:
     name: str
     snapshots: list[Snapshot] | tuple[Snapshot, ...] = field(default_factory=list)  # oldest first; a tuple once load_site has them all
     prefer: str = ""  # the torch the zoo's op sets were traced with: its snapshots are shown first
+    # its compile coverage (coverage/<backend>/compile/) as a Backend of its own: what its compiler accepts
+    compile: "Backend | None" = None
     _latest: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def latest(self, evidence: str) -> Snapshot | None:
@@ -138,6 +141,8 @@ class Model:
 
     name: str
     modes: dict = field(default_factory=dict)  # mode -> (path, doc)
+    # (compile backend, mode) -> (path, doc): its compiled op sets (coverage/models/<model>/compile/)
+    compiled: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -158,6 +163,8 @@ class Site:
     absent: dict = field(default_factory=dict)
     # (model, mode, backend) -> the torch version of the data its verdict rests on (judge_models fills it)
     data_torch: dict = field(default_factory=dict)
+    # (backend, model, mode) -> (path relative to the coverage folder, document): observed runs ('opcov run')
+    observed: dict = field(default_factory=dict)
     _models: tuple = field(default=(None, 0, {}), init=False, repr=False, compare=False)  # (list, length, by name)
 
     def backend(self, name: str) -> Backend:
@@ -205,11 +212,25 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
         raise DataError(f"{stray[0][0]}: {stray[0][1]}{more}; run 'opcov lint {coverage_dir}'")
     backends: dict[str, Backend] = {}
     models: dict[str, Model] = {}
-    paths = [(p, os.path.relpath(p, coverage_dir).replace(os.sep, "/")) for p in layout.yaml_files(coverage_dir)]
+    files = layout.yaml_files(coverage_dir) + layout.compiled_model_files(coverage_dir)
+    files += [p for b in sorted(layout.listdir(coverage_dir)) if os.path.isdir(layout.compile_coverage_dir(b, coverage_dir))
+              for kind in layout.compile_snapshots(coverage_dir, b).values() for p in kind]
+    paths = [(p, os.path.relpath(p, coverage_dir).replace(os.sep, "/")) for p in files]
+    compile_snaps: dict[str, list] = {}
     if parallel is None:
         parallel = len(paths) >= PARALLEL_FILES and forked.spare_core()
     docs = forked.split_map(lambda p: _read(*p), paths, fork=parallel and forked.can_fork())
+    compiled_sets = []  # (folder, (compile backend, mode), (rel, document or the DataError reading it))
     for (path, rel), doc in zip(paths, docs):
+        folder, sub, stem = (rel.split("/") + ["", "", ""])[1:4]
+        if layout.in_models(rel) and sub == layout.COMPILE:  # models/<model>/compile/<compile backend>-<mode>.yaml
+            if isinstance(doc, DataError):  # shown on the model's page; the rest of the site stands
+                compiled_sets.append((folder, tuple(stem.rsplit(".", 1)[0].rsplit("-", 1)), (rel, doc)))
+                continue
+            if isinstance(doc, Exception):
+                raise doc
+            compiled_sets.append((folder, (str((doc.get("compile") or {}).get("backend")), doc["mode"]), (rel, doc)))
+            continue
         if isinstance(doc, Exception):
             raise doc
         if layout.in_models(rel):
@@ -221,12 +242,21 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
             model.modes[doc["mode"]] = (rel, doc)
             continue
         snap = Snapshot(rel, doc)
+        if f"/{layout.COMPILE}/" in rel:  # <backend>/compile/: compile coverage
+            compile_snaps.setdefault(snap.backend, []).append(snap)
+            continue
         backends.setdefault(snap.backend, Backend(snap.backend)).snapshots.append(snap)  # type: ignore[union-attr]  # a list until sorted below
+    named = {rel.split("/")[1]: m for m in models.values() for rel, _ in m.modes.values()}  # folder -> model
+    for folder, key, found in compiled_sets:
+        model = named.get(folder) or models.setdefault(folder, Model(folder))
+        model.compiled.setdefault(key, found)
     traced = Counter(str((doc.get("provenance") or {}).get("torch")) for m in models.values()
                      for _, doc in m.modes.values())
     for b in backends.values():
         b.snapshots = tuple(sorted(b.snapshots, key=lambda s: (s.created, s.path)))  # fixed from here on
         b.prefer = min(traced, key=lambda t: (-traced[t], t)) if traced else ""
+        if b.name in compile_snaps:
+            b.compile = Backend(b.name, tuple(sorted(compile_snaps[b.name], key=lambda s: (s.created, s.path))), b.prefer)
     if not backends:
         raise UsageError(f"{coverage_dir}: no coverage files; create one with 'opcov scan BACKEND'")
     names: set[str] = set()
@@ -264,7 +294,19 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     return Site(coverage_dir=coverage_dir, backends=ordered,
                 models=[models[k] for k in sorted(models)], catalog=catalog, catalog_note=note,
                 ops=sorted(names), users={k: sorted(v) for k, v in users.items()},
-                pynames=index, pynames_note=index_note, python_of=python_of, absent=not_in_torch(ordered))
+                pynames=index, pynames_note=index_note, python_of=python_of, absent=not_in_torch(ordered),
+                observed=observed_runs(coverage_dir))
+
+
+def observed_runs(coverage_dir: str) -> dict:
+    """(backend, model, mode) -> (path relative to the coverage folder, document) of every observed run
+    under coverage/observed/ (opcov.store.observed reads and validates them; a bad one is a DataError)."""
+    out = {}
+    for path in observed_store.files(os.path.join(coverage_dir, observed_store.FOLDER)):
+        doc = observed_store.load(path)
+        key = (str(doc["backend"].get("name")), str(doc["model"].get("name")), str(doc["model"].get("mode")))
+        out[key] = (os.path.relpath(path, coverage_dir).replace(os.sep, "/"), doc)
+    return out
 
 
 def not_in_torch(backends: list[Backend]) -> dict:
@@ -447,20 +489,28 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
 @judge.bulk()
 def judge_models(site: Site) -> dict:
     """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges
-    (judge.coverage_for, on the documents the site holds)."""
+    (judge.coverage_for, on the documents the site holds): the given inputs lead, each other input variant
+    judged apart in its ``variants`` (check.judge_variants), and an observed run of the model on the backend
+    named first among its notes (verdict.observed.annotate)."""
+    from opcov.verdict import check, observed
+
     held = {os.path.join(site.coverage_dir, *s.path.split("/")): s for b in site.backends for s in b.snapshots}
     out = {}
     pool: dict = {}  # each requirement judged once per backend's documents (judge.share)
     listings: dict = {}  # each backend's folder listed once
     shown_paths: dict = {}  # a verdict's data files as the pages name them, worked out once per set of files
+    observed_at = {(b, m, md) for b, m, md in site.observed}
     for m in site.models:
         for mode, (_, doc) in sorted(m.modes.items()):
             names = judge.needed_ops(doc)  # once per op set, not once per backend
-            given = opset.as_given(doc)  # the given inputs' calls, as 'opcov check' leads with
+            parts = check.variant_parts(doc)  # the given inputs' calls, as 'opcov check' leads with, and the others
             for b in site.backends:
+                # where the model was also recorded on the backend itself (check.own_path), it is judged on that
+                own = check.own_path(doc, b.name, site.coverage_dir)
+                bdoc, bparts, bnames = (own[1], check.variant_parts(own[1]), None) if own else (doc, parts, names)
                 try:
-                    cov = judge.coverage_for(doc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc,
-                                             listings=listings, names=names)
+                    cov = judge.coverage_for(bdoc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc,
+                                             listings=listings, names=bnames or judge.needed_ops(bdoc))
                 except UsageError:  # no data for this backend
                     continue
                 for snap in b.snapshots:  # the same document: its cells are parsed once, for every page
@@ -472,8 +522,60 @@ def judge_models(site: Site) -> dict:
                     shown = shown_paths[key] = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
                                                 for p in key]
                 cov.paths = list(shown)
-                out[(m.name, mode, b.name)] = judge.judge(given, judge.share(cov, pool))
+                v = out[(m.name, mode, b.name)] = check.judge_variants(bdoc, bparts, judge.share(cov, pool))
+                if own:
+                    v.notes.insert(0, f"{check.path_note(bdoc, b.name)} ({shown_path(site, own[0])})")
+                    check.python_replacements(v, bdoc)
+                if (b.name, m.name, mode) in observed_at:  # this model really run on the device
+                    observed.annotate(v, bdoc, site.coverage_dir)
+                    v.sources = [shown_path(site, p) for p in v.sources]
                 site.data_torch[(m.name, mode, b.name)] = cov.torch
+    return out
+
+
+def shown_path(site: Site, path: str) -> str:
+    """A data file as the pages name it: 'coverage/<path in the coverage folder>' (never this machine's path)."""
+    if not path.startswith(os.path.join(site.coverage_dir, "")):
+        return path
+    return f"coverage/{os.path.relpath(path, site.coverage_dir).replace(os.sep, '/')}"
+
+
+@judge.bulk()
+def judge_compiled_models(site: Site, eager: dict | None = None) -> dict:
+    """(model, mode, backend) -> opcov.verdict.compiled.CompiledVerdict; None where the backend has compile
+    coverage but the model has no compiled op set for its compile backend; a str (the DataError) where that
+    op set cannot be read. As 'opcov check MODEL -b B
+    --path compile' judges (its graph breaks' ops on eager coverage, the compiled graphs' on compile
+    coverage), on the documents the site holds. Backends without compile coverage are left out."""
+    from opcov.verdict import compiled
+
+    held = {os.path.join(site.coverage_dir, *s.path.split("/")): s for b in site.backends
+            for s in (b.snapshots + (b.compile.snapshots if b.compile else ()))}  # type: ignore[operator]
+    pool: dict = {}
+    out: dict = {}
+    for m in site.models:
+        if not m.compiled:
+            continue
+        for mode in sorted({md for _, md in m.compiled}):
+            eager_doc = m.modes[mode][1] if mode in m.modes else None
+            for b in site.backends:
+                cb = compiled.COMPILE_BACKEND.get(b.name)
+                if b.compile is None or cb is None:
+                    continue
+                found = m.compiled.get((cb, mode))
+                if found is None:
+                    out[(m.name, mode, b.name)] = None
+                    continue
+                path, doc = found
+                if isinstance(doc, DataError):
+                    out[(m.name, mode, b.name)] = str(doc).replace(os.path.join(site.coverage_dir, ""), "coverage/")
+                    continue
+                cv = compiled.judge_compiled(f"coverage/{path}", doc, b.name, site.coverage_dir, eager_doc,
+                                             read=lambda p, names: held[p].doc, pool=pool)
+                for v in (cv.graphs, cv.eager):
+                    if v is not None:
+                        v.sources = [shown_path(site, p) for p in v.sources]
+                out[(m.name, mode, b.name)] = cv
     return out
 
 

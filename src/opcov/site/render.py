@@ -270,10 +270,33 @@ def verdict_view(v) -> dict:
                                        "css": OUTCOME_CSS.get(f.outcome, "unknown"), "evidence": f.evidence,
                                        "why": f.why, "fix": f.fix} for f in r.problems()],
                          "flags": list(r.flags)})
+    out = said_view(v)
+    out.update(counts=v.counts(), notes=list(v.notes), sources=list(v.sources), problems=problems,
+               problem_ops=problem_ops, variant=getattr(v, "variant", ""), variants=variant_views(v))
+    return out
+
+
+def said_view(v) -> dict:
+    """A verdict word and the evidence it rests on, as _said_html shows them (any verdict with ``verdict``
+    and ``evidence``: an eager BackendVerdict, a compiled one)."""
     return {"verdict": v.verdict, "css": vocab.verdict_css(v.verdict, v.evidence),
-            "ev": vocab.evidence_word(v.evidence), "ev_said": vocab.evidence_said(v.verdict, v.evidence),
-            "counts": v.counts(),
-            "notes": list(v.notes), "sources": list(v.sources), "problems": problems, "problem_ops": problem_ops}
+            "ev": vocab.evidence_word(v.evidence), "ev_said": vocab.evidence_said(v.verdict, v.evidence)}
+
+
+def variant_views(v) -> list:
+    """Each input variant other than the one ``v`` leads with (the given inputs), in 'opcov check's words:
+    its verdict (said_view), its label and the ops that decide it (reports.variant_line after the verdict)."""
+    from opcov.verdict import reports
+
+    out = []
+    for name, other in (getattr(v, "variants", None) or {}).items():
+        label = reports.variant_label(name)
+        line = reports.variant_line(other, v)
+        head = f"{other.says()} with {label}"
+        out.append({"name": name, "label": label, "said": said_view(other),
+                    "rest": line[len(head):] if line.startswith(head) else f": {line}",
+                    "deciding": reports.deciding(other, v)})
+    return out
 
 
 def model_rows(verdicts: dict, backend: str) -> list[dict]:
@@ -320,10 +343,11 @@ def backend_views(site: Site, links: dict, root: str = "../../") -> list[_Backen
     return out
 
 
-def op_page(site: Site, name: str, links: dict, answers, views: list | None = None, memo: dict | None = None) -> dict:
+def op_page(site: Site, name: str, links: dict, answers, views: list | None = None, memo: dict | None = None,
+            observed: dict | None = None) -> dict:
     """One op's evidence per backend (namespaces, not dicts: ~3,700 pages, and attribute lookups are
     what Jinja does fastest). ``views``: backend_views(site, links), and ``memo``, a dict kept over the
-    build's op pages, save working out again what every page shares."""
+    build's op pages, save working out again what every page shares. ``observed``: observed_by_op(site)."""
     from html import escape as html_escape  # the evidence lines' escaping (markupsafe's writes quotes otherwise)
 
     views = views if views is not None else backend_views(site, links)
@@ -349,7 +373,8 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
                 cells.append(NS(dtype=dtype, fwd=probe_cell(cell.forward.status), bwd=probe_cell(cell.backward.status),
                                 extra=extra))
             row.probe = NS(skip=skip_reason(rec), cells=cells, snap=v.probed.path, html=_probed_rows_html(cells),
-                           versions=v.probed.versions, command=v.probed.prov.get("command"))
+                           versions=v.probed.versions, command=v.probed.prov.get("command"),
+                           contributed=contributed_words(v.probed.prov))
         rows.append(row)
     users = []
     root = "../" * links["ops"][name].count("/")
@@ -359,7 +384,26 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
         phases = [(p, sorted(rec[p].items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
         users.append({"model": model, "mode": mode, "href": model_links[model], "phases": phases,
                       "calls": _calls_html(phases)})
+    compile_items = []
+    for v in views:
+        snap = v.b.compile.registered if v.b.compile else None
+        if snap is None:
+            continue
+        crec = snap.ops.get(name)
+        c = reg_cell(crec.get("res") if crec else None, _fallback_enabled(snap))
+        said = ("" if crec and crec.get("res") == "registered" and snap.evidence == "registered"
+                else f" ({snap.evidence} evidence)")  # reg_cell's words say "registered, unverified" themselves
+        why = str(crec.get("why") or crec.get("src") or "") if crec else ""
+        compile_items.append(f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: <span class="st {_esc(c.css)}">'
+                             f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
+                             + (f'<br><span class="muted">{_esc(why)}</span>' if why else "")
+                             + f' <span class="muted"><code>coverage/{_esc(snap.path)}</code></span></li>\n')
+    if observed is None:
+        observed = observed_by_op(site)
+    runs = observed.get(name, [])
     return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
+            "observed_any": bool(site.observed), "observed": runs, "compile_html": Markup("".join(compile_items)),
+            "observed_html": _op_observed_html(root, model_links, name, runs),
             "users_html": Markup("".join(f'{_user_item(root, u["href"], u["model"], u["mode"])}{u["calls"]}</li>\n'
                                          for u in users)),
             "answers_html": Markup("".join(_answer_item(v, answer_view(a, v.b.torch)) for a, v in zip(answers, views))),
@@ -551,7 +595,7 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
     wrote (a test renders both)."""
     v, name = pb["v"], _esc(pb["b"].name)
     c = v["counts"]
-    out = [f'<h3 id="{_esc(mode)}-{name}">{name}: {pb["said"]}</h3>\n']
+    out = [f'<h4 id="{_esc(mode)}-{name}">{name}: {pb["said"]}</h4>\n']
     if pb["badge"]:
         src = _esc(pb["badge"][0])
         out.append(f'<p><img src="{_esc(root)}{src}" alt="{_esc(pb["badge"][1])}"> <code>{src}</code></p>')
@@ -559,6 +603,8 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
                f'{c["ok_registered"]} registered), {c["fallback"]} on the fallback, {c["fails"]} fail, '
                f'{c["unknown"]} unknown' + (f', {c["not_judged"]} not judged' if c["not_judged"] else "")
                + ". Data: " + ", ".join(f"<code>{_esc(src)}</code>" for src in v["sources"]) + ".</p>\n")
+    if v["variants"]:
+        out.append(_variants_html(v))
     if v["notes"]:
         out.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in v["notes"]) + "</ul>")
     if v["problems"]:
@@ -569,6 +615,168 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
     else:
         out.append("<p>No problem ops.</p>")
     return Markup("".join(out))
+
+
+def _variants_html(v: dict) -> str:
+    """The other input variants of a verdict (verdict_view's), each apart: its verdict and deciding ops."""
+    from opcov.verdict import reports
+
+    lead = reports.variant_label(v["variant"])
+    return (f'<p>The verdict above is for {_esc(lead)}. Each input variant opcov added is judged apart '
+            '(<code>opcov check --variants all</code> gates on them too):</p>\n<ul class="variants">'
+            + "".join(f'<li>{_said_html(o["said"])} with {_esc(o["label"])}{_esc(o["rest"])}</li>' for o in v["variants"])
+            + "</ul>\n")
+
+
+def _variants_cell_html(v: dict) -> str:
+    """The other input variants' verdicts under the lead one in a model page's verdict table, where they
+    differ from it (its section lists every one)."""
+    return "".join(f'<br><span class="muted">with {_esc(o["label"])}:</span> {_said_html(o["said"])}'
+                   for o in v["variants"] if (o["said"]["verdict"], o["said"]["ev"]) != (v["verdict"], v["ev"]))
+
+
+# ---------------------------------------------------------------- observed runs, contributed evidence
+
+def observed_view(rel: str, doc: dict) -> NS:
+    """One observed run ('opcov run') as the pages name it: 'observed on xla, torch_xla 2.9.0, 2026-12-03',
+    what it saw (opcov.verdict.observed.summary, as check says it), its file, command and contributor."""
+    from opcov.verdict import observed
+
+    b, prov, res = doc["backend"], doc["provenance"], doc["result"]
+    package = f"{b.get('package')} {b.get('version')}" if b.get("package") else f"torch {prov.get('torch')}"
+    values = res.get("values") or {}
+    return NS(backend=str(b.get("name")), model=str(doc["model"].get("name")), mode=str(doc["model"].get("mode")),
+              source=f"observed on {b.get('name')}, {package}, {str(prov.get('created', ''))[:10]}",
+              device=str(prov.get("device") or "?"), torch=str(prov.get("torch")), ran=bool(res["ran"]),
+              css="fail" if not res["ran"] or values.get("match") is False else "ok",
+              outcome=("raised" if not res["ran"] else "values differ from CPU" if values.get("match") is False
+                       else "ran, values match CPU" if values else "ran, values not compared"),
+              summary=observed.summary(doc), path=f"coverage/{rel}", command=str(prov.get("command") or ""),
+              fallback=list((doc.get("backend_record") or {}).get("fallback_ops") or []),
+              contributed=contributed_words(prov), ops=doc.get("ops") or {})
+
+
+def contributed_words(prov: dict) -> list:
+    """'contributed by NAME on DATE (device D; bundle sha256 ...)' for each bundle a file was merged from."""
+    from opcov.verdict import contributed
+
+    return contributed.notes({"provenance": prov})
+
+
+def _observed_item_html(o: NS) -> str:
+    """One observed run in a model page's list."""
+    extra = "".join(f'<br><span class="muted">{_esc(c)}</span>' for c in o.contributed)
+    return (f'<li><strong>{_esc(o.backend)}</strong> ({_esc(o.mode)}): <span class="st {_esc(o.css)}">'
+            f'{_esc(o.outcome)}</span>, {_esc(o.source)} <span class="muted">(device {_esc(o.device)}, torch '
+            f'{_esc(o.torch)})</span><br>{_esc(o.summary)}{extra}<br><span class="muted"><code>{_esc(o.path)}</code>; '
+            f'reproduce: <code>{_esc(o.command)}</code></span></li>\n')
+
+
+def observed_by_op(site: Site) -> dict:
+    """op -> [(observed_view, calls, dtypes)]: which observed runs dispatched each op (for the op pages)."""
+    out: dict = {}
+    for key in sorted(site.observed):
+        rel, doc = site.observed[key]
+        o = observed_view(rel, doc)
+        for op, cells in sorted(o.ops.items()):
+            calls = sum(int(c.get("calls", 0)) for c in cells.values() if isinstance(c, dict))
+            out.setdefault(op, []).append((o, calls, sorted(cells)))
+    return out
+
+
+def _op_observed_html(root: str, model_links: dict, op: str, runs: list) -> Markup:
+    """An op page's list of the observed runs that dispatched it."""
+    items = []
+    for o, calls, dtypes in runs:
+        name = (f'<a href="{_esc(root)}{_esc(model_links[o.model])}">{_esc(o.model)}</a>' if o.model in model_links
+                else _esc(o.model))
+        fb = (' <span class="st warn">ran through the CPU fallback</span>' if op in o.fallback else "")
+        items.append(f'<li><strong>{_esc(o.backend)}</strong>: dispatched by {name} ({_esc(o.mode)}), '
+                     f'{_esc(", ".join(dtypes))} &times;{calls}{fb}; <span class="st {_esc(o.css)}">{_esc(o.outcome)}'
+                     f'</span> ({_esc(o.source)})'
+                     + "".join(f'<br><span class="muted">{_esc(c)}</span>' for c in o.contributed)
+                     + f' <span class="muted"><code>{_esc(o.path)}</code></span></li>\n')
+    return Markup("".join(items))
+
+
+# ---------------------------------------------------------------- the compile path on model pages
+
+def compile_view(cv) -> dict:
+    """One CompiledVerdict shaped for a model page: its word and evidence, graph breaks, why, the compiled
+    graphs' verdict (verdict_view: counts, notes, problems) and the eager verdict at the breaks."""
+    out = said_view(cv)
+    out.update(backend=cv.backend, mode=cv.mode, path=cv.path, compile_backend=cv.compile_backend,
+               breaks=list(cv.breaks), why=cv.why, notes=list(cv.notes), outcome=cv.outcome,
+               graphs=verdict_view(cv.graphs) if cv.graphs is not None else None,
+               eager=said_view(cv.eager) if cv.eager is not None else None,
+               eager_problems=len([r for r in cv.eager.ops if r.outcome in vocab.PROBLEMS]) if cv.eager else 0)
+    return out
+
+
+def _compile_said_html(entry) -> str:
+    """A compile-path table cell: the verdict, or why there is none."""
+    if entry is None:
+        return '<span class="muted">no compiled op set for its compile backend</span>'
+    if isinstance(entry, str):
+        return '<span class="muted">compiled op set unreadable</span>'
+    return _said_html(entry)
+
+
+def _breaks_html(breaks: list) -> str:
+    from opcov.verdict import compiled
+
+    if not breaks:
+        return "<p>No graph breaks.</p>\n"
+    items = "".join(f'<li><code>{_esc(b.get("where", "?"))}</code>: {_esc(b.get("reason", "?"))}'
+                    + (f' (&times;{_esc(b["times"])})' if (b.get("times") or 1) > 1 else "")
+                    + (f'<br><span class="muted">{_esc(b["construct"])}</span>' if b.get("construct") else "") + "</li>"
+                    for b in breaks)
+    return f'<p><strong>{_esc(compiled.BREAKS_HEAD.format(n=len(breaks)))}</strong>:</p>\n<ol class="breaks">{items}</ol>\n'
+
+
+def _compile_section_html(root: str, model: str, mode: str, name: str, entry, op_links: dict, cb: str) -> str:
+    """A model page's compile-path section for one backend in one mode, as 'opcov check --path compile'
+    words it: graph breaks first (with file:line), then the compiled graphs on compile coverage."""
+    b = _esc(name)
+    anchor = f'compile-{_esc(mode)}-{b}'
+    if entry is None:
+        return (f'<h4 id="{anchor}">{b}: no compiled op set</h4>\n<p>No compiled op set of {_esc(model)} ({_esc(mode)}) '
+                f'for {_esc(cb)}, the compile backend of {b}: make one with <code>opcov trace {_esc(model)} --mode '
+                f'{_esc(mode)} --path compile --compile-backend {_esc(cb)}</code>.</p>\n')
+    if isinstance(entry, str):
+        return f'<h4 id="{anchor}">{b}: compiled op set unreadable</h4>\n<p>{_esc(entry)}</p>\n'
+    c = entry
+    out = [f'<h4 id="{anchor}">{b} ({_esc(c["compile_backend"])} recipe): {_said_html(c)}</h4>\n',
+           f'<p class="muted">Compiled op set <code>{_esc(c["path"])}</code>; reproduce: <code>opcov check '
+           f'{_esc(model)} -b {b} --mode {_esc(mode)} --path compile</code></p>\n']
+    if c["why"]:
+        out.append(f"<p>{_esc(c['why'])}</p>\n")
+    out.append(_breaks_html(c["breaks"]))
+    if c["eager"] is not None:
+        out.append(f'<p>Eagerly at the breaks (eager coverage, the model\'s whole eager op set): {_said_html(c["eager"])}'
+                   + (f', {c["eager_problems"]} problem ops' if c["eager_problems"] else "") + ': see '
+                   f'<a href="#{_esc(mode)}-{b}">the eager verdict on {b}</a>.</p>\n')
+    g = c["graphs"]
+    if g is not None:
+        k = g["counts"]
+        out.append(f'<p>Compiled graphs on compile coverage: {_said_html(g)}: {k["ops"]} ops judged ({k["calls"]} '
+                   f'calls): {k["ok"]} ok ({k["ok_probed"]} probed, {k["ok_registered"]} registered), {k["fallback"]} '
+                   f'on the fallback, {k["fails"]} fail, {k["unknown"]} unknown. Data: '
+                   + ", ".join(f"<code>{_esc(src)}</code>" for src in g["sources"]) + ".</p>\n")
+        notes = g["notes"] + c["notes"]
+        if notes:
+            out.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>\n")
+        if g["problems"]:
+            out.append(f'<div class="scroll"><table>\n<caption>Problem ops of the compiled graphs of {_esc(model)} '
+                       f'({_esc(mode)}) on {b}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">'
+                       'outcome</th><th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, '
+                       f'dtype, evidence)</th></tr></thead>\n<tbody>{_problem_rows_html(root, op_links, g["problems"])}'
+                       '</tbody>\n</table></div>\n')
+        else:
+            out.append("<p>No problem ops in the compiled graphs.</p>\n")
+    elif c["notes"]:
+        out.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in c["notes"]) + "</ul>\n")
+    return "".join(out)
 
 
 def gaps(site: Site, backend, verdicts: dict) -> dict:
@@ -665,6 +873,7 @@ def matrix_data(site: Site, links: dict) -> dict:
         rows.append(row)
     odd = {n: p for n, p in links["ops"].items() if p != "ops/{}/{}.html".format(*n.split("::", 1))}
     return {
+        "compile": compile_columns(site),
         "backends": [{"name": b.name, "fallback": _fallback_enabled(b.registered),
                       "declared": b.registered is not None and b.registered.evidence == "declared",
                       "probed": b.probed is not None, "torch": b.torch} for b in backends],
@@ -682,6 +891,22 @@ def matrix_data(site: Site, links: dict) -> dict:
         "namespaces": sorted({n.split("::", 1)[0] for n in site.ops}),
         "hrefs": odd, "ops": rows,
     }
+
+
+def compile_columns(site: Site) -> dict:
+    """The matrix's compile column family: per backend with compile coverage (coverage/<backend>/compile/),
+    its static record (registered, else declared: what its compiler accepts, a claim) of each op, one
+    letter of REG_CODE per backend in ``codes`` (aligned with the matrix's ops; '-' not in its compile data)."""
+    from opcov.verdict.compiled import COMPILE_BACKEND
+
+    held = [(i, b.compile) for i, b in enumerate(site.backends)]
+    cols = [(i, c, c.registered) for i, c in held if c is not None and c.registered is not None]
+    codes = ["".join(REG_CODE.get(str((snap.ops.get(name) or {}).get("res")), "-") for _, _, snap in cols)
+             for name in site.ops] if cols else []
+    return {"backends": [{"i": i, "name": b.name, "evidence": snap.evidence, "torch": str(snap.prov.get("torch", "")),
+                          "compiler": COMPILE_BACKEND.get(b.name, ""), "file": f"coverage/{snap.path}",
+                          "probed": bool(b.probed)} for i, b, snap in cols],
+            "codes": codes}
 
 
 def _pcode(status) -> str:
@@ -729,10 +954,10 @@ def _op_files(env, site: Site, links: dict) -> dict:
                for name in site.ops}
     files = {}
     op_tpl = env.get_template("op.html")
-    views, memo = backend_views(site, links), dict[Any, Any]()
+    views, memo, observed = backend_views(site, links), dict[Any, Any](), observed_by_op(site)
     for name in site.ops:
         path = links["ops"][name]
-        op = op_page(site, name, links, answers[name], views, memo)
+        op = op_page(site, name, links, answers[name], views, memo, observed)
         files[path] = op_tpl.render(root="../../", links=links, site=site, title=name, op=op,
                                     api_path=api_path(path)).encode("utf-8")
         files[api_path(path)] = _json(op_api(site, name, op, path))
@@ -740,8 +965,9 @@ def _op_files(env, site: Site, links: dict) -> dict:
     return files
 
 
-def _model_files(env, site: Site, links: dict, verdicts: dict, m) -> list:
-    """One model's page, its JSON and its badge per backend: [(path, bytes)]."""
+def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict | None = None) -> list:
+    """One model's page, its JSON and its badge per backend: [(path, bytes)]. ``compiled``:
+    judge_compiled_models' verdicts (the page's compile path)."""
     out, badges = [], {}
     for b in site.backends:
         vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in ("inference", "training")
@@ -763,14 +989,41 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m) -> list:
                 pb = {"b": b, "v": v, "badge": badges.get(b.name),
                       "problems_html": _problem_rows_html(root, links["ops"], v["problems"])}
                 pb["said"] = Markup(_said_html(v))
+                pb["variants_said"] = Markup(_variants_cell_html(v))
                 pb["html"] = _verdict_section_html(root, m.name, mode, pb)
                 per_backend.append(pb)
         modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend,
                       "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"])))})
+    observed = [observed_view(*site.observed[k]) for k in sorted(site.observed) if k[1] == m.name]
+    compile_modes = model_compile(site, m, compiled or {}, root, links)
     href = links["models"][m.name]
     out += [(href, _render(env, site, links, href, "model.html", title=f"Model {m.name}", model=m, modes=modes,
-                           api_path=api_path(href))),
-            (api_path(href), _json(model_api(m, modes, verdicts)))]
+                           api_path=api_path(href), compile_modes=compile_modes,
+                           observed_html=Markup("".join(_observed_item_html(o) for o in observed)))),
+            (api_path(href), _json(model_api(m, modes, verdicts, compile_modes, observed)))]
+    return out
+
+
+def model_compile(site: Site, m, compiled: dict, root: str, links: dict) -> list:
+    """A model page's compile path, per mode: each backend with compile coverage, its compiled verdict
+    (compile_view), None (no compiled op set for its compile backend) or the error reading that op set, and
+    the section's HTML."""
+    from opcov.verdict.compiled import COMPILE_BACKEND
+
+    out = []
+    for mode in ("inference", "training"):
+        per = []
+        for b in site.backends:
+            if (m.name, mode, b.name) not in compiled:
+                continue
+            cv = compiled[(m.name, mode, b.name)]
+            entry = compile_view(cv) if cv is not None and not isinstance(cv, str) else cv
+            per.append({"b": b, "entry": entry, "said": Markup(_compile_said_html(entry)),
+                        "html": Markup(_compile_section_html(root, m.name, mode, b.name, entry, links["ops"],
+                                                             COMPILE_BACKEND.get(b.name, "?")))})
+        if per:
+            found = sorted((cb, rel) for (cb, md), (rel, _) in m.compiled.items() if md == mode)
+            out.append({"mode": mode, "backends": per, "opsets": [f"coverage/{rel}" for _, rel in found]})
     return out
 
 
@@ -817,13 +1070,14 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folde
     makes them."""
     from opcov.site import forked
     verdicts = sitemodel.judge_models(site)
+    compiled = sitemodel.judge_compiled_models(site)
     # The model pages need only the verdicts: the child's half starts now, beside the comparisons and
     # the pages below (and the op pages' child, which is ending by then).
     make: Any
     if into is None:
-        make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
+        make = lambda m: _model_files(env, site, links, verdicts, m, compiled)  # noqa: E731
     else:
-        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m)))  # noqa: E731
+        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m, compiled)))  # noqa: E731
     model_files = forked.Split(make, site.models, fork=parallel)
     try:
         return _build_rest(site, env, links, op_files, model_files, verdicts, into)
@@ -964,12 +1218,16 @@ def op_api(site: Site, name: str, op: dict, path: str) -> dict:
     """One op: per backend the answer the page gives (support letter, evidence, words, per-dtype statuses)
     and the records the data holds."""
     out = {"api": API_VERSION, "op": name, "page": path, "schema": op["schema"], "tags": op["tags"],
-           "python_names": op["python"], "models": [[u["model"], u["mode"]] for u in op["users"]], "backends": {}}
+           "python_names": op["python"], "models": [[u["model"], u["mode"]] for u in op["users"]], "backends": {},
+           "observed": [{"backend": o.backend, "model": o.model, "mode": o.mode, "calls": calls, "dtypes": dtypes,
+                         "fallback": name in o.fallback, "outcome": o.outcome, "source": o.source, "file": o.path,
+                         "contributed": o.contributed} for o, calls, dtypes in op["observed"]]}
     for a, b in zip(op["api"], site.backends):
         entry = a.as_dict()
         entry["registered"] = b.registered.ops.get(name) if b.registered else None
         entry["probed"] = b.probed.ops.get(name) if b.probed else None
         entry["sources"] = [f"coverage/{s.path}" for s in (b.registered, b.probed) if s]
+        entry["contributed"] = contributed_words(b.probed.prov) if b.probed else []
         out["backends"][a.backend] = entry
     return out
 
@@ -1004,10 +1262,33 @@ def _gap(e: dict) -> dict:
             "why": e["why"]}
 
 
-def model_api(m, modes: list, verdicts: dict) -> dict:
+def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None, observed: list | None = None) -> dict:
     """One model: per mode and backend the verdict as 'opcov check --format json' words it (verdict,
-    evidence, counts, sources, notes), with its problem ops."""
-    out = {"api": API_VERSION, "model": m.name, "modes": {}}
+    evidence, counts, sources, notes, the other input variants), with its problem ops; the compile path's
+    verdicts ('opcov check --path compile'); the observed runs of the model."""
+    out = {"api": API_VERSION, "model": m.name, "modes": {}, "compile": {}, "observed": []}
+    for o in observed or ():
+        out["observed"].append({"backend": o.backend, "mode": o.mode, "source": o.source, "outcome": o.outcome,
+                                "says": o.summary, "file": o.path, "command": o.command, "contributed": o.contributed})
+    for cm in compile_modes or ():
+        per: dict = {}
+        for pb in cm["backends"]:
+            e = pb["entry"]
+            if e is None or isinstance(e, str):
+                per[pb["b"].name] = {"verdict": None, "why": e or "no compiled op set for its compile backend"}
+                continue
+            per[pb["b"].name] = {
+                "verdict": e["verdict"], "evidence": e["ev"].name, "says": vocab.verdict_words(e["verdict"], e["ev"].name),
+                "compile_backend": e["compile_backend"], "opset": e["path"], "outcome": e["outcome"],
+                "graph_breaks": e["breaks"], "why": e["why"], "notes": e["notes"],
+                "eager_at_breaks": {"verdict": e["eager"]["verdict"], "evidence": e["eager"]["ev"].name} if e["eager"] else None,
+                "graphs": {"verdict": e["graphs"]["verdict"], "evidence": e["graphs"]["ev"].name,
+                           "counts": e["graphs"]["counts"], "sources": e["graphs"]["sources"],
+                           "notes": e["graphs"]["notes"],
+                           "problems": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
+                                         "findings": [dict(f.__dict__) for f in r.problems()]}
+                                        for r in e["graphs"]["problem_ops"]]} if e["graphs"] else None}
+        out["compile"][cm["mode"]] = {"op_sets": cm["opsets"], "backends": per}
     for md in modes:
         per = {}
         for pb in md["backends"]:
@@ -1015,7 +1296,10 @@ def model_api(m, modes: list, verdicts: dict) -> dict:
             per[pb["b"].name] = {
                 "verdict": v.verdict, "evidence": v.evidence, "says": vocab.verdict_words(v.verdict, v.evidence),
                 "counts": pb["v"]["counts"],  # verdict_view's: counted once per verdict
-                "sources": list(v.sources), "notes": list(v.notes),
+                "sources": list(v.sources), "notes": list(v.notes), "variant": v.variant or None,
+                "variants": {o["name"]: {"label": o["label"], "verdict": o["said"]["verdict"],
+                                         "evidence": o["said"]["ev"].name, "deciding": o["deciding"]}
+                             for o in pb["v"]["variants"]},
                 "problems": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
                               "findings": [dict(f.__dict__) for f in r.problems()]}
                              for r in pb["v"]["problem_ops"]]}

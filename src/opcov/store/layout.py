@@ -427,9 +427,9 @@ def compiled_opset_path(name: str, backend: str, mode: str, root: str | None = N
 
 
 def break_opset_path(folder: str, backend: str, mode: str) -> str:
-    """<model folder>/compile/eager-on-<backend>-<mode>.yaml: the model's eager op set recorded on ``backend``
-    itself ('opcov trace --on'), what runs at the graph breaks of its compiled op sets on that backend."""
-    return os.path.join(folder, COMPILE, f"eager-on-{plain_name(backend, 'backend')}-{plain_name(mode, 'mode')}.yaml")
+    """<model folder>/on/<backend>-<mode>.yaml: the model's eager op set recorded on ``backend`` itself
+    ('opcov trace --on'), also what runs at the graph breaks of its compiled op sets on that backend."""
+    return os.path.join(folder, ON_DEVICE, f"{plain_name(backend, 'backend')}-{plain_name(mode, 'mode')}.yaml")
 
 
 def compiled_opset_files(folder: str, backend: str | None = None) -> list[str]:
@@ -438,9 +438,7 @@ def compiled_opset_files(folder: str, backend: str | None = None) -> list[str]:
     if not os.path.isdir(sub):
         return []
     return sorted(
-        os.path.join(sub, f)
-        for f in os.listdir(sub)
-        if is_yaml(f) and not f.startswith("eager-on-") and (backend is None or f.startswith(backend + "-"))
+        os.path.join(sub, f) for f in os.listdir(sub) if is_yaml(f) and (backend is None or f.startswith(backend + "-"))
     )
 
 

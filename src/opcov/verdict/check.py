@@ -187,23 +187,36 @@ def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None
     }
 
 
+def variant_parts(doc: dict) -> dict:
+    """Input variant -> the op set as if only it had been traced (opset.for_variant), the lead (the given
+    inputs) first; {} where the op set records no variants. Worked out once per op set, not per backend."""
+    names = opset.variants(doc)
+    lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
+    return {name: opset.for_variant(doc, name) for name in sorted(names, key=lambda n: n != lead)}
+
+
+def judge_variants(doc: dict, parts: dict, cov) -> judge.BackendVerdict:
+    """The verdict of the lead input variant (the given inputs) with every other variant's verdict in its
+    ``variants``; where ``parts`` (variant_parts) is empty, the whole set's, saying so. check and the site
+    both judge this way."""
+    if not parts:
+        v = judge.judge(doc, cov)
+        v.notes.insert(0, NOT_RECORDED)
+        return v
+    names = list(parts)
+    v = judge.judge(parts[names[0]], cov)
+    v.variant = names[0]
+    for name in names[1:]:
+        v.variants[name] = judge.judge(parts[name], cov)
+        v.variants[name].variant = name
+    return v
+
+
 def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, own: str | None):
     """One backend's verdict on one op set (``own``: its path, when it was recorded on that backend;
     ``own_at`` says so in the first note)."""
-    names = opset.variants(doc)
-    lead = vocab.GIVEN if vocab.GIVEN in names else names[0] if names else ""
-    parts = {name: opset.for_variant(doc, name) for name in names}
     cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
-    if not names:
-        v = judge.judge(doc, cov)
-        v.notes.insert(0, NOT_RECORDED)
-    else:
-        v = judge.judge(parts[lead], cov)
-        v.variant = lead
-        for name in names:
-            if name != lead:
-                v.variants[name] = judge.judge(parts[name], cov)
-                v.variants[name].variant = name
+    v = judge_variants(doc, variant_parts(doc), cov)
     v.notes.insert(0, path_note(doc, backend) + (f" ({own_at})" if own_at else ""))
     if own:
         v.sources.insert(0, own)

@@ -97,8 +97,9 @@ def compiled_opsets(model: str, backend: str, modes, coverage_dir: str) -> list[
     return found
 
 
-def compile_coverage(doc: dict, backend: str, coverage_dir: str) -> judge.Coverage:
-    """``backend``'s compile coverage for the ops of ``doc`` (coverage/<backend>/compile/)."""
+def compile_coverage(doc: dict, backend: str, coverage_dir: str, *, read=judge.read_ops) -> judge.Coverage:
+    """``backend``'s compile coverage for the ops of ``doc`` (coverage/<backend>/compile/); ``read(path,
+    names)`` gives a file's document (the site passes the documents it holds)."""
     files = layout.compile_snapshots(coverage_dir, backend)
     torch_version = judge.opset_torch(doc)
     names = judge.needed_ops(doc)
@@ -116,13 +117,17 @@ def compile_coverage(doc: dict, backend: str, coverage_dir: str) -> judge.Covera
             f"make it with 'opcov scan {backend} --path compile'"
             + (f" or 'opcov probe {backend} --path compile'" if backend == "cpu" else "")
         )
-    docs = {k: judge.read_ops(p, names) for k, p in chosen.items() if p}
+    docs = {k: read(p, names) for k, p in chosen.items() if p}
     paths = [chosen[k] for k in ("registered", "probed") if chosen[k]]
     return judge.Coverage(backend, docs.get("registered"), docs.get("probed"), paths)
 
 
-def judge_compiled(path: str, doc: dict, backend: str, coverage_dir: str, eager_doc: dict | None) -> CompiledVerdict:
-    """One compiled op set on ``backend`` (see the module docstring)."""
+def judge_compiled(
+    path: str, doc: dict, backend: str, coverage_dir: str, eager_doc: dict | None, *, read=judge.read_ops, pool=None
+) -> CompiledVerdict:
+    """One compiled op set on ``backend`` (see the module docstring). ``read`` as coverage_for's; ``pool``: a
+    dict that lets Coverages of the same documents share judged requirements (judge.share: a site build)."""
+    shared = (lambda cov: judge.share(cov, pool)) if pool is not None else (lambda cov: cov)
     rec = doc.get("compile") or {}
     breaks = list(doc.get("graph_breaks") or [])
     cv = CompiledVerdict(backend, doc["mode"], path, str(rec.get("backend")), breaks, None, outcome=rec["outcome"])
@@ -133,14 +138,14 @@ def judge_compiled(path: str, doc: dict, backend: str, coverage_dir: str, eager_
         cv.why = f"AOTAutograd failed with {cv.compile_backend}'s recipe: {rec.get('aot_error', '?')}"
         return cv
     if doc.get("ops"):
-        cov = compile_coverage(doc, backend, coverage_dir)
+        cov = shared(compile_coverage(doc, backend, coverage_dir, read=read))
         cv.graphs = _worded(judge.judge(doc, cov), cov)
         cv.graphs.notes = [n for n in cv.graphs.notes if not n.startswith("eager mode")]
         cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
     else:  # Dynamo compiled no graph: the whole model runs eagerly at its breaks
         cv.notes.append("no compiled graph: Dynamo ran the whole model eagerly (see the graph breaks)")
     if breaks and eager_doc is not None:
-        cv.eager = judge.judge(eager_doc, judge.coverage_for(eager_doc, backend, coverage_dir))
+        cv.eager = judge.judge(eager_doc, shared(judge.coverage_for(eager_doc, backend, coverage_dir, read=read)))
         recorded = (eager_doc.get("provenance") or {}).get("traced_on", "")
         on = "" if not str(recorded).startswith(backend) else f", recorded on {backend} itself"
         cv.notes.append(
@@ -167,17 +172,14 @@ def _worded(verdict, cov: judge.Coverage):
 
 def eager_opset_for(doc: dict, coverage_dir: str, backend: str | None = None) -> dict | None:
     """The eager op set of the same model and mode that runs at the graph breaks on ``backend``: the one
-    recorded on the backend itself where there is one (coverage/models/<model>/compile/eager-on-<backend>-
-    <mode>.yaml, or 'opcov trace --on's own place, <model>-on-<backend>/), since a composite that asks the
+    recorded on the backend itself where there is one (coverage/models/<model>/on/<backend>-<mode>.yaml,
+    where 'opcov trace --on' writes it), since a composite that asks the
     device type (an RNN's fused cell) takes the backend's own branch there; else the zoo's stand-in op set."""
     name = str(doc["model"]["name"]).replace("/", "_")
     top = layout.models_dir(coverage_dir)
     paths = []
     if backend:
-        paths += [
-            layout.break_opset_path(os.path.join(top, name), backend, doc["mode"]),
-            layout.opset_path(f"{name}-on-{backend}", doc["mode"], top),
-        ]
+        paths.append(layout.break_opset_path(os.path.join(top, name), backend, doc["mode"]))
     paths.append(layout.opset_path(name, doc["mode"], top))
     path = next((p for p in paths if os.path.isfile(p)), None)
     return opset.load(path) if path else None

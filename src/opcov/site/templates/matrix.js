@@ -3,6 +3,7 @@
    Row: [name, tag bitmask over D.tags, forward status per backend (one letter each, D.reg_codes; '-' no data;
    'a' the op does not exist in that backend's torch, D.backends[i].torch),
    backward likewise, optional {backend index: 0 (probe skipped) or two letters per D.dtypes entry}].
+   D.compile: the compile column family, one letter (D.reg_codes) per backend of D.compile.backends for each op.
    Every cell shows an icon and words (never colour alone) and names its evidence: probed cells per dtype,
    registered cells as a claim (blue, never the green of a probed pass), dtype-blind. Rows are drawn a page
    at a time (see paint). */
@@ -12,12 +13,15 @@
   var REG = {"-": "absent", "a": "not_in_torch"};
   Object.keys(D.reg_codes).forEach(function (s) { REG[D.reg_codes[s]] = s; });
   var SUMMARY = {"probed: all pass": "P", "probed: some pass": "S", "probed: none pass": "X", "probed: unchecked": "C"};
-  var KEYS = ["q", "ns", "tag", "core", "view", "dir", "dtype", "status", "backend", "a", "b", "sort"];
+  var KEYS = ["q", "ns", "tag", "core", "view", "path", "dir", "dtype", "status", "backend", "a", "b", "sort"];
   var $ = function (id) { return document.getElementById(id); };
   var form = $("filters"), table = $("matrix"), thead = table.querySelector("thead");
   var count = $("count"), coreBit = D.tags.indexOf("core"), ranked = null, rankedFor = null;
   coreBit = coreBit < 0 ? 0 : (1 << coreBit);
   var bnames = D.backends.map(function (b) { return b.name; });
+  var CB = D.compile.backends;  /* the compile column family: backends with compile coverage */
+  D.ops.forEach(function (r, i) { r.cmp = D.compile.codes[i] || ""; });
+  if (!CB.length) { $("path").disabled = true; $("path").value = "eager"; }
 
   function opt(sel, value, text) {
     var o = document.createElement("option"); o.value = value; o.textContent = text; sel.appendChild(o); return o;
@@ -48,7 +52,8 @@
   }
 
   /* One cell: [status filter key, icon, text, css class, title, support letter]. */
-  function cell(row, bi, dir, dtype) {
+  function cell(row, bi, dir, dtype, k) {
+    if (dir === "cmp") return compileCell(row, bi, k);
     var pos = dir === "bwd" ? 1 : 0, probed = row[4] && row[4][bi], bn = bnames[bi];
     if (probed) {
       if (dtype) {
@@ -91,6 +96,20 @@
     return [reg, r[0], r[1] + (dtype && reg === "registered" ? ", any dtype" : ""), css, title, D.sup_of_reg[reg]];
   }
 
+  /* A compile column's cell: what the backend's torch.compile compiler accepts (its compile coverage, a claim). */
+  function compileCell(row, bi, k) {
+    var cb = CB[k], st = REG[row.cmp.charAt(k)], bn = bnames[bi] + " compile path (" + cb.compiler + ")";
+    if (!st || st === "absent" || st === "not_in_torch") {
+      var a = D.ui.sup["-"]; return ["absent", a[0], a[1], a[2], bn + ": not in its compile coverage", "-"];
+    }
+    if (st === "registered" && cb.evidence === "declared") {
+      var e = D.ui.sup.D; return [st, e[0], e[1], e[2], bn + ", declared evidence (a claim, dtype-blind): " + e[3], "D"];
+    }
+    var r = D.ui.reg[st], css = r[2], title = bn + ", " + cb.evidence + " evidence (a claim, dtype-blind): " + r[3];
+    if (st === "fallback" && D.backends[bi].fallback === false) { css = "fail"; title += " (disabled: the call raises)"; }
+    return [st, r[0], r[1], css, title, D.sup_of_reg[st]];
+  }
+
   function state() {
     var s = {};
     KEYS.forEach(function (k) { s[k] = k === "core" ? $(k).checked : k === "sort" ? table.getAttribute("data-sort") || "" : $(k).value; });
@@ -109,16 +128,21 @@
       });
       return out;
     }
-    return bnames.map(function (b, bi) { return [b, bi, s.dir, s.dtype]; });
+    var cols = s.path === "compile" && CB.length ? [] : bnames.map(function (b, bi) { return [b, bi, s.dir, s.dtype]; });
+    if (s.path !== "eager") CB.forEach(function (c, k) { cols.push([c.name + " compile", c.i, "cmp", "", k]); });
+    return cols;
   }
 
   function header(cols, sort) {
     var h = "<tr>", parts = sort.split(":"), key = parts[0], desc = parts[1] === "desc";
-    [["op", "op"]].concat(cols.map(function (c, i) { return [String(i), c[0], D.backends[c[1]].torch]; })).forEach(function (c) {
+    [["op", "op"]].concat(cols.map(function (c, i) {
+      var t = c[2] === "cmp" ? CB[c[4]].compiler + ", torch " + CB[c[4]].torch : D.backends[c[1]].torch ? "torch " + D.backends[c[1]].torch : "";
+      return [String(i), c[0], t];
+    })).forEach(function (c) {
       var on = key === c[0];
       h += "<th scope=\"col\"" + (on ? " aria-sort=\"" + (desc ? "descending" : "ascending") + "\"" : "") +
         "><button type=\"button\" data-sort=\"" + c[0] + "\">" + esc(c[1]) +
-        (c[2] ? " <span class=\"ver\">torch " + esc(c[2]) + "</span>" : "") + "<span aria-hidden=\"true\">" +
+        (c[2] ? " <span class=\"ver\">" + esc(c[2]) + "</span>" : "") + "<span aria-hidden=\"true\">" +
         (on ? (desc ? " \u25be" : " \u25b4") : " \u21c5") + "</span><span class=\"sr\">, sort</span></button></th>";
     });
     thead.innerHTML = h + "</tr>";
@@ -164,14 +188,14 @@
     paint(rows);
     count.textContent = rows.length + " of " + D.ops.length + " ops shown (" +
       (s.view === "dtypes" ? "dtype x direction view of " + cols[0][0].split(" ")[0] : (s.dir === "bwd" ? "backward" : "forward") +
-      (s.dtype ? ", dtype " + s.dtype : "")) + (ai >= 0 && bi2 >= 0 && ai !== bi2 ? ", where " + s.a + " and " + s.b + " differ" : "") +
+      (s.dtype ? ", dtype " + s.dtype : "") + (cols.some(function (c) { return c[2] === "cmp"; }) ? "; compile columns: each backend's compile coverage" : "")) + (ai >= 0 && bi2 >= 0 && ai !== bi2 ? ", where " + s.a + " and " + s.b + " differ" : "") +
       (rankOf ? ", exact matches first" : "") + ")";
     var hash = [];
     KEYS.forEach(function (k) {
       var v = s[k];
       if (k === "core") { if (v) hash.push("core=1"); return; }
       if (k === "ns") { if (v !== "aten") hash.push("ns=" + encodeURIComponent(v)); return; }
-      if (v && !(k === "dir" && v === "fwd") && !(k === "view" && v === "backends")) hash.push(k + "=" + encodeURIComponent(v));
+      if (v && !(k === "dir" && v === "fwd") && !(k === "view" && v === "backends") && !(k === "path" && v === "both")) hash.push(k + "=" + encodeURIComponent(v));
     });
     var want = "#" + hash.join("&");
     if (location.hash !== want && !(want === "#" && !location.hash)) {
@@ -182,7 +206,7 @@
   /* Rows as HTML: the first PAGE at once, more as the reader scrolls near the end of the box (or presses
      the button), so that a filter or a sort re-draws a few hundred rows, never thousands. */
   var PAGE = 200;
-  function cellsOf(row, cols) { return cols.map(function (c) { return cell(row, c[1], c[2], c[3]); }); }
+  function cellsOf(row, cols) { return cols.map(function (c) { return cell(row, c[1], c[2], c[3], c[4]); }); }
   var drawn = null;  /* the columns of the rows being drawn */
   function html(r) {
     if (!r[1]) r[1] = cellsOf(r[0], drawn);
@@ -220,7 +244,7 @@
     KEYS.forEach(function (k) {
       if (k === "ns" || k === "core") return;
       if (k === "sort") { table.setAttribute("data-sort", params.sort || ""); return; }
-      $(k).value = k in params ? params[k] : (k === "dir" ? "fwd" : k === "view" ? "backends" : "");
+      $(k).value = k in params ? params[k] : (k === "dir" ? "fwd" : k === "view" ? "backends" : k === "path" ? (CB.length ? "both" : "eager") : "");
     });
     $("core").checked = params.core === "1";
   }
