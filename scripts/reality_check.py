@@ -93,9 +93,10 @@ def _write_docs(outcomes, agree, judged, unknown, runs_but_not, seconds):
     """The confusion table over every planted backend, with the agreement line, into docs/accuracy.md."""
     from docs_page import ACCURACY, command_line, markdown_table, write_section
 
+    from opcov import vocab
     from opcov.testing import reality
 
-    verdicts = ("runs", "runs_with_fallback", "fails", "unknown")
+    verdicts = tuple(reversed(vocab.VERDICT_ORDER))  # every verdict word (runs_with_value_note was left out)
     rows = [
         [v, *(sum(o.predicted == v and o.actual == a for o in outcomes) for a in reality.ACTUALS)]
         for v in verdicts
