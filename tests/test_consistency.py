@@ -85,9 +85,9 @@ def site_views(site):
     }
 
 
-_H3 = re.compile(
-    r'<h3 id="(?P<mode>[a-z]+)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
-    r"(?P<body>.*?)(?=<h3 |<details>)",
+_H4 = re.compile(  # a model page's eager section per backend (the compiled side, #compile, comes after it)
+    r'<h4 id="(?P<mode>[a-z]+)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
+    r"(?P<body>.*?)(?=<h4 |<h3 |<details>|<section)",
     re.S,
 )
 _ROW = re.compile(
@@ -104,7 +104,7 @@ def page_views(path, name):
             m["verdict"].replace(" ", "_"),
             {html.unescape(r["op"]): r["outcome"] for r in _ROW.finditer(m["body"])},
         )
-        for m in _H3.finditer(text)
+        for m in _H4.finditer(text.split('id="compile"')[0])
     }
 
 

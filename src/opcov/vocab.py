@@ -52,6 +52,7 @@ VERDICT_LEVELS = (OBSERVED_WORD.name, *EVIDENCE_LEVELS)  # what a verdict may re
 # Below the ladder: an op the data does not hold (a requirement judged from nothing is unknown).
 NO_EVIDENCE = Word("none", "no evidence", "no evidence", "\u00b7", "none")
 EVIDENCE_WORST_FIRST = (NO_EVIDENCE.name,) + EVIDENCE_LEVELS[::-1]
+VERDICT_EVIDENCE_WORST_FIRST = EVIDENCE_WORST_FIRST + (OBSERVED_WORD.name,)  # a whole verdict's, observed on top
 PROVEN = ("observed", "probed")  # levels a plain 'runs' may rest on: something was executed on the device
 EVIDENCE_KINDS = ("registered", "probed", "declared")  # as written in a coverage file's ``evidence`` field
 STATIC_KINDS = ("registered", "declared")  # a file of paths per op (opcov.scan), strongest first
@@ -204,7 +205,7 @@ def evidence_name(level: str) -> str:
 
 def weaker(level: str, than: str) -> bool:
     """Whether evidence ``level`` is weaker than ``than`` (anything off the ladder is weakest)."""
-    rank = {s: i for i, s in enumerate(EVIDENCE_WORST_FIRST + (OBSERVED_WORD.name,))}
+    rank = {s: i for i, s in enumerate(VERDICT_EVIDENCE_WORST_FIRST)}
     return rank.get(level, -1) < rank.get(than, -1)
 
 

@@ -1468,7 +1468,7 @@ def models_index(site: Site, verdicts: dict, links: dict) -> dict:
     (letters in ``codes``: icon, words, css of a verdict on its evidence; '-' no op set or no data).
     ``verdicts`` lists the filter's choices, each with the letters it accepts."""
     pairs = sorted({(v.verdict, v.evidence) for v in verdicts.values()},
-                   key=lambda p: (VERDICT_ORDER.index(p[0]), -vocab.EVIDENCE_WORST_FIRST.index(p[1])))
+                   key=lambda p: (VERDICT_ORDER.index(p[0]), -vocab.VERDICT_EVIDENCE_WORST_FIRST.index(p[1])))
     letter = {p: chr(ord("a") + i) for i, p in enumerate(pairs)}
     codes = {letter[p]: [vocab.verdict_icon(*p), vocab.verdict_words(*p), vocab.verdict_css(*p)] for p in pairs}
     choices = []

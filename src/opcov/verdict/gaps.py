@@ -11,7 +11,7 @@ from typing import Any
 
 from opcov.errors import UsageError
 from opcov.store import layout, lineyaml, opset
-from opcov.verdict import judge
+from opcov.verdict import check, judge
 from opcov.verdict.check import iter_opsets
 
 
@@ -58,17 +58,18 @@ def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
     read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
     with judge.bulk():
-        judged = [  # the given inputs' calls, as check's verdicts judge them (opset.as_given)
+        judged = [  # the given inputs' calls, as check's verdicts judge them (opset.as_given), on the op set
+            # recorded on the backend itself where the model has one (check.own_path), as check judges it
             (
                 doc["model"]["name"],
                 doc["mode"],
                 judge.judge(
-                    given,
-                    judge.share(judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings), pool),
+                    opset.as_given(own),
+                    judge.share(judge.coverage_for(own, backend, coverage_dir, read=read, listings=listings), pool),
                 ),
             )
             for _path, doc in iter_opsets(files, modes)
-            for given in (opset.as_given(doc),)
+            for own in ((check.own_path(doc, backend, coverage_dir) or (None, doc))[1],)
         ]
     ranked = tally(judged)
     for e in ranked:
