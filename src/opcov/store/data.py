@@ -197,7 +197,7 @@ class Problem:
     path: str  # file
     line: int | None
     message: str
-    severity: str = "error"  # or "warning"
+    severity: str = "error"  # or "warning", or "info" (expected; counted, not a problem to fix)
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path
