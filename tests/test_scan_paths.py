@@ -129,3 +129,23 @@ def test_reach_synthesizes_arguments_that_agree(name, composite, reaches):
     fwd, _ = reach._record_one(torch, reach._recorder(torch), name, composite)
     assert fwd.ops is not None, fwd.error
     assert reaches in fwd.ops
+
+
+def test_sdpa_choice_on_cpu_is_read_by_calling_the_chooser_and_seeing_the_kernel():
+    """cpu's scaled_dot_product_attention takes its fused kernel without dropout and the math path with it:
+    read by calling aten::_fused_sdp_choice and confirmed by running the call (no disagreement)."""
+    from collections import Counter
+
+    import torch
+
+    from opcov.scan import sdpa
+
+    calls = Counter(
+        {
+            ("float32", ((2, 4, 8, 16),) * 3, "bool", 0.0, False, False): 3,
+            ("float32", ((2, 4, 8, 16),) * 3, "none", 0.1, False, False): 1,
+        }
+    )
+    got = sdpa.choose_here(torch, calls)
+    assert got["calls"] == {"aten::_scaled_dot_product_flash_attention_for_cpu": 3, sdpa.MATH: 1}
+    assert "disagree" not in got and got["kernels"][0] == "aten::_scaled_dot_product_flash_attention_for_cpu"

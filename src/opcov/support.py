@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
-from opcov.scan import pynames
+from opcov.scan import pynames, sdpa
 from opcov.store import layout, lineyaml
 from opcov.store.cells import skip_reason
 from opcov.verdict import judge
@@ -187,6 +187,7 @@ class Answer:
     schemas: dict  # op -> schema line, where known
     schema_note: str
     sources: dict  # backend -> coverage files read
+    dispatch: dict = field(default_factory=dict)  # op -> backend -> the kernel it dispatches to (opcov.scan.sdpa)
 
     def as_dict(self) -> dict:
         return {
@@ -203,6 +204,7 @@ class Answer:
                     "python_names": list(m.via),
                     "schema": self.schemas.get(m.op),
                     "backends": {b: {d: s.as_dict() for d, s in self.statuses[m.op][b].items()} for b in self.backends},
+                    **({"dispatches_to": self.dispatch[m.op]} if m.op in self.dispatch else {}),
                 }
                 for m in self.matches
             ],
@@ -266,14 +268,18 @@ def answer(
     wanted = [m.op for m in shown]
     statuses: dict = {op: {} for op in wanted}
     sources = {}
+    dispatch: dict = {}
     for b in backends:
         doc = {"ops": dict.fromkeys(wanted), "provenance": {"torch": torch_of[b]}}
         cov = judge.coverage_for(doc, b, coverage_dir)
         sources[b] = list(cov.paths)
         for op in wanted:
             statuses[op][b] = {d: status(cov, op, d) for d in DIRECTIONS}
+        block = ((cov.registered or {}).get("provenance") or {}).get("sdpa")
+        if sdpa.OP in statuses and isinstance(block, dict):
+            dispatch.setdefault(sdpa.OP, {})[b] = block
     schemas, schema_note = schema_lines(wanted, first_torch)
-    return Answer(pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources)
+    return Answer(pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources, dispatch)
 
 
 def _wanted(op, core, tags, namespace, tags_of) -> bool:
@@ -343,6 +349,9 @@ def headline(ans: Answer) -> str:
     for b in ans.backends:
         dirs = ans.statuses[op][b]
         said = "; ".join(f"{d} {s.text.split(' (')[0]}" for d, s in dirs.items())
+        block = ans.dispatch.get(op, {}).get(b)
+        if block:  # the kernel the op reaches there, first of all
+            said = f"dispatches to {', '.join(block.get('kernels') or ())} ({block.get('evidence')}); " + said
         parts.append(f"{b}: {said or 'no data'}")
     return f"answer: {op} | " + " | ".join(parts)
 
@@ -373,6 +382,13 @@ def render(ans: Answer) -> str:
                 if s.note and s.evidence != "probed" and s.status != "not_applicable":
                     rows.append(("", "", "", f"  ({s.note})"))
         lines += table_lines(rows, ("backend", "direction", "evidence", "status"), indent="  ")
+        if m.op in ans.dispatch:
+            lines.append(
+                "  dispatches to (the op picks a kernel per call and device; the composite above is its math path, "
+                "as recorded on meta tensors):"
+            )
+            lines += [f"    {b}: {sdpa.said(block)}" for b, block in ans.dispatch[m.op].items()]
+            lines += [f"    {b}: not recorded" for b in ans.backends if b not in ans.dispatch[m.op]]
         lines.append("")
     shown = f"{len(ans.matches)} op(s) shown"
     if ans.more:

@@ -122,6 +122,7 @@ PROVENANCE_TYPES = {
     "merged_from": "strings",
     "contributed": "data",  # ingested bundles: source, date, hash (opcov.store.bundle)
     "declared": "data",
+    "sdpa": "data",  # the kernel scaled_dot_product_attention dispatches to (opcov.scan.sdpa)
 }
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
