@@ -198,7 +198,7 @@ def test_action_script_writes_the_summary_and_exits_with_the_gate(gate):
     r, summary = gate("wav2vec2", "tpu, cpu", mode="training")
     assert r.returncode == 1, r.stderr
     assert summary.startswith("earlier step\n### opcov check: `wav2vec2` (training float32)")  # appended
-    assert re.search(r"^\| tpu \| training \| ❌ fails", summary, re.M)
+    assert re.search(r"^\| tpu \| training \| ✗ fails", summary, re.M)
     assert re.search(r"^\| cpu \| training \| \S+ runs", summary, re.M)
     assert "`aten::_weight_norm_interface_backward` | fails |" in summary
     errors = [line for line in r.stdout.splitlines() if line.startswith("::error ")]

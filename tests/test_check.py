@@ -246,7 +246,7 @@ def test_report_formats_for_ci(tmp_path, cov):
     )
     assert any(line.startswith("::warning") and "aten::maybe" in line for line in gh)
     md = check(path, cov, "--format", "markdown").stdout
-    assert "| fake | training | ❌ fails (registered evidence) | ○ registered |" in md and "`aten::gone`" in md
+    assert "| fake | training | ✗ fails (registered evidence) | ○ registered |" in md and "`aten::gone`" in md
     assert "| `aten::gone` | fails | ○ registered | 4 |" in md
     out = tmp_path / "report.xml"
     r = check(path, cov, "--format", "junit", "--output", str(out))

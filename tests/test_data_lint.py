@@ -89,6 +89,32 @@ def test_lint_reports_every_problem_in_one_run(tmp_path):
     assert "5 error(s)" in out  # fwd, res, bwd_res, unknown op, integrity
 
 
+def test_lint_counts_ops_of_another_torch_as_a_note_but_warns_on_the_same_torch(tmp_path):
+    """Ops unknown to the installed torch are expected in a file made with another torch build (the bundled
+    xla and cuda data): a note, not a warning. With the same torch and nothing unloaded to explain them,
+    they stay a warning."""
+    import torch
+
+    def write(name, torch_version):
+        doc = small_doc()
+        doc["backend"]["package"] = "torch"  # loaded here: nothing but the torch build can explain the op
+        doc["provenance"]["torch"] = torch_version
+        doc["ops"]["myext::fused_thing"] = dict(doc["ops"]["aten::mm"])
+        path = tmp_path / name / "registered.yaml"
+        path.parent.mkdir()
+        data.save(doc, str(path))
+        return str(path)
+
+    other = run_opcov("lint", write("other", "2.9.0+cu128"))
+    assert other.returncode == 0, other.stdout + other.stderr
+    assert "0 warning(s)" in other.stdout and "myext::" not in other.stdout
+    assert "note: 1 file(s) made with another torch build" in other.stdout
+    listed = run_opcov("lint", "--notes", write("listed", "2.9.0+cu128"))
+    assert "info: 1 myext:: op(s) unknown to this torch" in listed.stdout and "0 warning(s)" in listed.stdout
+    same = run_opcov("lint", write("same", str(torch.__version__)))
+    assert "warning: 1 myext:: op(s) unknown to this torch" in same.stdout and "1 warning(s)" in same.stdout
+
+
 def test_bundled_coverage_lints_clean():
     """Every backend's data and a slice of the zoo's op sets (the whole zoo, ~1,200 op sets, is linted
     by scripts/run.sh, the main job: a minute of CPU)."""
@@ -100,7 +126,7 @@ def test_bundled_coverage_lints_clean():
     models = [os.path.join(BUNDLED, "models", m) for m in ("bert", "llama", "mixtral", "nn-lstm", "whisper")]
     proc = run_opcov("lint", *backends, *models)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert " 0 error(s)" in proc.stdout
+    assert " 0 error(s), 0 warning(s)" in proc.stdout
 
 
 def test_summary_of_bundled_data_says_unverified_and_eager():

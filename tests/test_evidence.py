@@ -63,9 +63,9 @@ def test_a_verdict_says_plain_runs_only_on_probed_evidence(verdict, evidence, sa
 
 
 def test_a_run_on_a_claim_never_gets_the_icon_or_class_of_proof():
-    assert vocab.verdict_icon("runs", "probed") == "\u2705" and vocab.verdict_css("runs", "probed") == "ok"
+    assert vocab.verdict_icon("runs", "probed") == "\u2713" and vocab.verdict_css("runs", "probed") == "ok"
     for level in ("registered", "declared"):
-        assert vocab.verdict_icon("runs", level) == vocab.EVIDENCE[level].icon != "\u2705"
+        assert vocab.verdict_icon("runs", level) == vocab.EVIDENCE[level].icon != "\u2713"
         assert vocab.verdict_css("runs", level) == vocab.EVIDENCE[level].css != "ok"
     assert vocab.verdict_icon("fails", "registered") == vocab.VERDICTS["fails"].icon  # a missing kernel is missing
 
@@ -140,9 +140,9 @@ def test_markdown_gives_a_registered_run_its_own_icon():
         for line in md.splitlines()
         if line.startswith("| tpu") or line.startswith("| cpu")
     }
-    assert "| \u2705 runs | \u25cf probed |" in rows["cpu"]
+    assert "| \u2713 runs | \u25cf probed |" in rows["cpu"]
     assert "| \u25cb runs (registered, unverified) | \u25cb registered |" in rows["tpu"]
-    assert "\u2705" not in rows["tpu"]
+    assert "\u2713" not in rows["tpu"]
     assert f"- \u25cb registered: {vocab.EVIDENCE_MEANING['registered']}" in md
 
 

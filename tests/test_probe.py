@@ -272,6 +272,29 @@ def test_merge_refuses_mismatched_inputs(tmp_path, whole):
     assert proc.returncode == 2 and "probed files only" in proc.stderr
 
 
+def test_a_selective_reprobe_replaces_only_the_ops_it_selected(tmp_path, whole):
+    """'opcov merge --replace' of a re-probe made with --ops: the selected ops' cells are the re-probe's,
+    the other ops its cases dispatched keep the whole probe's cells (a few cases never replace them)."""
+    import re
+
+    from opcov.store import data
+
+    base = whole[1]
+    chosen, other = [op for op, rec in base["ops"].items() if "float32" in rec.get("skipped", {"float32": 0})][:2]
+    later = json.loads(json.dumps(base))
+    later["provenance"]["probe"]["ops"] = re.escape(chosen) + "$"
+    for op in (chosen, other):
+        later["ops"][op]["float32"]["cases"] = 777
+    path = str(tmp_path / "later.yaml")
+    data.save(later, path)
+    merged = str(tmp_path / "merged.yaml")
+    proc = run_opcov("merge", "--replace", whole[0], path, "--out", merged)
+    assert proc.returncode == 0, proc.stderr
+    ops = load_yaml(merged)["ops"]
+    assert ops[chosen]["float32"]["cases"] == 777
+    assert ops[other]["float32"]["cases"] == base["ops"][other]["float32"]["cases"] != 777
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -768,3 +791,28 @@ def test_a_crash_that_does_not_repeat_alone_is_flaky_not_pinned(tmp_path):
     assert "SIGSEGV" in sin["why"] and "passed when re-run alone" in sin["why"]
     assert not sin.get("after_crash"), sin  # the cases left unrun after the crash ran in the end
     assert cell(doc, "aten::neg")["fwd"] == "pass"
+
+
+def test_attention_with_dropout_0_is_compared_by_value_not_classed_random():
+    """scaled_dot_product_attention is tagged nondeterministic_seeded only for its dropout: with dropout_p=0
+    a case is compared by value (once 'not comparable', and the op itself skipped as 'random'); with
+    dropout it stays random. The bundled cpu data holds the real probe of it."""
+    import torch
+
+    from opcov.catalog import build_catalog
+    from opcov.probe import disposition
+    from opcov.probe.record import Calls, recording
+
+    q = torch.randn(2, 2, 4, 8)
+    for p, random in ((0.0, False), (0.5, True)):
+        calls = Calls()
+        with recording(calls):
+            torch.nn.functional.scaled_dot_product_attention(q, q, q, dropout_p=p)
+        assert calls.seeded_random is random, p
+        fused = ("aten::_scaled_dot_product_flash_attention_for_cpu", "float32") in {tuple(c) for c in calls.pairs()}
+        assert fused is not random  # CPU's fused kernel without dropout, the math path with it
+    facts = disposition.intrinsic(torch, build_catalog())
+    assert "aten::scaled_dot_product_attention" not in facts and facts["aten::bernoulli.p"] == "random"
+    probed = load_yaml(os.path.join(ROOT, "coverage", "cpu", "probed-torch-2.13.0+cpu.yaml"))["ops"]
+    assert probed["aten::scaled_dot_product_attention"]["float32"]["fwd"] == "pass"
+    assert probed["aten::_scaled_dot_product_flash_attention_for_cpu"]["float32"]["fwd"] == "pass"

@@ -3,6 +3,8 @@
 Each scan runs in a child process, since PrivateUse1 can be claimed once per process.
 """
 
+import os
+
 import pytest
 from conftest import dumps, load_yaml, run_opcov
 
@@ -117,6 +119,10 @@ def test_enabled_cpu_fallback_is_recorded(tmp_path, reach_cache):
         ("aten::native_group_norm", "explicit", "aten::var_mean.correction"),
         # one stride per size
         ("aten::as_strided_scatter", "explicit_nonfunctional", "aten::as_strided"),
+        # randint's low must be below its high (was low=1, high=1)
+        ("aten::randint.low", "explicit", "aten::random_.from"),
+        # a composite's wrapped scalar reaches the recorder as a number (remainder.Scalar -> remainder.Tensor)
+        ("aten::remainder.Scalar", "explicit", "aten::remainder.Tensor"),
     ],
 )
 def test_reach_synthesizes_arguments_that_agree(name, composite, reaches):
@@ -129,3 +135,75 @@ def test_reach_synthesizes_arguments_that_agree(name, composite, reaches):
     fwd, _ = reach._record_one(torch, reach._recorder(torch), name, composite)
     assert fwd.ops is not None, fwd.error
     assert reaches in fwd.ops
+
+
+def test_sdpa_choice_on_cpu_is_read_by_calling_the_chooser_and_seeing_the_kernel():
+    """cpu's scaled_dot_product_attention takes its fused kernel without dropout and the math path with it:
+    read by calling aten::_fused_sdp_choice and confirmed by running the call (no disagreement)."""
+    from collections import Counter
+
+    import torch
+
+    from opcov.scan import sdpa
+
+    calls = Counter(
+        {
+            ("float32", ((2, 4, 8, 16),) * 3, "bool", 0.0, False, False): 3,
+            ("float32", ((2, 4, 8, 16),) * 3, "none", 0.1, False, False): 1,
+        }
+    )
+    got = sdpa.choose_here(torch, calls)
+    assert got["calls"] == {"aten::_scaled_dot_product_flash_attention_for_cpu": 3, sdpa.MATH: 1}
+    assert "disagree" not in got and got["kernels"][0] == "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+
+def test_reach_takes_calls_that_reach_the_op_before_the_schema():
+    """select_backward's reach was recorded on schema-made inputs that do not fit (a [3, 4] gradient for a
+    [2, 3, 4] input): unresolved, and a ViT step 'unknown' on cuda. A call that reaches it for real (as an
+    OpInfo sample's backward makes, copied to meta) is tried first; the schema only where none fits."""
+    from opcov.scan import reach
+    from opcov.torchenv import import_torch
+
+    torch = import_torch()
+    rec = reach._recorder(torch)
+    grad = torch.empty(3, 4, device="meta")
+    wrong = ((torch.empty(5, device="meta"), [2], 0, 0), {})  # does not fit: skipped, the next one is used
+    fwd, _ = reach._record_one(
+        torch, rec, "aten::select_backward", "explicit_nonfunctional", [wrong, ((grad, [2, 3, 4], 0, 1), {})]
+    )
+    assert fwd.source == "opinfo" and fwd.ops is not None and "aten::select.int" in fwd.ops
+    schema_only, _ = reach._record_one(torch, rec, "aten::select_backward", "explicit_nonfunctional")
+    assert schema_only.source == "schema"
+
+
+def test_rereach_resolves_from_the_files_own_paths():
+    from opcov.scan import rereach
+
+    ops = {
+        "aten::a": {"fwd": "composite", "via": ["aten::b", "aten::c"], "bwd": "formula", "bwd_via": ["aten::b"]},
+        "aten::b": {"fwd": "kernel", "bwd": "none"},
+        "aten::c": {"fwd": "fallback", "bwd": "none"},
+        "aten::d": {"fwd": "composite", "bwd": "formula"},
+    }
+    rereach.resolve(ops)
+    assert [ops[n]["res"] for n in sorted(ops)] == ["fallback", "registered", "fallback", "unresolved"]
+    assert ops["aten::a"]["bwd_res"] == "registered" and ops["aten::d"]["bwd_res"] == "unresolved"
+
+
+def test_cuda_reach_is_resolved_for_the_ops_a_vit_step_needs():
+    """cuda's file came from a CUDA build; its composites' reach, recorded on meta, is re-recorded here
+    (python -m opcov.scan.rereach): none of the ops a new user met stays unresolved, and the file says so."""
+    from conftest import ROOT, load_yaml
+
+    doc = load_yaml(os.path.join(ROOT, "coverage", "cuda", "registered-torch-2.13.0+cu130.yaml"))
+    for name in (
+        "aten::select_backward",
+        "aten::remainder.Scalar",
+        "aten::binary_cross_entropy_with_logits",
+        "aten::randint.low",
+        "aten::bmm",
+    ):
+        rec = doc["ops"][name]
+        assert "unresolved" not in (rec["res"], rec["bwd_res"]), (name, rec)
+    assert "python -m opcov.scan.rereach" in doc["provenance"]["reach"]
+    assert doc["summary"]["aten"]["res"].get("unresolved", 0) < 596  # fewer than the CUDA build's scan left

@@ -499,13 +499,11 @@ def test_compare_pages_give_what_opcov_compare_gives(versioned):
     page = said(read(out, "compare/alpha-vs-beta.html"))
     lacks = page[page.index("alpha lacks what beta has: 2 ops") : page.index("beta lacks what alpha has")]
     # add.Tensor (alpha's disabled fallback) blocks both modes of tiny, relu (no kernel) only its training
-    assert re.search(
-        r"aten::add\.Tensor 1 ❌ fails ✅ runs tiny .*aten::relu 1 ❌ fails ✅ runs tiny \(training\)", lacks
-    )
+    assert re.search(r"aten::add\.Tensor 1 ✗ fails ✓ runs tiny .*aten::relu 1 ✗ fails ✓ runs tiny \(training\)", lacks)
     assert "beta lacks what alpha has: 0 ops Nothing" in page
     gamma = said(read(out, "compare/beta-vs-gamma.html"))
     assert re.search(
-        r"gamma lacks what beta has: 1 op .* aten::relu 1 ∅ not in torch 2\.9\.0 ✅ runs tiny \(training\)", gamma
+        r"gamma lacks what beta has: 1 op .* aten::relu 1 ∅ not in torch 2\.9\.0 ✓ runs tiny \(training\)", gamma
     )
     for a, b in (("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma")):
         mine = json.loads(read(out, f"api/compare/{a}-vs-{b}.json"))
@@ -513,6 +511,36 @@ def test_compare_pages_give_what_opcov_compare_gives(versioned):
         assert mine["lacks"] == cli["lacks"] and mine["torch"] == cli["torch"] and mine["opsets"] == cli["opsets"]
     assert json.loads(read(out, "api/index.json"))["compare"]["beta gamma"] == "api/compare/beta-vs-gamma.json"
     assert 'href="../compare/alpha-vs-beta.html"' in read(out, "backends/beta.html")
+
+
+# Characters that render as emoji by default (Emoji_Presentation=Yes in Unicode's emoji-data.txt) inside the
+# BMP, and the variation selector that asks for emoji presentation: without an emoji font they show as empty
+# boxes. Every character outside the BMP is refused too (all emoji planes are there).
+_EMOJI_BMP = re.compile(
+    "[\u231a\u231b\u23e9-\u23ec\u23f0\u23f3\u25fd\u25fe\u2614\u2615\u2648-\u2653\u267f\u2693\u26a1"
+    "\u26aa\u26ab\u26bd\u26be\u26c4\u26c5\u26ce\u26d4\u26ea\u26f2\u26f3\u26f5\u26fa\u26fd\u2705"
+    "\u270a\u270b\u2728\u274c\u274e\u2753-\u2755\u2757\u2795-\u2797\u27b0\u27bf\u2b1b\u2b1c\u2b50"
+    "\u2b55\ufe0f\U00010000-\U0010ffff]"
+)
+
+
+def test_no_page_uses_emoji_that_need_an_emoji_font(versioned):
+    """Compare and model pages once used emoji (a red cross, a turtle, a green box) that render as empty
+    boxes where no emoji font is installed; every page, script and JSON file keeps to symbols that text
+    fonts carry (check, cross, hook arrow, question mark), as the op pages do. The CLI's compare and
+    markdown check report too."""
+    cov, out = versioned
+    found = {}
+    for rel, raw in tree(out).items():
+        if rel.endswith((".html", ".js", ".json", ".svg", ".css")):
+            hits = _EMOJI_BMP.findall(raw.decode("utf-8"))
+            if hits:
+                found[rel] = sorted(set(hits))
+    assert not found, found
+    assert "\u2717 fails" in said(read(out, "compare/alpha-vs-beta.html"))
+    for args in (("compare", "alpha", "beta"), ("check", "tiny", "-b", "alpha", "-b", "beta", "--format", "markdown")):
+        proc = run_opcov(*args, "--coverage", cov)
+        assert proc.stdout and not _EMOJI_BMP.findall(proc.stdout), (args, proc.stdout, proc.stderr)
 
 
 def test_controls_are_not_compared(tmp_path):

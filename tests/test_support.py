@@ -292,3 +292,33 @@ def test_trace_ends_with_the_check_to_run():
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("next: opcov check coverage/models/llama/inference.yaml -b ") and "-b tpu" in last
+
+
+def test_sdpa_says_which_kernel_each_backend_dispatches_to(tmp_path):
+    """scaled_dot_product_attention once read as its math decomposition on every backend. The answer and the
+    op page name the kernel each backend dispatches to, with its evidence: cpu's chooser called here on the
+    zoo's calls (probed), tpu's from what it registers (registered, unverified)."""
+    import shutil
+
+    from opcov.site import model as sitemodel
+
+    proc = run_opcov("ops", "scaled_dot_product_attention", "-b", "cpu", "-b", "tpu")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert "cpu: dispatches to aten::_scaled_dot_product_flash_attention_for_cpu" in first
+    assert "(probed)" in first and "_scaled_dot_product_fused_attention_overrideable" in first
+    assert "    cpu: aten::_scaled_dot_product_flash_attention_for_cpu on " in proc.stdout
+    tpu = next(ln for ln in proc.stdout.splitlines() if ln.startswith("    tpu: "))
+    assert "registered, unverified" in tpu and "_fused_sdp_choice_stub" in tpu
+    as_json = json.loads(run_opcov("ops", "scaled_dot_product_attention", "-b", "cpu", "--format", "json").stdout)
+    assert as_json["ops"][0]["dispatches_to"]["cpu"]["evidence"] == "probed"
+    cov = tmp_path / "coverage"
+    for b in ("cpu", "tpu"):
+        (cov / b).mkdir(parents=True)
+        for f in layout.snapshots(os.path.join(ROOT, "coverage"), b)["registered"]:
+            if "torch-2.13.0" in f:  # the torch the zoo's op sets were traced with (the site shows its data)
+                shutil.copy(f, cov / b)
+    site = sitemodel.load_site(str(cov), parallel=False)
+    for b, says in (("cpu", "(probed: "), ("tpu", "(registered, unverified: ")):
+        answer = sitemodel.op_answer(site.backend(b), "aten::scaled_dot_product_attention")
+        assert "; dispatches to " in answer.sentence() and says in answer.sentence(), answer.sentence()

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
-from opcov.scan import pynames
+from opcov.scan import pynames, sdpa
 from opcov.store import layout, lineyaml, vendor
 from opcov.store.cells import skip_reason
 from opcov.verdict import judge
@@ -189,6 +189,7 @@ class Answer:
     sources: dict  # backend -> coverage files read
     # op -> backend -> what the backend's own tests expect of it (opcov.store.vendor): expectations, not results
     expected: dict = field(default_factory=dict)
+    dispatch: dict = field(default_factory=dict)  # op -> backend -> the kernel it dispatches to (opcov.scan.sdpa)
 
     def as_dict(self) -> dict:
         return {
@@ -206,6 +207,7 @@ class Answer:
                     "schema": self.schemas.get(m.op),
                     "backends": {b: {d: s.as_dict() for d, s in self.statuses[m.op][b].items()} for b in self.backends},
                     "vendor_expected": self.expected.get(m.op, {}),
+                    **({"dispatches_to": self.dispatch[m.op]} if m.op in self.dispatch else {}),
                 }
                 for m in self.matches
             ],
@@ -269,19 +271,25 @@ def answer(
     wanted = [m.op for m in shown]
     statuses: dict = {op: {} for op in wanted}
     sources = {}
+    dispatch: dict = {}
     for b in backends:
         doc = {"ops": dict.fromkeys(wanted), "provenance": {"torch": torch_of[b]}}
         cov = judge.coverage_for(doc, b, coverage_dir)
         sources[b] = list(cov.paths)
         for op in wanted:
             statuses[op][b] = {d: status(cov, op, d) for d in DIRECTIONS}
+        block = ((cov.registered or {}).get("provenance") or {}).get("sdpa")
+        if sdpa.OP in statuses and isinstance(block, dict):
+            dispatch.setdefault(sdpa.OP, {})[b] = block
     schemas, schema_note = schema_lines(wanted, first_torch)
     expected: dict = {}
     for b in backends:
         for op, lines in vendor.for_ops(coverage_dir, b, wanted).items():
             expected.setdefault(op, {})[b] = lines
             sources[b].append(vendor.path_for(coverage_dir, b))
-    return Answer(pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources, expected)
+    return Answer(
+        pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources, expected, dispatch
+    )
 
 
 def _wanted(op, core, tags, namespace, tags_of) -> bool:
@@ -351,6 +359,9 @@ def headline(ans: Answer) -> str:
     for b in ans.backends:
         dirs = ans.statuses[op][b]
         said = "; ".join(f"{d} {s.text.split(' (')[0]}" for d, s in dirs.items())
+        block = ans.dispatch.get(op, {}).get(b)
+        if block:  # the kernel the op reaches there, first of all
+            said = f"dispatches to {', '.join(block.get('kernels') or ())} ({block.get('evidence')}); " + said
         parts.append(f"{b}: {said or 'no data'}")
     return f"answer: {op} | " + " | ".join(parts)
 
@@ -383,6 +394,13 @@ def render(ans: Answer) -> str:
         lines += table_lines(rows, ("backend", "direction", "evidence", "status"), indent="  ")
         for b, said in ans.expected.get(m.op, {}).items():
             lines += [f"  {b}: {line}" for line in said]
+        if m.op in ans.dispatch:
+            lines.append(
+                "  dispatches to (the op picks a kernel per call and device; the composite above is its math path, "
+                "as recorded on meta tensors):"
+            )
+            lines += [f"    {b}: {sdpa.said(block)}" for b, block in ans.dispatch[m.op].items()]
+            lines += [f"    {b}: not recorded" for b in ans.backends if b not in ans.dispatch[m.op]]
         lines.append("")
     shown = f"{len(ans.matches)} op(s) shown"
     if ans.more:

@@ -145,11 +145,11 @@ AFTER_CRASH = Word(
 # a probe case (probed ``mismatch``). That does not stop a model: it runs, and its results may differ from
 # CPU's; it is worded and counted apart from an error that stops the model.
 OUTCOMES = _table(  # worst first
-    Word("fails", "fails", "FAIL", "\u274c", "fail"),
-    Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
+    Word("fails", "fails", "FAIL", "\u2717", "fail"),
+    Word("unknown", "unknown", "UNKNOWN", "?", "unknown"),
     Word("value_note", "runs; values may differ", "VALUES", "\u2260", "warn"),
-    Word("fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
-    Word("ok", "runs", "", "\u2705", "ok"),
+    Word("fallback", "runs with fallback", "SLOW", "\u21aa", "warn"),
+    Word("ok", "runs", "", "\u2713", "ok"),
 )
 PROBLEMS = tuple(o for o in OUTCOMES if o != "ok")  # what a report lists per op, and a gate may fail on
 NOT_JUDGED = Word("not_judged", "not judged", "----", "", "na")
@@ -161,11 +161,11 @@ VERDICT_OF = {
     "ok": "runs",
 }
 VERDICTS = _table(  # worst first
-    Word("fails", "fails", "FAIL", "\u274c", "fail"),
-    Word("unknown", "unknown", "UNKNOWN", "\u2754", "unknown"),
+    Word("fails", "fails", "FAIL", "\u2717", "fail"),
+    Word("unknown", "unknown", "UNKNOWN", "?", "unknown"),
     Word("runs_with_value_note", "runs; values may differ", "VALUES", "\u2260", "warn"),
-    Word("runs_with_fallback", "runs with fallback", "SLOW", "\U0001f422", "warn"),
-    Word("runs", "runs", "RUNS", "\u2705", "ok"),
+    Word("runs_with_fallback", "runs with fallback", "SLOW", "\u21aa", "warn"),
+    Word("runs", "runs", "RUNS", "\u2713", "ok"),
 )
 VERDICT_ORDER = tuple(VERDICTS)
 

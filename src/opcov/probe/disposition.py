@@ -24,6 +24,7 @@ over the shards is the whole run's (``pick``).
 from __future__ import annotations
 
 from opcov.catalog import resolve_overload
+from opcov.probe.record import DROPOUT_ONLY
 from opcov.vocab import SKIP_REASONS
 
 # Namespaces whose ops run collectives: they need an initialised process group.
@@ -60,7 +61,7 @@ def intrinsic(torch, catalog) -> dict[str, str]:
         if op.composite is None and not has(op.name, "CPU"):
             out[op.name] = "no_cpu_kernel"
             continue
-        if "nondeterministic_seeded" in op.tags:
+        if "nondeterministic_seeded" in op.tags and op.name.split("::", 1)[-1].split(".")[0] not in DROPOUT_ONLY:
             out[op.name] = "random"
     return out
 

@@ -25,7 +25,7 @@ from opcov.probe import FAILURES, xla
 from opcov.probe.caserecord import REFERENCE, CaseRecord
 from opcov.probe.cases import seed_host, seed_of
 from opcov.probe.compare import family_of, identical, judge
-from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, spotting
+from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, seeded_random, spotting
 from opcov.probe.results import needs_localizing
 from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
 from opcov.probe.trees import leaves, map_indexed, map_leaves
@@ -440,7 +440,7 @@ class Executor:
 
         failed: dict = {}
         for func, args, kwargs in cap.calls:
-            if torch.Tag.nondeterministic_seeded in func.tags:
+            if seeded_random(func, args, kwargs):
                 continue
             # The CPU result of these very arguments (not the captured run's: a copy may lay a
             # strided view out anew, and strides count on meta); copies, as in-place ops write.

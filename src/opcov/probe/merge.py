@@ -49,7 +49,12 @@ def merge_files(paths, *, command: str, replace: bool = False) -> dict:
 def replaced(docs) -> list:
     """``docs`` with each cell (op, dtype key) that a later file probed taken out of the earlier files: a
     re-probe replaces what it probed again (its cases keep signature classes that older cells lack, and
-    combining the two would mix a complete list of failing cases with counts it does not cover)."""
+    combining the two would mix a complete list of failing cases with counts it does not cover).
+
+    A later file made with ``--ops PATTERN`` replaces the cells of the ops its pattern names; the other
+    ops its cases happened to dispatch (add, view, ...) keep the earlier files' cells, and take the later
+    file's only where the earlier files have none, since a few cases must not replace a whole probe's."""
+    docs = [(p, _selected(d, docs[:i])) for i, (p, d) in enumerate(docs)]
     out = []
     for i, (p, d) in enumerate(docs):
         later = {}
@@ -65,6 +70,30 @@ def replaced(docs) -> list:
             ops[op] = rec
         out.append((p, {**d, "ops": ops}))
     return out
+
+
+def _selected(doc: dict, earlier) -> dict:
+    """``doc`` without the cells of ops outside its ``--ops`` selection that an earlier file already has."""
+    pattern = (doc["provenance"].get("probe") or {}).get("ops")
+    if not pattern or not isinstance(pattern, str) or pattern.startswith("merged:"):
+        return doc
+    import re
+
+    try:
+        rx = re.compile(pattern)
+    except re.error:
+        return doc
+    ops = {}
+    for op, rec in doc["ops"].items():
+        if isinstance(rec, dict) and "skipped" not in rec and not rx.search(op):
+            have = set()
+            for _, d in earlier:
+                old = d["ops"].get(op)
+                if isinstance(old, dict) and "skipped" not in old:
+                    have.update(old)
+            rec = {dk: cell for dk, cell in rec.items() if dk not in have} or {"skipped": "not_selected"}
+        ops[op] = rec
+    return {**doc, "ops": ops}
 
 
 def _registered_candidates(paths) -> list[str]:

@@ -93,6 +93,37 @@ def signature(func, args, kwargs) -> str:
     return text + (";" + ",".join(scalars) if scalars else "")
 
 
+# Attention ops tagged nondeterministic_seeded only for the dropout they apply with their ``dropout_p``
+# argument: with dropout_p == 0 they are deterministic, so a case calling them with it is compared by
+# value (under the probe's fixed seeds) rather than classed random.
+DROPOUT_ONLY = frozenset(
+    {
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_attention_math",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "_scaled_dot_product_fused_attention_overrideable",
+        "_fused_sdp_choice",
+    }
+)
+
+
+def seeded_random(func, args, kwargs) -> bool:
+    """Whether a call draws random numbers: a nondeterministic_seeded op, except a DROPOUT_ONLY op called
+    with dropout_p == 0 (its default where the call leaves it out)."""
+    if _t().Tag.nondeterministic_seeded not in func.tags:
+        return False
+    if func.name().split("::", 1)[-1].split(".")[0] not in DROPOUT_ONLY:
+        return True
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name == "dropout_p":
+            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name, arg.default_value)
+            return not (isinstance(value, (int, float)) and value == 0)
+    return True
+
+
 class Calls:
     """Ordered distinct (op name, dtype key) pairs, each with its op's tags, the signature class of its
     first call, and the random-op flag."""
@@ -112,7 +143,7 @@ class Calls:
                 self.sigs[pair] = signature(func, args, kwargs)
             except Exception:  # noqa: BLE001 - a tensor without metadata (a subclass): no class, not a failure
                 self.sigs[pair] = ""
-        if _t().Tag.nondeterministic_seeded in tags:
+        if seeded_random(func, args, kwargs):
             self.seeded_random = True
 
     def pairs(self) -> list[list[str]]:

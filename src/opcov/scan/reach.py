@@ -60,10 +60,87 @@ _STR_ARGS = {
 
 @dataclass(frozen=True)
 class Reach:
-    """Ops one call dispatched. ``ops`` is None when the call could not be made."""
+    """Ops one call dispatched. ``ops`` is None when the call could not be made. ``source``: where the
+    inputs of the recorded call came from (``opinfo``: a call PyTorch's OpInfo samples made, forward or
+    backward, copied to meta; ``schema``: synthesized from the schema, the fallback)."""
 
     ops: tuple[str, ...] | None
     error: str | None = None
+    source: str | None = None
+
+
+MAX_REAL = 3  # real calls kept per overload
+
+
+def real_inputs(torch, names) -> dict[str, list]:
+    """Overload name -> up to MAX_REAL (args, kwargs) on meta tensors that reach it for real: the calls
+    PyTorch's OpInfo samples (float32, on CPU) make, forward and backward, seen by a dispatch mode (which
+    sees CompositeExplicit ops and every kernel), and, for an op the mode cannot see (a
+    CompositeImplicitAutograd op decomposes above it), the samples of the OpInfos named after it."""
+    import warnings
+
+    import torch.utils._pytree as pytree
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+    except Exception:  # noqa: BLE001 - no OpInfo here (expecttest missing): the schema alone
+        return {}
+    wanted = set(names)
+    found: dict[str, list] = {}
+
+    def meta(tree):
+        return pytree.tree_map(lambda t: t.detach().to("meta") if isinstance(t, torch.Tensor) else t, tree)
+
+    def keep(name, args, kwargs):
+        got = found.setdefault(name, [])
+        if len(got) < MAX_REAL:
+            try:
+                got.append(meta((tuple(args), dict(kwargs))))
+            except Exception:  # noqa: BLE001 - a tensor meta cannot copy (sparse, quantized): not kept
+                pass
+
+    class Capture(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = overload_name(func)
+            if name in wanted and len(found.get(name, ())) < MAX_REAL:
+                keep(name, args, kwargs or {})
+            return func(*args, **(kwargs or {}))
+
+    by_base: dict[str, list] = {}
+    for op in op_db:
+        for label in {op.name, op.name.rsplit(".", 1)[-1], getattr(op, "aten_name", None) or ""}:
+            by_base.setdefault(label, []).append(op)
+    warnings.simplefilter("ignore")
+    for op in op_db:
+        try:
+            samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=op.supports_autograd))[:2]
+        except Exception:  # noqa: BLE001 - an OpInfo that cannot make float32 samples
+            continue
+        for sample in samples:
+            try:
+                with Capture():
+                    out = op(sample.input, *sample.args, **sample.kwargs)
+                    tensors = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn]
+                    leaves = [
+                        t
+                        for t in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+                        if isinstance(t, torch.Tensor) and t.requires_grad
+                    ]
+                    if tensors and leaves:
+                        torch.autograd.grad(tensors, leaves, [torch.ones_like(t) for t in tensors], allow_unused=True)
+            except Exception:  # noqa: BLE001 - a sample that fails says nothing here
+                continue
+    for name in wanted - set(found):
+        base = name.split("::", 1)[-1].split(".")[0]
+        for op in by_base.get(base, ())[:2]:
+            try:
+                samples = list(op.sample_inputs("cpu", torch.float32))[:MAX_REAL]
+            except Exception:  # noqa: BLE001
+                continue
+            for sample in samples:
+                keep(name, (sample.input, *sample.args), sample.kwargs)
+    return found
 
 
 class _Unsynthesizable(Exception):
@@ -82,9 +159,25 @@ def _recorder(torch):
             name = overload_name(func)
             if name not in self.ops:
                 self.ops.append(name)
-            return func(*args, **(kwargs or {}))
+            try:
+                return func(*args, **(kwargs or {}))
+            except RuntimeError as exc:
+                if "Expected a value of type 'Tensor'" not in str(exc):
+                    raise
+                return func(*_numbers_as_tensors(torch, func, args), **(kwargs or {}))
 
     return Recorder
+
+
+def _numbers_as_tensors(torch, func, args):
+    """``args`` with a Python number where the schema wants a Tensor made a 0-d meta tensor again: a
+    composite kernel's wrapped scalar (remainder.Scalar calls remainder.Tensor with one) reaches a
+    dispatch mode as a plain number, which the op then refuses when called again."""
+    out = list(args)
+    for i, arg in enumerate(func._schema.arguments[: len(out)]):
+        if str(arg.type) == "Tensor" and isinstance(out[i], (int, float, bool)):
+            out[i] = torch.scalar_tensor(out[i], device="meta")
+    return out
 
 
 def _normalize_type(t: str) -> str:
@@ -176,6 +269,8 @@ def _consistent(values: dict, shape) -> None:
         for n in shape[2:]:
             hxw *= n
         values.update(N=shape[0], C=shape[1], HxW=hxw, group=1)
+    if isinstance(values.get("low"), int) and isinstance(values.get("high"), int):  # randint: low < high
+        values["high"] = values["low"] + 2
     if isinstance(values.get("size"), list) and isinstance(values.get("stride"), list):
         strides, step = [], 1
         for n in reversed(values["size"]):
@@ -257,12 +352,37 @@ def _backward(torch, Recorder, overload, args, kwargs):
     return tuple(rec.ops)
 
 
-def _record_one(torch, Recorder, name: str, composite) -> tuple[Reach, Reach | None]:
-    """Call one op on meta tensors (trying each shape) and record its forward and backward."""
+def _record_one(torch, Recorder, name: str, composite, real=()) -> tuple[Reach, Reach | None]:
+    """Call one op on meta tensors and record its forward and backward: with the ``real`` inputs first
+    (calls that reach it for real, see real_inputs), else with inputs synthesized from its schema (each
+    shape in turn)."""
     try:
         overload = resolve_overload(torch, name)
     except (AttributeError, RuntimeError) as exc:
         return Reach(None, _first_line(exc)), None
+    for args, kwargs in real:
+        rec = Recorder()
+        try:
+            with rec:
+                _call_forward(torch, overload, composite, list(args), dict(kwargs))
+        except Exception:  # noqa: BLE001 - this call does not fit the overload: the next one
+            continue
+        fwd = Reach(tuple(o for o in rec.ops if o != name), source="opinfo")
+        try:
+            ops = _backward(torch, Recorder, overload, list(args), dict(kwargs))
+            bwd = Reach(ops, source="opinfo") if ops is not None else None
+        except Exception as exc:  # noqa: BLE001
+            bwd = Reach(None, _first_line(exc), source="opinfo")
+        if bwd is not None and bwd.ops is not None:
+            return fwd, bwd
+        # no backward from this call (an integer call of the op, or one that failed): the schema's, if any
+        schema_fwd, schema_bwd = _record_schema(torch, Recorder, overload, name, composite)
+        return fwd, (schema_bwd if schema_bwd is not None and schema_bwd.ops is not None else bwd)
+    return _record_schema(torch, Recorder, overload, name, composite)
+
+
+def _record_schema(torch, Recorder, overload, name: str, composite) -> tuple[Reach, Reach | None]:
+    """The fallback: inputs synthesized from the schema, each shape (then dtype) in turn."""
     error = "no input shape tried"
     attempts = [(shape, torch.float32) for shape in SHAPES]
     attempts += [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
@@ -278,14 +398,14 @@ def _record_one(torch, Recorder, name: str, composite) -> tuple[Reach, Reach | N
         except Exception as exc:  # noqa: BLE001 - any failure means "try the next shape"
             error = _first_line(exc)
             continue
-        fwd = Reach(tuple(o for o in rec.ops if o != name))
+        fwd = Reach(tuple(o for o in rec.ops if o != name), source="schema")
         try:
             ops = _backward(torch, Recorder, overload, args, kwargs)
-            bwd = Reach(ops) if ops is not None else None
+            bwd = Reach(ops, source="schema") if ops is not None else None
         except Exception as exc:  # noqa: BLE001
-            bwd = Reach(None, _first_line(exc))
+            bwd = Reach(None, _first_line(exc), source="schema")
         return fwd, bwd
-    return Reach(None, error), None
+    return Reach(None, error, source="schema"), None
 
 
 def _record_here(items, out) -> None:
@@ -296,8 +416,9 @@ def _record_here(items, out) -> None:
     torch = import_torch()
     import_catalog_modules()  # the same op names as the catalogue that asked
     Recorder = _recorder(torch)
+    real = real_inputs(torch, [name for name, _ in items])
     for name, composite in items:
-        fwd, bwd = _record_one(torch, Recorder, name, composite)
+        fwd, bwd = _record_one(torch, Recorder, name, composite, real.get(name, ()))
         out.write(json.dumps([name, _as_json(fwd), _as_json(bwd)]) + "\n")
         out.flush()
 
@@ -305,13 +426,13 @@ def _record_here(items, out) -> None:
 def _as_json(r: Reach | None):
     if r is None:
         return None
-    return {"ops": list(r.ops) if r.ops is not None else None, "error": r.error}
+    return {"ops": list(r.ops) if r.ops is not None else None, "error": r.error, "source": r.source}
 
 
 def _from_json(d) -> Reach | None:
     if d is None:
         return None
-    return Reach(tuple(d["ops"]) if d["ops"] is not None else None, d["error"])
+    return Reach(tuple(d["ops"]) if d["ops"] is not None else None, d["error"], d.get("source"))
 
 
 def cache_name(torch_version: str) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from opcov.scan import pynames as pynames_mod
+from opcov.scan import sdpa
 from opcov.store import layout
 from opcov.store import lineyaml
 from opcov.store import observed as observed_store
@@ -701,6 +702,7 @@ class OpAnswer:
     forward: Direction
     backward: Direction
     probe: str  # 'probed', 'no probe', 'probe skipped it: ...', 'not in the probed data'
+    dispatch: str = ""  # the kernel the op dispatches to there, in words (opcov.scan.sdpa), where recorded
 
     @property
     def directions(self) -> tuple[Direction, Direction]:
@@ -727,6 +729,8 @@ class OpAnswer:
             out = [(fwd, said), (None, "; backward: "), (bwd, bwd.phrase())]
         if self.probe != "probed":
             out.append((None, f"; {self.probe}"))
+        if self.dispatch:
+            out.append((None, f"; dispatches to {self.dispatch}"))
         return out
 
     def sentence(self) -> str:
@@ -736,7 +740,8 @@ class OpAnswer:
 
     def as_dict(self) -> dict:
         return {"says": self.sentence(), "evidence": self.evidence, "probe": self.probe,
-                "forward": self.forward.as_dict(), "backward": self.backward.as_dict()}
+                "forward": self.forward.as_dict(), "backward": self.backward.as_dict(),
+                **({"dispatches_to": self.dispatch} if self.dispatch else {})}
 
 
 def probed_support(statuses) -> str:
@@ -795,7 +800,14 @@ def op_answer(backend: Backend, op: str, absent: bool = False) -> OpAnswer:
         probe = f"the probe skipped it ({skip_reason(backend.probed.ops[op])})"
     else:
         probe = "probed"
-    return OpAnswer(backend.name, _direction(backend, op, "forward"), _direction(backend, op, "backward"), probe)
+    block = (backend.registered.prov.get("sdpa") if backend.registered else None) if op == sdpa.OP else None
+    return OpAnswer(
+        backend.name,
+        _direction(backend, op, "forward"),
+        _direction(backend, op, "backward"),
+        probe,
+        sdpa.said(block) if isinstance(block, dict) else "",
+    )
 
 
 # ---------------------------------------------------------------- the model index's facets

@@ -122,6 +122,7 @@ PROVENANCE_TYPES = {
     "merged_from": "strings",
     "contributed": "data",  # ingested bundles: source, date, hash (opcov.store.bundle)
     "declared": "data",
+    "sdpa": "data",  # the kernel scaled_dot_product_attention dispatches to (opcov.scan.sdpa)
 }
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
@@ -197,7 +198,7 @@ class Problem:
     path: str  # file
     line: int | None
     message: str
-    severity: str = "error"  # or "warning"
+    severity: str = "error"  # or "warning", or "info" (expected; counted, not a problem to fix)
 
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else self.path

@@ -2,8 +2,9 @@
 
 Schema problems come from data.validate (opset.validate for model op sets, ``kind: opset``). Op names are checked against the running
 torch's catalogue when the file was made with the same torch version (an unknown
-name is then an error); with another version an unknown name is only flagged,
-since op sets change between releases.
+aten name is then an error, another namespace a warning); with another torch build, or ops of a
+backend package not loaded here, unknown names are an informational count (severity ``info``, not a
+warning): op sets change between builds, so the bundled data made elsewhere is expected to name them.
 
 Each file is also checked against its integrity line (``data.integrity_problem``: cut short or
 edited is an error, no line a warning) and against where it lies, since ``check`` and the site
@@ -154,18 +155,21 @@ def _unknown_ops(doc, path, catalog) -> list[Problem]:
             out.append(Problem(path, data._line_of(root, ("ops", name)), msg))
         else:
             foreign.setdefault(ns, []).append(name)
+    pkg = (doc.get("backend") or {}).get("package") if isinstance(doc.get("backend"), dict) else None
+    unloaded = bool(pkg) and pkg not in sys.modules
     for ns, names in sorted(foreign.items()):
-        why = (
-            f"file made with torch {file_torch}, this is torch {catalog.torch_version}"
-            if not same
-            else "registered by a backend that is not loaded here"
-        )
+        if not same:
+            why, severity = f"file made with torch {file_torch}, this is torch {catalog.torch_version}", "info"
+        elif unloaded and ns != "aten":
+            why, severity = f"registered by {pkg}, which is not loaded here", "info"
+        else:
+            why, severity = "registered by a backend that is not loaded here", "warning"
         out.append(
             Problem(
                 path,
                 data._line_of(root, ("ops", names[0])),
                 f"{len(names)} {ns}:: op(s) unknown to this torch, first {names[0]} ({why})",
-                "warning",
+                severity,
             )
         )
     return out

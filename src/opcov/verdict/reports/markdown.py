@@ -11,7 +11,7 @@ def _cell(text: str) -> str:
 
 
 def said(verdict: str, evidence: str) -> str:
-    """'✅ runs' on probed evidence; a run on a claim gets its level's icon: '○ runs (registered, unverified)'."""
+    """'✓ runs' on probed evidence; a run on a claim gets its level's icon: '○ runs (registered, unverified)'."""
     return f"{vocab.verdict_icon(verdict, evidence)} {vocab.verdict_words(verdict, evidence)}"
 
 
