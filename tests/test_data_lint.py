@@ -73,8 +73,16 @@ def test_wrong_schema_and_broken_yaml(tmp_path):
         data.load(str(broken))
 
 
+def loose(tmp_path):
+    """A folder for files named on a command line: lint judges a file's place by its grandparent, which for
+    tmp_path itself is the worker's folder of every test's tmp_path (a coverage folder's look-alike once
+    another test left a snapshot there)."""
+    (tmp_path / "loose").mkdir(exist_ok=True)
+    return tmp_path / "loose"
+
+
 def test_lint_reports_every_problem_in_one_run(tmp_path):
-    path = tmp_path / "many.yaml"
+    path = loose(tmp_path) / "many.yaml"
     data.save(small_doc(), str(path))
     text = path.read_text().replace("fwd: kernel", "fwd: kernal").replace("res: fallback", "res: maybe")
     text = text.replace("aten::mm:", "aten::not_an_op:")
@@ -234,7 +242,7 @@ def test_check_says_it_ignored_a_renamed_coverage_file(tmp_path):
 
 def test_summary_of_a_file_with_an_empty_or_no_summary(tmp_path):
     """lint accepts both (summary is optional plain data): summary must print them, in both formats."""
-    empty, missing = tmp_path / "empty.yaml", tmp_path / "missing.yaml"
+    empty, missing = loose(tmp_path) / "empty.yaml", loose(tmp_path) / "missing.yaml"
     data.save(small_doc(), str(empty))
     data.save({k: v for k, v in small_doc().items() if k != "summary"}, str(missing))
     assert run_opcov("lint", "--no-catalog", str(empty), str(missing)).returncode == 0

@@ -260,8 +260,8 @@ def test_the_site_shows_registered_runs_as_claims(bundled_site):
 
     page = _site("models/llama.html")
     assert (
-        '<h3 id="inference-tpu">tpu: <span class="st registered">runs</span> <span class="ev registered">'
-        "(\u25cb registered, unverified)</span></h3>" in page
+        '<h4 id="inference-tpu">tpu: <span class="st registered">runs</span> <span class="ev registered">'
+        "(\u25cb registered, unverified)</span></h4>" in page
     )
     convnet = _site("models/nn-convnet.html")  # every op of its cpu inference is probed
     assert (

@@ -60,9 +60,10 @@ def test_structured_op_reaches_backend_through_out_kernel(raise_fallback):
 
 def test_composite_resolves_to_what_it_reaches(raise_fallback):
     ops = raise_fallback["ops"]
-    # matmul is CompositeImplicitAutograd: on 2-d inputs it reaches mm, which is planted
+    # matmul is CompositeImplicitAutograd: its reach is recorded from the first OpInfo call that fits
+    # (1-d by 1-d: dot; on 2-d inputs it would reach mm), and each op it reaches is planted
     assert ops["aten::matmul"]["fwd"] == "composite"
-    assert "aten::mm" in ops["aten::matmul"]["via"]
+    assert ops["aten::matmul"]["via"] and set(ops["aten::matmul"]["via"]) & {"aten::dot", "aten::mm"}
     assert ops["aten::matmul"]["res"] == "registered"
     # a composite whose reach meets an op without a kernel is no better than that op
     reached = [ops[v]["res"] for v in ops["aten::softmax.int"]["via"]]

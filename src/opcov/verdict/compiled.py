@@ -146,6 +146,9 @@ def judge_compiled(
         cv.notes.append("no compiled graph: Dynamo ran the whole model eagerly (see the graph breaks)")
     if breaks and eager_doc is not None:
         cv.eager = judge.judge(eager_doc, shared(judge.coverage_for(eager_doc, backend, coverage_dir, read=read)))
+        from opcov.verdict import check  # a module replaced by the backend's Python: judged as eager check does
+
+        check.python_replacements(cv.eager, eager_doc)
         recorded = (eager_doc.get("provenance") or {}).get("traced_on", "")
         on = "" if not str(recorded).startswith(backend) else f", recorded on {backend} itself"
         cv.notes.append(
