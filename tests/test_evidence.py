@@ -265,8 +265,8 @@ def test_the_site_shows_registered_runs_as_claims(bundled_site):
     )
     convnet = _site("models/nn-convnet.html")  # every op of its cpu inference is probed
     assert (
-        '<h3 id="inference-cpu">cpu: <span class="st ok">runs</span> <span class="ev probed">'
-        "(\u25cf probed)</span></h3>" in convnet
+        '<h4 id="inference-cpu">cpu: <span class="st ok">runs</span> <span class="ev probed">'
+        "(\u25cf probed)</span></h4>" in convnet
     )
     badge = _site("badges/llama-tpu.svg")
     assert 'fill="#1565c0"' in badge and "#2e7d32" not in badge  # the claim's blue, not the probed green
