@@ -109,6 +109,22 @@ def signals_deferred(signums=(signal.SIGINT, signal.SIGTERM)):
                 signal.raise_signal(got[0])
 
 
+def start(proc, *conns) -> None:
+    """Start a multiprocessing ``proc`` with the signals deferred (signals_deferred); interrupted while
+    spawning, the half-started worker is killed and joined and ``conns`` (its pipe ends) are closed
+    before the interruption goes on: nothing is left running or joined that never started."""
+    try:
+        with signals_deferred():
+            proc.start()
+    except BaseException:
+        if proc.pid is not None:
+            proc.kill()
+            proc.join()
+        for conn in conns:
+            conn.close()
+        raise
+
+
 TEMP_PREFIX = "opcov-"  # opcov-<what>-<pid>-XXXX: a temporary folder of opcov's, named by its process
 
 

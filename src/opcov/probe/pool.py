@@ -99,16 +99,7 @@ class Pool:
         )
         slot.flight = Flight(ctx=self.ctx)
         proc = self.ctx.Process(target=worker.main, args=(child, cfg, slot.flight.buf), daemon=True)
-        try:
-            with children.signals_deferred():  # never half-started by a signal
-                proc.start()
-        except BaseException:  # interrupted while spawning: no half-started worker is left or joined
-            if proc.pid is not None:
-                proc.kill()
-                proc.join()
-            parent.close()
-            child.close()
-            raise
+        children.start(proc, parent, child)  # never half-started by a signal
         slot.proc = proc
         child.close()
         slot.conn, slot.state, slot.group = parent, "starting", None

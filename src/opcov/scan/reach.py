@@ -353,13 +353,18 @@ def _backward(torch, Recorder, overload, args, kwargs):
 
 
 def _record_one(torch, Recorder, name: str, composite, real=()) -> tuple[Reach, Reach | None]:
-    """Call one op on meta tensors and record its forward and backward: with the ``real`` inputs first
-    (calls that reach it for real, see real_inputs), else with inputs synthesized from its schema (each
-    shape in turn)."""
+    """Call one op on meta tensors and record its forward and backward: with float32 inputs synthesized
+    from its schema where they fit (forward and backward), else with the ``real`` inputs (calls that
+    reach it for real, see real_inputs), else with the schema's other dtypes. The schema's fitting call
+    comes first because a real sample is not a typical call either (matmul's first OpInfo sample is 1-d
+    and reaches dot; the schema's 2-d call reaches mm); the real calls resolve what the schema cannot."""
     try:
         overload = resolve_overload(torch, name)
     except (AttributeError, RuntimeError) as exc:
         return Reach(None, _first_line(exc)), None
+    fwd, bwd = _record_schema(torch, Recorder, overload, name, composite, float_only=True)
+    if fwd.ops is not None and (bwd is None or bwd.ops is not None):
+        return fwd, bwd
     for args, kwargs in real:
         rec = Recorder()
         try:
@@ -381,11 +386,14 @@ def _record_one(torch, Recorder, name: str, composite, real=()) -> tuple[Reach, 
     return _record_schema(torch, Recorder, overload, name, composite)
 
 
-def _record_schema(torch, Recorder, overload, name: str, composite) -> tuple[Reach, Reach | None]:
-    """The fallback: inputs synthesized from the schema, each shape (then dtype) in turn."""
+def _record_schema(
+    torch, Recorder, overload, name: str, composite, float_only: bool = False
+) -> tuple[Reach, Reach | None]:
+    """Inputs synthesized from the schema, each shape (then, unless ``float_only``, dtype) in turn."""
     error = "no input shape tried"
     attempts = [(shape, torch.float32) for shape in SHAPES]
-    attempts += [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
+    if not float_only:
+        attempts += [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
     for shape, dtype in attempts:
         try:
             args, kwargs = _synthesize(torch, overload._schema, shape, dtype)

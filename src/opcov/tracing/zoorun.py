@@ -292,16 +292,7 @@ class Pool:
         proc = self.ctx.Process(
             target=worker_main, args=(child, self.root, self.kind, self.device, os.getpid()), daemon=True
         )
-        try:
-            with children.signals_deferred():  # never half-started by a signal
-                proc.start()
-        except BaseException:  # interrupted while spawning: no half-started worker is left or joined
-            if proc.pid is not None:
-                proc.kill()
-                proc.join()
-            parent.close()
-            child.close()
-            raise
+        children.start(proc, parent, child)  # never half-started by a signal
         slot.proc = proc
         child.close()
         slot.conn, slot.job, slot.ready = parent, None, False
