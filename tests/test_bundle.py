@@ -209,3 +209,75 @@ def test_a_bundle_with_an_op_outside_the_release_is_foreign(made, cov, tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and _tree(cov) == before
     assert "op aten::not_an_op_in_torch is not in torch 2.9.0+cu128's catalogue" in proc.stderr
+
+
+OBSERVED = os.path.join(ROOT, "coverage", "observed", "xla", "gpt2.inference.json")
+
+
+@pytest.fixture(scope="module")
+def made_observed(tmp_path_factory):
+    """A bundle of a committed observed run ('opcov run gpt2 -b xla'), made on the contributor's machine."""
+    out = str(tmp_path_factory.mktemp("obundle") / "gpt2.opcov-bundle.json.gz")
+    proc = run_opcov("bundle", OBSERVED, "--source", "TPU lab", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def test_an_observed_run_bundle_ingests_where_check_reads_it(made_observed, cov):
+    """The run arrives whole at coverage/observed/BACKEND/MODEL.MODE.json, names its contributor, and
+    check's observed evidence names the source."""
+    proc = run_opcov("ingest", made_observed, "--coverage", cov)
+    assert proc.returncode == 0, proc.stderr
+    target = os.path.join(cov, "observed", "xla", "gpt2.inference.json")
+    assert f"into {target}" in proc.stdout and "is new: ran" in proc.stdout
+    new, orig = json.load(open(target)), json.load(open(OBSERVED))
+    assert new["ops"] == orig["ops"] and new["result"] == orig["result"]
+    (c,) = new["provenance"]["contributed"]
+    assert c["source"] == "TPU lab" and len(c["sha256"]) == 64
+    from opcov.verdict import observed
+
+    assert observed.record(new, target)["source"] == "TPU lab"
+    again = run_opcov("ingest", made_observed, "--coverage", cov)
+    assert again.returncode == 2 and "already in" in again.stderr
+
+
+def test_a_second_observed_run_replaces_the_first_and_says_what_changed(made_observed, cov, tmp_path):
+    assert run_opcov("ingest", made_observed, "--coverage", cov).returncode == 0
+    doc = json.load(open(OBSERVED))
+    doc["result"] = {"ran": False, "error": "aten::addmm: no kernel"}
+    doc["provenance"]["created"] = "2026-12-04T00:00:00+00:00"
+    other = str(tmp_path / "gpt2.inference.json")
+    open(other, "w").write(json.dumps(doc))
+    b2 = str(tmp_path / "b2.json.gz")
+    assert run_opcov("bundle", other, "--source", "lab B", "--out", b2).returncode == 0
+    proc = run_opcov("ingest", b2, "--coverage", cov)
+    assert proc.returncode == 0, proc.stderr
+    assert "result: ran -> raised: aten::addmm: no kernel" in proc.stdout
+    target = os.path.join(cov, "observed", "xla", "gpt2.inference.json")
+    assert json.load(open(target))["provenance"]["contributed"][-1]["source"] == "lab B"
+
+
+@pytest.mark.parametrize(
+    "change,says",
+    [
+        (lambda b: b.update(name="../../x.inference.json"), "not an observed run's MODEL.MODE.json"),
+        (lambda b: b.update(name="llama.inference.json"), "file name in the data is 'gpt2.inference.json'"),
+        (
+            lambda b: b.update(text=b["text"].replace('"evidence": "observed"', '"evidence": "probed"')) or _rehash(b),
+            "not a valid observed run",
+        ),
+        (
+            lambda b: b.update(text=b["text"].replace('"aten::addmm"', '"aten::no_such_op"')) or _rehash(b),
+            "op aten::no_such_op is not in torch 2.9.0+cu128's catalogue",
+        ),
+        (lambda b: b.update(text=b["text"][:-40]), "tampered bundle"),
+    ],
+)
+def test_a_bad_observed_bundle_is_one_line_and_changes_nothing(made_observed, cov, tmp_path, change, says):
+    bad = str(tmp_path / "bad.json.gz")
+    _rewrite(made_observed, bad, change)
+    before = _tree(cov)
+    proc = run_opcov("ingest", bad, "--coverage", cov)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert _tree(cov) == before

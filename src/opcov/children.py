@@ -125,6 +125,38 @@ def start(proc, *conns) -> None:
         raise
 
 
+class TimedOut(Exception):
+    """An opcov child program ran past its time and was killed."""
+
+
+def run_opcov(argv: list[str], env: dict, timeout: float | None) -> tuple[int, str]:
+    """Run ``python -m opcov ARGV`` as a child that ends with this process (``preexec``): (exit status,
+    its stderr). Past ``timeout`` seconds it is killed and ``TimedOut`` raised; interrupted, the
+    child is killed before the interruption goes on. Its stdout is discarded: children write files."""
+    import subprocess
+
+    with subprocess.Popen(
+        [sys.executable, "-m", "opcov", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=env,
+        preexec_fn=preexec(),
+    ) as proc:
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise TimedOut from None
+        except BaseException:  # interrupted: the child goes with us
+            proc.kill()
+            raise
+    return proc.returncode, err
+
+
 TEMP_PREFIX = "opcov-"  # opcov-<what>-<pid>-XXXX: a temporary folder of opcov's, named by its process
 
 

@@ -1203,7 +1203,6 @@ def _trace_in_child(args):
     crashes, aborts, exits or closes a stream ends the child, never this process, and is one line
     naming it. The child writes a temporary op set, read back here."""
     import signal
-    import subprocess
 
     from opcov.store import opset
 
@@ -1211,44 +1210,29 @@ def _trace_in_child(args):
         out = os.path.join(tmp, "opset.yaml")
         env = children.child_env({**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""})
         env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-        with subprocess.Popen(
-            [sys.executable, "-m", "opcov", *args.argv, "--out", out],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
-            env=env,
-            preexec_fn=children.preexec(),
-        ) as proc:
-            try:
-                _, err = proc.communicate(timeout=args.timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
-                raise UsageError(
-                    f"factory {args.model} did not finish within {args.timeout:g} s (--timeout); "
-                    "its process was killed and nothing was written"
-                ) from None
-            except BaseException:  # interrupted: the child goes with us
-                proc.kill()
-                raise
+        try:
+            returncode, err = children.run_opcov([*args.argv, "--out", out], env, args.timeout)
+        except children.TimedOut:
+            raise UsageError(
+                f"factory {args.model} did not finish within {args.timeout:g} s (--timeout); "
+                "its process was killed and nothing was written"
+            ) from None
         lines = [ln for ln in err.splitlines() if ln.strip()]
         said = next((ln for ln in reversed(lines) if ln.startswith("opcov: error: ")), None)
         what = f"factory {args.model}"
-        if proc.returncode == 0 and os.path.isfile(out):
+        if returncode == 0 and os.path.isfile(out):
             return opset.OpSet(opset.load(out))
         if said:
             raise UsageError(said.removeprefix("opcov: error: "))
-        if proc.returncode < 0:
+        if returncode < 0:
             try:
-                name = signal.Signals(-proc.returncode).name
+                name = signal.Signals(-returncode).name
             except ValueError:
-                name = f"signal {-proc.returncode}"
+                name = f"signal {-returncode}"
             raise UsageError(f"{what} crashed the tracing process ({name}); nothing was written")
         last = f": {lines[-1][:200]}" if lines else ""
         raise UsageError(
-            f"{what} ended the tracing process (exit status {proc.returncode}) before the op set was written{last}"
+            f"{what} ended the tracing process (exit status {returncode}) before the op set was written{last}"
         )
 
 

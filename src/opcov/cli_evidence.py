@@ -60,9 +60,13 @@ def add_parsers(sub) -> None:
 
     bu = sub.add_parser(
         "bundle",
-        help="pack a probed file with its provenance and content hash into one file to contribute",
+        help="pack a probed file or an observed run with its provenance and content hash into one file to contribute",
     )
-    bu.add_argument("file", help="the probed file (coverage/<backend>/probed-...yaml, or a merged one)")
+    bu.add_argument(
+        "file",
+        help="the probed file (coverage/<backend>/probed-...yaml, or a merged one) or an observed run "
+        "(coverage/observed/<backend>/<model>.<mode>.json, from 'opcov run')",
+    )
     bu.add_argument(
         "--source", required=True, help="who contributed it, as it should be credited (a name, team or URL)"
     )
@@ -209,7 +213,12 @@ def cmd_ingest(args) -> int:
     print(
         f"ingested {args.bundle} into {target}: contributed by {c['source']} on {c['date']} (sha256 {c['sha256'][:16]}...)"
     )
-    if old is not None:
+    if new.get("evidence") == "observed":
+        if old is None:
+            print(f"{target} is new: {'ran' if new['result']['ran'] else 'raised'}, {len(new.get('ops') or {})} ops")
+        else:
+            print("\n".join(f"  {line}" for line in bundle.observed_changes(old, new)))
+    elif old is not None:
         sys.stdout.write(diff.render(diff.diff_docs(old, new, target + " (before)", target), args.format))
     else:
         print(f"{target} is new: {len(new['ops'])} ops")

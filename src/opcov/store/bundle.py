@@ -1,5 +1,6 @@
-"""Contributed results: one file that carries a probe from the machine that has the hardware to the
-repository that does not, and the checks it must pass there before it touches coverage/.
+"""Contributed results: one file that carries a probe, or an observed run of a model (``opcov run``),
+from the machine that has the hardware to the repository that does not, and the checks it must pass
+there before it touches coverage/.
 
 A bundle (``opcov bundle``) is gzip-compressed JSON::
 
@@ -13,9 +14,11 @@ that is not gzip JSON or is cut short (truncated), another format or version (fo
 hash or size is not the recorded one, or whose own integrity line fails (tampered), provenance that
 disagrees with the text (versions, backend), a host path (a home folder) anywhere in the text, and
 ops outside the torch release's catalogue (read from a registered file of the same release here).
-Then the data is merged with the backend's probed snapshot of the same versions (worst status per
-cell, as ``opcov merge``) or written as it, and its provenance names the contribution (source, date,
-hash) so that ``check`` and the site can say whose evidence it is. Torch-free.
+Then probed data is merged with the backend's probed snapshot of the same versions (worst status per
+cell, as ``opcov merge``) or written as it; an observed run (kind ``observed``, name MODEL.MODE.json)
+takes the place of the backend's observed run of that model and mode, since a run is one fact, not
+cells to merge. Either way its provenance names the contribution (source, date, hash) so that
+``check`` and the site can say whose evidence it is. Torch-free.
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ import re
 import zlib
 
 from opcov.errors import DataError, UsageError
-from opcov.store import data, layout, lineyaml, output
+from opcov.store import data, layout, lineyaml, observed, output
 from opcov.version import __version__
 
 FORMAT = 1
-KINDS = ("probed",)
+KINDS = ("probed", "observed")
 SUFFIX = ".opcov-bundle.json.gz"
 # a home folder (or a user's profile) names the contributor's machine and account: never committed
 HOST_PATH = re.compile(r"(/home/[^/\s'\"]+|/Users/[^/\s'\"]+|[A-Za-z]:\\\\?Users\\\\?[^\\\s'\"]+|/root/)")
@@ -50,7 +53,10 @@ def _scrub(text: str) -> str:
 
 
 def make(path: str, *, source: str, command: str) -> dict:
-    """The bundle of the probed file ``path`` (validated as any reader would), contributed by ``source``."""
+    """The bundle of the probed file (or observed-run file) ``path``, validated as any reader would,
+    contributed by ``source``."""
+    if path.endswith(".json"):
+        return _make_observed(path, source=source, command=command)
     doc = data.load(path)  # schema, integrity line: a damaged file is refused before it is packed
     if doc.get("evidence") not in KINDS:
         raise UsageError(f"{path}: evidence is {doc.get('evidence')!r}; opcov bundle packs a probed file")
@@ -68,18 +74,22 @@ def make(path: str, *, source: str, command: str) -> dict:
                 times = {str(k): float(v) for k, v in json.load(f)["groups"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             times = {}
-    prov = doc["provenance"]
-    b = doc["backend"]
+    prov, b = doc["provenance"], doc["backend"]
+    name = layout.snapshot_name(doc["evidence"], str(prov["torch"]), b.get("package"), b.get("version"), None)
+    return dict(_envelope(doc["evidence"], name, b, prov, text, source, command), times=times)
+
+
+def _envelope(kind: str, name: str, backend: dict, prov: dict, text: str, source: str, command: str) -> dict:
     return {
         "opcov_bundle": FORMAT,
-        "kind": doc["evidence"],
-        "name": layout.snapshot_name(doc["evidence"], str(prov["torch"]), b.get("package"), b.get("version"), None),
-        "backend": dict(b),
+        "kind": kind,
+        "name": name,
+        "backend": dict(backend),
         "provenance": {
             "opcov": str(prov.get("opcov")),
             "torch": str(prov["torch"]),
-            "backend_package": b.get("package"),
-            "backend_version": b.get("version"),
+            "backend_package": backend.get("package"),
+            "backend_version": backend.get("version"),
             "settings": prov.get("settings") or {},
             "host": prov.get("host") or {},
             "device": prov.get("device"),
@@ -93,8 +103,22 @@ def make(path: str, *, source: str, command: str) -> dict:
         "sha256": hashlib.sha256(text.encode("utf-8")).hexdigest(),
         "bytes": len(text.encode("utf-8")),
         "text": text,
-        "times": times,
+        "times": {},
     }
+
+
+def _observed_name(doc: dict) -> str:
+    return os.path.basename(observed.path_for("", doc["backend"]["name"], doc["model"]["name"], doc["model"]["mode"]))
+
+
+def _make_observed(path: str, *, source: str, command: str) -> dict:
+    """The bundle of an observed-run file (``opcov run``): its text with home folders scrubbed."""
+    doc = observed.load(path)
+    if not isinstance(doc.get("backend"), dict) or not isinstance(doc.get("model"), dict):
+        raise UsageError(f"{path}: an observed run names its backend and model; record it again with 'opcov run'")
+    doc = json.loads(_scrub(json.dumps(doc)))
+    text = observed.dumps(doc)
+    return _envelope("observed", _observed_name(doc), doc["backend"], doc["provenance"], text, source, command)
 
 
 def write(bundle: dict, out: str) -> None:
@@ -148,6 +172,8 @@ def read(path: str) -> dict:
 def validate(b: dict, path: str, coverage_dir: str) -> dict:
     """The bundle's data document, checked against its provenance, the host-path rule and the torch
     release's op catalogue here. A one-line DataError naming the first thing that does not match."""
+    if b["kind"] == "observed":
+        return _validate_observed(b, path, coverage_dir)
     if not re.fullmatch(r"probed-torch-[^/\\]+\.yaml", b["name"]) or "-shard-" in b["name"]:
         raise DataError(f"{path}: bundle names the file {b['name']!r}, not a probed snapshot name")
     if m := HOST_PATH.search(b["text"]):
@@ -172,24 +198,56 @@ def validate(b: dict, path: str, coverage_dir: str) -> dict:
     )
     if want_name != b["name"]:
         raise DataError(f"{path}: the data's versions make the name {want_name!r}, the bundle says {b['name']!r}")
-    name = doc["backend"]["name"]
-    if name not in layout.backends_with_data(coverage_dir) and not _known(name):
+    _check_backend_and_ops(path, coverage_dir, doc["backend"]["name"], str(prov["torch"]), doc["ops"])
+    return doc
+
+
+def _check_backend_and_ops(path: str, coverage_dir: str, backend: str, torch_version: str, ops) -> None:
+    """The backend is one opcov knows (or has data for) and every op is in the torch release's catalogue."""
+    if backend not in layout.backends_with_data(coverage_dir) and not _known(backend):
         raise DataError(
-            f"{path}: backend {name!r} is neither one opcov knows nor one with data under {coverage_dir}/ "
+            f"{path}: backend {backend!r} is neither one opcov knows nor one with data under {coverage_dir}/ "
             "(a foreign bundle?); scan it first ('opcov scan BACKEND --import MODULE')"
         )
-    catalogue = _catalogue(coverage_dir, str(prov["torch"]), name)
+    catalogue = _catalogue(coverage_dir, torch_version, backend)
     if catalogue is None:
         raise DataError(
-            f"{path}: no registered file of torch {prov['torch']} under {coverage_dir}/ to check the ops "
+            f"{path}: no registered file of torch {torch_version} under {coverage_dir}/ to check the ops "
             "against; scan a backend with that torch first ('opcov scan cpu')"
         )
     aten, own = catalogue
-    for name in doc["ops"]:
+    for name in ops:
         if name.startswith("aten::") and name not in aten:
-            raise DataError(f"{path}: op {name} is not in torch {prov['torch']}'s catalogue (a foreign bundle?)")
+            raise DataError(f"{path}: op {name} is not in torch {torch_version}'s catalogue (a foreign bundle?)")
         if own is not None and not name.startswith("aten::") and name not in own and name not in aten:
-            raise DataError(f"{path}: op {name} is not in {doc['backend']['name']}'s catalogue here")
+            raise DataError(f"{path}: op {name} is not in {backend}'s catalogue here")
+
+
+def _validate_observed(b: dict, path: str, coverage_dir: str) -> dict:
+    """An observed run's bundle: the same checks, on the observed-run file's own validation."""
+    if not re.fullmatch(r"[^/\\]+\.(inference|training)\.json", b["name"]):
+        raise DataError(f"{path}: bundle names the file {b['name']!r}, not an observed run's MODEL.MODE.json")
+    if m := HOST_PATH.search(b["text"]):
+        raise DataError(f"{path}: the data names a host path ({m.group(0)}...); bundle it again with this opcov")
+    try:
+        doc = json.loads(b["text"])
+    except ValueError:
+        raise DataError(f"{path}: the bundled observed run is not JSON") from None
+    bad = observed.problems(doc, b["name"])
+    if bad or not isinstance(doc.get("backend"), dict) or not isinstance(doc.get("model"), dict):
+        raise DataError(f"{path}: the bundled data is not a valid observed run: {bad[0] if bad else 'no backend'}")
+    prov, bp = doc["provenance"], b["provenance"]
+    for what, have, want in (
+        ("backend", doc["backend"].get("name"), b["backend"].get("name")),
+        ("backend version", doc["backend"].get("version"), bp.get("backend_version")),
+        ("torch version", str(prov.get("torch")), bp.get("torch")),
+        ("opcov version", str(prov.get("opcov")), bp.get("opcov")),
+        ("command", prov.get("command"), bp.get("command")),
+        ("file name", _observed_name(doc), b["name"]),
+    ):
+        if have != want:
+            raise DataError(f"{path}: {what} in the data is {have!r}, the bundle says {want!r}")
+    _check_backend_and_ops(path, coverage_dir, doc["backend"]["name"], str(prov["torch"]), doc.get("ops") or {})
     return doc
 
 
@@ -247,7 +305,10 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
 
     b = read(path)
     doc = validate(b, path, coverage_dir)
-    target = os.path.join(coverage_dir, doc["backend"]["name"], b["name"])
+    if b["kind"] == "observed":
+        target = observed.path_for(coverage_dir, doc["backend"]["name"], doc["model"]["name"], doc["model"]["mode"])
+    else:
+        target = os.path.join(coverage_dir, doc["backend"]["name"], b["name"])
     contribution = {
         "source": str(b["provenance"].get("source") or "unknown"),
         "date": str(b["provenance"].get("bundled") or "")[:10],
@@ -256,6 +317,8 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
         "host": ", ".join(f"{k} {v}" for k, v in sorted((doc["provenance"].get("host") or {}).items())),
         "device": str(doc["provenance"].get("device")),
     }
+    if b["kind"] == "observed":
+        return _ingest_observed(b, path, target, doc, contribution)
     old = data.load(target) if os.path.exists(target) else None
     if old is not None:
         if any(c.get("sha256") == b["sha256"] for c in old["provenance"].get("contributed") or []):
@@ -272,3 +335,44 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
         times.update({str(k): float(v) for k, v in b["times"].items()})
         save_times(times_path(target), times, backend_key=doc["backend"]["name"], command=command)
     return target, old, new
+
+
+def _ingest_observed(b: dict, path: str, target: str, doc: dict, contribution: dict):
+    """An observed run takes the place of the one on record for its backend, model and mode."""
+    old = observed.load(target) if os.path.exists(target) else None
+    if old is not None and any(c.get("sha256") == b["sha256"] for c in (old["provenance"].get("contributed") or [])):
+        raise UsageError(f"{path}: this bundle is already in {target} (same content hash)")
+    new = dict(doc, provenance=dict(doc["provenance"], contributed=[contribution]))
+    output.check_writable_file(target)
+    output.write_atomic(target, observed.dumps(new).encode("utf-8"))
+    return target, old, new
+
+
+def observed_changes(old: dict, new: dict) -> list[str]:
+    """What an ingested observed run changes against the one it replaced, a line each."""
+
+    def said(doc):
+        res = doc["result"]
+        if not res["ran"]:
+            return f"raised: {str(res.get('error'))[:120]}"
+        values = res.get("values") or {}
+        return "ran" + ("" if values.get("match", True) else ", values differ from CPU")
+
+    def fell_back(doc):
+        return set((doc.get("backend_record") or {}).get("executed_fallback_ops") or [])
+
+    out = []
+    if said(old) != said(new):
+        out.append(f"result: {said(old)} -> {said(new)}")
+    gone, came = (
+        set(old.get("ops") or {}) - set(new.get("ops") or {}),
+        set(new.get("ops") or {}) - set(old.get("ops") or {}),
+    )
+    out += [f"op no longer dispatched: {op}" for op in sorted(gone)]
+    out += [f"op newly dispatched: {op}" for op in sorted(came)]
+    out += [f"now falls back: {op}" for op in sorted(fell_back(new) - fell_back(old))]
+    out += [f"no longer falls back: {op}" for op in sorted(fell_back(old) - fell_back(new))]
+    for key in ("torch", "created"):
+        if old["provenance"].get(key) != new["provenance"].get(key):
+            out.append(f"{key}: {old['provenance'].get(key)} -> {new['provenance'].get(key)}")
+    return out or ["no change in the result, the ops or the fallbacks"]

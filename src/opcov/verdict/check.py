@@ -13,8 +13,6 @@ that records none is judged as one set, and says so.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 from opcov import children, suggest, vocab
 from opcov.activity import activity
@@ -85,28 +83,13 @@ def _child(args: list[str], what: str, timeout: float | None = None) -> None:
     A child past ``timeout`` (and a grace for its own timeout's message) is killed: one line."""
     env = children.child_env()
     env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    with subprocess.Popen(
-        [sys.executable, "-m", "opcov", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        env=env,
-        preexec_fn=children.preexec(),
-    ) as proc:
-        try:
-            _, err = proc.communicate(timeout=None if timeout is None else timeout + GRACE_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise UsageError(f"{what}: it did not finish within {timeout:g} s (--timeout); killed") from None
-        except BaseException:
-            proc.kill()
-            raise
-    if proc.returncode != 0:
+    try:
+        returncode, err = children.run_opcov(args, env, None if timeout is None else timeout + GRACE_S)
+    except children.TimedOut:
+        raise UsageError(f"{what}: it did not finish within {timeout:g} s (--timeout); killed") from None
+    if returncode != 0:
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-        last = lines[-1].removeprefix("opcov: error: ") if lines else f"exit code {proc.returncode}"
+        last = lines[-1].removeprefix("opcov: error: ") if lines else f"exit code {returncode}"
         raise UsageError(f"{what}: {last}")
 
 
