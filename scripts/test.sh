@@ -31,4 +31,4 @@ if [ -z "${OPCOV_NO_INSTALL:-}" ]; then
     fi
 fi
 # One worker per core (OPCOV_TEST_JOBS=1 for one process); each test file stays in one worker.
-TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python -m pytest -q -n "${OPCOV_TEST_JOBS:-auto}" --dist loadfile "$@"
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python -m pytest -q -n "${OPCOV_TEST_JOBS:-auto}" --dist loadfile --durations=20 "$@"

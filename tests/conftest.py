@@ -39,8 +39,12 @@ def opcov():
 
 @pytest.fixture(scope="session")
 def reach_cache(tmp_path_factory):
-    """One reach cache for the whole test session, so the recording runs once."""
-    return str(tmp_path_factory.mktemp("xdg-cache"))
+    """One reach cache for the whole test run, shared by the xdist workers (the folder above each
+    worker's own), so the recording (minutes) runs once: opcov's cache lock makes the others wait."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xdg-cache-shared"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
 
 
 def load_yaml(path):

@@ -209,3 +209,36 @@ def test_cuda_reach_is_resolved_for_the_ops_a_vit_step_needs():
         assert "unresolved" not in (rec["res"], rec["bwd_res"]), (name, rec)
     assert "python -m opcov.scan.rereach" in doc["provenance"]["reach"]
     assert doc["summary"]["aten"]["res"].get("unresolved", 0) < 596  # fewer than the CUDA build's scan left
+
+
+def test_a_reach_being_recorded_elsewhere_is_waited_for_not_recorded_again(tmp_path, monkeypatch):
+    """Two scans at once (shards, test workers) make the minutes-long recording once: the second waits
+    on the cache lock, then reads what the first wrote."""
+    import threading
+
+    from opcov import torchenv
+    from opcov.scan import reach
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+
+    class Catalog:
+        torch_version = "9.9.9"
+
+        def get(self, name):
+            return None
+
+    def recorded_again(todo):
+        raise AssertionError(f"recorded again: {todo}")
+
+    monkeypatch.setattr(reach, "_record_isolated", recorded_again)
+    name = reach.cache_name("9.9.9")
+    got = {}
+    with torchenv.cache_lock(name):  # 'the first scan' is recording
+        t = threading.Thread(target=lambda: got.update(zip(("fwd", "bwd"), reach.record(["aten::x"], Catalog()))))
+        t.start()
+        t.join(0.5)
+        assert t.is_alive()  # waiting on the lock
+        entry = {"ops": ["aten::y"], "error": None, "source": "schema"}
+        torchenv.write_cache(name, {"aten::x": [entry, None]})
+    t.join(10)
+    assert got["fwd"]["aten::x"].ops == ("aten::y",) and got["bwd"] == {}

@@ -8,6 +8,7 @@ cpu or meta scan never carries another backend's registrations.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 AUTOLOAD_ENV = "TORCH_DEVICE_BACKEND_AUTOLOAD"
@@ -56,6 +57,25 @@ def read_cache(name: str, default):
             return json.load(f)
     except (OSError, ValueError):
         return default
+
+
+@contextlib.contextmanager
+def cache_lock(name: str):
+    """Held while a recording is made, so that processes wanting the same recording at once (a
+    sharded scan, parallel test workers) make it once: the others wait, then read it. Where there
+    is no ``fcntl`` (Windows) each records for itself, as before."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    os.makedirs(cache_dir(), exist_ok=True)
+    with open(os.path.join(cache_dir(), name + ".lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def write_cache(name: str, value) -> None:

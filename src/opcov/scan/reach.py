@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 
 from opcov.catalog import import_catalog_modules, overload_name, resolve_overload
-from opcov.torchenv import AUTOLOAD_ENV, import_torch, read_cache, write_cache
+from opcov.torchenv import AUTOLOAD_ENV, cache_lock, import_torch, read_cache, write_cache
 from opcov.version import __version__
 
 # Shapes tried in turn for every Tensor argument (float32 first, then other dtypes).
@@ -455,11 +455,15 @@ def cache_name(torch_version: str) -> str:
 def record(names, catalog) -> tuple[dict[str, Reach], dict[str, Reach]]:
     """Forward and backward reach for each op name (cached; recorded in a clean child process)."""
     name = cache_name(catalog.torch_version)
+    names = list(names)
     cache = read_cache(name, {})
-    todo = [(n, catalog.get(n).composite if catalog.get(n) else None) for n in names if n not in cache]
-    if todo:
-        cache.update(_record_isolated(todo))
-        write_cache(name, cache)
+    if any(n not in cache for n in names):
+        with cache_lock(name):  # another process may be recording it: wait, then read what it wrote
+            cache = read_cache(name, {})
+            todo = [(n, catalog.get(n).composite if catalog.get(n) else None) for n in names if n not in cache]
+            if todo:
+                cache.update(_record_isolated(todo))
+                write_cache(name, cache)
     fwd, bwd = {}, {}
     for n in names:
         f, b = cache.get(n, [None, None])
