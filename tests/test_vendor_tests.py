@@ -190,3 +190,14 @@ def test_real_shapes_map_and_show_as_expectations(tmp_path):
     assert line.endswith("an expectation, not a result)")
     proc = run_opcov("ops", "aten::addmm", "-b", "tpu", "--coverage", str(folder))
     assert "left out of the bounded-dynamism run (on require_mark_dynamic_support: addmm op may work" in proc.stdout
+
+
+def test_a_bad_vendor_source_is_refused_in_one_line(tmp_path):
+    for spec, said in (("github.com/x", "expected REPO@COMMIT"), ("tests/x.py=r@abc1234", "not tests/x.py")):
+        proc = run_opcov(
+            "expect", "tpu", "--vendor-tests", REAL_SHAPES, "--vendor-source", spec, "--coverage", str(tmp_path / "c")
+        )
+        assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()  # nothing written
+    proc = run_opcov("expect", "tpu", "--vendor-tests", str(tmp_path / "none"), "--commit", "abc1234")
+    assert proc.returncode == 2 and "no tests/ops_test.py" in proc.stderr

@@ -251,10 +251,10 @@ def cmd_expect(args) -> int:
 
     out = args.out or vendor.path_for(args.into, args.backend)
     output.check_writable_file(out)
+    found = vendortests.read(args.vendor_tests)  # first: it says which files a checkout lacks
     source = vendortests.source_of(
         args.vendor_tests, args.repo, args.commit, args.vendor_source or (), args.vendor_note
     )
-    found = vendortests.read(args.vendor_tests)
     doc = vendor.build(found, source, args.backend, args.into, command_line())
     vendor.save(doc, out)
     hows: dict[str, int] = {}
