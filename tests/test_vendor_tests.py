@@ -19,6 +19,8 @@ from opcov.errors import UsageError
 from opcov.scan import vendortests
 
 CHECKOUT = os.path.join(ROOT, "tests", "data", "vendortests")
+# a few lines in the shapes TorchTPU's real tests have (read from a public copy of its source)
+REAL_SHAPES = os.path.join(ROOT, "tests", "data", "vendortests_real")
 COMMIT = "0" * 40
 
 
@@ -36,8 +38,10 @@ def test_the_tests_are_read_without_running_them():
     # tested twice, the second time on shapes only: float16 is tested, integers in neither call
     assert o["histc"]["exclude_dtypes"] == {"cpu": ["bool", "int16", "int32", "int64", "int8", "uint8"]}
     assert "check_value" not in o["histc"] and o["sigmoid"]["check_value"] == "LOOSE"
-    assert found["deny_lists"]["COMPILE_DENYLIST"]["names"] == ["masked_select", "nonzero"]
-    assert found["deny_lists"]["BOUNDED_DYNAMISM_DENYLIST"]["names"] == ["topk"]
+    assert found["deny_lists"]["op_testing.COMPILE_DENYLIST"]["names"] == ["masked_select", "nonzero"]
+    assert found["deny_lists"]["op_testing.COMPILE_DENYLIST"]["applies"] == "compile"
+    assert found["deny_lists"]["op_testing.BOUNDED_DYNAMISM_DENYLIST"]["names"] == ["topk"]
+    assert found["deny_lists"]["op_testing.BOUNDED_DYNAMISM_DENYLIST"]["applies"] == "bounded dynamism"
     with pytest.raises(UsageError, match="no tests/ops_test.py"):
         vendortests.read(os.path.join(ROOT, "tests"))
 
@@ -63,7 +67,7 @@ def test_expectations_are_stored_per_aten_overload_with_their_source(cov):
     kinds = {i["kind"] for i in doc["ops"]["aten::addmm"]}
     assert kinds == {"exclude_dtypes", "check_grad"}
     assert "aten::unsqueeze" not in doc["ops"]  # floor's cases reach it for 0-d samples: not what they are about
-    assert any(i["kind"] == "deny" for i in doc["ops"]["aten::nonzero"])
+    assert any(i["kind"] == "deny_compile" for i in doc["ops"]["aten::nonzero"])
     assert doc["ops"]["aten::reflection_pad2d"][0]["dtypes"] == ["float16"]
 
 
@@ -83,3 +87,117 @@ def test_ops_and_check_show_them_as_expectations(cov):
 def test_a_checkout_that_is_not_git_needs_its_commit(tmp_path):
     proc = run_opcov("expect", "tpu", "--vendor-tests", CHECKOUT, "--coverage", str(tmp_path / "c"))
     assert proc.returncode == 2 and "--commit" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_shapes_the_real_tests_have_are_read():
+    found = vendortests.read(REAL_SHAPES)
+    o = found["opinfos"]
+    # skipped only off a TPU, tested on one: its exclusions still count
+    assert o["linalg.lu"]["skipped_when"] == [
+        {
+            "when": "op_testing._TORCH_TPU_DEVICE.value != 'tpu'",
+            "why": "linalg.lu is not implemented on {op_testing._TORCH_TPU_DEVICE.value}.",
+        }
+    ]
+    assert "skipped" not in o["linalg.lu"] and o["linalg.lu"]["check_grad"] is False
+    assert o["linalg.lu"]["exclude_dtypes"]["any"] == [
+        "bfloat16",
+        "bool",
+        "float16",
+        "int16",
+        "int32",
+        "int64",
+        "int8",
+        "uint8",
+    ]  # torch.half read as float16
+    # a conditional expression: the public build excludes the integers
+    assert o["nn.functional.nll_loss"]["exclude_dtypes"] == {
+        "any": ["bool", "int16", "int32", "int64", "int8", "uint8"]
+    }
+    assert o["nn.functional.nll_loss"]["exclude_dtypes_when"] == "not (env.IS_INTERNAL_TORCH_TPU)"
+    assert o["sort"]["check_value_outputs"] == ["STRICT", "SKIP"] and o["sort"]["check_out_variant"] is False
+    assert o["sort"]["other"] == {"check_device": ["False"]}  # kept, named
+    assert o["topk"]["skip_output_indices"] == [1]
+    sdpa = o["nn.functional.scaled_dot_product_attention"]  # inside a `with`, under a skip decorator
+    assert sdpa["check_value"] == "LOOSE" and sdpa["decorators"] == ["op_testing.skip_if_torch_tpu_vs_gpu_mode"]
+    assert o["_foreach_max"]["skipped"].startswith("_foreach_log2")  # named by its method: the message names another
+    assert o["clamp"]["skip_if"] == ["op_testing.some_filter"] and o["clamp"]["check_dynamism"] is False
+    deny = found["deny_lists"]
+    compiled = deny["op_testing._compiled_supports_op.compiled_deny_list"]
+    assert compiled["applies"] == "compile" and compiled["names"] == ["nonzero", "normal.out"]
+    untriaged = deny["dynamism_test_utils.verify_op_supports_dynamism.untriaged_ops_deny_list"]
+    assert untriaged["applies"] == "bounded dynamism" and untriaged["why"] == "Op {op.name} is not supported."
+    assert deny["dynamism_test_utils.verify_op_supports_dynamism.require_mark_dynamic_support"]["names"] == ["addmm"]
+    inline = [d for d in deny.values() if d["names"] == ["max", "min"]]
+    assert len(inline) == 1 and inline[0]["when"] == "op.name in ['min', 'max'] and args"
+    assert not any("ternary" in k for k in deny)  # a list with no reason returned is no deny list
+    assert found["not_understood"] == []
+
+
+def test_what_is_not_understood_is_named(tmp_path):
+    shutil.copytree(REAL_SHAPES, tmp_path / "c")
+    path = tmp_path / "c" / "tests" / "ops_test.py"
+    path.write_text(
+        path.read_text()
+        + """
+    def test_odd(self):
+        self.do_test_op("abs", exclude_dtypes=some_function(), new_keyword=3)
+
+    def test_helper(self):
+        pass
+"""
+    )
+    found = vendortests.read(str(tmp_path / "c"))
+    said = {(n["test"], n["what"]) for n in found["not_understood"]}
+    assert ("test_odd", "exclude_dtypes=some_function()") in said
+    assert ("test_odd", "keyword new_keyword=3") in said
+    assert ("test_helper", "calls neither do_test_op nor skipTest") in said
+
+
+def test_real_shapes_map_and_show_as_expectations(tmp_path):
+    folder = tmp_path / "coverage"
+    for b in ("cpu", "tpu"):
+        shutil.copytree(os.path.join(ROOT, "coverage", b), folder / b)
+    proc = run_opcov(
+        "expect",
+        "tpu",
+        "--vendor-tests",
+        REAL_SHAPES,
+        "--vendor-source",
+        f"tests/ops_test.py=example.org/copy@{'a' * 40}",
+        "--vendor-source",
+        f"tests/op_testing.py=example.org/copy@{'b' * 40}",
+        "--vendor-source",
+        f"tests/dynamism_test_utils.py=example.org/copy@{'c' * 40}",
+        "--vendor-note",
+        "a public copy, not verified as the release",
+        "--coverage",
+        str(folder),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "not mapped: torch.nn.functional.conv_transpose1d" in proc.stdout  # named, not dropped
+    assert "not understood: 0" in proc.stdout
+    doc = json.load(open(folder / "vendor" / "tpu" / "torchtpu-tests.json"))
+    assert doc["source"]["file_commits"]["tests/op_testing.py"] == "b" * 40
+    assert doc["mapped"]["div"] == "variants"  # the probe names div's OpInfos by variant only
+    assert any(i["kind"] == "check_value" for i in doc["ops"]["aten::div.Tensor"])
+    normal = [i for op in doc["ops"] for i in doc["ops"][op] if i["opinfo"] == "normal.out"]
+    assert normal and all(i["kind"] == "deny_compile" and i["variant"] == "out" for i in normal)
+    proc = run_opcov("ops", "aten::nonzero", "-b", "tpu", "--coverage", str(folder))
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if "not tested under torch.compile" in x)
+    assert f"example.org/copy@{'b' * 12} (a public copy, not verified as the release)" in line
+    assert line.endswith("an expectation, not a result)")
+    proc = run_opcov("ops", "aten::addmm", "-b", "tpu", "--coverage", str(folder))
+    assert "left out of the bounded-dynamism run (on require_mark_dynamic_support: addmm op may work" in proc.stdout
+
+
+def test_a_bad_vendor_source_is_refused_in_one_line(tmp_path):
+    for spec, said in (("github.com/x", "expected REPO@COMMIT"), ("tests/x.py=r@abc1234", "not tests/x.py")):
+        proc = run_opcov(
+            "expect", "tpu", "--vendor-tests", REAL_SHAPES, "--vendor-source", spec, "--coverage", str(tmp_path / "c")
+        )
+        assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "c").exists()  # nothing written
+    proc = run_opcov("expect", "tpu", "--vendor-tests", str(tmp_path / "none"), "--commit", "abc1234")
+    assert proc.returncode == 2 and "no tests/ops_test.py" in proc.stderr

@@ -104,6 +104,18 @@ def add_parsers(sub) -> None:
     )
     ex.add_argument("--repo", help="the repository the checkout is of, recorded with the data")
     ex.add_argument("--commit", help="the commit of the checkout (default: its git HEAD)")
+    ex.add_argument(
+        "--vendor-source",
+        action="append",
+        metavar="[FILE=]REPO@COMMIT",
+        help="where a checkout without .git came from, recorded with the data: REPO@COMMIT, or per file "
+        "(tests/ops_test.py=REPO@COMMIT) for a copy put together file by file; repeatable",
+    )
+    ex.add_argument(
+        "--vendor-note",
+        metavar="TEXT",
+        help="a note on the source shown with every expectation, e.g. 'a public copy, not verified as the release'",
+    )
     ex.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
     ex.add_argument("--out", help="file to write (default: coverage/vendor/<backend>/<vendor>-tests.json)")
 
@@ -248,16 +260,34 @@ def cmd_expect(args) -> int:
 
     out = args.out or vendor.path_for(args.into, args.backend)
     output.check_writable_file(out)
-    source = vendortests.source_of(args.vendor_tests, args.repo, args.commit)
-    found = vendortests.read(args.vendor_tests)
+    found = vendortests.read(args.vendor_tests)  # first: it says which files a checkout lacks
+    source = vendortests.source_of(
+        args.vendor_tests, args.repo, args.commit, args.vendor_source or (), args.vendor_note
+    )
     doc = vendor.build(found, source, args.backend, args.into, command_line())
     vendor.save(doc, out)
-    n_ops = len(doc["ops"])
+    hows: dict[str, int] = {}
+    for how in doc["mapped"].values():
+        hows[how] = hows.get(how, 0) + 1
+    deny = ", ".join(
+        f"{d['variable']} ({d['applies'] or 'unclassified'}, {len(d['names'])})" for d in found["deny_lists"].values()
+    )
     print(
         f"{len(found['opinfos'])} OpInfo tests and {len(found['deny_lists'])} deny list(s) read from "
-        f"{source['repo']}@{source['commit'][:12]}; expectations for {n_ops} aten overload(s) "
-        f"({len(doc['unmapped'])} OpInfo name(s) reach no overload in the cpu probe); an expectation, not a result"
+        f"{vendor.source_label(doc, 'tests/ops_test.py')}; expectations for {len(doc['ops'])} aten overload(s); "
+        "an expectation, not a result"
     )
+    print(f"deny lists: {deny or 'none'}")
+    print(
+        f"OpInfo names mapped to aten overloads: {len(doc['mapped'])} ("
+        + ", ".join(f"{n} by {h}" for h, n in sorted(hows.items()))
+        + ")"
+    )
+    for name, why in doc["unmapped"].items():
+        print(f"  not mapped: {name}: {why}")
+    print(f"not understood: {len(found['not_understood'])}")
+    for n in found["not_understood"]:
+        print(f"  {n.get('file')}:{n['line']}: {n.get('test', '')} {n['what']}")
     print(f"wrote {out}")
     return EXIT_OK
 

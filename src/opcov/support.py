@@ -286,7 +286,8 @@ def answer(
     for b in backends:
         for op, lines in vendor.for_ops(coverage_dir, b, wanted).items():
             expected.setdefault(op, {})[b] = lines
-            sources[b].append(vendor.path_for(coverage_dir, b))
+            if vendor.path_for(coverage_dir, b) not in sources[b]:
+                sources[b].append(vendor.path_for(coverage_dir, b))
     return Answer(
         pattern, backends, python, index_note, shown, more, statuses, schemas, schema_note, sources, expected, dispatch
     )

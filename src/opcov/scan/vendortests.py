@@ -3,15 +3,20 @@
 TorchTPU's op tests (``tests/ops_test.py``, with dtype groups in ``tests/op_testing.py``) test each OpInfo
 with ``self.do_test_op(NAME, ...)``: ``exclude_dtypes`` / ``exclude_inplace_dtypes`` (a tuple of
 ``torch.<dtype>`` and dtype groups joined with ``+``, or a mapping from the golden device, ``cpu`` or
-``gpu``, to one), ``check_grad=False`` (the gradient is not checked), ``check_dynamism=False`` (left out
-of the bounded-dynamism run), ``check_value=CheckValueMode.LOOSE`` or ``SKIP``, ``variant_test_name``; a test method that calls ``self.skipTest(...)``
-tests nothing. Module-level collections of op names whose variable names say compile or dynamism are
-read as the compile-only and bounded-dynamism deny lists. All of it is read with ``ast``: the
-checkout's code never runs (it imports torch_tpu and absl, and would start a device).
+``gpu``, to one; a conditional expression picks one side), ``check_grad=False`` (the gradient is not
+checked), ``check_dynamism=False`` (left out of the bounded-dynamism run), ``check_value=CheckValueMode.LOOSE``
+or ``SKIP`` (or a list, one mode per output), ``skip_output_indices``, ``check_out_variant=False``,
+``skip_if=FUNCTION`` and ``variant_test_name``. A test method that calls ``self.skipTest(...)`` outright
+tests nothing; one that calls it under an ``if`` is skipped only there; a ``skip...`` decorator skips it in
+some test modes. The compile-only deny list is a list of OpInfo names a function of ``op_testing.py``
+keeps (``compiled_deny_list``, in ``_compiled_supports_op``); the bounded-dynamism deny lists are the
+``if op.name in [...]: return "why"`` checks of ``tests/dynamism_test_utils.py``. Any list of op names
+whose variable says ``deny`` is read as a deny list too. All of it is read with ``ast``: the checkout's
+code never runs (it imports torch_tpu and absl, and would start a device).
 
 These are expectations, not results: what the backend's developers chose not to test, or to test
 loosely. opcov keeps them as their own evidence kind (opcov.store.vendor) and never judges from them.
-Torch-free.
+What the reader does not understand is listed (``not_understood``), never dropped. Torch-free.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import subprocess
 from opcov.errors import UsageError
 
 TEST_FILES = ("tests/ops_test.py", "tests/op_testing.py")
+OPTIONAL_FILES = ("tests/dynamism_test_utils.py",)  # the bounded-dynamism filter, where the checkout has it
 DTYPES = {
     "float64": "float64",
     "double": "float64",
@@ -45,7 +51,17 @@ DTYPES = {
     "float8_e4m3fn": "float8_e4m3fn",
     "float8_e5m2": "float8_e5m2",
 }
-_DENY_NAME = re.compile(r"(COMPILE|DYNAMI)", re.I)
+_DENY_NAME = re.compile(r"deny", re.I)
+MODES = ("STRICT", "LOOSE", "SKIP")
+# do_test_op's other keywords: read and kept as their source text (not shown per op)
+OTHER_KEYWORDS = (
+    "check_device",
+    "check_dtype",
+    "check_op_failures",
+    "check_inplace_op_failures",
+    "extra_dtypes",
+    "max_samples_per_op_dtype",
+)
 
 
 class _Eval:
@@ -107,6 +123,18 @@ def _parse(path: str) -> ast.Module:
         raise UsageError(f"{path}:{exc.lineno}: not Python this opcov can parse ({exc.msg})") from None
 
 
+def _text(node) -> str:
+    """A message as the test writes it: a string, or an f-string with its fields as {source}."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(
+            v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"  # type: ignore[attr-defined]
+            for v in node.values
+        )
+    return ast.unparse(node)
+
+
 def _dtypes(value) -> dict:
     """{'any': [...]} for a tuple, {'cpu': [...], 'gpu': [...]} for a mapping by golden device."""
     if isinstance(value, tuple):
@@ -121,6 +149,8 @@ def _combined(recs: list) -> dict:
     shapes): a dtype is untested only where every call excludes it, a gradient unchecked only where no call
     checks it, values loose or unchecked only where every call says so."""
     out = {"test": recs[0]["test"], "line": recs[0]["line"]}
+    if len({r["test"] for r in recs}) > 1:
+        out["tests"] = sorted({r["test"] for r in recs})
     for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
         if all(arg in r for r in recs):
             keys = set.intersection(*(set(r[arg]) for r in recs))
@@ -128,85 +158,373 @@ def _combined(recs: list) -> dict:
             got = {k: v for k, v in got.items() if v}
             if got:
                 out[arg] = got
-    for arg in ("check_grad", "check_dynamism"):
+                when = sorted({r[f"{arg}_when"] for r in recs if r.get(f"{arg}_when")})
+                if when:
+                    out[f"{arg}_when"] = " / ".join(when)
+    for arg in ("check_grad", "check_dynamism", "check_out_variant"):
         if all(r.get(arg) is False for r in recs):
             out[arg] = False
     modes = [r.get("check_value") for r in recs]
     if all(modes):
         out["check_value"] = "LOOSE" if "LOOSE" in modes else "SKIP"
+    per_output = [tuple(r["check_value_outputs"]) for r in recs if "check_value_outputs" in r]
+    if len(per_output) == len(recs) and len(set(per_output)) == 1:
+        out["check_value_outputs"] = list(per_output[0])
+    if all(r.get("skip_output_indices") for r in recs):
+        out["skip_output_indices"] = sorted(set.intersection(*(set(r["skip_output_indices"]) for r in recs)))
+    for arg in ("skip_if", "decorators"):
+        got = sorted({x for r in recs for x in r.get(arg, [])})
+        if got:
+            out[arg] = got
+    when = [w for r in recs for w in r.get("skipped_when", [])]
+    if when:
+        out["skipped_when"] = [dict(t) for t in sorted({tuple(sorted(w.items())) for w in when})]
+    other: dict = {}
+    for r in recs:
+        for k, v in (r.get("other") or {}).items():
+            other.setdefault(k, [])
+            if v not in other[k]:
+                other[k].append(v)
+    if other:
+        out["other"] = other
     return out
+
+
+def _skip_name(method: str, why: str) -> str:
+    """The OpInfo a wholly skipped test method stands for: named as its message names it where the message
+    starts with a name ending in the method's ('_foreach_erfc is not ready yet' for test_foreach_erfc), else
+    from the method's name (test_foreach_max, whose message names _foreach_log2: _foreach_max)."""
+    name = method.removeprefix("test_")
+    first = why.split(" ", 1)[0].rstrip(":,")
+    if re.fullmatch(r"[A-Za-z_][\w.]*", first) and first.strip("_").endswith(name.strip("_")):
+        return first
+    return f"_{name}" if name.startswith("foreach_") else name
+
+
+def _decorators(fn: ast.FunctionDef) -> list[str]:
+    return [ast.unparse(d) for d in fn.decorator_list if "skip" in ast.unparse(d).lower()]
+
+
+def _call_record(call: ast.Call, fn: ast.FunctionDef, ev: _Eval, not_understood: list) -> tuple[str, dict] | None:
+    """(OpInfo name with '.variant', what this do_test_op call leaves untested or loose)."""
+    name = ev(call.args[0])
+    if not isinstance(name, str):
+        not_understood.append(
+            {"line": call.lineno, "test": fn.name, "what": f"OpInfo name {ast.unparse(call.args[0])}"}
+        )
+        return None
+    kw = {k.arg: k.value for k in call.keywords if k.arg}
+    variant = ev(kw["variant_test_name"]) if "variant_test_name" in kw else None
+    key = f"{name}.{variant}" if isinstance(variant, str) and variant else name
+    rec: dict = {"test": fn.name, "line": call.lineno}
+    for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
+        if arg not in kw:
+            continue
+        node = kw[arg]
+        if isinstance(node, ast.IfExp):  # (None if env.IS_INTERNAL_TORCH_TPU else INTEGRAL_DTYPES)
+            if isinstance(node.body, ast.Constant) and node.body.value is None:
+                node, rec[f"{arg}_when"] = node.orelse, f"not ({ast.unparse(node.test)})"
+            elif isinstance(node.orelse, ast.Constant) and node.orelse.value is None:
+                node, rec[f"{arg}_when"] = node.body, ast.unparse(node.test)
+        got = _dtypes(ev(node))
+        if got:
+            rec[arg] = got
+        else:
+            not_understood.append({"line": call.lineno, "test": fn.name, "what": f"{arg}={ast.unparse(kw[arg])}"})
+    for arg in ("check_grad", "check_dynamism", "check_out_variant"):
+        if arg in kw:
+            if isinstance(kw[arg], ast.Constant) and isinstance(kw[arg].value, bool):  # type: ignore[attr-defined]
+                if kw[arg].value is False:  # type: ignore[attr-defined]
+                    rec[arg] = False
+            else:
+                not_understood.append({"line": call.lineno, "test": fn.name, "what": f"{arg}={ast.unparse(kw[arg])}"})
+    mode = kw.get("check_value")
+    if mode is not None:
+        modes = mode.elts if isinstance(mode, (ast.List, ast.Tuple)) else [mode]
+        names = [m.attr if isinstance(m, ast.Attribute) and m.attr in MODES else None for m in modes]
+        if None in names:
+            not_understood.append({"line": call.lineno, "test": fn.name, "what": f"check_value={ast.unparse(mode)}"})
+        elif isinstance(mode, (ast.List, ast.Tuple)):
+            rec["check_value_outputs"] = names
+        elif names[0] in ("LOOSE", "SKIP"):
+            rec["check_value"] = names[0]
+    if "skip_output_indices" in kw:
+        node = kw["skip_output_indices"]
+        if isinstance(node, (ast.List, ast.Tuple)) and all(
+            isinstance(e, ast.Constant) and isinstance(e.value, int) for e in node.elts
+        ):
+            rec["skip_output_indices"] = [e.value for e in node.elts]  # type: ignore[attr-defined]
+        else:
+            not_understood.append(
+                {"line": call.lineno, "test": fn.name, "what": f"skip_output_indices={ast.unparse(node)}"}
+            )
+    if "skip_if" in kw:
+        rec["skip_if"] = [ast.unparse(kw["skip_if"])]
+    known = {
+        "variant_test_name",
+        "exclude_dtypes",
+        "exclude_inplace_dtypes",
+        "check_grad",
+        "check_dynamism",
+        "check_out_variant",
+        "check_value",
+        "skip_output_indices",
+        "skip_if",
+    }
+    for k, v in kw.items():
+        if k in OTHER_KEYWORDS:
+            rec.setdefault("other", {})[k] = ast.unparse(v)
+        elif k not in known:
+            not_understood.append({"line": call.lineno, "test": fn.name, "what": f"keyword {k}={ast.unparse(v)}"})
+    if len(call.args) > 1:
+        not_understood.append({"line": call.lineno, "test": fn.name, "what": "positional arguments after the name"})
+    if _decorators(fn):
+        rec["decorators"] = _decorators(fn)
+    return key, rec
+
+
+def _tests(tree: ast.Module, ev: _Eval, not_understood: list) -> dict:
+    """Per OpInfo, what the test methods of ops_test.py leave untested or loose."""
+    calls: dict[str, list] = {}  # OpInfo -> one record per do_test_op call
+    opinfos: dict[str, dict] = {}
+    for fn in ast.walk(tree):
+        if not (isinstance(fn, ast.FunctionDef) and fn.name.startswith("test_")):
+            continue
+        outright = [
+            s.value
+            for s in fn.body
+            if isinstance(s, ast.Expr)
+            and isinstance(s.value, ast.Call)
+            and isinstance(s.value.func, ast.Attribute)
+            and s.value.func.attr == "skipTest"
+        ]
+        guarded = []  # (condition, message) of a skipTest under an if
+        for node in ast.walk(fn):
+            if isinstance(node, ast.If):
+                for s in node.body:
+                    if (
+                        isinstance(s, ast.Expr)
+                        and isinstance(s.value, ast.Call)
+                        and isinstance(s.value.func, ast.Attribute)
+                        and s.value.func.attr == "skipTest"
+                    ):
+                        why = _text(s.value.args[0]) if s.value.args else "skipTest"
+                        guarded.append({"when": ast.unparse(node.test), "why": why})
+        tested = [
+            c
+            for c in ast.walk(fn)
+            if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and c.func.attr == "do_test_op" and c.args
+        ]
+        if outright:
+            why = _text(outright[0].args[0]) if outright[0].args else "skipTest"
+            name = _skip_name(fn.name, why)
+            opinfos.setdefault(name, {"test": fn.name, "line": fn.lineno, "skipped": why})
+            continue
+        if not tested:
+            if guarded:
+                name = _skip_name(fn.name, guarded[0]["why"])
+                opinfos.setdefault(name, {"test": fn.name, "line": fn.lineno, "skipped_when": guarded})
+            else:
+                not_understood.append(
+                    {"line": fn.lineno, "test": fn.name, "what": "calls neither do_test_op nor skipTest"}
+                )
+            continue
+        for call in tested:
+            got = _call_record(call, fn, ev, not_understood)
+            if got is not None:
+                key, rec = got
+                if guarded:
+                    rec["skipped_when"] = guarded
+                calls.setdefault(key, []).append(rec)
+    for key, recs in calls.items():
+        opinfos[key] = _combined(recs)
+    return opinfos
+
+
+def _applies(*names: str) -> str | None:
+    said = " ".join(names).lower()
+    if "compil" in said:
+        return "compile"
+    if "dynami" in said:
+        return "bounded dynamism"
+    return None
+
+
+def _deny_lists(trees: dict, not_understood: list) -> dict:
+    """The deny lists: lists of op names whose variable says 'deny' (at any depth), and in a dynamism filter
+    each `if op.name in LIST: return "why"`, with its reason and, where the condition narrows it, when."""
+    out: dict[str, dict] = {}
+    for rel, tree in trees.items():
+        stem = os.path.basename(rel).removesuffix(".py")
+        scopes = [(None, tree)] + [(f, f) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)]
+        for fn, scope in scopes:
+            body = scope.body if fn is None else list(ast.walk(scope))
+            local: dict[str, tuple] = {}
+            for stmt in body:
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+                    target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
+                    value = stmt.value
+                    if (
+                        isinstance(value, ast.Call)
+                        and isinstance(value.func, ast.Name)
+                        and value.func.id in ("frozenset", "set", "tuple", "list")
+                        and value.args
+                    ):
+                        value = value.args[0]
+                    if isinstance(target, ast.Name) and isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+                        vals = [e.value if isinstance(e, ast.Constant) else None for e in value.elts]
+                        if vals and all(isinstance(v, str) for v in vals) and not set(vals) & set(DTYPES):
+                            local[target.id] = (stmt.lineno, tuple(vals))
+            fname = fn.name if fn is not None else ""
+            for var, (line, vals) in local.items():
+                if _DENY_NAME.search(var) and (fn is None or _owner(tree, scope, var)):
+                    applies = _applies(var, fname, stem)
+                    key = f"{stem}.{fname + '.' if fname else ''}{var}"
+                    out[key] = {
+                        "file": rel,
+                        "line": line,
+                        "function": fname or None,
+                        "variable": var,
+                        "applies": applies,
+                        "names": sorted(set(vals)),
+                    }
+                    if applies is None:
+                        not_understood.append(
+                            {"file": rel, "line": line, "what": f"deny list {var}: compile or dynamism?"}
+                        )
+            if fn is None or _applies(fname, stem) != "bounded dynamism":
+                continue
+            for node in ast.walk(fn):
+                if not isinstance(node, ast.If):
+                    continue
+                ret = next((s for s in node.body if isinstance(s, ast.Return)), None)
+                if ret is None or not isinstance(ret.value, (ast.Constant, ast.JoinedStr)):
+                    continue
+                why = _text(ret.value)
+                tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+                for t in tests:
+                    if not (
+                        isinstance(t, ast.Compare)
+                        and len(t.ops) == 1
+                        and isinstance(t.ops[0], ast.In)
+                        and isinstance(t.left, ast.Attribute)
+                        and t.left.attr == "name"
+                    ):
+                        continue
+                    comp = t.comparators[0]
+                    if isinstance(comp, ast.Name) and comp.id in local:
+                        var, (line, vals) = comp.id, local[comp.id]
+                    elif isinstance(comp, (ast.List, ast.Tuple, ast.Set)) and all(
+                        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in comp.elts
+                    ):
+                        var, line, vals = (
+                            f"the list at line {node.lineno}",
+                            node.lineno,
+                            tuple(e.value for e in comp.elts),
+                        )  # type: ignore[attr-defined]
+                    else:
+                        not_understood.append(
+                            {"file": rel, "line": node.lineno, "what": f"if {ast.unparse(node.test)}"}
+                        )
+                        continue
+                    key = f"{stem}.{fname}.{var}"
+                    entry = out.setdefault(
+                        key,
+                        {
+                            "file": rel,
+                            "line": line,
+                            "function": fname,
+                            "variable": var,
+                            "applies": "bounded dynamism",
+                            "names": sorted(set(vals)),
+                        },
+                    )
+                    entry["why"] = why
+                    if isinstance(node.test, ast.BoolOp) and isinstance(node.test.op, ast.And):
+                        entry["when"] = ast.unparse(node.test)
+    return dict(sorted(out.items()))
+
+
+def _owner(tree: ast.Module, scope, var: str) -> bool:
+    """Whether ``scope`` is the innermost function assigning ``var`` (a list is read once, in its own function)."""
+    for f in ast.walk(scope):
+        if f is not scope and isinstance(f, ast.FunctionDef):
+            for s in ast.walk(f):
+                if isinstance(s, ast.Assign) and any(isinstance(t, ast.Name) and t.id == var for t in s.targets):
+                    return False
+    return True
 
 
 def read(checkout: str) -> dict:
     """The expectations in a TorchTPU checkout: per OpInfo (name, with '.variant'), its test method and
     line, excluded dtypes, whether its gradient and bounded dynamism are checked, whether it is skipped;
-    and the deny lists. A UsageError (one line) when the files are not there or not parseable."""
+    the deny lists; and what was not understood. A UsageError (one line) when the files are not there or
+    not parseable."""
     for rel in TEST_FILES:
         if not os.path.isfile(os.path.join(checkout, rel)):
             raise UsageError(
                 f"{checkout}: no {rel}; give a TorchTPU source checkout (its tests/ folder holds the op tests)"
             )
     ev = _Eval()
-    trees = {rel: _parse(os.path.join(checkout, rel)) for rel in reversed(TEST_FILES)}  # op_testing first
-    deny: dict[str, dict] = {}
-    for rel, tree in trees.items():
+    rels = [r for r in files_read(checkout) if r != "tests/ops_test.py"] + ["tests/ops_test.py"]  # groups first
+    trees = {rel: _parse(os.path.join(checkout, rel)) for rel in rels}
+    for tree in trees.values():
         ev.assign(tree)
-        for stmt in tree.body:
-            if isinstance(stmt, (ast.Assign, ast.AnnAssign)):
-                target = stmt.targets[0] if isinstance(stmt, ast.Assign) else stmt.target
-                if isinstance(target, ast.Name) and _DENY_NAME.search(target.id):
-                    v = ev(stmt.value)
-                    if isinstance(v, tuple) and v and all(isinstance(x, str) for x in v) and not set(v) & set(DTYPES):
-                        deny[target.id] = {"file": rel, "line": stmt.lineno, "names": sorted(set(v))}
-    calls: dict[str, list] = {}  # OpInfo -> one record per do_test_op call
-    opinfos: dict[str, dict] = {}
-    for node in ast.walk(trees["tests/ops_test.py"]):
-        if not (isinstance(node, ast.FunctionDef) and node.name.startswith("test_")):
-            continue
-        found_calls = [c for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)]
-        skipped = next((c for c in found_calls if c.func.attr == "skipTest"), None)  # type: ignore[attr-defined]
-        tested = [c for c in found_calls if c.func.attr == "do_test_op" and c.args]  # type: ignore[attr-defined]
-        if skipped is not None and not tested:
-            why = str((ev(skipped.args[0]) if skipped.args else "") or "skipTest")
-            name = node.name.removeprefix("test_")
-            first = why.split(" ", 1)[0].rstrip(":,")  # '_foreach_erfc is not ready yet': the OpInfo named
-            if re.fullmatch(r"[A-Za-z_][\w.]*", first) and first.strip("_").endswith(name.strip("_")):
-                name = first
-            opinfos.setdefault(name, {"test": node.name, "line": node.lineno, "skipped": why})
-            continue
-        for call in tested:
-            name = ev(call.args[0])
-            if not isinstance(name, str):
-                continue
-            kw = {k.arg: k.value for k in call.keywords if k.arg}
-            variant = ev(kw["variant_test_name"]) if "variant_test_name" in kw else None
-            key = f"{name}.{variant}" if isinstance(variant, str) and variant else name
-            rec: dict = {"test": node.name, "line": call.lineno}
-            for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
-                if arg in kw:
-                    rec[arg] = _dtypes(ev(kw[arg]))
-            for arg in ("check_grad", "check_dynamism"):
-                if isinstance(kw.get(arg), ast.Constant) and kw[arg].value is False:  # type: ignore[union-attr]
-                    rec[arg] = False
-            mode = kw.get("check_value")
-            if isinstance(mode, ast.Attribute) and mode.attr in ("LOOSE", "SKIP"):
-                rec["check_value"] = mode.attr
-            calls.setdefault(key, []).append(rec)
-    for key, recs in calls.items():
-        opinfos[key] = _combined(recs)
-    return {"opinfos": dict(sorted(opinfos.items())), "deny_lists": deny}
+    not_understood: list = []
+    opinfos = _tests(trees["tests/ops_test.py"], ev, not_understood)
+    for n in not_understood:
+        n.setdefault("file", "tests/ops_test.py")
+    deny = _deny_lists(trees, not_understood)
+    return {"opinfos": dict(sorted(opinfos.items())), "deny_lists": deny, "not_understood": not_understood}
 
 
-def source_of(checkout: str, repo: str | None, commit: str | None) -> dict:
-    """Where the tests came from: the repository, the commit (given, else the checkout's git HEAD), and
-    each file's SHA-256, so that the data names exactly what was read."""
+def files_read(checkout: str) -> list[str]:
+    """The checkout's files opcov reads: the op tests, the dtype groups, the dynamism filter where present."""
+    return list(TEST_FILES) + [r for r in OPTIONAL_FILES if os.path.isfile(os.path.join(checkout, r))]
+
+
+def _spec(text: str) -> tuple[str, str]:
+    """'REPO@COMMIT' -> (repo, commit)."""
+    repo, sep, commit = text.rpartition("@")
+    if not sep or not repo or not re.fullmatch(r"[0-9a-f]{7,40}", commit):
+        raise UsageError(f"--vendor-source {text!r}: expected REPO@COMMIT or FILE=REPO@COMMIT (a hex commit)")
+    return repo, commit
+
+
+def source_of(checkout: str, repo: str | None, commit: str | None, specs=(), note: str | None = None) -> dict:
+    """Where the tests came from: the repository, the commit (given, else the checkout's git HEAD), each
+    file's SHA-256, and, where ``--vendor-source FILE=REPO@COMMIT`` names one per file (a copy put together
+    file by file), each file's own commit; so that the data names exactly what was read."""
+    files = files_read(checkout)
+    per_file: dict[str, str] = {}
+    for text in specs or ():
+        path, eq, rest = text.partition("=") if "=" in text.split("@", 1)[0] else ("", "", text)
+        r, c = _spec(rest)
+        if path and path not in files:
+            raise UsageError(f"--vendor-source {text!r}: opcov reads {', '.join(files)}, not {path}")
+        if repo and repo != r:
+            raise UsageError(f"--vendor-source {text!r}: another repository than --repo {repo}")
+        repo = r
+        if path:
+            per_file[path] = c
+        else:
+            commit = c
+    if per_file and not commit:
+        commit = per_file.get("tests/ops_test.py")
     if not commit and os.path.exists(os.path.join(checkout, ".git")):
         proc = subprocess.run(["git", "-C", checkout, "rev-parse", "HEAD"], capture_output=True, text=True)
         commit = proc.stdout.strip() if proc.returncode == 0 else None
     if not commit:
-        raise UsageError(f"{checkout}: not a git checkout; say which commit it is with --commit SHA")
-    files = {}
-    for rel in TEST_FILES:
+        raise UsageError(
+            f"{checkout}: not a git checkout; say which commit it is with --commit SHA or --vendor-source REPO@SHA"
+        )
+    hashes = {}
+    for rel in files:
         with open(os.path.join(checkout, rel), "rb") as f:
-            files[rel] = hashlib.sha256(f.read()).hexdigest()
-    return {"repo": repo or "unknown", "commit": commit, "files": files}
+            hashes[rel] = hashlib.sha256(f.read()).hexdigest()
+    out = {"repo": repo or "unknown", "commit": commit, "files": hashes}
+    if per_file:
+        out["file_commits"] = {rel: per_file.get(rel, commit) for rel in files}
+    if note:
+        out["note"] = note
+    return out

@@ -23,7 +23,7 @@ from opcov.site import model as sitemodel
 from opcov import vocab
 from opcov.formats import LABELS
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
-from opcov.store import output
+from opcov.store import output, vendor
 from opcov.store.cells import skip_reason
 from opcov.verdict import judge
 from opcov.vocab import VERDICT_ORDER
@@ -398,11 +398,23 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
                              f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
                              + (f'<br><span class="muted">{_esc(why)}</span>' if why else "")
                              + f' <span class="muted"><code>coverage/{_esc(snap.path)}</code></span></li>\n')
+    vendor_items = []
+    for v in views:  # what the backend's own tests expect (opcov expect): an expectation, never judged from
+        key = ("vendor expectations", site.coverage_dir, v.b.name)
+        if key not in memo:
+            memo[key] = vendor.find(site.coverage_dir, v.b.name)
+        vdoc = memo[key]
+        for item in (vdoc or {}).get("ops", {}).get(name, []):
+            vendor_items.append(f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: '
+                                f'{_esc(vendor.said(vdoc, item))} <span class="muted"><code>coverage/'
+                                f'{_esc(vendor.FOLDER)}/{_esc(v.b.name)}/'
+                                f'{_esc(os.path.basename(vendor.path_for("", v.b.name)))}</code></span></li>\n')
     if observed is None:
         observed = observed_by_op(site)
     runs = observed.get(name, [])
     return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
             "observed_any": bool(site.observed), "observed": runs, "compile_html": Markup("".join(compile_items)),
+            "vendor_html": Markup("".join(vendor_items)),
             "observed_html": _op_observed_html(root, model_links, name, runs),
             "users_html": Markup("".join(f'{_user_item(root, u["href"], u["model"], u["mode"])}{u["calls"]}</li>\n'
                                          for u in users)),

@@ -3,9 +3,9 @@
 Read from the vendor's source checkout (opcov.scan.vendortests), mapped from OpInfo names to the aten
 overloads each OpInfo reached in the bundled CPU probe (its cells' ``samples``: the OpInfos whose cases
 dispatched the overload), and kept apart from coverage files, as JSON, under
-``coverage/vendor/<backend>/<source>-tests.json``, with the repository and commit read. An
-expectation, never a result: nothing judges from it; ``opcov ops OP -b B`` and ``check``'s notes show
-it, worded as such. Torch-free.
+``coverage/vendor/<backend>/<source>-tests.json``, with the repository and commit(s) read. An
+expectation, never a result: nothing judges from it; ``opcov ops OP -b B``, ``check``'s notes and the
+site's op pages show it, worded as such. Torch-free.
 """
 
 from __future__ import annotations
@@ -27,8 +27,16 @@ WORDS = {
     "check_grad": "gradient not checked",
     "check_dynamism": "left out of the bounded-dynamism run",
     "check_value": "values checked {mode}",
+    "check_value_outputs": "values checked per output: {modes}",
+    "skip_output_indices": "output(s) {indices} not compared",
+    "check_out_variant": "out= form not tested",
+    "skip_if": "some samples skipped ({fn})",
     "skipped": "not tested at all ({why})",
+    "skipped_when": "not tested when {when} ({why})",
+    "decorator": "test wrapped in {fn}",
     "deny": "on the deny list {list}",
+    "deny_compile": "not tested under torch.compile (on {list}{why})",
+    "deny_dynamism": "left out of the bounded-dynamism run (on {list}{why})",
 }
 
 
@@ -52,52 +60,117 @@ def _opinfo_map(coverage_dir: str) -> tuple[dict, str]:
     return out, path
 
 
-def _overloads(name: str, reached: dict, ops: set) -> dict:
-    """{aten overload: dtypes or None (all)} an OpInfo name stands for."""
+def _packet(op: str) -> str:
+    return op.split("::", 1)[1].split(".")[0]
+
+
+def _overloads(name: str, reached: dict, ops: set) -> tuple[dict, str]:
+    """({aten overload: dtypes or None (all)} an OpInfo name stands for, how it was mapped): 'samples' (the
+    overloads its cases reached in the cpu probe), 'variants' (a name without a variant, whose named variants
+    the probe recorded: the test runs the first OpInfo of that name, opcov maps all of them), 'aten' (a
+    torch.ops.aten name), 'name' (no cpu-probe cell lists it among its first samples: the overloads of the
+    aten op of that name), or '' with nothing (unmapped)."""
     if name in reached:
         # the overloads its cases reached; those named as the OpInfo is, where there are any (floor's cases
         # reach unsqueeze too, for 0-d samples: not what its exclusions are about)
-        base = name.split(".")[-1] if not name.startswith("nn.functional.") else name.split(".")[2]
-        named = {op: d for op, d in reached[name].items() if op.split("::", 1)[1].split(".")[0].strip("_") == base}
-        return {op: sorted(d) for op, d in (named or reached[name]).items()}
+        parts = name.split(".")
+        bases = {parts[-1], name.replace(".", "_")} | ({parts[2]} if name.startswith("nn.functional.") else set())
+        bases = {b.strip("_") for b in bases}
+        named = {op: d for op, d in reached[name].items() if _packet(op).strip("_") in bases}
+        return {op: sorted(d) for op, d in (named or reached[name]).items()}, "samples"
     if name.startswith("torch.ops.aten."):
         op = "aten::" + name.removeprefix("torch.ops.aten.").removesuffix(".default")
-        return {op: None} if op in ops else {}
-    return {f"aten::{name}": None} if f"aten::{name}" in ops else {}
+        got = (
+            {o: None for o in ops if o == op or o.startswith(op + ".")}
+            if "." not in op.split("::")[1]
+            else ({op: None} if op in ops else {})
+        )
+        return got, "aten" if got else ""
+    variants = {k for k in reached if k.startswith(name + ".") and "." not in k[len(name) + 1 :]}
+    if variants:
+        out: dict = {}
+        for k in sorted(variants):
+            got, _how = _overloads(k, reached, ops)
+            for op, d in got.items():
+                out[op] = sorted(set(out.get(op) or []) | set(d or []))
+        return out, "variants"
+    packet = name.replace(".", "_") if name.startswith(("linalg.", "fft.", "special.")) else name
+    got = {o: None for o in ops if _packet(o) == packet}
+    return got, "name" if got else ""
+
+
+def _items(rec: dict) -> list[dict]:
+    """The expectations one OpInfo's test record holds, one item each."""
+    items = []
+    for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
+        for against, dtypes in (rec.get(arg) or {}).items():
+            item = {"kind": arg, "dtypes": dtypes, "against": against}
+            if rec.get(f"{arg}_when"):
+                item["when"] = rec[f"{arg}_when"]
+            items.append(item)
+    for arg in ("check_grad", "check_dynamism", "check_out_variant"):
+        if rec.get(arg) is False:
+            items.append({"kind": arg})
+    if rec.get("check_value"):
+        items.append({"kind": "check_value", "mode": rec["check_value"]})
+    if rec.get("check_value_outputs"):
+        items.append({"kind": "check_value_outputs", "modes": rec["check_value_outputs"]})
+    if rec.get("skip_output_indices"):
+        items.append({"kind": "skip_output_indices", "indices": rec["skip_output_indices"]})
+    for fn in rec.get("skip_if", []):
+        items.append({"kind": "skip_if", "fn": fn})
+    for fn in rec.get("decorators", []):
+        items.append({"kind": "decorator", "fn": fn})
+    if "skipped" in rec:
+        items.append({"kind": "skipped", "why": rec["skipped"]})
+    for w in rec.get("skipped_when", []):
+        items.append({"kind": "skipped_when", "when": w["when"], "why": w["why"]})
+    return items
 
 
 def build(found: dict, source: dict, backend: str, coverage_dir: str, command: str) -> dict:
     """The expectations document: per aten overload, what the vendor's tests expect of it, each with the
-    OpInfo, test method and line it came from."""
+    OpInfo, test method and line it came from; how each OpInfo name was mapped, and which were not, why."""
     reached, probe = _opinfo_map(coverage_dir)
     ops = set(lineyaml.load(probe, summary=False)["ops"])
     per_op: dict[str, list] = {}
-    unmapped = []
+    mapped: dict[str, str] = {}
+    unmapped: dict[str, str] = {}
+    nowhere = "no cpu-probe cell lists it among its first OpInfo samples, and no aten op is named so"
     for name, rec in found["opinfos"].items():
-        targets = _overloads(name, reached, ops)
+        targets, how = _overloads(name, reached, ops)
         if not targets:
-            unmapped.append(name)
+            unmapped[name] = nowhere
             continue
+        mapped[name] = how
         where = f"{rec['test']} (line {rec['line']})"
-        items = []
-        for arg in ("exclude_dtypes", "exclude_inplace_dtypes"):
-            for against, dtypes in (rec.get(arg) or {}).items():
-                items.append({"kind": arg, "dtypes": dtypes, "against": against})
-        for arg in ("check_grad", "check_dynamism"):
-            if rec.get(arg) is False:
-                items.append({"kind": arg})
-        if rec.get("check_value"):
-            items.append({"kind": "check_value", "mode": rec["check_value"]})
-        if "skipped" in rec:
-            items.append({"kind": "skipped", "why": rec["skipped"]})
         for op in targets:
-            per_op.setdefault(op, []).extend(dict(i, opinfo=name, test=where) for i in items)
-    for list_name, deny in found["deny_lists"].items():
+            per_op.setdefault(op, []).extend(
+                dict(i, opinfo=name, test=where, file="tests/ops_test.py") for i in _items(rec)
+            )
+    for list_key, deny in found["deny_lists"].items():
+        kind = {"compile": "deny_compile", "bounded dynamism": "deny_dynamism"}.get(deny.get("applies"), "deny")
         for name in deny["names"]:
-            for op in _overloads(name, reached, ops) or {}:
-                per_op.setdefault(op, []).append(
-                    {"kind": "deny", "list": list_name, "opinfo": name, "test": f"{deny['file']} (line {deny['line']})"}
-                )
+            base, variant = (name.removesuffix(".out"), "out") if name.endswith(".out") else (name, None)
+            targets, how = _overloads(base, reached, ops)
+            if not targets:
+                unmapped[f"{name} ({list_key})"] = nowhere
+                continue
+            mapped.setdefault(base, how)
+            item = {
+                "kind": kind,
+                "list": deny["variable"],
+                "opinfo": name,
+                "file": deny["file"],
+                "test": f"{deny['file']} (line {deny['line']}{', ' + deny['function'] if deny.get('function') else ''})",
+            }
+            for k in ("why", "when"):
+                if deny.get(k):
+                    item[k] = deny[k]
+            if variant:
+                item["variant"] = variant
+            for op in targets:
+                per_op.setdefault(op, []).append(item)
     return {
         "schema_version": 1,
         "evidence": KIND,
@@ -111,7 +184,9 @@ def build(found: dict, source: dict, backend: str, coverage_dir: str, command: s
         },
         "opinfos": found["opinfos"],
         "deny_lists": found["deny_lists"],
-        "unmapped": sorted(unmapped),
+        "not_understood": found.get("not_understood", []),
+        "mapped": dict(sorted(mapped.items())),
+        "unmapped": dict(sorted(unmapped.items())),
         "ops": {op: per_op[op] for op in sorted(per_op) if per_op[op]},
     }
 
@@ -140,24 +215,48 @@ def load(path: str) -> dict:
 
 
 def find(coverage_dir: str, backend: str) -> dict | None:
+    """The backend's expectations document, or None where there is none."""
     p = path_for(coverage_dir, backend)
     return load(p) if os.path.exists(p) else None
+
+
+def source_label(doc: dict, file: str | None = None) -> str:
+    """'REPO@COMMIT12' of the file an expectation was read from (its own commit where the copy names one per
+    file), with the source's note ('a public copy, not verified as the release') where it has one."""
+    src = doc["source"]
+    commit = (src.get("file_commits") or {}).get(file or "", src.get("commit"))
+    note = f" ({src['note']})" if src.get("note") else ""
+    return f"{src.get('repo')}@{str(commit)[:12]}{note}"
+
+
+def _named(why: str, item: dict) -> str:
+    """A deny list's reason with the OpInfo's name where the test's f-string has {op.name}."""
+    return why.replace("{op.name}", item["opinfo"]).replace("{op_info.name}", item["opinfo"])
 
 
 def said(doc: dict, item: dict) -> str:
     """One expectation in words: "TorchTPU's tests expect ... (an expectation, not a result)"."""
     who = WHO.get(doc["backend"], doc["backend"])
     kind = item["kind"]
-    what = WORDS[kind].format(
+    deny = kind.startswith("deny")
+    what = WORDS.get(kind, kind + " {why}").format(
         dtypes=", ".join(item.get("dtypes") or []),
-        why=item.get("why", ""),
+        why=(f": {_named(item['why'], item)}" if item.get("why") else "") if deny else item.get("why", ""),
         list=item.get("list", ""),
         mode={"LOOSE": "loosely", "SKIP": "not at all (shapes and dtypes only)"}.get(item.get("mode", ""), ""),
+        modes=", ".join(item.get("modes") or []),
+        indices=", ".join(str(i) for i in item.get("indices") or []),
+        fn=item.get("fn", ""),
+        when=item.get("when", ""),
     )
     against = f" (against {item['against']})" if item.get("against") not in (None, "any") else ""
+    if item.get("when") and kind != "skipped_when":
+        against += f" when {item['when']}"
+    if item.get("variant"):
+        against += f" ({item['variant']}= form only)"
     return (
         f"{who}'s tests expect: {what}{against} (OpInfo {item['opinfo']}, {item['test']}, "
-        f"{doc['source'].get('repo')}@{str(doc['source'].get('commit'))[:12]}; an expectation, not a result)"
+        f"{source_label(doc, item.get('file'))}; an expectation, not a result)"
     )
 
 
