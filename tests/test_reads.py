@@ -97,6 +97,18 @@ def test_reads_round_trips_and_an_old_node_records_none():
     assert "reads" not in old and opset.parse_node(old).reads is None
 
 
+def test_the_one_scan_reader_reads_reads_as_the_node_reader_does():
+    tree = [
+        "1 forward kernel aten::max.dim float32 x2 grad seen=both variant=given,padded_mask reads=0,1 | shape=[4, 8]",
+        "2 forward kernel aten::max.dim float32 x1 reads=none",
+        "3 forward kernel aten::max.dim float32 x1 variant=given reads=10",
+        "4 forward kernel aten::max.dim float32 x1 variant=given",
+    ]
+    assert opset._parse_tree(tree) == [opset.parse_node(t) for t in tree]
+    assert [n.reads for n in opset._parse_tree(tree)] == [(0, 1), (), (10,), None]
+    assert opset._parse_tree(["1 forward kernel aten::max.dim float32 x1 reads=1,0"]) is None  # careful reader
+
+
 @pytest.mark.parametrize("word", ["reads=1,0", "reads=a", "reads=0,0"])
 def test_a_malformed_reads_word_names_itself(tmp_path, word):
     doc = _opset(["1 forward kernel aten::max.dim float32 x1 variant=given reads=0"])
@@ -249,3 +261,25 @@ def test_a_case_keeps_its_outputs_only_for_the_overload_it_calls_itself():
     rec = CaseRecord("trace.m|float32|9", "trace.m|float32", "trace.m", "float32", ["aten::nll_loss_forward"], fwd=part)
     cell = build_ops([rec], (), lambda name, probed: {"skipped": "no_source"})["aten::nll_loss_forward"]["float32"]
     assert cell["failed"] == ["mismatch trace.m|float32|9 float32:2,int64:1 out=1"]
+
+
+def test_a_number_a_call_returns_is_read_by_the_host_and_a_storage_read_once_is_read():
+    """item()'s number (or a SymInt output) reaches the host, which reads it; an output read through a view
+    of a later call is read, and an output filed after that read waits for a read of its own."""
+    import torch
+
+    from opcov.tracing.calltree import Builder
+    from opcov.tracing.trace import _Reads
+
+    tree = Builder()
+    reads = _Reads(tree)
+    x = torch.ones(4)
+    a = tree.leaf("aten::max.dim", "forward", "float32")
+    values, indices = torch.ones(2), torch.zeros(2, dtype=torch.long)
+    reads.produced(torch, a, (values, indices, 3))
+    reads.read([indices.view(-1)])
+    b = tree.leaf("aten::add_.Tensor", "forward", "float32")
+    reads.produced(torch, b, x)  # filed on x's storage, not read yet
+    assert [row["reads"] for row in tree.rows()] == [(1, 2), ()]
+    reads.read([x.view(2, 2)])
+    assert [row["reads"] for row in tree.rows()] == [(1, 2), (0,)]

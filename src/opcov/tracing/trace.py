@@ -152,14 +152,18 @@ class _Reads:
         outputs (``opcov.probe.trees.leaves``: each returned value, a list's items one by one)."""
         from opcov.probe.trees import leaves
 
-        found = []
+        found, host = [], []
         for i, t in enumerate(leaves(out)):
             if isinstance(t, torch.Tensor):
                 address = self._address(t)
                 if address is None:
                     return
                 found.append((address, t, i))
+            else:
+                host.append(i)
         self.tree.track(idx)
+        for i in host:  # a number (item()'s, a SymInt): the host has it, whoever reads it
+            self.tree.read(idx, i)
         for address, t, i in found:
             entry = self.filed.get(address)
             if entry is None:
