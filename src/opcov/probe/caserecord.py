@@ -40,6 +40,8 @@ class Part(TypedDict, total=False):
     raised: list  # [op, dtype key]: the overload the device raised in
     localized: dict  # {"replayed": n, "failed": [[op, dtype key], ...]}: the failure's calls replayed alone
     after_crash: str  # not run: the id of the earlier case of the group that crashed or timed out
+    outputs: list  # a mismatch: the indices of the outputs that differ (opcov.probe.compare.judge)
+    output_of: str  # the overload ``outputs`` counts the outputs of (the case calls it itself)
 
 
 @dataclass

@@ -165,6 +165,36 @@ def identical(dev, cpu) -> bool:
 
 
 def judge(dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: bool = False, scale=None) -> Verdict:
+    """``judge_outputs``, with ``outputs`` on a mismatch of several outputs: the index (among the leaves
+    of ``dev``, in order) of every output that differs, each judged alone, when the outputs are as many
+    as CPU's. A model's call that never reads those outputs is not affected by the difference
+    (``opcov.verdict.signature``)."""
+    v = judge_outputs(dev, cpu, ref, dtype=dtype, mode=mode, family=family, same=same, scale=scale)
+    if v.get("status") != "mismatch":
+        return v
+    d_leaves, c_leaves = leaves(dev), leaves(cpu)
+    r_leaves = leaves(ref) if ref is not None else c_leaves
+    s_leaves = leaves(scale) if scale is not None else []
+    if len(c_leaves) < 2 or len(d_leaves) != len(c_leaves) or len(r_leaves) != len(c_leaves):
+        return v
+    if len(s_leaves) != len(c_leaves):
+        s_leaves = [None] * len(c_leaves)
+    v["outputs"] = [
+        i
+        for i, (d, c, r, sc) in enumerate(zip(d_leaves, c_leaves, r_leaves, s_leaves))
+        if judge_outputs((d,), (c,), (r,), dtype=dtype, mode=mode, family=family, scale=None if sc is None else (sc,))[
+            "status"
+        ]
+        == "mismatch"
+    ]
+    if not v["outputs"]:  # the whole differs, no one output does (never seen): unattributed
+        del v["outputs"]
+    return v
+
+
+def judge_outputs(
+    dev, cpu, ref, *, dtype: str, mode: str, family: str = "other", same: bool = False, scale=None
+) -> Verdict:
     """Compare device output ``dev`` with CPU ``cpu`` (same dtype) and reference ``ref``.
 
     mode: "values", "canary", "meta" (shape, dtype, stride) or "not_comparable" (shape and

@@ -360,6 +360,7 @@ class Executor:
             problem = layout_problem(torch, cpu_out, dev_out)
             if problem:
                 rec.fwd.update(status="mismatch", why=problem)
+        _keep_outputs(rec.fwd, verdict, fn, dev_out)
         xla.mark(rec.fwd)  # xla: a step that ran through the CPU fallback is 'fallback'
         self.localize_if_needed(rec.aten, rec.fwd, fn, sample, seed)
         if (
@@ -407,6 +408,7 @@ class Executor:
             verdict = judge((dev_into, []), (cpu_into, []), None, dtype=dtype, mode=mode, family=family)
             if verdict.get("why"):
                 verdict["why"] = f"out=: {verdict['why']}"
+            verdict.pop("outputs", None)  # the out= tensor's index is no output of the op's own call
             part.update(verdict)
         xla.mark(part)
         self.localize_if_needed(aten, part, fn, sample, seed, out_like=cpu_out)
@@ -589,6 +591,7 @@ class Executor:
                 )
                 if again.get("status") != "mismatch":
                     verdict = again
+        verdict.pop("outputs", None)  # gradients, not outputs a model's call returns
         bwd.update(verdict)
         xla.mark(bwd)
 
@@ -631,6 +634,26 @@ def _magnitudes(ex, fn, sample, seed, bases):
         return fn(ref_in[0], *ref_in[1], **ref_in[2])
     except Exception:  # noqa: BLE001 - no magnitudes: judged relative to the result, as any op
         return None
+
+
+def _keep_outputs(part: dict, verdict: dict, fn, dev_out) -> None:
+    """Keep the indices of the outputs that differ (``compare.judge``'s ``outputs``) on the case's part only
+    where they are the outputs of the overload the case calls itself (a replayed or schema-made call,
+    ``sample.op_call``) and the mismatch is the comparison's (not a later aliasing or layout finding): an
+    OpInfo function's outputs, and the inputs it mutates (compared after its outputs), are not that
+    overload's outputs. ``output_of`` names the overload, since a failure may be filed under another."""
+    from opcov.probe.sample import _Call
+
+    outputs = part.pop("outputs", None)
+    if (
+        outputs
+        and part.get("status") == "mismatch"
+        and part.get("why") == verdict.get("why")
+        and isinstance(fn, _Call)
+        and max(outputs) < len(leaves(dev_out))
+    ):
+        part["outputs"] = list(outputs)
+        part["output_of"] = overload_name(fn.func)
 
 
 def _judged(reference, dev, cpu, derive, *, dtype, mode, family, scale=None):

@@ -124,22 +124,32 @@ def _sig(part: dict | None, target) -> str:
     return ""
 
 
-def failed_text(status: str, case: str, sig: str) -> str:
-    """One ``failed`` item: 'STATUS CASE SIG' (a case id and a signature class hold no spaces)."""
-    return f"{status} {case} {sig or '?'}"
+def failed_text(status: str, case: str, sig: str, outputs=None) -> str:
+    """One ``failed`` item: 'STATUS CASE SIG' (a case id and a signature class hold no spaces), then
+    ' out=1,2' for a mismatch only on those outputs of the overload (``compare.judge``; the verdict
+    notes it for a model that never reads them)."""
+    tail = f" out={','.join(str(i) for i in sorted(set(outputs)))}" if outputs else ""
+    return f"{status} {case} {sig or '?'}{tail}"
 
 
 def parse_failed(text: str) -> tuple[str, str, str]:
     """(status, case, signature class) of a ``failed`` item; '' for a class not recorded ('?')."""
     status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
+    sig = sig.split(" out=", 1)[0]
     return status, case, "" if sig == "?" else sig
+
+
+def failed_outputs(text: str) -> str:
+    """The ' out=...' part of a ``failed`` item ('' where it names no outputs)."""
+    _, sep, rest = str(text).partition(" out=")
+    return rest if sep else ""
 
 
 def _source_of(case: str) -> str:
     return case.split("|", 1)[0]
 
 
-def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "") -> dict:
+def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: str = "") -> dict:
     """One case's result in one slot. A case not run after its group's crash (``after_crash``) is
     counted there alone: not a case, not a failure; it never represents the cell (``_key``).
 
@@ -175,7 +185,8 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "") -> dic
         e["blame"] = blame
     e["unpinned"] = int(_unpinned(e))
     if part["status"] in NOTED:
-        e["failed"] = [failed_text(part["status"], rec.case, sig)]
+        outputs = part.get("outputs") if op and part.get("output_of") == op else None
+        e["failed"] = [failed_text(part["status"], rec.case, sig, outputs)]
     if rec.source.startswith(TRACE):
         e["traced"] = {rec.source[len(TRACE) :]: part["status"]}
     return e
@@ -189,7 +200,7 @@ def entries(rec: CaseRecord):
     if "status" in fwd:
         targets, how = _blame(rec.aten, fwd, fops)
         for op, dk in targets:
-            yield op, dk, rec.tier or "fwd", _entry(rec, fwd, how, _sig(fwd, (op, dk)))
+            yield op, dk, rec.tier or "fwd", _entry(rec, fwd, how, _sig(fwd, (op, dk)), op)
     out = rec.out  # the same call with out=: evidence for the .out overload it dispatched
     if out and "status" in out:
         oops = [tuple(p) for p in out.get("ops", ())]
@@ -252,7 +263,7 @@ def _merge_failed(a, b) -> list:
     for text in items:
         status, case, sig = parse_failed(text)
         src = _source_of(case)
-        key = (status, sig, src if src.startswith(TRACE) else "")
+        key = (status, sig, failed_outputs(text), src if src.startswith(TRACE) else "")
         if key not in seen:
             seen.add(key)
             out.append(text)

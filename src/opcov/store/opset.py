@@ -30,8 +30,8 @@ autograd node made the call. Calls with the same ancestors, op, phase, kind and 
 one node with their count. The verdict resolves the tree per backend (``opcov.verdict.resolve``).
 
 A node is one quoted string (``node_text`` / ``parse_node``): ``ID PHASE KIND OP DTYPE xCALLS``, then
-any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, ``variant=NAMES``, then ``| args=TEXT``
-and ``| shape=TEXT``.
+any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, ``variant=NAMES``, ``reads=OUTPUTS``, then
+``| args=TEXT`` and ``| shape=TEXT``.
 A string, not a mapping, because YAML builds a mapping's dozen scalars ~25x slower than one quoted
 scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
 
@@ -42,6 +42,14 @@ scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
 calls: ``given`` (the inputs as the factory or the zoo gives them) and each variant opcov adds
 (``padded_mask``). ``opcov check`` judges the given inputs' nodes and each other variant apart. Absent
 on every node: not recorded (op sets traced before it was), and the tree is judged as one set.
+
+``reads`` (a sorted comma list of output indices, or ``none``) says which of the node's outputs something
+later read: another op (a backward op reading what autograd saved included), the model's return value,
+the loss, or the state the step leaves (parameters, their gradients, buffers, the optimizer's state). An
+index counts the op's returned values in order, a list's items one by one, as the probe numbers
+"output N". A probe value mismatch only on outputs no call of the model reads is a note, not a value
+note (``opcov.verdict.signature``). Absent: not recorded (op sets traced before it was): every output
+counts as read.
 
 A compiled op set (``opcov trace --path compile``, opcov.tracing.compiled) has the same layout plus
 ``path: compile``, ``compile: {backend, recipe, graphs, outcome, ...}`` and ``graph_breaks`` (each
@@ -182,6 +190,7 @@ class Node(NamedTuple):
     args: str = ""
     seen: str = ""
     variants: tuple[str, ...] = ()  # input variants that made it (vocab.INPUT_VARIANTS); () = not recorded
+    reads: tuple[int, ...] | None = None  # indices of its outputs something later read; None = not recorded
 
 
 def node_text(row: dict) -> str:
@@ -194,7 +203,25 @@ def node_text(row: dict) -> str:
         words.append(f"seen={row['seen']}")
     if row.get("variants"):
         words.append(f"variant={','.join(sorted(set(row['variants'])))}")
+    if row.get("reads") is not None:
+        words.append(f"reads={reads_text(row['reads'])}")
     return " | ".join([" ".join(words)] + [f"{k}={row[k]}" for k in NODE_TEXTS if row.get(k)])
+
+
+def reads_text(reads) -> str:
+    """A node's ``reads=`` value: '0,2', or 'none' where no output was read."""
+    return ",".join(str(i) for i in sorted(set(reads))) or "none"
+
+
+@functools.lru_cache(maxsize=1024)
+def parse_reads(word: str) -> tuple[int, ...]:
+    """``reads_text`` back to sorted output indices; ValueError says what is wrong."""
+    if word == "none":
+        return ()
+    parts = word.split(",")
+    if not all(p.isdigit() for p in parts) or [int(p) for p in parts] != sorted({int(p) for p in parts}):
+        raise ValueError(f"reads={word} must be 'none' or a sorted comma list of output indices such as 0,2")
+    return tuple(int(p) for p in parts)
 
 
 def parse_node(text) -> Node:
@@ -209,6 +236,7 @@ def parse_node(text) -> Node:
 _HEAD = re.compile(
     r"([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
     r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?(?: variant=(\S+))?"
+    r"(?: reads=(none|(?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
 )
 
 
@@ -218,7 +246,7 @@ def _parse_node(text: str) -> Node:
     head, *tail = text.split(" | ")
     m = _HEAD.fullmatch(head)
     if m is not None and len(tail) <= 2:
-        nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant = m.groups()
+        nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads = m.groups()
         args = shape = ""
         if tail and tail[0].startswith("args="):
             args = tail.pop(0)[5:]
@@ -239,6 +267,7 @@ def _parse_node(text: str) -> Node:
                 args,
                 seen or "",
                 tuple(variant.split(",")) if variant else (),
+                None if reads is None else parse_reads(reads),
             )
     return _parse_node_words(text)
 
@@ -248,6 +277,7 @@ def _parse_node(text: str) -> Node:
 _NODE_LINE = re.compile(
     r"^([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
     r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?(?: variant=(\S+))?"
+    r"(?: reads=(none|(?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
     r"(?: \| args=((?:(?! \| )[^\n])*))?(?: \| shape=((?:(?! \| )[^\n])*))?$",
     re.M,
 )
@@ -264,6 +294,14 @@ def _parse_tree(tree: list) -> list[Node] | None:
     rows = _NODE_LINE.findall(joined)
     if len(rows) != len(tree) or joined.count("\n") != len(tree) - 1:  # a line unmatched, or a text of two
         return None
+    try:
+        return _nodes_of(rows)
+    except ValueError:  # a reads= list out of order: parse_node names it
+        return None
+
+
+def _nodes_of(rows: list) -> list[Node]:
+    """The Nodes of _NODE_LINE's matches."""
     return [
         Node(
             int(nid),
@@ -279,8 +317,9 @@ def _parse_tree(tree: list) -> list[Node] | None:
             args,
             seen,
             tuple(variant.split(",")) if variant else (),
+            None if not reads else parse_reads(reads),
         )
-        for nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, args, shape in rows
+        for nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape in rows
     ]
 
 
@@ -312,10 +351,12 @@ def _parse_node_words(text: str) -> Node:
             fields["seen"] = value
         elif key == "variant" and eq:
             fields["variants"] = tuple(value.split(","))
+        elif key == "reads" and eq:
+            fields["reads"] = parse_reads(value)
         else:
             raise ValueError(
                 f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, seen=WHERE, "
-                "variant=NAMES"
+                "variant=NAMES, reads=OUTPUTS"
             )
     for part in tail:
         key, eq, value = part.partition("=")
@@ -540,7 +581,7 @@ def _tree_problems(tree, ops):
             continue
         if parsed is not None:
             parsed.append(node)
-        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants = node
+        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants, _ = node
         with_variants += bool(variants)
         depth[nid] = level = depth.get(parent, 0) + 1 if parent is not None else 1
         if level > MAX_DEPTH or calls > MAX_CALLS:

@@ -31,6 +31,7 @@ class _Call:
     args: str = ""
     kept: bool = True  # composites and calls: decided when they return
     has_kept_child: bool = False
+    reads: set | None = None  # indices of its outputs something later read (``read``); None: not tracked
 
 
 class Builder:
@@ -70,6 +71,17 @@ class Builder:
         self._mark_parent(call)
         return idx
 
+    def track(self, idx: int) -> None:
+        """Call ``idx``'s outputs are tracked: its node says which were read (``reads=``), none until ``read``."""
+        if self.calls[idx].reads is None:
+            self.calls[idx].reads = set()
+
+    def read(self, idx: int, output: int) -> None:
+        """Output ``output`` (its index as the probe counts outputs) of call ``idx`` was read later."""
+        reads = self.calls[idx].reads
+        if reads is not None:
+            reads.add(output)
+
     def created_node(self, sequence_nr: int, idx: int) -> None:
         """Forward call ``idx`` ran just after autograd made the node numbered ``sequence_nr``
         (the first call after it is the one that made it)."""
@@ -91,7 +103,8 @@ class Builder:
 
     def rows(self) -> list[dict]:
         """The ``calltree`` rows: kept calls aggregated by (parent node, issuing node, op, phase, kind,
-        dtype key), ids in order of first call (a parent before its children)."""
+        dtype key), ids in order of first call (a parent before its children); a node's ``reads`` are
+        the outputs any of its calls had read, unknown (absent) where one call's were not tracked."""
         node_of: dict[int, dict] = {}
         index: dict[tuple, dict] = {}
         rows: list[dict] = []
@@ -116,10 +129,18 @@ class Builder:
                     row["shape"] = shape
                 index[key] = row
                 rows.append(row)
+            if row["calls"] == 0:
+                row["reads"] = None if call.reads is None else set(call.reads)
+            elif row.get("reads") is not None:
+                row["reads"] = None if call.reads is None else row["reads"] | call.reads
             row["calls"] += 1
             if call.grad:
                 row["grad"] = True
             node_of[i] = row
+        for row in rows:
+            reads = row.pop("reads", None)
+            if reads is not None:
+                row["reads"] = tuple(sorted(reads))
         return rows
 
 
@@ -146,8 +167,8 @@ def _paths(rows: list[dict]) -> list[tuple]:
 def merge(fake: list[dict], reals: list[list[dict]]) -> list[dict]:
     """The fake trace's nodes, ``seen: both`` where a real run saw them too, then the nodes only real
     runs saw (``seen: real``, with the first such run's counts), ids continuing, a parent before its
-    children; each node's ``variants`` are those of every trace that saw it. Rows are node mappings
-    (opset.Node's fields)."""
+    children; each node's ``variants`` are those of every trace that saw it, and its ``reads`` the
+    outputs any of them saw read. Rows are node mappings (opset.Node's fields)."""
     merged = [{k: v for k, v in row.items() if v not in (None, "", False) or k == "calls"} for row in fake]
     index = dict(zip(_paths(fake), merged))
     for rows in reals:
@@ -159,6 +180,11 @@ def merge(fake: list[dict], reals: list[list[dict]]) -> list[dict]:
                     known["seen"] = "both"
                 if row.get("variants"):  # the input variants that made it: every run's that saw it
                     known["variants"] = tuple(sorted({*known.get("variants", ()), *row["variants"]}))
+                # the outputs read: what any run saw read; unknown where one run did not record it
+                both = known.get("reads"), row.get("reads")
+                known["reads"] = None if None in both else tuple(sorted({*both[0], *both[1]}))  # type: ignore[misc]
+                if known["reads"] is None:
+                    del known["reads"]
                 new_id[row["id"]] = known["id"]
                 continue
             added = {k: v for k, v in row.items() if v not in (None, "", False) or k == "calls"}

@@ -114,12 +114,70 @@ class _Cell:
     grad: bool = False
 
 
+class _Reads:
+    """Which outputs of each call something later reads: every output tensor is filed under its storage
+    (a view shares its base's storage, and autograd's saved tensors are new tensors on the same
+    storage), and a later op taking a tensor on that storage as an argument reads every output filed
+    there, as does the end of the step for what outlives it (``outlive``). A storage is keyed by its
+    address while a weak reference to it is held (``StorageWeakRef``), so that no new storage takes the
+    address of one that is filed. A call with an output whose storage cannot be read is not tracked (its
+    node records no ``reads``: every output counts as read)."""
+
+    def __init__(self, tree: calltree.Builder):
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        self.tree = tree
+        self.weak = StorageWeakRef
+        self.filed: dict = {}  # storage address -> (its weak reference, [(call index, output index)] not yet read)
+
+    @staticmethod
+    def _address(t):
+        try:
+            return t.untyped_storage()._cdata
+        except Exception:  # noqa: BLE001 - a tensor without a storage (sparse, a wrapper subclass)
+            return None
+
+    def read(self, tensors) -> None:
+        """``tensors`` were read: every output filed under their storages was."""
+        filed = self.filed
+        for t in tensors:
+            entry = filed.get(self._address(t))
+            if entry is not None and entry[1]:
+                for idx, i in entry[1]:
+                    self.tree.read(idx, i)
+                entry[1].clear()  # read once is read: later outputs filed there wait for a later read
+
+    def produced(self, torch, idx: int, out) -> None:
+        """Call ``idx`` returned ``out``: its tensor outputs are filed, by their index as the probe counts
+        outputs (``opcov.probe.trees.leaves``: each returned value, a list's items one by one)."""
+        from opcov.probe.trees import leaves
+
+        found, host = [], []
+        for i, t in enumerate(leaves(out)):
+            if isinstance(t, torch.Tensor):
+                address = self._address(t)
+                if address is None:
+                    return
+                found.append((address, t, i))
+            else:
+                host.append(i)
+        self.tree.track(idx)
+        for i in host:  # a number (item()'s, a SymInt): the host has it, whoever reads it
+            self.tree.read(idx, i)
+        for address, t, i in found:
+            entry = self.filed.get(address)
+            if entry is None:
+                entry = self.filed[address] = (self.weak(t.untyped_storage()), [])
+            entry[1].append((idx, i))
+
+
 @dataclass
 class Recording:
     """What the dispatch mode saw, before it becomes an op-set document."""
 
     ops: dict = field(default_factory=dict)  # (op, phase, dtype) -> _Cell
     tree: calltree.Builder = field(default_factory=calltree.Builder)
+    reads: _Reads | None = None  # made with the recorder (it imports torch)
     dropped: Counter = field(default_factory=Counter)  # op (prefixed "host:" when off the device) -> calls
     phase: str = "forward"
     # a data-dependent op's error in backward, raised once backward is over (see _as_if_all_true)
@@ -171,6 +229,8 @@ def _shape(tensors) -> str:
 def _make_recorder(torch, rec: Recording, target_type: str):
     from torch.utils._python_dispatch import TorchDispatchMode
 
+    rec.reads = _Reads(rec.tree)
+
     class Recorder(TorchDispatchMode):
         """Files each op call under (op, phase, dtype key); see the module docstring for drops."""
 
@@ -211,6 +271,9 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             idx = rec.tree.leaf(name, rec.phase, key, shape=shape, grad=grad, issued_by=_issuer(torch, rec))
             if grad:  # autograd made this call's node just before dispatching it here
                 rec.tree.created_node(torch._C._autograd._get_sequence_nr() - 1, idx)
+            if not func.is_view:  # a view reads nothing: what reads the view reads its base's storage
+                rec.reads.read(ins)
+            rec.reads.produced(torch, idx, out)
             return out
 
     return Recorder()
@@ -239,6 +302,8 @@ def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwarg
         rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
         raise
     outs = list(_tensors(out, torch))
+    if rec.reads is not None and any(t.device.type == dev_type for t in ins + outs):
+        rec.reads.produced(torch, idx, out)  # read as its last child's outputs are: on the same storages
     grad = phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
     rec.tree.close(
         idx,
@@ -566,9 +631,11 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
         rec.phase = "forward"
         with grad, amp:
             out = functional_call(module, {**buffers, **params}, args, kwargs, tie_weights=False)
+            _outlive(torch, rec, out)  # the model's return value is read by its caller
             if opts.mode == "inference":
                 return
             loss = traced.loss(out) if traced.loss else _default_loss(torch, out)
+            _outlive(torch, rec, loss)
         rec.phase = "backward"
         loss.backward()
         if rec.deferred is not None:
@@ -591,8 +658,36 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
                 args="foreach=True" if opts.accelerator else "foreach=False (CPU default: single-tensor)",
                 on_device=False,
             )
+        _outlive(torch, rec, [s for st in opt.state.values() for s in st.values()])
     finally:
+        # what the step leaves behind is read by the next one: parameters, their gradients, buffers
+        _outlive(torch, rec, [*params.values(), *(p.grad for p in params.values()), *buffers.values()])
         module.train(was_training)
+
+
+def _outlive(torch, rec: Recording, obj) -> None:
+    """The tensors of ``obj`` outlive the traced step (the model's return value, the loss, the state it
+    leaves): every output on their storages counts as read."""
+    if rec.reads is not None:
+        rec.reads.read(_held(obj, torch))
+
+
+def _held(obj, torch, depth: int = 0):
+    """Every tensor ``obj`` holds: in tuples, lists, dicts (transformers' outputs are dicts) and the
+    attributes of any other object (a dataclass, a model's own output class), a few levels deep."""
+    if isinstance(obj, torch.Tensor):
+        yield obj
+    elif depth > 6 or obj is None or isinstance(obj, (str, bytes, int, float, bool)):
+        return
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        for x in obj:
+            yield from _held(x, torch, depth + 1)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _held(x, torch, depth + 1)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, (type, torch.nn.Module)):
+        for x in vars(obj).values():
+            yield from _held(x, torch, depth + 1)
 
 
 def _optimizer(torch, opts, leaves):

@@ -413,27 +413,43 @@ def _err_text(err) -> str:
 
 
 def judge_requirement(
-    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, *, shapes: tuple = (), model: str = ""
+    cov: Coverage,
+    op: str,
+    dtype: str,
+    direction: str,
+    torch_version: str,
+    *,
+    shapes: tuple = (),
+    model: str = "",
+    reads: frozenset | None = None,
 ) -> Finding:
     """One requirement judged: from the probe's cell when it has a status, else from the static
     document (a registered scan, or declared data with what the backend's test suite says of dtypes).
     ``shapes``: the shapes of the model's calls (an op set's ``shape``), against which a probe failure's
-    signature class is matched; ``model``: the op set's model, whose own replayed calls are preferred.
-    Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
+    signature class is matched; ``model``: the op set's model, whose own replayed calls are preferred;
+    ``reads``: the outputs the model's calls read (None: not recorded), so that a value mismatch only on
+    others is a note. Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
     memo = cov._judged
     if memo is not None:
-        key = (op, dtype, direction, torch_version, shapes, model)
+        key = (op, dtype, direction, torch_version, shapes, model, reads)
         found = memo.get(key)
         if found is None:
-            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model)
+            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model, reads)
         return found
-    return _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model)
+    return _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model, reads)
 
 
 def _judge_requirement_now(
-    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, shapes: tuple = (), model: str = ""
+    cov: Coverage,
+    op: str,
+    dtype: str,
+    direction: str,
+    torch_version: str,
+    shapes: tuple = (),
+    model: str = "",
+    reads: frozenset | None = None,
 ) -> Finding:
-    finding = _judge_requirement(cov, op, dtype, direction, torch_version, shapes, model)
+    finding = _judge_requirement(cov, op, dtype, direction, torch_version, shapes, model, reads)
     if finding.evidence != "declared":
         return finding
     return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(op) or {})
@@ -467,7 +483,14 @@ def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
 
 
 def _judge_requirement(
-    cov: Coverage, op: str, dtype: str, direction: str, torch_version: str, shapes: tuple = (), model: str = ""
+    cov: Coverage,
+    op: str,
+    dtype: str,
+    direction: str,
+    torch_version: str,
+    shapes: tuple = (),
+    model: str = "",
+    reads: frozenset | None = None,
 ) -> Finding:
     key = "fwd" if direction == "forward" else "bwd"
     in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
@@ -479,10 +502,19 @@ def _judge_requirement(
     if slot is not None and status and status != "skipped":
         own = signature.own_calls(slot, model)
         if own is not None:
+            if own[0] == "mismatch":
+                prefix = f"trace.{model}|"
+                off = signature.all_unread(slot, reads, lambda s, c: s == "mismatch" and c.startswith(prefix))
+                if off is not None:
+                    return _unread_finding(direction, dtype, slot, off, "this model's own calls, replayed", src)
             return _judge_own(direction, dtype, own, slot, model, src)
-        judged = signature.by_class(slot, shapes)
+        judged = signature.by_class(slot, shapes, reads)
         if judged is not None:
             return _judge_by_class(direction, dtype, slot, judged, shapes, src)
+        if status == "mismatch":
+            off = signature.all_unread(slot, reads)
+            if off is not None:
+                return _unread_finding(direction, dtype, slot, off, "every probe case that differs", src)
     if slot is not None and status and status != "skipped":
         err = _err_text(slot.err)
         why_line = f": {slot.why}" if slot.why else ""
@@ -669,6 +701,21 @@ def _judge_requirement(
     )
 
 
+def _unread_finding(direction: str, dtype: str, slot, outs: frozenset, where: str, src: str) -> Finding:
+    """A value mismatch only on outputs that no call of the model reads: the model runs, and what it uses
+    is not what differs, so it is a note in an ``ok`` finding, not a value note."""
+    why = f": {slot.why}" if slot.why else ""
+    return Finding(
+        direction,
+        dtype,
+        "ok",
+        "probed",
+        f"{direction} runs; values differ from CPU only in {signature.unread_text(outs)} ({where}{why}), "
+        "which this model never reads",
+        src,
+    )
+
+
 def _judge_own(direction: str, dtype: str, own: tuple, slot, model: str, src: str) -> Finding:
     """A requirement judged from the model's own calls, replayed on the device (``trace.<model>`` cases):
     the strongest probed evidence for that model, preferred over OpInfo's cases."""
@@ -765,12 +812,15 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
 
 
 def requirements(calls, training: bool) -> list[tuple]:
-    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction, shapes)]):
-    what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the shapes of
-    its calls (their signature class: a probe finding counts only against calls of its class). Backends that
-    resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
+    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction, shapes,
+    reads)]): what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the
+    shapes of its calls (their signature class: a probe finding counts only against calls of its class) and,
+    for the forward, the outputs any of them had read (``reads=``; None where a call did not record it: a
+    value mismatch on an output no call reads is a note). Backends that resolve an op set alike share this
+    (resolve.Resolved.shared): only the findings differ."""
     out: dict = {}
     seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
+    read: dict = {}  # (op, dtype) -> the outputs the forward calls read (None: one did not record it)
     for call in calls:
         op, phase, dtype, shape = call.op, call.phase, call.dtype, call.shape
         entry = out.get(op)
@@ -784,7 +834,11 @@ def requirements(calls, training: bool) -> list[tuple]:
         if shapes is None:
             shapes = seen[key] = {}
             entry[4].append(key)
+            read[op, dtype] = frozenset()
         shapes[shape] = None
+        reads = getattr(call, "reads", None)  # a schema 1 op set's opset.Call records none
+        was = read[op, dtype]
+        read[op, dtype] = None if reads is None or was is None else was.union(reads)
         if training and phase == "forward" and call.grad:
             key = (op, "backward", dtype)
             shapes = seen.get(key)
@@ -793,7 +847,13 @@ def requirements(calls, training: bool) -> list[tuple]:
                 entry[4].append(key)
             shapes[shape] = None
     return [
-        (op, n, tuple(phases), tuple(dtypes), tuple([(k[2], k[1], tuple(seen[k])) for k in reqs]))
+        (
+            op,
+            n,
+            tuple(phases),
+            tuple(dtypes),
+            tuple([(k[2], k[1], tuple(seen[k]), read[op, k[2]] if k[1] == "forward" else None) for k in reqs]),
+        )
         for op, n, phases, dtypes, reqs in out.values()
     ]
 
@@ -811,8 +871,8 @@ def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: st
     r = OpResult(
         op,
         findings=[
-            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model)
-            for dtype, direction, shapes in reqs
+            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model, reads=reads)
+            for dtype, direction, shapes, reads in reqs
         ],
     )
     rec = (cov.registered or {}).get("ops", {}).get(op) or {}
@@ -830,21 +890,24 @@ def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: st
 
 def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
     """(reqs, model) with the calls' shapes kept only where the op's probe cell keeps failing cases with
-    their classes, and the model only where the cell has its own replayed calls: what else judges a
+    their classes, the outputs they read only where a failing case names the outputs it differs on, and
+    the model only where the cell has its own replayed calls: what else judges a
     requirement does not depend on them, so an op is judged once for all the op sets that need it alike
     (a zoo judged on every backend shares most judgments)."""
     cells = cov.cells(op)
     if not cells:
-        return tuple((dtype, direction, ()) for dtype, direction, _ in reqs), ""
+        return tuple((dtype, direction, (), None) for dtype, direction, _, _ in reqs), ""
     out, who = [], ""
-    for dtype, direction, shapes in reqs:
+    for dtype, direction, shapes, reads in reqs:
         cell = cells.get(dtype)
         slot = cell.slot(direction) if cell else None
         if slot is None or not slot.failed:
             shapes = ()
+        if slot is None or not any(" out=" in str(t) for t in slot.failed or ()):
+            reads = None  # no mismatch names its outputs: what the calls read changes nothing
         if slot is not None and model and isinstance(slot.traced, dict) and model in slot.traced:
             who = model
-        out.append((dtype, direction, shapes))
+        out.append((dtype, direction, shapes, reads))
     return tuple(out), who
 
 

@@ -72,7 +72,55 @@ def describe(shapes) -> str:
 
 def _parse(text) -> tuple[str, str, str]:
     status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
+    sig = sig.split(" out=", 1)[0]
     return status, case, "" if sig == "?" else sig
+
+
+def _outputs(text) -> frozenset | None:
+    """The outputs a failing case's mismatch was on (its ' out=1,2'), or None where it names none (any
+    other failure, or an older file): then it counts whatever the model reads."""
+    _, sep, rest = str(text).partition(" out=")
+    if not sep:
+        return None
+    try:
+        return frozenset(int(i) for i in rest.split(","))
+    except ValueError:
+        return None
+
+
+def unread(text, reads) -> frozenset | None:
+    """The outputs a ``failed`` item's value mismatch was on, where the model's calls read none of them
+    (``reads``: the indices they read, from the op set's ``reads=``; None: not recorded); else None."""
+    if reads is None or not str(text).startswith("mismatch "):
+        return None
+    outs = _outputs(text)
+    return outs if outs is not None and not outs & reads else None
+
+
+def unread_text(outs) -> str:
+    """'output 1' / 'outputs 1, 2': the outputs a note names."""
+    return ("output " if len(outs) == 1 else "outputs ") + ", ".join(str(i) for i in sorted(outs))
+
+
+def all_unread(slot, reads, keep=lambda status, case: True) -> frozenset | None:
+    """The outputs the slot's value mismatches were on when every failing case (those ``keep`` selects)
+    is a mismatch on outputs the model never reads (``unread``) and the list is whole (not cut at
+    MAX_FAILED); else None: the mismatch counts as it always did."""
+    failed = slot.failed
+    if reads is None or not failed or len(failed) >= MAX_FAILED:
+        return None
+    outs: frozenset = frozenset()
+    found = False
+    for text in failed:
+        status, case, _ = _parse(text)
+        if not keep(status, case):
+            continue
+        found = True
+        off = unread(text, reads)
+        if off is None:
+            return None
+        outs |= off
+    return outs if found else None
 
 
 def own_calls(slot, model: str) -> tuple | None:
@@ -88,21 +136,34 @@ def own_calls(slot, model: str) -> tuple | None:
     return status, case, why or ""
 
 
-def by_class(slot, shapes: tuple) -> tuple | None:
-    """How the cell's failing cases bear on calls of ``shapes``: None when the cell keeps no classes (an
-    older file), its status is not a failure, or its list may be cut short (then the cell is judged as a
-    whole); else (status, case, note): the worst status among failing cases of the calls' class, or, when
-    none is of their class, 'pass' (its other cases ran; the note says what failed and why it does not
-    count) or 'unknown' (no case of this class ran)."""
+def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | None:
+    """How the cell's failing cases bear on calls of ``shapes`` that read outputs ``reads`` (None: not
+    recorded): None when the cell keeps no classes (an older file), its status is not a failure, or its
+    list may be cut short (then the cell is judged as a whole); else (status, case, note): the worst status
+    among failing cases of the calls' class, but for value mismatches only on outputs the calls never
+    read (each a note), or, when none is left, 'pass' (its other cases ran; the note says what failed and
+    why it does not count) or 'unknown' (no case of this class ran)."""
     status = slot.status
     failed = slot.failed
     if status not in NOTED or not failed or len(failed) >= MAX_FAILED or not shapes:
         return None
     items = [_parse(t) for t in failed]
-    hit = [(s, c) for s, c, sig in items if any(matches(sig, shape) for shape in shapes)]
+    like = [(text, s, c) for text, (s, c, sig) in zip(failed, items) if any(matches(sig, shape) for shape in shapes)]
+    off = [(unread(text, reads), c) for text, _, c in like]
+    hit = [(s, c) for (_, s, c), (outs, _) in zip(like, off) if outs is None]
+    unread_note = ""
+    if len(hit) < len(like):
+        outs = frozenset().union(*(o for o, _ in off if o is not None))
+        first = next(c for o, c in off if o is not None)
+        unread_note = (
+            f"values differ from CPU only in {unread_text(outs)} on a probe case like this model's calls "
+            f"(case {first}), which this model never reads"
+        )
     if hit:
         s, c = min(hit, key=lambda sc: (PROBED_RANK.get(sc[0], 99), sc[1]))
-        return s, c, ""
+        return s, c, unread_note
+    if unread_note:
+        return "pass", "", unread_note
     sigs = ", ".join(dict.fromkeys(f"{sig or '?'} ({s}, case {c})" for s, c, sig in items[:3]))
     note = f"fails only on probe cases unlike this model's calls: {sigs}; this model's calls have {describe(shapes)}"
     fails = slot.fails if isinstance(slot.fails, int) else 0
