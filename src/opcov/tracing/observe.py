@@ -27,7 +27,7 @@ import platform
 import traceback
 
 from opcov import backends as _backends
-from opcov.errors import UsageError
+from opcov.errors import OpcovError, UsageError
 from opcov.version import __version__
 
 TOLERANCE = (1e-3, 1e-3)
@@ -57,6 +57,24 @@ def _build(torch, model: str, mode: str):
     torch.manual_seed(0)
     built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
     return entry.name, built.model.to(getattr(torch, entry.dtype)), built.inputs, entry.dtype
+
+
+def _as_torch_modules(torch, model) -> list[str]:
+    """Make ``model`` (the CPU reference's copy) run torch's own modules where a backend's package put its
+    class in their place in ``torch.nn`` (``import torch_xla`` makes ``nn.GRU`` its scan-based GRU, which
+    refuses CPU tensors): each such module becomes the torch class it derives from, same parameters.
+    The device's copy keeps the backend's class, as a user's script gets it. Returns what was replaced
+    ('torch.nn.GRU by torch_xla.experimental.gru.GRU'), for the file."""
+    said = set()
+    for m in model.modules():
+        cls = type(m)
+        if cls.__module__.split(".")[0] == "torch":
+            continue
+        base = next((b for b in cls.__mro__[1:] if b.__module__.startswith("torch.nn.")), None)
+        if base is not None and getattr(torch.nn, base.__name__, None) is cls:
+            m.__class__ = base
+            said.add(f"torch.nn.{base.__name__} by {cls.__module__}.{cls.__qualname__}")
+    return sorted(said)
 
 
 def _device(torch, backend):
@@ -208,8 +226,17 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
     result: dict = {"ran": False}
     try:
         ref = copy.deepcopy(orig)
+        replaced = _as_torch_modules(torch, ref)
+        if replaced:
+            result["replaced_modules"] = replaced
         torch.manual_seed(2)
-        want = compared(*step(ref, "cpu", False), ref)
+        try:
+            want = compared(*step(ref, "cpu", False), ref)
+        except Exception as exc:  # the reference, not the device: no observation to record
+            raise OpcovError(
+                f"{model}: its {mode} step fails on CPU, the reference ({_first_line(exc)}); nothing observed on "
+                f"{backend.name}: check the model and its inputs"
+            ) from None
         m = copy.deepcopy(orig).to(dev)
         if hasattr(m, "tie_weights"):
             m.tie_weights()
