@@ -206,7 +206,7 @@ def test_the_cpu_reference_runs_torchs_module_where_a_backend_replaced_it(monkey
     a model's own classes stay as they are."""
     import torch
 
-    from opcov.tracing.observe import _as_torch_modules
+    from opcov.tracing.observe import as_torch_modules
 
     torch_gru = torch.nn.GRU
 
@@ -229,11 +229,11 @@ def test_the_cpu_reference_runs_torchs_module_where_a_backend_replaced_it(monkey
     want = torch_gru(4, 8)
     want.load_state_dict(net.rnn.state_dict())
     x = torch.randn(5, 2, 4)
-    said = _as_torch_modules(torch, net)
+    said = as_torch_modules(torch, net)
     assert said == [f"torch.nn.GRU by {DeviceOnlyGRU.__module__}.{DeviceOnlyGRU.__qualname__}"]
     assert type(net) is Net and type(net.rnn) is torch_gru
     assert torch.equal(net(x), want(x)[0])
-    assert _as_torch_modules(torch, net) == []  # nothing left to replace
+    assert as_torch_modules(torch, net) == []  # nothing left to replace
 
 
 @needs_xla

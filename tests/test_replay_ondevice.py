@@ -74,3 +74,20 @@ def test_probe_on_xla_replays_the_calls_xla_itself_makes(tmp_path):
     src = doc["provenance"]["probe"]["case_source"]
     assert src["traces_on_device"] == {"bert": ["inference", "training"]}
     assert any("recorded on xla itself too: for bert (inference, training)" in n for n in doc["provenance"]["notes"])
+
+
+@needs_xla
+def test_cpu_steps_of_a_model_torch_xla_rewrote_are_captured():
+    """With torch_xla imported (as in an xla probe's worker) nn.GRU is its scan-based GRU, which refuses
+    CPU tensors: the CPU steps run torch's GRU, so nn-gru's calls are captured, not a failed group."""
+    code = (
+        "import torch_xla\n"
+        "from opcov.probe import replay\n"
+        "calls = replay.capture('nn-gru')\n"
+        "print(sorted({f.name() for f, *_ in calls}))\n"
+    )
+    r = subprocess.run(
+        [XLA_PYTHON, "-c", code], capture_output=True, text=True, env=child_env(PJRT_DEVICE="CPU"), timeout=600
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "aten::addmm" in r.stdout or "aten::mm" in r.stdout

@@ -30,6 +30,7 @@ from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, op_call
 from opcov.store import layout, opset
 from opcov.tracing import models, zoo
+from opcov.tracing.observe import as_torch_modules
 from opcov.tracing.realtrace import input_variants
 from opcov.tracing.trace import _default_loss
 
@@ -160,6 +161,8 @@ def capture(name: str, on: dict | None = None, only=None):
             model = model.to(dev)
             if hasattr(model, "tie_weights"):  # moving a model may untie shared weights
                 model.tie_weights()
+        else:  # CPU's steps run torch's modules, where the backend's import replaced one (torch_xla's nn.GRU)
+            as_torch_modules(torch, model)
         model.train(mode == "training")
         for _, inputs in input_variants(torch, built):
             inputs = pytree.tree_map(conv, inputs)

@@ -59,7 +59,7 @@ def _build(torch, model: str, mode: str):
     return entry.name, built.model.to(getattr(torch, entry.dtype)), built.inputs, entry.dtype
 
 
-def _as_torch_modules(torch, model) -> list[str]:
+def as_torch_modules(torch, model) -> list[str]:
     """Make ``model`` (the CPU reference's copy) run torch's own modules where a backend's package put its
     class in their place in ``torch.nn`` (``import torch_xla`` makes ``nn.GRU`` its scan-based GRU, which
     refuses CPU tensors): each such module becomes the torch class it derives from, same parameters.
@@ -226,7 +226,7 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
     result: dict = {"ran": False}
     try:
         ref = copy.deepcopy(orig)
-        replaced = _as_torch_modules(torch, ref)
+        replaced = as_torch_modules(torch, ref)
         if replaced:
             result["replaced_modules"] = replaced
         torch.manual_seed(2)
