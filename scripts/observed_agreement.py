@@ -55,7 +55,7 @@ def measure(cov: str) -> list[dict]:
                 row,
                 predicted=predicted["verdict"],
                 evidence=predicted["evidence"],
-                agrees=observed.agrees(predicted["verdict"], run),
+                agrees=observed.agrees(predicted["verdict"], run, predicted.get("fallback_ops", ())),
                 path="own path" if own else "stand-in path",
             )
         )

@@ -161,6 +161,11 @@ def test_agreement_rules():
     assert observed.agrees("fails", wrong) and not observed.agrees("fails", ran)
     assert observed.agrees("unknown", ran) is None  # unknown claims nothing
     assert observed.agrees("runs_with_value_note", wrong) and not observed.agrees("runs_with_value_note", raised)
+    # a value note outranks a fallback in the word: the fallback its ops foretold agrees, another does not
+    assert observed.agrees("runs_with_value_note", fell, ["aten::x", "aten::y"])
+    assert not observed.agrees("runs_with_value_note", fell) and not observed.agrees(
+        "runs_with_value_note", fell, ["aten::y"]
+    )
     assert [observed.verdict_of(d) for d in (ran, fell, raised, wrong)] == [
         "runs",
         "runs_with_fallback",
