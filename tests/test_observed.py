@@ -16,6 +16,10 @@ from opcov.verdict import observed
 
 PB = ["--import", "opcov.testing.pybackend"]
 MODEL = "nn-lstm"
+XLA_PYTHON = os.environ.get("OPCOV_XLA_PYTHON") or os.path.join(ROOT, ".envs", "xla", "bin", "python")
+needs_xla = pytest.mark.skipif(
+    not os.path.exists(XLA_PYTHON), reason=f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)"
+)
 
 
 def _run(tmp_path, name, spec, mode="training"):
@@ -157,6 +161,11 @@ def test_agreement_rules():
     assert observed.agrees("fails", wrong) and not observed.agrees("fails", ran)
     assert observed.agrees("unknown", ran) is None  # unknown claims nothing
     assert observed.agrees("runs_with_value_note", wrong) and not observed.agrees("runs_with_value_note", raised)
+    # a value note outranks a fallback in the word: the fallback its ops foretold agrees, another does not
+    assert observed.agrees("runs_with_value_note", fell, ["aten::x", "aten::y"])
+    assert not observed.agrees("runs_with_value_note", fell) and not observed.agrees(
+        "runs_with_value_note", fell, ["aten::y"]
+    )
     assert [observed.verdict_of(d) for d in (ran, fell, raised, wrong)] == [
         "runs",
         "runs_with_fallback",
@@ -194,3 +203,62 @@ def test_an_op_set_recorded_on_a_backend_is_not_another_model():
     files = layout.model_files(os.path.join(ROOT, "coverage"))
     assert files and not any(f"{os.sep}on{os.sep}" in f for f in files)
     assert layout.ondevice_opset(os.path.join(ROOT, "coverage", "models", MODEL), "xla", "inference")
+
+
+def test_the_cpu_reference_runs_torchs_module_where_a_backend_replaced_it(monkeypatch):
+    """``import torch_xla`` makes ``nn.GRU`` its own scan-based GRU, which refuses CPU tensors: the CPU
+    reference of an observed run must run torch's GRU (same weights), and the file says what was replaced;
+    a model's own classes stay as they are."""
+    import torch
+
+    from opcov.tracing.observe import as_torch_modules
+
+    torch_gru = torch.nn.GRU
+
+    class DeviceOnlyGRU(torch_gru):
+        def forward(self, *args, **kwargs):
+            raise RuntimeError("Expected all tensors in the given list to be XLA tensors")
+
+    monkeypatch.setattr(torch.nn, "GRU", DeviceOnlyGRU)  # what the backend's import does
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn = torch.nn.GRU(4, 8)
+
+        def forward(self, x):
+            return self.rnn(x)[0]
+
+    torch.manual_seed(0)
+    net = Net()
+    want = torch_gru(4, 8)
+    want.load_state_dict(net.rnn.state_dict())
+    x = torch.randn(5, 2, 4)
+    said = as_torch_modules(torch, net)
+    assert said == [f"torch.nn.GRU by {DeviceOnlyGRU.__module__}.{DeviceOnlyGRU.__qualname__}"]
+    assert type(net) is Net and type(net.rnn) is torch_gru
+    assert torch.equal(net(x), want(x)[0])
+    assert as_torch_modules(torch, net) == []  # nothing left to replace
+
+
+@needs_xla
+def test_an_xla_run_of_a_model_torch_xla_rewrote_has_a_cpu_reference(tmp_path):
+    """nn-gru on xla: torch_xla's GRU runs on the device, torch's on CPU; the run is an observation."""
+    import subprocess
+
+    from conftest import child_env
+
+    out = tmp_path / "gru.json"
+    r = subprocess.run(
+        [XLA_PYTHON, "-m", "opcov", "run", "nn-gru", "-b", "xla", "--mode", "inference", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=child_env(PJRT_DEVICE="CPU"),
+        timeout=900,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc = json.load(open(out))
+    assert doc["result"]["ran"] is True and doc["result"]["values"]["compared_tensors"] >= 1
+    assert doc["result"]["replaced_modules"] == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]
+    assert "aten::_thnn_fused_gru_cell" not in doc["ops"]  # the device ran torch_xla's GRU, not torch's

@@ -6,7 +6,8 @@
 #   scripts/envs/xla-data.sh probe    # probed: zoo ops, then core ATen in two shards; then merged
 #   scripts/envs/xla-data.sh reprobe  # the ops that decide zoo verdicts, with every zoo model's calls replayed
 #   scripts/envs/xla-data.sh ondevice # op sets recorded on xla itself (coverage/models/M/on/xla-MODE.yaml)
-#   scripts/envs/xla-data.sh          # all four
+#   scripts/envs/xla-data.sh onreprobe # xla's own-path ops, with the calls those op sets' steps make on xla
+#   scripts/envs/xla-data.sh          # all five
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -69,6 +70,21 @@ reprobe() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The ops xla runs on its own path where CPU's steps call others (layer norm as native_batch_norm, the
+# functionalized *_copy views), re-probed with the calls of every model that has an op set recorded on xla
+# (coverage/models/M/on/xla-MODE.yaml, made by 'ondevice'): --traces replays those steps' calls on the
+# device too, as each model's own calls; the cells of these ops are replaced (their OpInfo, schema and
+# CPU-call cases run again with them, so nothing earlier is lost).
+ONDEVICE_OPS='^aten::(batch_norm|native_batch_norm|native_batch_norm_backward|view_copy|t_copy|transpose_copy|expand_copy|permute_copy|select_copy|slice_copy|split_copy|split_with_sizes_copy|squeeze_copy|unsqueeze_copy|alias_copy|detach_copy|unbind_copy)(\.[A-Za-z_]+)?$'
+
+onreprobe() {
+    local models
+    models=$(find coverage/models -path '*/on/xla-*.yaml' | cut -d/ -f3 | sort -u | paste -sd,)
+    shard reprobe-on --ops "$ONDEVICE_OPS" --traces "$models" --timeout 300
+    "$OPCOV" merge --replace "$PROBED" "$WORK/reprobe-on.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 # The curated zoo models whose path on xla differs from the stand-in's (ATen's device-type branches,
 # torch_xla's own modules: docs/DATA.md): their op sets recorded on xla itself, which 'opcov check
 # MODEL -b xla' judges in place of the stand-in's. Real values at the tiny size, each input variant.
@@ -88,6 +104,7 @@ case "${1:-all}" in
     probe) probe ;;
     reprobe) reprobe ;;
     ondevice) ondevice ;;
-    all) scan; probe; reprobe; ondevice ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|all]" >&2; exit 2 ;;
+    onreprobe) onreprobe ;;
+    all) scan; probe; reprobe; ondevice; onreprobe ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|all]" >&2; exit 2 ;;
 esac

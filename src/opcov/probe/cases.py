@@ -67,6 +67,8 @@ class Group:
     tiers: tuple = ()  # input tiers (probe.tiers): one harder case each, after the samples
     ops: tuple = ()  # a schema group's ops (probe.schemacases): one case each
     all_samples: bool = False  # a harder case of every sample each tier changes, not only the first
+    on: tuple = ()  # a trace group's steps run on the device too: ((mode, (op, ...)), ...) (replay.ondevice)
+    device: str = ""  # the device type those steps run on
 
     def as_dict(self) -> dict:
         d = {
@@ -80,6 +82,8 @@ class Group:
             d["ops"] = list(self.ops)
         if self.all_samples:
             d["all_samples"] = True
+        if self.on:
+            d["on"] = {"device": self.device, "modes": {mode: list(ops) for mode, ops in self.on}}
         return d
 
 
@@ -352,10 +356,12 @@ def select_groups(
     tiers=(),
     schema_ops=(),
     all_samples=False,
+    ondevice=None,
 ) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
     ``aten::<aten_name>`` (for a schema case, in the overload's name, ``aten::add.Scalar``);
-    ``core_bases`` (a set of aten base names) keeps core ATen OpInfos and schema ops; OpInfo groups
+    ``core_bases`` (a set of aten base names) keeps core ATen OpInfos and schema ops; ``ondevice`` maps a
+    traced model to what its trace group also runs on the device (``replay.ondevice``); OpInfo groups
     get one harder case per input tier of ``tiers`` (forward only; with ``all_samples`` one per
     sample the tier changes); ``schema_ops`` (overload names,
     ``probe.schemacases.targets``) get one case each made from their schemas."""
@@ -407,7 +413,19 @@ def select_groups(
             if model_dtypes[name] in dtypes and core_bases is None:
                 # the pattern names the trace ('^trace\.'): every call; else it selects the calls replayed
                 only = () if not rx or rx.search(sid) else (pattern,)
-                groups.append(Group(f"{sid}|{model_dtypes[name]}", sid, model_dtypes[name], False, (), only))
+                on = (ondevice or {}).get(name) or {}
+                groups.append(
+                    Group(
+                        f"{sid}|{model_dtypes[name]}",
+                        sid,
+                        model_dtypes[name],
+                        False,
+                        (),
+                        only,
+                        on=tuple((mode, tuple(ops)) for mode, ops in sorted((on.get("modes") or {}).items())),
+                        device=on.get("device", ""),
+                    )
+                )
     if schema_ops and "forward" in directions:
         keep = [
             n

@@ -11,17 +11,26 @@ magnitudes), forward only. The verdict prefers these cases, a model's own calls,
 
 The calls are CPU's: composite ops that pick a path per device (scaled-dot-product attention,
 dropout) were decomposed the way CPU does, so CPU-only kernels (``*_for_cpu``, mkldnn) are left
-out; a device would never receive them.
+out; a device would never receive them. Where the model has an op set recorded on the probed backend
+itself (``opcov trace MODEL --on BACKEND``: ``coverage/models/MODEL/on/BACKEND-MODE.yaml``, the one
+``opcov check`` judges that backend with), that mode's step is also run on the device, and each
+distinct call of that op set's ops the CPU step did not make is copied to CPU and replayed the same
+way: the ops the backend really runs (XLA's ``native_batch_norm`` for layer norm, its ``*_copy`` views,
+``mm`` under a 3-d ``linear``) get the model's own calls as evidence too. An op with no CPU kernel
+(``xla::max_pool2d_forward``) has no reference to compare with and is left out.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
 from opcov.dtypes import call_dtype, dtype_name
 from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, op_call
+from opcov.store import layout, opset
 from opcov.tracing import models, zoo
+from opcov.tracing.observe import as_torch_modules
 from opcov.tracing.realtrace import input_variants
 from opcov.tracing.trace import _default_loss
 
@@ -39,11 +48,42 @@ def zoo_names() -> dict:
     return {e.name: e.dtype for e in zoo.ZOO}
 
 
-def capture(name: str):
-    """[(OpOverload, args, kwargs)] of one zoo model's steps on CPU (arguments copied): each distinct call
-    signature (op, dtype key, signature class: opcov.probe.record.signature) once, over an inference
-    forward and a training step (forward, loss, backward, one AdamW step), each with every input variant
-    its op set was traced with (as built, and with a padded attention mask where the model takes one)."""
+def _coverage_dir() -> str | None:
+    """Where op sets recorded on a backend are read from: ./coverage, as 'opcov check' reads by default,
+    else the bundled data."""
+    if os.path.isdir(os.path.join(layout.DEFAULT_COVERAGE, layout.MODELS)):
+        return layout.DEFAULT_COVERAGE
+    return layout.bundled_coverage()
+
+
+def ondevice(name: str, backend: str, device_type: str, coverage_dir: str | None = None) -> dict:
+    """What ``capture`` runs on the device for zoo model ``name``: ``{"device": device_type, "modes":
+    {mode: [op, ...]}}`` for each mode with an op set recorded on ``backend`` itself at the zoo's dtype
+    (the one ``opcov.verdict.check.own_path`` judges that backend with), its kernel ops; {} when none.
+    Torch-free: the probe's parent picks this before any worker starts."""
+    cov = coverage_dir if coverage_dir is not None else _coverage_dir()
+    if not cov:
+        return {}
+    modes = {}
+    for mode in ("inference", "training"):
+        path = layout.ondevice_opset(os.path.join(layout.models_dir(cov), name), backend, mode)
+        if path is None:
+            continue
+        doc = opset.load(path)
+        if doc.get("dtype") == zoo.BY_NAME[name].dtype:
+            modes[mode] = sorted(doc.get("ops") or {})
+    return {"device": device_type, "modes": modes} if modes else {}
+
+
+def capture(name: str, on: dict | None = None, only=None):
+    """[(OpOverload, args, kwargs, device_kw)] of one zoo model's steps on CPU (arguments copied): each
+    distinct call signature (op, dtype key, signature class: opcov.probe.record.signature) once, over an
+    inference forward and a training step (forward, loss, backward, one AdamW step), each with every
+    input variant its op set was traced with (as built, and with a padded attention mask where the
+    model takes one). With ``on`` (``ondevice``): then each of its modes run on the device the same way,
+    adding the calls of that mode's op set's ops that no CPU step made (copied to CPU; ``device_kw``
+    names a factory's device argument, which the replay sets to the device). ``only`` (a compiled
+    pattern): keep only the calls of the ops it finds (on the device, nothing else is copied)."""
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -56,42 +96,85 @@ def capture(name: str):
     def conv(x):
         return x.to(want) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
 
-    def copy(tree):
-        return pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, tree)
-
     def dts(tree):
         return [dtype_name(t.dtype) for t in pytree.tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
+    def selected(op: str) -> bool:
+        return only is None or bool(only.search(op) or only.search(op.split(".", 1)[0]))
+
     class Capture(TorchDispatchMode):
+        """Copies the first call of each new signature; on the device (``dev``) only the calls of
+        ``ops`` with a device tensor (or a factory making one), their arguments copied to CPU."""
+
+        def __init__(self, dev=None, ops=frozenset()):
+            super().__init__()
+            self.dev, self.ops = dev, ops
+
         def __torch_dispatch__(self, func, types, a=(), k=None):
             k = k or {}
             op = func.name()
-            if not EXCLUDE.search(op):
-                key = (op, call_dtype(dts((a, k))))
-                sigs = seen.setdefault(key, set())
-                try:
-                    sig = signature(func, a, k)
-                except Exception:  # noqa: BLE001 - no class: one call of the key stands for all
-                    sig = ""
-                if sig not in sigs and len(sigs) < MAX_SIGS_PER_KEY:
-                    sigs.add(sig)
-                    calls.append((func, copy(a), copy(k)))
+            if not EXCLUDE.search(op) and selected(op) and (self.dev is None or self.wanted(func, op, a, k)):
+                self.keep(func, op, a, k)
             return func(*a, **k)
 
-    for mode in ("inference", "training"):
+        def wanted(self, func, op, a, k) -> bool:
+            if op not in self.ops or not torch._C._dispatch_has_computed_kernel_for_dispatch_key(op, "CPU"):
+                return False  # not the recorded op set's, or no CPU reference to compare with
+            dev_type = self.dev.type
+            on_dev = any(isinstance(t, torch.Tensor) and t.device.type == dev_type for t in pytree.tree_leaves((a, k)))
+            return on_dev or str(k.get("device", "")).startswith(dev_type)
+
+        def keep(self, func, op, a, k) -> None:
+            key = (op, call_dtype(dts((a, k))))
+            sigs = seen.setdefault(key, set())
+            if len(sigs) >= MAX_SIGS_PER_KEY:
+                return
+            try:
+                sig = signature(func, a, k)  # metadata only: no device sync
+            except Exception:  # noqa: BLE001 - no class: one call of the key stands for all
+                sig = ""
+            if sig in sigs:
+                return
+            sigs.add(sig)
+            device_kw = None
+            if self.dev is not None and str(k.get("device", "")).startswith(self.dev.type):
+                k, device_kw = dict(k, device=torch.device("cpu")), "device"  # a factory: made on the device
+            # a device tensor's copy is a CPU tensor (the replay moves it back), as a CPU step's would be
+            a, k = pytree.tree_map(
+                lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, (a, k)
+            )
+            calls.append((func, a, k, device_kw))
+
+    runs = [("inference", None, frozenset()), ("training", None, frozenset())]
+    if on:
+        dev = torch.device(on["device"])
+        if dev.type == "xla":  # its runtime starts here (autograd's engine needs its device count)
+            import torch_xla
+
+            dev = torch_xla.device()
+        runs += [(mode, dev, frozenset(ops)) for mode, ops in sorted(on["modes"].items())]
+    for mode, dev, ops in runs:
         torch.manual_seed(0)
         built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
         model = built.model.to(want)
+        if dev is not None:
+            model = model.to(dev)
+            if hasattr(model, "tie_weights"):  # moving a model may untie shared weights
+                model.tie_weights()
+        else:  # CPU's steps run torch's modules, where the backend's import replaced one (torch_xla's nn.GRU)
+            as_torch_modules(torch, model)
         model.train(mode == "training")
         for _, inputs in input_variants(torch, built):
             inputs = pytree.tree_map(conv, inputs)
+            if dev is not None:
+                inputs = pytree.tree_map(lambda t, d=dev: t.to(d) if isinstance(t, torch.Tensor) else t, inputs)
             if isinstance(inputs, dict):
                 args, kwargs = (), inputs
             elif isinstance(inputs, (tuple, list)):
                 args, kwargs = tuple(inputs), {}
             else:
                 args, kwargs = (inputs,), {}
-            with Capture():
+            with Capture(dev, ops):
                 if mode == "inference":
                     with torch.no_grad():
                         model(*args, **kwargs)
@@ -109,8 +192,8 @@ def load(group: dict):
     name = group["source"][len(TRACE_PREFIX) :]
     only = re.compile(group["ops"][0]) if group.get("ops") else None  # --ops: the calls of the ops it selects
     samples = []
-    for func, args, kwargs in capture(name):
-        op = func.name()
-        if only is None or only.search(op) or only.search(op.split(".", 1)[0]):
-            samples.append(op_call(func, args, kwargs))
+    for func, args, kwargs, device_kw in capture(name, group.get("on"), only):
+        sample = op_call(func, args, kwargs)
+        sample.device_kw = device_kw
+        samples.append(sample)
     return Loaded(None, samples, (), False, True, False)

@@ -16,7 +16,7 @@ import time
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
 from opcov.errors import OpcovError
-from opcov.probe import cases, disposition, plan, results, schemacases, xla
+from opcov.probe import cases, disposition, plan, replay, results, schemacases, xla
 from opcov.probe.compare import CPU_MARGIN, SCALED_FAMILIES, TOLERANCES, USABLE
 from opcov.probe.journal import Journal, journal_path
 from opcov.probe.ledger import Ledger, ledger_path, version_key
@@ -114,6 +114,9 @@ def probe(
         }
         if all_samples:  # only when set: a journal from before the option resumes as it was
             settings["all_samples"] = True
+        traces_on = {g.source[len(replay.TRACE_PREFIX) :]: [m for m, _ in g.on] for g in groups if g.on}
+        if traces_on:  # only when some: as all_samples
+            settings["traces_on"] = dict(sorted(traces_on.items()))
         if shard:  # the balanced plan's part: a resume under another plan would mix two
             settings["plan"] = plan.fingerprint(g.id for g in groups)
         journal = Journal(journal_path(out), {"settings": settings, "created": now_iso(), "command": command}, resume)
@@ -217,6 +220,8 @@ def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema,
     core_bases = {op.base for op in catalog.core} if core else None
     facts = disposition.intrinsic(torch, catalog)
     schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
+    # a traced model recorded on this backend itself: its trace group replays the device's own calls too
+    ondevice = {n: on for n in traces if (on := replay.ondevice(n, backend.name, backend.device_type))}
     groups = cases.select_groups(
         pattern,
         core_bases=core_bases,
@@ -226,6 +231,7 @@ def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema,
         tiers=tiers,
         schema_ops=schema_ops,
         all_samples=all_samples,
+        ondevice=ondevice,
     )
     return torch, catalog, facts, groups
 
@@ -292,6 +298,14 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
     if backend.name == "meta":
         notes.insert(0, "meta tensors have no values: shape, dtype and stride are compared, nothing else")
     notes += xla.provenance_notes(backend.name)
+    if settings.get("traces_on"):
+        notes.append(
+            f"replayed calls recorded on {backend.name} itself too: for "
+            + ", ".join(f"{m} ({', '.join(modes)})" for m, modes in settings["traces_on"].items())
+            + f", which have op sets recorded on {backend.name} (models/MODEL/on/), each such step was also run "
+            "on the device and the calls of that op set's ops the CPU steps did not make were replayed "
+            "(ops with no CPU kernel left out)"
+        )
     n_canary = sum(g.source.startswith(cases.CANARY_PREFIX) for g in groups)
     n_trace = sum(g.source.startswith("trace.") for g in groups)
     return {
@@ -323,6 +337,7 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
                 "canary_groups": n_canary,
                 "trace_groups": n_trace,
                 "traces": settings["traces"],
+                **({"traces_on_device": settings["traces_on"]} if settings.get("traces_on") else {}),
                 "schema_groups": sum(bool(g.ops) for g in groups),
                 "schema_ops": len({n for g in groups for n in g.ops}),
             },

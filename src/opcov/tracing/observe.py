@@ -3,8 +3,10 @@
 The strongest evidence a model can get: not whether each op passes on OpInfo samples, but whether
 this model's step ran on the device. One run records
 
-- every op call dispatched with a device tensor (a TorchDispatchMode), per op and dtype key: calls,
-  and the first exception an op raised (the step stops there);
+- every op call dispatched with a device tensor (a TorchDispatchMode, on a second step: a mode on the
+  stack can change the path the backend takes, so the values and the backend's record come from a
+  step run without one), per op and dtype key: calls, and the first exception an op raised (the step
+  stops there);
 - the backend's own record where it keeps one: PyTorch/XLA's metrics counters (an ``aten::*``
   counter is an op that ran through its CPU fallback) and ``_get_executed_fallback_ops``;
   TorchNeuron's ``torch_neuronx.get_fallback_ops()`` / ``get_executed_ops()`` (written from its
@@ -27,7 +29,7 @@ import platform
 import traceback
 
 from opcov import backends as _backends
-from opcov.errors import UsageError
+from opcov.errors import OpcovError, UsageError
 from opcov.version import __version__
 
 TOLERANCE = (1e-3, 1e-3)
@@ -57,6 +59,24 @@ def _build(torch, model: str, mode: str):
     torch.manual_seed(0)
     built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
     return entry.name, built.model.to(getattr(torch, entry.dtype)), built.inputs, entry.dtype
+
+
+def as_torch_modules(torch, model) -> list[str]:
+    """Make ``model`` (the CPU reference's copy) run torch's own modules where a backend's package put its
+    class in their place in ``torch.nn`` (``import torch_xla`` makes ``nn.GRU`` its scan-based GRU, which
+    refuses CPU tensors): each such module becomes the torch class it derives from, same parameters.
+    The device's copy keeps the backend's class, as a user's script gets it. Returns what was replaced
+    ('torch.nn.GRU by torch_xla.experimental.gru.GRU'), for the file."""
+    said = set()
+    for m in model.modules():
+        cls = type(m)
+        if cls.__module__.split(".")[0] == "torch":
+            continue
+        base = next((b for b in cls.__mro__[1:] if b.__module__.startswith("torch.nn.")), None)
+        if base is not None and getattr(torch.nn, base.__name__, None) is cls:
+            m.__class__ = base
+            said.add(f"torch.nn.{base.__name__} by {cls.__module__}.{cls.__qualname__}")
+    return sorted(said)
 
 
 def _device(torch, backend):
@@ -195,8 +215,14 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
                     ctx.__exit__(None, None, None)
         return out, loss
 
-    def compared(out, loss, m):
-        return output_tensors(out) + ([loss] + [p.grad for p in m.parameters()] if mode == "training" else [])
+    def compared(out, loss, m) -> dict:
+        """label -> tensor: each output, and in training the loss and each parameter's gradient by name
+        (matched by label, so the device's and CPU's lists pair up even if their orders differ)."""
+        got = {f"output {i}": t for i, t in enumerate(output_tensors(out))}
+        if mode == "training":
+            got["loss"] = loss
+            got.update((f"grad {n}", p.grad) for n, p in m.named_parameters())
+        return got
 
     F_dropout, F_sdpa = F.dropout, F.scaled_dot_product_attention
     F.dropout = lambda input, p=0.5, training=True, inplace=False: input  # random streams differ
@@ -208,45 +234,73 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
     result: dict = {"ran": False}
     try:
         ref = copy.deepcopy(orig)
+        replaced = as_torch_modules(torch, ref)
+        if replaced:
+            result["replaced_modules"] = replaced
         torch.manual_seed(2)
-        want = compared(*step(ref, "cpu", False), ref)
-        m = copy.deepcopy(orig).to(dev)
-        if hasattr(m, "tie_weights"):
-            m.tie_weights()
+        try:
+            want = compared(*step(ref, "cpu", False), ref)
+        except Exception as exc:  # the reference, not the device: no observation to record
+            raise OpcovError(
+                f"{model}: its {mode} step fails on CPU, the reference ({_first_line(exc)}); nothing observed on "
+                f"{backend.name}: check the model and its inputs"
+            ) from None
+
+        def on_device():
+            m = copy.deepcopy(orig).to(dev)
+            if hasattr(m, "tie_weights"):
+                m.tie_weights()
+            return m
+
+        # The step as a user runs it, with no Python dispatch mode on it: a mode on the stack can change
+        # the path XLA takes (t5's training step gave other logits under a pass-through mode). Its values
+        # and the backend's own record are the observation; a second step under the recording mode
+        # names the ops dispatched (and the op that raised).
         _reset_record(backend)
         torch.manual_seed(2)
         try:
-            got_out, got_loss = step(m, dev, True)
+            m = on_device()
+            got_out, got_loss = step(m, dev, False)
             got = compared(got_out, got_loss, m)
             _sync(torch, backend)
-            got = [None if t is None else t.detach().to("cpu") for t in got]
+            got = {k: None if t is None else t.detach().to("cpu") for k, t in got.items()}
             result["ran"] = True
         except Exception as exc:  # the model's failure on the device is the observation
             result["error"] = _first_line(exc)
             result["where"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:300]
             got = None
+        record = _backend_record(backend)
+        torch.manual_seed(2)
+        try:
+            step(on_device(), dev, True)
+            _sync(torch, backend)
+        except Exception:  # noqa: BLE001 - the recording names the op that raised; the result is the first step's
+            pass
         if got is not None:
-            worst, n = 0.0, 0
-            for a, b in zip(want, got):
-                if a is None or b is None or not a.is_floating_point() or not a.numel():
+            worst, n, at = 0.0, 0, ""
+            for label, a in want.items():
+                b = got.get(label)
+                if a is None or not a.is_floating_point() or not a.numel():
                     continue
-                if a.shape != b.shape:
-                    worst = float("inf")
+                if b is None or a.shape != b.shape:
+                    worst, at = float("inf"), label
                     break
                 a = a.detach().double()
                 tol = TOLERANCE[0] + TOLERANCE[1] * a.abs().max().item()
-                worst = max(worst, (a - b.double()).abs().nan_to_num(float("inf")).max().item() / tol)
+                err = (a - b.double()).abs().nan_to_num(float("inf")).max().item() / tol
+                if err > worst:
+                    worst, at = err, label
                 n += 1
             result["values"] = {
                 "compared_tensors": n,
                 "max_error_x_tolerance": round(worst, 4) if worst != float("inf") else "shape differs",
+                "worst_at": at,
                 "match": worst <= 1.0,
                 "against": "a CPU run of the same weights and inputs, dropout off; per tensor, "
                 f"tolerance {TOLERANCE[0]:g} + {TOLERANCE[1]:g} x max|cpu|",
             }
     finally:
         F.dropout, F.scaled_dot_product_attention = F_dropout, F_sdpa
-    record = _backend_record(backend)
     b = {
         "name": backend.name,
         "package": backend.package or "torch",

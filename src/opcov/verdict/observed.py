@@ -119,7 +119,8 @@ def annotate(v, doc: dict, coverage_dir: str) -> None:
     if run is None:
         return
     path = path_for(coverage_dir, v.backend, name, v.mode)
-    agree = agrees(v.verdict, run)
+    fell = sorted({r.op for r in v.ops if r.outcome == "fallback"})  # what the data says falls back
+    agree = agrees(v.verdict, run, fell)
     word = (
         "claims nothing; the run settles it"
         if agree is None
@@ -127,25 +128,28 @@ def annotate(v, doc: dict, coverage_dir: str) -> None:
         if agree
         else "does NOT agree with it"
     )
-    predicted = {"verdict": v.verdict, "evidence": v.evidence, "says": v.says(), "agrees": agree}
+    predicted = {"verdict": v.verdict, "evidence": v.evidence, "says": v.says(), "agrees": agree, "fallback_ops": fell}
     v.notes.insert(0, f"{summary(run)}; the verdict from coverage data ({predicted['says']}) {word}")
     v.observed = dict(record(run, path), predicted=predicted)
     v.verdict, v.evidence = verdict_of(run), vocab.OBSERVED
     v.sources.append(path)
 
 
-def agrees(verdict: str, doc: dict) -> bool | None:
+def agrees(verdict: str, doc: dict, fallback_ops=()) -> bool | None:
     """Whether a verdict from coverage data agrees with what the run saw: ``fails`` with a run that raised
     (or gave values off CPU's: a failure foretold that it would not run right); every 'runs' word with a
-    run that ran, with ``runs`` and ``runs_with_value_note`` (values *may* differ) also needing no op
-    through the CPU fallback; None for ``unknown`` (it claims nothing)."""
+    run that ran, with ``runs`` also needing no op through the CPU fallback, and ``runs_with_value_note``
+    (values *may* differ) none but those its ops said fall back (``fallback_ops``: a value note outranks
+    a fallback in the verdict's word, and the ops under it still name theirs); None for ``unknown`` (it
+    claims nothing)."""
     res = doc["result"]
     ok = res["ran"] and (res.get("values") or {}).get("match", True)
-    fb = bool((doc.get("backend_record") or {}).get("fallback_ops"))
+    ran_through = set((doc.get("backend_record") or {}).get("fallback_ops") or ())
+    fb = bool(ran_through)
     if verdict.startswith("runs_with_fallback"):
         return bool(ok)
     if verdict.startswith("runs_with_value_note"):
-        return bool(res["ran"]) and not fb
+        return bool(res["ran"]) and ran_through <= set(fallback_ops)
     if verdict.startswith("runs"):
         return bool(ok) and not fb
     if verdict.startswith("fails"):
