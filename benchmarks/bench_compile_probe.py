@@ -1,7 +1,7 @@
 """Compile-probe speed: `opcov probe cpu --path compile --core --jobs 2` on this machine, whole or a slice.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python benchmarks/bench_compile_probe.py [--jobs 2]
-        [--time-limit S] [--warm]
+        [--time-limit S | --ops REGEX] [--warm]
 
 Runs the command into a temporary file, wall clock from launch to exit, and counts the OpInfo x dtype
 groups and cases it ran out of those the core-ATen selection holds. ``--time-limit`` passes the probe's
@@ -30,11 +30,28 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def _children_cpu() -> float:
+    """User and system CPU seconds of this process's finished children and everything they waited for."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _core_groups() -> int:
+    """The OpInfo x dtype groups of the whole core selection (float32), as the probe counts them."""
+    code = "from opcov.probe import compiled; print(len(compiled._groups(True, None, ('float32',))))"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--time-limit", type=float, help="start no group after this many seconds (a measured slice)")
+    ap.add_argument("--ops", help="a fixed slice: the core OpInfos matching this regular expression")
     ap.add_argument("--warm", action="store_true", help="keep the machine's Inductor cache (default: an empty one)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,10 +62,14 @@ def main() -> None:
         cmd += ["--jobs", str(args.jobs), "--samples", str(args.samples), "--out", os.path.join(tmp, "p.yaml")]
         if args.time_limit:
             cmd += ["--time-limit", str(args.time_limit)]
+        if args.ops:
+            cmd += ["--ops", args.ops]
         load0 = os.getloadavg()
         t0 = time.perf_counter()
+        cpu0 = _children_cpu()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
         wall = time.perf_counter() - t0
+        cpu = _children_cpu() - cpu0
         load1 = os.getloadavg()
         if proc.returncode != 0:
             sys.exit(f"opcov probe --path compile failed: {proc.stderr[-2000:]}")
@@ -56,33 +77,48 @@ def main() -> None:
         wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run", proc.stdout)
         if not progress or not wrote:
             sys.exit(f"cannot read the probe's output:\n{proc.stdout[-2000:]}")
-    total = int(progress[0][1])
     groups, cases = int(wrote.group(2)), int(wrote.group(1))
+    total = _core_groups() if args.ops else int(progress[0][1])
     whole = groups == total
     rate = wall / groups
+    cores = min(args.jobs, os.cpu_count() or 1)
+    alone = cpu / cores / groups  # s a group with the probe alone on the machine
     print(f"ran: {' '.join(cmd[1:3] + ['probe', 'cpu', '--path', 'compile', '--core', '--jobs', str(args.jobs)])}")
     print(
         f"{groups} of {total} groups ({cases} cases) in {wall:.0f} s, {rate:.1f} s a group; "
         f"load average {load0[0]:.1f} before, {load1[0]:.1f} after"
     )
+    print(f"CPU time {cpu:.0f} s (probe, workers, C++ compiler): {cpu / groups:.1f} s a group")
     if not whole:
         print(f"whole core selection, at this rate: about {rate * total / 60:.0f} min (an estimate)")
+    print(f"whole core selection with the machine to itself ({cores} cores): about {alone * total / 60:.0f} min")
     from docs_page import PERFORMANCE, command_line, markdown_table, write_section
 
     rows = [
-        ["OpInfo x dtype groups run", f"{groups} of {total}" + ("" if whole else " (a slice: --time-limit)")],
+        [
+            "OpInfo x dtype groups run",
+            f"{groups} of {total}" + ("" if whole else f" (a slice: {'--ops' if args.ops else '--time-limit'})"),
+        ],
         ["cases (samples) run", str(cases)],
         ["wall clock, launch to exit", f"{wall:.0f} s"],
         ["per group", f"{rate:.1f} s"],
         [
-            "whole core selection",
+            "whole core selection, at the measured load",
             f"{wall / 60:.1f} min" if whole else f"about {rate * total / 60:.0f} min (estimated from the slice)",
+        ],
+        ["CPU time (probe, workers, C++ compiler)", f"{cpu:.0f} s, {cpu / groups:.1f} s a group"],
+        [
+            f"whole core selection, the machine to itself ({cores} cores)",
+            f"about {alone * total / 60:.0f} min (CPU time / {cores}"
+            + ("" if whole else ", from the slice, its workers' start included")
+            + ")",
         ],
         ["goal", "30 min, --jobs 2"],
     ]
     note = (
         f"`opcov probe cpu --path compile --core --jobs {args.jobs} --samples {args.samples}`"
         + (f" `--time-limit {args.time_limit:g}`" if args.time_limit else "")
+        + (f" `--ops '{args.ops}'` ({groups} of the {total} core groups)" if args.ops else "")
         + f", float32, Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}; "
         f"load average {load0[0]:.1f} before and {load1[0]:.1f} after (the machine is shared)."
     )
