@@ -7,7 +7,12 @@ Runs the command into a temporary file, wall clock from launch to exit, and coun
 groups and cases it ran out of those the core-ATen selection holds. ``--time-limit`` passes the probe's
 own limit (it starts no group after S seconds), so a slice is measured exactly as a user's interrupted
 run would be; the figure for the whole selection is then an estimate from the slice's rate, and the page
-says so. Inductor keeps compiled kernels in a cache folder: by default the run gets an empty one of its
+says so. ``--ops`` measures a fixed slice instead (the core OpInfos matching REGEX), the same work on every
+run. Besides the wall clock, the CPU time of the probe and all it started (workers, the C++ compiler) is
+measured: on a machine that other work loads, wall time says more of the load than of the probe. The
+whole selection with the machine to itself is then estimated as the groups' CPU time (the probe reports
+its workers'), scaled to the whole selection and shared by the cores it may use (``--jobs``, at most the
+machine's), plus the start and writing, counted whole. Inductor keeps compiled kernels in a cache folder: by default the run gets an empty one of its
 own (what a first probe on a machine costs); ``--warm`` keeps the machine's. The load average before
 and after is printed and written, since other work on the machine slows every compile.
 
@@ -74,7 +79,7 @@ def main() -> None:
         if proc.returncode != 0:
             sys.exit(f"opcov probe --path compile failed: {proc.stderr[-2000:]}")
         progress = re.findall(r"^\[(\d+)/(\d+)\] \S+ \S+: (\S+)", proc.stdout, re.M)
-        wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run", proc.stdout)
+        wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run \((\d+) CPU s in workers", proc.stdout)
         if not progress or not wrote:
             sys.exit(f"cannot read the probe's output:\n{proc.stdout[-2000:]}")
     groups, cases = int(wrote.group(2)), int(wrote.group(1))
@@ -82,16 +87,21 @@ def main() -> None:
     whole = groups == total
     rate = wall / groups
     cores = min(args.jobs, os.cpu_count() or 1)
-    alone = cpu / cores / groups  # s a group with the probe alone on the machine
+    in_workers = float(wrote.group(4))  # compiling the groups; the rest (start, imports, writing) is fixed
+    fixed = max(0.0, cpu - in_workers)
+    alone_total = fixed + in_workers / groups * total / cores  # the fixed part counted as if serial
     print(f"ran: {' '.join(cmd[1:3] + ['probe', 'cpu', '--path', 'compile', '--core', '--jobs', str(args.jobs)])}")
     print(
         f"{groups} of {total} groups ({cases} cases) in {wall:.0f} s, {rate:.1f} s a group; "
         f"load average {load0[0]:.1f} before, {load1[0]:.1f} after"
     )
-    print(f"CPU time {cpu:.0f} s (probe, workers, C++ compiler): {cpu / groups:.1f} s a group")
+    print(
+        f"CPU time {cpu:.0f} s (probe, workers, C++ compiler): {in_workers:.0f} s compiling the groups "
+        f"({in_workers / groups:.1f} s a group), {fixed:.0f} s starting and writing"
+    )
     if not whole:
         print(f"whole core selection, at this rate: about {rate * total / 60:.0f} min (an estimate)")
-    print(f"whole core selection with the machine to itself ({cores} cores): about {alone * total / 60:.0f} min")
+    print(f"whole core selection with the machine to itself ({cores} cores): about {alone_total / 60:.0f} min")
     from docs_page import PERFORMANCE, command_line, markdown_table, write_section
 
     rows = [
@@ -106,12 +116,16 @@ def main() -> None:
             "whole core selection, at the measured load",
             f"{wall / 60:.1f} min" if whole else f"about {rate * total / 60:.0f} min (estimated from the slice)",
         ],
-        ["CPU time (probe, workers, C++ compiler)", f"{cpu:.0f} s, {cpu / groups:.1f} s a group"],
+        [
+            "CPU time (probe, workers, C++ compiler)",
+            f"{cpu:.0f} s: {in_workers:.0f} s compiling the groups ({in_workers / groups:.1f} s a group), "
+            f"{fixed:.0f} s starting and writing",
+        ],
         [
             f"whole core selection, the machine to itself ({cores} cores)",
-            f"about {alone * total / 60:.0f} min (CPU time / {cores}"
-            + ("" if whole else ", from the slice, its workers' start included")
-            + ")",
+            f"about {alone_total / 60:.0f} min (the groups' CPU time"
+            + ("" if whole else " at the slice's rate")
+            + f" / {cores}, plus the start and writing as if serial)",
         ],
         ["goal", "30 min, --jobs 2"],
     ]

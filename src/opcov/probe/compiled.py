@@ -146,6 +146,20 @@ def run_batch(task) -> list[dict]:
     return records
 
 
+def _timed_batch(task) -> tuple[float, list[dict]]:
+    """run_batch's records with the CPU seconds the worker spent on them (its own and its C++ builds'):
+    the per-group cost the benchmark extrapolates, apart from each run's fixed start."""
+    import resource
+
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    before = cpu()
+    records = run_batch(task)
+    return cpu() - before, records
+
+
 def _eager(torch, op, sample, i, bases) -> dict:
     """A case's eager CPU run: its reference value (``ref``), the overloads it dispatched that are the
     OpInfo's own, and how its values compare (``mode``); or no_reference when eager refuses it."""
@@ -255,11 +269,13 @@ def probe(
     start = time.monotonic()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     stopped = 0
+    worker_cpu = 0.0
     if todo:
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(jobs, initializer=_worker_init, maxtasksperchild=20) as pool, open(journal, "a") as jf:
             n = 0
-            for recs in pool.imap_unordered(run_batch, batches):
+            for spent, recs in pool.imap_unordered(_timed_batch, batches):
+                worker_cpu += spent
                 for rec in recs:
                     n += 1
                     done[rec["group"], rec["dtype"]] = rec
@@ -278,7 +294,9 @@ def probe(
     backend_rec = data.load(eager)["backend"] if eager else {"name": BACKEND, "device_type": "cpu"}
     doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together)
     cases_run = sum(len(r["cases"]) for r in done.values())
-    return doc, {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
+    figures = {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
+    figures.update(groups_run=len(done) - (len(groups) - len(todo)), worker_cpu_s=worker_cpu)
+    return doc, figures
 
 
 def _badness(status: str) -> int:
