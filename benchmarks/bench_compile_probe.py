@@ -1,13 +1,18 @@
 """Compile-probe speed: `opcov probe cpu --path compile --core --jobs 2` on this machine, whole or a slice.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python benchmarks/bench_compile_probe.py [--jobs 2]
-        [--time-limit S] [--warm]
+        [--time-limit S | --ops REGEX] [--warm]
 
 Runs the command into a temporary file, wall clock from launch to exit, and counts the OpInfo x dtype
 groups and cases it ran out of those the core-ATen selection holds. ``--time-limit`` passes the probe's
 own limit (it starts no group after S seconds), so a slice is measured exactly as a user's interrupted
 run would be; the figure for the whole selection is then an estimate from the slice's rate, and the page
-says so. Inductor keeps compiled kernels in a cache folder: by default the run gets an empty one of its
+says so. ``--ops`` measures a fixed slice instead (the core OpInfos matching REGEX), the same work on every
+run. Besides the wall clock, the CPU time of the probe and all it started (workers, the C++ compiler) is
+measured: on a machine that other work loads, wall time says more of the load than of the probe. The
+whole selection with the machine to itself is then estimated as the groups' CPU time (the probe reports
+its workers'), scaled to the whole selection and shared by the cores it may use (``--jobs``, at most the
+machine's), plus the start and writing, counted whole. Inductor keeps compiled kernels in a cache folder: by default the run gets an empty one of its
 own (what a first probe on a machine costs); ``--warm`` keeps the machine's. The load average before
 and after is printed and written, since other work on the machine slows every compile.
 
@@ -30,11 +35,28 @@ sys.path.insert(0, os.path.join(ROOT, "src"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+def _children_cpu() -> float:
+    """User and system CPU seconds of this process's finished children and everything they waited for."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _core_groups() -> int:
+    """The OpInfo x dtype groups of the whole core selection (float32), as the probe counts them."""
+    code = "from opcov.probe import compiled; print(len(compiled._groups(True, None, ('float32',))))"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    return int(out.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--time-limit", type=float, help="start no group after this many seconds (a measured slice)")
+    ap.add_argument("--ops", help="a fixed slice: the core OpInfos matching this regular expression")
     ap.add_argument("--warm", action="store_true", help="keep the machine's Inductor cache (default: an empty one)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -45,44 +67,72 @@ def main() -> None:
         cmd += ["--jobs", str(args.jobs), "--samples", str(args.samples), "--out", os.path.join(tmp, "p.yaml")]
         if args.time_limit:
             cmd += ["--time-limit", str(args.time_limit)]
+        if args.ops:
+            cmd += ["--ops", args.ops]
         load0 = os.getloadavg()
         t0 = time.perf_counter()
+        cpu0 = _children_cpu()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
         wall = time.perf_counter() - t0
+        cpu = _children_cpu() - cpu0
         load1 = os.getloadavg()
         if proc.returncode != 0:
             sys.exit(f"opcov probe --path compile failed: {proc.stderr[-2000:]}")
         progress = re.findall(r"^\[(\d+)/(\d+)\] \S+ \S+: (\S+)", proc.stdout, re.M)
-        wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run", proc.stdout)
+        wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run \((\d+) CPU s in workers", proc.stdout)
         if not progress or not wrote:
             sys.exit(f"cannot read the probe's output:\n{proc.stdout[-2000:]}")
-    total = int(progress[0][1])
     groups, cases = int(wrote.group(2)), int(wrote.group(1))
+    total = _core_groups() if args.ops else int(progress[0][1])
     whole = groups == total
     rate = wall / groups
+    cores = min(args.jobs, os.cpu_count() or 1)
+    in_workers = float(wrote.group(4))  # compiling the groups; the rest (start, imports, writing) is fixed
+    fixed = max(0.0, cpu - in_workers)
+    alone_total = fixed + in_workers / groups * total / cores  # the fixed part counted as if serial
     print(f"ran: {' '.join(cmd[1:3] + ['probe', 'cpu', '--path', 'compile', '--core', '--jobs', str(args.jobs)])}")
     print(
         f"{groups} of {total} groups ({cases} cases) in {wall:.0f} s, {rate:.1f} s a group; "
         f"load average {load0[0]:.1f} before, {load1[0]:.1f} after"
     )
+    print(
+        f"CPU time {cpu:.0f} s (probe, workers, C++ compiler): {in_workers:.0f} s compiling the groups "
+        f"({in_workers / groups:.1f} s a group), {fixed:.0f} s starting and writing"
+    )
     if not whole:
         print(f"whole core selection, at this rate: about {rate * total / 60:.0f} min (an estimate)")
+    print(f"whole core selection with the machine to itself ({cores} cores): about {alone_total / 60:.0f} min")
     from docs_page import PERFORMANCE, command_line, markdown_table, write_section
 
     rows = [
-        ["OpInfo x dtype groups run", f"{groups} of {total}" + ("" if whole else " (a slice: --time-limit)")],
+        [
+            "OpInfo x dtype groups run",
+            f"{groups} of {total}" + ("" if whole else f" (a slice: {'--ops' if args.ops else '--time-limit'})"),
+        ],
         ["cases (samples) run", str(cases)],
         ["wall clock, launch to exit", f"{wall:.0f} s"],
         ["per group", f"{rate:.1f} s"],
         [
-            "whole core selection",
+            "whole core selection, at the measured load",
             f"{wall / 60:.1f} min" if whole else f"about {rate * total / 60:.0f} min (estimated from the slice)",
+        ],
+        [
+            "CPU time (probe, workers, C++ compiler)",
+            f"{cpu:.0f} s: {in_workers:.0f} s compiling the groups ({in_workers / groups:.1f} s a group), "
+            f"{fixed:.0f} s starting and writing",
+        ],
+        [
+            f"whole core selection, the machine to itself ({cores} cores)",
+            f"about {alone_total / 60:.0f} min (the groups' CPU time"
+            + ("" if whole else " at the slice's rate")
+            + f" / {cores}, plus the start and writing as if serial)",
         ],
         ["goal", "30 min, --jobs 2"],
     ]
     note = (
         f"`opcov probe cpu --path compile --core --jobs {args.jobs} --samples {args.samples}`"
         + (f" `--time-limit {args.time_limit:g}`" if args.time_limit else "")
+        + (f" `--ops '{args.ops}'` ({groups} of the {total} core groups)" if args.ops else "")
         + f", float32, Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}; "
         f"load average {load0[0]:.1f} before and {load1[0]:.1f} after (the machine is shared)."
     )

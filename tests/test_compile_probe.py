@@ -56,3 +56,21 @@ def test_a_worker_pays_inductors_start_before_its_first_case_and_compiles_in_pro
     assert proc.returncode == 0, proc.stderr[-2000:]
     threads, warmed, status, _ = json.loads(proc.stdout.strip().splitlines()[-1])
     assert threads == 1 and warmed and status in ("pass", "pass_low_precision")
+
+
+def test_groups_compiled_together_file_a_graph_break_under_its_own_sample_only():
+    """Several groups are compiled as one graph (one C++ build); item's graph break fails that graph, which
+    is split until item is compiled alone: mul still passes, and item alone is the fallback."""
+    spent, recs = compiled._timed_batch(([("mul", "float32"), ("item", "float32")], 1, 300))
+    assert spent > 0  # the CPU seconds the benchmark extrapolates per group (the C++ build's included)
+    assert [r["group"] for r in recs] == ["mul", "item"]
+    (mul,), (item,) = (r["cases"] for r in recs)
+    assert mul["status"] in ("pass", "pass_low_precision"), mul
+    assert item["status"] == "fallback" and item["why"].startswith("graph break"), item
+    assert not {"ref", "_run", "mode"} & (set(mul) | set(item))  # journal records hold JSON only
+
+
+def test_the_probed_file_says_groups_were_compiled_together():
+    done = {("add", "float32"): {"group": "add", "dtype": "float32", "cases": []}}
+    doc = compiled._document(done, {"name": "cpu", "device_type": "cpu"}, "c", 2, 0, "2.13.0+cpu", together=8)
+    assert any("up to 8 OpInfo x dtype groups are compiled as one graph" in n for n in doc["provenance"]["notes"])

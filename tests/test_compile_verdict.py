@@ -170,3 +170,35 @@ def test_gaps_rank_the_break_of_a_model_with_no_compiled_graph(cpu_cov, opcov):
     proc = opcov("gaps", "cpu", "--path", "compile", "--coverage", cpu_cov)
     assert proc.returncode == 0, proc.stderr  # was: 'no ops' for the bundled nn-lstm/nn-gru, gaps exited 2
     assert "1  Attempted to wrap RNN, GRU, or LSTM  (nn-lstm inference)" in proc.stdout
+
+
+def test_a_module_the_backend_replaces_with_its_own_python_leaves_the_compile_verdict_unknown(tmp_path, opcov):
+    """PyTorch/XLA replaces nn.GRU with a scan-based GRU of its own Python. Eagerly it runs; under
+    torch.compile Dynamo compiles that Python as a frame of its own (it skips only torch's modules at the
+    break), and a real openxla compile of nn-gru raises. The compiled op set was traced with torch's GRU, so
+    judging its break on eager coverage said 'runs; values may differ': the verdict is unknown, with why."""
+    root = tmp_path / "coverage"
+    (root / "xla" / "compile").mkdir(parents=True)
+    for sub in ("", "compile"):
+        for name in os.listdir(os.path.join(BUNDLED, "xla", sub)):
+            if name.endswith(".yaml"):
+                shutil.copy(os.path.join(BUNDLED, "xla", sub, name), root / "xla" / sub / name)
+    folder = root / "models" / "nn-gru"
+    for sub in ("compile", "on"):
+        (folder / sub).mkdir(parents=True)
+    shutil.copy(os.path.join(BUNDLED, "models", "nn-gru", "inference.yaml"), folder)
+    for sub, name in (("compile", "openxla-inference.yaml"), ("on", "xla-inference.yaml")):
+        shutil.copy(os.path.join(BUNDLED, "models", "nn-gru", sub, name), folder / sub / name)
+    (v,) = compiled.check("nn-gru", ["xla"], ["inference"], str(root))
+    assert v.verdict == "unknown", v.says()
+    assert v.replaced == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]
+    assert v.eager is not None and v.eager.verdict == "runs_with_value_note"  # the eager rule alone said it runs
+    proc = opcov("check", "nn-gru", "-b", "xla", "--path", "compile", "--coverage", str(root), "--format", "json")
+    (said,) = json.loads(proc.stdout)
+    assert said["verdict"] == "unknown" and "Dynamo compiles that Python" in said["why"]
+    assert said["replaced_modules"] == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]
+    # cpu replaces nothing: its eager op set recorded on cpu has no replaced_modules, and nn-gru runs there
+    assert compiled.replaced_unseen({}, {"provenance": {"traced_on": "cpu (CPU itself)"}}, "cpu") == []
+    # a compiled op set traced with the replacement in place has seen it
+    with_it = {"provenance": {"replaced_modules": ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]}}
+    assert compiled.replaced_unseen(with_it, opset.load(str(folder / "on" / "xla-inference.yaml")), "xla") == []

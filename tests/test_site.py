@@ -1039,6 +1039,26 @@ def test_matrix_has_a_compile_column_per_backend_with_compile_coverage(paths):
     assert "xla: ○ registered, unverified coverage/xla/compile/" in said(read(out, "ops/aten/mm.html"))
 
 
+def test_model_index_has_a_compile_column_per_backend_with_compile_coverage(paths):
+    """The model index shows, beside the eager verdicts, the compile-path verdict per backend with compile
+    coverage and mode, in 'opcov check --path compile's words with its evidence ('-' where the model has no
+    compiled op set for that backend's compile backend), linked to the model page's compile section."""
+    _, out = paths
+    d = models_data(out)
+    assert d["compile"]["backends"] == [{"name": "xla", "compiler": "openxla"}]
+    rows = {r[0]: r for r in d["models"]}
+    inference, training = rows["tiny"][6]
+    assert inference == "-" and d["codes"][training][1] == "fails (registered evidence)"
+    assert d["codes"][training][2] == "fail"
+    assert rows["masked"][6] == "--"
+    assert [d["codes"][c][1] for c in rows["tiny"][5] if c != "-"]  # the eager letters are still there
+    assert 'id="compile-training-xla"' in read(out, "models/tiny.html")  # where models.js links the cell
+    html = read(out, "models.html")
+    assert "the torch.compile path (xla with openxla)" in text_of(html)
+    js = read(out, "assets/models.js")
+    assert '"#" + (compiled ? "compile-" : "")' in js and "D.compile" in js
+
+
 def test_model_page_leads_with_the_given_inputs_and_judges_each_variant_apart(paths):
     _, out = paths
     page = read(out, "models/masked.html")

@@ -564,3 +564,26 @@ def test_matrix_shows_the_compile_column_family_and_can_hide_it(browser, paths):
         page.wait_for_function("!location.hash || location.hash.includes('path=eager')")
         heads = page.eval_on_selector_all("#matrix thead th", "els => els.map(e => e.textContent)")
         assert not any("compile" in h for h in heads), heads
+
+
+def test_model_index_shows_the_compile_verdict_and_filters_on_it(browser, paths):
+    with Watched(browser) as page:
+        page.goto(url(paths, "models.html"))
+        assert "tiny" in model_rows(page)
+        heads = page.eval_on_selector_all("#models-table thead th", "els => els.map(e => e.textContent)")
+        assert "xla training, compiledtorch.compile, openxla" in heads
+        page.select_option(
+            "#mbackend",
+            label=next(
+                o
+                for o in page.eval_on_selector_all("#mbackend option", "els => els.map(e => e.textContent)")
+                if o.startswith("xla")
+            ),
+        )
+        page.select_option("#mmode", "training")
+        page.select_option("#verdict", label="fails (registered evidence)")
+        assert model_rows(page) == ["tiny"]  # its eager verdict on xla runs: the compiled one fails
+        link = page.get_attribute("#models-table tbody td.st.fail a", "href")
+        assert link.endswith("models/tiny.html#compile-training-xla")
+        page.click("#models-table tbody td.st.fail a")
+        assert page.url.endswith("#compile-training-xla")

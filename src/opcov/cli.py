@@ -1062,7 +1062,8 @@ def _probe_compiled(args) -> int:
     )
     data.save(doc, out)
     print(
-        f"wrote {out}: {figures['cases_run']} cases in {figures['groups']} groups, {figures['wall_s']:.0f} s this run; "
+        f"wrote {out}: {figures['cases_run']} cases in {figures['groups']} groups, {figures['wall_s']:.0f} s this run "
+        f"({figures['worker_cpu_s']:.0f} CPU s in workers on {figures['groups_run']} groups); "
         + ", ".join(f"{k} {v}" for k, v in doc["summary"]["cells"].items())
         + (f"; {figures['not_started']} groups not started (--resume goes on)" if figures["not_started"] else "")
     )

@@ -12,8 +12,11 @@ dispatches) and then through ``torch.compile(..., backend="inductor", fullgraph=
 
 A case's status is filed under the recorded overloads of the OpInfo's own op (its aten names), per
 dtype key, forward only: the compiled backward graph's ops are judged by these forward probes. Cases
-run in worker processes (``jobs``) one OpInfo and dtype at a time; each finished one is appended to
-a journal beside the output, so an interrupted probe continues with ``resume``. The file is a probed
+run in worker processes (``jobs``), several OpInfo x dtype groups at a time compiled as one graph
+(``TOGETHER``; the C++ build of Inductor's kernels was nine tenths of a sample's time, one build per
+sample), each output compared with its own eager value and a failing graph split down to the sample
+that fails; each finished group is appended to a journal beside the output, so an interrupted probe
+continues with ``resume``. The file is a probed
 snapshot (docs/DATA.md) under coverage/cpu/compile/, read by ``opcov check --path compile``.
 """
 
@@ -33,6 +36,7 @@ from opcov.probe import cases, compare
 from opcov.probe.record import Calls, recording
 
 BACKEND = "cpu"
+TOGETHER = 8  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
 RANDOM_OR_TIES = (
     "rand",
     "bernoulli",
@@ -95,69 +99,125 @@ def _worker_init():
 
 def run_group(task) -> dict:
     """One OpInfo at one dtype: up to ``samples`` samples, each eager then compiled (in a worker)."""
+    oid, dtype, samples, timeout = task
+    return run_batch(([(oid, dtype)], samples, timeout))[0]
+
+
+def run_batch(task) -> list[dict]:
+    """Several OpInfo x dtype groups (in a worker): each sample run eagerly, then every sample that ran
+    compiled together as one graph (``_compiled_together``); a record per group, as ``run_group``'s."""
     import signal
 
     import torch
 
-    oid, dtype, samples, timeout = task
-    op = cases.opinfos()[oid]
-    bases = {n.split("::", 1)[1] for n in cases.aten_names(op)}
-    results = []
+    groups, samples, timeout = task
 
     def alarm(signum, frame):
         raise TimeoutError(f"over {timeout:g} s")
 
     signal.signal(signal.SIGALRM, alarm)
+    records, ready = [], []
     try:
-        it = cases.opinfo_samples(op, getattr(torch, dtype), False)
-        for i in range(samples):
-            try:
-                sample = next(it)
-            except StopIteration:
-                break
-            except Exception as exc:  # noqa: BLE001 - the OpInfo cannot make samples here
-                results.append({"i": i, "status": "no_reference", "why": f"samples: {_first(exc)}", "ops": []})
-                break
-            results.append(_case(torch, compare, Calls, recording, op, sample, i, dtype, bases, timeout))
+        for oid, dtype in groups:
+            op = cases.opinfos()[oid]
+            bases = {n.split("::", 1)[1] for n in cases.aten_names(op)}
+            rec = {"group": oid, "dtype": dtype, "cases": []}
+            records.append(rec)
+            it = cases.opinfo_samples(op, getattr(torch, dtype), False)
+            for i in range(samples):
+                try:
+                    sample = next(it)
+                except StopIteration:
+                    break
+                except Exception as exc:  # noqa: BLE001 - the OpInfo cannot make samples here
+                    rec["cases"].append({"i": i, "status": "no_reference", "why": f"samples: {_first(exc)}", "ops": []})
+                    break
+                case = _eager(torch, op, sample, i, bases)
+                rec["cases"].append(case)
+                if "ref" in case:
+                    case["_run"] = (op.op, (sample.input, *sample.args), sample.kwargs, dtype)
+                    ready.append(case)
+        _compiled_together(torch, ready, timeout)
     finally:
         signal.alarm(0)
-    return {"group": oid, "dtype": dtype, "cases": results}
+    for rec in records:
+        for case in rec["cases"]:
+            case.pop("ref", None), case.pop("_run", None), case.pop("mode", None)
+    return records
 
 
-def _case(torch, compare, Calls, recording, op, sample, i, dtype, bases, timeout) -> dict:
-    import signal
+def _timed_batch(task) -> tuple[float, list[dict]]:
+    """run_batch's records with the CPU seconds the worker spent on them (its own and its C++ builds'):
+    the per-group cost the benchmark extrapolates, apart from each run's fixed start."""
+    import resource
 
-    fn = op.op
-    args = (sample.input, *sample.args)
+    def cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    before = cpu()
+    records = run_batch(task)
+    return cpu() - before, records
+
+
+def _eager(torch, op, sample, i, bases) -> dict:
+    """A case's eager CPU run: its reference value (``ref``), the overloads it dispatched that are the
+    OpInfo's own, and how its values compare (``mode``); or no_reference when eager refuses it."""
     calls = Calls()
     try:
         with recording(calls):
-            ref = fn(*args, **sample.kwargs)
+            ref = op.op(sample.input, *sample.args, **sample.kwargs)
     except Exception as exc:  # noqa: BLE001 - eager itself refuses the sample
         return {"i": i, "status": "no_reference", "why": f"eager cpu: {_first(exc)}", "ops": []}
     ops = sorted({(name, key) for name, key in calls.pairs() if name.split("::", 1)[1].split(".")[0] in bases})
     mode = "not_comparable" if calls.seeded_random or any(b.startswith(RANDOM_OR_TIES) for b in bases) else "values"
+    return {"i": i, "ops": ops, "ref": ref, "mode": mode}
+
+
+def _compiled_together(torch, batch: list, timeout: float) -> None:
+    """Compile the eager-run cases of ``batch`` as one graph (one Inductor compile, one C++ build, where
+    each case alone cost one: the C++ build was nine tenths of a case) and compare each output with its
+    own eager value. A graph that fails to compile or run is split in halves, down to a case compiled
+    alone, so an error, graph break or timeout is filed under the case that has it and under no other.
+    Sets each case's status (and why)."""
+    import signal
+
+    if not batch:
+        return
+    fns = [c["_run"][0] for c in batch]
+
+    def together(inputs):
+        return [f(*a, **k) for f, (a, k) in zip(fns, inputs)]
+
     torch._dynamo.reset()
-    compiled = torch.compile(lambda *a, **k: fn(*a, **k), backend="inductor", fullgraph=True, dynamic=False)
-    signal.alarm(int(max(1, timeout)))
+    compiled = torch.compile(together, backend="inductor", fullgraph=True, dynamic=False)
+    inputs = [(_cloned(torch, c["_run"][1]), c["_run"][2]) for c in batch]
+    signal.alarm(int(max(1, timeout * (1 + (len(batch) - 1) / 4))))  # a case's limit, and a quarter per other case
     try:
-        got = compiled(*_cloned(torch, args), **sample.kwargs)
-    except TimeoutError as exc:
-        return {"i": i, "status": "timeout", "why": str(exc), "ops": ops}
+        got = compiled(inputs)
     except Exception as exc:  # noqa: BLE001 - every compile failure is data
+        signal.alarm(0)
+        if len(batch) > 1:
+            half = len(batch) // 2
+            _compiled_together(torch, batch[:half], timeout)
+            _compiled_together(torch, batch[half:], timeout)
+            return
+        (case,) = batch
         name = type(exc).__name__
-        if "TimeoutError: over" in str(exc):  # the alarm went off inside Inductor, which wraps it
-            return {"i": i, "status": "timeout", "why": f"over {timeout:g} s", "ops": ops}
-        if name in ("Unsupported", "UserError") or "graph break" in str(exc).lower():
-            return {"i": i, "status": "fallback", "why": f"graph break: {_first(exc)}; runs eagerly", "ops": ops}
-        return {"i": i, "status": "error", "why": f"{name}: {_first(exc)}", "ops": ops}
+        if isinstance(exc, TimeoutError) or "TimeoutError: over" in str(exc):  # Inductor wraps the alarm's
+            case.update(status="timeout", why=f"over {timeout:g} s")
+        elif name in ("Unsupported", "UserError") or "graph break" in str(exc).lower():
+            case.update(status="fallback", why=f"graph break: {_first(exc)}; runs eagerly")
+        else:
+            case.update(status="error", why=f"{name}: {_first(exc)}")
+        return
     finally:
         signal.alarm(0)
-    verdict = compare.judge(got, ref, None, dtype=dtype, mode=mode)
-    rec = {"i": i, "status": verdict.get("status", "pass"), "ops": ops}
-    if verdict.get("why"):
-        rec["why"] = str(verdict["why"])[:200]
-    return rec
+    for case, value in zip(batch, got):
+        verdict = compare.judge(value, case["ref"], None, dtype=case["_run"][3], mode=case["mode"])
+        case["status"] = verdict.get("status", "pass")
+        if verdict.get("why"):
+            case["why"] = str(verdict["why"])[:200]
 
 
 def _cloned(torch, tree):
@@ -185,9 +245,11 @@ def probe(
     resume: bool = False,
     command: str = "",
     limit: float | None = None,
+    together: int = TOGETHER,
 ) -> tuple[dict, dict]:
     """Run the compile probe and return (the probed document, figures); the journal keeps finished groups.
-    ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on)."""
+    ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on).
+    ``together``: OpInfo x dtype groups a worker compiles as one graph (``_compiled_together``)."""
     import multiprocessing
 
     from opcov.store import data, layout
@@ -202,19 +264,25 @@ def probe(
             for line in f:
                 rec = json.loads(line)
                 done[rec["group"], rec["dtype"]] = rec
-    todo = [(g, d, samples, timeout) for g, d in groups if (g, d) not in done]
+    todo = [(g, d) for g, d in groups if (g, d) not in done]
+    batches = [(todo[i : i + together], samples, timeout) for i in range(0, len(todo), max(1, together))]
     start = time.monotonic()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     stopped = 0
+    worker_cpu = 0.0
     if todo:
         ctx = multiprocessing.get_context("spawn")
         with ctx.Pool(jobs, initializer=_worker_init, maxtasksperchild=20) as pool, open(journal, "a") as jf:
-            for n, rec in enumerate(pool.imap_unordered(run_group, todo), 1):
-                done[rec["group"], rec["dtype"]] = rec
-                jf.write(json.dumps(rec) + "\n")
+            n = 0
+            for spent, recs in pool.imap_unordered(_timed_batch, batches):
+                worker_cpu += spent
+                for rec in recs:
+                    n += 1
+                    done[rec["group"], rec["dtype"]] = rec
+                    jf.write(json.dumps(rec) + "\n")
+                    worst = max((c["status"] for c in rec["cases"]), key=_badness, default="-")
+                    print(f"[{n}/{len(todo)}] {rec['group']} {rec['dtype']}: {worst}", flush=True)
                 jf.flush()
-                worst = max((c["status"] for c in rec["cases"]), key=_badness, default="-")
-                print(f"[{n}/{len(todo)}] {rec['group']} {rec['dtype']}: {worst}", flush=True)
                 if limit and time.monotonic() - start > limit:
                     stopped = len(todo) - n
                     pool.terminate()
@@ -224,16 +292,20 @@ def probe(
 
     eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, BACKEND)["registered"], str(torch.__version__))
     backend_rec = data.load(eager)["backend"] if eager else {"name": BACKEND, "device_type": "cpu"}
-    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__))
+    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together)
     cases_run = sum(len(r["cases"]) for r in done.values())
-    return doc, {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
+    figures = {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
+    figures.update(groups_run=len(done) - (len(groups) - len(todo)), worker_cpu_s=worker_cpu)
+    return doc, figures
 
 
 def _badness(status: str) -> int:
     return -vocab.PROBED_RANK.get(status, len(vocab.PROBED_RANK))
 
 
-def _document(done: dict, backend_rec: dict, command: str, samples: int, stopped: int, torch_version: str) -> dict:
+def _document(
+    done: dict, backend_rec: dict, command: str, samples: int, stopped: int, torch_version: str, together: int = 1
+) -> dict:
     cells: dict = {}
     for (group, dtype), rec in sorted(done.items()):
         for case in rec["cases"]:
@@ -268,6 +340,12 @@ def _document(done: dict, backend_rec: dict, command: str, samples: int, stopped
         "with eager CPU; forward only; a graph break is recorded as 'fallback' (the op runs eagerly there)",
         f"up to {samples} sample(s) per OpInfo and dtype; a case is filed under the OpInfo's own recorded overloads",
     ]
+    if together > 1:
+        notes.append(
+            f"the samples of up to {together} OpInfo x dtype groups are compiled as one graph, each output compared "
+            "with its own eager value; a graph that fails is split in halves down to a sample compiled alone, so "
+            "an error, graph break or timeout is its own sample's"
+        )
     if stopped:
         notes.append(f"{stopped} OpInfo x dtype group(s) not run (time limit): continue with --resume")
     return {

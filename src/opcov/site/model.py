@@ -571,7 +571,11 @@ def judge_compiled_models(site: Site, eager: dict | None = None) -> dict:
                 if isinstance(doc, DataError):
                     out[(m.name, mode, b.name)] = str(doc).replace(os.path.join(site.coverage_dir, ""), "coverage/")
                     continue
-                cv = compiled.judge_compiled(f"coverage/{path}", doc, b.name, site.coverage_dir, eager_doc,
+                # the eager op set recorded on the backend itself where there is one, as 'opcov check' takes it
+                folder = os.path.join(layout.models_dir(site.coverage_dir), str(doc["model"]["name"]).replace("/", "_"))
+                on = layout.break_opset_path(folder, b.name, mode)
+                here = compiled.eager_opset_for(doc, site.coverage_dir, b.name) if os.path.isfile(on) else eager_doc
+                cv = compiled.judge_compiled(f"coverage/{path}", doc, b.name, site.coverage_dir, here,
                                              read=lambda p, names: held[p].doc, pool=pool)
                 for v in (cv.graphs, cv.eager):
                     if v is not None:

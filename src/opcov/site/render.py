@@ -1092,13 +1092,13 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folde
         make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m, compiled)))  # noqa: E731
     model_files = forked.Split(make, site.models, fork=parallel)
     try:
-        return _build_rest(site, env, links, op_files, model_files, verdicts, into)
+        return _build_rest(site, env, links, op_files, model_files, verdicts, into, compiled)
     finally:
         model_files.cancel()
 
 
 def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: dict,
-                into: "_Folder | None") -> tuple[dict, list]:
+                into: "_Folder | None", compiled: dict | None = None) -> tuple[dict, list]:
     """_build's pages after the judging, the op and model pages to come from ``op_files`` (a
     forked.Later) and ``model_files`` (a forked.Split)."""
     from opcov.verdict import compare
@@ -1129,7 +1129,7 @@ def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: d
          probe_status=PROBE_STATUS)
     page("search.html", "search.html", title="Search")
     api: dict[str, dict] = {"backends": {}, "models": {}, "ops": {}, "badges": {}, "compare": {}}
-    index = models_index(site, verdicts, links)
+    index = models_index(site, verdicts, links, compiled)
     page("models.html", "models.html", title="Models", index=index, backends=backends, traced=traced_note(site),
          models_json=json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c"))
     views = [compare_view(c, site) for c in pairs]
@@ -1474,12 +1474,17 @@ def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, h
 
 # ---------------------------------------------------------------- the model index (filtered in the browser)
 
-def models_index(site: Site, verdicts: dict, links: dict) -> dict:
+def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None = None) -> dict:
     """Compact JSON for the model index, rendered and filtered by models.js: one row per model,
-    [name, page, family, task, modality (indices into ``facets``), one verdict letter per backend and mode]
+    [name, page, family, task, modality (indices into ``facets``), one verdict letter per backend and mode,
+    one compile-path verdict letter per ``compile.backends`` entry and mode]
     (letters in ``codes``: icon, words, css of a verdict on its evidence; '-' no op set or no data).
-    ``verdicts`` lists the filter's choices, each with the letters it accepts."""
-    pairs = sorted({(v.verdict, v.evidence) for v in verdicts.values()},
+    ``verdicts`` lists the filter's choices, each with the letters it accepts. ``compiled``:
+    judge_compiled_models' verdicts; the compile columns are the backends with compile coverage, each
+    verdict as 'opcov check MODEL -b B --path compile' words it."""
+    compiled = compiled or {}
+    judged = [v for v in compiled.values() if v is not None and not isinstance(v, str)]
+    pairs = sorted({(v.verdict, v.evidence) for v in [*verdicts.values(), *judged]},
                    key=lambda p: (VERDICT_ORDER.index(p[0]), -vocab.VERDICT_EVIDENCE_WORST_FIRST.index(p[1])))
     letter = {p: chr(ord("a") + i) for i, p in enumerate(pairs)}
     codes = {letter[p]: [vocab.verdict_icon(*p), vocab.verdict_words(*p), vocab.verdict_css(*p)] for p in pairs}
@@ -1490,6 +1495,9 @@ def models_index(site: Site, verdicts: dict, links: dict) -> dict:
             choices.append([f"{vocab.VERDICTS[verdict].label}, on any evidence", "".join(letter[p] for p in mine)])
         choices += [[vocab.verdict_words(*p), letter[p]] for p in mine]
     choices.append(["no data", "-"])
+    from opcov.verdict.compiled import COMPILE_BACKEND
+
+    with_compile = [b for b in site.backends if any(k[2] == b.name for k in compiled)]
     facets: dict[str, list] = {k: [] for k in sitemodel.FACETS}
     rows = []
     for m in site.models:
@@ -1507,9 +1515,14 @@ def models_index(site: Site, verdicts: dict, links: dict) -> dict:
         row.append("".join(letter[(v.verdict, v.evidence)] if v else "-"
                            for b in site.backends for mode in ("inference", "training")
                            for v in (verdicts.get((row[0], mode, b.name)),)))
+        row.append("".join(letter[(v.verdict, v.evidence)] if v is not None and not isinstance(v, str) else "-"
+                           for b in with_compile for mode in ("inference", "training")
+                           for v in (compiled.get((row[0], mode, b.name)),)))
         out.append(row)
     return {"backends": [{"name": b.name, "torch": b.torch, "href": links["backends"][b.name]} for b in site.backends],
             "modes": ["inference", "training"], "facets": facets, "codes": codes, "verdicts": choices,
+            "compile": {"backends": [{"name": b.name, "compiler": COMPILE_BACKEND.get(b.name, "?")}
+                                     for b in with_compile]},
             "models": out}
 
 

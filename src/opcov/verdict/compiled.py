@@ -42,8 +42,11 @@ class CompiledVerdict:
     graphs: judge.BackendVerdict | None  # judge.BackendVerdict: the compiled graphs' ops on compile coverage
     eager: judge.BackendVerdict | None = None  # judge.BackendVerdict of the eager op set (graph breaks), if any
     outcome: str = "compiled"  # the op set's compile.outcome
-    why: str = ""  # why the outcome is not 'compiled'
+    why: str = ""  # why the outcome is not 'compiled', or why a compiled op set leaves the verdict unknown
     notes: list = field(default_factory=list)
+    # Modules the backend replaces with its own Python ('torch.nn.GRU by torch_xla.experimental.gru.GRU') that
+    # the compiled op set was traced without: what Dynamo makes of that Python is in no op set (unknown).
+    replaced: list = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -52,7 +55,7 @@ class CompiledVerdict:
         if self.outcome == "aot_failed":
             return "fails"
         parts = [v.verdict for v in (self.graphs, self.eager) if v is not None]
-        if self.breaks and self.eager is None:
+        if (self.breaks and self.eager is None) or self.replaced:
             parts.append("unknown")
         return min(parts, key=judge.VERDICT_ORDER.index) if parts else "unknown"
 
@@ -144,6 +147,10 @@ def judge_compiled(
         cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
     else:  # Dynamo compiled no graph: the whole model runs eagerly at its breaks
         cv.notes.append("no compiled graph: Dynamo ran the whole model eagerly (see the graph breaks)")
+    cv.replaced = replaced_unseen(doc, eager_doc, backend)
+    if cv.replaced:
+        what = "; ".join(" with ".join(str(w).split(" by ", 1)) for w in cv.replaced)
+        cv.why = REPLACED_NOTE.format(backend=backend, what=what)
     if breaks and eager_doc is not None:
         cv.eager = judge.judge(eager_doc, shared(judge.coverage_for(eager_doc, backend, coverage_dir, read=read)))
         from opcov.verdict import check  # a module replaced by the backend's Python: judged as eager check does
@@ -157,6 +164,28 @@ def judge_compiled(
     elif breaks:
         cv.notes.append("no eager op set of this model: the ops run at the graph breaks are unknown")
     return cv
+
+
+REPLACED_NOTE = (
+    "unknown: {backend} replaces {what} (its own Python), and under torch.compile Dynamo compiles that "
+    "Python frame by frame (it skips torch's own modules at a graph break, not a package's); the compiled op "
+    "set was traced with torch's module, so what the compiler gets there is in no op set"
+)
+
+
+def replaced_unseen(doc: dict, eager_doc: dict | None, backend: str) -> list:
+    """The modules ``backend`` replaces with its own Python (``provenance.replaced_modules`` of the eager op
+    set recorded on it) that the compiled op set ``doc`` was traced without.
+
+    Why: at a graph break Dynamo runs torch.nn's own module eagerly, but a replacement's forward is a
+    package's Python, which Dynamo compiles as a new frame: PyTorch/XLA's scan-based GRU, traced so, fails
+    to compile on xla although it runs eagerly. Judging the break on eager coverage would say 'runs'."""
+    from opcov.verdict.check import REPLACED
+
+    if eager_doc is None or not str((eager_doc.get("provenance") or {}).get("traced_on", "")).startswith(backend):
+        return []
+    seen = set((doc.get("provenance") or {}).get(REPLACED) or [])
+    return [str(w) for w in (eager_doc.get("provenance") or {}).get(REPLACED) or [] if str(w) not in seen]
 
 
 def _worded(verdict, cov: judge.Coverage):
@@ -249,6 +278,7 @@ def _as_json(v: CompiledVerdict) -> dict:
         "outcome": v.outcome,
         "graph_breaks": v.breaks,
         "notes": v.notes,
+        "replaced_modules": v.replaced,
     }
     if v.why:
         out["why"] = v.why

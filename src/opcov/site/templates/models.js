@@ -3,7 +3,9 @@
    on a backend and mode. The state lives in the URL hash. Rows are drawn a page at a time, so that the index
    of several hundred models stays quick.
    Model row: [name, page, family, task, modality (indices into D.facets), verdict letters: per backend in
-   D.backends order, one per mode in D.modes order; '-' no op set or no data; D.codes[letter] = [icon, words, css]]. */
+   D.backends order, one per mode in D.modes order; '-' no op set or no data; D.codes[letter] = [icon, words, css];
+   compile-path verdict letters: per backend in D.compile.backends order (those with compile coverage), one per
+   mode]. The verdict filter matches a model whose eager or compiled verdict it names. */
 (function () {
   "use strict";
   var D = JSON.parse(document.getElementById("models-data").textContent);
@@ -12,7 +14,7 @@
   var IDS = {q: "mq", family: "family", task: "task", modality: "modality", verdict: "verdict", backend: "mbackend", mode: "mmode"};
   var table = $("models-table"), thead = table.querySelector("thead");
   var count = $("model-count"), cols = [];
-  var NM = D.modes.length;
+  var NM = D.modes.length, CB = (D.compile && D.compile.backends) || [];
 
   function esc(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/"/g, "&quot;"); }
   function opt(sel, value, text) {
@@ -42,6 +44,10 @@
         out.push(m[5].charAt(b * NM + k));
       }
     }
+    CB.forEach(function (c, ci) {
+      if (s.backend !== "" && D.backends[+s.backend].name !== c.name) return;
+      for (var k = 0; k < NM; k++) if (!s.mode || D.modes[k] === s.mode) out.push((m[6] || "").charAt(ci * NM + k));
+    });
     return out;
   }
   function matches(m, s) {
@@ -65,15 +71,24 @@
         h += "<th scope=\"col\">" + esc(b.name) + " " + esc(mode) + "<span class=\"ver\">torch " + esc(b.torch) + "</span></th>";
       });
     });
+    CB.forEach(function (c, ci) {
+      if (s.backend !== "" && D.backends[+s.backend].name !== c.name) return;
+      D.modes.forEach(function (mode, k) {
+        if (s.mode && mode !== s.mode) return;
+        cols.push([ci, k, c]);
+        h += "<th scope=\"col\">" + esc(c.name) + " " + esc(mode) + ", compiled<span class=\"ver\">torch.compile, " + esc(c.compiler) + "</span></th>";
+      });
+    });
     thead.innerHTML = h + "</tr>";
   }
   function row(m) {
     var h = "<tr><th scope=\"row\"><a href=\"" + esc(m[1]) + "\">" + esc(m[0]) + "</a></th>";
     FACETS.forEach(function (f, k) { h += "<td>" + esc(D.facets[f][m[2 + k]]) + "</td>"; });
     cols.forEach(function (c) {
-      var letter = m[5].charAt(c[0] * NM + c[1]), v = D.codes[letter];
-      if (!v) { h += "<td class=\"st none\">&middot; no data</td>"; return; }
-      h += "<td class=\"st " + v[2] + "\"><a href=\"" + esc(m[1] + "#" + D.modes[c[1]] + "-" + D.backends[c[0]].name) + "\">" +
+      var compiled = c.length > 2, letter = compiled ? (m[6] || "").charAt(c[0] * NM + c[1]) : m[5].charAt(c[0] * NM + c[1]);
+      var v = D.codes[letter], name = compiled ? c[2].name : D.backends[c[0]].name;
+      if (!v) { h += "<td class=\"st none\">&middot; " + (compiled ? "no compiled op set" : "no data") + "</td>"; return; }
+      h += "<td class=\"st " + v[2] + "\"><a href=\"" + esc(m[1] + "#" + (compiled ? "compile-" : "") + D.modes[c[1]] + "-" + name) + "\">" +
         "<span aria-hidden=\"true\">" + v[0] + "</span> " + esc(v[1]) + "</a></td>";
     });
     return h + "</tr>";
