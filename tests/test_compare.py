@@ -21,6 +21,12 @@ MISSING = {"fwd": "missing", "res": "missing", "bwd": "none", "bwd_res": "not_ap
 FALLBACK = {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"}
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """compare keeps each op set's judgment in the user's cache folder: here, a folder of the test's own."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
 @pytest.fixture
 def two(tmp_path):
     """Backends 'one' (fallback disabled) and 'two' (CPU fallback enabled), and four op sets.
@@ -202,9 +208,56 @@ def test_each_coverage_file_is_read_once(two, monkeypatch):
         return real(path, *args, **kwargs)
 
     monkeypatch.setattr(lineyaml, "load", counting)
-    serial = compare.compare("one", "two", two, fork=False)
+    serial = compare.compare("one", "two", two, fork=False, cache=False)
     assert sorted(reads) == sorted(set(reads)) and len(reads) == 4, reads  # registered + probed, two backends
-    split = compare.compare("one", "two", two, fork=True)  # a forked child judges some op sets: same answer
+    split = compare.compare("one", "two", two, fork=True, cache=False)  # a forked child judges some: same answer
     for backend in ("one", "two"):
         assert entries(split, backend) == entries(serial, backend)
     assert split.opsets == serial.opsets == 4
+
+
+def test_a_second_run_reuses_the_judgments_until_a_file_changes(two, monkeypatch):
+    """Judging the zoo's ~1,500 op sets was the whole cost of 'opcov compare tpu cuda' (7 s, 30 s on a busy
+    machine): each op set's judgment is kept, and a run that changes nothing judges nothing and answers
+    the same. A changed coverage file or op set is judged again."""
+    from opcov.verdict import judge
+
+    first = compare.as_dict(compare.compare("one", "two", two, fork=False))
+    real = judge.judge
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("judged again")
+
+    monkeypatch.setattr(judge, "judge", refuse)
+    assert compare.as_dict(compare.compare("one", "two", two, fork=False)) == first
+    assert (
+        compare.render(compare.compare("one", "two", two), "json") == json.dumps(first, indent=2, sort_keys=True) + "\n"
+    )
+    assert [e["op"] for e in first["lacks"]["one"]][:1] == ["aten::gone"]
+
+    # two loses its kernel for aten::gone: one no longer lacks it
+    path = os.path.join(two, "two", f"registered-torch-{TORCH}-fakepkg-1.0.yaml")
+    doc = data.load(path)
+    doc["ops"]["aten::gone"] = dict(MISSING)
+    data.save(doc, path)
+    with pytest.raises(AssertionError, match="judged again"):
+        compare.compare("one", "two", two, fork=False)
+    monkeypatch.setattr(judge, "judge", real)
+    after = compare.as_dict(compare.compare("one", "two", two, fork=False))
+    assert "aten::gone" not in [e["op"] for e in after["lacks"]["one"]]
+
+    # one op set changed: that one alone is judged again
+    judged = []
+
+    def counting(doc, cov):
+        judged.append(doc["model"]["name"])
+        return real(doc, cov)
+
+    monkeypatch.setattr(judge, "judge", counting)
+    m3 = os.path.join(two, "models", "m3", "inference.yaml")
+    doc = opset.load(m3)
+    doc["ops"]["aten::gone"] = doc["ops"]["aten::t"]
+    opset.save(doc, m3)
+    again = compare.as_dict(compare.compare("one", "two", two, fork=False))
+    assert judged == ["m3", "m3"]  # on both backends
+    assert compare.as_dict(compare.compare("one", "two", two, fork=False, cache=False)) == again

@@ -819,11 +819,19 @@ def cmd_summary(args) -> int:
             docs.append((f, lineyaml.load(f)))
     if not docs:
         raise UsageError("no coverage files found; create one with 'opcov scan BACKEND'")
+    from opcov.scan.rereach import reasons  # torch-free: why a composite's reach stays unresolved
+
+    why = {f: reasons(d.get("ops") or {}) for f, d in docs}
     if args.format == "json":
         print(
             json.dumps(
                 {
-                    f: {"backend": d["backend"], "provenance": d["provenance"], "summary": d.get("summary", {})}
+                    f: {
+                        "backend": d["backend"],
+                        "provenance": d["provenance"],
+                        "summary": d.get("summary", {}),
+                        "unresolved_why": dict(why[f]),
+                    }
                     for f, d in docs
                 },
                 indent=2,
@@ -832,7 +840,22 @@ def cmd_summary(args) -> int:
         )
     else:
         formats.print_summary(docs)
+        for f, counts in why.items():
+            if counts:
+                print(f"\n{f}: aten overloads whose forward reach stays unresolved, {sum(counts.values())}, by why:")
+                ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+                for text, n in ranked[:_WHY_SHOWN]:
+                    print(f"  {n:4d}  {text}")
+                rest = ranked[_WHY_SHOWN:]
+                if rest:
+                    print(
+                        f"  {sum(n for _, n in rest):4d}  {len(rest)} other reasons, each its own error "
+                        "(--format json lists them; each op's why: opcov ops NAME)"
+                    )
     return EXIT_OK
+
+
+_WHY_SHOWN = 12  # reasons listed by summary for unresolved reach, most common first
 
 
 def _summary_files(args_, coverage_dir) -> list[str]:

@@ -1,15 +1,19 @@
-"""What a composite op reaches, forward and backward, recorded on meta tensors.
+"""What a composite op reaches, forward and backward, recorded by calling it.
 
 A composite kernel (CompositeImplicitAutograd or CompositeExplicitAutograd) runs on
 any backend by calling other ops; whether it runs on a given backend depends on
-those. We call it once on meta tensors built from its schema, under a recording
-TorchDispatchMode, and keep the overloads it dispatched. The same for its backward
-(autograd.grad with ones as grad_outputs). The recording depends on the inputs:
-where no synthesized input is accepted the reach stays unresolved and says why.
-Reach does not depend on the backend, so one recording serves every scan: it runs
-in a child process that has no backend loaded (some ops query the current
-accelerator, and torch_tpu aborts the process when its runtime starts without a
-TPU; a synthesized call may also crash), and is cached per torch and opcov version.
+those. We call it under a recording TorchDispatchMode and keep the overloads it
+dispatched; the same for its backward (autograd.grad with ones as grad_outputs). The
+recording depends on the inputs, tried in turn (_record_one): float32 inputs made from
+its schema on meta tensors; the calls PyTorch's OpInfo samples make; the calls zoo models
+made (their shapes and dtype); the schema's other dtypes; then the same on small cpu
+tensors with values, for an op meta cannot run (no meta kernel, a data-dependent result).
+An out= overload's outs are made as its functional overload's results. Where no input
+is accepted the reach stays unresolved and says why. Reach does not depend on the
+backend, so one recording serves every scan: it runs in a child process that has no
+backend loaded (some ops query the current accelerator, and torch_tpu aborts the process
+when its runtime starts without a TPU; a call may also crash the process: the next
+child goes on without that call), and is cached per torch and opcov version.
 """
 
 from __future__ import annotations
@@ -40,6 +44,10 @@ _INT_TENSOR_ARGS = {
     "repeats",
 }
 _BOOL_TENSOR_ARGS = {"mask", "condition"}
+_COUNT_TENSOR_ARGS = {"lengths", "counts", "repeats", "batch_sizes"}  # on cpu: 1, not 0
+_SCALAR_TENSOR_ARGS = {"value", "high", "low"}
+_TRUE_BOOL_ARGS = {"use_input_stats"}  # instance_norm without running stats needs the input's
+_NO_GRAD_ARGS = {"running_mean", "running_var"}  # buffers, never differentiated
 _STR_ARGS = {
     "reduce": "sum",
     "approximate": "none",
@@ -73,10 +81,11 @@ MAX_REAL = 3  # real calls kept per overload
 
 
 def real_inputs(torch, names) -> dict[str, list]:
-    """Overload name -> up to MAX_REAL (args, kwargs) on meta tensors that reach it for real: the calls
-    PyTorch's OpInfo samples (float32, on CPU) make, forward and backward, seen by a dispatch mode (which
-    sees CompositeExplicit ops and every kernel), and, for an op the mode cannot see (a
-    CompositeImplicitAutograd op decomposes above it), the samples of the OpInfos named after it."""
+    """Overload name -> up to MAX_REAL (args, kwargs) that reach it for real: the calls PyTorch's OpInfo
+    samples (float32, on cpu) make, forward and backward, seen by a dispatch mode (which sees
+    CompositeExplicit ops and every kernel), and, for an op the mode cannot see (a
+    CompositeImplicitAutograd op decomposes above it), the samples of the OpInfos named after it. Kept
+    as cpu copies; _record_one calls them on meta, then on cpu."""
     import warnings
 
     import torch.utils._pytree as pytree
@@ -89,15 +98,15 @@ def real_inputs(torch, names) -> dict[str, list]:
     wanted = set(names)
     found: dict[str, list] = {}
 
-    def meta(tree):
-        return pytree.tree_map(lambda t: t.detach().to("meta") if isinstance(t, torch.Tensor) else t, tree)
+    def copy(tree):  # the sample may change its tensors in place after the call
+        return pytree.tree_map(lambda t: t.detach().clone() if isinstance(t, torch.Tensor) else t, tree)
 
     def keep(name, args, kwargs):
         got = found.setdefault(name, [])
         if len(got) < MAX_REAL:
             try:
-                got.append(meta((tuple(args), dict(kwargs))))
-            except Exception:  # noqa: BLE001 - a tensor meta cannot copy (sparse, quantized): not kept
+                got.append(copy((tuple(args), dict(kwargs))))
+            except Exception:  # noqa: BLE001 - a tensor that cannot be copied: not kept
                 pass
 
     class Capture(TorchDispatchMode):
@@ -191,15 +200,24 @@ def _normalize_type(t: str) -> str:
     return t
 
 
-def _value(torch, arg, shape, dtype):
-    """A meta-device value for one schema argument, or raise _Unsynthesizable."""
+def _tensor(torch, name, shape, dtype, device):
+    if device == "meta":
+        return torch.empty(shape, dtype=dtype, device="meta")
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.rand(shape, dtype=dtype)
+    return (torch.ones if name in _COUNT_TENSOR_ARGS else torch.zeros)(shape, dtype=dtype)
+
+
+def _value(torch, arg, shape, dtype, device="meta"):
+    """A value for one schema argument on ``device``, or raise _Unsynthesizable. On meta a tensor has
+    no values; on cpu (for an op that meta cannot run) floats are in [0, 1), indices 0, counts 1."""
     t = _normalize_type(str(arg.type))
     name = arg.name
     optional = t.endswith("?")
     base = t.rstrip("?")
 
     def tensor(dt=dtype, s=shape):
-        return torch.empty(s, dtype=dt, device="meta")
+        return _tensor(torch, name, s, dt, device)
 
     if base == "Tensor":
         if name in _INT_TENSOR_ARGS:
@@ -208,6 +226,8 @@ def _value(torch, arg, shape, dtype):
             return tensor(torch.bool)
         if name in ("weight", "bias") and optional:
             return None
+        if name in _SCALAR_TENSOR_ARGS:  # fill.Tensor's value, *_like.Tensor's high: one number
+            return tensor(s=())
         return tensor()
     if base in ("Tensor[]", "Tensor?[]"):
         if name == "indices":
@@ -236,7 +256,7 @@ def _value(torch, arg, shape, dtype):
     if base == "float":
         return 0.5
     if base == "bool":
-        return False
+        return name in _TRUE_BOOL_ARGS
     if base in ("Scalar", "number"):
         return 1
     if base == "ScalarType":
@@ -248,7 +268,7 @@ def _value(torch, arg, shape, dtype):
             return None
         raise _Unsynthesizable(f"no value for str argument {name!r}")
     if base == "Device":
-        return torch.device("meta")
+        return torch.device(device)
     if base == "Layout":
         return torch.strided
     if base == "MemoryFormat":
@@ -279,19 +299,67 @@ def _consistent(values: dict, shape) -> None:
         values["stride"] = strides
 
 
-def _synthesize(torch, schema, shape, dtype):
+def _synthesize(torch, schema, shape, dtype, device="meta"):
     values, kwarg_only = {}, set()
+    bounds = {"min", "max"} <= {a.name for a in schema.arguments}  # clamp, clip: one bound at least
     for arg in schema.arguments:
         writes = arg.alias_info is not None and arg.alias_info.is_write
-        if arg.has_default_value() and not writes:
+        if arg.has_default_value() and not writes and not (bounds and arg.name == "min"):
             continue
-        values[arg.name] = _value(torch, arg, shape, dtype)
+        values[arg.name] = _value(torch, arg, shape, dtype, device)
         if arg.kwarg_only:
             kwarg_only.add(arg.name)
     _consistent(values, shape)
     args = [v for k, v in values.items() if k not in kwarg_only]
     kwargs = {k: v for k, v in values.items() if k in kwarg_only}
     return args, kwargs
+
+
+def _out_names(schema) -> list[str]:
+    """The keyword-only arguments an out= overload writes its results to."""
+    return [a.name for a in schema.arguments if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write]
+
+
+def _functional(overload):
+    """The overload that computes what an out= overload writes (the same arguments, less the outs):
+    its results give the out tensors their shapes and dtypes. None for an overload without outs."""
+    outs = _out_names(overload._schema)
+    if not outs:
+        return None
+    wanted = [(a.name, str(a.type)) for a in overload._schema.arguments if a.name not in outs]
+    packet = overload.overloadpacket
+    for name in packet.overloads():
+        candidate = getattr(packet, name)
+        arguments = candidate._schema.arguments
+        if any(a.alias_info is not None and a.alias_info.is_write for a in arguments):
+            continue
+        if [(a.name, str(a.type)) for a in arguments] == wanted:
+            return candidate
+    return None
+
+
+def _with_outs(torch, overload, args, kwargs):
+    """``kwargs`` with each out tensor missing from it made as the functional overload's result would be
+    (empty, the same shape and dtype): an out tensor made from the schema alone rarely fits (a bool
+    result written to a float tensor raises). Unchanged where there is no functional overload."""
+    outs = [n for n in _out_names(overload._schema) if kwargs.get(n) is None]
+    functional = _functional(overload) if outs else None
+    if functional is None:
+        return kwargs
+    ins = {k: v for k, v in kwargs.items() if k not in outs}
+    result = functional(*args, **ins)
+    results = list(result) if isinstance(result, tuple) else [result]
+    if len(outs) != len(results):
+        return kwargs
+
+    def empty(v):
+        if isinstance(v, torch.Tensor):
+            return torch.empty_like(v)
+        if isinstance(v, (list, tuple)):
+            return [empty(x) for x in v]
+        return v
+
+    return dict(ins, **{n: empty(r) for n, r in zip(outs, results)})
 
 
 def _first_line(exc: BaseException) -> str:
@@ -326,7 +394,7 @@ def _backward(torch, Recorder, overload, args, kwargs):
 
     def grad_input(v):
         if isinstance(v, torch.Tensor) and v.is_floating_point():
-            leaf = torch.empty(v.shape, dtype=v.dtype, device="meta", requires_grad=True)
+            leaf = v.detach().clone().requires_grad_(True)
             leaves.append(leaf)
             return leaf.clone()
         if isinstance(v, list):
@@ -338,8 +406,9 @@ def _backward(torch, Recorder, overload, args, kwargs):
         for a in overload._schema.arguments
         if a.alias_info is not None and a.alias_info.is_write and a.kwarg_only
     }
-    gargs = [grad_input(a) for a in args]
-    gkwargs = {k: (v if k in writes else grad_input(v)) for k, v in kwargs.items()}
+    names = [a.name for a in overload._schema.arguments]
+    gargs = [a if i < len(names) and names[i] in _NO_GRAD_ARGS else grad_input(a) for i, a in enumerate(args)]
+    gkwargs = {k: (v if k in writes or k in _NO_GRAD_ARGS else grad_input(v)) for k, v in kwargs.items()}
     if not leaves:
         return None
     outs = [t for t in _flat_tensors(torch, overload(*gargs, **gkwargs)) if t.requires_grad and t.grad_fn is not None]
@@ -352,81 +421,287 @@ def _backward(torch, Recorder, overload, args, kwargs):
     return tuple(rec.ops)
 
 
-def _record_one(torch, Recorder, name: str, composite, real=()) -> tuple[Reach, Reach | None]:
-    """Call one op on meta tensors and record its forward and backward: with float32 inputs synthesized
-    from its schema where they fit (forward and backward), else with the ``real`` inputs (calls that
-    reach it for real, see real_inputs), else with the schema's other dtypes. The schema's fitting call
-    comes first because a real sample is not a typical call either (matmul's first OpInfo sample is 1-d
-    and reaches dot; the schema's 2-d call reaches mm); the real calls resolve what the schema cannot."""
+def _record_one(
+    torch, Recorder, name: str, composite, real=(), zoo=(), skip=(), attempt=None
+) -> tuple[Reach, Reach | None]:
+    """Call one op and record its forward and backward, trying inputs in this order: float32 inputs
+    synthesized from its schema on meta tensors; the ``real`` calls (calls that reach it for real, see
+    real_inputs; for an out= overload, its functional overload's calls, outs added); the ``zoo``
+    calls (the argument shapes and dtype a zoo model called it with, see zoo_calls); the schema's other
+    dtypes. Then the same on small cpu tensors with values, for an op meta cannot run (no meta kernel,
+    a data-dependent result, an argument that must be on cpu). The schema's fitting call comes first
+    because a real sample is not a typical call either (matmul's first OpInfo sample is 1-d and
+    reaches dot; the schema's 2-d call reaches mm). The forward is the first call that fits; the
+    backward the first fitting call's whose backward could be recorded. ``skip``: the numbers of calls not
+    to try (one that crashed the process before); ``attempt(i)`` is told each call's number first."""
     try:
         overload = resolve_overload(torch, name)
     except (AttributeError, RuntimeError) as exc:
         return Reach(None, _first_line(exc)), None
-    fwd, bwd = _record_schema(torch, Recorder, overload, name, composite, float_only=True)
-    if fwd.ops is not None and (bwd is None or bwd.ops is not None):
-        return fwd, bwd
-    for args, kwargs in real:
-        rec = Recorder()
+    errors: dict[str, str] = {}
+    fwd: Reach | None = None
+    bwd: Reach | None = None
+    for i, (device, source, make) in enumerate(_candidates(torch, overload, real, zoo)):
+        if i in skip:
+            errors.setdefault(device, "a call crashed the process")
+            continue
+        if attempt is not None:
+            attempt(i)
         try:
+            args, kwargs = make()
+            kwargs = _with_outs(torch, overload, args, kwargs)
+            rec = Recorder()
             with rec:
                 _call_forward(torch, overload, composite, list(args), dict(kwargs))
-        except Exception:  # noqa: BLE001 - this call does not fit the overload: the next one
+        except _Unsynthesizable as exc:
+            errors.setdefault(device, f"input synthesis: {exc}")
             continue
-        fwd = Reach(tuple(o for o in rec.ops if o != name), source="opinfo")
+        except Exception as exc:  # noqa: BLE001 - this call does not fit the overload: the next one
+            errors.setdefault(device, _first_line(exc))
+            continue
+        label = source if device == "meta" else f"{source} on cpu"
+        got = Reach(tuple(o for o in rec.ops if o != name), source=label)
+        if device == "cpu" and not got.ops:  # its kernel computed on cpu itself, not through the dispatcher:
+            errors.setdefault("cpu", "the cpu call reached no op through the dispatcher")  # says nothing of others
+            continue
         try:
             ops = _backward(torch, Recorder, overload, list(args), dict(kwargs))
-            bwd = Reach(ops, source="opinfo") if ops is not None else None
+            back = Reach(ops, source=label) if ops is not None else None
         except Exception as exc:  # noqa: BLE001
-            bwd = Reach(None, _first_line(exc), source="opinfo")
+            back = Reach(None, _first_line(exc), source=label)
+        if fwd is None:
+            fwd, bwd = got, back
+            if source == "schema" and device == "meta" and (back is None or back.ops is not None):
+                return fwd, bwd  # the schema's float32 call: forward and backward (or none to take)
+        elif back is not None and back.ops is not None and (bwd is None or bwd.ops is None):
+            bwd = back
         if bwd is not None and bwd.ops is not None:
             return fwd, bwd
-        # no backward from this call (an integer call of the op, or one that failed): the schema's, if any
-        schema_fwd, schema_bwd = _record_schema(torch, Recorder, overload, name, composite)
-        return fwd, (schema_bwd if schema_bwd is not None and schema_bwd.ops is not None else bwd)
-    return _record_schema(torch, Recorder, overload, name, composite)
-
-
-def _record_schema(
-    torch, Recorder, overload, name: str, composite, float_only: bool = False
-) -> tuple[Reach, Reach | None]:
-    """Inputs synthesized from the schema, each shape (then, unless ``float_only``, dtype) in turn."""
-    error = "no input shape tried"
-    attempts = [(shape, torch.float32) for shape in SHAPES]
-    if not float_only:
-        attempts += [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
-    for shape, dtype in attempts:
-        try:
-            args, kwargs = _synthesize(torch, overload._schema, shape, dtype)
-        except _Unsynthesizable as exc:
-            return Reach(None, f"input synthesis: {exc}"), None
-        rec = Recorder()
-        try:
-            with rec:
-                _call_forward(torch, overload, composite, args, kwargs)
-        except Exception as exc:  # noqa: BLE001 - any failure means "try the next shape"
-            error = _first_line(exc)
-            continue
-        fwd = Reach(tuple(o for o in rec.ops if o != name), source="schema")
-        try:
-            ops = _backward(torch, Recorder, overload, args, kwargs)
-            bwd = Reach(ops, source="schema") if ops is not None else None
-        except Exception as exc:  # noqa: BLE001
-            bwd = Reach(None, _first_line(exc), source="schema")
+    if fwd is not None:
         return fwd, bwd
+    meta = errors.get("meta", "no input tried")
+    error = meta if "cpu" not in errors else f"{meta} / on cpu: {errors['cpu']}"
     return Reach(None, error, source="schema"), None
 
 
+_ZOO_GUESSES = 3  # which optional tensors a zoo call left out, when its shapes do not say
+_MAX_CPU_ELEMENTS = 1 << 20  # a zoo call replayed on cpu (values are computed there) stays this small
+
+
+def _candidates(torch, overload, real, zoo):
+    """(device, source, make) for each call to try, in _record_one's order; ``make()`` returns
+    (args, kwargs) or raises _Unsynthesizable."""
+    float_shapes = [(shape, torch.float32) for shape in SHAPES]
+    other = [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
+    schema = overload._schema
+    outs = _out_names(schema)
+
+    def synth(shape, dtype, device):
+        def make():
+            args, kwargs = _synthesize(torch, schema, shape, dtype, device)
+            return args, {k: v for k, v in kwargs.items() if k not in outs}  # made to fit by _with_outs
+
+        return make
+
+    def copied(call, device, bind):
+        def make():
+            args, kwargs = _to_device(torch, call, device)
+            if bind:
+                args = _bind_by_type(torch, schema, args)
+            return args, kwargs
+
+        return make
+
+    def replay(spec, device, which):
+        return lambda: _zoo_call(torch, schema, spec, device, which)
+
+    for device in ("meta", "cpu"):
+        yield from ((device, "schema", synth(s, d, device)) for s, d in float_shapes)
+        yield from ((device, "opinfo", copied(call, device, bind)) for call in real for bind in (False, True))
+        yield from (
+            (device, "zoo", replay(spec, device, which))
+            for spec in zoo
+            if device == "meta" or _elements(spec) <= _MAX_CPU_ELEMENTS
+            for which in range(_ZOO_GUESSES)
+        )
+        yield from ((device, "schema", synth(s, d, device)) for s, d in other + [((), torch.float32)])
+
+
+def _elements(spec) -> int:
+    total = 0
+    for shape in spec["shapes"]:
+        n = 1
+        for d in shape:
+            n *= d
+        total += n
+    return total
+
+
+def _to_device(torch, call, device):
+    """A real call's (args, kwargs), kept on cpu, as fresh copies on ``device``."""
+    import torch.utils._pytree as pytree
+
+    def move(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if device == "meta":
+            return t.detach().to("meta")
+        return t.detach().clone()
+
+    try:
+        args, kwargs = pytree.tree_map(move, call)
+    except Exception as exc:  # noqa: BLE001 - a tensor that cannot be copied there (sparse to meta)
+        raise _Unsynthesizable(f"cannot copy a real call to {device}: {_first_line(exc)}") from exc
+    return list(args), dict(kwargs)
+
+
+def _fits(torch, type_: str, value) -> bool:
+    base = _normalize_type(type_).rstrip("?")
+    if base == "Tensor":
+        return isinstance(value, torch.Tensor)
+    if base.startswith("Tensor"):
+        return isinstance(value, (list, tuple)) and all(isinstance(v, torch.Tensor) for v in value)
+    if base == "str":
+        return isinstance(value, str)
+    if base in ("int", "SymInt"):
+        return isinstance(value, int) and not isinstance(value, bool)
+    if base in ("float", "Scalar", "number"):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if base == "bool":
+        return isinstance(value, bool)
+    if base.startswith(("int[", "SymInt[")):
+        return isinstance(value, (list, tuple, int)) and not isinstance(value, bool)
+    return False
+
+
+def _bind_by_type(torch, schema, args):
+    """An OpInfo sample's positional values in the schema's order, each to the first argument its type
+    fits: a sample is made for the Python function (torch.einsum(equation, *operands) gets (operands,
+    equation)), not for the ATen schema. Raises _Unsynthesizable where the values do not all fit."""
+    left = list(args)
+    bound = []
+    for arg in schema.arguments:
+        if arg.kwarg_only or not left:
+            break
+        i = next((i for i, v in enumerate(left) if _fits(torch, str(arg.type), v)), None)
+        if i is None:
+            if arg.has_default_value():
+                break
+            raise _Unsynthesizable(f"no sample value fits {arg.name}")
+        bound.append(left.pop(i))
+    if left or bound == list(args):
+        raise _Unsynthesizable("the sample's values are in the schema's order already, or do not fit")
+    return bound
+
+
+def _tensor_args(schema):
+    return [
+        a
+        for a in schema.arguments
+        if _normalize_type(str(a.type)).rstrip("?") == "Tensor"
+        and not (a.alias_info is not None and a.alias_info.is_write)
+    ]
+
+
+def _zoo_call(torch, schema, spec, device, which=0):
+    """A zoo model's call of the op made again: its tensors' shapes (in argument order) and dtype, the
+    other arguments from the schema. Where it passed fewer tensors than the schema takes, ``which``
+    picks the optional ones it left out (the first guesses in argument order)."""
+    import itertools
+
+    shapes = [tuple(s) for s in spec["shapes"]]
+    tensors = _tensor_args(schema)
+    optional = [a.name for a in tensors if _normalize_type(str(a.type)).endswith("?")]
+    required = len(tensors) - len(optional)
+    if not required <= len(shapes) <= len(tensors):
+        raise _Unsynthesizable(f"{len(shapes)} recorded shapes for {len(tensors)} tensor arguments")
+    dtype = getattr(torch, spec["dtype"], None)
+    if not isinstance(dtype, torch.dtype):
+        raise _Unsynthesizable(f"recorded dtype {spec['dtype']!r}")
+    guesses = list(itertools.islice(itertools.combinations(optional, len(tensors) - len(shapes)), which + 1))
+    if which >= len(guesses):
+        raise _Unsynthesizable("no other guess of the tensors a zoo call left out")
+    absent = set(guesses[which])
+    names = {a.name for a in tensors}
+    given = iter(shapes)
+    values, by_name, positional = {}, set(), True
+    for arg in schema.arguments:
+        if arg.name in absent:
+            values[arg.name] = None
+        elif arg.name in names:
+            kind = (
+                torch.int64 if arg.name in _INT_TENSOR_ARGS else torch.bool if arg.name in _BOOL_TENSOR_ARGS else dtype
+            )
+            values[arg.name] = _tensor(torch, arg.name, next(given), kind, device)
+        elif arg.has_default_value():
+            positional = False  # the arguments after one left to its default go by name
+            continue
+        else:
+            values[arg.name] = _value(torch, arg, shapes[0], dtype, device)
+        if arg.kwarg_only or not positional:
+            by_name.add(arg.name)
+    _consistent(values, shapes[0])
+    outs = _out_names(schema)
+    args = [v for k, v in values.items() if k not in by_name]
+    return args, {k: v for k, v in values.items() if k in by_name and k not in outs}
+
+
+_REAL_FILE = "OPCOV_REACH_REAL_INPUTS"  # where a child keeps real_inputs for the child that follows a crash
+
+
+def _real_inputs_once(torch, names) -> dict:
+    """real_inputs, computed by the first child of a recording (over a minute) and kept for the child
+    that goes on after a call crashed the first (the names asked only shrink)."""
+    path = os.environ.get(_REAL_FILE)
+    if path and os.path.exists(path):
+        try:
+            return torch.load(path, weights_only=False)
+        except Exception:  # noqa: BLE001 - unreadable: worked out again
+            pass
+    found = real_inputs(torch, names)
+    if path:
+        import io
+
+        kept: dict = {}
+        for name, calls in found.items():
+            for call in calls:
+                try:  # a call whose values cannot be saved (a generator, a function) is left out of the file
+                    torch.save(call, io.BytesIO())
+                except Exception:  # noqa: BLE001
+                    continue
+                kept.setdefault(name, []).append(call)
+        torch.save(kept, f"{path}.{os.getpid()}")
+        os.replace(f"{path}.{os.getpid()}", path)
+    return found
+
+
 def _record_here(items, out) -> None:
-    """Reach for (name, composite kind) pairs; one JSON line per op to ``out`` as it goes."""
+    """Reach for [name, composite kind, zoo calls] items; one JSON line per op to ``out`` as it goes."""
     import warnings
 
     warnings.simplefilter("ignore")
     torch = import_torch()
     import_catalog_modules()  # the same op names as the catalogue that asked
     Recorder = _recorder(torch)
-    real = real_inputs(torch, [name for name, _ in items])
-    for name, composite in items:
-        fwd, bwd = _record_one(torch, Recorder, name, composite, real.get(name, ()))
+    functional = {}
+    for item in items:
+        try:
+            f = _functional(resolve_overload(torch, item[0]))
+        except (AttributeError, RuntimeError):
+            f = None
+        if f is not None:
+            functional[item[0]] = overload_name(f)
+    real = _real_inputs_once(torch, [item[0] for item in items] + list(functional.values()))
+    for item in items:
+        name, composite = item[0], item[1]
+        calls = list(real.get(name, ())) + list(real.get(functional.get(name, ""), ()))
+        zoo, skip = (item[2] if len(item) > 2 else ()), set(item[3] if len(item) > 3 else ())
+
+        def attempt(i, name=name):  # so that the parent knows which call crashed this process, if one does
+            out.write(json.dumps(["@", name, i]) + "\n")
+            out.flush()
+
+        fwd, bwd = _record_one(torch, Recorder, name, composite, calls, zoo, skip, attempt)
         out.write(json.dumps([name, _as_json(fwd), _as_json(bwd)]) + "\n")
         out.flush()
 
@@ -444,7 +719,8 @@ def _from_json(d) -> Reach | None:
 
 
 def cache_name(torch_version: str) -> str:
-    """Keyed by torch version and by this recorder's source, so a changed recorder re-records."""
+    """Keyed by torch version and by this recorder's source, so a changed recorder re-records. Each entry
+    keeps the zoo calls it was recorded with (other calls, recorded again)."""
     import hashlib
 
     with open(__file__, "rb") as f:
@@ -452,21 +728,47 @@ def cache_name(torch_version: str) -> str:
     return f"reach-torch{torch_version}-opcov{__version__}-{recorder}.json"
 
 
-def record(names, catalog) -> tuple[dict[str, Reach], dict[str, Reach]]:
-    """Forward and backward reach for each op name (cached; recorded in a clean child process)."""
+def _zoo_of(entry) -> list:
+    return entry[2] if isinstance(entry, list) and len(entry) > 2 else []
+
+
+def record(names, catalog, zoo=None) -> tuple[dict[str, Reach], dict[str, Reach]]:
+    """Forward and backward reach for each op name (cached; recorded in a clean child process).
+    ``zoo``: op name -> the calls zoo models made of it (zoo_calls), tried where the schema's do not fit."""
+    zoo = zoo or {}
     name = cache_name(catalog.torch_version)
     names = list(names)
     cache = read_cache(name, {})
-    if any(n not in cache for n in names):
+
+    def todo_of(cache: dict) -> list:
+        return [
+            (n, catalog.get(n).composite if catalog.get(n) else None, zoo.get(n, []))
+            for n in names
+            if n not in cache or _zoo_of(cache[n]) != zoo.get(n, [])
+        ]
+
+    if todo_of(cache):
         with cache_lock(name):  # another process may be recording it: wait, then read what it wrote
             cache = read_cache(name, {})
-            todo = [(n, catalog.get(n).composite if catalog.get(n) else None) for n in names if n not in cache]
+            todo = todo_of(cache)
             if todo:
-                cache.update(_record_isolated(todo))
+                calls_of = {n: calls for n, _composite, calls in todo}
+
+                def keep(done: dict) -> None:  # after each child: a long recording cut short keeps what it did
+                    for n, got in done.items():
+                        cache[n] = got + ([calls_of[n]] if calls_of.get(n) else [])
+                    write_cache(name, cache)
+
+                done = _record_isolated(todo, keep)
+                for n in calls_of:
+                    if n not in done:
+                        cache[n] = [{"ops": None, "error": "not recorded"}, None] + (
+                            [calls_of[n]] if calls_of[n] else []
+                        )
                 write_cache(name, cache)
     fwd, bwd = {}, {}
     for n in names:
-        f, b = cache.get(n, [None, None])
+        f, b = cache.get(n, [None, None])[:2]
         if f is not None:
             fwd[n] = _from_json(f)
         if b is not None:
@@ -474,27 +776,54 @@ def record(names, catalog) -> tuple[dict[str, Reach], dict[str, Reach]]:
     return fwd, bwd
 
 
-def _record_isolated(todo) -> dict:
-    """Run the recorder in child processes; an op whose call kills the child is recorded as such."""
+def _record_isolated(todo, keep=None) -> dict:
+    """Run the recorder in child processes; an op whose call kills the child is recorded as such.
+    ``keep(done)`` is called with what is recorded so far after each child."""
+    import tempfile
+
+    folder = tempfile.TemporaryDirectory(prefix="opcov-reach-")
     env = dict(os.environ, **{AUTOLOAD_ENV: "0"})
+    env.setdefault(_REAL_FILE, os.path.join(folder.name, "real.pt"))  # a file given: real calls made before
     done: dict = {}
+    with folder:
+        _run_children(todo, env, done, keep)
+    return done
+
+
+_CRASHES = 4  # calls of one op that may crash a child before the op is recorded as crashing it
+
+
+def _run_children(todo, env, done, keep=None) -> None:
+    """Children record ``todo`` in turn: after one dies, the next goes on from the op it was recording,
+    without the call that killed it (the op's other calls may fit: one on cpu where meta crashed)."""
+    todo = [list(t) + [[]] * (4 - len(t)) for t in todo]
     while todo:
         proc = subprocess.run(
             [sys.executable, "-m", "opcov.scan.reach"], input=json.dumps(todo), capture_output=True, text=True, env=env
         )
+        last = None
         for line in proc.stdout.splitlines():
             try:
-                name, f, b = json.loads(line)
-            except ValueError:
+                row = json.loads(line)
+                if row[0] == "@":
+                    last = (row[1], row[2])
+                    continue
+                name, f, b = row
+            except (ValueError, IndexError):
                 continue
             done[name] = [f, b]
+        if keep is not None:
+            keep(done)
         todo = [t for t in todo if t[0] not in done]
         if proc.returncode == 0 or not todo:
             break
-        crashed = todo.pop(0)[0]  # the op being recorded when the child died
-        done[crashed] = [{"ops": None, "error": f"recording crashed the process (exit {proc.returncode})"}, None]
-    return done
+        crashed = todo[0]  # the op being recorded when the child died
+        if last is not None and last[0] == crashed[0] and len(crashed[3]) < _CRASHES:
+            crashed[3] = crashed[3] + [last[1]]
+            continue
+        todo.pop(0)
+        done[crashed[0]] = [{"ops": None, "error": f"recording crashed the process (exit {proc.returncode})"}, None]
 
 
 if __name__ == "__main__":  # the child process of record()
-    _record_here([tuple(x) for x in json.load(sys.stdin)], sys.stdout)
+    _record_here(json.load(sys.stdin), sys.stdout)

@@ -12,13 +12,16 @@ and the device differ (opcov.scan.registered.DEVICE_REACH). The file's provenanc
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 from collections import Counter
 
-from opcov.store import data, layout
+from opcov.store import data, layout, opset
 from opcov.store.data import worst
 
 COMMAND = "python -m opcov.scan.rereach"
+_NOTE = "re-recorded here with torch"  # this command's note, last in provenance.reach; a later run replaces it
 
 
 def _unresolved(rec: dict) -> tuple[bool, bool]:
@@ -64,6 +67,11 @@ def resolve(ops: dict) -> None:
             rec["bwd_res"] = "unresolved"
 
 
+def _add_why(rec: dict, text: str, first: bool = False) -> None:
+    parts = [p for p in str(rec.get("why") or "").split("; ") if p]
+    rec["why"] = "; ".join([text, *parts] if first else [*parts, text])
+
+
 def _drop_why(rec: dict, prefix: str) -> None:
     parts = [p for p in str(rec.get("why") or "").split("; ") if p and not p.startswith(prefix)]
     if parts:
@@ -72,16 +80,64 @@ def _drop_why(rec: dict, prefix: str) -> None:
         rec.pop("why", None)
 
 
-def _why(rec: dict) -> str:
-    """Why an op stays unresolved, in a few words: no input fitted (the error, digits dropped), or it
-    reaches an op that is unresolved itself."""
-    import re
+# Why a composite's forward reach stays unresolved, by what its recording's error says (first match).
+REASONS = (
+    ("recording crashed the process", "every call of it crashed the process"),
+    ("input synthesis: no value for", "takes an argument no input can give (a Storage, a process group, a string)"),
+    ("sparse", "an op of sparse tensors (the dense kernel only raises)"),
+    ("quantiz", "an op of quantized tensors"),
+    ("nested", "an op of nested tensors"),
+    ("mkldnn", "an op of mkldnn tensors"),
+    ("InferenceMode", "forward-mode AD internals (dual tensors)"),
+    ("reached no op through the dispatcher", "no kernel on meta, and its cpu kernel computes alone (reaches no op)"),
+    ("attempted to run this operator with Meta tensors", "no kernel on meta, and no cpu call fits"),
+)
 
+
+def reason(name: str, ops: dict) -> str:
+    """Why ``name``'s forward stays unresolved, in a few words: it reaches an unresolved op, or no call
+    fitted (the kind of op, read from the recording's error, or its first error, digits dropped)."""
+    rec = ops.get(name) or {}
     if rec.get("via") is not None:
         return "reaches an unresolved op"
     text = str(rec.get("why") or "")
     first = text.split("; ")[0].replace("reach unresolved: ", "")
-    return "no input fits: " + re.sub(r"\d+", "N", first)[:80] if first else "no reach recorded"
+    if not first:
+        return "no reach recorded"
+    for needle, words in REASONS:
+        if needle.lower() in first.lower():
+            return words
+    return "no input fits: " + re.sub(r"\d+", "N", first.split(" / on cpu: ")[0])[:70]
+
+
+def reasons(ops: dict) -> Counter:
+    """The aten ops whose forward stays unresolved, counted by reason."""
+    return Counter(reason(n, ops) for n, r in ops.items() if n.startswith("aten::") and r.get("res") == "unresolved")
+
+
+ZOO_CALLS = 3  # distinct zoo calls kept per op
+_SHAPE = re.compile(r"\[([0-9, ]*)\]")
+
+
+def zoo_calls(coverage_dir: str, names) -> dict[str, list[dict]]:
+    """Op name -> up to ZOO_CALLS distinct calls the zoo's op sets record of it ({dtype, shapes}: a
+    call-tree node's dtype and argument shapes), for the ops in ``names``: calls a real model made."""
+    wanted = set(names)
+    found: dict[str, list[dict]] = {}
+    for path in layout.model_files(coverage_dir):
+        try:
+            doc = opset.load(path)
+        except data.DataError:
+            continue  # 'opcov lint' names it; a broken op set gives no call here
+        for node in opset.nodes(doc):
+            if node.op not in wanted or not node.shape or "+" in node.dtype:
+                continue
+            shapes = [[int(d) for d in dims.split(",") if d.strip()] for dims in _SHAPE.findall(node.shape)]
+            call = {"dtype": node.dtype, "shapes": shapes}
+            got = found.setdefault(node.op, [])
+            if shapes and call not in got and len(got) < ZOO_CALLS:
+                got.append(call)
+    return found
 
 
 def update(path: str) -> dict:
@@ -101,37 +157,71 @@ def update(path: str) -> dict:
     ops = doc["ops"]
     before = Counter(r.get("res") for n, r in ops.items() if n.startswith("aten::"))["unresolved"]
     todo = sorted(n for n, r in ops.items() if any(_unresolved(r)) and n in catalog)
-    fwd_reach, bwd_reach = reach.record(todo, catalog)
+    coverage_dir = os.path.dirname(os.path.dirname(os.path.abspath(path)))
+    fwd_reach, bwd_reach = reach.record(todo, catalog, zoo_calls(coverage_dir, todo))
     for name in todo:
         rec = ops[name]
         want_fwd, want_bwd = _unresolved(rec)
         f, b = fwd_reach.get(name), bwd_reach.get(name)
-        if want_fwd and f is not None and f.ops is not None:
-            rec["via"] = list(f.ops)
+        if want_fwd and f is not None:
             _drop_why(rec, "reach unresolved:")
-        if want_bwd and b is not None and b.ops is not None:
-            rec["bwd_via"] = list(b.ops)
+            if f.ops is not None:
+                rec["via"] = list(f.ops)
+            else:  # this recording's error, which names what meta and cpu said
+                _add_why(rec, f"reach unresolved: {f.error}", first=True)
+        if want_bwd and b is not None:
             _drop_why(rec, "backward reach unresolved:")
+            if b.ops is not None:
+                rec["bwd_via"] = list(b.ops)
+            else:
+                _add_why(rec, f"backward reach unresolved: {b.error}")
     resolve(ops)
     after_ops = [n for n, r in ops.items() if n.startswith("aten::") and r.get("res") == "unresolved"]
-    why = Counter(_why(ops[n]) for n in after_ops)
+    why = reasons(ops)
     data_catalog = Catalog(made, (), {n: Op(n, "", tuple(r.get("tags") or ())) for n, r in ops.items()})
     doc["summary"] = registered.summarize(data_catalog, ops)
     kinds = Counter(k.split(":")[0] for k in why.elements())
     note = (
-        f"re-recorded here with torch {torch.__version__} ({COMMAND} {path}; on meta tensors, from the calls "
-        f"OpInfo samples make where they reach the op, else from the schema) for {len(todo)} ops the scan left "
-        f"unresolved: aten forward unresolved {before} -> {len(after_ops)} ("
-        + ", ".join(f"{n} {k}" for k, n in kinds.most_common())
-        + ")"
+        f"re-recorded here with torch {torch.__version__} ({COMMAND} {path}: calls tried in turn on meta "
+        "tensors, then on cpu: the schema's float32 call, the calls OpInfo samples make, the zoo's recorded "
+        f"calls, the schema's other dtypes) for {len(todo)} ops left unresolved: aten forward unresolved "
+        f"{before} -> {len(after_ops)} (" + ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + ")"
     )
-    doc["provenance"]["reach"] = f"{doc['provenance'].get('reach', '')}; {note}".lstrip("; ")
+    earlier = str(doc["provenance"].get("reach", "")).split(_NOTE)[0].rstrip("; ")  # the scan's own words
+    doc["provenance"]["reach"] = f"{earlier}; {note}".lstrip("; ")
     data.save(doc, path)
     return {"file": path, "rerecorded": len(todo), "before": before, "after": len(after_ops), "why": dict(why)}
 
 
+def record_together(paths) -> None:
+    """Record, in one go, the reach every file of this torch release leaves unresolved: the calls to
+    try (OpInfo's, over a minute to make) are made once, and each file then finds its ops recorded
+    the same, whichever files are named with it."""
+    from opcov.catalog import build_catalog
+    from opcov.scan import reach
+    from opcov.torchenv import import_torch
+
+    torch = import_torch()
+    catalog = build_catalog()
+    todo: set[str] = set()
+    dirs = set()
+    for path in paths:
+        doc = data.load(path)
+        if layout.same_torch(str(doc["provenance"].get("torch")), str(torch.__version__)):
+            todo.update(n for n, r in doc["ops"].items() if any(_unresolved(r)) and n in catalog)
+            dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(path))))
+    zoo: dict = {}
+    for coverage_dir in sorted(dirs):
+        for name, calls in zoo_calls(coverage_dir, todo).items():
+            zoo.setdefault(name, calls)
+    reach.record(sorted(todo), catalog, zoo)
+
+
 def main(argv=None) -> int:
-    for path in list(sys.argv[1:] if argv is None else argv):
+    paths = list(sys.argv[1:] if argv is None else argv)
+    if len(paths) > 1:
+        record_together(paths)
+    for path in paths:
         got = update(path)
         print(
             f"{path}: reach re-recorded for {got['rerecorded']} ops; aten forward unresolved "

@@ -104,7 +104,9 @@ def parse_models(value: str | None) -> list[str] | None:
     return names
 
 
-def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None, fork: bool | None = None) -> Comparison:
+def compare(
+    a: str, b: str, coverage_dir: str, *, models=None, modes=None, fork: bool | None = None, cache: bool = True
+) -> Comparison:
     """Judge every selected op set on ``a`` and ``b`` and collect the ops one runs and the other does not.
 
     Each coverage file is read once, whole, before any op set is judged, and the Coverages made from
@@ -112,7 +114,12 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None, fork:
     set and backend parsed the same files thousands of times (~40 s over the bundled zoo). The op sets
     are read and judged item by item by this process and, where a core is idle, a forked child
     (opcov.site.forked, as the site build reads the zoo); each hands back only the ops where the two
-    backends differ. ``fork``: None decides by the idle cores, False never forks."""
+    backends differ. ``fork``: None decides by the idle cores, False never forks.
+
+    What each op set contributes is kept between runs (``_Kept``, in the user's cache folder) while the
+    op set, every other file under the coverage folder and opcov's own code are unchanged: judging the
+    bundled zoo again (~1,500 op sets on two backends, ~10 s of work) is the whole cost of a run, and
+    a run that changes nothing gives the same answer. ``cache=False`` neither reads nor writes it."""
     from opcov.site import forked
 
     if a == b:
@@ -124,27 +131,118 @@ def compare(a: str, b: str, coverage_dir: str, *, models=None, modes=None, fork:
     read = gaps.reader()
     pool: dict = {}
     listings: dict = {}
+    kept = _Kept(a, b, coverage_dir, paths) if cache else None
 
     def one(path: str):
         doc = opset.load(path)
         if modes and doc["mode"] not in modes:
-            return None
+            return (doc["mode"], None)
         verdicts = {}
         names = judge.needed_ops(doc)  # once for both backends: it walks the whole call tree
         for backend in (a, b):
             cov = judge.coverage_for(doc, backend, coverage_dir, read=read, listings=listings, names=names)
             cov = judge.share(cov, pool)
             verdicts[backend] = (judge.judge(doc, cov), cov.torch)
-        return _contrast(a, b, doc, verdicts, {})
+        return (doc["mode"], _contrast(a, b, doc, verdicts, {}))
 
-    with activity(f"judging {len(paths)} op sets on {a} and {b}"), judge.bulk():
-        one(paths[0])  # reads the coverage files here, so that a forked child has them already
-        if fork is None:
-            fork = len(paths) >= 200 and forked.spare_core()
-        rows = [r for r in forked.split_map(one, paths, fork=fork and forked.can_fork()) if r is not None]
+    done = kept.reuse(modes) if kept is not None else {}
+    todo = [p for p in paths if p not in done]
+    if todo:
+        with activity(f"judging {len(todo)} op sets on {a} and {b}"), judge.bulk():
+            done[todo[0]] = one(todo[0])  # reads the coverage files here, so that a forked child has them already
+            if fork is None:
+                fork = len(todo) >= 200 and forked.spare_core()
+            done.update(zip(todo[1:], forked.split_map(one, todo[1:], fork=fork and forked.can_fork())))
+        if kept is not None:
+            kept.save(done)
+    rows = [done[p][1] for p in paths if done[p][1] is not None and not (modes and done[p][0] not in modes)]
     if not rows:
         raise UsageError(f"no op sets for mode {', '.join(modes or ())} under {layout.models_dir(coverage_dir)}")
     return _collect(a, b, rows)
+
+
+class _Kept:
+    """Each op set's (mode, _contrast) from an earlier run of the same comparison, valid while nothing
+    it rests on changed: the op set file (path, size, modification time, inode); every other file
+    under the coverage folder (coverage files, observed runs, op sets recorded on a backend: whatever
+    a judgment may read), and opcov's source. A judgment that rests on something outside the coverage
+    folder (a live scan of an installed backend with no data there) is not kept."""
+
+    def __init__(self, a: str, b: str, coverage_dir: str, paths: list[str]):
+        import hashlib
+
+        self.paths = paths
+        self.file = f"compare-{a}-{b}-{hashlib.sha256(os.path.realpath(coverage_dir).encode()).hexdigest()[:12]}.json"
+        self.root = os.path.realpath(coverage_dir)
+        opsets = set(paths)
+        others = []
+        for root, dirs, files in os.walk(coverage_dir):
+            dirs.sort()
+            others += [os.path.join(root, f) for f in sorted(files) if os.path.join(root, f) not in opsets]
+        self.key = hashlib.sha256(json.dumps([_code_hash(), [_stat(p) for p in others]]).encode()).hexdigest()
+        self.stats = {p: _stat(p) for p in paths}
+
+    def reuse(self, modes) -> dict:
+        from opcov.torchenv import read_cache
+
+        kept = read_cache(self.file, {})
+        if not isinstance(kept, dict) or kept.get("key") != self.key:
+            return {}
+        out = {}
+        for p in self.paths:
+            entry = kept.get("opsets", {}).get(p)
+            if not entry or entry[0] != self.stats[p]:
+                continue
+            mode, contrast = entry[1], entry[2]
+            if contrast is None and not (modes and mode not in modes):
+                continue  # skipped by an earlier --mode, wanted now
+            out[p] = (mode, contrast)
+        return out
+
+    def save(self, done: dict) -> None:
+        from opcov.torchenv import write_cache
+
+        opsets, inside = {}, {}
+        for p, (mode, contrast) in done.items():
+            for used, _torch in contrast[3].values() if contrast is not None else ():
+                for source in used:
+                    if source not in inside:
+                        inside[source] = self._inside(source)
+                    if not inside[source]:
+                        return  # rests on something outside the coverage folder
+            opsets[p] = [self.stats[p], mode, contrast]
+        try:
+            write_cache(self.file, {"key": self.key, "opsets": opsets})
+        except OSError:
+            pass  # no cache folder to write to: the next run judges again
+
+    def _inside(self, source: str) -> bool:
+        return os.path.isfile(source) and os.path.realpath(source).startswith(self.root + os.sep)
+
+
+def _stat(path: str) -> list:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return [path]
+    return [path, st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def _code_hash() -> str:
+    """opcov's own source: a changed judge judges again."""
+    import hashlib
+
+    import opcov
+
+    h = hashlib.sha256()
+    top = os.path.dirname(opcov.__file__)
+    for root, dirs, files in os.walk(top):
+        dirs.sort()
+        for f in sorted(files):
+            if f.endswith(".py"):
+                with open(os.path.join(root, f), "rb") as fh:
+                    h.update(f.encode() + b"\0" + fh.read())
+    return h.hexdigest()
 
 
 def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Comparison:
