@@ -25,14 +25,15 @@ MODEL = "nn-convnet"  # inference: addmm, relu, convolution, batch norm, max poo
 
 
 def opcov_in(folder, *args, **env):
-    """``python -m opcov ARGS`` run in ``folder`` (where its default paths point)."""
+    """``python -m opcov ARGS`` run in ``folder`` (where its default paths point). The scan may wait on
+    the reach cache lock while another test worker records the reach (minutes)."""
     return subprocess.run(
         [sys.executable, "-m", "opcov", *args],
         capture_output=True,
         text=True,
         cwd=folder,
         env=child_env(OPCOV_PYBACKEND_SPEC=dumps(SPEC), **env),
-        timeout=600,
+        timeout=1500,
     )
 
 

@@ -32,6 +32,7 @@ def scan(tmp_path, reach_cache, spec, *extra):
         *extra,
         OPCOV_PYBACKEND_SPEC=dumps(spec),
         XDG_CACHE_HOME=reach_cache,
+        timeout=1500,  # it may wait on the reach cache lock while another test worker records the reach
     )
     assert proc.returncode == 0, proc.stderr
     return load_yaml(out), proc

@@ -10,10 +10,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+# a scan may wait on the reach cache lock while another test worker records the reach (minutes)
+SCAN_TIMEOUT_S = 1500
+
+
 @pytest.fixture(scope="module")
 def tpu(tmp_path_factory, reach_cache):
     out = tmp_path_factory.mktemp("tpu") / "tpu.yaml"
-    proc = run_opcov("scan", "tpu", "--out", str(out), XDG_CACHE_HOME=reach_cache)
+    proc = run_opcov("scan", "tpu", "--out", str(out), XDG_CACHE_HOME=reach_cache, timeout=SCAN_TIMEOUT_S)
     assert proc.returncode == 0, proc.stderr[-2000:]  # an aborted device start would fail here
     return load_yaml(out), proc
 
