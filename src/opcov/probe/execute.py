@@ -27,6 +27,7 @@ from opcov.probe.cases import seed_host, seed_of
 from opcov.probe.compare import family_of, identical, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, seeded_random, spotting
 from opcov.probe.results import needs_localizing
+from opcov.probe.sample import _Call
 from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
 from opcov.probe.trees import leaves, map_indexed, map_leaves
 
@@ -642,7 +643,6 @@ def _keep_outputs(part: dict, verdict: dict, fn, dev_out) -> None:
     ``sample.op_call``) and the mismatch is the comparison's (not a later aliasing or layout finding): an
     OpInfo function's outputs, and the inputs it mutates (compared after its outputs), are not that
     overload's outputs. ``output_of`` names the overload, since a failure may be filed under another."""
-    from opcov.probe.sample import _Call
 
     outputs = part.pop("outputs", None)
     if (
