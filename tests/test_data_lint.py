@@ -211,6 +211,20 @@ def test_lint_on_a_folder_finds_misplaced_files(tmp_path):
     assert len(found) == 7 and "7 error(s)" in proc.stdout, proc.stdout
 
 
+def test_a_folder_of_runs_is_not_taken_for_a_coverage_folder(tmp_path):
+    """A snapshot-named file in one run's folder does not make a file of another run misplaced
+    (pytest's base temp folder is such a folder of runs, as is a user's ~/runs)."""
+    _, doc = placed_folder(tmp_path / "placed")
+    runs = tmp_path / "runs"
+    data.save(doc, str(runs / "a" / "registered-torch-2.13.0+cpu.yaml"))
+    data.save(doc, str(runs / "b" / "mine.yaml"))
+    proc = run_opcov("lint", "--no-catalog", str(runs / "b" / "mine.yaml"))
+    assert proc.returncode == 0 and "0 error(s)" in proc.stdout, proc.stdout + proc.stderr
+    (runs / "models").mkdir()  # now it is laid out as a coverage folder, and mine.yaml is not read there
+    proc = run_opcov("lint", "--no-catalog", str(runs / "b" / "mine.yaml"))
+    assert proc.returncode == 1 and "not a snapshot name" in proc.stdout, proc.stdout
+
+
 def test_a_folder_where_a_file_is_expected_stops_site_and_check(tmp_path):
     root, _ = placed_folder(tmp_path)
     folder = root / "tpu" / "registered-torch-2.13.0+cpu.yaml"

@@ -290,9 +290,10 @@ def is_coverage_folder(folder: str) -> bool:
 
 def in_coverage_folder(path: str) -> bool:
     """Whether a file sits where opcov's layout puts data files: in models/<model>/, or in a folder of
-    a coverage folder."""
+    a coverage folder that has a models/ folder. A sibling folder of snapshot files alone is too weak a
+    sign to call a file misplaced: a folder of runs (or pytest's base temp folder) has those too."""
     up = os.path.dirname(os.path.dirname(os.path.abspath(path)))
-    return os.path.basename(up) == MODELS or is_coverage_folder(up)
+    return os.path.basename(up) == MODELS or os.path.isdir(os.path.join(up, MODELS))
 
 
 def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str]]:
