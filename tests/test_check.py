@@ -47,6 +47,27 @@ def kernel(**extra):
     return {"fwd": "kernel", "res": "registered", "bwd": "formula", "bwd_res": "registered", **extra}
 
 
+def tree_opset(tree, mode="inference", name="tiny"):
+    """A schema 2 op set from call-tree node texts; ``ops`` summed from its kernel nodes (with their shapes)."""
+    ops: dict = {}
+    for node in map(opset.parse_node, tree):
+        if node.kind == "kernel":
+            cell = ops.setdefault(node.op, {}).setdefault(node.phase, {}).setdefault(node.dtype, {"calls": 0})
+            cell["calls"] += node.calls
+            if node.shape is not None:
+                cell["shape"] = node.shape
+    return {
+        "schema_version": 2,
+        "kind": "opset",
+        "model": {"name": name, "source": "test"},
+        "mode": mode,
+        "dtype": "float32",
+        "provenance": {"torch": TORCH, "opcov": "0.1.0", "created": "2026-12-03", "command": "opcov trace x"},
+        "calltree": list(tree),
+        "ops": ops,
+    }
+
+
 def model(ops, mode="training", torch=TORCH, name="tiny"):
     return {
         "schema_version": 1,

@@ -10,7 +10,7 @@ traced before ``reads=`` existed is judged as before.
 import json
 
 import pytest
-from test_check import TORCH, check, kernel, probed, registered
+from test_check import TORCH, check, kernel, probed, registered, tree_opset
 from test_trace import run_child
 
 from opcov.store import data, opset
@@ -111,7 +111,7 @@ def test_the_one_scan_reader_reads_reads_as_the_node_reader_does():
 
 @pytest.mark.parametrize("word", ["reads=1,0", "reads=a", "reads=0,0"])
 def test_a_malformed_reads_word_names_itself(tmp_path, word):
-    doc = _opset(["1 forward kernel aten::max.dim float32 x1 variant=given reads=0"])
+    doc = tree_opset(["1 forward kernel aten::max.dim float32 x1 variant=given reads=0"])
     path = tmp_path / "m.yaml"
     path.write_text(opset.dumps(doc).replace("reads=0", word))
     with pytest.raises(data.DataError, match="reads="):
@@ -121,31 +121,12 @@ def test_a_malformed_reads_word_names_itself(tmp_path, word):
 # ---------------------------------------------------------------- the verdict
 
 
-def _opset(tree, mode="inference", name="tiny"):
-    ops: dict = {}
-    for node in map(opset.parse_node, tree):
-        if node.kind == "kernel":
-            cell = ops.setdefault(node.op, {}).setdefault(node.phase, {}).setdefault(node.dtype, {"calls": 0})
-            cell["calls"] += node.calls
-            cell["shape"] = node.shape
-    return {
-        "schema_version": 2,
-        "kind": "opset",
-        "model": {"name": name, "source": "test"},
-        "mode": mode,
-        "dtype": "float32",
-        "provenance": {"torch": TORCH, "opcov": "0.1.0", "created": "2026-12-03", "command": "opcov trace x"},
-        "calltree": tree,
-        "ops": ops,
-    }
-
-
 NLL = "1 forward kernel aten::nll_loss_forward float32 x1 variant=given{} | shape=[32, 256], [32]"
 
 
 def _save(tmp_path, name, reads):
     path = tmp_path / f"{name}.yaml"
-    opset.save(_opset([NLL.format(reads)], name=name), str(path))
+    opset.save(tree_opset([NLL.format(reads)], name=name), str(path))
     return str(path)
 
 

@@ -6,29 +6,15 @@ from xml.etree import ElementTree as ET
 
 import pytest
 from conftest import run_opcov
-from test_check import TORCH, kernel, registered
+from test_check import TORCH, kernel, registered, tree_opset
 
 from opcov.store import data, opset
 from opcov.tracing import calltree
 
 
 def tree_model(nodes, mode="inference"):
-    """A schema 2 op set from node rows (opset.Node's fields); ``ops`` summed from its kernel nodes."""
-    ops: dict = {}
-    for row in nodes:
-        if row["kind"] == "kernel":
-            cell = ops.setdefault(row["op"], {}).setdefault(row["phase"], {}).setdefault(row["dtype"], {"calls": 0})
-            cell["calls"] += row["calls"]
-    return {
-        "schema_version": 2,
-        "kind": "opset",
-        "model": {"name": "masked", "source": "test"},
-        "mode": mode,
-        "dtype": "float32",
-        "provenance": {"torch": TORCH, "opcov": "0.1.0", "created": "2026-11-30", "command": "opcov trace x"},
-        "calltree": [opset.node_text(row) for row in nodes],
-        "ops": ops,
-    }
+    """A schema 2 op set from node rows (opset.Node's fields)."""
+    return tree_opset([opset.node_text(row) for row in nodes], mode, name="masked")
 
 
 def node(nid, op, dtype="float32", calls=1, kind="kernel", variants=("given",), **extra):

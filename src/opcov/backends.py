@@ -134,31 +134,12 @@ def _entry_point_backends() -> list[Backend]:
     import importlib.metadata as md
 
     found = []
-    for ep in md.entry_points(group=PLUGIN_GROUP):
-        dist = ep.dist.name if ep.dist else None
-        # value "module:Backend-spec" is not imported here; name is the device type
-        found.append(
-            Backend(
-                ep.name,
-                ep.name,
-                "PrivateUse1",
-                package=dist,
-                module=ep.value.split(":", 1)[0],
-                note="opcov plugin entry point",
-            )
-        )
-    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist else None
-        found.append(
-            Backend(
-                ep.name,
-                ep.name,
-                "PrivateUse1",
-                package=dist,
-                module=ep.value.split(":", 1)[0],
-                note="torch.backends entry point",
-            )
-        )
+    for group, note in ((PLUGIN_GROUP, "opcov plugin entry point"), (ENTRY_POINT_GROUP, "torch.backends entry point")):
+        for ep in md.entry_points(group=group):
+            # value "module:Backend-spec" is not imported here; name is the device type
+            dist = ep.dist.name if ep.dist else None
+            module = ep.value.split(":", 1)[0]
+            found.append(Backend(ep.name, ep.name, "PrivateUse1", package=dist, module=module, note=note))
     return found
 
 

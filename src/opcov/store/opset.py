@@ -700,69 +700,68 @@ def _op_fine(name, rec) -> bool:
     return True
 
 
-def _op_problems(name, rec):
-    if not isinstance(name, str) or "::" not in name:
-        yield (), f"op name {name!r} is not of the form namespace::op[.overload]"
+def _cells(label: str, rec, shape: str):
+    """Walk a phase -> dtype -> cell record: yields ((phase,), problem) for each bad level and
+    (phase, dtype, cell) for each cell that is a mapping. ``label`` starts each problem (an op's name,
+    or 'parent NAME'); ``shape`` says what the record should be."""
     if not isinstance(rec, dict) or not rec:
-        yield (), f"{name}: record must be a non-empty mapping of phase to dtype to calls"
+        yield (), f"{label}: record must be a non-empty mapping of {shape}"
         return
     for phase, cells in rec.items():
-        if phase not in PHASES:
-            yield (phase,), f"{name}: unknown phase {phase!r}; expected one of {', '.join(PHASES)}"
-            continue
-        if not isinstance(cells, dict):
-            yield (phase,), f"{name}: {phase} must map dtype to a call record"
+        if phase not in PHASES or not isinstance(cells, dict):
+            yield (phase,), f"{label}: {phase!r} must be one of {', '.join(PHASES)} mapping dtype to a record"
             continue
         for dtype, cell in cells.items():
             if not isinstance(dtype, str):
-                yield (phase,), f"{name}: {phase}: dtype key {dtype!r} is not a dtype name"
-                continue
-            if not isinstance(cell, dict):
-                yield (phase,), f"{name}: {phase}.{dtype} must be a mapping such as {{calls: 3}}"
-                continue
-            for key, value in cell.items():
-                want = CALL_KEYS.get(key)
-                if want is None:
-                    yield (phase,), f"{name}: {phase}.{dtype}: unknown key {key!r}"
-                elif not isinstance(value, want) or (
-                    want is int and (isinstance(value, bool) or not 1 <= value <= MAX_CALLS)
-                ):
-                    yield (
-                        (phase,),
-                        f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}"
-                        + (f" from 1 to {MAX_CALLS:.0e}" if want is int else ""),
-                    )
-                elif key == "seen" and value not in SEEN:
-                    yield (phase,), f"{name}: {phase}.{dtype}.seen must be one of {', '.join(SEEN)}"
+                yield (phase,), f"{label}: {phase}: dtype key {dtype!r} is not a dtype name"
+            elif not isinstance(cell, dict):
+                yield (phase,), f"{label}: {phase}.{dtype} must be a mapping such as {{calls: 3}}"
+            else:
+                yield phase, dtype, cell
+
+
+def _op_problems(name, rec):
+    if not isinstance(name, str) or "::" not in name:
+        yield (), f"op name {name!r} is not of the form namespace::op[.overload]"
+    for found in _cells(str(name), rec, "phase to dtype to calls"):
+        if len(found) == 2:
+            yield found
+            continue
+        phase, dtype, cell = found
+        for key, value in cell.items():
+            want = CALL_KEYS.get(key)
+            if want is None:
+                yield (phase,), f"{name}: {phase}.{dtype}: unknown key {key!r}"
+            elif not isinstance(value, want) or (
+                want is int and (isinstance(value, bool) or not 1 <= value <= MAX_CALLS)
+            ):
+                yield (
+                    (phase,),
+                    f"{name}: {phase}.{dtype}.{key} must be a {want.__name__}"
+                    + (f" from 1 to {MAX_CALLS:.0e}" if want is int else ""),
+                )
+            elif key == "seen" and value not in SEEN:
+                yield (phase,), f"{name}: {phase}.{dtype}.seen must be one of {', '.join(SEEN)}"
 
 
 def _parent_problems(name, rec):
     if not isinstance(name, str):
         yield (), f"parent name {name!r} is not an op or call name"
-    if not isinstance(rec, dict) or not rec:
-        yield (), f"parent {name}: record must map phase to dtype to {{calls, traced_as, ...}}"
-        return
-    for phase, cells in rec.items():
-        if phase not in PHASES or not isinstance(cells, dict):
-            yield (phase,), f"parent {name}: {phase!r} must be one of {', '.join(PHASES)} mapping dtype to a record"
+    for found in _cells(f"parent {name}", rec, "phase to dtype to {calls, traced_as, ...}"):
+        if len(found) == 2:
+            yield found
             continue
-        for dtype, cell in cells.items():
-            if not isinstance(dtype, str):
-                yield (phase,), f"parent {name}: {phase}: dtype key {dtype!r} is not a dtype name"
-                continue
-            if not isinstance(cell, dict):
-                yield (phase,), f"parent {name}: {phase}.{dtype} must be a mapping"
-                continue
-            for key, value in cell.items():
-                want = PARENT_KEYS.get(key)
-                if want is None:
-                    yield (phase,), f"parent {name}: {phase}.{dtype}: unknown key {key!r}"
-                elif not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
-                    yield (
-                        (phase,),
-                        f"parent {name}: {phase}.{dtype}.{key} must be a {want.__name__}"
-                        + (" of op names" if want is list else ""),
-                    )
+        phase, dtype, cell = found
+        for key, value in cell.items():
+            want = PARENT_KEYS.get(key)
+            if want is None:
+                yield (phase,), f"parent {name}: {phase}.{dtype}: unknown key {key!r}"
+            elif not isinstance(value, want) or (want is list and not all(isinstance(v, str) for v in value)):
+                yield (
+                    (phase,),
+                    f"parent {name}: {phase}.{dtype}.{key} must be a {want.__name__}"
+                    + (" of op names" if want is list else ""),
+                )
 
 
 def is_opset(doc) -> bool:

@@ -429,30 +429,21 @@ def judge_requirement(
     signature class is matched; ``model``: the op set's model, whose own replayed calls are preferred;
     ``reads``: the outputs the model's calls read (None: not recorded), so that a value mismatch only on
     others is a note. Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
+    args = (op, dtype, direction, torch_version, shapes, model, reads)
     memo = cov._judged
-    if memo is not None:
-        key = (op, dtype, direction, torch_version, shapes, model, reads)
-        found = memo.get(key)
-        if found is None:
-            found = memo[key] = _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model, reads)
-        return found
-    return _judge_requirement_now(cov, op, dtype, direction, torch_version, shapes, model, reads)
+    if memo is None:
+        return _judge_with_declared_dtypes(cov, args)
+    found = memo.get(args)
+    if found is None:
+        found = memo[args] = _judge_with_declared_dtypes(cov, args)
+    return found
 
 
-def _judge_requirement_now(
-    cov: Coverage,
-    op: str,
-    dtype: str,
-    direction: str,
-    torch_version: str,
-    shapes: tuple = (),
-    model: str = "",
-    reads: frozenset | None = None,
-) -> Finding:
-    finding = _judge_requirement(cov, op, dtype, direction, torch_version, shapes, model, reads)
+def _judge_with_declared_dtypes(cov: Coverage, args: tuple) -> Finding:
+    finding = _judge_requirement(cov, *args)
     if finding.evidence != "declared":
         return finding
-    return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(op) or {})
+    return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(args[0]) or {})
 
 
 def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
