@@ -84,13 +84,18 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
         torch.manual_seed(0)
         built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
         model = built.model.to(dtype)
+        config = getattr(model, "config", None)
+        for key, value in config.to_dict().items() if hasattr(config, "to_dict") else ():
+            if "drop" in key and isinstance(value, float):  # read at run time (falcon's hidden_dropout)
+                setattr(config, key, 0.0)
         for m in model.modules():
             if isinstance(m, torch.nn.modules.dropout._DropoutNd):  # Dropout, Dropout2d, ...: values compare
                 m.p = 0.0
-            if isinstance(m, torch.nn.MultiheadAttention):  # its attention dropout is a float, not a module
-                m.dropout = 0.0
-            if isinstance(m, torch.nn.RNNBase):  # dropout between layers, inside ATen's kernel
-                m.dropout = 0.0
+            # a rate kept as a float: bart's dropout, swin's drop_prob, MultiheadAttention's and an RNN's
+            # (between layers, inside ATen's kernel)
+            for key, value in list(vars(m).items()):
+                if "drop" in key.lower() and isinstance(value, float):
+                    setattr(m, key, 0.0)
         model.train(mode == "training")
         return model, built.inputs
 
@@ -351,7 +356,8 @@ def section(rows: list, backend: str, wall: float) -> str:
     models = sorted({r["model"] for r in rows})
     lines = [
         f"{len(models)} curated zoo models, {len(rows)} (model, mode) pairs compiled with `{backend}` and judged "
-        f"with `opcov check MODEL -b {DEVICE_OF[backend]} --path compile`; the real runs took {wall:.0f} s in all.",
+        f"with `opcov check MODEL -b {DEVICE_OF[backend]} --path compile`; the real runs took {wall:.0f} s in all"
+        + (f" ({untimed} runs have no recorded time)." if (untimed := sum("seconds" not in r for r in rows)) else "."),
         "",
         summary_line(rows),
         f"Graph breaks predicted where the real compile broke (and only there): "

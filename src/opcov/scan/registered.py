@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from opcov import backends as _backends
 from opcov import provenance
 from opcov.catalog import Catalog, build_catalog
+from opcov.scan import generated
 from opcov.scan.derivatives import Derivatives
 from opcov.scan.reach import record
 from opcov.store.data import DATA_TAGS, SCHEMA_VERSION, worst
@@ -262,6 +263,7 @@ def scan(
                     rec["why_bwd"] = f"backward reach unresolved: {b.error}"
                 elif f is not None and f.ops is None:
                     rec["why_bwd"] = "backward reach unresolved: forward could not be called on meta"
+        generated.fill(torch, {n: scanner.paths[n] for n in wanted})
         _device_paths(scanner, backend, fwd_reach)
         resolved = sum(
             1 for n in wanted if scanner.paths[n].get("via") is not None or scanner.paths[n].get("bwd_via") is not None

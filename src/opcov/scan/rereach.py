@@ -143,7 +143,7 @@ def zoo_calls(coverage_dir: str, names) -> dict[str, list[dict]]:
 def update(path: str) -> dict:
     """Re-record the unresolved reach of one registered file; returns the figures."""
     from opcov.catalog import Catalog, Op, build_catalog
-    from opcov.scan import reach, registered
+    from opcov.scan import generated, reach, registered
     from opcov.torchenv import import_torch
 
     torch = import_torch()
@@ -175,6 +175,7 @@ def update(path: str) -> dict:
                 rec["bwd_via"] = list(b.ops)
             else:
                 _add_why(rec, f"backward reach unresolved: {b.error}")
+    filled = generated.fill(torch, ops)
     resolve(ops)
     after_ops = [n for n, r in ops.items() if n.startswith("aten::") and r.get("res") == "unresolved"]
     why = reasons(ops)
@@ -184,7 +185,8 @@ def update(path: str) -> dict:
     note = (
         f"re-recorded here with torch {torch.__version__} ({COMMAND} {path}: calls tried in turn on meta "
         "tensors, then on cpu: the schema's float32 call, the calls OpInfo samples make, the zoo's recorded "
-        f"calls, the schema's other dtypes) for {len(todo)} ops left unresolved: aten forward unresolved "
+        f"calls, the schema's other dtypes) for {len(todo)} ops left unresolved, and torchgen's rule for the "
+        f"kernels it generated where no call fitted ({filled} ops): aten forward unresolved "
         f"{before} -> {len(after_ops)} (" + ", ".join(f"{n} {k}" for k, n in kinds.most_common()) + ")"
     )
     earlier = str(doc["provenance"].get("reach", "")).split(_NOTE)[0].rstrip("; ")  # the scan's own words
