@@ -374,7 +374,8 @@ def write_docs(path: str, text: str) -> None:
     old = open(path).read() if os.path.exists(path) else "# Accuracy\n\n"
     if BEGIN in old and END in old:
         head, rest = old.split(BEGIN, 1)
-        new = head + text + rest.split(END, 1)[1].lstrip("\n")
+        tail = rest.split(END, 1)[1].lstrip("\n")
+        new = head + text.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
     else:
         new = old.rstrip("\n") + "\n\n" + text
     with open(path, "w") as f:
