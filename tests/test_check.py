@@ -56,16 +56,7 @@ def tree_opset(tree, mode="inference", name="tiny"):
             cell["calls"] += node.calls
             if node.shape is not None:
                 cell["shape"] = node.shape
-    return {
-        "schema_version": 2,
-        "kind": "opset",
-        "model": {"name": name, "source": "test"},
-        "mode": mode,
-        "dtype": "float32",
-        "provenance": {"torch": TORCH, "opcov": "0.1.0", "created": "2026-12-03", "command": "opcov trace x"},
-        "calltree": list(tree),
-        "ops": ops,
-    }
+    return dict(model(ops, mode, name=name), schema_version=2, calltree=list(tree))
 
 
 def model(ops, mode="training", torch=TORCH, name="tiny"):
