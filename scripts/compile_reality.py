@@ -158,6 +158,8 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
         model, _ = build()  # as a user's script builds it, after the import, with the CPU model's weights
         model.load_state_dict(saved["state"])
         model = model.to(where)
+        if hasattr(model, "tie_weights"):  # moving to xla unties shared weights; transformers' Trainer ties them again
+            model.tie_weights()
     else:
         model, inputs = build()
         torch.manual_seed(1)
