@@ -339,9 +339,7 @@ def main():
 def summary_line(rows: list) -> str:
     judged = [r for r in rows if r["agrees"] is not None]
     agree = sum(1 for r in judged if r["agrees"])
-    false_runs = sum(
-        1 for r in rows if r["predicted"].startswith("runs") and r["actual"] in ("compile_error", "wrong_values")
-    )
+    false_runs = sum(1 for r in rows if r["predicted"].startswith("runs") and r["agrees"] is False)
     return (
         f"Verdicts that agree: {agree} of {len(judged)} judged"
         + (f" ({100 * agree / len(judged):.0f}%)" if judged else "")

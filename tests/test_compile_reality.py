@@ -118,3 +118,13 @@ def test_a_backend_not_installed_is_one_line(tmp_path):
     )
     assert proc.returncode != 0 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert "needs torch_xla" in proc.stderr and not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_value_note_that_meets_wrong_values_is_not_a_false_run():
+    s = _script()
+    rows = [
+        dict(predicted="runs_with_value_note", actual="wrong_values", agrees=True),
+        dict(predicted="runs_with_value_note", actual="compile_error", agrees=False),
+        dict(predicted="runs", actual="wrong_values", agrees=False),
+    ]
+    assert "'runs' for a model that failed to compile or gave wrong values: 2." in s.summary_line(rows)
