@@ -211,8 +211,9 @@ def test_cuda_reach_is_resolved_for_the_ops_a_vit_step_needs():
     assert "python -m opcov.scan.rereach" in doc["provenance"]["reach"]
     assert "zoo's recorded calls" in doc["provenance"]["reach"]
     # the CUDA build's scan left 596; schema and OpInfo calls 455; with the zoo's calls, cpu calls and outs
-    # made as the functional's results: 300. Each that stays says why.
-    assert doc["summary"]["aten"]["res"].get("unresolved", 0) <= 300
+    # made as the functional's results: 300; torchgen's rules: 165; recipes: 90. The issue's bar is an 80%
+    # cut (119). Each that stays says why.
+    assert doc["summary"]["aten"]["res"].get("unresolved", 0) <= 119
     from opcov.scan import rereach
 
     why = rereach.reasons(doc["ops"])
@@ -320,3 +321,35 @@ def test_summary_says_why_reach_stays_unresolved(tmp_path):
 
     unresolved = load_yaml(path)["summary"]["aten"]["res"].get("unresolved", 0)
     assert f"aten overloads whose forward reach stays unresolved, {unresolved}, by why:" in r.stdout
+
+
+def test_a_call_that_hangs_the_recorder_is_skipped_not_waited_for(tmp_path, monkeypatch):
+    """oneDNN's LSTM backward (aten::lstm.input, recorded on cpu) has hung a recording child on a lock
+    forever, and with it 'opcov scan'. A call that gives no answer in the call timeout kills the child;
+    the next child goes on without that call, and an op whose every call hangs says so."""
+    import sys
+    import time
+
+    from opcov.scan import reach
+
+    child = tmp_path / "child.py"
+    child.write_text(
+        "import json, sys, time\n"
+        "todo = json.load(sys.stdin)\n"
+        "for name, _kind, _zoo, skip in todo:\n"
+        "    for i in range(10):\n"
+        "        if i in skip:\n"
+        "            continue\n"
+        "        print(json.dumps(['@', name, i]), flush=True)\n"
+        "        if name == 'aten::hangs' or i == 0:\n"
+        "            time.sleep(60)\n"
+        "        print(json.dumps([name, {'ops': [], 'error': None, 'source': f'call {i}'}, None]), flush=True)\n"
+        "        break\n"
+    )
+    monkeypatch.setattr(reach, "_CHILD", [sys.executable, str(child)])
+    done: dict = {}
+    start = time.monotonic()
+    reach._run_children([["aten::first_call_hangs", None], ["aten::hangs", None]], {}, done, call_timeout=1.0)
+    assert time.monotonic() - start < 30
+    assert done["aten::first_call_hangs"][0]["source"] == "call 1"  # its hanging call 0 skipped
+    assert done["aten::hangs"][0] == {"ops": None, "error": "recording hung (no answer in 1 s)"}

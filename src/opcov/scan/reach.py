@@ -18,6 +18,7 @@ child goes on without that call), and is cached per torch and opcov version.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -26,6 +27,7 @@ import sys
 from dataclasses import dataclass
 
 from opcov.catalog import import_catalog_modules, overload_name, resolve_overload
+from opcov.scan import recipes
 from opcov.torchenv import AUTOLOAD_ENV, cache_lock, import_torch, read_cache, write_cache
 from opcov.version import __version__
 
@@ -70,7 +72,8 @@ _STR_ARGS = {
 class Reach:
     """Ops one call dispatched. ``ops`` is None when the call could not be made. ``source``: where the
     inputs of the recorded call came from (``opinfo``: a call PyTorch's OpInfo samples made, forward or
-    backward, copied to meta; ``schema``: synthesized from the schema, the fallback)."""
+    backward, copied to meta; ``recipe``: a hand-written call, opcov.scan.recipes; ``schema``: synthesized
+    from the schema, the fallback)."""
 
     ops: tuple[str, ...] | None
     error: str | None = None
@@ -327,15 +330,26 @@ def _functional(overload):
     if not outs:
         return None
     wanted = [(a.name, str(a.type)) for a in overload._schema.arguments if a.name not in outs]
+    names = {name for name, _type in wanted}
     packet = overload.overloadpacket
     for name in packet.overloads():
         candidate = getattr(packet, name)
         arguments = candidate._schema.arguments
         if any(a.alias_info is not None and a.alias_info.is_write for a in arguments):
             continue
-        if [(a.name, str(a.type)) for a in arguments] == wanted:
+        # a factory's functional overload also takes the new tensor's options, which an out= overload
+        # takes from its out tensor (linspace.Tensor_Tensor_out and linspace.Tensor_Tensor)
+        taken = [
+            (a.name, str(a.type))
+            for a in arguments
+            if not (a.kwarg_only and a.name in _TENSOR_OPTIONS - names and a.has_default_value())
+        ]
+        if taken == wanted:
             return candidate
     return None
+
+
+_TENSOR_OPTIONS = {"dtype", "layout", "device", "pin_memory", "memory_format"}
 
 
 def _with_outs(torch, overload, args, kwargs):
@@ -424,7 +438,8 @@ def _backward(torch, Recorder, overload, args, kwargs):
 def _record_one(
     torch, Recorder, name: str, composite, real=(), zoo=(), skip=(), attempt=None
 ) -> tuple[Reach, Reach | None]:
-    """Call one op and record its forward and backward, trying inputs in this order: float32 inputs
+    """Call one op and record its forward and backward, trying inputs in this order: its recipe, where
+    opcov.scan.recipes has one (for an op no other call fits); float32 inputs
     synthesized from its schema on meta tensors; the ``real`` calls (calls that reach it for real, see
     real_inputs; for an out= overload, its functional overload's calls, outs added); the ``zoo``
     calls (the argument shapes and dtype a zoo model called it with, see zoo_calls); the schema's other
@@ -495,6 +510,10 @@ def _candidates(torch, overload, real, zoo):
     other = [(shape, dt) for dt in (torch.int64, torch.complex64, torch.bool) for shape in SHAPES[:2]]
     schema = overload._schema
     outs = _out_names(schema)
+    functional = _functional(overload)
+    recipe = recipes.RECIPES.get(overload_name(overload)) or (
+        recipes.RECIPES.get(overload_name(functional)) if functional is not None else None
+    )
 
     def synth(shape, dtype, device):
         def make():
@@ -516,6 +535,8 @@ def _candidates(torch, overload, real, zoo):
         return lambda: _zoo_call(torch, schema, spec, device, which)
 
     for device in ("meta", "cpu"):
+        if recipe is not None:
+            yield device, "recipe", functools.partial(recipe, torch, device)
         yield from ((device, "schema", synth(s, d, device)) for s, d in float_shapes)
         yield from ((device, "opinfo", copied(call, device, bind)) for call in real for bind in (False, True))
         yield from (
@@ -723,8 +744,11 @@ def cache_name(torch_version: str) -> str:
     keeps the zoo calls it was recorded with (other calls, recorded again)."""
     import hashlib
 
-    with open(__file__, "rb") as f:
-        recorder = hashlib.sha256(f.read()).hexdigest()[:12]
+    h = hashlib.sha256()
+    for source in (__file__, recipes.__file__):
+        with open(source, "rb") as f:
+            h.update(f.read())
+    recorder = h.hexdigest()[:12]
     return f"reach-torch{torch_version}-opcov{__version__}-{recorder}.json"
 
 
@@ -791,38 +815,83 @@ def _record_isolated(todo, keep=None) -> dict:
 
 
 _CRASHES = 4  # calls of one op that may crash a child before the op is recorded as crashing it
+CALL_TIMEOUT = 60.0  # seconds one call may take before its child is taken for hung (oneDNN's LSTM backward
+# has waited forever on a lock); the first call's clock starts when the child has made the OpInfo calls
 
 
-def _run_children(todo, env, done, keep=None) -> None:
-    """Children record ``todo`` in turn: after one dies, the next goes on from the op it was recording,
-    without the call that killed it (the op's other calls may fit: one on cpu where meta crashed)."""
+def _run_children(todo, env, done, keep=None, call_timeout: float | None = None) -> None:
+    """Children record ``todo`` in turn: after one dies, or hangs in one call for ``call_timeout``
+    seconds (it is killed), the next goes on from the op it was recording, without the call that
+    killed it (the op's other calls may fit: one on cpu where meta crashed)."""
     todo = [list(t) + [[]] * (4 - len(t)) for t in todo]
     while todo:
-        proc = subprocess.run(
-            [sys.executable, "-m", "opcov.scan.reach"], input=json.dumps(todo), capture_output=True, text=True, env=env
-        )
+        returncode, lines, hung = _child(todo, env, CALL_TIMEOUT if call_timeout is None else call_timeout)
         last = None
-        for line in proc.stdout.splitlines():
+        for line in lines:
             try:
                 row = json.loads(line)
                 if row[0] == "@":
                     last = (row[1], row[2])
                     continue
                 name, f, b = row
-            except (ValueError, IndexError):
+            except (ValueError, IndexError, TypeError):
                 continue
             done[name] = [f, b]
         if keep is not None:
             keep(done)
         todo = [t for t in todo if t[0] not in done]
-        if proc.returncode == 0 or not todo:
+        if returncode == 0 or not todo:
             break
         crashed = todo[0]  # the op being recorded when the child died
         if last is not None and last[0] == crashed[0] and len(crashed[3]) < _CRASHES:
             crashed[3] = crashed[3] + [last[1]]
             continue
         todo.pop(0)
-        done[crashed[0]] = [{"ops": None, "error": f"recording crashed the process (exit {proc.returncode})"}, None]
+        what = f"hung (no answer in {hung:g} s)" if hung else f"crashed the process (exit {returncode})"
+        done[crashed[0]] = [{"ops": None, "error": f"recording {what}"}, None]
+
+
+_CHILD = [sys.executable, "-m", "opcov.scan.reach"]  # runs _record_here
+
+
+def _child(todo, env, call_timeout: float) -> tuple[int, list[str], float]:
+    """One recording child: (its exit code, the lines it wrote, the timeout when it was killed for
+    hanging in one call, else 0)."""
+    import threading
+    import time
+
+    proc = subprocess.Popen(
+        _CHILD,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    lines: list[str] = []
+    seen = {"at": None}  # when the last call began (None: the child is still making the OpInfo calls)
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            seen["at"] = time.monotonic()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(todo))
+    proc.stdin.close()
+    hung = 0.0
+    while proc.poll() is None:
+        reader.join(0.5)
+        began = seen["at"]
+        if began is not None and time.monotonic() - began > call_timeout:
+            proc.kill()
+            hung = call_timeout
+    proc.wait()
+    reader.join()
+    return proc.returncode, lines, hung
 
 
 if __name__ == "__main__":  # the child process of record()
