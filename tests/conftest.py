@@ -32,6 +32,26 @@ def run_opcov(*args, timeout=600, **env):
     )
 
 
+# A Python with PyTorch/XLA (scripts/envs/xla.sh makes .envs/xla; OPCOV_XLA_PYTHON names another): the
+# tests that run xla for real are skipped without one, and say so.
+XLA_PYTHON = os.environ.get("OPCOV_XLA_PYTHON") or os.path.join(ROOT, ".envs", "xla", "bin", "python")
+needs_xla = pytest.mark.skipif(
+    not os.path.exists(XLA_PYTHON), reason=f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)"
+)
+
+
+def run_xla(*args, timeout=900):
+    """``python -m opcov ARGS`` in the Python with PyTorch/XLA, on its CPU client (PJRT_DEVICE=CPU)."""
+    return subprocess.run(
+        [XLA_PYTHON, "-m", "opcov", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(PJRT_DEVICE="CPU"),
+        timeout=timeout,
+        cwd=ROOT,
+    )
+
+
 @pytest.fixture
 def opcov():
     return run_opcov

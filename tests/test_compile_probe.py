@@ -1,5 +1,7 @@
 """The compile probe (opcov.probe.compiled): OpInfo samples compiled with Inductor against eager CPU."""
 
+import os
+
 from opcov.probe import compiled
 from opcov.store import data
 
@@ -74,3 +76,110 @@ def test_the_probed_file_says_groups_were_compiled_together():
     done = {("add", "float32"): {"group": "add", "dtype": "float32", "cases": []}}
     doc = compiled._document(done, {"name": "cpu", "device_type": "cpu"}, "c", 2, 0, "2.13.0+cpu", together=8)
     assert any("up to 8 OpInfo x dtype groups are compiled as one graph" in n for n in doc["provenance"]["notes"])
+
+
+def _case(i, status, ops, sigs=None, other=(), why=None):
+    case = {"i": i, "status": status, "ops": [list(o) for o in ops], "sigs": sigs or [""] * len(ops)}
+    case["other"] = [list(o) for o in other]
+    if why:
+        case["why"] = why
+    return case
+
+
+def _doc(done):
+    return compiled._document(
+        done, {"name": "xla", "device_type": "xla"}, "opcov probe xla --path compile", 10, 0, "2.9"
+    )
+
+
+def test_a_failure_of_an_op_only_the_failing_sample_ran_is_filed_under_that_op():
+    """F.embedding with max_norm also runs embedding_renorm_ (in place on the weight), which openxla
+    compiled wrongly; the plain embedding samples ran. Filed under embedding, the failure made every
+    transformer's compile verdict on xla 'fails'."""
+    emb = ("aten::embedding", "float32")
+    renorm = ("aten::embedding_renorm_", "float32", "float32:2,int64:2")
+    detach = ("aten::detach", "float32", "float32:2")
+    done = {
+        ("nn.functional.embedding", "float32"): {
+            "group": "nn.functional.embedding",
+            "dtype": "float32",
+            "cases": [
+                _case(0, "pass", [emb], ["float32:2,int64:2"]),
+                _case(5, "error", [emb], ["float32:2,int64:2"], [detach, renorm], "RuntimeError: Check failed"),
+            ],
+        }
+    }
+    doc = _doc(done)
+    assert doc["ops"]["aten::embedding"]["float32"]["fwd"] == "pass"
+    cell = doc["ops"]["aten::embedding_renorm_"]["float32"]
+    assert cell["fwd"] == "error" and cell["case"] == "nn.functional.embedding|float32|5"
+    assert "aten::detach" not in doc["ops"]  # run beside it, by every model: not what failed
+
+
+def test_a_failing_case_keeps_its_signature_class_for_the_verdict():
+    """mean.dim raising on a 0-d input says nothing of a model's 3-d calls: the failure is kept with its
+    class, as the eager probe keeps it (opcov.verdict.signature), and a 3-d call does not match it."""
+    from opcov.verdict.signature import matches
+
+    op = ("aten::mean.dim", "float32")
+    done = {
+        ("mean", "float32"): {
+            "group": "mean",
+            "dtype": "float32",
+            "cases": [
+                _case(0, "pass", [op], ["float32:3"]),
+                _case(1, "error", [op], ["float32:0d"], why="RuntimeError: Value out of range"),
+            ],
+        }
+    }
+    cell = _doc(done)["ops"]["aten::mean.dim"]["float32"]
+    assert cell["fwd"] == "error" and cell["failed"] == ["error mean|float32|1 float32:0d"]
+    assert not matches("float32:0d", "[2, 16, 64]") and matches("float32:0d", "[]")
+
+
+def test_an_error_that_does_not_repeat_alone_is_flaky_and_one_that_does_is_kept():
+    """A worker that has compiled many graphs failed on the next for reasons of its own (PyTorch/XLA's
+    computation cache); each such group is compiled again alone in a fresh process."""
+    op = [("aten::cat", "float32")]
+    rec = {
+        "group": "cat",
+        "dtype": "float32",
+        "cases": [
+            _case(0, "error", op, why="RuntimeError: Execution supplied 5 buffers but compiled program expected 4"),
+            _case(1, "error", op, why="RuntimeError: Value out of range"),
+            _case(2, "pass", op),
+        ],
+    }
+    alone = {"group": "cat", "dtype": "float32", "cases": [_case(0, "pass", op), _case(1, "error", op, why="again")]}
+    compiled.merge_alone(rec, alone)
+    first, second, third = rec["cases"]
+    assert first["status"] == "flaky" and "Execution supplied 5 buffers" in first["why"]
+    assert second["status"] == "error" and second["why"] == "again"
+    assert third["status"] == "pass" and rec["alone"] is True
+
+
+def test_probing_xla_compile_without_torch_xla_is_one_line(tmp_path):
+    from conftest import run_opcov
+
+    r = run_opcov("probe", "xla", "--path", "compile", "--ops", "^add$", "--out", str(tmp_path / "x.yaml"))
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "needs torch_xla in this Python" in r.stderr and not (tmp_path / "x.yaml").exists()
+
+
+def test_openxla_compiles_opinfo_samples_on_the_xla_device(tmp_path):
+    """`opcov probe xla --path compile` in a Python with PyTorch/XLA (scripts/envs/xla.sh): each sample
+    compiled with openxla, its inputs on the xla device, compared with eager CPU; nonzero's data-dependent
+    shape breaks the graph. Skipped, saying so, where there is no such Python."""
+    import pytest
+    from conftest import XLA_PYTHON, load_yaml, run_xla
+
+    if not os.path.exists(XLA_PYTHON):
+        pytest.skip(f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)")
+    out = tmp_path / "compile-xla.yaml"
+    r = run_xla("probe", "xla", "--path", "compile", "--ops", "^(add|nonzero)$", "--out", str(out), timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    doc = load_yaml(str(out))
+    assert doc["provenance"]["mode"] == "compile (openxla)" and doc["backend"]["name"] == "xla"
+    assert doc["ops"]["aten::add.Tensor"]["float32"]["fwd"] == "pass"
+    nonzero = doc["ops"]["aten::nonzero"]["float32"]
+    assert nonzero["fwd"] == "fallback" and "graph break" in nonzero["why"]

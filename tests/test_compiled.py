@@ -183,3 +183,16 @@ def test_a_model_dynamo_cannot_take_to_the_end_is_a_recorded_outcome_with_why(tm
     assert rec["outcome"] == "failed" and rec["failure"] and "\n" not in rec["failure"]
     cs.save(str(tmp_path / "reads.yaml"))
     assert opset.load(str(tmp_path / "reads.yaml"))["compile"]["outcome"] == "failed"
+
+
+def test_an_older_torch_asks_for_real_tensors_in_one_line(monkeypatch):
+    """With torch before 2.10 AOTAutograd refused the fake tensors made outside Dynamo, and every graph
+    came out 'aot_failed': a compile error that was opcov's, not the backend's. Now one line says so."""
+    import torch
+
+    from opcov.errors import UsageError
+    from opcov.tracing import compiled
+
+    monkeypatch.setattr(torch, "__version__", "2.9.0+cpu")
+    with pytest.raises(UsageError, match="needs torch 2.10 or later.*--real"):
+        compiled.trace_compiled(torch.nn.Linear(2, 2), (torch.ones(1, 2),), backends=("aot_eager",), mode="inference")

@@ -9,17 +9,13 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, needs_xla, run_opcov, run_xla
 
 from opcov.store import observed as files
 from opcov.verdict import observed
 
 PB = ["--import", "opcov.testing.pybackend"]
 MODEL = "nn-lstm"
-XLA_PYTHON = os.environ.get("OPCOV_XLA_PYTHON") or os.path.join(ROOT, ".envs", "xla", "bin", "python")
-needs_xla = pytest.mark.skipif(
-    not os.path.exists(XLA_PYTHON), reason=f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)"
-)
 
 
 def _run(tmp_path, name, spec, mode="training"):
@@ -244,19 +240,8 @@ def test_the_cpu_reference_runs_torchs_module_where_a_backend_replaced_it(monkey
 @needs_xla
 def test_an_xla_run_of_a_model_torch_xla_rewrote_has_a_cpu_reference(tmp_path):
     """nn-gru on xla: torch_xla's GRU runs on the device, torch's on CPU; the run is an observation."""
-    import subprocess
-
-    from conftest import child_env
-
     out = tmp_path / "gru.json"
-    r = subprocess.run(
-        [XLA_PYTHON, "-m", "opcov", "run", "nn-gru", "-b", "xla", "--mode", "inference", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        env=child_env(PJRT_DEVICE="CPU"),
-        timeout=900,
-        cwd=ROOT,
-    )
+    r = run_xla("run", "nn-gru", "-b", "xla", "--mode", "inference", "--out", str(out))
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.load(open(out))
     assert doc["result"]["ran"] is True and doc["result"]["values"]["compared_tensors"] >= 1

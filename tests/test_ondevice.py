@@ -7,14 +7,9 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, child_env, load_yaml, run_opcov
+from conftest import ROOT, load_yaml, needs_xla, run_opcov, run_xla
 
 from opcov.store import opset
-
-XLA_PYTHON = os.environ.get("OPCOV_XLA_PYTHON") or os.path.join(ROOT, ".envs", "xla", "bin", "python")
-needs_xla = pytest.mark.skipif(
-    not os.path.exists(XLA_PYTHON), reason=f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)"
-)
 
 
 def kids(doc, op):
@@ -22,19 +17,6 @@ def kids(doc, op):
     tree = opset.nodes(doc)
     ids = {n.id for n in tree if n.op == op}
     return {n.op for n in tree if n.parent in ids}
-
-
-def run_xla(*args):
-    import subprocess
-
-    return subprocess.run(
-        [XLA_PYTHON, "-m", "opcov", *args],
-        capture_output=True,
-        text=True,
-        env=child_env(PJRT_DEVICE="CPU"),
-        timeout=900,
-        cwd=ROOT,
-    )
 
 
 def test_on_cpu_records_the_cpus_own_path(tmp_path):

@@ -9,16 +9,11 @@ import os
 import shutil
 import subprocess
 
-import pytest
-from conftest import ROOT, child_env, load_yaml
+from conftest import ROOT, XLA_PYTHON, child_env, load_yaml, needs_xla
 
 from opcov.probe import cases, replay
 from opcov.store import opset
 
-XLA_PYTHON = os.environ.get("OPCOV_XLA_PYTHON") or os.path.join(ROOT, ".envs", "xla", "bin", "python")
-needs_xla = pytest.mark.skipif(
-    not os.path.exists(XLA_PYTHON), reason=f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)"
-)
 BERT_ON = os.path.join(ROOT, "coverage", "models", "bert", "on")
 
 

@@ -447,9 +447,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--path",
         choices=("eager", "compile"),
         default="eager",
-        help="compile (cpu only): compile OpInfo samples with Inductor and compare with eager CPU, recording compile "
-        "errors, graph breaks and value mismatches (coverage/cpu/compile/probed-...yaml; --core, --ops, --dtypes, "
-        "--jobs, --timeout, --resume, --out apply)",
+        help="compile (cpu, xla): compile OpInfo samples with Inductor on this CPU (cpu) or openxla on PyTorch/XLA "
+        "(xla, in a Python with torch_xla) and compare with eager CPU, recording compile errors, graph breaks, CPU "
+        "fallbacks and value mismatches (coverage/<backend>/compile/probed-...yaml; --core, --ops, --dtypes, --jobs, "
+        "--timeout, --resume, --out apply)",
     )
     pr.add_argument(
         "--samples", type=int, default=2, help="with --path compile: samples per OpInfo and dtype (default: 2)"
@@ -1051,22 +1052,34 @@ def cmd_probe(args) -> int:
 
 
 def _probe_compiled(args) -> int:
-    """'opcov probe cpu --path compile': probe.compiled (Inductor on CPU against eager CPU)."""
+    """'opcov probe cpu|xla --path compile': probe.compiled (Inductor on CPU, openxla on xla; against eager CPU)."""
     from opcov.probe import KNOWN_DTYPES
     from opcov.probe import compiled as cprobe
     from opcov.probe.cases import parse_dtypes
     from opcov.scan.registered import command_line
     from opcov.store import data
 
-    if args.backend != "cpu":
-        raise UsageError(f"probe --path compile runs Inductor on this CPU: backend cpu, not {args.backend!r}")
+    if args.backend not in cprobe.TARGETS:
+        raise UsageError(
+            f"probe --path compile runs Inductor on this CPU (cpu) or openxla on PyTorch/XLA (xla), not {args.backend!r}"
+        )
     if args.jobs < 1 or args.samples < 1:
         raise UsageError("--jobs and --samples must be at least 1")
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES) if args.dtypes else ("float32",)
     import torch
 
+    package = None
+    if args.backend == "xla":
+        try:
+            import torch_xla
+        except ImportError:
+            raise UsageError(
+                "probe xla --path compile needs torch_xla in this Python (scripts/envs/xla.sh makes one)"
+            ) from None
+        package = ("torch_xla", torch_xla.__version__)
     out = args.out or os.path.join(
-        layout.compile_coverage_dir("cpu"), layout.snapshot_name("probed", torch.__version__)
+        layout.compile_coverage_dir(args.backend),
+        layout.snapshot_name("probed", torch.__version__, *(package or (None, None))),
     )
     output.check_writable_file(out)
     if os.path.exists(cprobe.journal_path(out)) and not args.resume:
@@ -1082,6 +1095,7 @@ def _probe_compiled(args) -> int:
         resume=args.resume,
         command=command_line(),
         limit=args.time_limit,
+        backend=args.backend,
     )
     data.save(doc, out)
     print(

@@ -1,14 +1,20 @@
-"""The compile probe: PyTorch's OpInfo samples compiled with Inductor on CPU and compared with eager CPU.
+"""The compile probe: PyTorch's OpInfo samples compiled for a backend and compared with eager CPU.
 
-Why: Inductor's tables (opcov.scan.compiled) say which ops it lowers, not that the code it generates is
+Why: a compiler's tables (opcov.scan.compiled) say which ops it lowers, not that the code it generates is
 right. So each OpInfo sample of the chosen ops is run eagerly on CPU (recording the ATen overloads it
-dispatches) and then through ``torch.compile(..., backend="inductor", fullgraph=True, dynamic=False)``:
+dispatches) and then through ``torch.compile(..., backend=B, fullgraph=True, dynamic=False)``, where
+B is Inductor on this CPU (backend ``cpu``) or ``openxla`` on PyTorch/XLA's device (backend ``xla``,
+run in a Python with torch_xla; PJRT_DEVICE=CPU is its CPU client), its inputs on that device:
 
 * ``pass`` / ``pass_low_precision``: the compiled values match eager's (``probe.compare.judge``);
 * ``mismatch``: they do not (shape, dtype or values);
+* on xla, ``fallback`` also where a node of the compiled graph ran through PyTorch/XLA's CPU fallback
+  (its counters, as the eager probe reads them: opcov.probe.xla), with the ops' names;
 * ``fallback``: Dynamo broke the graph (``fullgraph=True`` raises): the op runs eagerly there, with why;
 * ``error``: compiling or running the compiled code raised; ``timeout``: a sample took over ``timeout`` s;
-* ``not_comparable``: random or tie-breaking ops (their values differ legitimately), shape and dtype checked.
+* ``not_comparable``: random or tie-breaking ops (their values differ legitimately), shape and dtype checked;
+* ``flaky``: it raised in a worker that had compiled other graphs, and ran when compiled again alone
+  in a fresh process (``_again_alone``).
 
 A case's status is filed under the recorded overloads of the OpInfo's own op (its aten names), per
 dtype key, forward only: the compiled backward graph's ops are judged by these forward probes. Cases
@@ -36,6 +42,8 @@ from opcov.probe import cases, compare
 from opcov.probe.record import Calls, recording
 
 BACKEND = "cpu"
+# backend -> (torch.compile backend, device type of the compiled run's inputs)
+TARGETS = {"cpu": ("inductor", "cpu"), "xla": ("openxla", "xla")}
 TOGETHER = 8  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
 RANDOM_OR_TIES = (
     "rand",
@@ -80,7 +88,15 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
     return out
 
 
-def _worker_init():
+def _device(torch, backend: str):
+    if TARGETS[backend][1] == "xla":
+        import torch_xla
+
+        return torch_xla.device()
+    return torch.device("cpu")
+
+
+def _worker_init(backend: str = BACKEND):
     """Each worker compiles one thing at a time (the probe's workers, --jobs, are its parallelism; Inductor's
     own pool of compile subprocesses, one per core, in each worker only adds processes to start and feed),
     and pays Inductor's imports and first compile here, before any case: charged to a worker's first sample,
@@ -93,14 +109,16 @@ def _worker_init():
 
     logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
     logging.getLogger("torch._inductor").setLevel(logging.CRITICAL)
-    torch.compile(lambda x: x + 1, backend="inductor", fullgraph=True, dynamic=False)(torch.ones(2))
+    compile_backend, _ = TARGETS[backend]
+    x = torch.ones(2, device=_device(torch, backend))
+    torch.compile(lambda x: x + 1, backend=compile_backend, fullgraph=True, dynamic=False)(x)
     torch._dynamo.reset()
 
 
 def run_group(task) -> dict:
     """One OpInfo at one dtype: up to ``samples`` samples, each eager then compiled (in a worker)."""
-    oid, dtype, samples, timeout = task
-    return run_batch(([(oid, dtype)], samples, timeout))[0]
+    oid, dtype, samples, timeout, *backend = task
+    return run_batch(([(oid, dtype)], samples, timeout, *backend))[0]
 
 
 def run_batch(task) -> list[dict]:
@@ -110,7 +128,8 @@ def run_batch(task) -> list[dict]:
 
     import torch
 
-    groups, samples, timeout = task
+    groups, samples, timeout, *rest = task
+    backend = rest[0] if rest else BACKEND
 
     def alarm(signum, frame):
         raise TimeoutError(f"over {timeout:g} s")
@@ -137,7 +156,7 @@ def run_batch(task) -> list[dict]:
                 if "ref" in case:
                     case["_run"] = (op.op, (sample.input, *sample.args), sample.kwargs, dtype)
                     ready.append(case)
-        _compiled_together(torch, ready, timeout)
+        _compiled_together(torch, ready, timeout, backend)
     finally:
         signal.alarm(0)
     for rec in records:
@@ -169,12 +188,28 @@ def _eager(torch, op, sample, i, bases) -> dict:
             ref = op.op(sample.input, *sample.args, **sample.kwargs)
     except Exception as exc:  # noqa: BLE001 - eager itself refuses the sample
         return {"i": i, "status": "no_reference", "why": f"eager cpu: {_first(exc)}", "ops": []}
-    ops = sorted({(name, key) for name, key in calls.pairs() if name.split("::", 1)[1].split(".")[0] in bases})
+    every = sorted({(name, key, sig) for (name, key), sig in zip(calls.pairs(), calls.sig_list())})
+    own = [c for c in every if _base(c[0]) in bases]
+    other = [c for c in every if _base(c[0]) not in bases]
     mode = "not_comparable" if calls.seeded_random or any(b.startswith(RANDOM_OR_TIES) for b in bases) else "values"
-    return {"i": i, "ops": ops, "ref": ref, "mode": mode}
+    # ops: (name, dtype key) pairs; sigs: each one's signature class, so that a failure is held only
+    # against a model's calls of that class (opcov.verdict.signature), as the eager probe's are; other:
+    # the ops the sample ran beside its own (F.embedding's max_norm runs embedding_renorm_), see _blamed
+    return {
+        "i": i,
+        "ops": [[n, k] for n, k, _ in own],
+        "sigs": [sig for _, _, sig in own],
+        "other": [[n, k, sig] for n, k, sig in other],
+        "ref": ref,
+        "mode": mode,
+    }
 
 
-def _compiled_together(torch, batch: list, timeout: float) -> None:
+def _base(name: str) -> str:
+    return name.split("::", 1)[1].split(".")[0]
+
+
+def _compiled_together(torch, batch: list, timeout: float, backend: str = BACKEND) -> None:
     """Compile the eager-run cases of ``batch`` as one graph (one Inductor compile, one C++ build, where
     each case alone cost one: the C++ build was nine tenths of a case) and compare each output with its
     own eager value. A graph that fails to compile or run is split in halves, down to a case compiled
@@ -190,17 +225,28 @@ def _compiled_together(torch, batch: list, timeout: float) -> None:
         return [f(*a, **k) for f, (a, k) in zip(fns, inputs)]
 
     torch._dynamo.reset()
-    compiled = torch.compile(together, backend="inductor", fullgraph=True, dynamic=False)
-    inputs = [(_cloned(torch, c["_run"][1]), c["_run"][2]) for c in batch]
+    compile_backend, device_type = TARGETS[backend]
+    compiled = torch.compile(together, backend=compile_backend, fullgraph=True, dynamic=False)
+    fell = _fallbacks(device_type)
     signal.alarm(int(max(1, timeout * (1 + (len(batch) - 1) / 4))))  # a case's limit, and a quarter per other case
     try:
+        if device_type == "cpu":
+            inputs = [(_cloned(torch, c["_run"][1]), c["_run"][2]) for c in batch]
+        else:  # a sample the device cannot hold (a sparse tensor) is its own case's error
+            device = _device(torch, backend)
+            inputs = [(_cloned(torch, c["_run"][1], device), _cloned(torch, c["_run"][2], device)) for c in batch]
         got = compiled(inputs)
+        if device_type != "cpu":
+            got = _cloned(torch, got, torch.device("cpu"))  # runs the graph: its errors are the compile's
+        fallen = fell()
+        if fallen and len(batch) > 1:  # which case fell back: split, as for an error
+            raise _FellBack(fallen)
     except Exception as exc:  # noqa: BLE001 - every compile failure is data
         signal.alarm(0)
         if len(batch) > 1:
             half = len(batch) // 2
-            _compiled_together(torch, batch[:half], timeout)
-            _compiled_together(torch, batch[half:], timeout)
+            _compiled_together(torch, batch[:half], timeout, backend)
+            _compiled_together(torch, batch[half:], timeout, backend)
             return
         (case,) = batch
         name = type(exc).__name__
@@ -218,13 +264,35 @@ def _compiled_together(torch, batch: list, timeout: float) -> None:
         case["status"] = verdict.get("status", "pass")
         if verdict.get("why"):
             case["why"] = str(verdict["why"])[:200]
+        if fallen and case["status"] in ("pass", "pass_low_precision", "not_comparable"):
+            case.update(status="fallback", why=f"ran through the CPU fallback: {', '.join(fallen)}"[:200])
 
 
-def _cloned(torch, tree):
+class _FellBack(Exception):
+    """A graph of several cases in which some node ran through the CPU fallback: split to find whose."""
+
+
+def _fallbacks(device_type: str):
+    """A function giving the ops that ran through the device's CPU fallback since this call (xla's
+    counters, host reads left out), or none elsewhere."""
+    if device_type != "xla":
+        return lambda: []
+    import torch_xla.debug.metrics as met
+
+    from opcov.probe.xla import HOST_READS
+
+    met.clear_counters()
+    return lambda: sorted(n for n in met.counter_names() if n.startswith("aten::") and n not in HOST_READS)
+
+
+def _cloned(torch, tree, device=None):
+    """Fresh copies of the tensors in ``tree`` (on ``device`` where given)."""
     if isinstance(tree, torch.Tensor):
-        return tree.detach().clone()
+        return tree.detach().clone() if device is None else tree.detach().to(device)
     if isinstance(tree, (list, tuple)):
-        return type(tree)(_cloned(torch, t) for t in tree)
+        return type(tree)(_cloned(torch, t, device) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _cloned(torch, v, device) for k, v in tree.items()}
     return tree
 
 
@@ -246,6 +314,7 @@ def probe(
     command: str = "",
     limit: float | None = None,
     together: int = TOGETHER,
+    backend: str = BACKEND,
 ) -> tuple[dict, dict]:
     """Run the compile probe and return (the probed document, figures); the journal keeps finished groups.
     ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on).
@@ -265,14 +334,17 @@ def probe(
                 rec = json.loads(line)
                 done[rec["group"], rec["dtype"]] = rec
     todo = [(g, d) for g, d in groups if (g, d) not in done]
-    batches = [(todo[i : i + together], samples, timeout) for i in range(0, len(todo), max(1, together))]
+    batches = [(todo[i : i + together], samples, timeout, backend) for i in range(0, len(todo), max(1, together))]
     start = time.monotonic()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     stopped = 0
     worker_cpu = 0.0
     if todo:
         ctx = multiprocessing.get_context("spawn")
-        with ctx.Pool(jobs, initializer=_worker_init, maxtasksperchild=20) as pool, open(journal, "a") as jf:
+        with (
+            ctx.Pool(jobs, initializer=_worker_init, initargs=(backend,), maxtasksperchild=20) as pool,
+            open(journal, "a") as jf,
+        ):
             n = 0
             for spent, recs in pool.imap_unordered(_timed_batch, batches):
                 worker_cpu += spent
@@ -287,16 +359,98 @@ def probe(
                     stopped = len(todo) - n
                     pool.terminate()
                     break
+    if not stopped:
+        _again_alone(done, samples, timeout, backend, jobs, journal)
     wall = time.monotonic() - start
     import torch
 
-    eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, BACKEND)["registered"], str(torch.__version__))
-    backend_rec = data.load(eager)["backend"] if eager else {"name": BACKEND, "device_type": "cpu"}
-    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together)
+    eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, backend)["registered"], str(torch.__version__))
+    backend_rec = data.load(eager)["backend"] if eager else {"name": backend, "device_type": TARGETS[backend][1]}
+    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together, backend)
     cases_run = sum(len(r["cases"]) for r in done.values())
     figures = {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
     figures.update(groups_run=len(done) - (len(groups) - len(todo)), worker_cpu_s=worker_cpu)
     return doc, figures
+
+
+AGAIN = ("error", "timeout")  # statuses whose group is compiled again alone, in a fresh worker
+
+
+def _again_alone(done: dict, samples: int, timeout: float, backend: str, jobs: int, journal: str) -> None:
+    """Compile each group that had an error or timeout again, alone in a fresh worker process: a worker
+    that has compiled many graphs can fail on the next for reasons of its own (PyTorch/XLA's computation
+    cache: "Failed to get computation by hash", "Execution supplied 5 buffers but compiled program
+    expected 4"). A case that then runs is ``flaky`` (the first error is kept in its why); one that fails
+    again keeps the second run's status. Each group is compiled alone once (``alone`` in its record)."""
+    import multiprocessing
+
+    again = [
+        key
+        for key, rec in sorted(done.items())
+        if not rec.get("alone") and any(c["status"] in AGAIN for c in rec["cases"])
+    ]
+    if not again:
+        return
+    print(f"compiling {len(again)} group(s) with an error or timeout again, each alone in a fresh process", flush=True)
+    ctx = multiprocessing.get_context("spawn")
+    tasks = [([key], samples, timeout, backend) for key in again]
+    with (
+        ctx.Pool(jobs, initializer=_worker_init, initargs=(backend,), maxtasksperchild=1) as pool,
+        open(journal, "a") as jf,
+    ):
+        for _spent, recs in pool.imap_unordered(_timed_batch, tasks):
+            for alone in recs:
+                rec = done[alone["group"], alone["dtype"]]
+                merge_alone(rec, alone)
+                jf.write(json.dumps(rec) + "\n")
+            jf.flush()
+
+
+def merge_alone(rec: dict, alone: dict) -> None:
+    """Fold a group's run alone into its first record: each case that raised or timed out the first time
+    is ``flaky`` where it ran alone (the first error kept in its why), else takes the second run's status."""
+    by_i = {c["i"]: c for c in alone["cases"]}
+    for case in rec["cases"]:
+        second = by_i.get(case["i"])
+        if case["status"] not in AGAIN or second is None:
+            continue
+        if second["status"] in vocab.PROBED_RAN:
+            first = case.get("why", "")
+            case.update(status="flaky", why=f"passed compiled alone; with other samples: {first}"[:200])
+        else:
+            case["status"] = second["status"]
+            case.pop("why", None)
+            if second.get("why"):
+                case["why"] = second["why"]
+    rec["alone"] = True
+
+
+def _blamed(case: dict, cases: list) -> list[tuple[str, str, str]]:
+    """The (op, dtype key, signature class) a case is filed under: its OpInfo's own ops; but a case that
+    failed while running ops that no case of its group that ran did (embedding's samples with max_norm
+    also run embedding_renorm_, in place on the weight, which openxla compiles wrongly now and then) is
+    filed under those ops alone (the in-place ones among them where there are: max_norm's samples also
+    run detach, which every case of other groups runs): the plain calls of the OpInfo's op ran, so the
+    failure is not theirs."""
+    sigs = case.get("sigs") or [""] * len(case["ops"])  # a journal of an older probe: no classes
+    own = [(n, k, sig) for (n, k), sig in zip(case["ops"], sigs)]
+    if case.get("status") in vocab.PROBED_RAN:
+        return own
+    ran = {
+        (n, k)
+        for c in cases
+        if c.get("status") in vocab.PROBED_RAN
+        for n, k, *_ in list(c["ops"]) + list(c.get("other") or [])
+    }
+    if not ran:
+        return own
+    beyond = [(n, k, sig) for n, k, sig in own + [tuple(o) for o in case.get("other") or []] if (n, k) not in ran]
+    in_place = [c for c in beyond if _base(c[0]).endswith("_")]  # ATen's in-place ops: embedding_renorm_
+    return in_place or beyond or own
+
+
+def _xla_device() -> str:
+    return f"xla: PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '?')} on {platform.machine()}"
 
 
 def _badness(status: str) -> int:
@@ -304,18 +458,31 @@ def _badness(status: str) -> int:
 
 
 def _document(
-    done: dict, backend_rec: dict, command: str, samples: int, stopped: int, torch_version: str, together: int = 1
+    done: dict,
+    backend_rec: dict,
+    command: str,
+    samples: int,
+    stopped: int,
+    torch_version: str,
+    together: int = 1,
+    backend: str = BACKEND,
 ) -> dict:
+    from opcov.probe.results import failed_text
+    from opcov.store.cells import MAX_FAILED
+    from opcov.verdict.signature import NOTED
+
     cells: dict = {}
     for (group, dtype), rec in sorted(done.items()):
         for case in rec["cases"]:
-            for name, key in case["ops"]:
+            for name, key, sig in _blamed(case, rec["cases"]):
                 cell = cells.setdefault(name, {}).setdefault(key, {"cases": 0, "fails": 0, "samples": set()})
                 cell["cases"] += 1
                 cell["samples"].add(group)
                 status = case["status"]
                 if status in vocab.PROBED_FAILURES or status == "fallback":
                     cell["fails"] += 1
+                if status in NOTED and len(cell.setdefault("failed", [])) < MAX_FAILED:
+                    cell["failed"].append(failed_text(status, f"{group}|{dtype}|{case['i']}", sig))
                 if "fwd" not in cell or _badness(status) > _badness(cell["fwd"]):
                     cell["fwd"] = status
                     cell["case"] = f"{group}|{dtype}|{case['i']}"
@@ -335,9 +502,12 @@ def _document(
     for by_key in ops.values():
         for cell in by_key.values():
             counts[cell["fwd"]] = counts.get(cell["fwd"], 0) + 1
+    compile_backend, device_type = TARGETS[backend]
+    where = "on CPU" if device_type == "cpu" else f"on {device_type} (inputs there, outputs read back)"
     notes = [
-        "compile path: OpInfo samples compiled with Inductor (fullgraph=True, dynamic=False) on CPU and compared "
-        "with eager CPU; forward only; a graph break is recorded as 'fallback' (the op runs eagerly there)",
+        f"compile path: OpInfo samples compiled with {compile_backend} (fullgraph=True, dynamic=False) {where} "
+        "and compared with eager CPU; forward only; a graph break is recorded as 'fallback' (the op runs eagerly "
+        "there)",
         f"up to {samples} sample(s) per OpInfo and dtype; a case is filed under the OpInfo's own recorded overloads",
     ]
     if together > 1:
@@ -345,6 +515,11 @@ def _document(
             f"the samples of up to {together} OpInfo x dtype groups are compiled as one graph, each output compared "
             "with its own eager value; a graph that fails is split in halves down to a sample compiled alone, so "
             "an error, graph break or timeout is its own sample's"
+        )
+    if device_type == "xla":
+        notes.append(
+            "a case whose compiled graph ran a node through PyTorch/XLA's CPU fallback (its counters) is 'fallback', "
+            "with the ops' names"
         )
     if stopped:
         notes.append(f"{stopped} OpInfo x dtype group(s) not run (time limit): continue with --resume")
@@ -356,10 +531,10 @@ def _document(
             "torch": torch_version,
             "opcov": __version__,
             "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
-            "command": command or "opcov probe cpu --path compile",
+            "command": command or f"opcov probe {backend} --path compile",
             "host": provenance.host(),
-            "device": f"cpu: {platform.machine()}",
-            "mode": "compile (inductor)",
+            "device": f"cpu: {platform.machine()}" if device_type == "cpu" else _xla_device(),
+            "mode": f"compile ({compile_backend})",
             "notes": notes,
         },
         "summary": {"groups": len(done), "cells": dict(sorted(counts.items()))},

@@ -312,6 +312,14 @@ def _make_backend(torch, cap: Capture, recipes: list[Recipe]):
     graphs recorded as they are made), and hand Dynamo the last recipe's compiled function (which
     runs the graph's nodes as they are)."""
     import torch._functorch.config as functorch_config
+
+    # Lower the backward graph when the forward is traced (torch 2.10 and later; before, it is lowered
+    # when the backward first runs, which the training step does): a config key older torch lacks
+    eager_backward = (
+        {"force_non_lazy_backward_lowering": True}
+        if hasattr(functorch_config, "force_non_lazy_backward_lowering")
+        else {}
+    )
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd
 
@@ -341,7 +349,7 @@ def _make_backend(torch, cap: Capture, recipes: list[Recipe]):
         for rec in recipes:
             try:
                 sdpa = sdpa_kernel([SDPBackend.MATH]) if rec.math_sdpa else contextlib.nullcontext()
-                with functorch_config.patch(force_non_lazy_backward_lowering=True), sdpa:
+                with functorch_config.patch(**eager_backward), sdpa:
                     compiled = aot_autograd(
                         fw_compiler=recorder(rec, graph_id, "forward"),
                         bw_compiler=recorder(rec, graph_id, "backward"),
@@ -563,6 +571,13 @@ def trace_compiled(
     opts = Options(mode, dtype, False, "cpu", "none", real)
     opts.check()
     torch = import_torch()
+    if not real and torch.torch_version.TorchVersion(torch.__version__) < "2.10":
+        # AOTAutograd before 2.10 asserts that the fake tensors made here share Dynamo's own fake mode,
+        # so every graph would come out 'aot_failed': opcov's limit, not the compile backend's
+        raise UsageError(
+            f"the compile path on fake tensors needs torch 2.10 or later (this is torch {torch.__version__}): "
+            "trace it with --real (small real tensors on the CPU)"
+        )
     recipes = [recipe(torch, b) for b in dict.fromkeys(backends)]
     cap = capture(torch, model, inputs, opts, recipes, loss)
     params = sum(p.numel() for p in _unique_params(model))
