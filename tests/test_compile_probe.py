@@ -183,3 +183,24 @@ def test_openxla_compiles_opinfo_samples_on_the_xla_device(tmp_path):
     assert doc["ops"]["aten::add.Tensor"]["float32"]["fwd"] == "pass"
     nonzero = doc["ops"]["aten::nonzero"]["float32"]
     assert nonzero["fwd"] == "fallback" and "graph break" in nonzero["why"]
+
+
+def test_the_classes_of_cases_that_ran_are_kept_beside_the_failing_ones():
+    """addmm.decomposed's samples ran with the default scalars where addmm's, with alpha and beta not 1,
+    fell back: the cell keeps both, so the verdict can tell that the fallback hangs on the scalars."""
+    op = ("aten::addmm", "float32")
+    done = {
+        ("addmm", "float32"): {
+            "group": "addmm",
+            "dtype": "float32",
+            "cases": [_case(0, "fallback", [op], ["float32:2,float32:2,float32:2;beta=0.2,alpha=0.6"])],
+        },
+        ("addmm.decomposed", "float32"): {
+            "group": "addmm.decomposed",
+            "dtype": "float32",
+            "cases": [_case(0, "pass", [op], ["float32:2,float32:2,float32:2"])],
+        },
+    }
+    cell = _doc(done)["ops"]["aten::addmm"]["float32"]
+    assert cell["ran"] == ["float32:2,float32:2,float32:2"]
+    assert cell["failed"] == ["fallback addmm|float32|0 float32:2,float32:2,float32:2;beta=0.2,alpha=0.6"]

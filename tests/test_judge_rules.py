@@ -316,3 +316,20 @@ def test_merge_replace_takes_a_reprobed_cell_instead_of_combining_it():
     assert b["ops"] == new["ops"]
     (_, c), _ = replaced([("old", old), ("newer", probed(ops={"aten::mm": {"float32": {"fwd": "error"}}}))])
     assert c["ops"]["aten::mm"] == {}  # every cell replaced: the op is still named
+
+
+def test_a_fallback_only_with_non_default_scalars_is_a_note_when_the_defaults_ran(tmp_path, cov):
+    """openxla fell back on every OpInfo sample of addmm, all with alpha and beta not 1, while samples of
+    the same tensor classes with the defaults ran (``ran``). An op set does not record a call's scalars
+    (linear makes them 1): the fallback is named in a note, not held against the model. Without ``ran``
+    the finding counts, as before."""
+    failed = [f"fallback addmm|float32|{i} float32:1,float32:2,float32:2;beta=0.2,alpha=0.6" for i in range(2)]
+    cell = {"fwd": "fallback", "cases": 4, "fails": 2, "case": "addmm|float32|0", "why": "ran through the CPU fallback"}
+    model = save_model(tmp_path, {"aten::addmm": _call(shape="[16], [2, 8], [8, 16]")}, mode="inference")
+    _probe(cov, {"aten::addmm": {"float32": dict(cell, failed=failed, ran=["float32:1,float32:2,float32:2"])}})
+    r, v, f = _one(model, cov)
+    assert r.returncode == 0 and f["outcome"] == "ok", f
+    assert "only with beta=0.2,alpha=0.6" in f["why"] and "does not record this model's scalars" in f["why"], f
+    _probe(cov, {"aten::addmm": {"float32": dict(cell, failed=failed)}})
+    r, v, f = _one(model, cov)
+    assert f["outcome"] == "fallback", f

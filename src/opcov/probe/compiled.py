@@ -483,6 +483,9 @@ def _document(
                     cell["fails"] += 1
                 if status in NOTED and len(cell.setdefault("failed", [])) < MAX_FAILED:
                     cell["failed"].append(failed_text(status, f"{group}|{dtype}|{case['i']}", sig))
+                ran = cell.setdefault("ran", [])
+                if status in vocab.PROBED_RAN and sig and sig not in ran and len(ran) < MAX_FAILED:
+                    ran.append(sig)
                 if "fwd" not in cell or _badness(status) > _badness(cell["fwd"]):
                     cell["fwd"] = status
                     cell["case"] = f"{group}|{dtype}|{case['i']}"
@@ -497,6 +500,9 @@ def _document(
             cell["samples"] = sorted(cell["samples"])[:5]
             if not cell["fails"]:
                 cell.pop("fails")
+            for k in ("failed", "ran"):
+                if not cell.get(k):
+                    cell.pop(k, None)
             ops[name][key] = cell
     counts: dict = {}
     for by_key in ops.values():

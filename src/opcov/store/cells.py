@@ -77,6 +77,7 @@ class ProbedSlot:
     strides: int | None = None  # cases whose output strides differed from CPU's
     after_crash: int | None = None  # cases not run after a crash or timeout of their group
     failed: tuple | None = None  # 'STATUS CASE SIG' of failing cases, with their signature class
+    ran: tuple | None = None  # signature classes of cases that ran (where the probe keeps them)
     traced: FrozenDict | None = None  # zoo model -> the worst status of its own replayed calls
 
     @classmethod

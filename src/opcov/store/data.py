@@ -50,6 +50,7 @@ _PROBED_SLOT_KEYS = {
     "strides": int,
     "after_crash": int,
     "failed": list,  # 'STATUS CASE SIG' of failing cases (opcov.probe.results.failed_text)
+    "ran": list,  # signature classes of cases that ran (the compile probe's): see opcov.verdict.signature
     "traced": dict,  # zoo model -> the worst status of its own calls, replayed (trace.<model> cases)
 }
 # Each input tier (``<tier>``, ``<tier>_*``: the harder case of opcov.probe.tiers) is a slot like ``bwd``.
