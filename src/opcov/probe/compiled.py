@@ -40,6 +40,9 @@ from opcov.catalog import build_catalog
 from opcov.errors import UsageError
 from opcov.probe import cases, compare
 from opcov.probe.record import Calls, recording
+from opcov.probe.results import NOTED, failed_text
+from opcov.probe.xla import HOST_READS
+from opcov.store.cells import MAX_FAILED
 
 BACKEND = "cpu"
 # backend -> (torch.compile backend, device type of the compiled run's inputs)
@@ -279,8 +282,6 @@ def _fallbacks(device_type: str):
         return lambda: []
     import torch_xla.debug.metrics as met
 
-    from opcov.probe.xla import HOST_READS
-
     met.clear_counters()
     return lambda: sorted(n for n in met.counter_names() if n.startswith("aten::") and n not in HOST_READS)
 
@@ -467,10 +468,6 @@ def _document(
     together: int = 1,
     backend: str = BACKEND,
 ) -> dict:
-    from opcov.probe.results import failed_text
-    from opcov.store.cells import MAX_FAILED
-    from opcov.verdict.signature import NOTED
-
     cells: dict = {}
     for (group, dtype), rec in sorted(done.items()):
         for case in rec["cases"]:
