@@ -240,6 +240,14 @@ def _rowwise_prune(torch, device) -> Call:
     return [_t(torch, device, 3, 4), mask, torch.int32], {}
 
 
+def _grouped_mm(torch, device) -> Call:
+    """A mixture-of-experts layer's grouped matmul (transformers' MoE): 4 rows in 2 groups (offs, the end
+    of each), 2 experts' 8 x 8 weights; bfloat16 rows of 16 bytes, as its kernels require."""
+    rows = _t(torch, device, 4, 8, dtype=torch.bfloat16)
+    experts = _t(torch, device, 2, 8, 8, dtype=torch.bfloat16)
+    return [rows, experts], {"offs": _t(torch, device, 2, dtype=torch.int32, values=[2, 4])}
+
+
 # --- normalization
 def _batch_norm_args(torch, device) -> list:
     c = 3
@@ -328,6 +336,7 @@ RECIPES: dict[str, Callable[[Any, str], Call]] = {
     "aten::unflatten_dense_tensors": _unflatten_dense_tensors,
     "aten::_reshape_from_tensor": _reshape_from_tensor,
     "aten::_rowwise_prune": _rowwise_prune,
+    "aten::_grouped_mm": _grouped_mm,
     "aten::_batch_norm_no_update": _batch_norm_no_update,
     "aten::_batch_norm_with_update_functional": _batch_norm_with_update_functional,
     "aten::randint_like.Tensor": _randint_like_tensor,
