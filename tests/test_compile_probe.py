@@ -86,6 +86,14 @@ def _case(i, status, ops, sigs=None, other=(), why=None):
     return case
 
 
+def _groups(**by_group):
+    """The probe's finished groups, float32, from {group: [cases]} (a group name's dots as '__')."""
+    return {
+        (g.replace("__", "."), "float32"): {"group": g.replace("__", "."), "dtype": "float32", "cases": cases}
+        for g, cases in by_group.items()
+    }
+
+
 def _doc(done):
     return compiled._document(
         done, {"name": "xla", "device_type": "xla"}, "opcov probe xla --path compile", 10, 0, "2.9"
@@ -99,17 +107,14 @@ def test_a_failure_of_an_op_only_the_failing_sample_ran_is_filed_under_that_op()
     emb = ("aten::embedding", "float32")
     renorm = ("aten::embedding_renorm_", "float32", "float32:2,int64:2")
     detach = ("aten::detach", "float32", "float32:2")
-    done = {
-        ("nn.functional.embedding", "float32"): {
-            "group": "nn.functional.embedding",
-            "dtype": "float32",
-            "cases": [
+    doc = _doc(
+        _groups(
+            nn__functional__embedding=[
                 _case(0, "pass", [emb], ["float32:2,int64:2"]),
                 _case(5, "error", [emb], ["float32:2,int64:2"], [detach, renorm], "RuntimeError: Check failed"),
-            ],
-        }
-    }
-    doc = _doc(done)
+            ]
+        )
+    )
     assert doc["ops"]["aten::embedding"]["float32"]["fwd"] == "pass"
     cell = doc["ops"]["aten::embedding_renorm_"]["float32"]
     assert cell["fwd"] == "error" and cell["case"] == "nn.functional.embedding|float32|5"
@@ -122,16 +127,12 @@ def test_a_failing_case_keeps_its_signature_class_for_the_verdict():
     from opcov.verdict.signature import matches
 
     op = ("aten::mean.dim", "float32")
-    done = {
-        ("mean", "float32"): {
-            "group": "mean",
-            "dtype": "float32",
-            "cases": [
-                _case(0, "pass", [op], ["float32:3"]),
-                _case(1, "error", [op], ["float32:0d"], why="RuntimeError: Value out of range"),
-            ],
-        }
-    }
+    done = _groups(
+        mean=[
+            _case(0, "pass", [op], ["float32:3"]),
+            _case(1, "error", [op], ["float32:0d"], why="RuntimeError: Value out of range"),
+        ]
+    )
     cell = _doc(done)["ops"]["aten::mean.dim"]["float32"]
     assert cell["fwd"] == "error" and cell["failed"] == ["error mean|float32|1 float32:0d"]
     assert not matches("float32:0d", "[2, 16, 64]") and matches("float32:0d", "[]")
@@ -189,18 +190,10 @@ def test_the_classes_of_cases_that_ran_are_kept_beside_the_failing_ones():
     """addmm.decomposed's samples ran with the default scalars where addmm's, with alpha and beta not 1,
     fell back: the cell keeps both, so the verdict can tell that the fallback hangs on the scalars."""
     op = ("aten::addmm", "float32")
-    done = {
-        ("addmm", "float32"): {
-            "group": "addmm",
-            "dtype": "float32",
-            "cases": [_case(0, "fallback", [op], ["float32:2,float32:2,float32:2;beta=0.2,alpha=0.6"])],
-        },
-        ("addmm.decomposed", "float32"): {
-            "group": "addmm.decomposed",
-            "dtype": "float32",
-            "cases": [_case(0, "pass", [op], ["float32:2,float32:2,float32:2"])],
-        },
-    }
+    done = _groups(
+        addmm=[_case(0, "fallback", [op], ["float32:2,float32:2,float32:2;beta=0.2,alpha=0.6"])],
+        addmm__decomposed=[_case(0, "pass", [op], ["float32:2,float32:2,float32:2"])],
+    )
     cell = _doc(done)["ops"]["aten::addmm"]["float32"]
     assert cell["ran"] == ["float32:2,float32:2,float32:2"]
     assert cell["failed"] == ["fallback addmm|float32|0 float32:2,float32:2,float32:2;beta=0.2,alpha=0.6"]

@@ -38,10 +38,9 @@ import time
 from opcov import __version__, provenance, vocab
 from opcov.catalog import build_catalog
 from opcov.errors import UsageError
-from opcov.probe import cases, compare
+from opcov.probe import cases, compare, xla
 from opcov.probe.record import Calls, recording
 from opcov.probe.results import NOTED, failed_text
-from opcov.probe.xla import HOST_READS
 from opcov.store.cells import MAX_FAILED
 
 BACKEND = "cpu"
@@ -92,7 +91,7 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
 
 
 def _device(torch, backend: str):
-    if TARGETS[backend][1] == "xla":
+    if TARGETS[backend][1] == xla.DEVICE_TYPE:
         import torch_xla
 
         return torch_xla.device()
@@ -267,7 +266,7 @@ def _compiled_together(torch, batch: list, timeout: float, backend: str = BACKEN
         case["status"] = verdict.get("status", "pass")
         if verdict.get("why"):
             case["why"] = str(verdict["why"])[:200]
-        if fallen and case["status"] in ("pass", "pass_low_precision", "not_comparable"):
+        if fallen and case["status"] in xla.RAN:
             case.update(status="fallback", why=f"ran through the CPU fallback: {', '.join(fallen)}"[:200])
 
 
@@ -276,14 +275,9 @@ class _FellBack(Exception):
 
 
 def _fallbacks(device_type: str):
-    """A function giving the ops that ran through the device's CPU fallback since this call (xla's
-    counters, host reads left out), or none elsewhere."""
-    if device_type != "xla":
-        return lambda: []
-    import torch_xla.debug.metrics as met
-
-    met.clear_counters()
-    return lambda: sorted(n for n in met.counter_names() if n.startswith("aten::") and n not in HOST_READS)
+    """A function giving the ops that ran through the device's CPU fallback since this call (read as the
+    eager probe reads them: opcov.probe.xla), or none off xla."""
+    return xla.fallback_reader() if device_type == xla.DEVICE_TYPE else lambda: []
 
 
 def _cloned(torch, tree, device=None):

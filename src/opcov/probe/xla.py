@@ -61,10 +61,25 @@ def sync_for(device_type: str, default):
         finally:
             # What fell back since the last sync (or device error), read before anything
             # else runs on the device: judging copies the outputs back, through XLA kernels.
-            _state["fell"] = sorted(set(met.executed_fallback_ops()) - HOST_READS)
+            _state["fell"] = _fell(met)
             met.clear_counters()
 
     return sync
+
+
+def _fell(met) -> list[str]:
+    """The overloads PyTorch/XLA ran through its CPU fallback since its counters were cleared, host
+    reads left out."""
+    return sorted(set(met.executed_fallback_ops()) - HOST_READS)
+
+
+def fallback_reader():
+    """A function giving what ran through the CPU fallback since this call (the compile probe reads it
+    after each compiled graph: opcov.probe.compiled)."""
+    import torch_xla.debug.metrics as met
+
+    met.clear_counters()
+    return lambda: _fell(met)
 
 
 def forget() -> None:

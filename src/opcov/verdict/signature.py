@@ -157,23 +157,22 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     if status not in NOTED or not failed or len(failed) >= MAX_FAILED or not shapes:
         return None
     items = [_parse(t) for t in failed]
-    like = [(text, s, c) for text, (s, c, sig) in zip(failed, items) if any(matches(sig, shape) for shape in shapes)]
+    like = [
+        (text, s, c, sig) for text, (s, c, sig) in zip(failed, items) if any(matches(sig, shape) for shape in shapes)
+    ]
     scalar_note = ""
-    ran = getattr(slot, "ran", None)
-    if ran:  # failures that hang on path scalars (alpha, beta) the model's calls are not known to pass
-        by_scalars = [(text, s, c) for text, s, c in like if scalar_dependent(_parse(text)[2], ran)]
-        if by_scalars:
-            _, s0, c0 = by_scalars[0]
-            sig0 = _parse(by_scalars[0][0])[2]
-            scalar_note = (
-                f"{s0} on probe cases like this model's calls only with {sig0.split(';', 1)[1]} (case {c0}); "
-                "with the default scalars those cases ran, and the op set does not record this model's scalars"
-            )
-            like = [item for item in like if item not in by_scalars]
-            if not like:
-                return "pass", "", scalar_note
-    off = [(unread(text, reads), c) for text, _, c in like]
-    hit = [(s, c) for (_, s, c), (outs, _) in zip(like, off) if outs is None]
+    by_scalars = [item for item in like if slot.ran and scalar_dependent(item[3], slot.ran)]
+    if by_scalars:  # failures that hang on path scalars (alpha, beta) the model's calls are not known to have
+        _, s0, c0, sig0 = by_scalars[0]
+        scalar_note = (
+            f"{s0} on probe cases like this model's calls only with {sig0.split(';', 1)[1]} (case {c0}); "
+            "with the default scalars those cases ran, and the op set does not record this model's scalars"
+        )
+        like = [item for item in like if item not in by_scalars]
+        if not like:
+            return "pass", "", scalar_note
+    off = [(unread(text, reads), c) for text, _, c, _ in like]
+    hit = [(s, c) for (_, s, c, _), (outs, _) in zip(like, off) if outs is None]
     unread_note = ""
     if len(hit) < len(like):
         outs = frozenset().union(*(o for o, _ in off if o is not None))
@@ -182,12 +181,12 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
             f"values differ from CPU only in {unread_text(outs)} on a probe case like this model's calls "
             f"(case {first}), which this model never reads"
         )
-    unread_note = "; ".join(filter(None, (unread_note, scalar_note)))
+    said = "; ".join(filter(None, (unread_note, scalar_note)))
     if hit:
         s, c = min(hit, key=lambda sc: (PROBED_RANK.get(sc[0], 99), sc[1]))
-        return s, c, unread_note
-    if unread_note:
-        return "pass", "", unread_note
+        return s, c, said
+    if said:
+        return "pass", "", said
     sigs = ", ".join(dict.fromkeys(f"{sig or '?'} ({s}, case {c})" for s, c, sig in items[:3]))
     note = f"fails only on probe cases unlike this model's calls: {sigs}; this model's calls have {describe(shapes)}"
     fails = slot.fails if isinstance(slot.fails, int) else 0
