@@ -31,11 +31,29 @@ def test_cells_take_the_worst_case_and_graph_breaks_are_fallbacks():
     assert not data.validate(doc, "probed.yaml")  # a probed snapshot check reads as it reads the eager ones
 
 
-def test_a_real_opinfo_compiles_and_matches_eager():
-    rec = compiled.run_group(("mul", "float32", 1, 300))
-    (case,) = rec["cases"]
-    assert case["status"] in ("pass", "pass_low_precision"), case
-    assert ["aten::mul.Tensor", "float32"] in [list(o) for o in case["ops"]]
+def test_a_real_opinfo_compiles_and_matches_eager_as_given_and_with_transposed_strides():
+    """Each sample is compiled as given and again with its tensors' last two dims laid out transposed
+    (the same values): a compiled graph sees the strides its own ops make, and composites pick their path
+    by them. The variant's class says non-contiguous ('!nc'), so the verdict can tell them apart."""
+    rec = compiled.run_group(("mm", "float32", 1, 300))
+    given, transposed = rec["cases"]
+    assert given["i"] == 0 and transposed["i"] == "0t"
+    for case in (given, transposed):
+        assert case["status"] in ("pass", "pass_low_precision"), case
+        assert ["aten::mm", "float32"] in [list(o) for o in case["ops"]]
+    assert given["sigs"] == ["float32:2,float32:2"] and transposed["sigs"] == ["float32:2!nc,float32:2!nc"]
+
+
+def test_a_layout_variant_keeps_the_values_and_is_made_only_where_strides_can_differ():
+    import torch
+
+    x = torch.arange(24.0).reshape(2, 3, 4)
+    ((i, fn, (laid, scalar)),) = compiled._transposed(torch, torch.mul, (x, 2.0), 3)
+    assert i == "3t" and scalar == 2.0 and torch.equal(laid, x) and not laid.is_contiguous()
+    assert torch.equal(fn(x, 2.0), x * 2)  # the compiled function makes the layout itself, from any input
+    sparse = torch.eye(3).to_sparse_csr()
+    for nothing in [(torch.ones(5),), (torch.ones(4, 1),), (torch.ones(0, 3),), (1.0,), (sparse,)]:
+        assert compiled._transposed(torch, torch.mul, nothing, 0) == []
 
 
 def test_a_worker_pays_inductors_start_before_its_first_case_and_compiles_in_process(tmp_path):
@@ -66,7 +84,7 @@ def test_groups_compiled_together_file_a_graph_break_under_its_own_sample_only()
     spent, recs = compiled._timed_batch(([("mul", "float32"), ("item", "float32")], 1, 300))
     assert spent > 0  # the CPU seconds the benchmark extrapolates per group (the C++ build's included)
     assert [r["group"] for r in recs] == ["mul", "item"]
-    (mul,), (item,) = (r["cases"] for r in recs)
+    (mul,), (item,) = (r["cases"] for r in recs)  # their first samples are 0-d: no layout variant
     assert mul["status"] in ("pass", "pass_low_precision"), mul
     assert item["status"] == "fallback" and item["why"].startswith("graph break"), item
     assert not {"ref", "_run", "mode"} & (set(mul) | set(item))  # journal records hold JSON only
@@ -119,6 +137,28 @@ def test_a_failure_of_an_op_only_the_failing_sample_ran_is_filed_under_that_op()
     cell = doc["ops"]["aten::embedding_renorm_"]["float32"]
     assert cell["fwd"] == "error" and cell["case"] == "nn.functional.embedding|float32|5"
     assert "aten::detach" not in doc["ops"]  # run beside it, by every model: not what failed
+
+
+def test_a_failing_in_place_op_is_filed_under_its_functional_overload_too():
+    """adaptive_avg_pool1d of a transposed input, output 1, runs as_strided_ (ATen's channels-last path),
+    which openxla cannot compile; a compiled op set is functional and names it as_strided (Swin's head)."""
+    mean = ("aten::mean.dim", "float32", "float32:4")
+    strided = ("aten::as_strided_", "float32", "float32:4")
+    doc = _doc(
+        _groups(
+            nn__functional__adaptive_avg_pool1d=[
+                _case(4, "pass", [], other=[mean]),
+                _case("4t", "error", [], other=[mean, strided], why="RuntimeError: Expected XLA tensor"),
+            ]
+        )
+    )
+    for name in ("aten::as_strided_", "aten::as_strided"):
+        cell = doc["ops"][name]["float32"]
+        assert cell["fwd"] == "error" and cell["failed"] == [
+            "error nn.functional.adaptive_avg_pool1d|float32|4t float32:4"
+        ]
+    assert "aten::mean.dim" not in doc  # the given layout ran it too: not what failed
+    assert compiled._functional("aten::add_.Tensor") == "aten::add.Tensor"
 
 
 def test_a_failing_case_keeps_its_signature_class_for_the_verdict():
@@ -177,13 +217,19 @@ def test_openxla_compiles_opinfo_samples_on_the_xla_device(tmp_path):
     if not os.path.exists(XLA_PYTHON):
         pytest.skip(f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)")
     out = tmp_path / "compile-xla.yaml"
-    r = run_xla("probe", "xla", "--path", "compile", "--ops", "^(add|nonzero)$", "--out", str(out), timeout=600)
+    ops = "^(add|nonzero|nn.functional.adaptive_avg_pool1d)$"
+    r = run_xla("probe", "xla", "--path", "compile", "--ops", ops, "--samples", "5", "--out", str(out), timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = load_yaml(str(out))
     assert doc["provenance"]["mode"] == "compile (openxla)" and doc["backend"]["name"] == "xla"
     assert doc["ops"]["aten::add.Tensor"]["float32"]["fwd"] == "pass"
     nonzero = doc["ops"]["aten::nonzero"]["float32"]
     assert nonzero["fwd"] == "fallback" and "graph break" in nonzero["why"]
+    # the fifth sample pools to size 1; laid out transposed, ATen runs as_strided_ there, which openxla
+    # cannot compile (Swin's classifier head, a false 'runs' before the layout variant)
+    strided = doc["ops"]["aten::as_strided"]["float32"]
+    assert strided["fwd"] == "error" and "Expected XLA tensor" in strided["why"], strided
+    assert strided["failed"] == ["error nn.functional.adaptive_avg_pool1d|float32|4t float32:4"]
 
 
 def test_the_classes_of_cases_that_ran_are_kept_beside_the_failing_ones():

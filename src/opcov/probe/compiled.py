@@ -153,11 +153,13 @@ def run_batch(task) -> list[dict]:
                 except Exception as exc:  # noqa: BLE001 - the OpInfo cannot make samples here
                     rec["cases"].append({"i": i, "status": "no_reference", "why": f"samples: {_first(exc)}", "ops": []})
                     break
-                case = _eager(torch, op, sample, i, bases)
-                rec["cases"].append(case)
-                if "ref" in case:
-                    case["_run"] = (op.op, (sample.input, *sample.args), sample.kwargs, dtype)
-                    ready.append(case)
+                given = (sample.input, *sample.args)
+                for i_, fn, args in [(i, op.op, given), *_transposed(torch, op.op, given, i)]:
+                    case = _eager(torch, op, args, sample.kwargs, i_, bases)
+                    rec["cases"].append(case)
+                    if "ref" in case:
+                        case["_run"] = (fn, args, sample.kwargs, dtype)
+                        ready.append(case)
         _compiled_together(torch, ready, timeout, backend)
     finally:
         signal.alarm(0)
@@ -181,13 +183,51 @@ def _timed_batch(task) -> tuple[float, list[dict]]:
     return cpu() - before, records
 
 
-def _eager(torch, op, sample, i, bases) -> dict:
+def _transposed(torch, fn, args: tuple, i: int) -> list:
+    """The sample's layout variant, where it has one: [(case id, the fn to compile, args)], each tensor argument of
+    two or more dims whose last two are over 1 given transposed strides (the same values), or [].
+
+    Why: a compiled graph sees the strides its own ops make (``x.transpose(1, 2)`` feeding a pool), and
+    ATen's composites choose their path by them: ``adaptive_avg_pool1d(x.transpose(1, 2), 1)`` runs
+    ``as_strided_`` for a channels-last-like input, which openxla cannot compile ("Expected XLA tensor",
+    Swin's classifier head), while the same values contiguous compile. A device's inputs come in
+    contiguous (an XLA tensor has no strides), so the compiled variant makes the layout inside the graph
+    (``_laid_out``); its eager reference gets the transposed tensors themselves. Case id: ``<i>t``."""
+    laid = tuple(_transpose(torch, a) for a in args)
+    if all(a is b for a, b in zip(laid, args)):
+        return []
+    return [(f"{i}t", _laid_out(fn), laid)]
+
+
+def _transpose(torch, t):
+    """``t`` with its last two dims' strides swapped (same shape and values), or ``t`` where that changes
+    nothing (a non-tensor, a sparse one, under two dims, a last dim or the one before it of size 0 or 1)."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.dim() < 2 or min(t.shape[-2:]) < 2:
+        return t  # a sparse or nested tensor has no strides to lay out
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
+def _laid_out(fn):
+    """``fn`` with its tensor arguments given transposed strides first, inside whatever calls it (so
+    inside a compiled graph); on arguments that already have them, a copy with the same layout."""
+
+    def call(*args, **kwargs):
+        import torch
+
+        return fn(*(_transpose(torch, a) for a in args), **kwargs)
+
+    call.__name__ = f"{getattr(fn, '__name__', 'op')}_transposed"
+    return call
+
+
+def _eager(torch, op, args, kwargs, i, bases) -> dict:
     """A case's eager CPU run: its reference value (``ref``), the overloads it dispatched that are the
-    OpInfo's own, and how its values compare (``mode``); or no_reference when eager refuses it."""
+    OpInfo's own, and how its values compare (``mode``); or no_reference when eager refuses it. A layout
+    variant's ``args`` come laid out already, so only the op's own calls are recorded."""
     calls = Calls()
     try:
         with recording(calls):
-            ref = op.op(sample.input, *sample.args, **sample.kwargs)
+            ref = op.op(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - eager itself refuses the sample
         return {"i": i, "status": "no_reference", "why": f"eager cpu: {_first(exc)}", "ops": []}
     every = sorted({(name, key, sig) for (name, key), sig in zip(calls.pairs(), calls.sig_list())})
@@ -292,8 +332,13 @@ def _cloned(torch, tree, device=None):
 
 
 def _first(exc) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:200]
+    """The exception's first line; with the next one where the first only introduces it (Dynamo's
+    "backend='openxla' raised:" names no cause)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    text = " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    return text[:200]
 
 
 def probe(
@@ -426,7 +471,9 @@ def _blamed(case: dict, cases: list) -> list[tuple[str, str, str]]:
     also run embedding_renorm_, in place on the weight, which openxla compiles wrongly now and then) is
     filed under those ops alone (the in-place ones among them where there are: max_norm's samples also
     run detach, which every case of other groups runs): the plain calls of the OpInfo's op ran, so the
-    failure is not theirs."""
+    failure is not theirs. An in-place op is filed under its functional overload too: a compiled graph
+    is functional (AOTAutograd turns ``as_strided_`` into ``as_strided``), so a compiled op set names only
+    that one, and the finding would reach no model under the in-place name alone."""
     sigs = case.get("sigs") or [""] * len(case["ops"])  # a journal of an older probe: no classes
     own = [(n, k, sig) for (n, k), sig in zip(case["ops"], sigs)]
     if case.get("status") in vocab.PROBED_RAN:
@@ -440,8 +487,21 @@ def _blamed(case: dict, cases: list) -> list[tuple[str, str, str]]:
     if not ran:
         return own
     beyond = [(n, k, sig) for n, k, sig in own + [tuple(o) for o in case.get("other") or []] if (n, k) not in ran]
-    in_place = [c for c in beyond if _base(c[0]).endswith("_")]  # ATen's in-place ops: embedding_renorm_
-    return in_place or beyond or own
+    in_place = [c for c in beyond if _in_place(c[0])]  # ATen's in-place ops: embedding_renorm_
+    return in_place + [(_functional(n), k, sig) for n, k, sig in in_place] or beyond or own
+
+
+def _in_place(name: str) -> bool:
+    base = _base(name)
+    return base.endswith("_") and not base.startswith("__")
+
+
+def _functional(name: str) -> str:
+    """An in-place overload's functional one: 'aten::as_strided_' -> 'aten::as_strided',
+    'aten::add_.Tensor' -> 'aten::add.Tensor'."""
+    ns, _, rest = name.partition("::")
+    base, dot, overload = rest.partition(".")
+    return f"{ns}::{base[:-1]}{dot}{overload}"
 
 
 def _xla_device() -> str:
