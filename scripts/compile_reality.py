@@ -168,13 +168,13 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
     torch._dynamo.reset()
     compiled_model = torch.compile(model, backend=backend)
     t0 = time.time()
-    with ctrace._graph_breaks() as breaks:
+    with ctrace.logged_breaks() as breaks:
         try:
             torch.manual_seed(1)
             got, _ = step(compiled_model, inputs, where)
         except Exception as exc:  # noqa: BLE001 - the compile error is the outcome
             return {"actual": "compile_error", "detail": f"{type(exc).__name__}: {ctrace._first_line(exc)}"[:300]}
-    breaks = ctrace._distinct(breaks)
+    breaks = ctrace.distinct_breaks(breaks)
     said = f"; breaks: {'; '.join(ctrace._short(b.where) + ' ' + b.reason for b in breaks)[:200]}" if breaks else ""
     result = compare(got, ref, scales)
     if isinstance(result, str):

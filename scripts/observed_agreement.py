@@ -4,8 +4,10 @@ Usage: python scripts/observed_agreement.py [COVERAGE] [--write-docs]   (default
 
 One line per observed run (every file under COVERAGE/observed/, every backend): the model, mode and
 backend, what the run saw, the verdict 'opcov check' would give from coverage data alone (judged, as
-check does, on the op set recorded on the backend's own device where one is kept) and whether it
-agrees (opcov.verdict.observed.agrees); then the counts. The verdict check prints is the run's own
+check does, on the op set recorded on the backend's own device where one is kept; a run through
+torch.compile, 'opcov run --path compile', by 'opcov check --path compile' on the compiled op set, and
+counted as the backend's compile path) and whether it agrees (opcov.verdict.observed.agrees); then the
+counts. The verdict check prints is the run's own
 (evidence 'observed'): this measures the prediction. With --write-docs, the table goes to the
 'observed-agreement' section of docs/accuracy.md. Torch-free.
 """
@@ -18,8 +20,9 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
+from opcov.errors import OpcovError  # noqa: E402
 from opcov.store import observed as files  # noqa: E402 - after the path
-from opcov.verdict import check, observed  # noqa: E402
+from opcov.verdict import check, compiled, observed  # noqa: E402
 
 WORDS = {True: "agrees", False: "DISAGREES", None: "unknown (claims nothing)"}
 
@@ -43,6 +46,9 @@ def measure(cov: str) -> list[dict]:
         run = files.load(path)
         b, m, mode = run["backend"]["name"], run["model"]["name"], run["model"]["mode"]
         row = {"backend": b, "model": m, "mode": mode, "saw": saw(run), "run": run}
+        if files.path_of(run) == files.COMPILE:
+            rows.append(dict(row, backend=f"{b} (compile)", **_compiled_prediction(m, b, mode, cov, run)))
+            continue
         opsets = check.find_opsets(m, [mode], cov)
         if not opsets:
             rows.append(dict(row, predicted=None, evidence=None, agrees=None, path=None))
@@ -60,6 +66,17 @@ def measure(cov: str) -> list[dict]:
             )
         )
     return rows
+
+
+def _compiled_prediction(model: str, backend: str, mode: str, cov: str, run: dict) -> dict:
+    """What 'opcov check --path compile' says from coverage data of a model run through torch.compile."""
+    try:
+        (v,) = compiled.check(model, [backend], [mode], cov)
+    except (OpcovError, ValueError):
+        return {"predicted": None, "evidence": None, "agrees": None, "path": None}
+    p = v.observed["predicted"] if v.observed else {"verdict": v.verdict, "evidence": v.evidence}
+    agree = observed.agrees(p["verdict"], run, p.get("fallback_ops", ()))
+    return {"predicted": p["verdict"], "evidence": p["evidence"], "agrees": agree, "path": "compiled op set"}
 
 
 def line(r: dict) -> str:

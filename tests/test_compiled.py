@@ -136,7 +136,7 @@ def test_a_break_logged_again_for_the_frame_dynamo_gives_up_on_is_one_break():
         "gb0291",
     )
     same_code = compiled.Break("logging.Logger method not supported for export", "unknown", "x", "gb0291")
-    assert compiled._distinct([first, again, same_code, first]) == [compiled.replace(first, times=2)]
+    assert compiled.distinct_breaks([first, again, same_code, first]) == [compiled.replace(first, times=2)]
 
 
 def test_a_break_in_an_installed_package_is_named_by_the_package():

@@ -1100,3 +1100,41 @@ def test_observed_runs_and_contributed_evidence_are_named_with_source_and_date(p
     assert json.loads(read(out, "api/models/tiny.json"))["observed"][0]["source"] == (
         "observed on xla, torch_xla 2.9.0, 2026-12-02"
     )
+
+
+def test_a_compiled_run_on_the_device_decides_the_model_pages_compile_verdict(tmp_path):
+    """An observed compiled run ('opcov run --path compile') of tiny on xla decides its compile verdict on the
+    model page and in the API, says what the run saw and where it is filed, and leaves the eager verdict be."""
+    from opcov.site import render
+    from opcov.store import observed as files
+
+    cov = make_paths_coverage(tmp_path)
+    doc = {
+        "schema_version": 1,
+        "evidence": "observed",
+        "backend": {"name": "xla", "package": "torch_xla", "version": "2.9.0", "device_type": "xla"},
+        "model": {"name": "tiny", "mode": "training", "dtype": "float32", "source": "tiny"},
+        "provenance": {
+            "torch": TORCH,
+            "created": "2026-12-05T10:00:00+00:00",
+            "command": "opcov run tiny -b xla --path compile",
+            "device": "xla:0",
+        },
+        "result": {"ran": False, "error": "RuntimeError: Expected XLA tensor"},
+        "backend_record": {"fallback_ops": []},
+        "ops": {},
+        "compile": {"backend": "openxla", "graph_breaks": []},
+    }
+    target = files.path_for(cov, "xla", "tiny", "training", "compile")
+    os.makedirs(os.path.dirname(target))
+    with open(target, "w") as f:
+        f.write(files.dumps(doc))
+    out = str(tmp_path / "site")
+    render.render_site(cov, out)
+    page = read(out, "models/tiny.html")
+    xla = section(page, "compile-training-xla")
+    assert "observed: this model's training step compiled with openxla raised on xla:0" in xla
+    assert "RuntimeError: Expected XLA tensor" in xla and "coverage/observed/xla/compile/tiny.training.json" in xla
+    got = json.loads(read(out, "api/models/tiny.json"))["compile"]["training"]["backends"]["xla"]
+    assert (got["verdict"], got["evidence"]) == ("fails", "observed") and got["observed"].startswith("observed: ")
+    assert "xla: runs (○ registered, unverified)" in section(page, "eager", "compile")

@@ -91,7 +91,23 @@ def add_parsers(sub) -> None:
     rn.add_argument("--mode", choices=("inference", "training"), default="training")
     rn.add_argument("--import", dest="import_module", metavar="MODULE", help="module that registers the backend")
     rn.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
-    rn.add_argument("--out", help="file to write (default: coverage/observed/<backend>/<model>.<mode>.json)")
+    rn.add_argument(
+        "--path",
+        choices=("eager", "compile"),
+        default="eager",
+        help="eager (default), or compile: the step through torch.compile with the device's compile backend",
+    )
+    rn.add_argument(
+        "--compile-backend",
+        metavar="NAME",
+        help="the torch.compile backend for --path compile (default: the device's: inductor for cpu and cuda, "
+        "openxla for xla, tpu for tpu, neuron for neuron)",
+    )
+    rn.add_argument(
+        "--out",
+        help="file to write (default: coverage/observed/<backend>/<model>.<mode>.json; "
+        "with --path compile, coverage/observed/<backend>/compile/<model>.<mode>.json)",
+    )
 
     ex = sub.add_parser(
         "expect",
@@ -245,8 +261,20 @@ def cmd_run(args) -> int:
 
     if args.out:
         output.check_writable_file(args.out)
-    doc = observe(args.model, args.backend, mode=args.mode, import_module=args.import_module, command=command_line())
-    out = args.out or observed_files.path_for(args.into, doc["backend"]["name"], doc["model"]["name"], args.mode)
+    if args.compile_backend and args.path != "compile":
+        raise UsageError("--compile-backend goes with --path compile")
+    doc = observe(
+        args.model,
+        args.backend,
+        mode=args.mode,
+        import_module=args.import_module,
+        command=command_line(),
+        path=args.path,
+        compile_backend=args.compile_backend,
+    )
+    out = args.out or observed_files.path_for(
+        args.into, doc["backend"]["name"], doc["model"]["name"], args.mode, args.path
+    )
     output.write_atomic(out, observed_files.dumps(doc))
     print(observed.summary(doc))
     print(f"wrote {out}")

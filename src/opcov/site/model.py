@@ -300,11 +300,14 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
 
 
 def observed_runs(coverage_dir: str) -> dict:
-    """(backend, model, mode) -> (path relative to the coverage folder, document) of every observed run
-    under coverage/observed/ (opcov.store.observed reads and validates them; a bad one is a DataError)."""
+    """(backend, model, mode) -> (path relative to the coverage folder, document) of every eager observed
+    run under coverage/observed/ (opcov.store.observed reads and validates them; a bad one is a DataError);
+    the compiled runs are read where compile verdicts are made (judge_compiled_models)."""
     out = {}
     for path in observed_store.files(os.path.join(coverage_dir, observed_store.FOLDER)):
         doc = observed_store.load(path)
+        if observed_store.path_of(doc) != "eager":
+            continue
         key = (str(doc["backend"].get("name")), str(doc["model"].get("name")), str(doc["model"].get("mode")))
         out[key] = (os.path.relpath(path, coverage_dir).replace(os.sep, "/"), doc)
     return out
@@ -548,7 +551,7 @@ def judge_compiled_models(site: Site, eager: dict | None = None) -> dict:
     op set cannot be read. As 'opcov check MODEL -b B
     --path compile' judges (its graph breaks' ops on eager coverage, the compiled graphs' on compile
     coverage), on the documents the site holds. Backends without compile coverage are left out."""
-    from opcov.verdict import compiled
+    from opcov.verdict import compiled, observed
 
     held = {os.path.join(site.coverage_dir, *s.path.split("/")): s for b in site.backends
             for s in (b.snapshots + (b.compile.snapshots if b.compile else ()))}  # type: ignore[operator]
@@ -577,6 +580,9 @@ def judge_compiled_models(site: Site, eager: dict | None = None) -> dict:
                 here = compiled.eager_opset_for(doc, site.coverage_dir, b.name) if os.path.isfile(on) else eager_doc
                 cv = compiled.judge_compiled(f"coverage/{path}", doc, b.name, site.coverage_dir, here,
                                              read=lambda p, names: held[p].doc, pool=pool)
+                observed.annotate_compiled(cv, str(doc["model"]["name"]), site.coverage_dir)
+                if cv.observed:
+                    cv.observed["file"] = shown_path(site, cv.observed["file"])
                 for v in (cv.graphs, cv.eager):
                     if v is not None:
                         v.sources = [shown_path(site, p) for p in v.sources]

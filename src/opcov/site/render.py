@@ -719,6 +719,8 @@ def compile_view(cv) -> dict:
     out = said_view(cv)
     out.update(backend=cv.backend, mode=cv.mode, path=cv.path, compile_backend=cv.compile_backend,
                breaks=list(cv.breaks), why=cv.why, notes=list(cv.notes), outcome=cv.outcome,
+               observed=cv.observed["summary"] if cv.observed else "",
+               observed_file=cv.observed["file"] if cv.observed else "",
                graphs=verdict_view(cv.graphs) if cv.graphs is not None else None,
                eager=said_view(cv.eager) if cv.eager is not None else None,
                eager_problems=len([r for r in cv.eager.ops if r.outcome in vocab.PROBLEMS]) if cv.eager else 0)
@@ -761,6 +763,9 @@ def _compile_section_html(root: str, model: str, mode: str, name: str, entry, op
     out = [f'<h4 id="{anchor}">{b} ({_esc(c["compile_backend"])} recipe): {_said_html(c)}</h4>\n',
            f'<p class="muted">Compiled op set <code>{_esc(c["path"])}</code>; reproduce: <code>opcov check '
            f'{_esc(model)} -b {b} --mode {_esc(mode)} --path compile</code></p>\n']
+    if c["observed"]:
+        out.append(f'<p><strong>{_esc(c["observed"])}</strong> <span class="muted">(<code>'
+                   f'{_esc(c["observed_file"])}</code>)</span></p>\n')
     if c["why"]:
         out.append(f"<p>{_esc(c['why'])}</p>\n")
     out.append(_breaks_html(c["breaks"]))
@@ -1293,6 +1298,7 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
                 "verdict": e["verdict"], "evidence": e["ev"].name, "says": vocab.verdict_words(e["verdict"], e["ev"].name),
                 "compile_backend": e["compile_backend"], "opset": e["path"], "outcome": e["outcome"],
                 "graph_breaks": e["breaks"], "why": e["why"], "notes": e["notes"],
+                "observed": e["observed"] or None,
                 "eager_at_breaks": {"verdict": e["eager"]["verdict"], "evidence": e["eager"]["ev"].name} if e["eager"] else None,
                 "graphs": {"verdict": e["graphs"]["verdict"], "evidence": e["graphs"]["ev"].name,
                            "counts": e["graphs"]["counts"], "sources": e["graphs"]["sources"],

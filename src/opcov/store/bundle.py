@@ -306,7 +306,9 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
     b = read(path)
     doc = validate(b, path, coverage_dir)
     if b["kind"] == "observed":
-        target = observed.path_for(coverage_dir, doc["backend"]["name"], doc["model"]["name"], doc["model"]["mode"])
+        target = observed.path_for(
+            coverage_dir, doc["backend"]["name"], doc["model"]["name"], doc["model"]["mode"], observed.path_of(doc)
+        )
     else:
         target = os.path.join(coverage_dir, doc["backend"]["name"], b["name"])
     contribution = {

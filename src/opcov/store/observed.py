@@ -1,6 +1,9 @@
 """Observed-run files (``opcov run``, opcov.tracing.observe): where they live, how they are
 written, and the validation that reading them and ``opcov lint`` share. JSON, under
-``coverage/observed/<backend>/<model>.<mode>.json``, apart from the YAML coverage files. Torch-free.
+``coverage/observed/<backend>/<model>.<mode>.json`` (eager) and
+``coverage/observed/<backend>/compile/<model>.<mode>.json`` (``opcov run --path compile``: the step
+run through ``torch.compile``; its document has a ``compile`` record), apart from the YAML coverage
+files. Torch-free.
 """
 
 from __future__ import annotations
@@ -12,11 +15,19 @@ from opcov.errors import DataError
 
 FOLDER = "observed"
 KEYS = {"schema_version", "evidence", "backend", "model", "provenance", "result", "backend_record", "ops"}
+OPTIONAL = {"compile"}  # a compiled run's record: {"backend", "graph_breaks", ...}
+COMPILE = "compile"
 
 
-def path_for(coverage_dir: str, backend: str, model: str, mode: str) -> str:
-    """coverage/observed/<backend>/<model>.<mode>.json"""
-    return os.path.join(coverage_dir, FOLDER, backend, f"{model.replace('/', '_')}.{mode}.json")
+def path_for(coverage_dir: str, backend: str, model: str, mode: str, path: str = "eager") -> str:
+    """coverage/observed/<backend>/<model>.<mode>.json; a compiled run's under <backend>/compile/."""
+    folder = os.path.join(coverage_dir, FOLDER, backend, *((COMPILE,) if path == COMPILE else ()))
+    return os.path.join(folder, f"{model.replace('/', '_')}.{mode}.json")
+
+
+def path_of(doc: dict) -> str:
+    """'compile' for a run through torch.compile, else 'eager'."""
+    return COMPILE if doc.get(COMPILE) else "eager"
 
 
 def dumps(doc: dict) -> str:
@@ -31,7 +42,7 @@ def problems(doc, path: str) -> list[str]:
     missing = sorted(KEYS - set(doc))
     if missing:
         out.append(f"{path}: missing {', '.join(missing)}")
-    unknown = sorted(set(doc) - KEYS)
+    unknown = sorted(set(doc) - KEYS - OPTIONAL)
     if unknown:
         out.append(f"{path}: unknown key(s) {', '.join(unknown)}")
     if doc.get("evidence") != "observed" or doc.get("schema_version") != 1:
@@ -43,6 +54,11 @@ def problems(doc, path: str) -> list[str]:
         out.append(f"{path}: result.ran must be true or false")
     elif not res["ran"] and not res.get("error"):
         out.append(f"{path}: a run that did not run must say why (result.error)")
+    rec = doc.get(COMPILE)
+    if rec is not None and not (
+        isinstance(rec, dict) and rec.get("backend") and isinstance(rec.get("graph_breaks"), list)
+    ):
+        out.append(f"{path}: compile must name its backend and list its graph_breaks")
     for key in ("torch", "created", "command"):
         if not (doc.get("provenance") or {}).get(key):
             out.append(f"{path}: provenance lacks {key!r}")
@@ -78,6 +94,6 @@ def files(folder: str) -> list[str]:
     return out
 
 
-def find(coverage_dir: str, backend: str, model: str, mode: str) -> dict | None:
-    p = path_for(coverage_dir, backend, model, mode)
+def find(coverage_dir: str, backend: str, model: str, mode: str, path: str = "eager") -> dict | None:
+    p = path_for(coverage_dir, backend, model, mode, path)
     return load(p) if os.path.exists(p) else None

@@ -242,7 +242,7 @@ class _BreakLog(logging.Handler):
 
 
 @contextlib.contextmanager
-def _graph_breaks():
+def logged_breaks():
     log = logging.getLogger(GRAPH_BREAKS_LOGGER)
     handler = _BreakLog()
     saved = (log.level, log.propagate)
@@ -435,7 +435,7 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
     torch._dynamo.reset()
     compiled = torch.compile(step, backend=_make_backend(torch, cap, recipes), dynamic=False)
     try:
-        with _graph_breaks() as breaks, fake:
+        with logged_breaks() as breaks, fake:
             try:
                 with torch.enable_grad() if training else torch.no_grad():
                     out = compiled(args, kwargs)
@@ -443,7 +443,7 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
                     out.backward()
             except Exception as exc:  # noqa: BLE001 - a model Dynamo cannot take to the end: its reason
                 cap.failure = _why(exc, breaks)
-        cap.breaks = _distinct(breaks)
+        cap.breaks = distinct_breaks(breaks)
     finally:
         torch._dynamo.reset()
     return cap
@@ -453,7 +453,7 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
 REPEATS = ("Failed to handle graph break gracefully", "Encountered graph break that we cannot resume from")
 
 
-def _distinct(breaks: list[Break]) -> list[Break]:
+def distinct_breaks(breaks: list[Break]) -> list[Break]:
     """Each break once, with how many times it was hit (a break in every layer is one line of the model),
     leaving out Dynamo's lines that repeat the break before (``REPEATS``) and a break logged again with no
     location (the same reason or graph-break code) for an enclosing frame."""

@@ -18,10 +18,19 @@ this model's step ran on the device. One run records
 The model is the zoo's tiny config (``opcov zoo list``) built with real random weights, seeded, or
 ``module:function`` returning ``(model, inputs)``. The file is JSON (``opcov.verdict.observed``
 reads and validates it) under ``coverage/observed/<backend>/<model>.<mode>.json``.
+
+``path="compile"`` runs the device's step through ``torch.compile(model, backend=B)`` (B: the
+device's default compile backend, ``backends.COMPILE_BACKEND``, or the one named): the model's forward
+and loss compiled, its backward through the compiled backward graph, the optimizer eager, as a user's
+compiled training step. It keeps Dynamo's graph breaks (reason and file:line, as ``opcov trace --path
+compile`` records them) and the same values and backend record; the ops are not recorded one by one (a
+dispatch mode on the stack would change what Dynamo compiles), so a compiled run's error names no op. It
+goes under ``coverage/observed/<backend>/compile/``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import datetime as _dt
 import importlib
@@ -37,7 +46,18 @@ HOST_READS = {"aten::_local_scalar_dense"}  # atol, rtol (relative to the CPU te
 
 
 def _first_line(exc) -> str:
-    return (type(exc).__name__ + ": " + (str(exc).strip().splitlines() or [""])[0])[:300]
+    """'Type: first line'; with the next line where the first only introduces it (Dynamo's
+    "backend='openxla' raised:" names no cause)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
+    text = " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
+    return (type(exc).__name__ + ": " + text)[:300]
+
+
+def _where(exc) -> str:
+    """The exception as Python prints its last line, without the user's traceback that Dynamo appends
+    to its message (it names this machine's files)."""
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return text.split("\nOriginal traceback:", 1)[0].split("\nSet TORCHDYNAMO_VERBOSE", 1)[0].strip()[:300]
 
 
 def _build(torch, model: str, mode: str):
@@ -136,8 +156,18 @@ def _reset_record(backend) -> None:
         met.clear_all()
 
 
-def observe(model: str, backend_name: str, *, mode: str, import_module=None, command: str = "") -> dict:
-    """Run ``model`` one step on the backend's device; the observed-run document."""
+def observe(
+    model: str,
+    backend_name: str,
+    *,
+    mode: str,
+    import_module=None,
+    command: str = "",
+    path: str = "eager",
+    compile_backend: str | None = None,
+) -> dict:
+    """Run ``model`` one step on the backend's device (through torch.compile where ``path`` is
+    'compile'); the observed-run document."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from opcov.catalog import overload_name
@@ -150,6 +180,17 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
     import torch.nn.functional as F
     from torch.utils._pytree import tree_flatten
 
+    cb = None
+    if path == "compile":
+        cb = compile_backend or _backends.COMPILE_BACKEND.get(backend.name)
+        if cb is None:
+            raise UsageError(f"-b {backend.name}: name the torch.compile backend to run with (--compile-backend NAME)")
+        if cb not in torch._dynamo.list_backends(exclude_tags=()):
+            raise UsageError(
+                f"--compile-backend {cb}: torch.compile has no such backend in this Python (torch "
+                f"{torch.__version__}; it has {', '.join(torch._dynamo.list_backends())}): install the package "
+                "that registers it"
+            )
     name, orig, inputs, dtype = _build(torch, model, mode)
     for mod in orig.modules():
         # an RNN's dropout between layers runs inside aten::lstm / gru with the device's own random
@@ -217,11 +258,12 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
 
     def compared(out, loss, m) -> dict:
         """label -> tensor: each output, and in training the loss and each parameter's gradient by name
-        (matched by label, so the device's and CPU's lists pair up even if their orders differ)."""
+        (matched by label, so the device's and CPU's lists pair up even if their orders differ; a compiled
+        model's names are its original module's)."""
         got = {f"output {i}": t for i, t in enumerate(output_tensors(out))}
         if mode == "training":
             got["loss"] = loss
-            got.update((f"grad {n}", p.grad) for n, p in m.named_parameters())
+            got.update((f"grad {n}", p.grad) for n, p in getattr(m, "_orig_mod", m).named_parameters())
         return got
 
     F_dropout, F_sdpa = F.dropout, F.scaled_dot_product_attention
@@ -258,22 +300,26 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
         # names the ops dispatched (and the op that raised).
         _reset_record(backend)
         torch.manual_seed(2)
-        try:
-            m = on_device()
-            got_out, got_loss = step(m, dev, False)
-            got = compared(got_out, got_loss, m)
-            _sync(torch, backend)
-            got = {k: None if t is None else t.detach().to("cpu") for k, t in got.items()}
-            result["ran"] = True
-        except Exception as exc:  # the model's failure on the device is the observation
-            result["error"] = _first_line(exc)
-            result["where"] = "".join(traceback.format_exception_only(type(exc), exc)).strip()[:300]
-            got = None
+        with _breaks_kept(torch, cb) as breaks:
+            try:
+                m = on_device()
+                if cb:
+                    m = torch.compile(m, backend=cb)
+                got_out, got_loss = step(m, dev, False)
+                got = compared(got_out, got_loss, m)
+                _sync(torch, backend)
+                got = {k: None if t is None else t.detach().to("cpu") for k, t in got.items()}
+                result["ran"] = True
+            except Exception as exc:  # the model's failure on the device is the observation
+                result["error"] = _first_line(exc)
+                result["where"] = _where(exc)
+                got = None
         record = _backend_record(backend)
         torch.manual_seed(2)
         try:
-            step(on_device(), dev, True)
-            _sync(torch, backend)
+            if not cb:  # a dispatch mode would change what Dynamo compiles: a compiled run names no ops
+                step(on_device(), dev, True)
+                _sync(torch, backend)
         except Exception:  # noqa: BLE001 - the recording names the op that raised; the result is the first step's
             pass
         if got is not None:
@@ -307,7 +353,7 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
         "version": backend.installed_version() or "unknown",
         "device_type": backend.device_type,
     }
-    return {
+    doc = {
         "schema_version": 1,
         "evidence": "observed",
         "backend": b,
@@ -325,3 +371,29 @@ def observe(model: str, backend_name: str, *, mode: str, import_module=None, com
         "backend_record": record,
         "ops": {op: dict(sorted(cells.items())) for op, cells in sorted(ops.items())},
     }
+    if cb:
+        doc["compile"] = {
+            "backend": cb,
+            "graph_breaks": breaks,
+            "ops": "not recorded: a dispatch mode on the stack would change what Dynamo compiles",
+        }
+    return doc
+
+
+@contextlib.contextmanager
+def _breaks_kept(torch, compile_backend):
+    """Dynamo's graph breaks during the block (a list of {where, reason, construct}, distinct, as
+    ``opcov trace --path compile`` records them), with Dynamo's caches emptied first; nothing off the
+    compile path."""
+    kept: list = []
+    if not compile_backend:
+        yield kept
+        return
+    from opcov.tracing import compiled as ctrace
+
+    torch._dynamo.reset()
+    with ctrace.logged_breaks() as seen:
+        try:
+            yield kept
+        finally:
+            kept += [b.record() for b in ctrace.distinct_breaks(seen)]

@@ -19,13 +19,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from opcov import suggest, vocab
+from opcov import backends, suggest, vocab
 from opcov.errors import UsageError
 from opcov.store import layout, opset
 from opcov.verdict import judge
 
-# The compile backend whose recipe (decompositions, partitioner) a device's torch.compile uses by default.
-COMPILE_BACKEND = {"tpu": "tpu", "cpu": "inductor", "cuda": "inductor", "xla": "openxla"}
+# The compile backend whose recipe (decompositions, partitioner) a device's torch.compile uses by default,
+# where opcov traces op sets for it (opcov.tracing.compiled.RECIPES).
+COMPILE_BACKEND = {d: b for d, b in backends.COMPILE_BACKEND.items() if b in ("tpu", "inductor", "openxla")}
 _OUTCOME_OF = {verdict: outcome for outcome, verdict in vocab.VERDICT_OF.items()}
 BREAKS_HEAD = "{n} graph break(s); each runs eagerly: its ops are judged on eager coverage"
 
@@ -47,9 +48,16 @@ class CompiledVerdict:
     # Modules the backend replaces with its own Python ('torch.nn.GRU by torch_xla.experimental.gru.GRU') that
     # the compiled op set was traced without: what Dynamo makes of that Python is in no op set (unknown).
     replaced: list = field(default_factory=list)
+    # An observed compiled run of this model on the backend ('opcov run --path compile'): its record
+    # (opcov.verdict.observed.record, with the verdict from the data as ``predicted``), and its verdict,
+    # which then decides (evidence 'observed').
+    observed: dict | None = None
+    observed_verdict: str = ""
 
     @property
     def verdict(self) -> str:
+        if self.observed_verdict:
+            return self.observed_verdict
         if self.outcome == "failed":
             return "unknown"
         if self.outcome == "aot_failed":
@@ -61,6 +69,8 @@ class CompiledVerdict:
 
     @property
     def evidence(self) -> str:
+        if self.observed_verdict:
+            return vocab.OBSERVED
         if self.outcome != "compiled":
             return vocab.NO_EVIDENCE.name
         judged = [(_OUTCOME_OF.get(v.verdict, "unknown"), v.evidence) for v in (self.graphs, self.eager) if v]
@@ -221,9 +231,13 @@ def check(model: str, backends, modes, coverage_dir: str) -> list[CompiledVerdic
     """``opcov check MODEL -b B --path compile``: a CompiledVerdict per backend and mode."""
     suggest.check_backends(list(backends), coverage_dir)
     out = []
+    from opcov.verdict import observed
+
     for backend in backends:
         for path, doc in compiled_opsets(model, backend, modes, coverage_dir):
-            out.append(judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir, backend)))
+            cv = judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir, backend))
+            observed.annotate_compiled(cv, str(doc["model"]["name"]), coverage_dir)
+            out.append(cv)
     return out
 
 
@@ -238,6 +252,8 @@ def render(verdicts: list[CompiledVerdict], fmt: str = "text") -> str:
     lines = []
     for v in verdicts:
         lines.append(f"{v.backend} {v.mode} (compile path, {v.compile_backend}): {v.says()}  [{v.path}]")
+        if v.observed:
+            lines.append(f"  {v.observed['summary']}")
         if v.breaks:
             lines.append("  " + BREAKS_HEAD.format(n=len(v.breaks)))
             for b in v.breaks:
@@ -280,6 +296,8 @@ def _as_json(v: CompiledVerdict) -> dict:
         "notes": v.notes,
         "replaced_modules": v.replaced,
     }
+    if v.observed:
+        out["observed"] = v.observed
     if v.why:
         out["why"] = v.why
     for key, bv in (("graphs", v.graphs), ("eager_at_breaks", v.eager)):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from opcov import vocab
 from opcov.errors import DataError
-from opcov.store.observed import find, path_for
+from opcov.store.observed import COMPILE, find, path_for, path_of
 
 
 def verdict_of(doc: dict) -> str:
@@ -86,11 +86,15 @@ def summary(doc: dict) -> str:
     where = f"{doc['provenance'].get('device', '?')}, {doc['backend'].get('package')} {doc['backend'].get('version')}"
     when = str(doc["provenance"].get("created", ""))[:10]
     res = doc["result"]
+    crec = doc.get(COMPILE)
+    step = f"{mode} step" + (f" compiled with {crec['backend']}" if crec else "")
+    dispatched = (
+        f"{len(crec['graph_breaks'])} graph break(s)" if crec else f"{len(doc.get('ops') or {})} ops dispatched"
+    )
     head = (
-        f"observed: this model's {mode} step raised on {where} ({when}): {res.get('error')}"
+        f"observed: this model's {step} raised on {where} ({when}): {res.get('error')}"
         if not res["ran"]
-        else f"observed: this model's {mode} step ran on {where} ({when}), {len(doc.get('ops') or {})} ops dispatched; "
-        + _saw(doc).removeprefix("ran, ")
+        else f"observed: this model's {step} ran on {where} ({when}), {dispatched}; " + _saw(doc).removeprefix("ran, ")
     )
     rec = doc.get("backend_record") or {}
     if not res["ran"] and rec.get("fallback_ops"):
@@ -133,6 +137,47 @@ def annotate(v, doc: dict, coverage_dir: str) -> None:
     v.observed = dict(record(run, path), predicted=predicted)
     v.verdict, v.evidence = verdict_of(run), vocab.OBSERVED
     v.sources.append(path)
+
+
+def annotate_compiled(cv, name: str, coverage_dir: str) -> None:
+    """Where ``name`` was run through torch.compile on ``cv``'s backend (same mode; ``opcov run --path
+    compile``), let the run decide the compile verdict ``cv`` (opcov.verdict.compiled.CompiledVerdict) as
+    ``annotate`` does the eager one: its verdict, evidence 'observed', and in ``cv.observed`` the run's
+    record with its one-line ``summary``, the graph breaks it met, and the verdict from the data as
+    ``predicted`` (whether it agrees, and whether it foretold the breaks)."""
+    try:
+        run = find(coverage_dir, cv.backend, name, cv.mode, COMPILE)
+    except DataError as exc:
+        cv.notes.insert(0, f"observed compiled run unreadable, not used: {exc}")
+        return
+    if run is None:
+        return
+    path = path_for(coverage_dir, cv.backend, name, cv.mode, COMPILE)
+    if path_of(run) != COMPILE:
+        cv.notes.insert(0, f"{path}: an eager run (no compile record), not used for the compile path")
+        return
+    fell = sorted({r.op for v in (cv.graphs, cv.eager) if v is not None for r in v.ops if r.outcome == "fallback"})
+    agree = agrees(cv.verdict, run, fell)
+    saw_breaks = run[COMPILE]["graph_breaks"]
+    predicted = {
+        "verdict": cv.verdict,
+        "evidence": cv.evidence,
+        "says": cv.says(),
+        "agrees": agree,
+        "fallback_ops": fell,
+        "graph_breaks": len(cv.breaks),
+    }
+    word = "claims nothing" if agree is None else "agrees" if agree else "does NOT agree"
+    breaks = (
+        ""
+        if not run["result"]["ran"]
+        else "; graph breaks foretold"
+        if bool(saw_breaks) == bool(cv.breaks)
+        else f"; graph breaks NOT foretold (op set {len(cv.breaks)}, run {len(saw_breaks)})"
+    )
+    said = f"{summary(run)}; the verdict from coverage data ({predicted['says']}) {word}{breaks}"
+    cv.observed = dict(record(run, path), predicted=predicted, graph_breaks=saw_breaks, summary=said)
+    cv.observed_verdict = verdict_of(run)
 
 
 def agrees(verdict: str, doc: dict, fallback_ops=()) -> bool | None:
