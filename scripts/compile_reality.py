@@ -210,7 +210,9 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
 
 
 def verdict(name: str, mode: str, device: str = "cpu") -> tuple[str, str, int]:
-    """(verdict word, what it says, graph breaks) of opcov's compile verdict for ``device``, or ('none', why, 0)."""
+    """(verdict word, what it says, graph breaks) of opcov's compile verdict for ``device``, or ('none', why, 0):
+    from coverage data, as predicted before any observed compiled run of the model decides it (the run is
+    the real outcome this measures the prediction against)."""
     from opcov.errors import OpcovError
     from opcov.verdict import compiled
 
@@ -218,6 +220,9 @@ def verdict(name: str, mode: str, device: str = "cpu") -> tuple[str, str, int]:
         (v,) = compiled.check(name, [device], [mode], os.path.join(ROOT, "coverage"))
     except OpcovError as exc:
         return "none", str(exc), 0
+    if v.observed:
+        p = v.observed["predicted"]
+        return p["verdict"], p["says"], len(v.breaks)
     return v.verdict, v.says(), len(v.breaks)
 
 
