@@ -38,7 +38,7 @@ def _check(cov, *extra):
 
 
 def test_a_compiled_run_keeps_its_graph_breaks_and_values(cov_run):
-    _, path, stdout = cov_run
+    cov, path, stdout = cov_run
     doc = json.load(open(path))
     assert files.problems(doc, path) == [] and files.path_of(doc) == "compile"
     assert doc["compile"]["backend"] == "inductor"  # cpu's default torch.compile backend
@@ -46,7 +46,8 @@ def test_a_compiled_run_keeps_its_graph_breaks_and_values(cov_run):
     assert brk["reason"] == "Attempted to wrap RNN, GRU, or LSTM" and "external_utils.py:" in brk["where"]
     assert doc["result"]["ran"] is True and doc["result"]["values"]["match"] is True
     assert "inference step compiled with inductor ran on cpu" in stdout and "1 graph break(s)" in stdout
-    assert not os.path.exists(files.path_for(os.path.dirname(path), "cpu", MODEL, "inference"))  # not the eager file
+    assert path != files.path_for(str(cov), "cpu", MODEL, "inference")  # not where the eager run goes
+    assert not os.path.exists(files.path_for(str(cov), "cpu", MODEL, "inference"))
 
 
 def test_check_takes_the_compiled_run_as_its_verdict_and_keeps_the_prediction(cov_run):
@@ -82,7 +83,9 @@ def test_a_compiled_run_that_raised_makes_the_verdict_fails_and_says_the_data_di
     with open(mine, "w") as f:
         f.write(files.dumps(eager))
     (v,) = json.loads(_check(other, "--format", "json").stdout)
-    assert v["evidence"] != "observed" and any("an eager run" in n for n in v["notes"])
+    assert v["evidence"] != "observed" and any(
+        "a run of the eager path, not used for the compile path" in n for n in v["notes"]
+    )
 
 
 def test_a_compile_backend_torch_does_not_have_is_one_line_and_writes_nothing(tmp_path):

@@ -52,3 +52,12 @@ def checked_arguments(fn):
         return fn(*args, **kwargs)
 
     return call
+
+
+def cause_line(exc: BaseException) -> str:
+    """An exception's message in one line: its first line, joined with the next where the first only
+    introduces it (Dynamo's "backend='openxla' raised:" names no cause; the line after it does)."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]

@@ -37,7 +37,7 @@ import time
 
 from opcov import __version__, provenance, vocab
 from opcov.catalog import build_catalog
-from opcov.errors import UsageError
+from opcov.errors import UsageError, cause_line
 from opcov.probe import cases, compare, xla
 from opcov.probe.record import Calls, recording
 from opcov.probe.results import NOTED, failed_text
@@ -332,13 +332,7 @@ def _cloned(torch, tree, device=None):
 
 
 def _first(exc) -> str:
-    """The exception's first line; with the next one where the first only introduces it (Dynamo's
-    "backend='openxla' raised:" names no cause)."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    text = " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
-    return text[:200]
+    return (cause_line(exc) or type(exc).__name__)[:200]
 
 
 def probe(

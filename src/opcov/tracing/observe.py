@@ -38,7 +38,7 @@ import platform
 import traceback
 
 from opcov import backends as _backends
-from opcov.errors import OpcovError, UsageError
+from opcov.errors import OpcovError, UsageError, cause_line
 from opcov.version import __version__
 
 TOLERANCE = (1e-3, 1e-3)
@@ -46,11 +46,7 @@ HOST_READS = {"aten::_local_scalar_dense"}  # atol, rtol (relative to the CPU te
 
 
 def _first_line(exc) -> str:
-    """'Type: first line'; with the next line where the first only introduces it (Dynamo's
-    "backend='openxla' raised:" names no cause)."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()] or [""]
-    text = " ".join(lines[:2]) if lines[0].endswith(":") and len(lines) > 1 else lines[0]
-    return (type(exc).__name__ + ": " + text)[:300]
+    return (type(exc).__name__ + ": " + cause_line(exc))[:300]
 
 
 def _where(exc) -> str:

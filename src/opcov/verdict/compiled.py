@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from opcov import backends, suggest, vocab
 from opcov.errors import UsageError
 from opcov.store import layout, opset
-from opcov.verdict import judge
+from opcov.verdict import judge, observed
 
 # The compile backend whose recipe (decompositions, partitioner) a device's torch.compile uses by default,
 # where opcov traces op sets for it (opcov.tracing.compiled.RECIPES).
@@ -231,8 +231,6 @@ def check(model: str, backends, modes, coverage_dir: str) -> list[CompiledVerdic
     """``opcov check MODEL -b B --path compile``: a CompiledVerdict per backend and mode."""
     suggest.check_backends(list(backends), coverage_dir)
     out = []
-    from opcov.verdict import observed
-
     for backend in backends:
         for path, doc in compiled_opsets(model, backend, modes, coverage_dir):
             cv = judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir, backend))

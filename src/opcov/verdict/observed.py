@@ -113,27 +113,13 @@ def annotate(v, doc: dict, coverage_dir: str) -> None:
     the evidence word 'observed', the run's record in ``v.observed`` (with the verdict from coverage
     data as ``predicted``), its summary first among the notes and its file among the sources."""
     name = (doc.get("model") or {}).get("name")
-    if not name:
+    found = _run_for(v, name, coverage_dir, "eager") if name else None
+    if found is None:
         return
-    try:
-        run = find(coverage_dir, v.backend, name, v.mode)
-    except DataError as exc:
-        v.notes.insert(0, f"observed run unreadable, not used: {exc}")
-        return
-    if run is None:
-        return
-    path = path_for(coverage_dir, v.backend, name, v.mode)
+    run, path = found
     fell = sorted({r.op for r in v.ops if r.outcome == "fallback"})  # what the data says falls back
-    agree = agrees(v.verdict, run, fell)
-    word = (
-        "claims nothing; the run settles it"
-        if agree is None
-        else "agrees with it"
-        if agree
-        else "does NOT agree with it"
-    )
-    predicted = {"verdict": v.verdict, "evidence": v.evidence, "says": v.says(), "agrees": agree, "fallback_ops": fell}
-    v.notes.insert(0, f"{summary(run)}; the verdict from coverage data ({predicted['says']}) {word}")
+    predicted, said = _predicted(v, run, fell)
+    v.notes.insert(0, said)
     v.observed = dict(record(run, path), predicted=predicted)
     v.verdict, v.evidence = verdict_of(run), vocab.OBSERVED
     v.sources.append(path)
@@ -145,39 +131,54 @@ def annotate_compiled(cv, name: str, coverage_dir: str) -> None:
     ``annotate`` does the eager one: its verdict, evidence 'observed', and in ``cv.observed`` the run's
     record with its one-line ``summary``, the graph breaks it met, and the verdict from the data as
     ``predicted`` (whether it agrees, and whether it foretold the breaks)."""
-    try:
-        run = find(coverage_dir, cv.backend, name, cv.mode, COMPILE)
-    except DataError as exc:
-        cv.notes.insert(0, f"observed compiled run unreadable, not used: {exc}")
+    found = _run_for(cv, name, coverage_dir, COMPILE)
+    if found is None:
         return
-    if run is None:
-        return
-    path = path_for(coverage_dir, cv.backend, name, cv.mode, COMPILE)
-    if path_of(run) != COMPILE:
-        cv.notes.insert(0, f"{path}: an eager run (no compile record), not used for the compile path")
-        return
+    run, path = found
     fell = sorted({r.op for v in (cv.graphs, cv.eager) if v is not None for r in v.ops if r.outcome == "fallback"})
-    agree = agrees(cv.verdict, run, fell)
+    predicted, said = _predicted(cv, run, fell)
+    predicted["graph_breaks"] = len(cv.breaks)
     saw_breaks = run[COMPILE]["graph_breaks"]
-    predicted = {
-        "verdict": cv.verdict,
-        "evidence": cv.evidence,
-        "says": cv.says(),
-        "agrees": agree,
-        "fallback_ops": fell,
-        "graph_breaks": len(cv.breaks),
-    }
-    word = "claims nothing" if agree is None else "agrees" if agree else "does NOT agree"
-    breaks = (
-        ""
-        if not run["result"]["ran"]
-        else "; graph breaks foretold"
-        if bool(saw_breaks) == bool(cv.breaks)
-        else f"; graph breaks NOT foretold (op set {len(cv.breaks)}, run {len(saw_breaks)})"
-    )
-    said = f"{summary(run)}; the verdict from coverage data ({predicted['says']}) {word}{breaks}"
+    if run["result"]["ran"]:
+        said += (
+            "; graph breaks foretold"
+            if bool(saw_breaks) == bool(cv.breaks)
+            else f"; graph breaks NOT foretold (op set {len(cv.breaks)}, run {len(saw_breaks)})"
+        )
     cv.observed = dict(record(run, path), predicted=predicted, graph_breaks=saw_breaks, summary=said)
     cv.observed_verdict = verdict_of(run)
+
+
+def _run_for(v, name: str, coverage_dir: str, path: str) -> tuple[dict, str] | None:
+    """(the observed run of ``name`` on ``v``'s backend and mode along ``path``, its file), or None; a file
+    that cannot be read, or a run of the other path filed there, is a note on ``v`` and not used."""
+    where = path_for(coverage_dir, v.backend, name, v.mode, path)
+    try:
+        run = find(coverage_dir, v.backend, name, v.mode, path)
+    except DataError as exc:
+        v.notes.insert(0, f"observed run unreadable, not used: {exc}")
+        return None
+    if run is None:
+        return None
+    if path_of(run) != path:
+        v.notes.insert(0, f"{where}: a run of the {path_of(run)} path, not used for the {path} path")
+        return None
+    return run, where
+
+
+def _predicted(v, run: dict, fell: list) -> tuple[dict, str]:
+    """The verdict from coverage data (``v``'s, before the run decides it) as the run's prediction, and the
+    line that says what the run saw and whether the prediction agrees (``agrees``)."""
+    agree = agrees(v.verdict, run, fell)
+    word = (
+        "claims nothing; the run settles it"
+        if agree is None
+        else "agrees with it"
+        if agree
+        else "does NOT agree with it"
+    )
+    predicted = {"verdict": v.verdict, "evidence": v.evidence, "says": v.says(), "agrees": agree, "fallback_ops": fell}
+    return predicted, f"{summary(run)}; the verdict from coverage data ({predicted['says']}) {word}"
 
 
 def agrees(verdict: str, doc: dict, fallback_ops=()) -> bool | None:
