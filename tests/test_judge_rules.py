@@ -270,13 +270,13 @@ def test_signature_class_names_dtype_rank_0d_empty_noncontiguous_and_path_scalar
 
     addmm = torch.ops.aten.addmm.default
     b, m1, m2 = torch.zeros(3), torch.zeros(2, 4), torch.zeros(4, 3)
-    assert signature(addmm, (b, m1, m2), {}) == "float32:1,float32:2,float32:2"
+    assert signature(addmm, (b, m1, m2), {}) == "float32:1,float32:2,float32:2;"
     assert signature(addmm, (b, m1, m2), {"alpha": 2}) == "float32:1,float32:2,float32:2;alpha=2"
     assert signature(addmm, (b, m1, m2), {"beta": 0.5, "alpha": 1}) == "float32:1,float32:2,float32:2;beta=0.5"
     mean = torch.ops.aten.mean.dim
-    assert signature(mean, (torch.tensor(1.0), [0]), {}) == "float32:0d"
-    assert signature(mean, (torch.zeros(0, 3), [0]), {}) == "float32:2!empty"
-    assert signature(mean, (torch.zeros(3, 4).t(), [0]), {}) == "float32:2!nc"
+    assert signature(mean, (torch.tensor(1.0), [0]), {}) == "float32:0d;"
+    assert signature(mean, (torch.zeros(0, 3), [0]), {}) == "float32:2!empty;"
+    assert signature(mean, (torch.zeros(3, 4).t(), [0], True), {}) == "float32:2!nc;keepdim=True"
 
 
 def test_a_sum_is_judged_relative_to_the_magnitudes_it_adds_up():

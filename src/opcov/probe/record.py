@@ -8,6 +8,7 @@ tensor never decides the key of a float op.
 
 from __future__ import annotations
 
+from opcov import sigclass
 from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype, dtype_name
 from opcov.probe.trees import leaves, map_leaves
@@ -60,37 +61,16 @@ def _mode_class(name: str, dispatch):
     return cls
 
 
-# Scalar arguments that select a kernel's path (addmm's alpha/beta: a backend may take another path, or
-# fall back, when they are not 1): part of a call's signature class when they are not 1.
-PATH_SCALARS = ("alpha", "beta")
-SIG_TENSORS = 4  # tensor arguments a signature names, as an op set's ``shape`` (opcov.tracing.trace) does
-
-
-def tensor_class(t) -> str:
-    """One tensor argument's class: dtype and rank ('float32:3'; '0d' for a 0-d tensor), '!empty' when it
-    has no elements, '!nc' when it is not contiguous."""
-    text = f"{dtype_name(t.dtype)}:{t.dim() or '0d'}"
-    if t.numel() == 0:
-        text += "!empty"
-    elif not t.is_contiguous():
-        text += "!nc"
-    return text
+SIG_TENSORS = sigclass.SIG_TENSORS  # tensor arguments a signature names, as an op set's ``shape`` does
+tensor_class = sigclass.tensor_class
 
 
 def signature(func, args, kwargs) -> str:
-    """A call's signature class: what decides whether a backend's finding on one call says anything about
-    another call of the same op (opcov.verdict.judge matches it against an op set's call): each tensor
-    argument's ``tensor_class`` (the first SIG_TENSORS, in argument order), then ';' and the path-selecting
-    scalars that are not 1 ('float32:2,float32:2,float32:2;alpha=2')."""
-    tensor = _t().Tensor
-    text = ",".join([tensor_class(x) for x in leaves((args, kwargs)) if isinstance(x, tensor)][:SIG_TENSORS])
-    scalars = []
-    for i, arg in enumerate(getattr(getattr(func, "_schema", None), "arguments", ())):
-        if arg.name in PATH_SCALARS:
-            value = args[i] if i < len(args) and not arg.kwarg_only else kwargs.get(arg.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool) and value != 1:
-                scalars.append(f"{arg.name}={value:g}")
-    return text + (";" + ",".join(scalars) if scalars else "")
+    """A call's signature class (opcov.sigclass): what decides whether a backend's finding on one call says
+    anything about another call of the same op (opcov.verdict.signature matches it against an op set's
+    calls): each tensor argument's class, then ';' and every argument that selects behaviour
+    ('float32:2,float32:2,float32:2;alpha=2')."""
+    return sigclass.of_call(func, args, kwargs, _t().Tensor)
 
 
 # Attention ops tagged nondeterministic_seeded only for the dropout they apply with their ``dropout_p``

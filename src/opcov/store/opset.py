@@ -31,7 +31,7 @@ one node with their count. The verdict resolves the tree per backend (``opcov.ve
 
 A node is one quoted string (``node_text`` / ``parse_node``): ``ID PHASE KIND OP DTYPE xCALLS``, then
 any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, ``variant=NAMES``, ``reads=OUTPUTS``, then
-``| args=TEXT`` and ``| shape=TEXT``.
+``| args=TEXT``, ``| shape=TEXT`` and ``| sig=CLASSES``.
 A string, not a mapping, because YAML builds a mapping's dozen scalars ~25x slower than one quoted
 scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
 
@@ -50,6 +50,13 @@ index counts the op's returned values in order, a list's items one by one, as th
 "output N". A probe value mismatch only on outputs no call of the model reads is a note, not a value
 note (``opcov.verdict.signature``). Absent: not recorded (op sets traced before it was): every output
 counts as read.
+
+``sig`` (space-separated signature classes, opcov.sigclass; ``...`` last where more were left out) says
+which paths the node's calls take: tensor dtypes, ranks, layouts, emptiness, contiguity, which require
+grad, and every argument that selects behaviour (alpha/beta, kernel, stride, padding, dilation,
+ceil_mode, reduction, modes, uneven adaptive bins, fractional scale factors). A probe finding counts
+against the node only when its case's class takes the same path. Absent: not recorded (then the
+``shape`` stands in, and a finding's scalars are taken as matching).
 
 A compiled op set (``opcov trace --path compile``, opcov.tracing.compiled) has the same layout plus
 ``path: compile``, ``compile: {backend, recipe, graphs, outcome, ...}`` and ``graph_breaks`` (each
@@ -111,7 +118,7 @@ CALL = "call"  # a Python-level call, not an op (torch.optim.AdamW.step)
 NODE_KINDS = (KERNEL, COMPOSITE, CALL)
 NODE_FIELDS = ("id", "phase", "kind", "op", "dtype", "calls")  # a node's leading words, in order
 NODE_IDS = ("parent", "issued_by")  # optional word=ID
-NODE_TEXTS = ("args", "shape")  # optional trailing "| word=text"
+NODE_TEXTS = ("args", "shape", "sig")  # optional trailing "| word=text"
 SEEN = ("real", "both")  # a node or call seen by a real-valued run only, or by it and the fake trace
 # A node's variant= word, as node_text writes it: a sorted, non-empty set of vocab.INPUT_VARIANTS; () unrecorded.
 _KNOWN_VARIANTS = frozenset(
@@ -191,6 +198,7 @@ class Node(NamedTuple):
     seen: str = ""
     variants: tuple[str, ...] = ()  # input variants that made it (vocab.INPUT_VARIANTS); () = not recorded
     reads: tuple[int, ...] | None = None  # indices of its outputs something later read; None = not recorded
+    sig: str = ""  # its calls' distinct signature classes (opcov.sigclass), space-separated; "" = not recorded
 
 
 def node_text(row: dict) -> str:
@@ -245,13 +253,15 @@ def _parse_node(text: str) -> Node:
     """parse_node's work, once per text (texts recur across a zoo's op sets)."""
     head, *tail = text.split(" | ")
     m = _HEAD.fullmatch(head)
-    if m is not None and len(tail) <= 2:
+    if m is not None and len(tail) <= 3:
         nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads = m.groups()
-        args = shape = ""
+        args = shape = sig = ""
         if tail and tail[0].startswith("args="):
             args = tail.pop(0)[5:]
         if tail and tail[0].startswith("shape="):
             shape = tail.pop(0)[6:]
+        if tail and tail[0].startswith("sig="):
+            sig = tail.pop(0)[4:]
         if not tail:
             return Node(
                 int(nid),
@@ -268,6 +278,7 @@ def _parse_node(text: str) -> Node:
                 seen or "",
                 tuple(variant.split(",")) if variant else (),
                 None if reads is None else parse_reads(reads),
+                sig,
             )
     return _parse_node_words(text)
 
@@ -278,7 +289,7 @@ _NODE_LINE = re.compile(
     r"^([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
     r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?(?: variant=(\S+))?"
     r"(?: reads=(none|(?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
-    r"(?: \| args=((?:(?! \| )[^\n])*))?(?: \| shape=((?:(?! \| )[^\n])*))?$",
+    r"(?: \| args=((?:(?! \| )[^\n])*))?(?: \| shape=((?:(?! \| )[^\n])*))?(?: \| sig=((?:(?! \| )[^\n])*))?$",
     re.M,
 )
 
@@ -318,8 +329,9 @@ def _nodes_of(rows: list) -> list[Node]:
             seen,
             tuple(variant.split(",")) if variant else (),
             None if not reads else parse_reads(reads),
+            sig,
         )
-        for nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape in rows
+        for nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape, sig in rows
     ]
 
 
@@ -581,7 +593,7 @@ def _tree_problems(tree, ops):
             continue
         if parsed is not None:
             parsed.append(node)
-        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants, _ = node
+        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants, _, _ = node
         with_variants += bool(variants)
         depth[nid] = level = depth.get(parent, 0) + 1 if parent is not None else 1
         if level > MAX_DEPTH or calls > MAX_CALLS:

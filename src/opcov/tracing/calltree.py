@@ -8,7 +8,8 @@ it; ``opcov.verdict.resolve`` then judges each node as the backend's dispatcher 
 
 Torch-free: the tracer (``trace.py``) tells the builder what it sees, one call at a time;
 ``rows()`` aggregates the calls into the nodes of the op set's ``calltree`` (``opcov.store.opset``):
-calls with the same chain of ancestors, op, phase, kind and dtype key become one node.
+calls with the same chain of ancestors, op, phase, kind and dtype key become one node, which keeps the
+distinct signature classes of its calls (``sig``, opcov.sigclass: what selects a backend's path).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from opcov.store.opset import KERNEL
+
+MAX_SIGS = 8  # distinct signature classes a node keeps; more are marked MORE (then any finding may match)
+MORE = "..."
 
 
 @dataclass
@@ -32,6 +36,7 @@ class _Call:
     kept: bool = True  # composites and calls: decided when they return
     has_kept_child: bool = False
     reads: set | None = None  # indices of its outputs something later read (``read``); None: not tracked
+    sig: str = ""  # its signature class (opcov.sigclass), made when the call is seen
 
 
 class Builder:
@@ -51,22 +56,41 @@ class Builder:
         return idx
 
     def close(
-        self, idx: int, *, dtype: str, shape: str = "", grad: bool = False, args: str = "", on_device: bool
+        self,
+        idx: int,
+        *,
+        dtype: str,
+        shape: str = "",
+        grad: bool = False,
+        args: str = "",
+        sig: str = "",
+        on_device: bool,
     ) -> None:
         """The call ``idx`` returned. It is kept when it touched the target device or a call inside it was kept."""
         if self.stack and self.stack[-1] == idx:
             self.stack.pop()
         call = self.calls[idx]
-        call.dtype, call.shape, call.grad, call.args = dtype, shape, grad, args
+        call.dtype, call.shape, call.grad, call.args, call.sig = dtype, shape, grad, args, sig
         call.kept = on_device or call.has_kept_child
         if call.kept:
             self._mark_parent(call)
 
-    def leaf(self, op: str, phase: str, dtype: str, *, shape: str = "", grad: bool = False, issued_by: int = -1) -> int:
+    def leaf(
+        self,
+        op: str,
+        phase: str,
+        dtype: str,
+        *,
+        shape: str = "",
+        grad: bool = False,
+        issued_by: int = -1,
+        sig: str = "",
+    ) -> int:
         """A call a backend kernel receives (no decomposition seen below it); returns its index."""
         call = _Call(
             op, phase, KERNEL, self.stack[-1] if self.stack else -1, -1 if self.stack else issued_by, dtype, shape, grad
         )
+        call.sig = sig
         idx = self._add(call)
         self._mark_parent(call)
         return idx
@@ -129,6 +153,13 @@ class Builder:
                     row["shape"] = shape
                 index[key] = row
                 rows.append(row)
+            sig = call.sig
+            if sig:
+                sigs = row.setdefault("sig", {})
+                if sig in sigs or len(sigs) < MAX_SIGS:
+                    sigs[sig] = None
+                else:
+                    row["sig_more"] = True
             if row["calls"] == 0:
                 row["reads"] = None if call.reads is None else set(call.reads)
             elif row.get("reads") is not None:
@@ -141,10 +172,21 @@ class Builder:
             reads = row.pop("reads", None)
             if reads is not None:
                 row["reads"] = tuple(sorted(reads))
+            sigs = row.pop("sig", None)
+            if sigs:
+                row["sig"] = " ".join(sigs) + (" " + MORE if row.pop("sig_more", False) else "")
         return rows
 
 
 # ---------------------------------------------------------------- merging real-valued runs (realtrace.py)
+
+
+def join_sigs(a: str, b: str) -> str:
+    """Two nodes' ``sig`` texts as one: their classes in order, at most MAX_SIGS, MORE where some were left out."""
+    sigs = dict.fromkeys(w for w in (a or "").split() + (b or "").split() if w != MORE)
+    more = MORE in (a or "").split() or MORE in (b or "").split() or len(sigs) > MAX_SIGS
+    kept = list(sigs)[:MAX_SIGS]
+    return " ".join(kept + ([MORE] if more else []))
 
 
 def _paths(rows: list[dict]) -> list[tuple]:
@@ -180,6 +222,9 @@ def merge(fake: list[dict], reals: list[list[dict]]) -> list[dict]:
                     known["seen"] = "both"
                 if row.get("variants"):  # the input variants that made it: every run's that saw it
                     known["variants"] = tuple(sorted({*known.get("variants", ()), *row["variants"]}))
+                known_sig = join_sigs(known.get("sig", ""), row.get("sig", ""))
+                if known_sig:
+                    known["sig"] = known_sig
                 # the outputs read: what any run saw read; unknown where one run did not record it
                 both = known.get("reads"), row.get("reads")
                 known["reads"] = None if None in both else tuple(sorted({*both[0], *both[1]}))  # type: ignore[misc]

@@ -50,7 +50,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from opcov import dtypes as _dtypes
-from opcov import provenance, vocab
+from opcov import provenance, sigclass, vocab
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
@@ -268,7 +268,15 @@ def _make_recorder(torch, rec: Recording, target_type: str):
                 cell.shape = shape()
             grad = rec.phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
             cell.grad = cell.grad or grad
-            idx = rec.tree.leaf(name, rec.phase, key, shape=shape, grad=grad, issued_by=_issuer(torch, rec))
+            idx = rec.tree.leaf(
+                name,
+                rec.phase,
+                key,
+                shape=shape,
+                grad=grad,
+                issued_by=_issuer(torch, rec),
+                sig=sigclass.of_call(func, args, kwargs, torch.Tensor),
+            )
             if grad:  # autograd made this call's node just before dispatching it here
                 rec.tree.created_node(torch._C._autograd._get_sequence_nr() - 1, idx)
             if not func.is_view:  # a view reads nothing: what reads the view reads its base's storage
@@ -291,9 +299,11 @@ def _issuer(torch, rec: Recording) -> int:
     return rec.tree.issued_by(None if node is None else node._sequence_nr())
 
 
-def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwargs, kind=COMPOSITE):
-    """Run one composite call (``run(*args, **kwargs)``) as a call-tree node around what it calls."""
+def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwargs, kind=COMPOSITE, op=None):
+    """Run one composite call (``run(*args, **kwargs)``) as a call-tree node around what it calls
+    (``op``: its OpOverload, whose schema names the arguments of its signature class)."""
     phase = rec.phase
+    sig = sigclass.of_call(op, args, kwargs, torch.Tensor) if op is not None else ""  # before the call mutates
     idx = rec.tree.open(name, phase, kind, _issuer(torch, rec))
     ins = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
     try:
@@ -311,6 +321,7 @@ def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwarg
         shape=functools.partial(_shape, [t.shape for t in (ins or outs)[:4]]),
         grad=grad,
         args=_parent_args(name, args, kwargs),
+        sig=sig,
         on_device=any(t.device.type == dev_type for t in ins + outs),
     )
     return out
@@ -320,7 +331,7 @@ def _make_composite_hook(torch, rec: Recording, dev_type: str):
     """The stand-in's composite hook (target.composite_hook): each composite call becomes a node."""
 
     def hook(op, run, args, kwargs):
-        return _composite(torch, rec, dev_type, op.name(), run, args, kwargs)
+        return _composite(torch, rec, dev_type, op.name(), run, args, kwargs, op=op)
 
     return hook
 
@@ -587,7 +598,9 @@ def _leaves(torch, module, dev_type, opts):
                 raise UsageError("--real needs a model with real weights; this one was built on meta")
         else:
             new = torch.empty_strided(t.shape, t.stride(), dtype=dtype, device=dev_type)
-        if is_param and t.requires_grad and opts.mode == "training":
+        # as in the model, in every mode: a real eval() + no_grad() run keeps its parameters requiring
+        # grad, and some ops pick their kernel by it (embedding_bag: _embedding_bag, not *_forward_only)
+        if is_param and t.requires_grad:
             new.requires_grad_(True)
         made[id(t)] = new
         return new

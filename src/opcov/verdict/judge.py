@@ -813,7 +813,8 @@ def requirements(calls, training: bool) -> list[tuple]:
     seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     read: dict = {}  # (op, dtype) -> the outputs the forward calls read (None: one did not record it)
     for call in calls:
-        op, phase, dtype, shape = call.op, call.phase, call.dtype, call.shape
+        op, phase, dtype = call.op, call.phase, call.dtype
+        classes = signature.call_classes(call)
         entry = out.get(op)
         if entry is None:
             entry = out[op] = [op, 0, {}, {}, []]
@@ -826,7 +827,7 @@ def requirements(calls, training: bool) -> list[tuple]:
             shapes = seen[key] = {}
             entry[4].append(key)
             read[op, dtype] = frozenset()
-        shapes[shape] = None
+        shapes.update(dict.fromkeys(classes))
         reads = getattr(call, "reads", None)  # a schema 1 op set's opset.Call records none
         was = read[op, dtype]
         read[op, dtype] = None if reads is None or was is None else was.union(reads)
@@ -836,7 +837,7 @@ def requirements(calls, training: bool) -> list[tuple]:
             if shapes is None:
                 shapes = seen[key] = {}
                 entry[4].append(key)
-            shapes[shape] = None
+            shapes.update(dict.fromkeys(classes))
     return [
         (
             op,

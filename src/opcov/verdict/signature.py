@@ -16,10 +16,12 @@ from __future__ import annotations
 import functools
 import re
 
+from opcov.sigclass import same_path, selectors
 from opcov.store.cells import MAX_FAILED
 from opcov.vocab import PROBED_RANK
 
 _SHAPE = re.compile(r"\[([0-9, ]*)\]")
+MORE = "..."  # opcov.tracing.calltree.MORE: a node's classes left out
 NOTED = ("crash", "timeout", "error", "unsupported", "mismatch", "fallback")  # what ``failed`` keeps
 
 
@@ -52,9 +54,26 @@ def case_class(sig: str) -> tuple | None:
     return tuple(out)
 
 
+def is_class(call: str) -> bool:
+    """Whether a model's call is named by its signature class (an op set's ``sig``), not by its shapes."""
+    return bool(call) and not call.startswith("[") and ":" in call
+
+
+def call_classes(node) -> tuple:
+    """How a node's calls are matched against probe cases: its signature classes where the op set records
+    them (``sig``; a class left out, ``...``, is unknown: ""), else its ``shape`` text."""
+    sig = getattr(node, "sig", "")
+    if not sig:
+        return (node.shape,)
+    return tuple("" if w == MORE else w for w in sig.split())
+
+
 def matches(sig: str, shape: str) -> bool:
-    """Whether a failing case of class ``sig`` may be like a call of shape ``shape``: the same number of
-    tensor arguments, each of the same rank and emptiness. Unknown on either side matches."""
+    """Whether a failing case of class ``sig`` may be like a call of ``shape``: the call's signature class
+    (``is_class``: the same path, opcov.sigclass.same_path), or its shape text (the same number of tensor
+    arguments, each of the same rank and emptiness). Unknown on either side matches."""
+    if is_class(shape):
+        return not sig or same_path(sig, shape)
     case, call = case_class(sig), call_class(shape)
     if case is None or call is None:
         return True
@@ -94,7 +113,9 @@ def scalar_dependent(sig: str, ran) -> bool:
     of the cases that ran). addmm on openxla falls back on every OpInfo sample, all with alpha and beta
     not 1, while addmm.decomposed's samples of the same classes, with the defaults, ran compiled."""
     tensors, sep, _ = str(sig).partition(";")
-    return bool(sep) and tensors in {str(r) for r in ran if ";" not in str(r)}
+    if not sep or not selectors(sig):
+        return False
+    return any(str(r).partition(";")[0] == tensors and not selectors(str(r)) for r in ran)
 
 
 def unread(text, reads) -> frozenset | None:
@@ -161,7 +182,8 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
         (text, s, c, sig) for text, (s, c, sig) in zip(failed, items) if any(matches(sig, shape) for shape in shapes)
     ]
     scalar_note = ""
-    by_scalars = [item for item in like if slot.ran and scalar_dependent(item[3], slot.ran)]
+    known = all(is_class(s) for s in shapes)  # the calls' own scalars are recorded: matches compared them
+    by_scalars = [item for item in like if slot.ran and not known and scalar_dependent(item[3], slot.ran)]
     if by_scalars:  # failures that hang on path scalars (alpha, beta) the model's calls are not known to have
         _, s0, c0, sig0 = by_scalars[0]
         scalar_note = (

@@ -1,0 +1,283 @@
+"""A call's signature class: everything about one op call that selects a backend's behaviour.
+
+Why: a probe finding (or a replayed call) says something about a model's call only when both took the
+same path through the backend. ``addmm`` on PyTorch/XLA falls back to the CPU only when ``alpha`` or
+``beta`` is not 1; nearest upsampling gives wrong values only with a scale factor that is not an
+integer; adaptive pooling falls back only when its bins are uneven; a dilated max pool's backward
+raises. So the tracer (an op set's ``sig=``), the probe (a case's class) and the replay write one
+class text per call, made here, and the verdict compares them with ``same_path``.
+
+The text is ``TENSORS;SELECTORS``:
+
+- TENSORS: each tensor argument in order (the first ``SIG_TENSORS``), ``dtype:rank`` ('0d' for a 0-d
+  tensor), then flags: ``!empty`` (no elements), ``!nc`` (not contiguous), ``!sparse`` (a sparse
+  layout), ``!q`` (quantized), ``!rg`` (requires grad).
+- SELECTORS: the non-tensor arguments whose value differs from the schema's default, as
+  ``name=value`` (lists as ``2x2``, ``()`` when empty), sorted, plus two derived from sizes:
+  ``bins=uneven`` (adaptive pooling whose input does not divide into its output) and
+  ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number). Arguments that
+  only size or place the result (``size``, ``dtype``, ``device``, ...) are left out.
+
+An older text has no ';' or only ``alpha``/``beta`` after it: then only those two are known, and every
+other selector is unknown on that side (a finding is never dropped on a guess). A text written here
+always has the ';', so a class with every selector at its default reads ``float32:2,float32:2;``; one
+naming only alpha/beta is read as an older one (the other selectors unknown: the safe side).
+
+Torch-free but for ``of_call``, which reads a live call (torch imported by the caller).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+SIG_TENSORS = 4  # tensor arguments a class names, as an op set's ``shape`` does
+OLD_SCALARS = ("alpha", "beta")  # the only selectors a class written before ';' was always added knows
+# Arguments that size, type or place a result, or name an out= tensor: not a path through the backend.
+NOT_SELECTORS = frozenset(
+    {
+        "size",
+        "sizes",
+        "shape",
+        "stride",
+        "storage_offset",
+        "dtype",
+        "layout",
+        "device",
+        "pin_memory",
+        "memory_format",
+        "non_blocking",
+        "copy",
+        "names",
+        "generator",
+        "out",
+        "output_size",
+        "input_size",
+        "start",
+        "end",
+        "step",
+        "fill_value",
+        "value",
+        "other",
+        "dim",
+        "dims",
+        "split_size",
+        "split_sizes",
+        "indices",
+        "chunks",
+        "sections",
+        "repeats",
+        "pad",
+        "scale_factors",
+        "scales_h",
+        "scales_w",
+        "scales_d",
+        "scales",
+        "offset",
+        "length",
+        "index",
+        "src",
+        "self",
+        "seed",
+        "num_samples",
+        "k",
+        "n",
+        "N",
+        "bins",
+        "min",
+        "max",
+        "minlength",
+        "scalar",
+        "scalars",
+        "eps",
+        "momentum",
+        "lr",
+        "bias_sizes",
+    }
+)
+_SAFE = str.maketrans({",": "_", ";": "_", " ": "_", "|": "_", "=": "_", "\n": "_"})
+
+
+# ---------------------------------------------------------------- making a class from a live call
+
+
+def tensor_class(t) -> str:
+    """One tensor argument's class ('float32:3!nc'), as the module docstring says."""
+    text = f"{str(t.dtype).rsplit('.', 1)[-1]}:{t.dim() or '0d'}"
+    layout = str(t.layout)
+    if layout != "torch.strided":
+        text += "!sparse" if "sparse" in layout else "!" + layout.rsplit(".", 1)[-1].replace("_", "")
+        return text + ("!rg" if t.requires_grad else "")
+    if t.is_quantized:
+        text += "!q"
+    if t.numel() == 0:
+        text += "!empty"
+    elif not t.is_contiguous():
+        text += "!nc"
+    if t.requires_grad:
+        text += "!rg"
+    return text
+
+
+def _value_text(value) -> str | None:
+    """A selector's value as text, or None where it is not a plain value (a tensor, an object)."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, (int, float)):
+        return f"{value:g}"
+    if isinstance(value, str):
+        return value.translate(_SAFE)[:24]
+    if isinstance(value, (list, tuple)):
+        parts = [_value_text(v) for v in value]
+        if any(p is None for p in parts):
+            return None
+        return "x".join(parts) if parts else "()"  # type: ignore[arg-type]
+    return None
+
+
+def _is_default(value, default) -> bool:
+    if isinstance(value, (list, tuple)) and isinstance(default, (list, tuple)):
+        return list(value) == list(default)
+    if isinstance(value, (list, tuple)) and len(value) > 0 and all(v == default for v in value):
+        return True  # dilation=[1, 1] against an int default of 1
+    try:
+        return bool(value == default)
+    except Exception:  # noqa: BLE001 - a value that does not compare: not the default
+        return False
+
+
+def _spatial(tensor, n: int) -> list[int]:
+    return [int(s) for s in tensor.shape[-n:]] if n and tensor.dim() >= n else []
+
+
+def derived(op_name: str, tensors: list, named: dict) -> list[str]:
+    """Selectors that hang on sizes: ``bins=uneven`` for adaptive pooling, ``scale=frac|int`` for
+    resizing. ``named``: the call's arguments by schema name."""
+    base = op_name.split("::", 1)[-1].split(".", 1)[0]
+    out = []
+    first = tensors[0] if tensors else None
+    if first is None:
+        return out
+    if "adaptive_" in base and "backward" not in base:
+        size = named.get("output_size")
+        if isinstance(size, (list, tuple)) and size:
+            ins = _spatial(first, len(size))
+            if len(ins) == len(size) and any(int(o) and i % int(o) for i, o in zip(ins, size)):
+                out.append("bins=uneven")
+    elif base.startswith("upsample_") and "backward" not in base:
+        size = named.get("output_size")
+        scales = named.get("scale_factors")
+        if scales is None:
+            scales = [named.get(k) for k in ("scales_d", "scales_h", "scales_w", "scales") if k in named]
+            scales = [s for s in scales if s is not None] or None
+        ratios: list[float] = []
+        if isinstance(scales, (list, tuple)) and scales:
+            ratios = [float(s) for s in scales]
+        elif isinstance(size, (list, tuple)) and size:
+            ins = _spatial(first, len(size))
+            ratios = [o / i for o, i in zip(size, ins) if i]
+        if ratios:
+            whole = all(math.isclose(r, round(r)) and r >= 1 for r in ratios)
+            out.append("scale=int" if whole else "scale=frac")
+    return out
+
+
+def of_call(func, args, kwargs, tensor_type) -> str:
+    """The class of one live call of OpOverload ``func`` (``tensor_type``: torch.Tensor)."""
+    tensors: list = []
+
+    def walk(x):
+        if isinstance(x, tensor_type):
+            tensors.append(x)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+
+    walk(args)
+    walk(kwargs)
+    text = ",".join(tensor_class(t) for t in tensors[:SIG_TENSORS])
+    selectors = []
+    named: dict = {}
+    schema = getattr(func, "_schema", None)
+    for i, arg in enumerate(getattr(schema, "arguments", ())):
+        if i < len(args) and not arg.kwarg_only:
+            value = args[i]
+        elif arg.name in kwargs:
+            value = kwargs[arg.name]
+        else:
+            continue
+        named[arg.name] = value
+        if arg.name in NOT_SELECTORS or isinstance(value, tensor_type):
+            continue
+        if value is None or (arg.has_default_value() and _is_default(value, arg.default_value)):
+            continue
+        shown = _value_text(value)
+        if shown is not None:
+            selectors.append(f"{arg.name}={shown}")
+    selectors += derived(func.name(), tensors, named)
+    return text + ";" + ",".join(sorted(selectors))
+
+
+# ---------------------------------------------------------------- reading and comparing classes
+
+
+@functools.lru_cache(maxsize=8192)
+def parse(sig: str) -> tuple[tuple, dict | None]:
+    """(tensor classes as ((dtype, rank, flags), ...), selectors {name: value} or None where only
+    ``OLD_SCALARS`` are known: an older text)."""
+    tensors, sep, rest = str(sig).partition(";")
+    out = []
+    for t in filter(None, tensors.split(",")):
+        dtype, _, more = t.partition(":")
+        rank, *flags = more.split("!")
+        out.append((dtype, 0 if rank == "0d" else int(rank) if rank.isdigit() else -1, frozenset(flags)))
+    scalars = dict(p.partition("=")[::2] for p in filter(None, rest.split(",")))
+    # An older text (no ';', or only alpha/beta after it) knows alpha and beta alone; a text that
+    # names only those is read so too, which keeps a finding where in doubt.
+    old = not sep or (scalars and set(scalars) <= set(OLD_SCALARS))
+    return tuple(out), ({"__old__": "1", **scalars} if old else scalars)
+
+
+def abstract(name: str, value: str | None) -> str:
+    """The kind of a selector's value that decides a path: 'default', a bool or word as is, and for
+    numbers 0 / 1 / -1 / int / frac (per element for lists)."""
+    if value is None:
+        return "default"
+    parts = value.split("x") if value not in ("()",) else ["()"]
+    kinds = []
+    for p in parts:
+        try:
+            f = float(p)
+        except ValueError:
+            return value
+        kinds.append("0" if f == 0 else "1" if f == 1 else "-1" if f == -1 else "int" if f.is_integer() else "frac")
+    return "/".join(sorted(set(kinds)))
+
+
+def same_path(case_sig: str, call_sig: str) -> bool:
+    """Whether a probe case of class ``case_sig`` took the path a call of class ``call_sig`` takes: the
+    same number of tensors, each of the same rank, emptiness and layout, and every selector known on
+    both sides of the same kind (``abstract``); what one side does not know matches."""
+    case_t, case_s = parse(case_sig)
+    call_t, call_s = parse(call_sig)
+    if len(case_t) != len(call_t):
+        return False
+    for (_, r1, f1), (_, r2, f2) in zip(case_t, call_t):
+        if r1 != r2 or ("empty" in f1) != ("empty" in f2) or ("sparse" in f1) != ("sparse" in f2):
+            return False
+    return _same_selectors(case_s, call_s)
+
+
+def _same_selectors(a: dict | None, b: dict | None) -> bool:
+    if a is None or b is None:
+        return True
+    known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__"}
+    return all(abstract(k, a.get(k)) == abstract(k, b.get(k)) for k in known)
+
+
+def selectors(sig: str) -> dict:
+    """The selectors a class names (none for an older text's unknowns)."""
+    return {k: v for k, v in (parse(sig)[1] or {}).items() if k != "__old__"}

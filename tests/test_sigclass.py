@@ -1,0 +1,147 @@
+"""Signature classes: every argument that selects a backend's path is recorded per call, and a probe finding
+counts against a model's call only when its case took the same path (opcov.sigclass).
+
+The rules are checked on live torch calls, then end to end: a real model traced by ``opcov trace`` and
+judged against a backend whose probe failed only on other arguments. Two families of calls each: scalar
+selectors (addmm's alpha/beta under Linear; nearest upsampling's scale factor) and size-derived ones
+(adaptive pooling's uneven bins; a max pool's dilation).
+"""
+
+import json
+import textwrap
+
+import pytest
+from conftest import run_opcov
+from test_check import TORCH, kernel, probed, registered
+
+from opcov import sigclass
+from opcov.store import data
+from opcov.verdict import signature
+
+torch = pytest.importorskip("torch")
+aten = torch.ops.aten
+
+
+def test_a_class_names_the_selectors_that_are_not_defaults():
+    b, m1, m2 = torch.zeros(3), torch.zeros(2, 4), torch.zeros(4, 3)
+    assert sigclass.of_call(aten.addmm.default, (b, m1, m2), {}, torch.Tensor) == "float32:1,float32:2,float32:2;"
+    assert sigclass.of_call(aten.addmm.default, (b, m1, m2), {"alpha": 2}, torch.Tensor).endswith(";alpha=2")
+    x = torch.zeros(1, 2, 4, 4)
+    pool = sigclass.of_call(
+        aten.max_pool2d_with_indices.default, (x, [2, 2], [], [0, 0], [2, 2], True), {}, torch.Tensor
+    )
+    assert pool == "float32:4;ceil_mode=True,dilation=2x2,kernel_size=2x2"
+    up = aten.upsample_nearest2d.vec
+    assert sigclass.of_call(up, (x, None, [1.5, 1.5]), {}, torch.Tensor).endswith("scale=frac")
+    assert sigclass.of_call(up, (x, None, [2.0, 2.0]), {}, torch.Tensor).endswith("scale=int")
+    assert sigclass.of_call(up, (x, [6, 6], None), {}, torch.Tensor).endswith("scale=frac")  # 4 -> 6
+    adaptive = aten._adaptive_avg_pool2d.default
+    assert sigclass.of_call(adaptive, (torch.zeros(1, 2, 5, 5), [3, 3]), {}, torch.Tensor).endswith(";bins=uneven")
+    assert sigclass.of_call(adaptive, (torch.zeros(1, 2, 6, 6), [3, 3]), {}, torch.Tensor).endswith(";")
+    sparse = torch.sparse_coo_tensor(torch.tensor([[0, 1], [1, 0]]), torch.ones(2), (2, 2))
+    assert (
+        sigclass.of_call(aten.mm.default, (sparse, torch.zeros(2, 2)), {}, torch.Tensor)
+        == "float32:2!sparse,float32:2;"
+    )
+    z = torch.zeros(3, dtype=torch.complex64, requires_grad=True)
+    assert sigclass.of_call(aten.abs.default, (z,), {}, torch.Tensor) == "complex64:1!rg;"
+
+
+def test_same_path_compares_the_kind_of_each_selector_both_sides_know():
+    call = "float32:1,float32:2,float32:2;"
+    assert not sigclass.same_path("float32:1,float32:2,float32:2;beta=0.2,alpha=0.6", call)  # an older case
+    assert sigclass.same_path("float32:1,float32:2,float32:2;beta=0.2,alpha=0.6", call + "alpha=0.5,beta=0.3")
+    assert sigclass.same_path("float32:4", "float32:4;dilation=2x2")  # an older case knows no dilation: kept
+    assert not sigclass.same_path("float32:4;", "float32:4;dilation=2x2")
+    assert sigclass.same_path("float32:4;dilation=3x3", "float32:4;dilation=2x2")
+    assert not sigclass.same_path("float32:4;scale=frac", "float32:4;scale=int")
+    assert not sigclass.same_path("float32:2!sparse,float32:2;", "float32:2,float32:2;")
+    assert not sigclass.same_path("float32:2;", "float32:3;")
+    # a node's classes left out ('...') are unknown: any finding may match them
+    node = type("N", (), {"sig": "float32:4; ...", "shape": "[1, 2]"})()
+    assert signature.call_classes(node) == ("float32:4;", "")
+    assert signature.matches("float32:4;dilation=2x2", "")
+
+
+FACTORIES = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Up(nn.Module):
+        def __init__(self, scale):
+            super().__init__()
+            self.scale = scale
+            self.conv = nn.Conv2d(2, 2, 1)
+
+        def forward(self, x):
+            return F.interpolate(self.conv(x), scale_factor=self.scale, mode="nearest")
+
+    def linear():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(8, 4), nn.ReLU(), nn.Linear(4, 2)), (torch.randn(3, 8),)
+
+    def up_int():
+        torch.manual_seed(0)
+        return Up(2.0), (torch.randn(1, 2, 4, 4),)
+
+    def up_frac():
+        torch.manual_seed(0)
+        return Up(1.5), (torch.randn(1, 2, 4, 4),)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory):
+    """Op sets of three small models, traced by the real tracer (inference)."""
+    root = tmp_path_factory.mktemp("sig")
+    (root / "sigmodels.py").write_text(FACTORIES)
+    out = {}
+    for name in ("linear", "up_int", "up_frac"):
+        path = root / "opsets" / name / "inference.yaml"
+        r = run_opcov("trace", f"sigmodels:{name}", "--mode", "inference", "--out", str(path), PYTHONPATH=str(root))
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[name] = str(path)
+    return out
+
+
+def _judge(tmp_path, path, ops):
+    root = tmp_path / "coverage"
+    data.save(
+        registered(ops={op: kernel() for op in ops}),
+        str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
+    data.save(probed(ops=ops), str(root / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
+    r = run_opcov("check", path, "--backend", "fake", "--coverage", str(root), "--format", "json")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    verdict = json.loads(r.stdout)["verdicts"][0]
+    return {o["op"]: o for o in verdict["ops"]}
+
+
+def test_a_fallback_seen_only_with_other_scalars_does_not_count_against_a_linear(tmp_path, traced):
+    """addmm fell back only with alpha/beta not 1 (PyTorch/XLA's eager addmm); a Linear's addmm has the
+    defaults: it runs. A model that calls addmm with a fractional alpha gets the fallback."""
+    failed = [f"fallback addmm|float32|{i} float32:1,float32:2,float32:2;beta=0.2,alpha=0.6" for i in range(2)]
+    cell = {"fwd": "fallback", "cases": 6, "fails": 2, "case": "addmm|float32|0", "why": "ran through the CPU fallback"}
+    ops = _judge(tmp_path, traced["linear"], {"aten::addmm": {"float32": dict(cell, failed=failed)}})
+    assert ops["aten::addmm"]["outcome"] == "ok", ops["aten::addmm"]
+
+
+def test_a_value_difference_seen_only_at_fractional_scale_counts_only_there(tmp_path, traced):
+    """Nearest upsampling gave wrong values only at a non-integer scale factor: a model upsampling by 2 runs,
+    one upsampling by 1.5 gets the value note."""
+    op = "aten::upsample_nearest2d.vec"
+    cell = {
+        "fwd": "mismatch",
+        "cases": 4,
+        "fails": 1,
+        "case": "interp|float32|3",
+        "why": "output: values differ",
+        "failed": ["mismatch interp|float32|3 float32:4;scale=frac"],
+    }
+    by_int = _judge(tmp_path, traced["up_int"], {op: {"float32": cell}})
+    by_frac = _judge(tmp_path, traced["up_frac"], {op: {"float32": cell}})
+    assert by_int[op]["outcome"] == "ok", by_int[op]
+    assert by_frac[op]["outcome"] == "value_note", by_frac[op]
