@@ -333,3 +333,37 @@ def test_a_fallback_only_with_non_default_scalars_is_a_note_when_the_defaults_ra
     _probe(cov, {"aten::addmm": {"float32": dict(cell, failed=failed)}})
     r, v, f = _one(model, cov)
     assert f["outcome"] == "fallback", f
+
+
+def test_a_dtype_only_difference_with_equal_values_is_a_note_not_a_value_note(tmp_path, cov):
+    """cumsum of bool gives int64 on CPU and another integer dtype on some backends: the probe says the
+    values are equal, and the verdict words it apart (a note on a running op). Where the values were not
+    compared (an older text), it stays a value note."""
+    import torch
+
+    from opcov.probe.compare import judge
+
+    same = judge(
+        torch.tensor([1, 2], dtype=torch.int32),
+        torch.tensor([1, 2]),
+        torch.tensor([1, 2]),
+        dtype="int64",
+        mode="values",
+    )
+    assert same["status"] == "mismatch" and same["why"].endswith("; values equal"), same
+    other = judge(
+        torch.tensor([1, 3], dtype=torch.int32),
+        torch.tensor([1, 2]),
+        torch.tensor([1, 2]),
+        dtype="int64",
+        mode="values",
+    )
+    assert "values equal" not in other["why"]
+    cell = {"fwd": "mismatch", "cases": 2, "fails": 2, "case": "cumsum|bool|0", "why": same["why"]}
+    model = save_model(tmp_path, {"aten::cumsum": _call(dtype="bool", shape="[2, 16]")}, mode="inference")
+    _probe(cov, {"aten::cumsum": {"bool": cell}})
+    r, v, f = _one(model, cov)
+    assert f["outcome"] == "ok" and "dtype differs" in f["why"] and v["verdict"] == "runs", f
+    _probe(cov, {"aten::cumsum": {"bool": dict(cell, why="output: dtype int32, cpu gives int64")}})
+    r, v, f = _one(model, cov)
+    assert f["outcome"] == "value_note", f

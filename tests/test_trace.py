@@ -653,3 +653,44 @@ def test_a_bfloat16_trace_keeps_in_float32_what_a_bfloat16_checkpoint_load_keeps
     assert not any(n.startswith(("no real-valued run", "the real-valued run failed")) for n in notes), notes
     router = [text for text in doc["calltree"] if " aten::mm float32 " in text]
     assert router and all("seen=both" in text for text in router), router
+
+
+CTC_FACTORY = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    class CTC(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(8, 5)
+            self.loss = nn.CTCLoss()
+
+        def forward(self, x, targets, in_len, tgt_len):
+            return self.loss(self.lin(x).log_softmax(-1), targets, in_len, tgt_len)
+
+    def ctc():
+        torch.manual_seed(0)
+        return CTC(), (torch.randn(12, 2, 8), torch.randint(1, 5, (2, 4)), torch.tensor([12, 10]), torch.tensor([4, 3]))
+    """
+)
+
+
+def test_a_model_whose_shapes_hang_on_values_is_traced_with_real_values_and_says_so(tmp_path):
+    """CTC's loss sizes its result from the target lengths' values: fake tensors cannot trace it. The user's
+    trace is retried with real values (as --real), and the op set names why and the command that made it."""
+    (tmp_path / "ctcmodel.py").write_text(CTC_FACTORY)
+    out = tmp_path / "ctc" / "training.yaml"
+    r = subprocess.run(
+        [sys.executable, "-m", "opcov", "trace", "ctcmodel:ctc", "--mode", "training", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=child_env(PYTHONPATH=str(tmp_path)),
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = load_yaml(out)
+    assert doc["provenance"]["tracing"] == "real" and "--real" in doc["provenance"]["command"]
+    assert any("fake tensors could not trace it" in n for n in doc["provenance"]["notes"])
+    assert "aten::_ctc_loss.Tensor" in doc["ops"] and "aten::_ctc_loss_backward.Tensor" in doc["ops"]

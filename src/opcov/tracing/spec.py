@@ -78,21 +78,33 @@ def trace_spec(
         sizes=sizes,
         out=out,
     )
-    result = trace(
-        built.model,
-        built.inputs,
-        mode=mode,
-        dtype=dtype,
-        autocast=autocast,
-        device=device,
-        optimizer=optimizer,
-        real=real,
-        name=entry.name if entry else built.name,
-        source=built.source,
-        config=built.config,
-        command=command,
-        notes=built.notes,
-    )
+    try:
+        result = trace(
+            built.model,
+            built.inputs,
+            mode=mode,
+            dtype=dtype,
+            autocast=autocast,
+            device=device,
+            optimizer=optimizer,
+            real=real,
+            name=entry.name if entry else built.name,
+            source=built.source,
+            config=built.config,
+            command=command,
+            notes=built.notes,
+        )
+    except OpcovError as exc:
+        # A shape that hangs on values (CTC's target lengths, nonzero, masks read on the host) stops a
+        # fake-tensor trace; a user's own model is then traced with real values, as --real does, and
+        # the op set says why. The zoo's runner (defer_real) schedules that itself.
+        if "--real" not in str(exc) or defer_real or autocast or device == "cpu":
+            raise
+        retried = realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+        retried.doc["provenance"].setdefault("notes", []).append(
+            f"traced with real values (as --real): fake tensors could not trace it ({ladder.one_line(exc, 160)})"
+        )
+        return retried
     result.doc["model"].update(built.facets)
     return realtrace.with_real_branches(
         result,

@@ -529,6 +529,16 @@ def _judge_requirement(
                 f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}",
                 src,
             )
+        if status == "mismatch" and signature.dtype_only(slot.why):  # same values, another dtype: a note
+            return Finding(
+                direction,
+                dtype,
+                "ok",
+                "probed",
+                f"{direction} runs in {dtype}; an output's dtype differs from CPU's, its values do not "
+                f"({slot.why}; case {case}): only a consumer that relies on CPU's dtype would see it",
+                src,
+            )
         if status == "mismatch":  # ran, values (or shape or dtype) differ: the model runs, its results may differ
             cases, fails = slot.cases, slot.fails
             on = f" on {fails} of {cases} probe cases" if isinstance(cases, int) and isinstance(fails, int) else ""

@@ -83,6 +83,17 @@ def matches(sig: str, shape: str) -> bool:
     return case == call
 
 
+_DTYPE_ONLY = re.compile(r"outputs?(?: [0-9]+)?: dtype [a-z0-9_]+, cpu gives [a-z0-9_]+; values equal")
+
+
+def dtype_only(why) -> bool:
+    """Whether a probe mismatch's text says only that an output's dtype differs, its values being equal
+    ('output: dtype int32, cpu gives int64; values equal', opcov.probe.compare): the same numbers in another
+    dtype, worded apart from a value difference. An older text without 'values equal' did not compare the
+    values, and stays a value note."""
+    return bool(why) and _DTYPE_ONLY.fullmatch(str(why).strip()) is not None
+
+
 def describe(shapes) -> str:
     """The model's calls in words: 'shapes [2, 16, 64]; [64]'."""
     shown = list(dict.fromkeys(s for s in shapes if s))[:3]
