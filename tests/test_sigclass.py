@@ -145,3 +145,27 @@ def test_a_value_difference_seen_only_at_fractional_scale_counts_only_there(tmp_
     by_frac = _judge(tmp_path, traced["up_frac"], {op: {"float32": cell}})
     assert by_int[op]["outcome"] == "ok", by_int[op]
     assert by_frac[op]["outcome"] == "value_note", by_frac[op]
+
+
+def test_a_pass_only_with_other_arguments_leaves_the_call_unverified(tmp_path, traced):
+    """A cell whose passing cases (``ran``) all resized by whole numbers is no evidence for a model resizing
+    by 1.5: that call is unknown ('unverified for these arguments'); the model resizing by 2 runs. A cell
+    that keeps no list of what ran is judged as before."""
+    op = "aten::upsample_nearest2d.vec"
+    cell = {"fwd": "pass", "cases": 3, "case": "interp|float32|0", "ran": ["float32:4;scale=int"]}
+    by_int = _judge(tmp_path, traced["up_int"], {op: {"float32": cell}})
+    by_frac = _judge(tmp_path, traced["up_frac"], {op: {"float32": cell}})
+    assert by_int[op]["outcome"] == "ok", by_int[op]
+    assert by_frac[op]["outcome"] == "unknown" and "unverified for these arguments" in by_frac[op]["findings"][0]["why"]
+    older = {k: v for k, v in cell.items() if k != "ran"}
+    assert _judge(tmp_path, traced["up_frac"], {op: {"float32": older}})[op]["outcome"] == "ok"
+
+
+def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():
+    from opcov.probe.results import combine
+
+    a = {"status": "pass", "case": "x|0", "cases": 2, "fails": 0, "samples": ["x"], "ran": ["float32:2;"]}
+    b = {"status": "pass", "case": "x|1", "cases": 1, "fails": 0, "samples": ["x"], "ran": ["float32:2;alpha=2"]}
+    assert combine(a, b)["ran"] == ["float32:2;", "float32:2;alpha=2"]
+    older = {"status": "pass", "case": "y|0", "cases": 4, "fails": 0, "samples": ["y"]}
+    assert "ran" not in combine(a, older)

@@ -147,6 +147,19 @@ def build_parser() -> argparse.ArgumentParser:
         "inputs only; every variant is reported either way)",
     )
     ck.add_argument(
+        "--replay",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="replay the model's own calls on the backend, one by one with the arguments the model gave them "
+        "(forward and the backward's calls), against CPU: they decide each op they reach (default: where the "
+        "backend runs in this Python, e.g. xla with torch_xla; --no-replay: never)",
+    )
+    ck.add_argument(
+        "--replay-dir",
+        metavar="DIR",
+        help=f"where replayed calls are kept and reused, DIR/BACKEND/MODEL-MODE.yaml (default: ./{'replayed'})",
+    )
+    ck.add_argument(
         "--path",
         default="eager",
         metavar="eager|compile|eager,compile",
@@ -409,6 +422,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--traces",
         metavar="MODELS",
         help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)",
+    )
+    pr.add_argument(
+        "--opsets",
+        metavar="PATHS",
+        action="append",
+        help="also replay a model's own calls: op-set files or folders (comma-separated, repeatable) of models "
+        "traced from a zoo name or a factory; each distinct call (arguments as the model gave them) is one case, "
+        "filed under the model's name for 'opcov check' (forward; the backward's calls are cases too)",
     )
     pr.add_argument("--resume", action="store_true", help="continue an interrupted probe from its journal")
     pr.add_argument(
@@ -993,7 +1014,11 @@ def cmd_probe(args) -> int:
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
     directions = parse_directions(args.directions)
     shard = parse_shard(args.shard)
-    traces = parse_traces(args.traces)
+    traces: tuple = parse_traces(args.traces)
+    if args.opsets:
+        from opcov.probe.replay import opset_targets
+
+        traces += tuple(opset_targets([p for text in args.opsets for p in text.split(",") if p]))
     tiers = parse_tiers(args.tiers)
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, not {args.jobs}")

@@ -154,7 +154,7 @@ def derived(op_name: str, tensors: list, named: dict) -> list[str]:
     """Selectors that hang on sizes: ``bins=uneven`` for adaptive pooling, ``scale=frac|int`` for
     resizing. ``named``: the call's arguments by schema name."""
     base = op_name.split("::", 1)[-1].split(".", 1)[0]
-    out = []
+    out: list[str] = []
     first = tensors[0] if tensors else None
     if first is None:
         return out
@@ -229,7 +229,7 @@ def parse(sig: str) -> tuple[tuple, dict | None]:
     """(tensor classes as ((dtype, rank, flags), ...), selectors {name: value} or None where only
     ``OLD_SCALARS`` are known: an older text)."""
     tensors, sep, rest = str(sig).partition(";")
-    out = []
+    out: list = []
     for t in filter(None, tensors.split(",")):
         dtype, _, more = t.partition(":")
         rank, *flags = more.split("!")
@@ -269,6 +269,22 @@ def same_path(case_sig: str, call_sig: str) -> bool:
         if r1 != r2 or ("empty" in f1) != ("empty" in f2) or ("sparse" in f1) != ("sparse" in f2):
             return False
     return _same_selectors(case_s, call_s)
+
+
+def covers(ran_sig: str, call_sig: str) -> bool:
+    """Whether a case that ran with class ``ran_sig`` exercised the path a call of ``call_sig`` takes, as far
+    as the arguments go: as many tensors, the same layouts, and every selector of the same kind. Ranks and
+    sizes are left to the probe's own spread of samples; the arguments are what a pass on others misses."""
+    ran_t, ran_s = parse(ran_sig)
+    call_t, call_s = parse(call_sig)
+    if len(ran_t) != len(call_t):
+        return False
+    if any(
+        ("sparse" in f1) != ("sparse" in f2) or ("q" in f1) != ("q" in f2)
+        for (_, _, f1), (_, _, f2) in zip(ran_t, call_t)
+    ):
+        return False
+    return _same_selectors(ran_s, call_s)
 
 
 def _same_selectors(a: dict | None, b: dict | None) -> bool:

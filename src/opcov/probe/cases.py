@@ -69,6 +69,8 @@ class Group:
     all_samples: bool = False  # a harder case of every sample each tier changes, not only the first
     on: tuple = ()  # a trace group's steps run on the device too: ((mode, (op, ...)), ...) (replay.ondevice)
     device: str = ""  # the device type those steps run on
+    spec: str = ""  # a replayed op set's model (replay.Target): what rebuilds it
+    modes: tuple = ()  # and the modes of its op sets (the steps captured); () with spec: both
 
     def as_dict(self) -> dict:
         d = {
@@ -84,6 +86,8 @@ class Group:
             d["all_samples"] = True
         if self.on:
             d["on"] = {"device": self.device, "modes": {mode: list(ops) for mode, ops in self.on}}
+        if self.spec:
+            d["spec"], d["modes"] = self.spec, list(self.modes)
         return d
 
 
@@ -408,22 +412,27 @@ def select_groups(
             groups.append(Group(f"{cid}|{dt}", cid, dt, False))
     if traces and "forward" in directions:
         model_dtypes = replay.zoo_names()
-        for name in traces:
+        for trace in traces:
+            target = trace if isinstance(trace, replay.Target) else None
+            name = target.name if target else trace
+            dtype = target.dtype if target else model_dtypes[name]
             sid = f"{replay.TRACE_PREFIX}{name}"
-            if model_dtypes[name] in dtypes and core_bases is None:
+            if dtype in dtypes and core_bases is None:
                 # the pattern names the trace ('^trace\.'): every call; else it selects the calls replayed
                 only = () if not rx or rx.search(sid) else (pattern,)
                 on = (ondevice or {}).get(name) or {}
                 groups.append(
                     Group(
-                        f"{sid}|{model_dtypes[name]}",
+                        f"{sid}|{dtype}",
                         sid,
-                        model_dtypes[name],
+                        dtype,
                         False,
                         (),
                         only,
                         on=tuple((mode, tuple(ops)) for mode, ops in sorted((on.get("modes") or {}).items())),
                         device=on.get("device", ""),
+                        spec=target.spec if target else "",
+                        modes=target.modes if target else (),
                     )
                 )
     if schema_ops and "forward" in directions:

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 
 from opcov.dtypes import call_dtype, dtype_name
+from opcov.errors import UsageError
 from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, op_call
 from opcov.store import layout, opset
@@ -46,6 +48,48 @@ EXCLUDE = re.compile(
 def zoo_names() -> dict:
     """Zoo model name -> its dtype (without importing torch or transformers)."""
     return {e.name: e.dtype for e in zoo.ZOO}
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model whose own calls a probe replays, named by its saved op set (``opcov probe --opsets``): the
+    cases are filed under the op set's model name (a cell's ``traced``), which the verdict looks for."""
+
+    name: str  # the op set's model name
+    spec: str  # what rebuilds the model (opcov.tracing.models.build): a factory 'pkg.mod:fn', 'hf:...', 'nn:...'
+    dtype: str
+    modes: tuple  # the op sets' modes: the steps captured
+
+
+def opset_targets(paths) -> list[Target]:
+    """The replay targets of op-set files or folders (each model once, with the modes its files hold); a
+    UsageError names a file whose model cannot be rebuilt (no factory or zoo source recorded)."""
+    found: dict = {}
+    for path in paths:
+        files = (
+            [os.path.join(path, f"{m}.yaml") for m in opset.MODES if os.path.isfile(os.path.join(path, f"{m}.yaml"))]
+            if os.path.isdir(path)
+            else [path]
+        )
+        if not files:
+            raise UsageError(f"--opsets: {path} holds no inference.yaml or training.yaml op set")
+        for file in files:
+            doc = opset.load(file)
+            if doc.get("path") == "compile":
+                raise UsageError(f"--opsets: {file} is a compiled op set; replay takes eager ones")
+            model = doc.get("model") or {}
+            name, source = str(model.get("name") or ""), str(model.get("source") or "")
+            entry = zoo.BY_NAME.get(name)
+            spec = entry.spec if entry else source[len("factory:") :] if source.startswith("factory:") else source
+            if not name or not spec or spec == "test" or ("config" in model and not entry and source.startswith("hf:")):
+                raise UsageError(
+                    f"--opsets: {file}: its model ({name or '?'}, source {source or '?'}) cannot be rebuilt "
+                    "to replay its calls; trace it from a zoo name or a factory (opcov trace pkg.mod:fn)"
+                )
+            have = found.get(name)
+            modes = tuple(sorted({*(have.modes if have else ()), str(doc.get("mode"))}))
+            found[name] = Target(name, spec, str(doc.get("dtype") or "float32"), modes)
+    return list(found.values())
 
 
 def _coverage_dir() -> str | None:
@@ -75,7 +119,7 @@ def ondevice(name: str, backend: str, device_type: str, coverage_dir: str | None
     return {"device": device_type, "modes": modes} if modes else {}
 
 
-def capture(name: str, on: dict | None = None, only=None):
+def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dtype: str = "", modes=()):
     """[(OpOverload, args, kwargs, device_kw)] of one zoo model's steps on CPU (arguments copied): each
     distinct call signature (op, dtype key, signature class: opcov.probe.record.signature) once, over an
     inference forward and a training step (forward, loss, backward, one AdamW step), each with every
@@ -88,8 +132,9 @@ def capture(name: str, on: dict | None = None, only=None):
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    entry = zoo.BY_NAME[name]
-    want = getattr(torch, entry.dtype)
+    entry = zoo.BY_NAME.get(name) if not spec else None
+    spec = spec or entry.spec  # type: ignore[union-attr]
+    want = getattr(torch, dtype or entry.dtype)  # type: ignore[union-attr]
     seen: dict = {}
     calls = []
 
@@ -145,7 +190,7 @@ def capture(name: str, on: dict | None = None, only=None):
             )
             calls.append((func, a, k, device_kw))
 
-    runs = [("inference", None, frozenset()), ("training", None, frozenset())]
+    runs = [(mode, None, frozenset()) for mode in (modes or ("inference", "training"))]
     if on:
         dev = torch.device(on["device"])
         if dev.type == "xla":  # its runtime starts here (autograd's engine needs its device count)
@@ -155,7 +200,7 @@ def capture(name: str, on: dict | None = None, only=None):
         runs += [(mode, dev, frozenset(ops)) for mode, ops in sorted(on["modes"].items())]
     for mode, dev, ops in runs:
         torch.manual_seed(0)
-        built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
+        built = models.build(spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
         model = built.model.to(want)
         if dev is not None:
             model = model.to(dev)
@@ -192,7 +237,12 @@ def load(group: dict):
     name = group["source"][len(TRACE_PREFIX) :]
     only = re.compile(group["ops"][0]) if group.get("ops") else None  # --ops: the calls of the ops it selects
     samples = []
-    for func, args, kwargs, device_kw in capture(name, group.get("on"), only):
+    target = {
+        "spec": group.get("spec", ""),
+        "dtype": group["dtype"] if group.get("spec") else "",
+        "modes": group.get("modes", ()),
+    }
+    for func, args, kwargs, device_kw in capture(name, group.get("on"), only, **target):
         sample = op_call(func, args, kwargs)
         sample.device_kw = device_kw
         samples.append(sample)

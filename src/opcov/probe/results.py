@@ -27,7 +27,7 @@ from opcov.probe.caserecord import CaseRecord
 from opcov.probe.disposition import RANK as RANK_SKIP
 from opcov.probe.disposition import pick
 from opcov.store.cells import MAX_FAILED, SLOTS
-from opcov.vocab import INPUT_TIERS
+from opcov.vocab import INPUT_TIERS, PROBED_RAN
 
 MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
 SLOT_KEYS = (
@@ -43,7 +43,9 @@ SLOT_KEYS = (
     "after_crash",
     "failed",
     "traced",
+    "ran",
 )
+MAX_RAN = 32  # signature classes of the cases that ran a cell keeps; a full list may have left some out
 # Statuses whose case is kept in ``failed`` with its signature class: what the verdict matches against a
 # model's calls (a failure, a value mismatch, a run through the CPU fallback).
 NOTED = frozenset(FAILURES) | {"mismatch", "fallback"}
@@ -187,6 +189,8 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: st
     if part["status"] in NOTED:
         outputs = part.get("outputs") if op and part.get("output_of") == op else None
         e["failed"] = [failed_text(part["status"], rec.case, sig, outputs)]
+    elif part["status"] in PROBED_RAN and sig:
+        e["ran"] = [sig]  # which paths the cell's passes cover (opcov.verdict.signature.covered)
     if rec.source.startswith(TRACE):
         e["traced"] = {rec.source[len(TRACE) :]: part["status"]}
     return e
@@ -236,13 +240,16 @@ def combine(a: dict | None, b: dict) -> dict:
     if a is None:
         return dict(b)
     rep = a if _key(a) <= _key(b) else b
-    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced")}
+    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced", "ran")}
     for k in COUNTS:
         out[k] = a.get(k, 0) + b.get(k, 0)
     out["samples"] = sorted(set(a["samples"]) | set(b["samples"]))[:MAX_SAMPLES]
     failed = _merge_failed(a.get("failed", ()), b.get("failed", ()))
     if failed:
         out["failed"] = failed
+    ran = _merge_ran(a, b)
+    if ran:
+        out["ran"] = ran
     traced = dict(a.get("traced") or {})
     for model, status in (b.get("traced") or {}).items():
         if model not in traced or RANK[status] < RANK[traced[model]]:
@@ -250,6 +257,18 @@ def combine(a: dict | None, b: dict) -> dict:
     if traced:
         out["traced"] = dict(sorted(traced.items()))
     return out
+
+
+def _merge_ran(a: dict, b: dict) -> list | None:
+    """The classes that ran, of two entries: their union (at most MAX_RAN), or None where one entry had
+    cases run without classes kept (an older file): then no list says which paths the passes covered."""
+
+    def ran_cases(e):
+        return e.get("cases", 0) - e.get("fails", 0) - int(e.get("status") in NOTED and not e.get("fails"))
+
+    if any(ran_cases(e) > 0 and not e.get("ran") for e in (a, b)):
+        return None
+    return sorted({*a.get("ran", ()), *b.get("ran", ())})[:MAX_RAN]
 
 
 def _merge_failed(a, b) -> list:

@@ -107,7 +107,7 @@ def probe(
             "core": bool(core),
             "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "timeout": timeout,
-            "traces": list(traces),
+            "traces": [t if isinstance(t, str) else t.name for t in traces],
             "exhaustive": bool(exhaustive),
             "tiers": list(tiers),
             "schema": bool(schema),
@@ -221,7 +221,8 @@ def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema,
     facts = disposition.intrinsic(torch, catalog)
     schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
     # a traced model recorded on this backend itself: its trace group replays the device's own calls too
-    ondevice = {n: on for n in traces if (on := replay.ondevice(n, backend.name, backend.device_type))}
+    zoo_traces = [n for n in traces if isinstance(n, str)]  # a replayed op set (replay.Target) has no own-path op set
+    ondevice = {n: on for n in zoo_traces if (on := replay.ondevice(n, backend.name, backend.device_type))}
     groups = cases.select_groups(
         pattern,
         core_bases=core_bases,

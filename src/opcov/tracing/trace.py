@@ -49,8 +49,8 @@ import logging
 from collections import Counter
 from dataclasses import dataclass, field
 
+from opcov import branches, provenance, sigclass, vocab
 from opcov import dtypes as _dtypes
-from opcov import provenance, sigclass, vocab
 from opcov.catalog import overload_name
 from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
@@ -331,9 +331,44 @@ def _make_composite_hook(torch, rec: Recording, dev_type: str):
     """The stand-in's composite hook (target.composite_hook): each composite call becomes a node."""
 
     def hook(op, run, args, kwargs):
+        other = branches.generic(op.name())
+        if other is not None:  # the fused path the stand-in takes, and the generic one other devices take
+            run = functools.partial(_both_branches, torch, rec, run, other)
         return _composite(torch, rec, dev_type, op.name(), run, args, kwargs, op=op)
 
     return hook
+
+
+def _both_branches(torch, rec: Recording, run, other, *args, **kwargs):
+    """Inside a device-branching composite (opcov.branches): its run as the stand-in takes it, under a
+    ``device-branch:fused`` call node, then torch's generic decomposition on the same inputs under
+    ``device-branch:generic``, with that branch's backward recorded there too where its inputs require
+    grad (its outputs feed nothing else). Returns the fused run's outputs."""
+    phase = rec.phase
+    idx = rec.tree.open(branches.node_name(branches.FUSED), phase, CALL)
+    try:
+        out = run(*args, **kwargs)
+    finally:
+        rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
+    idx = rec.tree.open(branches.node_name(branches.GENERIC), phase, CALL)
+    outs: list = []
+    wrt: list = []
+    try:
+        alt = other(*args, **kwargs)
+        outs = [t for t in _tensors(alt, torch) if t.requires_grad]
+        wrt = [t for t in _tensors((args, kwargs), torch) if t.requires_grad]
+    finally:
+        rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
+    if outs and wrt and phase == "forward" and torch.is_grad_enabled():
+        # a root of the backward phase (a node's children share its phase), named as the branch is
+        stack, rec.tree.stack, rec.phase = rec.tree.stack, [], "backward"
+        idx = rec.tree.open(branches.node_name(branches.GENERIC), "backward", CALL)
+        try:
+            torch.autograd.grad(outs, wrt, [torch.ones_like(t) for t in outs], allow_unused=True)
+        finally:
+            rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
+            rec.tree.stack, rec.phase = stack, phase
+    return out
 
 
 def _make_parent_mode(torch, rec: Recording, dev_type: str, substitute_dropout: bool):

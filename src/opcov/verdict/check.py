@@ -13,6 +13,7 @@ that records none is judged as one set, and says so.
 from __future__ import annotations
 
 import os
+import re
 
 from opcov import children, suggest, vocab
 from opcov.activity import activity
@@ -112,15 +113,89 @@ def live_scan(backend: str, names) -> dict | None:
 def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[list, dict]:
     """(verdicts, model description) for MODEL on each backend and mode."""
     opsets = find_opsets(model, modes, coverage_dir)
+    replay = replayer(args) if args is not None else None
     if not opsets:
         have = set(layout.backends_with_data(coverage_dir))
         for backend in backends_:  # a mistyped name fails now, not after a minute of tracing
             if backend not in have and not _installed(backend):
                 raise suggest.no_backend_data(backend, coverage_dir)
         opsets = trace_on_the_fly(model, modes, args)
-        return judge_opsets(opsets, backends_, coverage_dir)
+        return judge_opsets(opsets, backends_, coverage_dir, replay=replay)
     # a named model (or its folder): where it was also recorded on a backend itself, that backend is judged on it
-    return judge_opsets(opsets, backends_, coverage_dir, folder=None if os.path.isfile(model) else model)
+    folder = None if os.path.isfile(model) else model
+    return judge_opsets(opsets, backends_, coverage_dir, folder=folder, replay=replay)
+
+
+# ---------------------------------------------------------------- the model's own calls, replayed on the device
+
+REPLAY_DIR = "replayed"  # default --replay-dir: BACKEND/MODEL-MODE.yaml under it, in the working folder
+
+
+def replay_here(backend: str, asked: bool = False) -> bool:
+    """Whether ``backend`` runs in this Python (opcov.tracing.ondevice.RUNNABLE, its module importable),
+    so that a model's own calls can be replayed on it now; cpu, the reference itself, only when ``asked``."""
+    import importlib.util
+
+    from opcov.tracing.ondevice import RUNNABLE
+
+    if backend not in RUNNABLE:
+        return False
+    module = RUNNABLE[backend][0]
+    if module is None:
+        return asked
+    return importlib.util.find_spec(module) is not None
+
+
+def replayer(args):
+    """What ``judge_opsets`` calls to replay one op set's own calls on one backend (``replay_calls``), as
+    ``--replay`` / ``--no-replay`` choose: by default where the backend runs here; None when never."""
+    choice = getattr(args, "replay", None)
+    if choice is False:
+        return None
+    folder = getattr(args, "replay_dir", None) or REPLAY_DIR
+    timeout = getattr(args, "timeout", None) or children.TRACE_TIMEOUT_S
+
+    def replay(doc: dict, backend: str):
+        if not replay_here(backend, asked=bool(choice)):
+            if choice:
+                raise UsageError(
+                    f"--replay: {backend} does not run in this Python (for xla: torch_xla with PJRT_DEVICE=CPU); "
+                    f"replay where it does: opcov probe {backend} --opsets OPSET --ops '^trace\\.' --out FILE"
+                )
+            return None
+        return replay_calls(doc, backend, folder, timeout)
+
+    return replay
+
+
+def replay_calls(doc: dict, backend: str, folder: str, timeout: float) -> tuple[str, dict] | None:
+    """(path, probed document) of ``doc``'s model's own calls replayed on ``backend`` (``opcov probe
+    BACKEND --opsets``, in a child process): each distinct call, with the arguments the model gave it,
+    forward and the backward's calls, against CPU. Kept at FOLDER/BACKEND/MODEL-MODE-KEY.yaml (KEY: the
+    op set's identity) and reused for the same op set; None when the model cannot be rebuilt (no factory or zoo
+    source: the verdict then says its calls were not replayed)."""
+    import hashlib
+
+    model = str(doc["model"]["name"])
+    # the op set's own identity in the name: a re-traced model is replayed again, never judged on stale calls
+    key = hashlib.sha256(repr((doc.get("integrity"), doc["provenance"].get("created"))).encode()).hexdigest()[:10]
+    path = os.path.join(folder, backend, f"{re.sub(r'[^A-Za-z0-9._-]', '_', model)}-{doc['mode']}-{key}.yaml")
+    if os.path.exists(path):
+        return path, data.load(path)
+    with children.temp_dir("replay") as tmp:
+        saved = os.path.join(tmp, f"{doc['mode']}.yaml")
+        opset.save(doc, saved)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        cmd = ["probe", backend, "--opsets", saved, "--ops", r"^trace\.", "--directions", "forward"]
+        cmd += ["--dtypes", str(doc.get("dtype") or "float32"), "--tiers", "none", "--out", path]
+        with activity(f"replaying {model}'s own calls on {backend}"):
+            try:
+                _child(cmd, f"{model}: replaying its calls on {backend} failed", timeout)
+            except UsageError as exc:
+                if "cannot be rebuilt" in str(exc):  # no factory or zoo source: not replayed, and said so
+                    return None
+                raise
+    return path, data.load(path)
 
 
 NOT_RECORDED = (
@@ -144,18 +219,20 @@ def own_path(doc: dict, backend: str, coverage_dir: str, folder: str | None = No
     return (path, other) if other.get("dtype") == doc.get("dtype") else None
 
 
-def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None) -> tuple[list, dict]:
+def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None, replay=None) -> tuple[list, dict]:
     """(verdicts, model description) for (path, op-set document) pairs on each backend; opcov.api
     passes an op set it was handed here. Each verdict judges the given inputs, with the other input
     variants' verdicts in its ``variants`` (see the module docstring). With ``folder`` (a model's name or
-    folder), a backend that recorded this model itself (``own_path``) is judged on that op set instead."""
+    folder), a backend that recorded this model itself (``own_path``) is judged on that op set instead.
+    ``replay`` (``replayer``): the model's own calls replayed on the backend, judged before OpInfo's."""
     verdicts = []
     for stand_in_path, given in opsets:
         for backend in backends_:
             own = own_path(given, backend, coverage_dir, folder) if folder else None
             own_at = f"{own[0]}, in place of {stand_in_path}" if own else None
+            replayed = replay(given, backend) if replay else None
             verdicts.append(
-                _judge_one(own[1] if own else given, backend, coverage_dir, own_at, own[0] if own else None)
+                _judge_one(own[1] if own else given, backend, coverage_dir, own_at, own[0] if own else None, replayed)
             )
     first = opsets[0][1]
     describe = ", ".join(
@@ -195,12 +272,27 @@ def judge_variants(doc: dict, parts: dict, cov) -> judge.BackendVerdict:
     return v
 
 
-def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, own: str | None):
+def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, own: str | None, replayed=None):
     """One backend's verdict on one op set (``own``: its path, when it was recorded on that backend;
-    ``own_at`` says so in the first note)."""
+    ``own_at`` says so in the first note; ``replayed``: (path, probed document) of its own calls replayed
+    on the backend)."""
     cov = judge.coverage_for(doc, backend, coverage_dir, scan=live_scan)  # the whole set's ops: every variant's
+    if replayed:
+        cov.own = replayed[1]
+        cov.paths.append(replayed[0])
     v = judge_variants(doc, variant_parts(doc), cov)
     v.notes.insert(0, path_note(doc, backend) + (f" ({own_at})" if own_at else ""))
+    if replayed:
+        v.notes.insert(
+            1,
+            f"this model's own calls were replayed on {backend} one by one ({replayed[0]}): they decide each op they reach",
+        )
+    elif backend == "xla" and not replay_here(backend):  # the one backend opcov runs as a second Python
+        v.notes.insert(
+            1,
+            f"this model's own calls were not replayed on {backend} (it does not run in this Python): "
+            "'opcov check ... --replay' where it does decides each call from the device",
+        )
     if own:
         v.sources.insert(0, own)
     python_replacements(v, doc)

@@ -230,6 +230,7 @@ class Coverage:
     paths: list
     cpu: dict | None = None  # cpu's registered data: a CPU fallback can only run what CPU runs
     notes: list = field(default_factory=list)  # files passed over in the backend's folder (layout.strays)
+    own: dict | None = None  # a probed document of this model's own calls replayed (opcov check --replay)
     _cells: dict = field(default_factory=dict, init=False, repr=False, compare=False)
     # (op, dtype, direction, torch) -> Finding, shared by the Coverages of the same documents (``share``);
     # None: not memoized (a lone check judges each requirement once anyway)
@@ -238,7 +239,9 @@ class Coverage:
     def cells(self, op: str) -> dict[str, ProbedCell]:
         """The op's probed cells by dtype key, parsed once; {} when it was not probed or skipped."""
         if op not in self._cells:
-            self._cells[op] = record_cells((self.probed or {}).get("ops", {}).get(op))
+            cells = record_cells((self.probed or {}).get("ops", {}).get(op))
+            replayed = record_cells((self.own or {}).get("ops", {}).get(op))  # the model's own calls decide
+            self._cells[op] = {**cells, **replayed} if replayed else cells
         return self._cells[op]
 
     @property
@@ -500,6 +503,8 @@ def _judge_requirement(
                     return _unread_finding(direction, dtype, slot, off, "this model's own calls, replayed", src)
             return _judge_own(direction, dtype, own, slot, model, src)
         judged = signature.by_class(slot, shapes, reads)
+        if judged is not None and judged[0] == "pass" and signature.uncovered(slot, shapes):
+            judged = ("unknown", "", f"{judged[2]}; the cases that ran had other arguments than this model's")
         if judged is not None:
             return _judge_by_class(direction, dtype, slot, judged, shapes, src)
         if status == "mismatch":
@@ -510,6 +515,17 @@ def _judge_requirement(
         err = _err_text(slot.err)
         why_line = f": {slot.why}" if slot.why else ""
         case = "?" if slot.case is None else slot.case
+        missed = signature.uncovered(slot, shapes) if status in PROBED_OK else ()
+        if missed:  # passed, but never with this model's arguments: unverified for them
+            return Finding(
+                direction,
+                dtype,
+                "unknown",
+                "probed",
+                f"{direction} {PROBED_OK[status]} in {dtype} only with other arguments than this model's "
+                f"({missed[0]}); unverified for these arguments: replay the model's own calls (opcov check --replay)",
+                src,
+            )
         if status in PROBED_OK:
             fix = ""
             if status == "pass_low_precision":  # the usable tier, not the strict one: a pass with a note
@@ -903,7 +919,7 @@ def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
     for dtype, direction, shapes, reads in reqs:
         cell = cells.get(dtype)
         slot = cell.slot(direction) if cell else None
-        if slot is None or not slot.failed:
+        if slot is None or not (slot.failed or slot.ran):
             shapes = ()
         if slot is None or not any(" out=" in str(t) for t in slot.failed or ()):
             reads = None  # no mismatch names its outputs: what the calls read changes nothing

@@ -17,7 +17,10 @@ So each node of the op set's ``calltree`` (``opcov.store.opset``), top down:
 * any other composite, and a Python-level ``call`` node (the optimizer step), is not judged itself:
   its children are;
 * a ``kernel`` node is judged, and so are the backward calls its autograd node issued, by the same
-  rules (a backward composite such as ``silu_backward`` is resolved like any other).
+  rules (a backward composite such as ``silu_backward`` is resolved like any other);
+* a ``device-branch:NAME`` call node (opcov.branches: an LSTM's fused cells, which only CUDA, XPU and
+  PrivateUse1 devices take, beside the generic cells the others take) is walked only where the
+  backend's dispatch key takes that branch.
 
 Backward calls no forward node issued (the loss's ``ones_like``, gradient accumulation) are judged
 as they are. A schema 1 op set has no tree: its calls are judged flat, and each ``parents`` entry the
@@ -29,8 +32,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from opcov import branches
+from opcov.backends import get_backend
+from opcov.errors import UsageError
 from opcov.store import opset
-from opcov.store.opset import COMPOSITE, KERNEL
+from opcov.store.opset import CALL, COMPOSITE, KERNEL
 
 NOTE_OPS = 4  # decomposition ops named in a note
 
@@ -69,6 +75,16 @@ def own_level(cov, op: str, dtype: str) -> str:
     return "probed" if status and status != "skipped" else ""
 
 
+def backend_branch(backend: str) -> str:
+    """The device branch (opcov.branches) a backend's dispatch key takes; a backend opcov does not know is
+    taken as an out-of-tree PrivateUse1 one."""
+    try:
+        key = get_backend(backend).dispatch_key
+    except UsageError:
+        key = "PrivateUse1"
+    return branches.family(key)
+
+
 def resolve(doc: dict, cov) -> Resolved:
     """The calls of ``doc`` that backend ``cov`` runs (``cov``: a judge.Coverage), with notes."""
     if not doc.get("calltree"):
@@ -76,10 +92,11 @@ def resolve(doc: dict, cov) -> Resolved:
     plan = _plan(doc)
     # The walk asks only whether the backend runs each composite (op, dtype) itself: with the same
     # answers it makes the same calls, which are worked out once per set of answers.
-    answers = tuple(own_level(cov, op, dtype) for op, dtype in plan.composites)
+    branch = backend_branch(cov.backend)
+    answers = (branch, *(own_level(cov, op, dtype) for op, dtype in plan.composites))
     walk = plan.walks.get(answers)
     if walk is None:
-        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, answers))).run()
+        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, answers[1:])), branch).run()
     calls, own, shared = walk
     return Resolved(list(calls), [_note(cov, *key, *rec) for key, rec in sorted(own.items())], shared)
 
@@ -124,8 +141,8 @@ def _plan(doc: dict) -> _Plan:
 class _Walk:
     """One walk of a plan's tree, top down, given which composite (op, dtype) the backend runs itself."""
 
-    def __init__(self, plan: _Plan, own_of: dict):
-        self.plan, self.own_of = plan, own_of
+    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED):
+        self.plan, self.own_of, self.branch = plan, own_of, branch
         self.calls: list = []
         self.own: dict = {}  # (op, phase, reason) -> [calls, {decomposition ops}, grad]
 
@@ -140,6 +157,8 @@ class _Walk:
             for issued in self.plan.issued.get(node.id, ()):
                 self.visit(issued)
             return
+        if node.kind == CALL and branches.skipped(node.op, self.branch):
+            return  # a device branch this backend's dispatcher does not take (opcov.branches)
         why = self.own_of[node.op, node.dtype] if node.kind == COMPOSITE else ""
         if not why:
             for child in self.plan.children.get(node.id, ()):

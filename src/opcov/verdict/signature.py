@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 
-from opcov.sigclass import same_path, selectors
+from opcov.sigclass import covers, same_path, selectors
 from opcov.store.cells import MAX_FAILED
 from opcov.vocab import PROBED_RANK
 
@@ -92,6 +92,19 @@ def dtype_only(why) -> bool:
     dtype, worded apart from a value difference. An older text without 'values equal' did not compare the
     values, and stays a value note."""
     return bool(why) and _DTYPE_ONLY.fullmatch(str(why).strip()) is not None
+
+
+MAX_RAN = 32  # opcov.probe.results.MAX_RAN: a list this long may have left classes out
+
+
+def uncovered(slot, shapes: tuple) -> tuple:
+    """The model's call classes that no case of the slot ran with (``ran``, where the probe keeps it whole):
+    a pass on other arguments is no evidence for them (opcov.sigclass.covers). () where the slot keeps no
+    list, a list that may be cut short, or calls named by shapes only."""
+    ran = slot.ran
+    if not ran or len(ran) >= MAX_RAN:
+        return ()
+    return tuple(c for c in shapes if is_class(c) and not any(covers(str(r), c) for r in ran))
 
 
 def describe(shapes) -> str:

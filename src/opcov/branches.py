@@ -1,0 +1,50 @@
+"""Composites whose decomposition depends on the device family: the op set keeps both paths.
+
+Why: ATen's recurrent cells call the fused kernels (``_thnn_fused_lstm_cell``, ``_thnn_fused_gru_cell``)
+only when the input is on CUDA, XPU or a PrivateUse1 device (aten/src/ATen/native/RNN.cpp,
+``input.is_cuda() || input.is_xpu() || input.is_privateuseone()``); every other device (PyTorch/XLA,
+MPS, CPU) takes the generic cell: linear, chunk, sigmoid, tanh, mul, add. The stand-in accelerator is
+PrivateUse1, so a trace records the fused path, which TorchTPU and TorchNeuron take and PyTorch/XLA
+never does. So under each such composite the tracer records two ``call`` nodes: ``device-branch:fused``
+(what the stand-in ran) and ``device-branch:generic`` (torch's own reference decomposition of the op,
+``torch._decomp``, run on the same inputs, with its backward where the inputs require grad), and the
+verdict walks the one the judged backend's dispatch key takes (``family``). Torch-free but for
+``generic``, which the tracer calls with torch imported.
+"""
+
+from __future__ import annotations
+
+PREFIX = "device-branch:"
+FUSED, GENERIC = "fused", "generic"
+FUSED_KEYS = frozenset({"CUDA", "XPU", "PrivateUse1"})  # the dispatch keys whose devices take the fused cells
+# composite op -> the torch._decomp.decompositions function that is its generic (unfused) path
+OPS = {
+    "aten::lstm.input": "lstm_impl",
+    "aten::lstm.data": "lstm_data_impl",
+    "aten::gru.input": "gru_impl",
+    "aten::gru.data": "gru_impl_data",
+}
+
+
+def node_name(family: str) -> str:
+    return PREFIX + family
+
+
+def family(dispatch_key: str) -> str:
+    """The branch a backend with ``dispatch_key`` takes."""
+    return FUSED if dispatch_key in FUSED_KEYS else GENERIC
+
+
+def skipped(op: str, backend_family: str) -> bool:
+    """Whether a call-tree ``call`` node named ``op`` is a branch the backend does not take."""
+    return op.startswith(PREFIX) and op != node_name(backend_family)
+
+
+def generic(op_name: str):
+    """The generic path of composite ``op_name`` (a callable taking its arguments), or None."""
+    name = OPS.get(op_name)
+    if name is None:
+        return None
+    from torch._decomp import decompositions
+
+    return getattr(decompositions, name, None)

@@ -1,0 +1,74 @@
+"""Composites whose path depends on the device family (opcov.branches): an LSTM's and a GRU's cells are
+fused only on CUDA, XPU and PrivateUse1 devices. The op set keeps both branches and each backend is judged
+on the one its dispatch key takes: PyTorch/XLA on the generic cells, TorchTPU (PrivateUse1) on the fused
+kernels. Two families of recurrent layers, traced by the real tracer and judged on the bundled data."""
+
+import json
+import textwrap
+
+import pytest
+from conftest import run_opcov
+
+FACTORIES = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Head(nn.Module):
+        def __init__(self, rnn):
+            super().__init__()
+            self.rnn, self.out = rnn, nn.Linear(16, 2)
+
+        def forward(self, x):
+            return self.out(self.rnn(x)[0][:, -1])
+
+    def lstm():
+        torch.manual_seed(0)
+        return Head(nn.LSTM(8, 16, batch_first=True)), (torch.randn(2, 5, 8),)
+
+    def gru():
+        torch.manual_seed(0)
+        return Head(nn.GRU(8, 16, num_layers=2, batch_first=True)), (torch.randn(2, 5, 8),)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def opsets(tmp_path_factory):
+    root = tmp_path_factory.mktemp("branches")
+    (root / "rnnmodels.py").write_text(FACTORIES)
+    out = {}
+    for name in ("lstm", "gru"):
+        path = root / name / "training.yaml"
+        r = run_opcov("trace", f"rnnmodels:{name}", "--mode", "training", "--out", str(path), PYTHONPATH=str(root))
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[name] = str(path)
+    return out
+
+
+def _ops(path, backend):
+    r = run_opcov("check", path, "-b", backend, "--no-replay", "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    verdict = json.loads(r.stdout)["verdicts"][0]
+    return verdict["verdict"], {o["op"] for o in verdict["ops"]}
+
+
+@pytest.mark.parametrize(
+    "name, fused", [("lstm", "aten::_thnn_fused_lstm_cell"), ("gru", "aten::_thnn_fused_gru_cell")]
+)
+def test_each_backend_is_judged_on_the_branch_its_dispatch_key_takes(opsets, name, fused):
+    """cuda takes the fused cells; xla the generic ones (and does not fail on a kernel it never calls);
+    TorchTPU (PrivateUse1) registers the recurrent op itself, so neither branch below it is judged."""
+    xla_verdict, xla_ops = _ops(opsets[name], "xla")
+    _, cuda_ops = _ops(opsets[name], "cuda")
+    _, tpu_ops = _ops(opsets[name], "tpu")
+    assert fused in cuda_ops and "aten::sigmoid_backward" not in cuda_ops
+    assert fused not in xla_ops and {"aten::sigmoid", "aten::tanh", "aten::sigmoid_backward"} <= xla_ops
+    assert xla_verdict != "fails", xla_ops
+    assert fused not in tpu_ops and "aten::sigmoid_backward" not in tpu_ops
+
+
+def test_the_op_set_names_both_branches_under_the_recurrent_composite(opsets):
+    text = open(opsets["lstm"]).read()
+    assert "forward call device-branch:fused" in text and "forward call device-branch:generic" in text
+    assert "backward call device-branch:generic" in text

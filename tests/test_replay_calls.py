@@ -1,0 +1,76 @@
+"""A model's own calls replayed on the device (``opcov probe B --opsets``, ``opcov check --replay``): each
+distinct call, with the arguments the model gave it, is a case filed under the model's name, and the verdict
+judges each op it reaches from those cases first.
+
+Run on cpu (the one device every machine has; ``--replay`` must be asked for there): the mechanism a user
+gets on xla where torch_xla is installed, with the replayed file kept and reused.
+"""
+
+import json
+import textwrap
+
+import pytest
+from conftest import run_opcov
+
+from opcov.store import data
+
+FACTORY = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    def pooled():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.MaxPool2d(2, dilation=2, ceil_mode=True), nn.Flatten(), nn.LazyLinear(3))
+        x = torch.randn(2, 3, 12, 12)
+        model(x)
+        return model, (x,)
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def opset_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("replay")
+    (root / "replaymodel.py").write_text(FACTORY)
+    out = root / "opsets" / "pooled" / "training.yaml"
+    r = run_opcov("trace", "replaymodel:pooled", "--mode", "training", "--out", str(out), PYTHONPATH=str(root))
+    assert r.returncode == 0, r.stdout + r.stderr
+    return root
+
+
+def test_check_replay_judges_ops_from_the_models_own_calls_and_keeps_them(opset_dir, tmp_path):
+    keep = tmp_path / "kept"
+    args = ("check", str(opset_dir / "opsets" / "pooled"), "-b", "cpu", "--replay", "--replay-dir", str(keep))
+    r = run_opcov(*args, "--format", "json", PYTHONPATH=str(opset_dir))
+    assert r.returncode == 0, r.stdout + r.stderr
+    verdict = json.loads(r.stdout)["verdicts"][0]
+    assert any("own calls were replayed on cpu" in n for n in verdict["notes"]), verdict["notes"]
+    ops = {o["op"]: o for o in verdict["ops"]}
+    pool = ops["aten::max_pool2d_with_indices"]["findings"][0]
+    assert "this model's own calls, replayed" in pool["why"], pool
+    (kept,) = (keep / "cpu").glob("*-training-*.yaml")
+    cell = data.load(str(kept))["ops"]["aten::max_pool2d_with_indices"]["float32"]
+    assert cell["traced"] == {"replaymodel.pooled": "pass"} and cell["fwd"] == "pass"
+    # the kept file is reused: a second check replays nothing (no new file, the same one named)
+    again = run_opcov(*args, PYTHONPATH=str(opset_dir))
+    assert again.returncode == 0 and str(kept) in again.stdout
+    assert len(list((keep / "cpu").glob("*-training-*.yaml"))) == 1
+
+
+def test_replay_refuses_a_backend_that_does_not_run_here_in_one_line(opset_dir):
+    r = run_opcov("check", str(opset_dir / "opsets" / "pooled"), "-b", "tpu", "--replay", PYTHONPATH=str(opset_dir))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--replay: tpu does not run in this Python" in r.stderr and "--opsets" in r.stderr
+
+
+def test_an_opset_whose_model_cannot_be_rebuilt_is_refused_by_probe_opsets(tmp_path):
+    """The curated zoo's op set names its zoo entry (rebuilt); a hand-written one names no source."""
+    from test_check import model
+
+    from opcov.store import opset
+
+    path = tmp_path / "x.yaml"
+    opset.save(model({"aten::mm": {"forward": {"float32": {"calls": 1}}}}, mode="inference"), str(path))
+    r = run_opcov("probe", "cpu", "--opsets", str(path), "--ops", r"^trace\.", "--out", str(tmp_path / "o.yaml"))
+    assert r.returncode == 2 and "cannot be rebuilt" in r.stderr, r.stderr
