@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from opcov import backends as _backends
 from opcov import provenance
 from opcov.catalog import Catalog, build_catalog
-from opcov.scan import generated
+from opcov.scan import generated, layouts
 from opcov.scan.derivatives import Derivatives
 from opcov.scan.reach import record
 from opcov.store.data import DATA_TAGS, SCHEMA_VERSION, worst
@@ -69,6 +69,12 @@ class Scanner:
         self.tables = {op.name: dispatch_table(self.C, op.name) for op in catalog}
         self.paths: dict[str, dict] = {}
         self._res: dict[str, str] = {}
+
+    def table(self, name: str) -> dict:
+        """An op's dispatch table, read once (an op outside the catalogue too, such as an ``.out`` delegate)."""
+        if name not in self.tables:
+            self.tables[name] = dispatch_table(self.C, name)
+        return self.tables[name]
 
     # ------------------------------------------------------------ paths
     def forward_path(self, name: str) -> dict:
@@ -130,8 +136,7 @@ class Scanner:
         if name in stack:
             return "unresolved"
         if name not in self.paths:
-            if name not in self.tables:  # reached op outside the catalogue (e.g. prim::)
-                self.tables[name] = dispatch_table(self.C, name)
+            self.table(name)  # a reached op outside the catalogue (e.g. prim::)
             self.classify([name])
         rec = self.paths[name]
         fwd = rec["fwd"]
@@ -284,6 +289,10 @@ def scan(
         if tags:
             rec["tags"] = tags
         ops[op.name] = rec
+    prov = _provenance(torch, backend, catalog, scanner, ops, command, reach_note)
+    if type(scanner) is Scanner:  # declared data reads no build of the key: its layout keys are not read here
+        delegates = {op.name: op.structured_delegate for op in catalog if op.structured_delegate}
+        prov["layouts"] = layouts.record(scanner.C, scanner.key, ops, scanner.table, delegates)
     return {
         "schema_version": SCHEMA_VERSION,
         "evidence": "registered",
@@ -294,7 +303,7 @@ def scan(
             "package": backend.package or "torch",
             "version": backend.installed_version() or "unknown",
         },
-        "provenance": _provenance(torch, backend, catalog, scanner, ops, command, reach_note),
+        "provenance": prov,
         "summary": summarize(catalog, ops),
         "ops": ops,
     }

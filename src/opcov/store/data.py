@@ -80,7 +80,12 @@ OP_KEYS: dict[str, Any] = {
     "xfail": dict,
     "doubt": dict,
     "bwd_doubt": dict,
+    # family (sparse, sparse_csr, quantized) -> what the backend's key for tensors of that layout holds,
+    # and ``only``: the families the op has its only CPU kernels for (opcov.scan.layouts)
+    "layouts": "layouts",
 }
+LAYOUT_STATES = ("kernel", "out_variant", "composite", "fallback", "none")
+LAYOUT_FAMILIES = ("sparse", "sparse_csr", "quantized")
 # Catalogue tags kept in registered files, so that readers (check, site) need no torch import.
 # Compiler-facing tags (pt2_compliant_tag, needs_*_strides, generated...) are left out.
 DATA_TAGS = (
@@ -124,6 +129,7 @@ PROVENANCE_TYPES = {
     "contributed": "data",  # ingested bundles: source, date, hash (opcov.store.bundle)
     "declared": "data",
     "sdpa": "data",  # the kernel scaled_dot_product_attention dispatches to (opcov.scan.sdpa)
+    "layouts": "data",  # which Sparse*/Quantized* keys the scan read, and their kernels (opcov.scan.layouts)
 }
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 
@@ -563,8 +569,26 @@ def _op_problems(name, rec):
                 isinstance(k, str) and isinstance(v, str) for k, v in value.items()
             ):
                 yield (key,), f"{name}: {key} must be a mapping of dtype names to strings"
+        elif allowed == "layouts":
+            if bad := _layouts_problem(value):
+                yield (key,), f"{name}: layouts {bad}"
         elif value not in allowed:
             yield (key,), f"{name}: {key} is {value!r}; expected one of {', '.join(allowed)}"
+
+
+def _layouts_problem(value) -> str:
+    """What is wrong with an op's ``layouts`` ('' when nothing): family -> state, ``only`` -> families."""
+    if not isinstance(value, dict):
+        return "must be a mapping of layout families to states"
+    for k, v in value.items():
+        if k == "only":
+            if not isinstance(v, str) or not set(v.split(",")) <= set(LAYOUT_FAMILIES):
+                return f"only is {v!r}; expected families among {', '.join(LAYOUT_FAMILIES)}"
+        elif k not in LAYOUT_FAMILIES:
+            return f"names {k!r}; expected one of {', '.join(LAYOUT_FAMILIES + ('only',))}"
+        elif v not in LAYOUT_STATES:
+            return f"{k} is {v!r}; expected one of {', '.join(LAYOUT_STATES)}"
+    return ""
 
 
 def _probed_op_problems(name, rec):
