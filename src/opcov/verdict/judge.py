@@ -27,7 +27,7 @@ from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, record_cells
-from opcov.verdict import contributed, resolve, signature
+from opcov.verdict import contributed, layouts, resolve, signature
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
@@ -443,6 +443,10 @@ def judge_requirement(
 
 
 def _judge_with_declared_dtypes(cov: Coverage, args: tuple) -> Finding:
+    return layouts.judged(cov, args, _judge_dense)  # sparse and quantized calls: their layouts' keys
+
+
+def _judge_dense(cov: Coverage, args: tuple) -> Finding:
     finding = _judge_requirement(cov, *args)
     if finding.evidence != "declared":
         return finding
@@ -914,13 +918,13 @@ def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
     (a zoo judged on every backend shares most judgments)."""
     cells = cov.cells(op)
     if not cells:
-        return tuple((dtype, direction, (), None) for dtype, direction, _, _ in reqs), ""
+        return tuple((dtype, direction, layouts.special(shapes), None) for dtype, direction, shapes, _ in reqs), ""
     out, who = [], ""
     for dtype, direction, shapes, reads in reqs:
         cell = cells.get(dtype)
         slot = cell.slot(direction) if cell else None
         if slot is None or not (slot.failed or slot.ran):
-            shapes = ()
+            shapes = layouts.special(shapes)  # a sparse or quantized call is judged by its layout's key
         if slot is None or not any(" out=" in str(t) for t in slot.failed or ()):
             reads = None  # no mismatch names its outputs: what the calls read changes nothing
         if slot is not None and model and isinstance(slot.traced, dict) and model in slot.traced:
