@@ -7,7 +7,8 @@
 #   scripts/envs/xla-data.sh reprobe  # the ops that decide zoo verdicts, with every zoo model's calls replayed
 #   scripts/envs/xla-data.sh ondevice # op sets recorded on xla itself (coverage/models/M/on/xla-MODE.yaml)
 #   scripts/envs/xla-data.sh onreprobe # xla's own-path ops, with the calls those op sets' steps make on xla
-#   scripts/envs/xla-data.sh          # all five
+#   scripts/envs/xla-data.sh nnreplay # the plain torch.nn tuning set's own calls, replayed and merged in
+#   scripts/envs/xla-data.sh          # all six
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -99,12 +100,35 @@ ondevice() {
     done
 }
 
+# The plain torch.nn tuning set's own calls (scripts/reality/nn_models.py), replayed on xla one by one
+# (forward, and the calls of their backward) and merged into the probed file: evidence, per signature
+# class, for every model that makes the same calls (the held-out set, nn_heldout.py, is never replayed
+# here: it measures). The op sets are traced with the main venv, only to name each model and its modes.
+NN_SET=${NN_SET:-nn_models}
+
+nnreplay() {
+    local dir="$WORK/nn-opsets" name mode
+    local names
+    names=$(.venv/bin/python -c "import sys; sys.path.insert(0, 'scripts/reality'); import $NN_SET as m; print(' '.join(m.MODELS))")
+    for name in $names; do
+        for mode in inference training; do
+            [ -f "$dir/$name/$mode.yaml" ] || PYTHONPATH=scripts/reality nice .venv/bin/opcov trace "$NN_SET:$name" \
+                --mode "$mode" --out "$dir/$name/$mode.yaml" || echo "nnreplay: $name $mode did not trace" >&2
+        done
+    done
+    PYTHONPATH=scripts/reality shard nnreplay --opsets "$(find "$dir" -mindepth 1 -maxdepth 1 -type d | sort | paste -sd,)" \
+        --ops '^trace\.' --timeout 120
+    "$OPCOV" merge "$PROBED" "$WORK/nnreplay.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
     reprobe) reprobe ;;
     ondevice) ondevice ;;
     onreprobe) onreprobe ;;
-    all) scan; probe; reprobe; ondevice; onreprobe ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|all]" >&2; exit 2 ;;
+    nnreplay) nnreplay ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|all]" >&2; exit 2 ;;
 esac

@@ -111,6 +111,11 @@ class Builder:
         (the first call after it is the one that made it)."""
         self._owner.setdefault(sequence_nr, idx)
 
+    def open_issuer(self) -> int:
+        """The forward call whose autograd node issued the outermost call open now (a backward composite
+        such as ``value_selecting_reduction_backward``); -1 when none is open or it was not issued."""
+        return self.calls[self.stack[0]].issued_by if self.stack else -1
+
     def issued_by(self, sequence_nr: int | None) -> int:
         """The forward call whose autograd node (by its sequence number) is running now; -1 if unknown."""
         return -1 if sequence_nr is None else self._owner.get(sequence_nr, -1)

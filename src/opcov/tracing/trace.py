@@ -137,15 +137,20 @@ class _Reads:
         except Exception:  # noqa: BLE001 - a tensor without a storage (sparse, a wrapper subclass)
             return None
 
-    def read(self, tensors) -> None:
-        """``tensors`` were read: every output filed under their storages was."""
+    def read(self, tensors, own: int = -1) -> None:
+        """``tensors`` were read: every output filed under their storages was, but by the backward of the
+        call that made it (``own``: the forward call whose autograd node runs now). A value autograd saved
+        for the op's own backward (nll_loss's total_weight, max pooling's indices) goes from the backend's
+        forward kernel to its backward kernel, and the backward's own evidence judges that pair."""
         filed = self.filed
         for t in tensors:
             entry = filed.get(self._address(t))
             if entry is not None and entry[1]:
+                kept = [(idx, i) for idx, i in entry[1] if idx == own]
                 for idx, i in entry[1]:
-                    self.tree.read(idx, i)
-                entry[1].clear()  # read once is read: later outputs filed there wait for a later read
+                    if idx != own:
+                        self.tree.read(idx, i)
+                entry[1][:] = kept  # read once is read: later outputs filed there wait for a later read
 
     def produced(self, torch, idx: int, out) -> None:
         """Call ``idx`` returned ``out``: its tensor outputs are filed, by their index as the probe counts
@@ -268,19 +273,20 @@ def _make_recorder(torch, rec: Recording, target_type: str):
                 cell.shape = shape()
             grad = rec.phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
             cell.grad = cell.grad or grad
+            issuer = _issuer(torch, rec)
             idx = rec.tree.leaf(
                 name,
                 rec.phase,
                 key,
                 shape=shape,
                 grad=grad,
-                issued_by=_issuer(torch, rec),
+                issued_by=issuer,
                 sig=sigclass.of_call(func, args, kwargs, torch.Tensor),
             )
             if grad:  # autograd made this call's node just before dispatching it here
                 rec.tree.created_node(torch._C._autograd._get_sequence_nr() - 1, idx)
             if not func.is_view:  # a view reads nothing: what reads the view reads its base's storage
-                rec.reads.read(ins)
+                rec.reads.read(ins, issuer if issuer >= 0 or rec.phase != "backward" else rec.tree.open_issuer())
             rec.reads.produced(torch, idx, out)
             return out
 
