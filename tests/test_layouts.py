@@ -6,7 +6,7 @@ import os
 import textwrap
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, SRC, run_opcov
 from test_check import TORCH, kernel, registered, tree_opset
 
 from opcov.scan import layouts as scan_layouts
@@ -311,7 +311,7 @@ SPARSE_MODEL = textwrap.dedent(
 def test_a_real_sparse_model_runs_on_cpu_and_fails_where_no_sparse_kernel_exists(tmp_path):
     (tmp_path / "graphmodel.py").write_text(SPARSE_MODEL)
     out = tmp_path / "graph-training.yaml"
-    env = {"PYTHONPATH": str(tmp_path)}
+    env = {"PYTHONPATH": SRC + os.pathsep + str(tmp_path)}  # the factory's module, beside opcov's own
     r = run_opcov("trace", "graphmodel:build", "--mode", "training", "--on", "cpu", "--out", str(out), **env)
     assert r.returncode == 0, r.stdout + r.stderr
     sigs = " ".join(getattr(n, "sig", "") for n in opset.nodes(opset.load(str(out))))
