@@ -206,6 +206,10 @@ def test_a_probe_that_ran_sparse_cases_decides():
     cell["ran"] = ["float32:2,float32:2;"]  # dense cases only: the sparse call is judged on SparseXLA
     _, found = verdict(xlaish(), [SPARSE_MM], probed)
     assert (found["aten::mm"].outcome, found["aten::mm"].evidence) == ("fails", "registered")
+    del cell["ran"]  # a failing sparse case (one of two) says the probe saw the layout: judged as probes are
+    cell.update(fwd="error", fails=1, failed=["error OpInfo.x|float32|0 float32:2!sparse,float32:2; out=0"])
+    _, found = verdict(xlaish(), [SPARSE_MM], probed)
+    assert (found["aten::mm"].outcome, found["aten::mm"].evidence) == ("fails", "probed"), found["aten::mm"].why
 
 
 def test_check_reads_the_layout_fields_from_files(tmp_path):

@@ -104,7 +104,8 @@ def _probe_decides(cov, op: str, dtype: str, direction: str, needed: dict, model
     if model and isinstance(slot.traced, dict) and model in slot.traced:
         return True
     seen: set = set()
-    for text in list(slot.ran or ()) + [str(t).split(" ")[-1] for t in slot.failed or ()]:
+    failed = [(str(t).split(" ", 2)[2:] or [""])[0].split(" out=")[0] for t in slot.failed or ()]  # 'STATUS CASE SIG'
+    for text in list(slot.ran or ()) + failed:
         seen |= kinds(str(text))
     return set(needed) <= seen
 
