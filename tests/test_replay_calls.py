@@ -74,3 +74,19 @@ def test_an_opset_whose_model_cannot_be_rebuilt_is_refused_by_probe_opsets(tmp_p
     opset.save(model({"aten::mm": {"forward": {"float32": {"calls": 1}}}}, mode="inference"), str(path))
     r = run_opcov("probe", "cpu", "--opsets", str(path), "--ops", r"^trace\.", "--out", str(tmp_path / "o.yaml"))
     assert r.returncode == 2 and "cannot be rebuilt" in r.stderr, r.stderr
+
+
+def test_traces_takes_a_factory_and_names_its_cases_as_trace_names_the_model(opset_dir, tmp_path):
+    """'opcov probe B --traces pkg.mod:fn': the factory's calls are cases filed under 'pkg.mod.fn', the name
+    'opcov trace pkg.mod:fn' gives the model, so 'opcov check' finds them as that model's own calls."""
+    out = tmp_path / "replayed.yaml"
+    r = run_opcov(
+        "probe", "cpu", "--traces", "replaymodel:pooled", "--ops", r"^trace\.", "--dtypes", "float32",
+        "--directions", "forward", "--tiers", "none", "--out", str(out), PYTHONPATH=str(opset_dir),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    cell = data.load(str(out))["ops"]["aten::max_pool2d_with_indices"]["float32"]
+    assert cell["traced"] == {"replaymodel.pooled": "pass"}
+    assert any("dilation=2x2" in sig for sig in cell["ran"]), cell  # the class of the call that ran
+    bad = run_opcov("probe", "cpu", "--traces", "notamodel", "--out", str(tmp_path / "x.yaml"))
+    assert bad.returncode == 2 and "neither a zoo model nor a factory" in bad.stderr

@@ -103,21 +103,13 @@ ondevice() {
 # The plain torch.nn tuning set's own calls (scripts/reality/nn_models.py), replayed on xla one by one
 # (forward, and the calls of their backward) and merged into the probed file: evidence, per signature
 # class, for every model that makes the same calls (the held-out set, nn_heldout.py, is never replayed
-# here: it measures). The op sets are traced with the main venv, only to name each model and its modes.
+# here: it measures).
 NN_SET=${NN_SET:-nn_models}
 
 nnreplay() {
-    local dir="$WORK/nn-opsets" name mode
-    local names
-    names=$(.venv/bin/python -c "import sys; sys.path.insert(0, 'scripts/reality'); import $NN_SET as m; print(' '.join(m.MODELS))")
-    for name in $names; do
-        for mode in inference training; do
-            [ -f "$dir/$name/$mode.yaml" ] || PYTHONPATH=scripts/reality nice .venv/bin/opcov trace "$NN_SET:$name" \
-                --mode "$mode" --out "$dir/$name/$mode.yaml" || echo "nnreplay: $name $mode did not trace" >&2
-        done
-    done
-    PYTHONPATH=scripts/reality shard nnreplay --opsets "$(find "$dir" -mindepth 1 -maxdepth 1 -type d | sort | paste -sd,)" \
-        --ops '^trace\.' --timeout 120
+    local factories
+    factories=$(.venv/bin/python -c "import sys; sys.path.insert(0, 'scripts/reality'); import $NN_SET as m; print(','.join('$NN_SET:' + n for n in m.MODELS))")
+    PYTHONPATH=scripts/reality shard nnreplay --traces "$factories" --ops '^trace\.' --timeout 120
     "$OPCOV" merge "$PROBED" "$WORK/nnreplay.yaml" --out "$WORK/merged.yaml"
     mv "$WORK/merged.yaml" "$PROBED"
 }

@@ -239,7 +239,22 @@ def run_for_real(model: str, mode: str, timeout: int, as_is: bool = False) -> di
 def verdict(model: str, mode: str, coverage: str) -> tuple[str, str]:
     """(verdict word, what it says) of ``opcov check MODEL -b xla --mode MODE --format json``."""
     r = subprocess.run(
-        [sys.executable, "-m", "opcov", "check", model, "-b", "xla", "--mode", mode, "--coverage", coverage]
+        # --no-replay: the verdict from the committed data (the zoo's own calls are in it, replayed by the
+        # probe's --traces); a replay here would judge the model by a second run on the device
+        [
+            sys.executable,
+            "-m",
+            "opcov",
+            "check",
+            model,
+            "-b",
+            "xla",
+            "--mode",
+            mode,
+            "--coverage",
+            coverage,
+            "--no-replay",
+        ]
         + ["--format", "json"],
         capture_output=True,
         text=True,

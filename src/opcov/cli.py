@@ -421,7 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--traces",
         metavar="MODELS",
-        help="also replay op calls captured from zoo model traces ('zoo' or names: llama,mixtral)",
+        help="also replay op calls captured from models' steps ('zoo', zoo names: llama,mixtral, or factories: "
+        "pkg.mod:fn)",
     )
     pr.add_argument(
         "--opsets",

@@ -333,18 +333,26 @@ def parse_tiers(text: str | None) -> tuple[str, ...]:
     return tuple(sorted(out, key=TIERS.index))
 
 
-def parse_traces(text: str | None) -> tuple[str, ...]:
-    """--traces: 'zoo' (every zoo model) or comma-separated zoo names."""
+def parse_traces(text: str | None) -> tuple:
+    """--traces: 'zoo' (every zoo model), or comma-separated zoo names and factories ('pkg.mod:fn', a
+    replay.Target named as 'opcov trace' names the model it builds: 'pkg.mod.fn', float32, both modes)."""
     if not text:
         return ()
     names = replay.zoo_names()
     if text.strip() == "zoo":
         return tuple(sorted(names))
-    out = []
+    out: list = []
     for n in (x.strip() for x in text.split(",")):
-        if n not in names:
-            raise UsageError(f"--traces: {n!r} is not a zoo model; choose 'zoo' or from {', '.join(sorted(names))}")
-        out.append(n)
+        if ":" in n and n.count(":") == 1 and all(n.split(":")):
+            module, fn = n.split(":")
+            out.append(replay.Target(f"{module}.{fn}", n, "float32", ("inference", "training")))
+        elif n not in names:
+            raise UsageError(
+                f"--traces: {n!r} is neither a zoo model nor a factory (pkg.mod:fn); choose 'zoo' or from "
+                f"{', '.join(sorted(names))}"
+            )
+        else:
+            out.append(n)
     return tuple(out)
 
 
