@@ -694,3 +694,19 @@ def test_a_model_whose_shapes_hang_on_values_is_traced_with_real_values_and_says
     assert doc["provenance"]["tracing"] == "real" and "--real" in doc["provenance"]["command"]
     assert any("fake tensors could not trace it" in n for n in doc["provenance"]["notes"])
     assert "aten::_ctc_loss.Tensor" in doc["ops"] and "aten::_ctc_loss_backward.Tensor" in doc["ops"]
+
+
+def test_a_real_run_that_fails_says_where_it_failed():
+    """A trace with real values that raises names where it ran: CPU itself (the inputs), the computing
+    stand-in (not CPU: how to ask CPU), or the backend's device (a finding about the model there)."""
+    torch = pytest.importorskip("torch")
+    from opcov.tracing.trace import Options, _explain
+
+    opts = Options("training", "float32", False, "accelerator", "adamw", True, "given")
+    exc = RuntimeError("boom")
+    exc.opcov_op = "aten::max_pool2d_with_indices_backward"
+    assert "fails on CPU with these inputs" in str(_explain(torch, exc, opts, "cpu"))
+    on_xla = str(_explain(torch, exc, opts, "xla"))
+    assert "the xla device raised on a real run" in on_xla and "fails on CPU" not in on_xla
+    assert "opcov check MODEL -b xla" in on_xla
+    assert "--device cpu --real" in str(_explain(torch, exc, opts, "the computing stand-in"))

@@ -589,7 +589,7 @@ def _run(
                 traced,
                 cpu_why="autograd had already started in this process before the stand-in device was registered",
             )
-        raise _explain(torch, exc, opts) from None
+        raise _explain(torch, exc, opts, on or ("the computing stand-in" if computing else dev_type)) from None
     doc = _document(torch, opts, rec, dev_type, stand_in, notes)
     if computing:
         doc["provenance"]["traced_on"] = f"{computing} (a computing PrivateUse1 backend: CPU payloads)"
@@ -773,8 +773,9 @@ def _default_loss(torch, out):
     return total
 
 
-def _explain(torch, exc, opts):
-    """One line naming the op that could not be traced and what to do."""
+def _explain(torch, exc, opts, ran_on: str = "cpu"):
+    """One line naming the op that could not be traced, where it failed (``ran_on``: the device the real
+    values ran on), and what to do."""
     if isinstance(exc, OpcovError):
         return exc
     outer = root = exc
@@ -796,8 +797,18 @@ def _explain(torch, exc, opts):
     where = f" at {op}" if op else ""
     if op is None:
         hint = "the model's own code raised, not an op: check its inputs and config"
-    elif opts.real:
+    elif opts.real and ran_on == "cpu":
         hint = "the model itself fails on CPU with these inputs; check the inputs and sizes"
+    elif opts.real and ran_on == "the computing stand-in":
+        hint = (
+            "it failed on the computing stand-in (CPU kernels, an accelerator's composite paths); "
+            "'opcov trace MODEL --device cpu --real' says whether CPU itself runs it"
+        )
+    elif opts.real:
+        hint = (
+            f"the {ran_on} device raised on a real run of the model, not the tracer: that is the finding "
+            f"('opcov check MODEL -b {ran_on}' judges it; 'opcov trace MODEL --device cpu --real' shows CPU runs it)"
+        )
     elif "no fake impl or Meta kernel" in chain:
         hint = "the op has no fake-tensor (meta) implementation; trace with --real (small real CPU tensors)"
     elif "DataDependent" in chain or "data-dependent" in chain or "data dependent" in chain:
