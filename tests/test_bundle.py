@@ -36,8 +36,7 @@ def made(tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def cov(tmp_path):
+def xla_coverage(tmp_path) -> str:
     """A coverage folder 'on the receiving machine': the xla registered scan, no probe yet."""
     folder = tmp_path / "coverage"
     (folder / "xla").mkdir(parents=True)
@@ -45,6 +44,11 @@ def cov(tmp_path):
         if f.startswith("registered-"):
             shutil.copy(os.path.join(XLA, f), folder / "xla" / f)
     return str(folder)
+
+
+@pytest.fixture
+def cov(tmp_path):
+    return xla_coverage(tmp_path)
 
 
 def test_a_bundle_ingests_with_its_source_and_date(made, cov):
@@ -174,7 +178,7 @@ def _retarget(b, backend):
 @pytest.mark.parametrize(
     "backend,says",
     [
-        ("../outside", "backend '../outside' is neither one opcov knows"),  # would write beside coverage/
+        ("../outside", "'backend.name' '../outside' holds a path separator '/'"),  # would write beside coverage/
         ("nosuchbackend", "backend 'nosuchbackend' is neither one opcov knows nor one with data"),
     ],
 )
@@ -260,7 +264,11 @@ def test_a_second_observed_run_replaces_the_first_and_says_what_changed(made_obs
 @pytest.mark.parametrize(
     "change,says",
     [
-        (lambda b: b.update(name="../../x.inference.json"), "not an observed run's MODEL.MODE.json"),
+        (
+            lambda b: b.update(name="../../x.inference.json"),
+            "field 'name' '../../x.inference.json' holds a path separator",
+        ),
+        (lambda b: b.update(name="x.json"), "not an observed run's MODEL.MODE.json"),
         (lambda b: b.update(name="llama.inference.json"), "file name in the data is 'gpt2.inference.json'"),
         (
             lambda b: b.update(text=b["text"].replace('"evidence": "observed"', '"evidence": "probed"')) or _rehash(b),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 
 from opcov.errors import EXIT_OK, UsageError
 from opcov.store import output
@@ -158,9 +159,11 @@ def cmd_plan(args) -> int:
     if args.shards < 1:
         raise UsageError(f"--shards must be at least 1, not {args.shards}")
     if args.out:
-        output.check_writable_file(args.out)
+        output.check_output(args.out, kind=output.PLAN, inputs=[args.times])
     backend = get_backend(args.backend, args.import_module)
     times_file = args.times if args.times is not None else plan.default_times(backend)
+    if args.out:
+        output.check_output(args.out, kind=output.PLAN, inputs=[times_file])
     times = plan.load_times(times_file, required=args.times is not None)
     _torch, _catalog, _facts, groups = select(
         backend,
@@ -173,6 +176,13 @@ def cmd_plan(args) -> int:
         schema=args.schema,
         all_samples=args.all_samples,
     )
+    if args.shards > max(1, len(groups)):  # no shard without a group: the work is bounded by the groups
+        print(
+            f"opcov: --shards {args.shards} is more than the {len(groups)} group(s) this probe has; "
+            f"planned {max(1, len(groups))} shard(s)",
+            file=sys.stderr,
+        )
+        args.shards = max(1, len(groups))
     fig = plan.figures([g.id for g in groups], times, args.shards)
     fig["times"] = times_file or "none (every group counts as 1 s)"
     if args.format == "github":
@@ -204,7 +214,7 @@ def cmd_plan(args) -> int:
         )
         text = "\n".join(lines) + "\n"
     if args.out:
-        output.write_atomic(args.out, text)
+        output.save(args.out, text, kind=output.PLAN, inputs=[times_file])
         print(f"wrote {args.out}")
     else:
         print(text, end="")
@@ -214,13 +224,15 @@ def cmd_plan(args) -> int:
 def cmd_bundle(args) -> int:
     import os
 
+    from opcov.probe.plan import times_path
     from opcov.scan.registered import command_line
     from opcov.store import bundle
 
     out = args.out or os.path.basename(args.file) + bundle.SUFFIX
-    output.check_writable_file(out)
+    inputs = [args.file, times_path(args.file)]
+    output.check_output(out, kind=output.BUNDLE, inputs=inputs)
     b = bundle.make(args.file, source=args.source, command=command_line())
-    bundle.write(b, out)
+    bundle.write(b, out, inputs=inputs)
     print(
         f"wrote {out}: {b['backend']['name']} {b['backend'].get('package')} {b['backend'].get('version')}, "
         f"torch {b['provenance']['torch']}, sha256 {b['sha256'][:16]}...; "
@@ -260,7 +272,7 @@ def cmd_run(args) -> int:
     from opcov.verdict import observed
 
     if args.out:
-        output.check_writable_file(args.out)
+        output.check_output(args.out, kind=output.OBSERVED)
     if args.compile_backend and args.path != "compile":
         raise UsageError("--compile-backend goes with --path compile")
     doc = observe(
@@ -275,7 +287,7 @@ def cmd_run(args) -> int:
     out = args.out or observed_files.path_for(
         args.into, doc["backend"]["name"], doc["model"]["name"], args.mode, args.path
     )
-    output.write_atomic(out, observed_files.dumps(doc))
+    output.save(out, observed_files.dumps(doc), kind=output.OBSERVED, within=None if args.out else args.into)
     print(observed.summary(doc))
     print(f"wrote {out}")
     return EXIT_OK
@@ -287,13 +299,15 @@ def cmd_expect(args) -> int:
     from opcov.store import vendor
 
     out = args.out or vendor.path_for(args.into, args.backend)
-    output.check_writable_file(out)
+    inputs = vendortests.inputs(args.vendor_tests)
+    within = None if args.out else args.into
+    output.check_output(out, kind=output.VENDOR, inputs=inputs, within=within)
     found = vendortests.read(args.vendor_tests)  # first: it says which files a checkout lacks
     source = vendortests.source_of(
         args.vendor_tests, args.repo, args.commit, args.vendor_source or (), args.vendor_note
     )
     doc = vendor.build(found, source, args.backend, args.into, command_line())
-    vendor.save(doc, out)
+    vendor.save(doc, out, inputs=inputs, within=within)
     hows: dict[str, int] = {}
     for how in doc["mapped"].values():
         hows[how] = hows.get(how, 0) + 1

@@ -20,11 +20,12 @@ import os
 import shlex
 import statistics
 
-from opcov.errors import UsageError
+from opcov.errors import DataError, UsageError
 
 TIMES_SUFFIX = ".times.json"
 GITHUB_MAX_JOBS = 256  # GitHub Actions: at most 256 jobs per matrix
 DEFAULT_COST = 1.0  # seconds a group counts for when no group has a recorded time
+MAX_TIMES_BYTES = 16 << 20  # a times file (a probe of every OpInfo writes about 1 MB)
 
 
 def times_path(out: str) -> str:
@@ -49,12 +50,16 @@ def load_times(path: str | None, required: bool = False) -> dict[str, float]:
         raise UsageError(f"{path}: no such times file (a probe writes one beside its output: <out>{TIMES_SUFFIX})")
     if not path or not os.path.exists(path):
         return {}
+    from opcov.store import strictjson
+
     try:
-        with open(path) as f:
-            doc = json.load(f)
+        doc = strictjson.load(path, limit=MAX_TIMES_BYTES, what="times")
+    except DataError as exc:
+        raise UsageError(f"{exc}: not a probe times file; pass another with --times or delete it") from None
+    try:
         groups = doc["groups"]
         return {str(k): float(v) for k, v in groups.items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise UsageError(
             f"{path}: not a probe times file ({type(exc).__name__}); pass another with --times or delete it"
         ) from None
@@ -70,11 +75,11 @@ def save_times(path: str, seconds: dict[str, float], *, backend_key: str, comman
         "groups": {k: round(v, 2) for k, v in sorted(seconds.items())},
         "total_s": round(sum(seconds.values()), 2),
     }
-    try:
-        with open(path, "w") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.write("\n")
-    except OSError:
+    from opcov.store import output
+
+    try:  # atomic, and never through a link planted where the sidecar goes
+        output.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    except UsageError:
         pass
 
 
@@ -124,7 +129,12 @@ def pick(groups, times: dict[str, float], shard) -> list:
     """The groups (``Group`` records, sorted by id) of shard (I, N) in the balanced plan."""
     if shard is None:
         return list(groups)
-    mine = set(partition([g.id for g in groups], times, shard[1])[shard[0] - 1])
+    ids = [g.id for g in groups]
+    # beyond one shard per group every further shard is empty: deal to no more shards than there are groups
+    n = min(shard[1], max(1, len(ids)))
+    if shard[0] > n:
+        return []
+    mine = set(partition(ids, times, n)[shard[0] - 1])
     return [g for g in groups if g.id in mine]
 
 

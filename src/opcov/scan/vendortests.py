@@ -113,14 +113,67 @@ class _Eval:
                     self.names[target] = v
 
 
-def _parse(path: str) -> ast.Module:
+# a test file opcov reads: TorchTPU's ops_test.py is about 120 kB; Python's parser takes some 350 bytes of
+# memory per byte of source, so 1 MiB keeps a parse near 350 MB whatever the file holds
+MAX_SOURCE_BYTES = 1 << 20
+MAX_TREE_DEPTH = 100  # syntax-tree levels below a statement (real tests nest a few dozen at most)
+
+
+def _source(path: str) -> str:
+    """The file's text: refused in one line when it is over MAX_SOURCE_BYTES (before it is read) or is
+    not UTF-8 text."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return ast.parse(f.read(), filename=path)
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_SOURCE_BYTES:
+                raise UsageError(
+                    f"{path}: {size:,} bytes, over the {MAX_SOURCE_BYTES:,} opcov reads in one test file; not read"
+                )
+            raw = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read ({exc.strerror}); is this a TorchTPU source checkout?") from None
+    if len(raw) > MAX_SOURCE_BYTES:
+        raise UsageError(f"{path}: over the {MAX_SOURCE_BYTES:,} bytes opcov reads in one test file; not read")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text (byte {exc.start}); is this a Python test file?") from None
+
+
+def _too_deep(tree: ast.AST) -> int | None:
+    """The line of a node nested more than MAX_TREE_DEPTH levels, or None: walked without recursion, so
+    that the recursive readers after it (``ast.unparse``, ``_Eval``) never meet such a tree."""
+    stack = [(tree, 0)]
+    while stack:
+        node, level = stack.pop()
+        if level > MAX_TREE_DEPTH:
+            return getattr(node, "lineno", 0)
+        stack.extend((child, level + 1) for child in ast.iter_child_nodes(node))
+    return None
+
+
+def _parse(path: str) -> ast.Module:
+    """The file's syntax tree, read with ``ast`` (never run), within bounds: its size, its encoding and
+    how deep it nests, each refused in one line."""
+    text = _source(path)
+    try:
+        tree = ast.parse(text, filename=path)
     except SyntaxError as exc:
-        raise UsageError(f"{path}:{exc.lineno}: not Python this opcov can parse ({exc.msg})") from None
+        where = f"{path}:{exc.lineno}" if exc.lineno else path
+        raise UsageError(f"{where}: not Python this opcov can parse ({exc.msg})") from None
+    except ValueError as exc:  # a NUL byte (Python 3.11)
+        raise UsageError(f"{path}: not Python this opcov can parse ({exc})") from None
+    except (RecursionError, MemoryError):  # the parser's own depth guard: 100,000 nested operators
+        raise UsageError(
+            f"{path}: nested too deeply for Python's parser (over {MAX_TREE_DEPTH} levels); not a test file opcov reads"
+        ) from None
+    line = _too_deep(tree)
+    if line is not None:
+        raise UsageError(
+            f"{path}:{line}: an expression nested over {MAX_TREE_DEPTH} levels deep; not a test file opcov reads"
+        )
+    return tree
 
 
 def _text(node) -> str:
@@ -478,6 +531,11 @@ def read(checkout: str) -> dict:
     return {"opinfos": dict(sorted(opinfos.items())), "deny_lists": deny, "not_understood": not_understood}
 
 
+def inputs(checkout: str) -> list[str]:
+    """Every file of the checkout ``opcov expect`` may read: what its output must never be."""
+    return [os.path.join(checkout, rel) for rel in TEST_FILES + OPTIONAL_FILES]
+
+
 def files_read(checkout: str) -> list[str]:
     """The checkout's files opcov reads: the op tests, the dtype groups, the dynamism filter where present."""
     return list(TEST_FILES) + [r for r in OPTIONAL_FILES if os.path.isfile(os.path.join(checkout, r))]
@@ -520,8 +578,11 @@ def source_of(checkout: str, repo: str | None, commit: str | None, specs=(), not
         )
     hashes = {}
     for rel in files:
+        digest = hashlib.sha256()
         with open(os.path.join(checkout, rel), "rb") as f:
-            hashes[rel] = hashlib.sha256(f.read()).hexdigest()
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        hashes[rel] = digest.hexdigest()
     out = {"repo": repo or "unknown", "commit": commit, "files": hashes}
     if per_file:
         out["file_commits"] = {rel: per_file.get(rel, commit) for rel in files}

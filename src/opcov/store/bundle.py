@@ -33,7 +33,7 @@ import re
 import zlib
 
 from opcov.errors import DataError, UsageError
-from opcov.store import data, layout, lineyaml, observed, output
+from opcov.store import data, layout, lineyaml, observed, output, strictjson
 from opcov.version import __version__
 
 FORMAT = 1
@@ -121,46 +121,155 @@ def _make_observed(path: str, *, source: str, command: str) -> dict:
     return _envelope("observed", _observed_name(doc), doc["backend"], doc["provenance"], text, source, command)
 
 
-def write(bundle: dict, out: str) -> None:
+def write(bundle: dict, out: str, inputs=()) -> None:
+    """Write the bundle to ``out`` through the output guard (never over one of ``inputs``)."""
     payload = json.dumps(bundle, sort_keys=True, indent=0).encode("utf-8")
-    output.write_atomic(out, gzip.compress(payload, mtime=0))
+    output.save(out, gzip.compress(payload, mtime=0), kind=output.BUNDLE, inputs=inputs)
+
+
+# A bundle carries one data file (at most data.MAX_FILE_BYTES) as a JSON string, escaped: what it may
+# take compressed and inflated, checked before and while it is decompressed (a 2 MB gzip can inflate to GBs).
+MAX_BUNDLE_BYTES = 2 * data.MAX_FILE_BYTES + (1 << 20)
+_CHUNK = 1 << 20
+FIELDS = {
+    "opcov_bundle": int,
+    "kind": str,
+    "name": str,
+    "backend": dict,
+    "provenance": dict,
+    "sha256": str,
+    "bytes": int,
+    "text": str,
+    "times": dict,
+}
+_PROVENANCE_TEXT = (
+    "opcov", "torch", "backend_package", "backend_version", "device", "command", "created", "source",
+    "bundled", "bundled_by", "bundle_command",
+)  # fmt: skip
+MAX_TIMES = 100_000  # group times a bundle may carry (a probe has thousands of groups)
+
+
+def _inflate(path: str) -> bytes:
+    """The bundle's JSON, decompressed in bounded steps: refused before reading when the file is over
+    MAX_BUNDLE_BYTES, and as soon as what it inflates to passes MAX_BUNDLE_BYTES."""
+    limit = MAX_BUNDLE_BYTES
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the bundle ({exc.strerror})") from None
+    with f:
+        try:
+            size = os.fstat(f.fileno()).st_size
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot read the bundle ({exc.strerror})") from None
+        if size > limit:
+            raise DataError(f"{path}: {size:,} bytes, over the {limit:,} bytes a bundle may take; not read")
+        inflater = zlib.decompressobj(31)  # gzip
+        out = bytearray()
+        read = 0
+        while not inflater.eof:
+            chunk = f.read(_CHUNK)
+            if not chunk:
+                break
+            read += len(chunk)
+            if read > limit:
+                raise DataError(f"{path}: over the {limit:,} bytes a bundle may take; not read further")
+            try:
+                while chunk and not inflater.eof:
+                    out += inflater.decompress(chunk, limit - len(out) + 1)
+                    if len(out) > limit:
+                        raise DataError(
+                            f"{path}: inflates to over {limit:,} bytes, more than any bundle opcov writes "
+                            "(a compression bomb?); not read further"
+                        )
+                    chunk = inflater.unconsumed_tail
+            except zlib.error:
+                raise DataError(
+                    f"{path}: not an opcov bundle (not gzip data); make one with 'opcov bundle FILE'"
+                ) from None
+        if not inflater.eof:
+            if not out and read < 2:
+                raise DataError(f"{path}: not an opcov bundle (an empty file); make one with 'opcov bundle FILE'")
+            raise DataError(f"{path}: truncated bundle (the compressed stream ends early); copy it again")
+        if inflater.unused_data or f.read(1):
+            raise DataError(f"{path}: damaged bundle (bytes after the compressed data); copy it again")
+    return bytes(out)
+
+
+def _text_or_none(value) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _check_fields(b: dict, path: str) -> None:
+    """Every field of the envelope of the type it must have, names checked as names, before any of it is
+    used: a wrong type is one line here, never a traceback halfway through an ingest."""
+    for key, kind in FIELDS.items():
+        value = b.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise DataError(f"{path}: bundle field {key!r} missing or not {kind.__name__}")
+    unknown = sorted(set(b) - set(FIELDS))
+    if unknown:
+        raise DataError(f"{path}: bundle field(s) {', '.join(repr(k)[:40] for k in unknown)} unknown to this opcov")
+    if b["kind"] not in KINDS:
+        raise DataError(f"{path}: bundle kind {b['kind'][:40]!r}; opcov ingests {', '.join(KINDS)} bundles")
+    layout.check_name(b["name"], "bundle field 'name'", where=path)
+    if not re.fullmatch(r"[0-9a-f]{64}", b["sha256"]):
+        raise DataError(f"{path}: bundle field 'sha256' is not a SHA-256 (64 hex digits)")
+    if b["bytes"] < 0 or b["bytes"] > data.MAX_FILE_BYTES:
+        raise DataError(f"{path}: bundle field 'bytes' is {b['bytes']}; a data file has 0 to {data.MAX_FILE_BYTES}")
+    backend = b["backend"]
+    layout.check_name(backend.get("name"), "bundle field 'backend.name'", where=path, plain=True)
+    for key, value in backend.items():
+        if not _text_or_none(value):
+            raise DataError(f"{path}: bundle field 'backend.{key[:40]}' is not text")
+    prov = b["provenance"]
+    for key in _PROVENANCE_TEXT:
+        if not _text_or_none(prov.get(key)):
+            raise DataError(f"{path}: bundle field 'provenance.{key}' is not text")
+    for key in ("settings", "host"):
+        if not isinstance(prov.get(key) or {}, dict):
+            raise DataError(f"{path}: bundle field 'provenance.{key}' is not a mapping")
+    times = b["times"]
+    if len(times) > MAX_TIMES:
+        raise DataError(f"{path}: bundle field 'times' has {len(times):,} groups, over {MAX_TIMES:,}")
+    for group, seconds in times.items():
+        if (
+            isinstance(seconds, bool)
+            or not isinstance(seconds, (int, float))
+            or not 0 <= seconds < 1e9
+            or len(group) > 1000
+            or any(ord(c) < 32 for c in group)
+        ):
+            raise DataError(
+                f"{path}: bundle field 'times': group {group[:60]!r} has {str(seconds)[:40]!r}; "
+                "a group's time is a number of seconds"
+            )
 
 
 def read(path: str) -> dict:
-    """The bundle at ``path``, its format and hash checked; a one-line DataError naming what does not match."""
+    """The bundle at ``path``, its format, every field's type and its hash checked; a one-line DataError
+    naming what does not match. Bounded: see ``_inflate`` and opcov.store.strictjson."""
+    payload = _inflate(path)
+    if not payload:
+        raise DataError(f"{path}: truncated or damaged bundle (it holds nothing)")
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the bundle ({exc.strerror})") from None
-    try:
-        payload = gzip.decompress(raw)
-    except EOFError:
-        raise DataError(f"{path}: truncated bundle (the compressed stream ends early); copy it again") from None
-    except (OSError, zlib.error):
-        raise DataError(f"{path}: not an opcov bundle (not gzip data); make one with 'opcov bundle FILE'") from None
-    try:
-        b = json.loads(payload)
-    except ValueError:
-        raise DataError(f"{path}: truncated or damaged bundle (its JSON does not parse)") from None
+        b = strictjson.loads(payload, path)
+    except DataError as exc:
+        if "not valid JSON" in str(exc):  # the reason after it, as strictjson names it
+            raise DataError(
+                str(exc).replace("not valid JSON", "truncated or damaged bundle: its JSON does not parse", 1)
+            ) from None
+        raise
     if not isinstance(b, dict) or "opcov_bundle" not in b:
         raise DataError(f"{path}: not an opcov bundle (no 'opcov_bundle' key)")
     if b["opcov_bundle"] != FORMAT:
-        raise DataError(f"{path}: bundle format {b['opcov_bundle']!r}; this opcov reads format {FORMAT}")
-    for key, kind in (
-        ("kind", str),
-        ("name", str),
-        ("backend", dict),
-        ("provenance", dict),
-        ("sha256", str),
-        ("bytes", int),
-        ("text", str),
-    ):
-        if not isinstance(b.get(key), kind):
-            raise DataError(f"{path}: bundle field {key!r} missing or not {kind.__name__}")
-    if b["kind"] not in KINDS:
-        raise DataError(f"{path}: bundle kind {b['kind']!r}; opcov ingests {', '.join(KINDS)} bundles")
-    body = b["text"].encode("utf-8")
+        raise DataError(f"{path}: bundle format {ascii(b['opcov_bundle'])[:40]}; this opcov reads format {FORMAT}")
+    b.setdefault("times", {})
+    _check_fields(b, path)
+    try:
+        body = b["text"].encode("utf-8")
+    except UnicodeEncodeError:
+        raise DataError(f"{path}: the bundled data is not UTF-8 text (a lone surrogate)") from None
     if len(body) != b["bytes"]:
         raise DataError(f"{path}: tampered bundle: the data is {len(body)} bytes, the bundle records {b['bytes']}")
     got = hashlib.sha256(body).hexdigest()
@@ -174,8 +283,9 @@ def validate(b: dict, path: str, coverage_dir: str) -> dict:
     release's op catalogue here. A one-line DataError naming the first thing that does not match."""
     if b["kind"] == "observed":
         return _validate_observed(b, path, coverage_dir)
-    if not re.fullmatch(r"probed-torch-[^/\\]+\.yaml", b["name"]) or "-shard-" in b["name"]:
-        raise DataError(f"{path}: bundle names the file {b['name']!r}, not a probed snapshot name")
+    why = layout.snapshot_name_problem(b["name"], "probed")
+    if why is not None:
+        raise DataError(f"{path}: bundle names the file {b['name'][:80]!r}, which {why}")
     if m := HOST_PATH.search(b["text"]):
         raise DataError(f"{path}: the data names a host path ({m.group(0)}...); bundle it again with this opcov")
     try:
@@ -225,17 +335,18 @@ def _check_backend_and_ops(path: str, coverage_dir: str, backend: str, torch_ver
 
 def _validate_observed(b: dict, path: str, coverage_dir: str) -> dict:
     """An observed run's bundle: the same checks, on the observed-run file's own validation."""
-    if not re.fullmatch(r"[^/\\]+\.(inference|training)\.json", b["name"]):
-        raise DataError(f"{path}: bundle names the file {b['name']!r}, not an observed run's MODEL.MODE.json")
+    if not b["name"].endswith(tuple(f".{m}.json" for m in observed.MODES)):
+        raise DataError(f"{path}: bundle names the file {b['name'][:80]!r}, not an observed run's MODEL.MODE.json")
     if m := HOST_PATH.search(b["text"]):
         raise DataError(f"{path}: the data names a host path ({m.group(0)}...); bundle it again with this opcov")
     try:
-        doc = json.loads(b["text"])
-    except ValueError:
-        raise DataError(f"{path}: the bundled observed run is not JSON") from None
+        doc = strictjson.loads(b["text"], "the bundled observed run")
+    except DataError as exc:
+        raise DataError(f"{path}: {exc}") from None
     bad = observed.problems(doc, b["name"])
     if bad or not isinstance(doc.get("backend"), dict) or not isinstance(doc.get("model"), dict):
         raise DataError(f"{path}: the bundled data is not a valid observed run: {bad[0] if bad else 'no backend'}")
+    observed.check_names(doc, f"{path}: the bundled run")
     prov, bp = doc["provenance"], b["provenance"]
     for what, have, want in (
         ("backend", doc["backend"].get("name"), b["backend"].get("name")),
@@ -297,12 +408,18 @@ def _catalogue(coverage_dir: str, torch_version: str, backend: str):
     return None if aten is None else (aten, own)
 
 
+def _say(line: str) -> None:
+    import sys
+
+    print(line, file=sys.stderr)
+
+
 def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | None, dict]:
     """Validate the bundle and merge it into ``coverage_dir``: (the snapshot written, the old document
-    or None, the new document). Nothing is written unless every check passed."""
-    from opcov.probe.merge import merge_docs
-    from opcov.probe.plan import load_times, save_times, times_path
-
+    or None, the new document). Nothing is written unless every check passed: the whole bundle is read
+    and checked, its target (inside ``coverage_dir``, through no link) and every file it writes pass the
+    output guard, and what is already there is read, merged and replaced under the folder's lock, so
+    that two ingests into one folder at once both land."""
     b = read(path)
     doc = validate(b, path, coverage_dir)
     if b["kind"] == "observed":
@@ -310,7 +427,9 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
             coverage_dir, doc["backend"]["name"], doc["model"]["name"], doc["model"]["mode"], observed.path_of(doc)
         )
     else:
-        target = os.path.join(coverage_dir, doc["backend"]["name"], b["name"])
+        target = os.path.join(coverage_dir, layout.plain_name(doc["backend"]["name"]), b["name"])
+    kind = output.OBSERVED if b["kind"] == "observed" else output.COVERAGE
+    output.check_output(target, kind=kind, inputs=[path], flag="the target", within=coverage_dir)
     contribution = {
         "source": str(b["provenance"].get("source") or "unknown"),
         "date": str(b["provenance"].get("bundled") or "")[:10],
@@ -319,8 +438,19 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
         "host": ", ".join(f"{k} {v}" for k, v in sorted((doc["provenance"].get("host") or {}).items())),
         "device": str(doc["provenance"].get("device")),
     }
-    if b["kind"] == "observed":
-        return _ingest_observed(b, path, target, doc, contribution)
+    with output.locked(os.path.dirname(target), say=_say):
+        output.check_inside(coverage_dir, target)  # again: the folder may have changed while this one waited
+        if b["kind"] == "observed":
+            return _ingest_observed(b, path, target, doc, contribution, coverage_dir)
+        return _ingest_probed(b, path, target, doc, contribution, command)
+
+
+def _ingest_probed(b: dict, path: str, target: str, doc: dict, contribution: dict, command: str):
+    """Probed data merged with the snapshot of the same versions (worst status per cell), its group times
+    with the snapshot's: both made and checked before either file is written."""
+    from opcov.probe.merge import merge_docs
+    from opcov.probe.plan import load_times, save_times, times_path
+
     old = data.load(target) if os.path.exists(target) else None
     if old is not None:
         if any(c.get("sha256") == b["sha256"] for c in old["provenance"].get("contributed") or []):
@@ -330,23 +460,24 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
     else:
         new = dict(doc)
         new["provenance"] = dict(doc["provenance"], contributed=[contribution])
-    output.check_writable_file(target)
-    data.save(new, target)
-    if b.get("times"):  # the contributor's group times balance the next plan of this backend
+    times = None
+    if b["times"]:  # the contributor's group times balance the next plan of this backend
+        output.check_output(times_path(target), kind=None, within=os.path.dirname(target))
         times = load_times(times_path(target))
         times.update({str(k): float(v) for k, v in b["times"].items()})
+    data.save(new, target)
+    if times is not None:
         save_times(times_path(target), times, backend_key=doc["backend"]["name"], command=command)
     return target, old, new
 
 
-def _ingest_observed(b: dict, path: str, target: str, doc: dict, contribution: dict):
+def _ingest_observed(b: dict, path: str, target: str, doc: dict, contribution: dict, coverage_dir: str):
     """An observed run takes the place of the one on record for its backend, model and mode."""
     old = observed.load(target) if os.path.exists(target) else None
     if old is not None and any(c.get("sha256") == b["sha256"] for c in (old["provenance"].get("contributed") or [])):
         raise UsageError(f"{path}: this bundle is already in {target} (same content hash)")
     new = dict(doc, provenance=dict(doc["provenance"], contributed=[contribution]))
-    output.check_writable_file(target)
-    output.write_atomic(target, observed.dumps(new).encode("utf-8"))
+    output.save(target, observed.dumps(new).encode("utf-8"), kind=output.OBSERVED, inputs=[path], within=coverage_dir)
     return target, old, new
 
 

@@ -286,9 +286,10 @@ def dumps(doc: dict) -> str:
 def save(doc: dict, path: str) -> None:
     """Write atomically (``output.write_atomic``), so an interrupted write never leaves half a file,
     a symbolic link at ``path`` is refused, and a full disk or a read-only folder is one line; a file
-    there that is not a coverage file of the same evidence is never replaced (``output.check_output``)."""
-    output.check_output(path, kind=output.COVERAGE, evidence=doc.get("evidence"))
-    output.write_atomic(path, dumps(doc))
+    there that is not a coverage file of the same evidence is never replaced (``output.check_output``).
+    The check and the write are made under the folder's lock (``output.locked``): a probe, a merge and
+    an ingest that write into one folder at once run one after the other."""
+    output.save(path, dumps(doc), kind=output.COVERAGE, evidence=doc.get("evidence"))
 
 
 # ---------------------------------------------------------------- reading

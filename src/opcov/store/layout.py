@@ -191,13 +191,51 @@ def probe_path(backend, shard=None, coverage_dir: str = DEFAULT_COVERAGE) -> str
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+\-]*")
+NAME_CHARS = "letters, digits and '_.+-'"
+FILE_NAME_MAX = 200  # characters in a file name opcov builds from data (a file system takes 255 bytes)
+_FILE_NAME = re.compile(r"[A-Za-z0-9_.+\-]+")
+_SAID = {"/": "a path separator '/'", "\\": "a path separator '\\'", "\0": "a NUL byte", "\n": "a line break"}
+
+
+def name_problem(name, *, limit: int = FILE_NAME_MAX) -> str | None:
+    """Why ``name`` cannot be a file or folder name opcov builds from data or keeps in a coverage folder,
+    or None: a name is letters, digits and '_.+-' only (no path separator, NUL, line break or other control
+    character), is not '.' or '..', and has at most ``limit`` characters. The one place that says what a
+    name may be: plain names, snapshot names, observed runs' and vendor files' names, ``opcov lint``."""
+    if not isinstance(name, str):
+        return f"is not text ({type(name).__name__})"
+    if not name:
+        return "is empty"
+    if len(name) > limit:
+        return f"is longer than {limit} characters"
+    if not _FILE_NAME.fullmatch(name):
+        bad = next(c for c in name if not _FILE_NAME.fullmatch(c))
+        what = _SAID.get(bad) or (
+            f"a control character {bad!r}" if ord(bad) < 32 or ord(bad) == 127 else f"the character {bad!r}"
+        )
+        return f"holds {what}; a name is {NAME_CHARS} only"
+    if name in (".", ".."):
+        return "is a path part, not a name"
+    return None
+
+
+def check_name(name, what: str, *, where: str = "", plain: bool = False) -> str:
+    """``name`` when ``name_problem`` finds nothing (and, if ``plain``, it is a plain name: one that names
+    a folder, not starting with '.' or '-', at most 100 characters), else a one-line DataError naming
+    ``where`` (a file and field) and what is wrong: a name read from data, never a path."""
+    why = name_problem(name, limit=100 if plain else FILE_NAME_MAX)
+    if why is None and plain and not _PLAIN_NAME.fullmatch(name):
+        why = "starts with '.' or '-'"
+    if why is not None:
+        raise DataError(f"{where + ': ' if where else ''}{what} {repr(name)[:80]} {why}")
+    return name
 
 
 def plain_name(name, what: str = "backend") -> str:
     """``name`` when it can name a folder of its own (letters, digits and '_.+-', not starting with a
     dot or a dash, at most 100 characters); else a one-line UsageError. A name is data, never a path:
     'tpu/../cpu' or '..' would read or write another folder."""
-    if not isinstance(name, str) or len(name) > 100 or not _PLAIN_NAME.fullmatch(name):
+    if name_problem(name, limit=100) is not None or not _PLAIN_NAME.fullmatch(name):
         shown = repr(name)[:80]
         raise UsageError(
             f"{what} name {shown} is not a plain name (letters, digits and '_.+-', not starting "
@@ -269,6 +307,20 @@ SNAPSHOT_NAMES = (
     "declared-torch-<torch>.yaml"
 )
 A_FOLDER = "a folder, where a data file is expected; remove or rename it"
+
+
+def snapshot_name_problem(name, evidence: str, *, shard: bool = False) -> str | None:
+    """Why ``name`` is not a snapshot file name of ``evidence`` (without a shard part unless ``shard``),
+    or None: what a contributed bundle must name before opcov writes it into a backend's folder."""
+    why = name_problem(name)
+    if why is not None:
+        return why
+    m = _SNAPSHOT.match(name)
+    if m is None or m.group(1) != evidence:
+        return f"is not a {evidence} snapshot name ({evidence}-torch-<torch>[-<package>-<version>].yaml)"
+    if not shard and "-shard-" in name:
+        return "names one shard; merge the shards first ('opcov merge')"
+    return None
 
 
 def snapshot_evidence(path: str) -> str | None:

@@ -16,11 +16,11 @@ in a folder lint is given, a folder named like a data file.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
-from opcov.store import data, layout, observed, opset
+from opcov.errors import DataError
+from opcov.store import data, layout, observed, opset, strictjson
 from opcov.store.data import Problem
 
 
@@ -34,18 +34,38 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
     for folder in folders:  # observed runs ('opcov run'): JSON files of their own schema
         for path in observed.files(folder) if os.path.isdir(folder) else ():
             try:
-                bad = observed.problems(json.load(open(path, encoding="utf-8")), path)
-            except (OSError, ValueError) as exc:
-                bad = [f"{path}: not readable JSON ({exc})"]
+                bad = observed.problems(strictjson.load(path, limit=observed.MAX_BYTES, what="observed run"), path)
+            except DataError as exc:
+                bad = [str(exc)]
             problems += [Problem(path, None, m.split(": ", 1)[1]) for m in bad]
             files.append(path)
     for folder in folders:
-        for root, dirs, _files in layout.walk(folder) if os.path.isdir(folder) else ():
+        for root, dirs, names in layout.walk(folder) if os.path.isdir(folder) else ():
             problems += [
                 Problem(os.path.join(root, d), None, layout.A_FOLDER) for d in sorted(dirs) if layout.is_yaml(d)
             ]
+            problems += _name_problems(root, sorted(dirs) + sorted(names))
             dirs[:] = sorted(d for d in dirs if not layout.is_yaml(d))
     return files, problems
+
+
+def _name_problems(root: str, names: list[str]) -> list[Problem]:
+    """The entries of a folder of data whose names opcov would never write (``layout.name_problem``: a
+    line break, a control character, a path part) or that are symbolic links (opcov's writers refuse to
+    write through one: a linked backend folder would take an ingest elsewhere)."""
+    out = []
+    for name in names:
+        path = os.path.join(root, ascii(name)[1:-1])  # shown escaped: a line break stays one line
+        why = layout.name_problem(name)
+        if why is not None:
+            out.append(Problem(path, None, f"file name {why}: rename it"))
+        elif os.path.islink(os.path.join(root, name)):
+            out.append(
+                Problem(
+                    path, None, "a symbolic link; opcov never writes through links: put the real file or folder here"
+                )
+            )
+    return out
 
 
 def _say(line: str) -> None:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import os
 
-from opcov.errors import DataError
+from opcov.errors import DataError, UsageError
+from opcov.store import layout, strictjson
 
 FOLDER = "observed"
 KEYS = {"schema_version", "evidence", "backend", "model", "provenance", "result", "backend_record", "ops"}
@@ -19,10 +20,17 @@ OPTIONAL = {"compile"}  # a compiled run's record: {"backend", "graph_breaks", .
 COMPILE = "compile"
 
 
+MODES = ("inference", "training")
+
+
 def path_for(coverage_dir: str, backend: str, model: str, mode: str, path: str = "eager") -> str:
-    """coverage/observed/<backend>/<model>.<mode>.json; a compiled run's under <backend>/compile/."""
-    folder = os.path.join(coverage_dir, FOLDER, backend, *((COMPILE,) if path == COMPILE else ()))
-    return os.path.join(folder, f"{model.replace('/', '_')}.{mode}.json")
+    """coverage/observed/<backend>/<model>.<mode>.json; a compiled run's under <backend>/compile/. The
+    backend is a plain name and the mode one of MODES (else a one-line UsageError); the model's name is
+    encoded as a folder name ('org/model' -> 'org_model'): names are data, and never lead elsewhere."""
+    if mode not in MODES:
+        raise UsageError(f"mode {str(mode)[:40]!r}: an observed run is of {' or '.join(MODES)}")
+    folder = os.path.join(coverage_dir, FOLDER, layout.plain_name(backend), *((COMPILE,) if path == COMPILE else ()))
+    return os.path.join(folder, f"{layout.folder_name(model)}.{mode}.json")
 
 
 def path_of(doc: dict) -> str:
@@ -72,12 +80,21 @@ def problems(doc, path: str) -> list[str]:
     return out
 
 
+def check_names(doc: dict, where: str) -> None:
+    """The names an observed run's file is named by (backend, model, mode): plain names and a known mode,
+    else a one-line DataError naming ``where``. A name is data, never a path."""
+    layout.check_name(doc["backend"].get("name"), "backend.name", where=where, plain=True)
+    layout.check_name(doc["model"].get("name"), "model.name", where=where, plain=True)
+    if doc["model"].get("mode") not in MODES:
+        raise DataError(f"{where}: model.mode {str(doc['model'].get('mode'))[:40]!r} is not {' or '.join(MODES)}")
+
+
+MAX_BYTES = 16 << 20  # an observed run file (the largest opcov writes is about 100 kB)
+
+
 def load(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: cannot read the observed run ({exc})") from None
+    """The observed run at ``path``, read strictly (opcov.store.strictjson) and validated."""
+    doc = strictjson.load(path, limit=MAX_BYTES, what="observed run")
     bad = problems(doc, path)
     if bad:
         raise DataError(bad[0])

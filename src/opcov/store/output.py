@@ -11,6 +11,7 @@ so an unwritable ``--out`` costs a one-line error at once, not a traceback after
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -278,13 +279,20 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
 
 # What opcov writes at a file path it is given, and how the first bytes of such a file read.
 COVERAGE, OPSET, REPORT, TABLE = "coverage", "opset", "report", "table"
+BUNDLE, OBSERVED, VENDOR, PLAN = "bundle", "observed", "vendor", "plan"
 _KIND_WORDS = {
     COVERAGE: "a coverage file",
     OPSET: "an op-set file",
     REPORT: "an 'opcov check' report",
     TABLE: "a zoo outcome table",
+    BUNDLE: "an opcov bundle",
+    OBSERVED: "an observed run",
+    VENDOR: "a vendor-test expectations file",
+    PLAN: "an 'opcov plan' output",
 }
 _SNIFF_BYTES = 64 << 10  # an opcov file says what it is in its first lines (sorted header keys)
+_JSON_SNIFF_MAX = 16 << 20  # an observed run or vendor file says what it is in a key: read whole, up to this
+_JSON_EVIDENCE = {"observed": OBSERVED, "vendor_expected": VENDOR}
 
 
 def _head(path: str) -> bytes:
@@ -304,8 +312,40 @@ def re_line(head: bytes, start: bytes) -> bool:
     return head.startswith(start) or b"\n" + start in head
 
 
-def what_is(head: bytes) -> str | None:
-    """The kind of opcov output ``head`` (a file's first bytes) is, or None."""
+def _gzip_kind(head: bytes) -> str | None:
+    """BUNDLE when ``head`` is gzip data whose first bytes name an opcov bundle (its keys are sorted:
+    'opcov_bundle' comes after the small backend record)."""
+    import zlib
+
+    try:
+        start = zlib.decompressobj(31).decompress(head, 4096)
+    except zlib.error:
+        return None
+    return BUNDLE if b'"opcov_bundle"' in start else None
+
+
+def _json_kind(path: str | None) -> str | None:
+    """OBSERVED, VENDOR or PLAN for a JSON file opcov wrote (the key that says so may lie deep in it)."""
+    import json
+
+    if path is None:
+        return None
+    try:
+        if os.path.getsize(path) > _JSON_SNIFF_MAX:
+            return None
+        with open(path, "rb") as f:
+            doc = json.loads(f.read())
+    except (OSError, ValueError, RecursionError):
+        return None
+    if not isinstance(doc, dict):
+        return None
+    if "max_over_mean" in doc and "shards" in doc:
+        return PLAN
+    return _JSON_EVIDENCE.get(doc.get("evidence"))  # type: ignore[arg-type]
+
+
+def what_is(head: bytes, path: str | None = None) -> str | None:
+    """The kind of opcov output ``head`` (a file's first bytes; the file at ``path``) is, or None."""
     if _is_data(head):
         if re_line(head, b"kind: opset\n"):
             return OPSET
@@ -314,6 +354,12 @@ def what_is(head: bytes) -> str | None:
         return None
     if head.startswith(b"# ") and b"\nmodel\tmode\toutcome\t" in head:
         return TABLE
+    if head.startswith(b"\x1f\x8b"):
+        return _gzip_kind(head)
+    if (head.startswith(b"plan ") and b" shards; predicted " in head.split(b"\n", 1)[0]) or head.startswith(
+        (b"slices=", b"# Kubernetes Indexed Job written by 'opcov plan ")
+    ):
+        return PLAN
     text = head.lstrip()
     if (
         text.startswith((b"opcov check: ", b"### opcov check: "))
@@ -322,6 +368,8 @@ def what_is(head: bytes) -> str | None:
         or (text.startswith(b"{") and b'"verdicts"' in head and b'"model"' in head)
     ):
         return REPORT
+    if text.startswith(b"{"):
+        return _json_kind(path)
     return None
 
 
@@ -334,12 +382,47 @@ def same_file(a: str, b: str) -> bool:
     return (x.st_dev, x.st_ino) == (y.st_dev, y.st_ino)
 
 
-def check_output(path: str, *, kind: str, inputs=(), flag: str = "--out", evidence: str | None = None) -> None:
-    """``check_writable_file``, and the rules that keep every command from destroying data: the output
-    is none of the command's ``inputs`` (the same device and inode, links resolved), and a file already at ``path`` is opcov's own output of this ``kind``
-    (for a coverage file, of this ``evidence`` when given) or empty. One UsageError line otherwise.
-    Every command that writes a file calls it before any work."""
+def check_inside(root: str, path: str) -> None:
+    """A one-line UsageError unless ``path`` lies inside the folder ``root`` once every link is resolved,
+    with no symbolic link between them: a path built from data (a backend, model or mode name) never
+    leads out of the folder the user named, and a linked backend folder is never written through.
+    ``root`` itself may be a link: the user named it."""
+    top = os.path.abspath(root)
+    target = os.path.abspath(path)
+    rel = os.path.relpath(target, top)
+    parts = rel.split(os.sep)
+    if rel == os.curdir or os.pardir in parts or os.path.isabs(rel):
+        raise UsageError(f"cannot write {path}: it is not inside {root}; a name is data, never a path")
+    for depth in range(1, len(parts) + 1):
+        here = os.path.join(root, *parts[:depth])
+        if os.path.islink(here):
+            raise UsageError(
+                f"cannot write {path}: {here} is a symbolic link inside {root}; opcov never writes through "
+                "links: replace it with a real folder or file"
+            )
+    real_top = os.path.realpath(top)
+    real = os.path.realpath(target)
+    if real != real_top and not real.startswith(real_top.rstrip(os.sep) + os.sep):
+        raise UsageError(f"cannot write {path}: it resolves to {real}, outside {root}; choose another path")
+
+
+def check_output(
+    path: str,
+    *,
+    kind: str | None,
+    inputs=(),
+    flag: str = "--out",
+    evidence: str | None = None,
+    within: str | None = None,
+) -> None:
+    """The one guard every output file passes before any work: ``check_writable_file`` (not a folder, a
+    link, a device or under /proc); inside the folder ``within`` with no link on the way (where the path
+    was built from data); none of the command's ``inputs`` (the same device and inode, links resolved);
+    and a file already at ``path`` is opcov's own output of this ``kind`` (for a coverage file, of this
+    ``evidence`` when given) or empty. One UsageError line otherwise."""
     check_writable_file(path)
+    if within is not None:
+        check_inside(within, path)
     for source in inputs:
         if source is None:
             continue
@@ -348,12 +431,12 @@ def check_output(path: str, *, kind: str, inputs=(), flag: str = "--out", eviden
                 f"{flag} {path} is also an input of this command ({source}); opcov never writes over "
                 "what it reads: choose another output path"
             )
-    if not os.path.exists(path):
+    if kind is None or not os.path.exists(path):
         return
     head = _head(path)
     if not head.strip():
         return  # nothing there to lose
-    found = what_is(head)
+    found = what_is(head, path)
     if found == kind and (evidence is None or re_line(head, b"evidence: " + evidence.encode() + b"\n")):
         return
     if found is None:
@@ -366,3 +449,82 @@ def check_output(path: str, *, kind: str, inputs=(), flag: str = "--out", eviden
         f"{flag} {path}: {there} is already there, and this command writes {_KIND_WORDS[kind]}; "
         "opcov replaces only its own output of the same kind: choose another path or remove the file"
     )
+
+
+# ---------------------------------------------------------------- one writer at a time
+
+LOCK_NAME = ".opcov.lock"
+_held: dict[str, int] = {}  # lock files this process holds, and how deep (a holder may call another)
+
+
+@contextlib.contextmanager
+def locked(folder: str, say=None):
+    """Held while a command reads, checks and writes files in ``folder`` (an ingest's merge, a merge's or a
+    probe's write): an exclusive ``flock`` on ``folder/.opcov.lock``, so two writers that meet there run one
+    after the other (the second waits, saying so through ``say``) and neither's data is lost. The lock file
+    is removed by its holder; a waiter that then holds a removed file tries again. Re-entrant within a
+    process. Where there is no ``fcntl`` (Windows) it holds nothing."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on the platforms opcov runs its writers on
+        yield
+        return
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"cannot write in {folder}: {_why(exc)}") from None
+    path = os.path.join(folder, LOCK_NAME)
+    key = os.path.realpath(path)
+    if key in _held:
+        _held[key] += 1
+        try:
+            yield
+        finally:
+            _held[key] -= 1
+        return
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        try:
+            fd = os.open(path, flags, 0o644)
+        except OSError as exc:
+            raise UsageError(f"cannot lock {path}: {_why(exc)}") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if say is not None:
+                    say(f"opcov: waiting for another opcov writing in {folder} to finish")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            mine = os.fstat(fd)
+            try:
+                there = os.stat(path, follow_symlinks=False)
+            except FileNotFoundError:
+                there = None
+        except BaseException:
+            os.close(fd)
+            raise
+        if there is not None and (there.st_dev, there.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        os.close(fd)  # its holder removed it while this process waited: lock the new one
+    _held[key] = 1
+    try:
+        yield
+    finally:
+        del _held[key]
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        os.close(fd)
+
+
+def save(path: str, content, **rules) -> None:
+    """Write ``content`` to ``path`` through the guard: ``check_output`` with ``rules`` (its keywords: kind,
+    inputs, flag, evidence, within), refused before any folder is made; then, under the lock of the folder
+    it goes in, ``check_output`` again and ``write_atomic``. What every command's output file goes through
+    (site pages, written by the thousand into a folder opcov made and checked, go through ``write_new`` /
+    ``write_atomic`` instead)."""
+    check_output(path, **rules)
+    with locked(os.path.dirname(os.path.abspath(path))):
+        check_output(path, **rules)
+        write_atomic(path, content)

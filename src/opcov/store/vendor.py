@@ -195,10 +195,10 @@ def dumps(doc: dict) -> str:
     return json.dumps(doc, indent=1, sort_keys=True) + "\n"
 
 
-def save(doc: dict, path: str) -> None:
-    output.check_writable_file(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    output.write_atomic(path, dumps(doc).encode("utf-8"))
+def save(doc: dict, path: str, inputs=(), within: str | None = None) -> None:
+    """Write the expectations through the output guard: never over one of ``inputs`` (the test files
+    read), inside ``within`` where the path was built from the coverage folder."""
+    output.save(path, dumps(doc).encode("utf-8"), kind=output.VENDOR, inputs=inputs, within=within)
 
 
 def load(path: str) -> dict:
