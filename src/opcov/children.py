@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
 
 PARENT_VAR = "OPCOV_PARENT_PID"  # set for an opcov child started as a program (cli.main reads it)
 _PR_SET_PDEATHSIG = 1
@@ -129,32 +130,174 @@ class TimedOut(Exception):
     """An opcov child program ran past its time and was killed."""
 
 
-def run_opcov(argv: list[str], env: dict, timeout: float | None) -> tuple[int, str]:
-    """Run ``python -m opcov ARGV`` as a child that ends with this process (``preexec``): (exit status,
-    its stderr). Past ``timeout`` seconds it is killed and ``TimedOut`` raised; interrupted, the
-    child is killed before the interruption goes on. Its stdout is discarded: children write files."""
-    import subprocess
+TOKEN_VAR = "OPCOV_CHILD_TOKEN"  # space-separated marks of the opcov children a process descends from
+ERR_TAIL = 64 << 10  # the end of a child's stderr that is read back: its last lines say why it ended
+_POLL_S = 0.02
 
-    with subprocess.Popen(
-        [sys.executable, "-m", "opcov", *argv],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        errors="replace",
-        env=env,
-        preexec_fn=preexec(),
-    ) as proc:
+
+def run_opcov(argv: list[str], env: dict, timeout: float | None) -> tuple[int, str]:
+    """Run ``python -m opcov ARGV`` as a child (``run_module``): (exit status, the end of its stderr). Its
+    stdout is discarded: opcov children write files."""
+    ended = run_module(["opcov", *argv], env, timeout)
+    return ended.returncode, ended.err
+
+
+@dataclass
+class Ended:
+    """How a child of ``run_module`` ended: its exit status (-N: killed by signal N), its stdout (where
+    kept) and the end of its stderr."""
+
+    returncode: int
+    out: str
+    err: str
+
+
+def run_module(
+    args: list[str], env: dict, timeout: float | None, *, stdin: str | None = None, keep_stdout: bool = False
+) -> Ended:
+    """Run ``python -m ARGS`` as a child that ends with this process (``preexec``), given ``stdin``. Past
+    ``timeout`` seconds it is killed and ``TimedOut`` raised; interrupted, it is killed before the
+    interruption goes on. Its stdout is kept where ``keep_stdout`` (else discarded).
+
+    Everything it started ends with it (``end_all``): it leads a process group of its own, and carries a
+    mark (``TOKEN_VAR``) that a double-forked daemon, which leaves the group, keeps in its environment.
+    Its streams are files, not pipes: a grandchild that holds one open can make nobody wait."""
+    import subprocess
+    import uuid
+
+    token = uuid.uuid4().hex
+    env = dict(env, **{TOKEN_VAR: f"{env.get(TOKEN_VAR, '')} {token}".strip()})
+    with contextlib.ExitStack() as files:
+        err = files.enter_context(tempfile.TemporaryFile())
+        out = files.enter_context(tempfile.TemporaryFile()) if keep_stdout else None
+        given = files.enter_context(tempfile.TemporaryFile()) if stdin is not None else None
+        if given is not None and stdin is not None:
+            given.write(stdin.encode("utf-8"))
+            given.seek(0)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *args],
+            stdin=subprocess.DEVNULL if given is None else given,
+            stdout=subprocess.DEVNULL if out is None else out,
+            stderr=err,
+            env=env,
+            preexec_fn=preexec(),
+            start_new_session=True,
+        )
         try:
-            _, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise TimedOut from None
-        except BaseException:  # interrupted: the child goes with us
-            proc.kill()
-            raise
-    return proc.returncode, err
+            ended = _wait_unreaped(proc.pid, timeout)
+        finally:  # ended, timed out or interrupted: the group and every marked process go with it
+            end_all(proc.pid, token)
+            proc.wait()
+        if not ended:
+            raise TimedOut
+        err.seek(max(0, os.fstat(err.fileno()).st_size - ERR_TAIL))
+        said = err.read().decode("utf-8", errors="replace")
+        kept = ""
+        if out is not None:
+            out.seek(0)
+            kept = out.read().decode("utf-8", errors="replace")
+    return Ended(proc.returncode, kept, said)
+
+
+def _wait_unreaped(pid: int, timeout: float | None) -> bool:
+    """Wait for child ``pid`` to end, without reaping it (its id, the group's, stays taken while the group
+    is ended); whether it ended within ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        time.sleep(_POLL_S)
+    return True
+
+
+def end_all(leader: int, token: str, rounds: int = 5) -> None:
+    """SIGKILL process group ``leader`` and every process whose environment carries ``token`` in
+    ``TOKEN_VAR`` (daemons that left the group), until none is left (a fork in between is caught by the
+    next round)."""
+    for _ in range(rounds):
+        try:
+            os.killpg(leader, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        marked = [pid for pid in _marked(token) if pid != leader]
+        for pid in marked:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not marked:
+            return
+
+
+def _marked(token: str) -> list[int]:
+    """The live processes (not zombies) whose environment carries ``token`` in ``TOKEN_VAR``; none where
+    there is no /proc."""
+    want = f"{TOKEN_VAR}=".encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read()
+        except OSError:  # gone, or another user's
+            continue
+        for entry in environ.split(b"\0"):
+            if entry.startswith(want) and token.encode() in entry[len(want) :].split():
+                if _alive(int(name)):
+                    found.append(int(name))
+                break
+    return found
+
+
+def opcov_child(
+    argv: list[str],
+    *,
+    what: str,
+    process: str,
+    timeout: float | None,
+    env: dict | None = None,
+    out: str | None = None,
+    grace: float = 0.0,
+) -> None:
+    """Run ``opcov ARGV`` in a child (``run_opcov``; ``env`` default: this process's, ending with it) for
+    ``what`` (a factory, a model) and return when it exited 0, having written ``out`` where one is named.
+    Else a one-line UsageError: the child's own error line; ``WHAT crashed PROCESS (SIGSEGV)``; ``WHAT did
+    not finish within T s (--timeout)``, the child killed after ``timeout`` (plus ``grace``, for a child
+    that has a timeout of its own to report first); or ``WHAT ended PROCESS (exit status N) before its
+    output was written``. Nothing the child started runs on, in every case."""
+    from opcov.errors import UsageError
+
+    env = child_env(env)
+    env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    try:
+        returncode, err = run_opcov(argv, env, None if timeout is None else timeout + grace)
+    except TimedOut:
+        raise UsageError(
+            f"{what} did not finish within {timeout:g} s (--timeout); {process} was killed and nothing was written"
+        ) from None
+    if returncode == 0 and (out is None or os.path.isfile(out)):
+        return
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    said = next((ln for ln in reversed(lines) if ln.startswith("opcov: error: ")), None)
+    if said:
+        raise UsageError(said.removeprefix("opcov: error: "))
+    if returncode < 0:
+        raise UsageError(f"{what} crashed {process} ({signal_name(-returncode)}); nothing was written")
+    last = f": {lines[-1][:200]}" if lines else ""
+    raise UsageError(f"{what} ended {process} (exit status {returncode}) before its output was written{last}")
+
+
+def signal_name(signum: int) -> str:
+    """'SIGSEGV' for 11; 'signal 77' for a number with no name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 TEMP_PREFIX = "opcov-"  # opcov-<what>-<pid>-XXXX: a temporary folder of opcov's, named by its process

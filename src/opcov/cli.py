@@ -1263,41 +1263,23 @@ def _recorded_out(args):
 
 
 def _trace_in_child(args):
-    """The op set of a user's factory, traced by 'opcov trace' in a child process: a factory that
-    crashes, aborts, exits or closes a stream ends the child, never this process, and is one line
-    naming it. The child writes a temporary op set, read back here."""
-    import signal
-
+    """The op set of a user's factory, traced by 'opcov trace' in a child process (children.opcov_child):
+    a factory that crashes, aborts, exits, hangs or closes a stream ends the child and all it started,
+    never this process, and is one line naming it. The child writes a temporary op set, read back here."""
     from opcov.store import opset
 
     with children.temp_dir("trace") as tmp:
         out = os.path.join(tmp, "opset.yaml")
-        env = children.child_env({**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""})
-        env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-        try:
-            returncode, err = children.run_opcov([*args.argv, "--out", out], env, args.timeout)
-        except children.TimedOut:
-            raise UsageError(
-                f"factory {args.model} did not finish within {args.timeout:g} s (--timeout); "
-                "its process was killed and nothing was written"
-            ) from None
-        lines = [ln for ln in err.splitlines() if ln.strip()]
-        said = next((ln for ln in reversed(lines) if ln.startswith("opcov: error: ")), None)
-        what = f"factory {args.model}"
-        if returncode == 0 and os.path.isfile(out):
-            return opset.OpSet(opset.load(out))
-        if said:
-            raise UsageError(said.removeprefix("opcov: error: "))
-        if returncode < 0:
-            try:
-                name = signal.Signals(-returncode).name
-            except ValueError:
-                name = f"signal {-returncode}"
-            raise UsageError(f"{what} crashed the tracing process ({name}); nothing was written")
-        last = f": {lines[-1][:200]}" if lines else ""
-        raise UsageError(
-            f"{what} ended the tracing process (exit status {returncode}) before the op set was written{last}"
+        env = {**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""}
+        children.opcov_child(
+            [*args.argv, "--out", out],
+            what=f"factory {args.model}",
+            process="the tracing process",
+            timeout=args.timeout,
+            env=env,
+            out=out,
         )
+        return opset.OpSet(opset.load(out))
 
 
 def _trace_compiled(args) -> int:

@@ -24,6 +24,8 @@ _SELECTION = (
     ("--times", "times", "FILE", "recorded group times (default: the .times.json beside the backend's probed file)"),
     ("--jobs", "jobs", "N", "worker processes each shard runs (passed to its probe command)"),
 )
+RUN_TIMEOUT_S = 1800.0  # 'opcov run': a step on a device, compiled perhaps, may take minutes; a hang does not
+_RUN_CHILD = "OPCOV_RUN_CHILD"  # set in the child of 'opcov run' that builds the model and runs its step
 _FLAGS = (("--core", "core", True), ("--no-schema", "schema", False), ("--all-samples", "all_samples", True))
 
 
@@ -108,6 +110,14 @@ def add_parsers(sub) -> None:
         "--out",
         help="file to write (default: coverage/observed/<backend>/<model>.<mode>.json; "
         "with --path compile, coverage/observed/<backend>/compile/<model>.<mode>.json)",
+    )
+    rn.add_argument(
+        "--timeout",
+        type=float,
+        default=RUN_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"the model's build and step run in a child process, killed (with all it started) after this "
+        f"(default: {RUN_TIMEOUT_S:g})",
     )
 
     ex = sub.add_parser(
@@ -266,30 +276,71 @@ def cmd_ingest(args) -> int:
 
 
 def cmd_run(args) -> int:
+    import math
+    import os
+
     from opcov.scan.registered import command_line
     from opcov.store import observed as observed_files
-    from opcov.tracing.observe import observe
     from opcov.verdict import observed
 
+    if not (args.timeout > 0 and math.isfinite(args.timeout)):
+        raise UsageError(f"--timeout must be a positive number of seconds, not {args.timeout:g}")
+    if os.environ.pop(_RUN_CHILD, None):
+        return _run_here(args)
     if args.out:
         output.check_output(args.out, kind=output.OBSERVED)
     if args.compile_backend and args.path != "compile":
         raise UsageError("--compile-backend goes with --path compile")
-    doc = observe(
-        args.model,
-        args.backend,
-        mode=args.mode,
-        import_module=args.import_module,
-        command=command_line(),
-        path=args.path,
-        compile_backend=args.compile_backend,
-    )
+    doc = _run_in_child(args)
+    doc["provenance"]["command"] = command_line()
     out = args.out or observed_files.path_for(
         args.into, doc["backend"]["name"], doc["model"]["name"], args.mode, args.path
     )
     output.save(out, observed_files.dumps(doc), kind=output.OBSERVED, within=None if args.out else args.into)
     print(observed.summary(doc))
     print(f"wrote {out}")
+    return EXIT_OK
+
+
+def _run_in_child(args) -> dict:
+    """The observed-run document of 'opcov run', made by 'opcov run' in a child process (children.opcov_child):
+    a model or factory that crashes, aborts, exits, hangs or closes a stream ends that child and all it
+    started, never this process, and is one line naming it. The child writes a temporary file, read back here."""
+    import os
+
+    from opcov import children
+    from opcov.store import observed as observed_files
+
+    what = f"factory {args.model}" if ":" in args.model else args.model
+    with children.temp_dir("run") as tmp:
+        out = os.path.join(tmp, "observed.json")
+        children.opcov_child(
+            [*args.argv, "--out", out],
+            what=what,
+            process="the run's process",
+            timeout=args.timeout,
+            env={**os.environ, _RUN_CHILD: "1"},
+            out=out,
+        )
+        return observed_files.load(out)
+
+
+def _run_here(args) -> int:
+    """In the child (``_run_in_child``): build the model, run its step, write the document to --out."""
+    from opcov.scan.registered import command_line
+    from opcov.store import observed as observed_files
+    from opcov.tracing.observe import observe
+
+    doc = observe(
+        args.model,
+        args.backend,
+        mode=args.mode,
+        import_module=args.import_module,
+        command=command_line(),  # the child's; the parent records the user's
+        path=args.path,
+        compile_backend=args.compile_backend,
+    )
+    output.write_atomic(args.out, observed_files.dumps(doc))
     return EXIT_OK
 
 

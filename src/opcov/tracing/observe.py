@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import datetime as _dt
-import importlib
 import platform
 import traceback
 
@@ -61,14 +60,10 @@ def _build(torch, model: str, mode: str):
     from opcov.tracing import models, zoo
 
     if ":" in model and model.split(":", 1)[0].replace(".", "").replace("_", "").isalnum():
-        mod, _, fn = model.partition(":")
-        try:
-            built = getattr(importlib.import_module(mod), fn)()
-        except (ImportError, AttributeError) as exc:
-            raise UsageError(f"{model}: cannot load the factory ({_first_line(exc)})") from None
-        if not (isinstance(built, tuple) and len(built) == 2):
-            raise UsageError(f"{model}: the factory must return (model, inputs)")
-        return fn, built[0], built[1], "float32"
+        # as 'opcov trace' builds it: a factory that raises (SystemExit too) or returns no (nn.Module,
+        # inputs) is one line naming it
+        built = models.build_factory(model, real=True)
+        return model.partition(":")[2], built.model, built.inputs, "float32"
     entry = zoo.BY_NAME.get(model)
     if entry is None:
         raise UsageError(f"{model}: not a zoo model ('opcov zoo list') nor module:function returning (model, inputs)")

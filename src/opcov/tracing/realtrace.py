@@ -34,7 +34,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 
 from opcov import children, vocab
@@ -265,21 +264,13 @@ def run_job(job: dict) -> tuple[dict, str]:
     )
     # pybackend.ENV_VAR: importing pybackend here would claim this process's PrivateUse1
     env[PYBACKEND_SPEC_VAR] = child_spec()
-    try:
-        r = subprocess.run(
-            [sys.executable, "-m", "opcov.tracing.realtrace"],
-            input=json.dumps(job),
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=TIMEOUT_S,
-            preexec_fn=children.preexec(),  # ends with this process: a zoo worker killed at its timeout
-        )
-    except subprocess.TimeoutExpired:
+    try:  # a child that ends with this process, and all it started with it (a factory's forks and daemons)
+        r = children.run_module(["opcov.tracing.realtrace"], env, TIMEOUT_S, stdin=json.dumps(job), keep_stdout=True)
+    except children.TimedOut:
         return {}, f"over {TIMEOUT_S} s"
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    lines = [ln for ln in r.out.splitlines() if ln.startswith("{")]
     if r.returncode != 0 or not lines:
-        tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}, no output"])[-1]
+        tail = (r.err.strip().splitlines() or [f"exit {r.returncode}, no output"])[-1]
         return {}, tail[:300]
     out = json.loads(lines[-1])
     return (out, "") if "error" not in out else ({}, out["error"])

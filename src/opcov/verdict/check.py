@@ -80,18 +80,12 @@ GRACE_S = 30.0  # beyond a child trace's own --timeout: its interpreter start an
 
 
 def _child(args: list[str], what: str, timeout: float | None = None) -> None:
-    """Run ``opcov ARGS`` in a child process that ends with this one; its one-line error becomes ours.
-    A child past ``timeout`` (and a grace for its own timeout's message) is killed: one line."""
-    env = children.child_env()
-    env.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    """Run ``opcov ARGS`` in a child process that ends with this one (children.opcov_child); its one-line
+    error becomes ours. A child past ``timeout`` (and a grace for its own timeout's message) is killed."""
     try:
-        returncode, err = children.run_opcov(args, env, None if timeout is None else timeout + GRACE_S)
-    except children.TimedOut:
-        raise UsageError(f"{what}: it did not finish within {timeout:g} s (--timeout); killed") from None
-    if returncode != 0:
-        lines = [ln for ln in err.strip().splitlines() if ln.strip()]
-        last = lines[-1].removeprefix("opcov: error: ") if lines else f"exit code {returncode}"
-        raise UsageError(f"{what}: {last}")
+        children.opcov_child(args, what=f"'opcov {args[0]}'", process="its process", timeout=timeout, grace=GRACE_S)
+    except UsageError as exc:
+        raise UsageError(f"{what}: {exc}") from None
 
 
 def live_scan(backend: str, names) -> dict | None:
