@@ -9,7 +9,7 @@ export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 .venv/bin/opcov summary coverage
 .venv/bin/opcov check llama --backend tpu --backend cpu || [ $? -eq 1 ]   # exit 1 = a verdict "fails"
 .venv/bin/opcov gaps tpu --top 10
-.venv/bin/opcov site   # site/ is not committed: rendered here from coverage/ (CI publishes it to GitHub Pages)
-# The user guide beside it (site/docs/), linked from every page's navigation, as the Pages workflow publishes it.
+# The user guide first (site/docs/), as the Pages workflow publishes it: the site links to it only when it is there.
 .venv/bin/python -m sphinx -q -b html docs site/docs
+.venv/bin/opcov site   # site/ is not committed: rendered here from coverage/ (CI publishes it to GitHub Pages)
 echo "site: open site/index.html (the guide: site/docs/index.html)"

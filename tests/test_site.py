@@ -185,26 +185,68 @@ def test_matrix_data_encodes_every_op(small):
     assert d["tags"] and rows["aten::mm"][1] & (1 << d["tags"].index("core"))
 
 
-def test_links_are_relative_and_resolve(small):
-    _, out = small
-    checked = 0
+def crawl(out) -> tuple[list[str], list[str], int]:
+    """(non-local links, broken links, links checked) of every page of the site in ``out``: each href
+    and src of its HTML pages (the guide's own pages under docs/ left to Sphinx) that names a relative
+    path must name a file or folder that is there."""
+    nonlocal_, broken, checked = [], [], 0
     for rel, blob in tree(out).items():
-        if not rel.endswith(".html"):
+        if not rel.endswith(".html") or rel.split(os.sep)[0] == "docs":
             continue
-        html = blob.decode()
-        for link in re.findall(r'(?:href|src)="([^"]*)"', html):
+        for link in re.findall(r'(?:href|src)="([^"]*)"', blob.decode()):
             if link == "data:,":  # the empty favicon, so browsers do not ask for /favicon.ico
                 continue
-            assert not re.match(r"^[a-z]+:|^//", link), f"{rel}: non-local link {link}"
-            target = link.split("#", 1)[0]
-            if os.path.normpath(os.path.join(os.path.dirname(rel), target)).split(os.sep)[0] == "docs":
-                continue  # the user guide, built into site/docs by Sphinx after the site (test_docs builds it)
+            if re.match(r"^[a-z]+:|^//", link):
+                nonlocal_.append(f"{rel}: {link}")
+                continue
+            target = html_mod.unescape(link.split("#", 1)[0].split("?", 1)[0])
             if target:
-                assert os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))), (
-                    f"{rel}: broken link {link}"
-                )
+                if not os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))):
+                    broken.append(f"{rel}: {link}")
                 checked += 1
+    return nonlocal_, broken, checked
+
+
+def test_links_are_relative_and_resolve(small):
+    _, out = small
+    nonlocal_, broken, checked = crawl(out)
+    assert nonlocal_ == [] and broken == []
     assert checked > 50
+
+
+def test_a_site_made_by_opcov_site_out_has_no_broken_link(tmp_path):
+    """'opcov site --out DIR' (as the docs say, no guide built) on a slice of the bundled data (one backend,
+    every op page, a model): a crawl finds no broken link, and no "Docs" link to a guide that is not
+    there (issue 44, item 5). With the guide built into DIR/docs first (scripts/run.sh), every page
+    links to it, and still none is broken."""
+    import shutil
+
+    from opcov import cli
+
+    src = os.path.join(ROOT, "coverage")
+    cov = tmp_path / "coverage"
+    shutil.copytree(os.path.join(src, "tpu"), cov / "tpu")
+    shutil.copytree(os.path.join(src, "models", "nn-gru"), cov / "models" / "nn-gru")
+    for name in os.listdir(src):
+        if name.startswith("pynames-"):
+            shutil.copy(os.path.join(src, name), cov)
+    out = str(tmp_path / "web")
+    assert cli.main(["site", "--coverage", str(cov), "--out", out]) == 0
+    nonlocal_, broken, checked = crawl(out)
+    assert nonlocal_ == [] and broken == [], broken[:5]
+    assert checked > 1000
+    assert "docs/index.html" not in read(out, "index.html")
+
+    guided = str(tmp_path / "guided")
+    os.makedirs(os.path.join(guided, "docs"))
+    with open(os.path.join(guided, "docs", "index.html"), "w") as f:
+        f.write("<html>the guide</html>")
+    small_cov = make_coverage(tmp_path / "small")
+    assert cli.main(["site", "--coverage", small_cov, "--out", guided]) == 0  # a folder holding only docs/: taken
+    nonlocal_, broken, checked = crawl(guided)
+    assert nonlocal_ == [] and broken == [] and checked > 50, broken[:5]
+    assert '<a href="docs/index.html">Docs</a>' in read(guided, "index.html")
+    assert '<a href="../docs/index.html">Docs</a>' in read(guided, "models/tiny.html")
 
 
 def test_cli_renders_without_importing_torch(tmp_path):
@@ -267,11 +309,12 @@ def test_stale_pages_are_removed(tmp_path):
 
 
 def test_a_render_keeps_the_user_guide_and_links_to_it(tmp_path):
-    """site/docs/ is the user guide (Sphinx builds it after the site): a re-render removes none of it,
-    and every page's navigation links to it."""
+    """site/docs/ is the user guide (Sphinx builds it): a re-render removes none of it, and every page's
+    navigation links to it once it is there (never before: no broken link)."""
     cov = make_coverage(tmp_path)
     out = str(tmp_path / "web")
     render.render_site(cov, out)
+    assert "docs/index.html" not in read(out, "index.html")
     guide = os.path.join(out, "docs", "index.html")
     os.makedirs(os.path.dirname(guide))
     with open(guide, "w") as f:
@@ -1138,3 +1181,15 @@ def test_a_compiled_run_on_the_device_decides_the_model_pages_compile_verdict(tm
     got = json.loads(read(out, "api/models/tiny.json"))["compile"]["training"]["backends"]["xla"]
     assert (got["verdict"], got["evidence"]) == ("fails", "observed") and got["observed"].startswith("observed: ")
     assert "xla: runs (○ registered, unverified)" in section(page, "eager", "compile")
+
+
+def test_ruff_checks_every_file_of_the_site_package():
+    """pyproject's extend-exclude names the rendered ./site only, never src/opcov/site (issue 44, item 10)."""
+    ruff = os.path.join(os.path.dirname(sys.executable), "ruff")
+    if not os.path.exists(ruff):
+        pytest.skip("ruff is not installed beside this Python")
+    proc = subprocess.run([ruff, "check", "--show-files", "src"], capture_output=True, text=True, cwd=ROOT)
+    listed = {os.path.relpath(line.strip(), ROOT) for line in proc.stdout.splitlines() if line.strip()}
+    package = os.path.join("src", "opcov", "site")
+    files = {os.path.join(package, f) for f in os.listdir(os.path.join(ROOT, package)) if f.endswith(".py")}
+    assert files and files <= listed, sorted(files - listed)

@@ -35,7 +35,8 @@ def no_backend_data(backend: str, coverage_dir: str) -> UsageError:
     the backends that have data."""
     have = layout.backends_with_data(coverage_dir)
     known = [b.name for b in known_backends()]
-    listed = f"backends with data under {coverage_dir}/: {', '.join(have) if have else 'none'}"
+    also = " or the bundled data" if layout.beside_bundled(coverage_dir) else ""
+    listed = f"backends with data under {coverage_dir}/{also}: {', '.join(have) if have else 'none'}"
     if backend in known:
         return UsageError(
             f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "

@@ -14,26 +14,36 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from opcov.scan import pynames as pynames_mod
-from opcov.scan import sdpa
-from opcov.store import layout
-from opcov.store import lineyaml
-from opcov.store import observed as observed_store
-from opcov.store import opset
-from opcov.store.cells import ProbedCell, record_cells, skip_reason
-from opcov.verdict import judge
 from opcov import dtypes as dtypes_mod
 from opcov import vocab
 from opcov.errors import DataError, UsageError
+from opcov.scan import pynames as pynames_mod
+from opcov.scan import sdpa
+from opcov.store import layout, lineyaml, opset
+from opcov.store import observed as observed_store
+from opcov.store.cells import ProbedCell, record_cells, skip_reason
+from opcov.verdict import judge
 
 CONTROLS = ("cpu", "meta")
 # Registered resolved statuses, best first (for display order).
 REG_ORDER = vocab.REGISTERED_BEST_FIRST
 # Probed statuses (docs/DATA.md), grouped for colour and summaries; in a fixed order (the matrix codes a status
 # by its place here), statuses vocab adds later (fallback) after the first ten.
-_PROBED_FIRST = ("pass", "pass_low_precision", "mismatch", "unsupported", "error", "crash", "timeout",
-                 "not_comparable", "no_reference", "skipped")
-PROBE_GROUPS = {s: vocab.PROBED[s].css for s in _PROBED_FIRST + tuple(s for s in vocab.PROBED if s not in _PROBED_FIRST)}
+_PROBED_FIRST = (
+    "pass",
+    "pass_low_precision",
+    "mismatch",
+    "unsupported",
+    "error",
+    "crash",
+    "timeout",
+    "not_comparable",
+    "no_reference",
+    "skipped",
+)
+PROBE_GROUPS = {
+    s: vocab.PROBED[s].css for s in _PROBED_FIRST + tuple(s for s in vocab.PROBED if s not in _PROBED_FIRST)
+}
 
 
 @dataclass
@@ -82,10 +92,12 @@ class Snapshot:
 @dataclass
 class Backend:
     name: str
-    snapshots: list[Snapshot] | tuple[Snapshot, ...] = field(default_factory=list)  # oldest first; a tuple once load_site has them all
+    snapshots: list[Snapshot] | tuple[Snapshot, ...] = field(
+        default_factory=list
+    )  # oldest first; a tuple once load_site has them all
     prefer: str = ""  # the torch the zoo's op sets were traced with: its snapshots are shown first
     # its compile coverage (coverage/<backend>/compile/) as a Backend of its own: what its compiler accepts
-    compile: "Backend | None" = None
+    compile: Backend | None = None
     _latest: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def latest(self, evidence: str) -> Snapshot | None:
@@ -205,6 +217,7 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     False: never. The site is the same either way, and so is the error raised."""
     from opcov.site import forked
 
+    coverage_dir = str(coverage_dir)  # the site shows this folder's data alone (no layout.FoundCoverage fallback)
     if not os.path.isdir(coverage_dir):
         raise UsageError(f"{coverage_dir}: no such folder; pass --coverage DIR (the folder 'opcov scan' writes to)")
     stray = layout.strays(coverage_dir)  # what check passes over: never publish a site that differs from it
@@ -214,8 +227,13 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     backends: dict[str, Backend] = {}
     models: dict[str, Model] = {}
     files = layout.yaml_files(coverage_dir) + layout.compiled_model_files(coverage_dir)
-    files += [p for b in sorted(layout.listdir(coverage_dir)) if os.path.isdir(layout.compile_coverage_dir(b, coverage_dir))
-              for kind in layout.compile_snapshots(coverage_dir, b).values() for p in kind]
+    files += [
+        p
+        for b in sorted(layout.listdir(coverage_dir))
+        if os.path.isdir(layout.compile_coverage_dir(b, coverage_dir))
+        for kind in layout.compile_snapshots(coverage_dir, b).values()
+        for p in kind
+    ]
     paths = [(p, os.path.relpath(p, coverage_dir).replace(os.sep, "/")) for p in files]
     compile_snaps: dict[str, list] = {}
     if parallel is None:
@@ -238,8 +256,10 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
             name = str(doc["model"]["name"])
             model = models.setdefault(name, Model(name))
             if doc["mode"] in model.modes:
-                raise DataError(f"{path}: a second {doc['mode']} op set for model {name!r} "
-                                f"(the other is {model.modes[doc['mode']][0]}); keep one file per model and mode")
+                raise DataError(
+                    f"{path}: a second {doc['mode']} op set for model {name!r} "
+                    f"(the other is {model.modes[doc['mode']][0]}); keep one file per model and mode"
+                )
             model.modes[doc["mode"]] = (rel, doc)
             continue
         snap = Snapshot(rel, doc)
@@ -251,13 +271,16 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     for folder, key, found in compiled_sets:
         model = named.get(folder) or models.setdefault(folder, Model(folder))
         model.compiled.setdefault(key, found)
-    traced = Counter(str((doc.get("provenance") or {}).get("torch")) for m in models.values()
-                     for _, doc in m.modes.values())
+    traced = Counter(
+        str((doc.get("provenance") or {}).get("torch")) for m in models.values() for _, doc in m.modes.values()
+    )
     for b in backends.values():
         b.snapshots = tuple(sorted(b.snapshots, key=lambda s: (s.created, s.path)))  # fixed from here on
         b.prefer = min(traced, key=lambda t: (-traced[t], t)) if traced else ""
         if b.name in compile_snaps:
-            b.compile = Backend(b.name, tuple(sorted(compile_snaps[b.name], key=lambda s: (s.created, s.path))), b.prefer)
+            b.compile = Backend(
+                b.name, tuple(sorted(compile_snaps[b.name], key=lambda s: (s.created, s.path))), b.prefer
+            )
     if not backends:
         raise UsageError(f"{coverage_dir}: no coverage files; create one with 'opcov scan BACKEND'")
     names: set[str] = set()
@@ -280,8 +303,7 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     tagged = len(data_tags)
     if tagged:  # the data holds tags: an op without them has none
         for name in names:
-            catalog[name] = {"schema": catalog.get(name, {}).get("schema"),
-                             "tags": sorted(data_tags.get(name, ()))}
+            catalog[name] = {"schema": catalog.get(name, {}).get("schema"), "tags": sorted(data_tags.get(name, ()))}
     if tagged:
         note = f"op tags from the registered coverage files; {note}"
     elif catalog:
@@ -292,11 +314,20 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
         for op in reached:
             python_of.setdefault(op, []).append(py)
     ordered = [backends[k] for k in sorted(backends)]
-    return Site(coverage_dir=coverage_dir, backends=ordered,
-                models=[models[k] for k in sorted(models)], catalog=catalog, catalog_note=note,
-                ops=sorted(names), users={k: sorted(v) for k, v in users.items()},
-                pynames=index, pynames_note=index_note, python_of=python_of, absent=not_in_torch(ordered),
-                observed=observed_runs(coverage_dir))
+    return Site(
+        coverage_dir=coverage_dir,
+        backends=ordered,
+        models=[models[k] for k in sorted(models)],
+        catalog=catalog,
+        catalog_note=note,
+        ops=sorted(names),
+        users={k: sorted(v) for k, v in users.items()},
+        pynames=index,
+        pynames_note=index_note,
+        python_of=python_of,
+        absent=not_in_torch(ordered),
+        observed=observed_runs(coverage_dir),
+    )
 
 
 def observed_runs(coverage_dir: str) -> dict:
@@ -330,8 +361,11 @@ def not_in_torch(backends: list[Backend]) -> dict:
             continue
         others = set().union(*(ops for torch, ops in held.items() if not layout.same_torch(torch, b.torch)))
         others -= set().union(*(ops for torch, ops in held.items() if layout.same_torch(torch, b.torch)))
-        gone = {op for op in others if op.startswith("aten::") and op not in snap.ops
-                and not (b.probed and op in b.probed.ops)}
+        gone = {
+            op
+            for op in others
+            if op.startswith("aten::") and op not in snap.ops and not (b.probed and op in b.probed.ops)
+        }
         if gone:
             out[b.name] = gone
     return out
@@ -344,8 +378,9 @@ def python_index(coverage_dir: str, backends: dict) -> tuple[pynames_mod.Index |
     torch = next((str(s.prov.get("torch")) for s in snaps if s), "")
     path = layout.pick_pynames(coverage_dir, torch)
     if path is None:
-        return None, ("Python names are not shown: no Python-name index in the data "
-                      "(python scripts/make_pynames.py writes one)")
+        return None, (
+            "Python names are not shown: no Python-name index in the data (python scripts/make_pynames.py writes one)"
+        )
     index = pynames_mod.read(path)
     note = f"Python names from {os.path.basename(path)}: what each name dispatched on meta tensors"
     if not layout.same_torch(index.torch, torch):
@@ -354,6 +389,7 @@ def python_index(coverage_dir: str, backends: dict) -> tuple[pynames_mod.Index |
 
 
 # ---------------------------------------------------------------- schemas and tags
+
 
 def _installed_torch_version() -> str | None:
     """The installed torch's version, read from torch/version.py without importing torch."""
@@ -389,8 +425,10 @@ def native_catalog(torch_versions) -> tuple[dict, str]:
     if not version:
         return {}, "schemas are not shown: torch is not installed here (they come from its native_functions.yaml)"
     if version not in torch_versions:
-        return {}, (f"schemas are not shown: the installed torch is {version}, the data was made "
-                    f"with {', '.join(torch_versions)}")
+        return {}, (
+            f"schemas are not shown: the installed torch is {version}, the data was made "
+            f"with {', '.join(torch_versions)}"
+        )
     try:
         path = native_functions_path()
         with open(path) as f:
@@ -451,6 +489,7 @@ def schema_tags(func: str) -> set[str]:
 
 # ---------------------------------------------------------------- figures
 
+
 def share(n: int, total: int) -> str:
     return f"{100 * n / total:.1f}%" if total else "-"
 
@@ -490,6 +529,7 @@ def probed_counts(snap: Snapshot, ops=None) -> dict:
 
 # ---------------------------------------------------------------- verdicts
 
+
 @judge.bulk()
 def judge_models(site: Site) -> dict:
     """(model, mode, backend) -> opcov.verdict.judge.BackendVerdict, judged as 'opcov check' judges
@@ -513,8 +553,14 @@ def judge_models(site: Site) -> dict:
                 own = check.own_path(doc, b.name, site.coverage_dir)
                 bdoc, bparts, bnames = (own[1], check.variant_parts(own[1]), None) if own else (doc, parts, names)
                 try:
-                    cov = judge.coverage_for(bdoc, b.name, site.coverage_dir, read=lambda path, names: held[path].doc,
-                                             listings=listings, names=bnames or judge.needed_ops(bdoc))
+                    cov = judge.coverage_for(
+                        bdoc,
+                        b.name,
+                        site.coverage_dir,
+                        read=lambda path, names: held[path].doc,
+                        listings=listings,
+                        names=bnames or judge.needed_ops(bdoc),
+                    )
                 except UsageError:  # no data for this backend
                     continue
                 for snap in b.snapshots:  # the same document: its cells are parsed once, for every page
@@ -523,8 +569,9 @@ def judge_models(site: Site) -> dict:
                 key = tuple(cov.paths)
                 shown = shown_paths.get(key)
                 if shown is None:
-                    shown = shown_paths[key] = [f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}"
-                                                for p in key]
+                    shown = shown_paths[key] = [
+                        f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}" for p in key
+                    ]
                 cov.paths = list(shown)
                 v = out[(m.name, mode, b.name)] = check.judge_variants(bdoc, bparts, judge.share(cov, pool))
                 if own:
@@ -553,8 +600,11 @@ def judge_compiled_models(site: Site, eager: dict | None = None) -> dict:
     coverage), on the documents the site holds. Backends without compile coverage are left out."""
     from opcov.verdict import compiled, observed
 
-    held = {os.path.join(site.coverage_dir, *s.path.split("/")): s for b in site.backends
-            for s in (b.snapshots + (b.compile.snapshots if b.compile else ()))}  # type: ignore[operator]
+    held = {
+        os.path.join(site.coverage_dir, *s.path.split("/")): s
+        for b in site.backends
+        for s in (b.snapshots + (b.compile.snapshots if b.compile else ()))  # type: ignore[operator]
+    }
     pool: dict = {}
     out: dict = {}
     for m in site.models:
@@ -578,8 +628,15 @@ def judge_compiled_models(site: Site, eager: dict | None = None) -> dict:
                 folder = os.path.join(layout.models_dir(site.coverage_dir), str(doc["model"]["name"]).replace("/", "_"))
                 on = layout.break_opset_path(folder, b.name, mode)
                 here = compiled.eager_opset_for(doc, site.coverage_dir, b.name) if os.path.isfile(on) else eager_doc
-                cv = compiled.judge_compiled(f"coverage/{path}", doc, b.name, site.coverage_dir, here,
-                                             read=lambda p, names: held[p].doc, pool=pool)
+                cv = compiled.judge_compiled(
+                    f"coverage/{path}",
+                    doc,
+                    b.name,
+                    site.coverage_dir,
+                    here,
+                    read=lambda p, names: held[p].doc,
+                    pool=pool,
+                )
                 observed.annotate_compiled(cv, str(doc["model"]["name"]), site.coverage_dir)
                 if cv.observed:
                     cv.observed["file"] = shown_path(site, cv.observed["file"])
@@ -597,31 +654,68 @@ DIRECTIONS = ("forward", "backward")
 # "differs" filter and sorting, and the API share them), best first. Built from vocab's words: a registered claim
 # takes the registered level's icon and colour, never the probed pass's.
 _REG = vocab.REGISTERED
-SUPPORT = {w.name: w for w in (
-    vocab.Word("P", "passes in every dtype probed", "probed pass", vocab.PROBED["pass"].icon, "ok"),
-    vocab.Word("S", "passes in some dtypes probed, fails or is unchecked in others", "some dtypes", "\u25d1", "warn"),
-    vocab.Word("R", vocab.EVIDENCE["registered"].label, vocab.EVIDENCE["registered"].short,
-               vocab.EVIDENCE["registered"].icon, vocab.EVIDENCE["registered"].css),
-    vocab.Word("D", vocab.EVIDENCE["declared"].label, vocab.EVIDENCE["declared"].short,
-               vocab.EVIDENCE["declared"].icon, vocab.EVIDENCE["declared"].css),
-    vocab.Word("C", "ran on the probe, values unchecked", "unchecked", vocab.PROBED["not_comparable"].icon, "unknown"),
-    vocab.Word("U", "opcov could not resolve what it reaches", "unresolved", _REG["unresolved"].icon,
-               _REG["unresolved"].css),
-    vocab.Word("F", _REG["fallback"].label, _REG["fallback"].short, _REG["fallback"].icon, _REG["fallback"].css),
-    vocab.Word("X", "fails: no dtype probed passes", "probed fail", vocab.PROBED["error"].icon, "fail"),
-    vocab.Word("M", _REG["missing"].label, _REG["missing"].short, _REG["missing"].icon, _REG["missing"].css),
-    vocab.Word("N", _REG["not_applicable"].label, _REG["not_applicable"].short, _REG["not_applicable"].icon,
-               _REG["not_applicable"].css),
-    vocab.Word("A", "not in this backend's torch: the op does not exist in that release", "not in torch", "\u2205",
-               "na"),
-    vocab.Word("-", "not in this backend's data", "no data", vocab.NO_EVIDENCE.icon, "none"),
-)}
+SUPPORT = {
+    w.name: w
+    for w in (
+        vocab.Word("P", "passes in every dtype probed", "probed pass", vocab.PROBED["pass"].icon, "ok"),
+        vocab.Word(
+            "S", "passes in some dtypes probed, fails or is unchecked in others", "some dtypes", "\u25d1", "warn"
+        ),
+        vocab.Word(
+            "R",
+            vocab.EVIDENCE["registered"].label,
+            vocab.EVIDENCE["registered"].short,
+            vocab.EVIDENCE["registered"].icon,
+            vocab.EVIDENCE["registered"].css,
+        ),
+        vocab.Word(
+            "D",
+            vocab.EVIDENCE["declared"].label,
+            vocab.EVIDENCE["declared"].short,
+            vocab.EVIDENCE["declared"].icon,
+            vocab.EVIDENCE["declared"].css,
+        ),
+        vocab.Word(
+            "C", "ran on the probe, values unchecked", "unchecked", vocab.PROBED["not_comparable"].icon, "unknown"
+        ),
+        vocab.Word(
+            "U",
+            "opcov could not resolve what it reaches",
+            "unresolved",
+            _REG["unresolved"].icon,
+            _REG["unresolved"].css,
+        ),
+        vocab.Word("F", _REG["fallback"].label, _REG["fallback"].short, _REG["fallback"].icon, _REG["fallback"].css),
+        vocab.Word("X", "fails: no dtype probed passes", "probed fail", vocab.PROBED["error"].icon, "fail"),
+        vocab.Word("M", _REG["missing"].label, _REG["missing"].short, _REG["missing"].icon, _REG["missing"].css),
+        vocab.Word(
+            "N",
+            _REG["not_applicable"].label,
+            _REG["not_applicable"].short,
+            _REG["not_applicable"].icon,
+            _REG["not_applicable"].css,
+        ),
+        vocab.Word(
+            "A", "not in this backend's torch: the op does not exist in that release", "not in torch", "\u2205", "na"
+        ),
+        vocab.Word("-", "not in this backend's data", "no data", vocab.NO_EVIDENCE.icon, "none"),
+    )
+}
 SUPPORT_OF_RES = {"registered": "R", "fallback": "F", "unresolved": "U", "missing": "M", "not_applicable": "N"}
 # The registered path in words, for the answer line.
-PATH_WORDS = {"kernel": "own kernel", "out_variant": "through its .out kernel", "composite": "composite",
-              "fallback": "boxed fallback only", "missing": "no kernel", "not_applicable": "host-only",
-              "backend_kernel": "own backward kernel", "formula": "derivative formula", "lost": "backward lost",
-              "not_implemented": "backward not implemented", "none": "no backward"}
+PATH_WORDS = {
+    "kernel": "own kernel",
+    "out_variant": "through its .out kernel",
+    "composite": "composite",
+    "fallback": "boxed fallback only",
+    "missing": "no kernel",
+    "not_applicable": "host-only",
+    "backend_kernel": "own backward kernel",
+    "formula": "derivative formula",
+    "lost": "backward lost",
+    "not_implemented": "backward not implemented",
+    "none": "no backward",
+}
 
 
 def dtype_order(keys) -> list[str]:
@@ -673,10 +767,14 @@ class Direction:
             if low:
                 text += f" ({', '.join(dtype_order(low))} only at reduced precision)"
             if others:
-                text += " (" + "; ".join(f"{vocab.PROBED[s].short if s in vocab.PROBED else s}: "
-                                         f"{', '.join(dtype_order(ds))}"
-                                         for s, ds in sorted(others.items(),
-                                                             key=lambda kv: vocab.PROBED_RANK.get(kv[0], 99))) + ")"
+                text += (
+                    " ("
+                    + "; ".join(
+                        f"{vocab.PROBED[s].short if s in vocab.PROBED else s}: {', '.join(dtype_order(ds))}"
+                        for s, ds in sorted(others.items(), key=lambda kv: vocab.PROBED_RANK.get(kv[0], 99))
+                    )
+                    + ")"
+                )
             return text
         if self.code == "-":
             return SUPPORT["-"].label
@@ -684,13 +782,20 @@ class Direction:
             return f"not in torch {self.torch} (the op does not exist in that release)"
         path = PATH_WORDS.get(self.path, self.path)
         if self.code in ("R", "D"):
-            via = f" of {', '.join(self.via[:2])}{', ...' if len(self.via) > 2 else ''}" if self.path == "composite" and self.via else ""
+            via = (
+                f" of {', '.join(self.via[:2])}{', ...' if len(self.via) > 2 else ''}"
+                if self.path == "composite" and self.via
+                else ""
+            )
             if self.code == "D":  # listed in native_functions.yaml; no binary was read
                 return f"declared {path}{via} in native_functions.yaml, unverified"
             return f"registered {path}{via}, unverified"
         if self.code == "F":
-            return ("CPU fallback only (" + ("enabled: runs, slowly" if self.fallback_enabled else
-                                             "disabled: the call raises") + ")")
+            return (
+                "CPU fallback only ("
+                + ("enabled: runs, slowly" if self.fallback_enabled else "disabled: the call raises")
+                + ")"
+            )
         if self.code == "U":
             return f"{path}, but opcov could not resolve what it reaches"
         if self.code == "M":
@@ -699,8 +804,19 @@ class Direction:
 
     def as_dict(self) -> dict:
         out: dict[str, Any] = {"support": self.code, "evidence": self.evidence, "says": self.phrase()}
-        out.update({k: v for k, v in (("dtypes", self.dtypes), ("res", self.res), ("path", self.path),
-                                      ("via", self.via), ("why", self.why)) if v})
+        out.update(
+            {
+                k: v
+                for k, v in (
+                    ("dtypes", self.dtypes),
+                    ("res", self.res),
+                    ("path", self.path),
+                    ("via", self.via),
+                    ("why", self.why),
+                )
+                if v
+            }
+        )
         return out
 
 
@@ -749,9 +865,14 @@ class OpAnswer:
         return "".join(text for _, text in self.segments())
 
     def as_dict(self) -> dict:
-        return {"says": self.sentence(), "evidence": self.evidence, "probe": self.probe,
-                "forward": self.forward.as_dict(), "backward": self.backward.as_dict(),
-                **({"dispatches_to": self.dispatch} if self.dispatch else {})}
+        return {
+            "says": self.sentence(),
+            "evidence": self.evidence,
+            "probe": self.probe,
+            "forward": self.forward.as_dict(),
+            "backward": self.backward.as_dict(),
+            **({"dispatches_to": self.dispatch} if self.dispatch else {}),
+        }
 
 
 def probed_support(statuses) -> str:
@@ -786,14 +907,20 @@ def _direction(backend: Backend, op: str, direction: str) -> Direction:
         return Direction(direction, "-", vocab.NO_EVIDENCE.name)
     fwd = direction == "forward"
     res = str(rec.get("res" if fwd else "bwd_res"))
-    fb = (registered.prov.get("fallback") or {})
+    fb = registered.prov.get("fallback") or {}
     code = SUPPORT_OF_RES.get(res, "U")
     if code == "R" and registered.evidence == "declared":  # a declaration, not a registration
         code = "D"
-    return Direction(direction, code, registered.evidence, res=res,
-                     path=str(rec.get("fwd" if fwd else "bwd") or ""), via=list(rec.get("via" if fwd else "bwd_via") or []),
-                     why=str(rec.get("why") or "") if res == "unresolved" else "",
-                     fallback_enabled=fb.get("enabled") if fb.get("present", True) else None)
+    return Direction(
+        direction,
+        code,
+        registered.evidence,
+        res=res,
+        path=str(rec.get("fwd" if fwd else "bwd") or ""),
+        via=list(rec.get("via" if fwd else "bwd_via") or []),
+        why=str(rec.get("why") or "") if res == "unresolved" else "",
+        fallback_enabled=fb.get("enabled") if fb.get("present", True) else None,
+    )
 
 
 def op_answer(backend: Backend, op: str, absent: bool = False) -> OpAnswer:
@@ -824,12 +951,28 @@ def op_answer(backend: Backend, op: str, absent: bool = False) -> OpAnswer:
 
 FACETS = ("family", "task", "modality")
 # op-set source prefix (opcov trace SPEC) -> the family of models it names
-FAMILIES = {"hf": "transformers", "config": "transformers", "nn": "torch.nn", "timm": "timm",
-            "tv": "torchvision", "torchvision": "torchvision", "diffusers": "diffusers", "factory": "factory"}
+FAMILIES = {
+    "hf": "transformers",
+    "config": "transformers",
+    "nn": "torch.nn",
+    "timm": "timm",
+    "tv": "torchvision",
+    "torchvision": "torchvision",
+    "diffusers": "diffusers",
+    "factory": "factory",
+}
 # model input name -> the modality it carries (opcov.tracing.inputs makes them from the forward signature)
-MODALITY_OF_INPUT = {"input_ids": "text", "decoder_input_ids": "text", "inputs_embeds": "text",
-                     "pixel_values": "vision", "pixel_values_videos": "video", "pixel_mask": "vision",
-                     "input_values": "audio", "input_features": "audio", "audio_values": "audio"}
+MODALITY_OF_INPUT = {
+    "input_ids": "text",
+    "decoder_input_ids": "text",
+    "inputs_embeds": "text",
+    "pixel_values": "vision",
+    "pixel_values_videos": "video",
+    "pixel_mask": "vision",
+    "input_values": "audio",
+    "input_features": "audio",
+    "audio_values": "audio",
+}
 NOT_SAID = "not said"
 _BUILT = re.compile(r"^\S+ \((\w+)\) built from ")
 _INPUTS = "inputs made from the forward signature and config: "
@@ -846,14 +989,21 @@ def model_facets(model: Model) -> dict:
         notes = [str(n) for n in (doc.get("provenance") or {}).get("notes") or ()]
         source = str(info.get("source") or "")
         prefix = source.split(":", 1)[0] if ":" in source else ""
-        found = {"family": info.get("family") or FAMILIES.get(prefix, prefix or None),
-                 "task": info.get("task"), "modality": info.get("modality")}
+        found = {
+            "family": info.get("family") or FAMILIES.get(prefix, prefix or None),
+            "task": info.get("task"),
+            "modality": info.get("modality"),
+        }
         for note in notes:
             built = _BUILT.match(note)
             if built and not found["task"]:
                 found["task"] = built.group(1)
             if note.startswith(_INPUTS) and not found["modality"]:
-                kinds = {MODALITY_OF_INPUT[k] for n in note[len(_INPUTS):].split(",") if (k := n.strip()) in MODALITY_OF_INPUT}
+                kinds = {
+                    MODALITY_OF_INPUT[k]
+                    for n in note[len(_INPUTS) :].split(",")
+                    if (k := n.strip()) in MODALITY_OF_INPUT
+                }
                 found["modality"] = "+".join(sorted(kinds)) or None
         if prefix == "nn" and not found["task"]:
             found["task"] = "block"

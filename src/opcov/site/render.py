@@ -13,15 +13,15 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from types import SimpleNamespace as NS
 from typing import Any, NamedTuple
 
 from markupsafe import Markup, escape
 
-from opcov.site import model as sitemodel
 from opcov import vocab
 from opcov.formats import LABELS
+from opcov.site import model as sitemodel
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
 from opcov.store import output, vendor
 from opcov.store.cells import skip_reason
@@ -40,13 +40,27 @@ API_VERSION = 1  # of the JSON under site/api/ (docs/DATA.md)
 # status -> (icon, short text, css class); the long text is formats.LABELS.
 # A registered kernel is a claim: it takes the registered evidence level's icon and colour, never the
 # check mark and green of a probed pass.
-REG_STATUS = {s: ((vocab.EVIDENCE["registered"].icon, vocab.REGISTERED[s].short, vocab.EVIDENCE["registered"].css)
-                  if s == "registered" else (vocab.REGISTERED[s].icon, vocab.REGISTERED[s].short, vocab.REGISTERED[s].css))
-              for s in vocab.REGISTERED_BEST_FIRST}
+REG_STATUS = {
+    s: (
+        (vocab.EVIDENCE["registered"].icon, vocab.REGISTERED[s].short, vocab.EVIDENCE["registered"].css)
+        if s == "registered"
+        else (vocab.REGISTERED[s].icon, vocab.REGISTERED[s].short, vocab.REGISTERED[s].css)
+    )
+    for s in vocab.REGISTERED_BEST_FIRST
+}
 PROBE_STATUS = {s: (vocab.PROBED[s].icon, vocab.PROBED[s].short) for s in PROBE_GROUPS}
 # Probed evidence kept beside a status (opcov.store.data.PROBED_CELL_KEYS); unknown keys show under their own name.
-PROBE_KEYS = {"err": "max error (abs, rel)", "tol": "tolerance", "why": "why", "blame": "blamed on",
-              "case": "case", "cases": "cases", "fails": "failing cases", "strides": "stride differences", "samples": "samples"}
+PROBE_KEYS = {
+    "err": "max error (abs, rel)",
+    "tol": "tolerance",
+    "why": "why",
+    "blame": "blamed on",
+    "case": "case",
+    "cases": "cases",
+    "fails": "failing cases",
+    "strides": "stride differences",
+    "samples": "samples",
+}
 GROUP_CSS = {"ok": "ok", "fail": "fail", "unknown": "unknown", "partial": "warn", "warn": "warn"}
 # One character per registered status in the matrix data; '-' = op absent from the backend's data.
 REG_CODE = {"registered": "r", "unresolved": "u", "fallback": "f", "missing": "m", "not_applicable": "n"}
@@ -79,7 +93,7 @@ def _safe(name: str, full: str | None = None) -> str:
     if len(stem) <= MAX_STEM:
         return stem
     digest = hashlib.sha256((name if full is None else full).encode("utf-8", "surrogatepass")).hexdigest()[:12]
-    return f"{stem[:MAX_STEM - 13]}-{digest}"
+    return f"{stem[: MAX_STEM - 13]}-{digest}"
 
 
 def _badge_stem(model: str, backend: str) -> str:
@@ -122,7 +136,7 @@ class Cell(NamedTuple):
     title: str
 
 
-@lru_cache(maxsize=None)
+@cache
 def reg_cell(status, fallback_enabled=None) -> Cell:
     """Icon, text and class of one registered status; None means no data."""
     if status is None:
@@ -133,7 +147,7 @@ def reg_cell(status, fallback_enabled=None) -> Cell:
     return Cell(icon, text, css, reg_label(status, fallback_enabled))
 
 
-@lru_cache(maxsize=None)
+@cache
 def probe_cell(status) -> Cell:
     if not status:
         return Cell("", "-", "none", "not probed")
@@ -156,6 +170,7 @@ def _text(value) -> str:
 
 # ---------------------------------------------------------------- badges
 
+
 def _text_width(text: str) -> int:
     """Approximate width in px of 11px Verdana (no font metrics at hand; wide enough by design)."""
     narrow, wide = set("fijlrtI.,:;!|()[] '"), set("mwMW%@")
@@ -169,8 +184,14 @@ def badge(label: str, value: str, colour: str) -> dict:
 
 # Badge colour per css class: a status group, or an evidence level of vocab.EVIDENCE (a claim is
 # never the green of a probed pass).
-BADGE_COLOUR = {"ok": "#2e7d32", "probed": "#2e7d32", "warn": "#9e6a00", "fail": "#b3261e",
-                "registered": "#1565c0", "declared": "#5e35b1"}
+BADGE_COLOUR = {
+    "ok": "#2e7d32",
+    "probed": "#2e7d32",
+    "warn": "#9e6a00",
+    "fail": "#b3261e",
+    "registered": "#1565c0",
+    "declared": "#5e35b1",
+}
 GREY = "#6b6b6b"
 
 
@@ -182,6 +203,7 @@ def share_colour(n: int, total: int, evidence: str = "probed") -> str:
 
 
 # ---------------------------------------------------------------- page models
+
 
 def backend_figures(site: Site, backend) -> dict:
     """Per section (catalogue, aten, core ATen): counts and shares per resolved status, registered evidence."""
@@ -204,22 +226,38 @@ def backend_figures(site: Site, backend) -> dict:
         core_res = Counter(snap.ops[n].get("res") for n in core)
         core_bwd = Counter(snap.ops[n].get("bwd_res") for n in core)
     sections = []
-    for key, label, res, bres in (("all", "whole catalogue", by_ns["all"], bwd["all"]),
-                                  ("aten", "aten", by_ns["aten"], bwd["aten"]),
-                                  ("core", "core ATen", core_res, core_bwd)):
+    for key, label, res, bres in (
+        ("all", "whole catalogue", by_ns["all"], bwd["all"]),
+        ("aten", "aten", by_ns["aten"], bwd["aten"]),
+        ("core", "core ATen", core_res, core_bwd),
+    ):
         total = sum(res.values())
         appl = total - res.get("not_applicable", 0)
         bappl = sum(bres.values()) - bres.get("not_applicable", 0)
-        sections.append({
-            "key": key, "label": label, "total": total, "applicable": appl,
-            "rows": [{"status": s, "cell": reg_cell(s, _fallback_enabled(snap)), "label": reg_label(s, _fallback_enabled(snap)),
-                      "n": res.get(s, 0), "share": share(res.get(s, 0), appl),
-                      "bn": bres.get(s, 0), "bshare": share(bres.get(s, 0), bappl)}
-                     for s in REG_ORDER if s != "not_applicable"],
-            "na": res.get("not_applicable", 0),
-            "registered": res.get("registered", 0),
-            "share": share(res.get("registered", 0), appl),
-        })
+        sections.append(
+            {
+                "key": key,
+                "label": label,
+                "total": total,
+                "applicable": appl,
+                "rows": [
+                    {
+                        "status": s,
+                        "cell": reg_cell(s, _fallback_enabled(snap)),
+                        "label": reg_label(s, _fallback_enabled(snap)),
+                        "n": res.get(s, 0),
+                        "share": share(res.get(s, 0), appl),
+                        "bn": bres.get(s, 0),
+                        "bshare": share(bres.get(s, 0), bappl),
+                    }
+                    for s in REG_ORDER
+                    if s != "not_applicable"
+                ],
+                "na": res.get("not_applicable", 0),
+                "registered": res.get("registered", 0),
+                "share": share(res.get("registered", 0), appl),
+            }
+        )
     return {"sections": sections, "by_key": {s["key"]: s for s in sections}}
 
 
@@ -238,20 +276,35 @@ def probed_figures(site: Site, backend, figs: dict) -> dict | None:
         return None
     core = {n for n, m in site.catalog.items() if "core" in m.get("tags", ())}
     out = []
-    for key, label, ops in (("all", "whole catalogue", None),
-                            ("aten", "aten", {n for n in snap.ops if n.startswith("aten::")}),
-                            ("core", "core ATen", core if core else None)):
+    for key, label, ops in (
+        ("all", "whole catalogue", None),
+        ("aten", "aten", {n for n in snap.ops if n.startswith("aten::")}),
+        ("core", "core ATen", core if core else None),
+    ):
         if key == "core" and not core:
             out.append({"label": label, "unknown": True})
             continue
         c = sitemodel.probed_counts(snap, ops)
         denom = (figs.get("by_key") or {}).get(key, {}).get("applicable")
-        c["skipped_by"] = [(vocab.SKIP_REASONS[w].short if w in vocab.SKIP_REASONS else w,
-                            vocab.SKIP_REASONS[w].label if w in vocab.SKIP_REASONS else w, n)  # w: an older file's sentence
-                           for w, n in sorted((c.get("skipped_by") or {}).items(), key=lambda x: (-x[1], x[0]))]
-        out.append({"label": label, "unknown": False, **c, "fwd_share": share(c["fwd_pass"], c["ops"]),
-                    "bwd_share": share(c["bwd_pass"], c["ops"]), "denom": denom,
-                    "of_section": share(c["fwd_pass"], denom) if denom else None})
+        c["skipped_by"] = [
+            (
+                vocab.SKIP_REASONS[w].short if w in vocab.SKIP_REASONS else w,
+                vocab.SKIP_REASONS[w].label if w in vocab.SKIP_REASONS else w,
+                n,
+            )  # w: an older file's sentence
+            for w, n in sorted((c.get("skipped_by") or {}).items(), key=lambda x: (-x[1], x[0]))
+        ]
+        out.append(
+            {
+                "label": label,
+                "unknown": False,
+                **c,
+                "fwd_share": share(c["fwd_pass"], c["ops"]),
+                "bwd_share": share(c["bwd_pass"], c["ops"]),
+                "denom": denom,
+                "of_section": share(c["fwd_pass"], denom) if denom else None,
+            }
+        )
     return {"snap": snap, "rows": out}
 
 
@@ -264,23 +317,51 @@ def verdict_view(v) -> dict:
     problems = []
     problem_ops = [r for r in v.ops if r.outcome in vocab.PROBLEMS]
     for r in problem_ops:
-        problems.append({"op": r.op, "outcome": r.outcome, "css": OUTCOME_CSS.get(r.outcome, "unknown"),
-                         "calls": r.calls, "phases": sorted(r.phases), "ev": vocab.evidence_word(r.evidence),
-                         "findings": [{"direction": f.direction, "dtype": f.dtype, "outcome": f.outcome,
-                                       "css": OUTCOME_CSS.get(f.outcome, "unknown"), "evidence": f.evidence,
-                                       "why": f.why, "fix": f.fix} for f in r.problems()],
-                         "flags": list(r.flags)})
+        problems.append(
+            {
+                "op": r.op,
+                "outcome": r.outcome,
+                "css": OUTCOME_CSS.get(r.outcome, "unknown"),
+                "calls": r.calls,
+                "phases": sorted(r.phases),
+                "ev": vocab.evidence_word(r.evidence),
+                "findings": [
+                    {
+                        "direction": f.direction,
+                        "dtype": f.dtype,
+                        "outcome": f.outcome,
+                        "css": OUTCOME_CSS.get(f.outcome, "unknown"),
+                        "evidence": f.evidence,
+                        "why": f.why,
+                        "fix": f.fix,
+                    }
+                    for f in r.problems()
+                ],
+                "flags": list(r.flags),
+            }
+        )
     out = said_view(v)
-    out.update(counts=v.counts(), notes=list(v.notes), sources=list(v.sources), problems=problems,
-               problem_ops=problem_ops, variant=getattr(v, "variant", ""), variants=variant_views(v))
+    out.update(
+        counts=v.counts(),
+        notes=list(v.notes),
+        sources=list(v.sources),
+        problems=problems,
+        problem_ops=problem_ops,
+        variant=getattr(v, "variant", ""),
+        variants=variant_views(v),
+    )
     return out
 
 
 def said_view(v) -> dict:
     """A verdict word and the evidence it rests on, as _said_html shows them (any verdict with ``verdict``
     and ``evidence``: an eager BackendVerdict, a compiled one)."""
-    return {"verdict": v.verdict, "css": vocab.verdict_css(v.verdict, v.evidence),
-            "ev": vocab.evidence_word(v.evidence), "ev_said": vocab.evidence_said(v.verdict, v.evidence)}
+    return {
+        "verdict": v.verdict,
+        "css": vocab.verdict_css(v.verdict, v.evidence),
+        "ev": vocab.evidence_word(v.evidence),
+        "ev_said": vocab.evidence_said(v.verdict, v.evidence),
+    }
 
 
 def variant_views(v) -> list:
@@ -293,9 +374,15 @@ def variant_views(v) -> list:
         label = reports.variant_label(name)
         line = reports.variant_line(other, v)
         head = f"{other.says()} with {label}"
-        out.append({"name": name, "label": label, "said": said_view(other),
-                    "rest": line[len(head):] if line.startswith(head) else f": {line}",
-                    "deciding": reports.deciding(other, v)})
+        out.append(
+            {
+                "name": name,
+                "label": label,
+                "said": said_view(other),
+                "rest": line[len(head) :] if line.startswith(head) else f": {line}",
+                "deciding": reports.deciding(other, v),
+            }
+        )
     return out
 
 
@@ -311,10 +398,20 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
         by_level = Counter(v.evidence for v in vs)
         runs = Counter(v.evidence for v in vs if v.verdict == "runs")
         levels = vocab.EVIDENCE_WORST_FIRST[::-1]  # strongest first
-        rows.append({"mode": mode, "total": len(vs), "runs": runs["probed"], "share": share(runs["probed"], len(vs)),
-                     "claimed": [(vocab.evidence_word(e), runs[e]) for e in levels if e != "probed" and runs[e]],
-                     "value_note": c["runs_with_value_note"], "fallback": c["runs_with_fallback"], "fails": c["fails"], "unknown": c["unknown"],
-                     "levels": [(vocab.evidence_word(e), by_level[e]) for e in levels if by_level[e]]})
+        rows.append(
+            {
+                "mode": mode,
+                "total": len(vs),
+                "runs": runs["probed"],
+                "share": share(runs["probed"], len(vs)),
+                "claimed": [(vocab.evidence_word(e), runs[e]) for e in levels if e != "probed" and runs[e]],
+                "value_note": c["runs_with_value_note"],
+                "fallback": c["runs_with_fallback"],
+                "fails": c["fails"],
+                "unknown": c["unknown"],
+                "levels": [(vocab.evidence_word(e), by_level[e]) for e in levels if by_level[e]],
+            }
+        )
     return rows
 
 
@@ -337,14 +434,30 @@ def backend_views(site: Site, links: dict, root: str = "../../") -> list[_Backen
     for b in site.backends:
         reg, probed = b.registered, b.probed
         href = _esc(f"{root}{links['backends'][b.name]}")
-        out.append(_BackendView(b, reg, probed, _fallback_enabled(reg), reg.versions if reg else "",
-                                reg.prov.get("command") if reg else None, href,
-                                f'<a href="{href}">{_esc(b.name)}</a>'))
+        out.append(
+            _BackendView(
+                b,
+                reg,
+                probed,
+                _fallback_enabled(reg),
+                reg.versions if reg else "",
+                reg.prov.get("command") if reg else None,
+                href,
+                f'<a href="{href}">{_esc(b.name)}</a>',
+            )
+        )
     return out
 
 
-def op_page(site: Site, name: str, links: dict, answers, views: list | None = None, memo: dict | None = None,
-            observed: dict | None = None) -> dict:
+def op_page(
+    site: Site,
+    name: str,
+    links: dict,
+    answers,
+    views: list | None = None,
+    memo: dict | None = None,
+    observed: dict | None = None,
+) -> dict:
     """One op's evidence per backend (namespaces, not dicts: ~3,700 pages, and attribute lookups are
     what Jinja does fastest). ``views``: backend_views(site, links), and ``memo``, a dict kept over the
     build's op pages, save working out again what every page shares. ``observed``: observed_by_op(site)."""
@@ -360,21 +473,45 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
         row = NS(backend=b.name, reg=None, probe=None, absent=b.torch if name in site.absent.get(b.name, ()) else "")
         if reg is not None:
             row.reg = NS(
-                fwd=reg.get("fwd"), res=reg_cell(reg.get("res"), v.fb), bwd=reg.get("bwd"),
-                bwd_res=reg_cell(reg.get("bwd_res"), v.fb), via=reg.get("via") or [], bwd_via=reg.get("bwd_via") or [],
-                src=reg.get("src"), bwd_src=reg.get("bwd_src"), why=reg.get("why"),
-                versions=v.reg_versions, command=v.reg_command)
+                fwd=reg.get("fwd"),
+                res=reg_cell(reg.get("res"), v.fb),
+                bwd=reg.get("bwd"),
+                bwd_res=reg_cell(reg.get("bwd_res"), v.fb),
+                via=reg.get("via") or [],
+                bwd_via=reg.get("bwd_via") or [],
+                src=reg.get("src"),
+                bwd_src=reg.get("bwd_src"),
+                why=reg.get("why"),
+                versions=v.reg_versions,
+                command=v.reg_command,
+            )
         if v.probed and name in v.probed.ops:
             rec = v.probed.ops[name]
             cells = []
             for dtype, cell in v.probed.cells(name).items():
-                extra = Markup("<br>".join(f"{html_escape(_key_label(slot, k))}: <code>{html_escape(_text(val))}</code>"
-                                           for slot, k, val in cell.evidence()))
-                cells.append(NS(dtype=dtype, fwd=probe_cell(cell.forward.status), bwd=probe_cell(cell.backward.status),
-                                extra=extra))
-            row.probe = NS(skip=skip_reason(rec), cells=cells, snap=v.probed.path, html=_probed_rows_html(cells),
-                           versions=v.probed.versions, command=v.probed.prov.get("command"),
-                           contributed=contributed_words(v.probed.prov))
+                extra = Markup(
+                    "<br>".join(
+                        f"{html_escape(_key_label(slot, k))}: <code>{html_escape(_text(val))}</code>"
+                        for slot, k, val in cell.evidence()
+                    )
+                )
+                cells.append(
+                    NS(
+                        dtype=dtype,
+                        fwd=probe_cell(cell.forward.status),
+                        bwd=probe_cell(cell.backward.status),
+                        extra=extra,
+                    )
+                )
+            row.probe = NS(
+                skip=skip_reason(rec),
+                cells=cells,
+                snap=v.probed.path,
+                html=_probed_rows_html(cells),
+                versions=v.probed.versions,
+                command=v.probed.prov.get("command"),
+                contributed=contributed_words(v.probed.prov),
+            )
         rows.append(row)
     users = []
     root = "../" * links["ops"][name].count("/")
@@ -382,8 +519,9 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
     for model, mode in site.users.get(name, []):
         rec = site.model(model).modes[mode][1]["ops"][name]
         phases = [(p, sorted(rec[p].items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
-        users.append({"model": model, "mode": mode, "href": model_links[model], "phases": phases,
-                      "calls": _calls_html(phases)})
+        users.append(
+            {"model": model, "mode": mode, "href": model_links[model], "phases": phases, "calls": _calls_html(phases)}
+        )
     compile_items = []
     for v in views:
         snap = v.b.compile.registered if v.b.compile else None
@@ -391,13 +529,18 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
             continue
         crec = snap.ops.get(name)
         c = reg_cell(crec.get("res") if crec else None, _fallback_enabled(snap))
-        said = ("" if crec and crec.get("res") == "registered" and snap.evidence == "registered"
-                else f" ({snap.evidence} evidence)")  # reg_cell's words say "registered, unverified" themselves
+        said = (
+            ""
+            if crec and crec.get("res") == "registered" and snap.evidence == "registered"
+            else f" ({snap.evidence} evidence)"
+        )  # reg_cell's words say "registered, unverified" themselves
         why = str(crec.get("why") or crec.get("src") or "") if crec else ""
-        compile_items.append(f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: <span class="st {_esc(c.css)}">'
-                             f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
-                             + (f'<br><span class="muted">{_esc(why)}</span>' if why else "")
-                             + f' <span class="muted"><code>coverage/{_esc(snap.path)}</code></span></li>\n')
+        compile_items.append(
+            f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: <span class="st {_esc(c.css)}">'
+            f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
+            + (f'<br><span class="muted">{_esc(why)}</span>' if why else "")
+            + f' <span class="muted"><code>coverage/{_esc(snap.path)}</code></span></li>\n'
+        )
     vendor_items = []
     for v in views:  # what the backend's own tests expect (opcov expect): an expectation, never judged from
         key = ("vendor expectations", site.coverage_dir, v.b.name)
@@ -405,34 +548,53 @@ def op_page(site: Site, name: str, links: dict, answers, views: list | None = No
             memo[key] = vendor.find(site.coverage_dir, v.b.name)
         vdoc = memo[key]
         for item in (vdoc or {}).get("ops", {}).get(name, []):
-            vendor_items.append(f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: '
-                                f'{_esc(vendor.said(vdoc, item))} <span class="muted"><code>coverage/'
-                                f'{_esc(vendor.FOLDER)}/{_esc(v.b.name)}/'
-                                f'{_esc(os.path.basename(vendor.path_for("", v.b.name)))}</code></span></li>\n')
+            vendor_items.append(
+                f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: '
+                f'{_esc(vendor.said(vdoc, item))} <span class="muted"><code>coverage/'
+                f"{_esc(vendor.FOLDER)}/{_esc(v.b.name)}/"
+                f"{_esc(os.path.basename(vendor.path_for('', v.b.name)))}</code></span></li>\n"
+            )
     if observed is None:
         observed = observed_by_op(site)
     runs = observed.get(name, [])
-    return {"name": name, "schema": meta.get("schema"), "tags": meta.get("tags"), "rows": rows, "users": users,
-            "observed_any": bool(site.observed), "observed": runs, "compile_html": Markup("".join(compile_items)),
-            "vendor_html": Markup("".join(vendor_items)),
-            "observed_html": _op_observed_html(root, model_links, name, runs),
-            "users_html": Markup("".join(f'{_user_item(root, u["href"], u["model"], u["mode"])}{u["calls"]}</li>\n'
-                                         for u in users)),
-            "answers_html": Markup("".join(_answer_item(v, answer_view(a, v.b.torch)) for a, v in zip(answers, views))),
-            "reg_html": Markup("".join(_reg_row(v, r, root, links["ops"], memo) for v, r in zip(views, rows))),
-            "core": "core" in (meta.get("tags") or ()),
-            "grid": dtype_grid(answers, [v.b.torch for v in views], memo), "python": site.python_of.get(name, []),
-            "api": answers}
+    return {
+        "name": name,
+        "schema": meta.get("schema"),
+        "tags": meta.get("tags"),
+        "rows": rows,
+        "users": users,
+        "observed_any": bool(site.observed),
+        "observed": runs,
+        "compile_html": Markup("".join(compile_items)),
+        "vendor_html": Markup("".join(vendor_items)),
+        "observed_html": _op_observed_html(root, model_links, name, runs),
+        "users_html": Markup(
+            "".join(f"{_user_item(root, u['href'], u['model'], u['mode'])}{u['calls']}</li>\n" for u in users)
+        ),
+        "answers_html": Markup("".join(_answer_item(v, answer_view(a, v.b.torch)) for a, v in zip(answers, views))),
+        "reg_html": Markup("".join(_reg_row(v, r, root, links["ops"], memo) for v, r in zip(views, rows))),
+        "core": "core" in (meta.get("tags") or ()),
+        "grid": dtype_grid(answers, [v.b.torch for v in views], memo),
+        "python": site.python_of.get(name, []),
+        "api": answers,
+    }
 
 
 # An op page's answer list and registered table, written here (as op.html wrote them, escaped as its
 # autoescape escapes): through Jinja, their loops over backends and reached ops were most of the op pages' time.
 
+
 def _answer_item(v: _BackendView, a: NS) -> str:
-    parts = "".join(f'<span class="st {_esc(p.css)}"><span aria-hidden="true">{_esc(p.icon)}</span> '
-                    f'{_esc(p.text)}</span>' if p.css else _esc(p.text) for p in a.parts)
-    return (f'<li><a href="{v.href}"><strong>{_esc(a.backend)}</strong></a> <span class="muted">(torch '
-            f'{_esc(a.torch or "?")})</span>: {parts}</li>\n')
+    parts = "".join(
+        f'<span class="st {_esc(p.css)}"><span aria-hidden="true">{_esc(p.icon)}</span> {_esc(p.text)}</span>'
+        if p.css
+        else _esc(p.text)
+        for p in a.parts
+    )
+    return (
+        f'<li><a href="{v.href}"><strong>{_esc(a.backend)}</strong></a> <span class="muted">(torch '
+        f"{_esc(a.torch or '?')})</span>: {parts}</li>\n"
+    )
 
 
 def _reached(root: str, op_links: dict, via, memo: dict) -> str:
@@ -440,8 +602,9 @@ def _reached(root: str, op_links: dict, via, memo: dict) -> str:
     key = (root, tuple(via))
     html = memo.get(key)
     if html is None:
-        html = memo[key] = ", ".join(f'<a href="{_esc(root)}{_esc(op_links[x])}">{_esc(x)}</a>' if x in op_links
-                                     else _esc(x) for x in via)
+        html = memo[key] = ", ".join(
+            f'<a href="{_esc(root)}{_esc(op_links[x])}">{_esc(x)}</a>' if x in op_links else _esc(x) for x in via
+        )
     return html
 
 
@@ -450,10 +613,12 @@ def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> s
     g = r.reg
     if g is None:
         if r.absent:
-            return (f'{head}<td colspan="3" class="st na">{_esc(sitemodel.SUPPORT["A"].icon)} not in torch '
-                    f"{_esc(r.absent)}: the op does not exist in the torch of this backend's data (a registered "
-                    "scan lists every op its torch defines)</td>\n</tr>\n")
-        return f"{head}<td colspan=\"3\">not in this backend's data</td></tr>\n"
+            return (
+                f'{head}<td colspan="3" class="st na">{_esc(sitemodel.SUPPORT["A"].icon)} not in torch '
+                f"{_esc(r.absent)}: the op does not exist in the torch of this backend's data (a registered "
+                "scan lists every op its torch defines)</td>\n</tr>\n"
+            )
+        return f'{head}<td colspan="3">not in this backend\'s data</td></tr>\n'
     details = []
     if g.src:
         details.append(f"kernel at <code>{_esc(g.src)}</code><br>")
@@ -464,20 +629,26 @@ def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> s
     if g.bwd_via:
         details.append(f"backward reaches {_reached(root, op_links, g.bwd_via, memo)}<br>")
     if g.why:
-        blame = ("opcov could not resolve it (the backend is not to blame): "
-                 if g.res.text == "unresolved" or g.bwd_res.text == "unresolved" else "")
+        blame = (
+            "opcov could not resolve it (the backend is not to blame): "
+            if g.res.text == "unresolved" or g.bwd_res.text == "unresolved"
+            else ""
+        )
         details.append(f'<span class="muted">{blame}{_esc(g.why)}</span><br>')
-    return (f'{head}<td class="st {_esc(g.res.css)}">{_esc(g.res.icon)} {_esc(g.res.title)}<br><span class="muted">'
-            f'path: {_esc(g.fwd)}</span></td><td class="st {_esc(g.bwd_res.css)}">{_esc(g.bwd_res.icon)} '
-            f'{_esc(g.bwd_res.title)}<br><span class="muted">path: {_esc(g.bwd)}</span></td>\n<td>{"".join(details)}'
-            f'<span class="muted">{_esc(g.versions)}; reproduce: <code>{_esc(g.command)}</code></span></td>\n</tr>\n')
+    return (
+        f'{head}<td class="st {_esc(g.res.css)}">{_esc(g.res.icon)} {_esc(g.res.title)}<br><span class="muted">'
+        f'path: {_esc(g.fwd)}</span></td><td class="st {_esc(g.bwd_res.css)}">{_esc(g.bwd_res.icon)} '
+        f'{_esc(g.bwd_res.title)}<br><span class="muted">path: {_esc(g.bwd)}</span></td>\n<td>{"".join(details)}'
+        f'<span class="muted">{_esc(g.versions)}; reproduce: <code>{_esc(g.command)}</code></span></td>\n</tr>\n'
+    )
 
 
 def _calls_html(phases) -> str:
     """'forward float32 &times;3, bfloat16 &times;1; backward ...' (escaped: Markup): a user's line on an op
     page, made here rather than in the template (an op such as aten::mm has a line per zoo op set)."""
-    return Markup("; ".join(_escaped(phase) + " " + ", ".join(_times(d, c["calls"]) for d, c in cells)
-                            for phase, cells in phases))
+    return Markup(
+        "; ".join(_escaped(phase) + " " + ", ".join(_times(d, c["calls"]) for d, c in cells) for phase, cells in phases)
+    )
 
 
 @lru_cache(maxsize=1 << 12)
@@ -494,8 +665,12 @@ def _times(dtype, calls) -> str:
 
 def answer_view(a, torch: str = "") -> NS:
     """One backend's answer line, in parts: each direction's words with its support's icon and class."""
-    return NS(backend=a.backend, torch=torch, sentence=a.sentence(),
-              parts=[NS(text=text, css=d.word.css if d else "", icon=d.word.icon if d else "") for d, text in a.segments()])
+    return NS(
+        backend=a.backend,
+        torch=torch,
+        sentence=a.sentence(),
+        parts=[NS(text=text, css=d.word.css if d else "", icon=d.word.icon if d else "") for d, text in a.segments()],
+    )
 
 
 def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
@@ -512,23 +687,44 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
                 for row in rows:
                     status = x.dtypes.get(row.dtype)
                     c = probe_cell(status) if status else Cell("\u2013", "no case", "na", "no probe case in this dtype")
-                    row.cells.append(NS(icon=c.icon, text=c.text, css=c.css, title=f"{a.backend} {x.direction}, "
-                                        f"{row.dtype}: probed, {c.title}", span=1, note=""))
+                    row.cells.append(
+                        NS(
+                            icon=c.icon,
+                            text=c.text,
+                            css=c.css,
+                            title=f"{a.backend} {x.direction}, {row.dtype}: probed, {c.title}",
+                            span=1,
+                            note="",
+                        )
+                    )
             else:
                 w = x.word
-                rows[0].cells.append(NS(icon=w.icon, text=w.short, css=w.css, span=len(rows),
-                                        note="any dtype (dtype-blind)" if x.code not in ("-", "N", "A") else "",
-                                        title=f"{a.backend} {x.direction}: {x.phrase()}"))
+                rows[0].cells.append(
+                    NS(
+                        icon=w.icon,
+                        text=w.short,
+                        css=w.css,
+                        span=len(rows),
+                        note="any dtype (dtype-blind)" if x.code not in ("-", "N", "A") else "",
+                        title=f"{a.backend} {x.direction}: {x.phrase()}",
+                    )
+                )
     backends, torch = [a.backend for a in answers], list(torch) or [""] * len(answers)
     key = ("grid head", tuple(backends), tuple(torch))
     head = (memo or {}).get(key)
     if head is None:
         head = Markup(
             '<tr><th scope="col" rowspan="2">dtype</th>'
-            + "".join(f'<th scope="colgroup" colspan="2">{_esc(b)}'
-                      + (f' <span class="ver">torch {_esc(t)}</span>' if t else "") + "</th>"
-                      for b, t in zip(backends, torch))
-            + "</tr>\n<tr>" + '<th scope="col">fwd</th><th scope="col">bwd</th>' * len(backends) + "</tr>")
+            + "".join(
+                f'<th scope="colgroup" colspan="2">{_esc(b)}'
+                + (f' <span class="ver">torch {_esc(t)}</span>' if t else "")
+                + "</th>"
+                for b, t in zip(backends, torch)
+            )
+            + "</tr>\n<tr>"
+            + '<th scope="col">fwd</th><th scope="col">bwd</th>' * len(backends)
+            + "</tr>"
+        )
         if memo is not None:
             memo[key] = head
     return NS(backends=backends, torch=torch, rows=rows, probed=bool(dtypes), html=_grid_html(rows), head=head)
@@ -538,11 +734,17 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
 # user per zoo op set) written here, each piece once: through Jinja they were most of a site build's op
 # pages. Each writes what op.html's loop wrote, escaped as its autoescape escapes.
 
+
 def _grid_html(rows) -> Markup:
     """The dtype grid's body rows."""
-    return Markup("".join(f'<tr><th scope="row">{_esc(r.dtype or "any dtype")}</th>'
-                          + "".join(_grid_cell(c.icon, c.text, c.css, c.title, c.span, c.note) for c in r.cells)
-                          + "</tr>\n" for r in rows))
+    return Markup(
+        "".join(
+            f'<tr><th scope="row">{_esc(r.dtype or "any dtype")}</th>'
+            + "".join(_grid_cell(c.icon, c.text, c.css, c.title, c.span, c.note) for c in r.cells)
+            + "</tr>\n"
+            for r in rows
+        )
+    )
 
 
 @lru_cache(maxsize=1 << 16)
@@ -554,11 +756,16 @@ def _grid_cell(icon, text, css, title, span, note) -> str:
 
 def _probed_rows_html(cells) -> Markup:
     """A probed table's body rows: a dtype's forward and backward statuses and its evidence."""
-    return Markup("".join(f'<tr><th scope="row">{_esc(c.dtype)}</th>{_status_cells(c.fwd, c.bwd)}'
-                          f'<td class="ev-detail">{_esc(c.extra)}</td></tr>\n' for c in cells))
+    return Markup(
+        "".join(
+            f'<tr><th scope="row">{_esc(c.dtype)}</th>{_status_cells(c.fwd, c.bwd)}'
+            f'<td class="ev-detail">{_esc(c.extra)}</td></tr>\n'
+            for c in cells
+        )
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _status_cells(fwd: Cell, bwd: Cell) -> str:
     return "".join(f'<td class="st {_esc(c.css)}">{_esc(c.icon)} {_esc(c.text)}</td>' for c in (fwd, bwd))
 
@@ -584,21 +791,27 @@ def _problem_rows_html(root: str, op_links: dict, problems: list) -> Markup:
         op, href = _esc(r["op"]), op_links.get(r["op"])
         name = f'<a href="{_esc(root)}{_esc(href)}">{op}</a>' if href is not None else op
         ev = r["ev"]
-        why = "<br>".join(f'{_esc(f["direction"])} {_esc(f["dtype"])}, {_esc(f["evidence"])}: {_esc(f["why"])}'
-                          + (f' <span class="muted">fix: {_esc(f["fix"])}</span>' if f["fix"] else "")
-                          for f in r["findings"])
+        why = "<br>".join(
+            f"{_esc(f['direction'])} {_esc(f['dtype'])}, {_esc(f['evidence'])}: {_esc(f['why'])}"
+            + (f' <span class="muted">fix: {_esc(f["fix"])}</span>' if f["fix"] else "")
+            for f in r["findings"]
+        )
         flags = "".join(f'<br><span class="muted">{_esc(fl)}</span>' for fl in r["flags"])
-        rows.append(f'<tr><th scope="row">{name}</th><td class="st {_esc(r["css"])}">{_esc(r["outcome"])}</td>'
-                    f'<td><span class="ev {_esc(ev.css)}">{_esc(ev.icon)} {_esc(ev.short)}</span></td>'
-                    f'<td>{_esc(r["calls"])}</td>\n<td>{why}{flags}</td></tr>\n')
+        rows.append(
+            f'<tr><th scope="row">{name}</th><td class="st {_esc(r["css"])}">{_esc(r["outcome"])}</td>'
+            f'<td><span class="ev {_esc(ev.css)}">{_esc(ev.icon)} {_esc(ev.short)}</span></td>'
+            f"<td>{_esc(r['calls'])}</td>\n<td>{why}{flags}</td></tr>\n"
+        )
     return Markup("".join(rows))
 
 
 def _said_html(v: dict) -> str:
     """A verdict and the evidence it rests on, as a model page says it (its table and its sections)."""
     ev = v["ev"]
-    return (f'<span class="st {_esc(v["css"])}">{_esc(v["verdict"].replace("_", " "))}</span> '
-            f'<span class="ev {_esc(ev.css)}">({_esc(ev.icon)} {_esc(v["ev_said"])})</span>')
+    return (
+        f'<span class="st {_esc(v["css"])}">{_esc(v["verdict"].replace("_", " "))}</span> '
+        f'<span class="ev {_esc(ev.css)}">({_esc(ev.icon)} {_esc(v["ev_said"])})</span>'
+    )
 
 
 def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
@@ -611,19 +824,26 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
     if pb["badge"]:
         src = _esc(pb["badge"][0])
         out.append(f'<p><img src="{_esc(root)}{src}" alt="{_esc(pb["badge"][1])}"> <code>{src}</code></p>')
-    out.append(f'<p>{c["ops"]} ops judged ({c["calls"]} calls): {c["ok"]} ok ({c["ok_probed"]} probed, '
-               f'{c["ok_registered"]} registered), {c["fallback"]} on the fallback, {c["fails"]} fail, '
-               f'{c["unknown"]} unknown' + (f', {c["not_judged"]} not judged' if c["not_judged"] else "")
-               + ". Data: " + ", ".join(f"<code>{_esc(src)}</code>" for src in v["sources"]) + ".</p>\n")
+    out.append(
+        f"<p>{c['ops']} ops judged ({c['calls']} calls): {c['ok']} ok ({c['ok_probed']} probed, "
+        f"{c['ok_registered']} registered), {c['fallback']} on the fallback, {c['fails']} fail, "
+        f"{c['unknown']} unknown"
+        + (f", {c['not_judged']} not judged" if c["not_judged"] else "")
+        + ". Data: "
+        + ", ".join(f"<code>{_esc(src)}</code>" for src in v["sources"])
+        + ".</p>\n"
+    )
     if v["variants"]:
         out.append(_variants_html(v))
     if v["notes"]:
         out.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in v["notes"]) + "</ul>")
     if v["problems"]:
-        out.append(f'<div class="scroll"><table>\n<caption>Problem ops of {_esc(model)} ({_esc(mode)}) on '
-                   f'{name}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">outcome</th>'
-                   '<th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, dtype, '
-                   f'evidence)</th></tr></thead>\n<tbody>{pb["problems_html"]}</tbody>\n</table></div>\n')
+        out.append(
+            f'<div class="scroll"><table>\n<caption>Problem ops of {_esc(model)} ({_esc(mode)}) on '
+            f'{name}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">outcome</th>'
+            '<th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, dtype, '
+            f"evidence)</th></tr></thead>\n<tbody>{pb['problems_html']}</tbody>\n</table></div>\n"
+        )
     else:
         out.append("<p>No problem ops.</p>")
     return Markup("".join(out))
@@ -634,20 +854,26 @@ def _variants_html(v: dict) -> str:
     from opcov.verdict import reports
 
     lead = reports.variant_label(v["variant"])
-    return (f'<p>The verdict above is for {_esc(lead)}. Each input variant opcov added is judged apart '
-            '(<code>opcov check --variants all</code> gates on them too):</p>\n<ul class="variants">'
-            + "".join(f'<li>{_said_html(o["said"])} with {_esc(o["label"])}{_esc(o["rest"])}</li>' for o in v["variants"])
-            + "</ul>\n")
+    return (
+        f"<p>The verdict above is for {_esc(lead)}. Each input variant opcov added is judged apart "
+        '(<code>opcov check --variants all</code> gates on them too):</p>\n<ul class="variants">'
+        + "".join(f"<li>{_said_html(o['said'])} with {_esc(o['label'])}{_esc(o['rest'])}</li>" for o in v["variants"])
+        + "</ul>\n"
+    )
 
 
 def _variants_cell_html(v: dict) -> str:
     """The other input variants' verdicts under the lead one in a model page's verdict table, where they
     differ from it (its section lists every one)."""
-    return "".join(f'<br><span class="muted">with {_esc(o["label"])}:</span> {_said_html(o["said"])}'
-                   for o in v["variants"] if (o["said"]["verdict"], o["said"]["ev"]) != (v["verdict"], v["ev"]))
+    return "".join(
+        f'<br><span class="muted">with {_esc(o["label"])}:</span> {_said_html(o["said"])}'
+        for o in v["variants"]
+        if (o["said"]["verdict"], o["said"]["ev"]) != (v["verdict"], v["ev"])
+    )
 
 
 # ---------------------------------------------------------------- observed runs, contributed evidence
+
 
 def observed_view(rel: str, doc: dict) -> NS:
     """One observed run ('opcov run') as the pages name it: 'observed on xla, torch_xla 2.9.0, 2026-12-03',
@@ -657,15 +883,31 @@ def observed_view(rel: str, doc: dict) -> NS:
     b, prov, res = doc["backend"], doc["provenance"], doc["result"]
     package = f"{b.get('package')} {b.get('version')}" if b.get("package") else f"torch {prov.get('torch')}"
     values = res.get("values") or {}
-    return NS(backend=str(b.get("name")), model=str(doc["model"].get("name")), mode=str(doc["model"].get("mode")),
-              source=f"observed on {b.get('name')}, {package}, {str(prov.get('created', ''))[:10]}",
-              device=str(prov.get("device") or "?"), torch=str(prov.get("torch")), ran=bool(res["ran"]),
-              css="fail" if not res["ran"] or values.get("match") is False else "ok",
-              outcome=("raised" if not res["ran"] else "values differ from CPU" if values.get("match") is False
-                       else "ran, values match CPU" if values else "ran, values not compared"),
-              summary=observed.summary(doc), path=f"coverage/{rel}", command=str(prov.get("command") or ""),
-              fallback=list((doc.get("backend_record") or {}).get("fallback_ops") or []),
-              contributed=contributed_words(prov), ops=doc.get("ops") or {})
+    return NS(
+        backend=str(b.get("name")),
+        model=str(doc["model"].get("name")),
+        mode=str(doc["model"].get("mode")),
+        source=f"observed on {b.get('name')}, {package}, {str(prov.get('created', ''))[:10]}",
+        device=str(prov.get("device") or "?"),
+        torch=str(prov.get("torch")),
+        ran=bool(res["ran"]),
+        css="fail" if not res["ran"] or values.get("match") is False else "ok",
+        outcome=(
+            "raised"
+            if not res["ran"]
+            else "values differ from CPU"
+            if values.get("match") is False
+            else "ran, values match CPU"
+            if values
+            else "ran, values not compared"
+        ),
+        summary=observed.summary(doc),
+        path=f"coverage/{rel}",
+        command=str(prov.get("command") or ""),
+        fallback=list((doc.get("backend_record") or {}).get("fallback_ops") or []),
+        contributed=contributed_words(prov),
+        ops=doc.get("ops") or {},
+    )
 
 
 def contributed_words(prov: dict) -> list:
@@ -678,10 +920,12 @@ def contributed_words(prov: dict) -> list:
 def _observed_item_html(o: NS) -> str:
     """One observed run in a model page's list."""
     extra = "".join(f'<br><span class="muted">{_esc(c)}</span>' for c in o.contributed)
-    return (f'<li><strong>{_esc(o.backend)}</strong> ({_esc(o.mode)}): <span class="st {_esc(o.css)}">'
-            f'{_esc(o.outcome)}</span>, {_esc(o.source)} <span class="muted">(device {_esc(o.device)}, torch '
-            f'{_esc(o.torch)})</span><br>{_esc(o.summary)}{extra}<br><span class="muted"><code>{_esc(o.path)}</code>; '
-            f'reproduce: <code>{_esc(o.command)}</code></span></li>\n')
+    return (
+        f'<li><strong>{_esc(o.backend)}</strong> ({_esc(o.mode)}): <span class="st {_esc(o.css)}">'
+        f'{_esc(o.outcome)}</span>, {_esc(o.source)} <span class="muted">(device {_esc(o.device)}, torch '
+        f'{_esc(o.torch)})</span><br>{_esc(o.summary)}{extra}<br><span class="muted"><code>{_esc(o.path)}</code>; '
+        f"reproduce: <code>{_esc(o.command)}</code></span></li>\n"
+    )
 
 
 def observed_by_op(site: Site) -> dict:
@@ -700,30 +944,44 @@ def _op_observed_html(root: str, model_links: dict, op: str, runs: list) -> Mark
     """An op page's list of the observed runs that dispatched it."""
     items = []
     for o, calls, dtypes in runs:
-        name = (f'<a href="{_esc(root)}{_esc(model_links[o.model])}">{_esc(o.model)}</a>' if o.model in model_links
-                else _esc(o.model))
-        fb = (' <span class="st warn">ran through the CPU fallback</span>' if op in o.fallback else "")
-        items.append(f'<li><strong>{_esc(o.backend)}</strong>: dispatched by {name} ({_esc(o.mode)}), '
-                     f'{_esc(", ".join(dtypes))} &times;{calls}{fb}; <span class="st {_esc(o.css)}">{_esc(o.outcome)}'
-                     f'</span> ({_esc(o.source)})'
-                     + "".join(f'<br><span class="muted">{_esc(c)}</span>' for c in o.contributed)
-                     + f' <span class="muted"><code>{_esc(o.path)}</code></span></li>\n')
+        name = (
+            f'<a href="{_esc(root)}{_esc(model_links[o.model])}">{_esc(o.model)}</a>'
+            if o.model in model_links
+            else _esc(o.model)
+        )
+        fb = ' <span class="st warn">ran through the CPU fallback</span>' if op in o.fallback else ""
+        items.append(
+            f"<li><strong>{_esc(o.backend)}</strong>: dispatched by {name} ({_esc(o.mode)}), "
+            f'{_esc(", ".join(dtypes))} &times;{calls}{fb}; <span class="st {_esc(o.css)}">{_esc(o.outcome)}'
+            f"</span> ({_esc(o.source)})"
+            + "".join(f'<br><span class="muted">{_esc(c)}</span>' for c in o.contributed)
+            + f' <span class="muted"><code>{_esc(o.path)}</code></span></li>\n'
+        )
     return Markup("".join(items))
 
 
 # ---------------------------------------------------------------- the compile path on model pages
 
+
 def compile_view(cv) -> dict:
     """One CompiledVerdict shaped for a model page: its word and evidence, graph breaks, why, the compiled
     graphs' verdict (verdict_view: counts, notes, problems) and the eager verdict at the breaks."""
     out = said_view(cv)
-    out.update(backend=cv.backend, mode=cv.mode, path=cv.path, compile_backend=cv.compile_backend,
-               breaks=list(cv.breaks), why=cv.why, notes=list(cv.notes), outcome=cv.outcome,
-               observed=cv.observed["summary"] if cv.observed else "",
-               observed_file=cv.observed["file"] if cv.observed else "",
-               graphs=verdict_view(cv.graphs) if cv.graphs is not None else None,
-               eager=said_view(cv.eager) if cv.eager is not None else None,
-               eager_problems=len([r for r in cv.eager.ops if r.outcome in vocab.PROBLEMS]) if cv.eager else 0)
+    out.update(
+        backend=cv.backend,
+        mode=cv.mode,
+        path=cv.path,
+        compile_backend=cv.compile_backend,
+        breaks=list(cv.breaks),
+        why=cv.why,
+        notes=list(cv.notes),
+        outcome=cv.outcome,
+        observed=cv.observed["summary"] if cv.observed else "",
+        observed_file=cv.observed["file"] if cv.observed else "",
+        graphs=verdict_view(cv.graphs) if cv.graphs is not None else None,
+        eager=said_view(cv.eager) if cv.eager is not None else None,
+        eager_problems=len([r for r in cv.eager.ops if r.outcome in vocab.PROBLEMS]) if cv.eager else 0,
+    )
     return out
 
 
@@ -741,10 +999,13 @@ def _breaks_html(breaks: list) -> str:
 
     if not breaks:
         return "<p>No graph breaks.</p>\n"
-    items = "".join(f'<li><code>{_esc(b.get("where", "?"))}</code>: {_esc(b.get("reason", "?"))}'
-                    + (f' (&times;{_esc(b["times"])})' if (b.get("times") or 1) > 1 else "")
-                    + (f'<br><span class="muted">{_esc(b["construct"])}</span>' if b.get("construct") else "") + "</li>"
-                    for b in breaks)
+    items = "".join(
+        f"<li><code>{_esc(b.get('where', '?'))}</code>: {_esc(b.get('reason', '?'))}"
+        + (f" (&times;{_esc(b['times'])})" if (b.get("times") or 1) > 1 else "")
+        + (f'<br><span class="muted">{_esc(b["construct"])}</span>' if b.get("construct") else "")
+        + "</li>"
+        for b in breaks
+    )
     return f'<p><strong>{_esc(compiled.BREAKS_HEAD.format(n=len(breaks)))}</strong>:</p>\n<ol class="breaks">{items}</ol>\n'
 
 
@@ -752,43 +1013,57 @@ def _compile_section_html(root: str, model: str, mode: str, name: str, entry, op
     """A model page's compile-path section for one backend in one mode, as 'opcov check --path compile'
     words it: graph breaks first (with file:line), then the compiled graphs on compile coverage."""
     b = _esc(name)
-    anchor = f'compile-{_esc(mode)}-{b}'
+    anchor = f"compile-{_esc(mode)}-{b}"
     if entry is None:
-        return (f'<h4 id="{anchor}">{b}: no compiled op set</h4>\n<p>No compiled op set of {_esc(model)} ({_esc(mode)}) '
-                f'for {_esc(cb)}, the compile backend of {b}: make one with <code>opcov trace {_esc(model)} --mode '
-                f'{_esc(mode)} --path compile --compile-backend {_esc(cb)}</code>.</p>\n')
+        return (
+            f'<h4 id="{anchor}">{b}: no compiled op set</h4>\n<p>No compiled op set of {_esc(model)} ({_esc(mode)}) '
+            f"for {_esc(cb)}, the compile backend of {b}: make one with <code>opcov trace {_esc(model)} --mode "
+            f"{_esc(mode)} --path compile --compile-backend {_esc(cb)}</code>.</p>\n"
+        )
     if isinstance(entry, str):
         return f'<h4 id="{anchor}">{b}: compiled op set unreadable</h4>\n<p>{_esc(entry)}</p>\n'
     c = entry
-    out = [f'<h4 id="{anchor}">{b} ({_esc(c["compile_backend"])} recipe): {_said_html(c)}</h4>\n',
-           f'<p class="muted">Compiled op set <code>{_esc(c["path"])}</code>; reproduce: <code>opcov check '
-           f'{_esc(model)} -b {b} --mode {_esc(mode)} --path compile</code></p>\n']
+    out = [
+        f'<h4 id="{anchor}">{b} ({_esc(c["compile_backend"])} recipe): {_said_html(c)}</h4>\n',
+        f'<p class="muted">Compiled op set <code>{_esc(c["path"])}</code>; reproduce: <code>opcov check '
+        f"{_esc(model)} -b {b} --mode {_esc(mode)} --path compile</code></p>\n",
+    ]
     if c["observed"]:
-        out.append(f'<p><strong>{_esc(c["observed"])}</strong> <span class="muted">(<code>'
-                   f'{_esc(c["observed_file"])}</code>)</span></p>\n')
+        out.append(
+            f'<p><strong>{_esc(c["observed"])}</strong> <span class="muted">(<code>'
+            f"{_esc(c['observed_file'])}</code>)</span></p>\n"
+        )
     if c["why"]:
         out.append(f"<p>{_esc(c['why'])}</p>\n")
     out.append(_breaks_html(c["breaks"]))
     if c["eager"] is not None:
-        out.append(f'<p>Eagerly at the breaks (eager coverage, the model\'s whole eager op set): {_said_html(c["eager"])}'
-                   + (f', {c["eager_problems"]} problem ops' if c["eager_problems"] else "") + ': see '
-                   f'<a href="#{_esc(mode)}-{b}">the eager verdict on {b}</a>.</p>\n')
+        out.append(
+            f"<p>Eagerly at the breaks (eager coverage, the model's whole eager op set): {_said_html(c['eager'])}"
+            + (f", {c['eager_problems']} problem ops" if c["eager_problems"] else "")
+            + ": see "
+            f'<a href="#{_esc(mode)}-{b}">the eager verdict on {b}</a>.</p>\n'
+        )
     g = c["graphs"]
     if g is not None:
         k = g["counts"]
-        out.append(f'<p>Compiled graphs on compile coverage: {_said_html(g)}: {k["ops"]} ops judged ({k["calls"]} '
-                   f'calls): {k["ok"]} ok ({k["ok_probed"]} probed, {k["ok_registered"]} registered), {k["fallback"]} '
-                   f'on the fallback, {k["fails"]} fail, {k["unknown"]} unknown. Data: '
-                   + ", ".join(f"<code>{_esc(src)}</code>" for src in g["sources"]) + ".</p>\n")
+        out.append(
+            f"<p>Compiled graphs on compile coverage: {_said_html(g)}: {k['ops']} ops judged ({k['calls']} "
+            f"calls): {k['ok']} ok ({k['ok_probed']} probed, {k['ok_registered']} registered), {k['fallback']} "
+            f"on the fallback, {k['fails']} fail, {k['unknown']} unknown. Data: "
+            + ", ".join(f"<code>{_esc(src)}</code>" for src in g["sources"])
+            + ".</p>\n"
+        )
         notes = g["notes"] + c["notes"]
         if notes:
             out.append('<ul class="notes">' + "".join(f"<li>{_esc(n)}</li>" for n in notes) + "</ul>\n")
         if g["problems"]:
-            out.append(f'<div class="scroll"><table>\n<caption>Problem ops of the compiled graphs of {_esc(model)} '
-                       f'({_esc(mode)}) on {b}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">'
-                       'outcome</th><th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, '
-                       f'dtype, evidence)</th></tr></thead>\n<tbody>{_problem_rows_html(root, op_links, g["problems"])}'
-                       '</tbody>\n</table></div>\n')
+            out.append(
+                f'<div class="scroll"><table>\n<caption>Problem ops of the compiled graphs of {_esc(model)} '
+                f'({_esc(mode)}) on {b}, worst first</caption>\n<thead><tr><th scope="col">op</th><th scope="col">'
+                'outcome</th><th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, '
+                f"dtype, evidence)</th></tr></thead>\n<tbody>{_problem_rows_html(root, op_links, g['problems'])}"
+                "</tbody>\n</table></div>\n"
+            )
         else:
             out.append("<p>No problem ops in the compiled graphs.</p>\n")
     elif c["notes"]:
@@ -803,8 +1078,7 @@ def gaps(site: Site, backend, verdicts: dict) -> dict:
     could not record, such as "Expected a value of type 'Tensor'...": opcov's failure, not the backend's)."""
     from opcov.verdict.gaps import tally
 
-    ranked = tally((model, mode, v) for (model, mode, bname), v in sorted(verdicts.items())
-                   if bname == backend.name)
+    ranked = tally((model, mode, v) for (model, mode, bname), v in sorted(verdicts.items()) if bname == backend.name)
     for e in ranked:
         e["css"] = OUTCOME_CSS[e["outcome"]]
     snap = backend.registered
@@ -819,12 +1093,17 @@ def gaps(site: Site, backend, verdicts: dict) -> dict:
         if "core" in site.catalog.get(name, {}).get("tags", ()):
             # an unresolved composite is opcov's failure to follow it, not the backend's gap
             (unresolved if rec.get("res") == "unresolved" else core_gaps).append(
-                {"op": name, "res": reg_cell(rec.get("res"), fb), "why": rec.get("why")})
-    return {"used": [e for e in ranked if e["outcome"] == "fails"],
-            "unknown": [e for e in ranked if e["outcome"] != "fails"],
-            "core": core_gaps, "core_unresolved": unresolved, "counts": dict(counts),
-            "backend_counts": {k: v for k, v in counts.items() if k != "unresolved"},
-            "unresolved": counts.get("unresolved", 0)}
+                {"op": name, "res": reg_cell(rec.get("res"), fb), "why": rec.get("why")}
+            )
+    return {
+        "used": [e for e in ranked if e["outcome"] == "fails"],
+        "unknown": [e for e in ranked if e["outcome"] != "fails"],
+        "core": core_gaps,
+        "core_unresolved": unresolved,
+        "counts": dict(counts),
+        "backend_counts": {k: v for k, v in counts.items() if k != "unresolved"},
+        "unresolved": counts.get("unresolved", 0),
+    }
 
 
 def history(backend) -> dict:
@@ -835,10 +1114,17 @@ def history(backend) -> dict:
             continue
         core_n, core_t = sitemodel.registered_share(snap, "core")
         aten_n, aten_t = sitemodel.registered_share(snap, "aten")
-        points.append({"path": snap.path, "created": snap.created, "versions": snap.versions,
-                       "core": share(core_n, core_t), "aten": share(aten_n, aten_t),
-                       "core_v": 100 * core_n / core_t if core_t else 0,
-                       "aten_v": 100 * aten_n / aten_t if aten_t else 0})
+        points.append(
+            {
+                "path": snap.path,
+                "created": snap.created,
+                "versions": snap.versions,
+                "core": share(core_n, core_t),
+                "aten": share(aten_n, aten_t),
+                "core_v": 100 * core_n / core_t if core_t else 0,
+                "aten_v": 100 * aten_n / aten_t if aten_t else 0,
+            }
+        )
     w, h, pad = 320, 120, 24
     n = len(points)
     for i, p in enumerate(points):
@@ -853,13 +1139,25 @@ def history(backend) -> dict:
             figure = f"core ATen {share(core_n, core_t)} registered, aten {share(aten_n, aten_t)} registered"
         else:
             c = sitemodel.probed_counts(snap)
-            figure = (f"{c['fwd_pass']} of {c['ops']} ops ({share(c['fwd_pass'], c['ops'])}) pass forward "
-                      f"in some dtype")
-        rows.append({"path": snap.path, "created": snap.created, "versions": snap.versions,
-                     "evidence": snap.evidence, "figure": figure})
-    return {"points": points, "rows": rows, "w": w, "h": h, "pad": pad,
-            "core_line": " ".join(f"{p['x']},{p['yc']}" for p in points),
-            "aten_line": " ".join(f"{p['x']},{p['ya']}" for p in points)}
+            figure = f"{c['fwd_pass']} of {c['ops']} ops ({share(c['fwd_pass'], c['ops'])}) pass forward in some dtype"
+        rows.append(
+            {
+                "path": snap.path,
+                "created": snap.created,
+                "versions": snap.versions,
+                "evidence": snap.evidence,
+                "figure": figure,
+            }
+        )
+    return {
+        "points": points,
+        "rows": rows,
+        "w": w,
+        "h": h,
+        "pad": pad,
+        "core_line": " ".join(f"{p['x']},{p['yc']}" for p in points),
+        "aten_line": " ".join(f"{p['x']},{p['ya']}" for p in points),
+    }
 
 
 def matrix_data(site: Site, links: dict) -> dict:
@@ -871,42 +1169,73 @@ def matrix_data(site: Site, links: dict) -> dict:
     rows = []
     for name in site.ops:
         mask = sum(bit[t] for t in site.catalog.get(name, {}).get("tags", ()))
-        fwd = "".join("a" if name in site.absent.get(b.name, ()) else
-                      REG_CODE.get(str((b.registered.ops.get(name) or {}).get("res")), "-") if b.registered else "-"
-                      for b in backends)
-        bwd = "".join("a" if name in site.absent.get(b.name, ()) else
-                      REG_CODE.get(str((b.registered.ops.get(name) or {}).get("bwd_res")), "-") if b.registered else "-"
-                      for b in backends)
+        fwd = "".join(
+            "a"
+            if name in site.absent.get(b.name, ())
+            else REG_CODE.get(str((b.registered.ops.get(name) or {}).get("res")), "-")
+            if b.registered
+            else "-"
+            for b in backends
+        )
+        bwd = "".join(
+            "a"
+            if name in site.absent.get(b.name, ())
+            else REG_CODE.get(str((b.registered.ops.get(name) or {}).get("bwd_res")), "-")
+            if b.registered
+            else "-"
+            for b in backends
+        )
         row = [name, mask, fwd, bwd]
         probed = {}
         for i, b in enumerate(backends):
             if b.probed and name in b.probed.ops:
                 cells = b.probed.cells(name)
                 # two characters (forward, backward) per dtype of ``dtypes``, '--' where not probed
-                probed[str(i)] = "".join(_pcode(cells[d].forward.status) + _pcode(cells[d].backward.status)
-                                         if d in cells else "--" for d in dtypes) if cells else 0
+                probed[str(i)] = (
+                    "".join(
+                        _pcode(cells[d].forward.status) + _pcode(cells[d].backward.status) if d in cells else "--"
+                        for d in dtypes
+                    )
+                    if cells
+                    else 0
+                )
         if probed:
             row.append(probed)
         rows.append(row)
     odd = {n: p for n, p in links["ops"].items() if p != "ops/{}/{}.html".format(*n.split("::", 1))}
     return {
         "compile": compile_columns(site),
-        "backends": [{"name": b.name, "fallback": _fallback_enabled(b.registered),
-                      "declared": b.registered is not None and b.registered.evidence == "declared",
-                      "probed": b.probed is not None, "torch": b.torch} for b in backends],
-        "tags": tags, "dtypes": dtypes, "probe_codes": list(PROBE_CODES), "reg_codes": REG_CODE,
+        "backends": [
+            {
+                "name": b.name,
+                "fallback": _fallback_enabled(b.registered),
+                "declared": b.registered is not None and b.registered.evidence == "declared",
+                "probed": b.probed is not None,
+                "torch": b.torch,
+            }
+            for b in backends
+        ],
+        "tags": tags,
+        "dtypes": dtypes,
+        "probe_codes": list(PROBE_CODES),
+        "reg_codes": REG_CODE,
         # how each status is shown ([icon, short, css, label], from opcov.vocab) and the support letter
         # (site.model.SUPPORT) it counts as in the "differs" filter and in sorting
-        "ui": {"reg": {s: list(REG_STATUS[s]) + [LABELS.get(s, s)] for s in REG_CODE},
-               "probe": {s: [vocab.PROBED[s].icon, vocab.PROBED[s].short, GROUP_CSS[PROBE_GROUPS[s]], vocab.PROBED[s].label]
-                         for s in PROBE_CODES},
-               "sup": {k: [w.icon, w.short, w.css, w.label] for k, w in sitemodel.SUPPORT.items()},
-               "ev": {k: [w.icon, w.short, w.css, w.label] for k, w in vocab.EVIDENCE.items()}},
+        "ui": {
+            "reg": {s: list(REG_STATUS[s]) + [LABELS.get(s, s)] for s in REG_CODE},
+            "probe": {
+                s: [vocab.PROBED[s].icon, vocab.PROBED[s].short, GROUP_CSS[PROBE_GROUPS[s]], vocab.PROBED[s].label]
+                for s in PROBE_CODES
+            },
+            "sup": {k: [w.icon, w.short, w.css, w.label] for k, w in sitemodel.SUPPORT.items()},
+            "ev": {k: [w.icon, w.short, w.css, w.label] for k, w in vocab.EVIDENCE.items()},
+        },
         "sup_of_reg": {s: sitemodel.SUPPORT_OF_RES[s] for s in REG_CODE},
         "sup_of_probe": {s: sitemodel.probed_support([s]) for s in PROBE_CODES},
         "sup_order": list(sitemodel.SUPPORT),
         "namespaces": sorted({n.split("::", 1)[0] for n in site.ops}),
-        "hrefs": odd, "ops": rows,
+        "hrefs": odd,
+        "ops": rows,
     }
 
 
@@ -918,12 +1247,29 @@ def compile_columns(site: Site) -> dict:
 
     held = [(i, b.compile) for i, b in enumerate(site.backends)]
     cols = [(i, c, c.registered) for i, c in held if c is not None and c.registered is not None]
-    codes = ["".join(REG_CODE.get(str((snap.ops.get(name) or {}).get("res")), "-") for _, _, snap in cols)
-             for name in site.ops] if cols else []
-    return {"backends": [{"i": i, "name": b.name, "evidence": snap.evidence, "torch": str(snap.prov.get("torch", "")),
-                          "compiler": COMPILE_BACKEND.get(b.name, ""), "file": f"coverage/{snap.path}",
-                          "probed": bool(b.probed)} for i, b, snap in cols],
-            "codes": codes}
+    codes = (
+        [
+            "".join(REG_CODE.get(str((snap.ops.get(name) or {}).get("res")), "-") for _, _, snap in cols)
+            for name in site.ops
+        ]
+        if cols
+        else []
+    )
+    return {
+        "backends": [
+            {
+                "i": i,
+                "name": b.name,
+                "evidence": snap.evidence,
+                "torch": str(snap.prov.get("torch", "")),
+                "compiler": COMPILE_BACKEND.get(b.name, ""),
+                "file": f"coverage/{snap.path}",
+                "probed": bool(b.probed),
+            }
+            for i, b, snap in cols
+        ],
+        "codes": codes,
+    }
 
 
 def _pcode(status) -> str:
@@ -937,12 +1283,18 @@ def _pcode(status) -> str:
 
 # ---------------------------------------------------------------- rendering
 
+
 def environment():
     import jinja2
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
-                             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-                             undefined=jinja2.StrictUndefined)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
     env.filters["pct"] = lambda v: f"{v:.0f}%"
     env.globals.update(ladder=ladder(), no_evidence=vocab.NO_EVIDENCE, support=sitemodel.SUPPORT)
     return env
@@ -951,8 +1303,15 @@ def environment():
 def ladder() -> list:
     """The evidence ladder as pages show it, strongest first: each level's word (icon, short, label, css),
     what it means, and how a run resting on it reads (words and css)."""
-    return [NS(word=w, meaning=vocab.EVIDENCE_MEANING[w.name], runs_says=vocab.verdict_words("runs", w.name),
-               runs_css=vocab.verdict_css("runs", w.name)) for w in vocab.EVIDENCE.values()]
+    return [
+        NS(
+            word=w,
+            meaning=vocab.EVIDENCE_MEANING[w.name],
+            runs_says=vocab.verdict_words("runs", w.name),
+            runs_css=vocab.verdict_css("runs", w.name),
+        )
+        for w in vocab.EVIDENCE.values()
+    ]
 
 
 PARALLEL_PAGES = 1000  # op and model pages from which a build splits its work with a forked child (auto)
@@ -967,16 +1326,19 @@ def _render(env, site: Site, links: dict, path: str, template: str, **ctx) -> by
 def _op_files(env, site: Site, links: dict) -> dict:
     """The op pages, their JSON and the search index (everything that needs the ops' answers, and no
     verdict): path -> bytes."""
-    answers = {name: [sitemodel.op_answer(b, name, name in site.absent.get(b.name, ())) for b in site.backends]
-               for name in site.ops}
+    answers = {
+        name: [sitemodel.op_answer(b, name, name in site.absent.get(b.name, ())) for b in site.backends]
+        for name in site.ops
+    }
     files = {}
     op_tpl = env.get_template("op.html")
     views, memo, observed = backend_views(site, links), dict[Any, Any](), observed_by_op(site)
     for name in site.ops:
         path = links["ops"][name]
         op = op_page(site, name, links, answers[name], views, memo, observed)
-        files[path] = op_tpl.render(root="../../", links=links, site=site, title=name, op=op,
-                                    api_path=api_path(path)).encode("utf-8")
+        files[path] = op_tpl.render(
+            root="../../", links=links, site=site, title=name, op=op, api_path=api_path(path)
+        ).encode("utf-8")
         files[api_path(path)] = _json(op_api(site, name, op, path))
     files["assets/search-index.js"] = search_index(site, links, answers)
     return files
@@ -987,8 +1349,11 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
     judge_compiled_models' verdicts (the page's compile path)."""
     out, badges = [], {}
     for b in site.backends:
-        vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in ("inference", "training")
-              if (m.name, mode, b.name) in verdicts]
+        vs = [
+            (mode, verdicts[(m.name, mode, b.name)])
+            for mode in ("inference", "training")
+            if (m.name, mode, b.name) in verdicts
+        ]
         if vs:
             value, colour = model_badge(vs)
             path = f"badges/{_badge_stem(m.name, b.name)}.svg"
@@ -1003,21 +1368,47 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
         for b in site.backends:
             if (m.name, mode, b.name) in verdicts:
                 v = verdict_view(verdicts[(m.name, mode, b.name)])
-                pb = {"b": b, "v": v, "badge": badges.get(b.name),
-                      "problems_html": _problem_rows_html(root, links["ops"], v["problems"])}
+                pb = {
+                    "b": b,
+                    "v": v,
+                    "badge": badges.get(b.name),
+                    "problems_html": _problem_rows_html(root, links["ops"], v["problems"]),
+                }
                 pb["said"] = Markup(_said_html(v))
                 pb["variants_said"] = Markup(_variants_cell_html(v))
                 pb["html"] = _verdict_section_html(root, m.name, mode, pb)
                 per_backend.append(pb)
-        modes.append({"mode": mode, "path": path, "doc": doc, "backends": per_backend,
-                      "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"])))})
+        modes.append(
+            {
+                "mode": mode,
+                "path": path,
+                "doc": doc,
+                "backends": per_backend,
+                "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"]))),
+            }
+        )
     observed = [observed_view(*site.observed[k]) for k in sorted(site.observed) if k[1] == m.name]
     compile_modes = model_compile(site, m, compiled or {}, root, links)
     href = links["models"][m.name]
-    out += [(href, _render(env, site, links, href, "model.html", title=f"Model {m.name}", model=m, modes=modes,
-                           api_path=api_path(href), compile_modes=compile_modes,
-                           observed_html=Markup("".join(_observed_item_html(o) for o in observed)))),
-            (api_path(href), _json(model_api(m, modes, verdicts, compile_modes, observed)))]
+    out += [
+        (
+            href,
+            _render(
+                env,
+                site,
+                links,
+                href,
+                "model.html",
+                title=f"Model {m.name}",
+                model=m,
+                modes=modes,
+                api_path=api_path(href),
+                compile_modes=compile_modes,
+                observed_html=Markup("".join(_observed_item_html(o) for o in observed)),
+            ),
+        ),
+        (api_path(href), _json(model_api(m, modes, verdicts, compile_modes, observed))),
+    ]
     return out
 
 
@@ -1035,9 +1426,18 @@ def model_compile(site: Site, m, compiled: dict, root: str, links: dict) -> list
                 continue
             cv = compiled[(m.name, mode, b.name)]
             entry = compile_view(cv) if cv is not None and not isinstance(cv, str) else cv
-            per.append({"b": b, "entry": entry, "said": Markup(_compile_said_html(entry)),
-                        "html": Markup(_compile_section_html(root, m.name, mode, b.name, entry, links["ops"],
-                                                             COMPILE_BACKEND.get(b.name, "?")))})
+            per.append(
+                {
+                    "b": b,
+                    "entry": entry,
+                    "said": Markup(_compile_said_html(entry)),
+                    "html": Markup(
+                        _compile_section_html(
+                            root, m.name, mode, b.name, entry, links["ops"], COMPILE_BACKEND.get(b.name, "?")
+                        )
+                    ),
+                }
+            )
         if per:
             found = sorted((cb, rel) for (cb, md), (rel, _) in m.compiled.items() if md == mode)
             out.append({"mode": mode, "backends": per, "opsets": [f"coverage/{rel}" for _, rel in found]})
@@ -1045,27 +1445,29 @@ def model_compile(site: Site, m, compiled: dict, root: str, links: dict) -> list
 
 
 @judge.bulk()  # millions of objects that live until the pages are written: see judge.bulk
-def build(site: Site, parallel: bool | None = None) -> dict:
+def build(site: Site, parallel: bool | None = None, guide: bool = False) -> dict:
     """Every file of the site: relative path -> bytes.
 
     ``parallel``: split the work with a forked child (opcov.site.forked): the op pages are made beside
     the judging, and the model pages shared item by item between parent and child. None: where the site has at least
     PARALLEL_PAGES op and model pages and forked.spare_core(); False: never. The files are the same
-    either way."""
-    files, _ = _build_split(site, parallel, None)
+    either way. ``guide``: the user guide is at docs/index.html beside the pages (every page links to it)."""
+    files, _ = _build_split(site, parallel, None, guide)
     return files
 
 
-def _build_split(site: Site, parallel: bool | None, into: "_Folder | None") -> tuple[dict, list]:
+def _build_split(site: Site, parallel: bool | None, into: _Folder | None, guide: bool = False) -> tuple[dict, list]:
     """(files, [what was written]): build's work; with ``into``, the op and model pages with their JSON
     and badges (all but ~100 files) are written there by whoever made them, the forked child beside
     the parent's own work, and left out of ``files`` (file creation is most of a cold write, and two
     processes create files about twice as fast as one)."""
     from opcov.site import forked
+
     if parallel is None:
         parallel = len(site.ops) + len(site.models) >= PARALLEL_PAGES and forked.spare_core()
     parallel = parallel and forked.can_fork()
     env = environment()
+    env.globals["guide"] = guide  # the navigation's "Docs" link: only to a guide that is there
     links = {
         "ops": unique_paths(site.ops, "ops", op_stem),
         "backends": unique_paths([b.name for b in site.backends], "backends", _safe),
@@ -1081,11 +1483,12 @@ def _build_split(site: Site, parallel: bool | None, into: "_Folder | None") -> t
         op_files.cancel()
 
 
-def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folder | None") -> tuple[dict, list]:
+def _build(site: Site, env, links: dict, op_files, parallel: bool, into: _Folder | None) -> tuple[dict, list]:
     """build's body, with the op pages' files to come from ``op_files`` (a forked.Later): their bytes,
     or what _Folder.write wrote of them. With ``into``, the model pages too are written by whoever
     makes them."""
     from opcov.site import forked
+
     verdicts = sitemodel.judge_models(site)
     compiled = sitemodel.judge_compiled_models(site)
     # The model pages need only the verdicts: the child's half starts now, beside the comparisons and
@@ -1102,14 +1505,24 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: "_Folde
         model_files.cancel()
 
 
-def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: dict,
-                into: "_Folder | None", compiled: dict | None = None) -> tuple[dict, list]:
+def _build_rest(
+    site: Site,
+    env,
+    links: dict,
+    op_files,
+    model_files,
+    verdicts: dict,
+    into: _Folder | None,
+    compiled: dict | None = None,
+) -> tuple[dict, list]:
     """_build's pages after the judging, the op and model pages to come from ``op_files`` (a
     forked.Later) and ``model_files`` (a forked.Split)."""
     from opcov.verdict import compare
+
     pairs = comparisons(site, verdicts)
-    links["compare"] = unique_paths([(c.a, c.b) for c in pairs], "compare",
-                                    lambda p: _safe(f"{_safe(p[0])}-vs-{_safe(p[1])}", f"{p[0]}\0{p[1]}"))
+    links["compare"] = unique_paths(
+        [(c.a, c.b) for c in pairs], "compare", lambda p: _safe(f"{_safe(p[0])}-vs-{_safe(p[1])}", f"{p[0]}\0{p[1]}")
+    )
     files: dict[str, bytes] = {}
 
     def page(path: str, template: str, **ctx):
@@ -1119,8 +1532,15 @@ def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: d
     for b in site.backends:
         figs = backend_figures(site, b)
         probed = probed_figures(site, b, figs)
-        entry = {"b": b, "figs": figs, "probed": probed, "fb": _fallback_enabled(b.registered),
-                 "href": links["backends"][b.name], "badges": [], "api": api_path(links["backends"][b.name])}
+        entry = {
+            "b": b,
+            "figs": figs,
+            "probed": probed,
+            "fb": _fallback_enabled(b.registered),
+            "href": links["backends"][b.name],
+            "badges": [],
+            "api": api_path(links["backends"][b.name]),
+        }
         backends.append(entry)
         for stem, label, value, colour in backend_badges(b, figs, probed):
             files[f"badges/{stem}.svg"] = _badge(env, label, value, colour)
@@ -1130,30 +1550,63 @@ def _build_rest(site: Site, env, links: dict, op_files, model_files, verdicts: d
         entry["models"] = model_rows(verdicts, entry["b"].name)
 
     page("index.html", "index.html", title="Coverage overview", backends=backends, traced=traced_note(site))
-    page("about.html", "about.html", title="About the data", labels=LABELS, reg_status=REG_STATUS,
-         probe_status=PROBE_STATUS)
+    page(
+        "about.html",
+        "about.html",
+        title="About the data",
+        labels=LABELS,
+        reg_status=REG_STATUS,
+        probe_status=PROBE_STATUS,
+    )
     page("search.html", "search.html", title="Search")
     api: dict[str, dict] = {"backends": {}, "models": {}, "ops": {}, "badges": {}, "compare": {}}
     index = models_index(site, verdicts, links, compiled)
-    page("models.html", "models.html", title="Models", index=index, backends=backends, traced=traced_note(site),
-         models_json=json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c"))
+    page(
+        "models.html",
+        "models.html",
+        title="Models",
+        index=index,
+        backends=backends,
+        traced=traced_note(site),
+        models_json=json.dumps(index, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace(
+            "<", "\\u003c"
+        ),
+    )
     views = [compare_view(c, site) for c in pairs]
-    page("compare.html", "compare_index.html", title="Backends side by side", views=views,
-         controls=[b.name for b in site.backends if b.control])
+    page(
+        "compare.html",
+        "compare_index.html",
+        title="Backends side by side",
+        views=views,
+        controls=[b.name for b in site.backends if b.control],
+    )
     for c, view in zip(pairs, views):
         path = links["compare"][(c.a, c.b)]
         page(path, "compare.html", title=f"{c.a} and {c.b} side by side", c=view, api_path=api_path(path))
         files[api_path(path)] = _json({"api": API_VERSION, "page": path, **compare.as_dict(c)})
         api["compare"][f"{c.a} {c.b}"] = api_path(path)
     blob = json.dumps(matrix_data(site, links), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    page("matrix.html", "matrix.html", title="Op x backend matrix", matrix_json=blob.replace("<", "\\u003c"),
-         backends=backends)
+    page(
+        "matrix.html",
+        "matrix.html",
+        title="Op x backend matrix",
+        matrix_json=blob.replace("<", "\\u003c"),
+        backends=backends,
+    )
     for entry in backends:
         b = entry["b"]
         g, h = gaps(site, b, verdicts), history(b)
-        page(links["backends"][b.name], "backend.html", title=f"Backend {b.name}", entry=entry, gaps=g, history=h,
-             pairs=sorted((p[1] if p[0] == b.name else p[0], href) for p, href in links["compare"].items()
-                          if b.name in p))
+        page(
+            links["backends"][b.name],
+            "backend.html",
+            title=f"Backend {b.name}",
+            entry=entry,
+            gaps=g,
+            history=h,
+            pairs=sorted(
+                (p[1] if p[0] == b.name else p[0], href) for p, href in links["compare"].items() if b.name in p
+            ),
+        )
         files[entry["api"]] = _json(backend_api(entry, g, h))
         api["backends"][b.name] = entry["api"]
         api["badges"].update({path.rsplit("/", 1)[-1][:-4]: shield for path, _, shield in entry["badges"]})
@@ -1201,8 +1654,14 @@ def backend_badges(b, figs: dict, probed) -> list[tuple[str, str, str, str]]:
     core = (figs.get("by_key") or {}).get("core")
     if core:
         ev = vocab.EVIDENCE["registered"]
-        out.append((_safe(b.name), f"{b.name}: core ATen", f"{ev.icon} {core['share']} {ev.short}",
-                    share_colour(core["registered"], core["applicable"], ev.name)))
+        out.append(
+            (
+                _safe(b.name),
+                f"{b.name}: core ATen",
+                f"{ev.icon} {core['share']} {ev.short}",
+                share_colour(core["registered"], core["applicable"], ev.name),
+            )
+        )
     if probed:
         row = probed["rows"][2] if not probed["rows"][2].get("unknown") else probed["rows"][1]
         label, icon = f"{b.name}: {row['label']}", vocab.EVIDENCE["probed"].icon
@@ -1221,9 +1680,10 @@ def shields(label: str, value: str, colour: str) -> dict:
 
 # ---------------------------------------------------------------- for machines: site/api/
 
+
 def api_path(page_path: str) -> str:
     """The JSON beside a page: ops/aten/mm.html -> api/ops/aten/mm.json."""
-    return f"api/{page_path[:-len('.html')]}.json"
+    return f"api/{page_path[: -len('.html')]}.json"
 
 
 def _json(obj) -> bytes:
@@ -1234,11 +1694,31 @@ def _json(obj) -> bytes:
 def op_api(site: Site, name: str, op: dict, path: str) -> dict:
     """One op: per backend the answer the page gives (support letter, evidence, words, per-dtype statuses)
     and the records the data holds."""
-    out = {"api": API_VERSION, "op": name, "page": path, "schema": op["schema"], "tags": op["tags"],
-           "python_names": op["python"], "models": [[u["model"], u["mode"]] for u in op["users"]], "backends": {},
-           "observed": [{"backend": o.backend, "model": o.model, "mode": o.mode, "calls": calls, "dtypes": dtypes,
-                         "fallback": name in o.fallback, "outcome": o.outcome, "source": o.source, "file": o.path,
-                         "contributed": o.contributed} for o, calls, dtypes in op["observed"]]}
+    out = {
+        "api": API_VERSION,
+        "op": name,
+        "page": path,
+        "schema": op["schema"],
+        "tags": op["tags"],
+        "python_names": op["python"],
+        "models": [[u["model"], u["mode"]] for u in op["users"]],
+        "backends": {},
+        "observed": [
+            {
+                "backend": o.backend,
+                "model": o.model,
+                "mode": o.mode,
+                "calls": calls,
+                "dtypes": dtypes,
+                "fallback": name in o.fallback,
+                "outcome": o.outcome,
+                "source": o.source,
+                "file": o.path,
+                "contributed": o.contributed,
+            }
+            for o, calls, dtypes in op["observed"]
+        ],
+    }
     for a, b in zip(op["api"], site.backends):
         entry = a.as_dict()
         entry["registered"] = b.registered.ops.get(name) if b.registered else None
@@ -1253,30 +1733,66 @@ def backend_api(entry: dict, g: dict, h: dict) -> dict:
     """One backend: the figures, model verdict counts, gaps and snapshots its page shows."""
     b = entry["b"]
     figs = entry["figs"]
-    sections = {s["key"]: {"label": s["label"], "applicable": s["applicable"], "host_only": s["na"],
-                           "forward": {r["status"]: r["n"] for r in s["rows"]},
-                           "backward": {r["status"]: r["bn"] for r in s["rows"]}} for s in figs.get("sections", ())}
+    sections = {
+        s["key"]: {
+            "label": s["label"],
+            "applicable": s["applicable"],
+            "host_only": s["na"],
+            "forward": {r["status"]: r["n"] for r in s["rows"]},
+            "backward": {r["status"]: r["bn"] for r in s["rows"]},
+        }
+        for s in figs.get("sections", ())
+    }
     probed = None
     if entry["probed"]:
-        probed = {"file": f"coverage/{entry['probed']['snap'].path}",
-                  "sets": {r["label"]: {k: r[k] for k in ("ops", "fwd_pass", "bwd_pass", "failing", "skipped", "denom")}
-                           for r in entry["probed"]["rows"] if not r.get("unknown")}}
-    return {"api": API_VERSION, "backend": b.name, "page": entry["href"],
-            "fallback_enabled": entry["fb"], "registered": sections, "probed": probed,
-            "models": [{"mode": r["mode"], "total": r["total"], "runs_probed": r["runs"],
-                        "runs_claimed": {w.name: n for w, n in r["claimed"]}, "runs_with_value_note": r["value_note"],
-                        "runs_with_fallback": r["fallback"], "fails": r["fails"], "unknown": r["unknown"], "by_evidence": {w.name: n for w, n in r["levels"]}}
-                       for r in entry["models"]],
-            "gaps": {"backend": [_gap(e) for e in g["used"]], "opcov_could_not_tell": [_gap(e) for e in g["unknown"]],
-                     "core_backend": [{"op": c["op"], "res": c["res"].text, "why": c["why"]} for c in g["core"]],
-                     "core_unresolved": [{"op": c["op"], "why": c["why"]} for c in g["core_unresolved"]]},
-            "snapshots": [{k: r[k] for k in ("path", "created", "versions", "evidence", "figure")} for r in h["rows"]],
-            "badges": [{"svg": svg, "shields_endpoint": shield, "alt": alt} for svg, alt, shield in entry["badges"]]}
+        probed = {
+            "file": f"coverage/{entry['probed']['snap'].path}",
+            "sets": {
+                r["label"]: {k: r[k] for k in ("ops", "fwd_pass", "bwd_pass", "failing", "skipped", "denom")}
+                for r in entry["probed"]["rows"]
+                if not r.get("unknown")
+            },
+        }
+    return {
+        "api": API_VERSION,
+        "backend": b.name,
+        "page": entry["href"],
+        "fallback_enabled": entry["fb"],
+        "registered": sections,
+        "probed": probed,
+        "models": [
+            {
+                "mode": r["mode"],
+                "total": r["total"],
+                "runs_probed": r["runs"],
+                "runs_claimed": {w.name: n for w, n in r["claimed"]},
+                "runs_with_value_note": r["value_note"],
+                "runs_with_fallback": r["fallback"],
+                "fails": r["fails"],
+                "unknown": r["unknown"],
+                "by_evidence": {w.name: n for w, n in r["levels"]},
+            }
+            for r in entry["models"]
+        ],
+        "gaps": {
+            "backend": [_gap(e) for e in g["used"]],
+            "opcov_could_not_tell": [_gap(e) for e in g["unknown"]],
+            "core_backend": [{"op": c["op"], "res": c["res"].text, "why": c["why"]} for c in g["core"]],
+            "core_unresolved": [{"op": c["op"], "why": c["why"]} for c in g["core_unresolved"]],
+        },
+        "snapshots": [{k: r[k] for k in ("path", "created", "versions", "evidence", "figure")} for r in h["rows"]],
+        "badges": [{"svg": svg, "shields_endpoint": shield, "alt": alt} for svg, alt, shield in entry["badges"]],
+    }
 
 
 def _gap(e: dict) -> dict:
-    return {"op": e["op"], "outcome": e["outcome"], "models": [list(m) for m in e["models"]], "calls": e["calls"],
-            "why": e["why"]}
+    return {
+        "op": e["op"],
+        "outcome": e["outcome"],
+        "models": [list(m) for m in e["models"]],
+        "calls": e["calls"],
+        "why": e["why"],
+    }
 
 
 def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None, observed: list | None = None) -> dict:
@@ -1285,8 +1801,18 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
     verdicts ('opcov check --path compile'); the observed runs of the model."""
     out = {"api": API_VERSION, "model": m.name, "modes": {}, "compile": {}, "observed": []}
     for o in observed or ():
-        out["observed"].append({"backend": o.backend, "mode": o.mode, "source": o.source, "outcome": o.outcome,
-                                "says": o.summary, "file": o.path, "command": o.command, "contributed": o.contributed})
+        out["observed"].append(
+            {
+                "backend": o.backend,
+                "mode": o.mode,
+                "source": o.source,
+                "outcome": o.outcome,
+                "says": o.summary,
+                "file": o.path,
+                "command": o.command,
+                "contributed": o.contributed,
+            }
+        )
     for cm in compile_modes or ():
         per: dict = {}
         for pb in cm["backends"]:
@@ -1295,44 +1821,94 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
                 per[pb["b"].name] = {"verdict": None, "why": e or "no compiled op set for its compile backend"}
                 continue
             per[pb["b"].name] = {
-                "verdict": e["verdict"], "evidence": e["ev"].name, "says": vocab.verdict_words(e["verdict"], e["ev"].name),
-                "compile_backend": e["compile_backend"], "opset": e["path"], "outcome": e["outcome"],
-                "graph_breaks": e["breaks"], "why": e["why"], "notes": e["notes"],
+                "verdict": e["verdict"],
+                "evidence": e["ev"].name,
+                "says": vocab.verdict_words(e["verdict"], e["ev"].name),
+                "compile_backend": e["compile_backend"],
+                "opset": e["path"],
+                "outcome": e["outcome"],
+                "graph_breaks": e["breaks"],
+                "why": e["why"],
+                "notes": e["notes"],
                 "observed": e["observed"] or None,
-                "eager_at_breaks": {"verdict": e["eager"]["verdict"], "evidence": e["eager"]["ev"].name} if e["eager"] else None,
-                "graphs": {"verdict": e["graphs"]["verdict"], "evidence": e["graphs"]["ev"].name,
-                           "counts": e["graphs"]["counts"], "sources": e["graphs"]["sources"],
-                           "notes": e["graphs"]["notes"],
-                           "problems": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
-                                         "findings": [dict(f.__dict__) for f in r.problems()]}
-                                        for r in e["graphs"]["problem_ops"]]} if e["graphs"] else None}
+                "eager_at_breaks": {"verdict": e["eager"]["verdict"], "evidence": e["eager"]["ev"].name}
+                if e["eager"]
+                else None,
+                "graphs": {
+                    "verdict": e["graphs"]["verdict"],
+                    "evidence": e["graphs"]["ev"].name,
+                    "counts": e["graphs"]["counts"],
+                    "sources": e["graphs"]["sources"],
+                    "notes": e["graphs"]["notes"],
+                    "problems": [
+                        {
+                            "op": r.op,
+                            "outcome": r.outcome,
+                            "evidence": r.evidence,
+                            "calls": r.calls,
+                            "findings": [dict(f.__dict__) for f in r.problems()],
+                        }
+                        for r in e["graphs"]["problem_ops"]
+                    ],
+                }
+                if e["graphs"]
+                else None,
+            }
         out["compile"][cm["mode"]] = {"op_sets": cm["opsets"], "backends": per}
     for md in modes:
         per = {}
         for pb in md["backends"]:
             v = verdicts[(m.name, md["mode"], pb["b"].name)]
             per[pb["b"].name] = {
-                "verdict": v.verdict, "evidence": v.evidence, "says": vocab.verdict_words(v.verdict, v.evidence),
+                "verdict": v.verdict,
+                "evidence": v.evidence,
+                "says": vocab.verdict_words(v.verdict, v.evidence),
                 "counts": pb["v"]["counts"],  # verdict_view's: counted once per verdict
-                "sources": list(v.sources), "notes": list(v.notes), "variant": v.variant or None,
-                "variants": {o["name"]: {"label": o["label"], "verdict": o["said"]["verdict"],
-                                         "evidence": o["said"]["ev"].name, "deciding": o["deciding"]}
-                             for o in pb["v"]["variants"]},
-                "problems": [{"op": r.op, "outcome": r.outcome, "evidence": r.evidence, "calls": r.calls,
-                              "findings": [dict(f.__dict__) for f in r.problems()]}
-                             for r in pb["v"]["problem_ops"]]}
-        out["modes"][md["mode"]] = {"op_set": f"coverage/{md['path']}", "ops": len(md["doc"].get("ops") or {}),
-                                    "torch": str(md["doc"]["provenance"].get("torch")), "backends": per}
+                "sources": list(v.sources),
+                "notes": list(v.notes),
+                "variant": v.variant or None,
+                "variants": {
+                    o["name"]: {
+                        "label": o["label"],
+                        "verdict": o["said"]["verdict"],
+                        "evidence": o["said"]["ev"].name,
+                        "deciding": o["deciding"],
+                    }
+                    for o in pb["v"]["variants"]
+                },
+                "problems": [
+                    {
+                        "op": r.op,
+                        "outcome": r.outcome,
+                        "evidence": r.evidence,
+                        "calls": r.calls,
+                        "findings": [dict(f.__dict__) for f in r.problems()],
+                    }
+                    for r in pb["v"]["problem_ops"]
+                ],
+            }
+        out["modes"][md["mode"]] = {
+            "op_set": f"coverage/{md['path']}",
+            "ops": len(md["doc"].get("ops") or {}),
+            "torch": str(md["doc"]["provenance"].get("torch")),
+            "backends": per,
+        }
     return out
 
 
 def api_index(site: Site, api: dict) -> dict:
-    return {"api": API_VERSION, "what": "opcov coverage data as JSON; see docs/DATA.md (the site's JSON)",
-            "backends": api["backends"], "models": api["models"], "ops": api["ops"], "shields": api["badges"],
-            "compare": api["compare"],
-            "support": {k: {"label": w.label, "short": w.short, "icon": w.icon} for k, w in sitemodel.SUPPORT.items()},
-            "evidence": {k: vocab.EVIDENCE_MEANING[k] for k in vocab.EVIDENCE_LEVELS},
-            "python_names": site.pynames_note}
+    return {
+        "api": API_VERSION,
+        "what": "opcov coverage data as JSON; see docs/DATA.md (the site's JSON)",
+        "backends": api["backends"],
+        "models": api["models"],
+        "ops": api["ops"],
+        "shields": api["badges"],
+        "compare": api["compare"],
+        "support": {k: {"label": w.label, "short": w.short, "icon": w.icon} for k, w in sitemodel.SUPPORT.items()},
+        "evidence": {k: vocab.EVIDENCE_MEANING[k] for k in vocab.EVIDENCE_LEVELS},
+        "python_names": site.pynames_note,
+    }
 
 
 def search_index(site: Site, links: dict, answers: dict) -> bytes:
@@ -1348,12 +1924,14 @@ def search_index(site: Site, links: dict, answers: dict) -> bytes:
         "backends": [b.name for b in site.backends],
         "ops": [[name, "".join(a.forward.code + a.backward.code for a in answers[name])] for name in site.ops],
         "hrefs": {n: p for n, p in links["ops"].items() if p != "ops/{}/{}.html".format(*n.split("::", 1))},
-        "py": py, "prefixes": [list(p) for p in pynames.PREFIXES], "homes": list(pynames.BARE_HOMES),
+        "py": py,
+        "prefixes": [list(p) for p in pynames.PREFIXES],
+        "homes": list(pynames.BARE_HOMES),
         "models": [[m.name, links["models"][m.name]] for m in site.models],
         "codes": {k: [w.icon, w.short, w.css, w.label] for k, w in sitemodel.SUPPORT.items()},
     }
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
-    return f"window.OPCOV_INDEX={blob};\n".encode("utf-8")
+    return f"window.OPCOV_INDEX={blob};\n".encode()
 
 
 def traced_note(site: Site) -> str:
@@ -1364,8 +1942,11 @@ def traced_note(site: Site) -> str:
     torch = sorted({str(d["provenance"].get("torch")) for d in docs})
     tf = sorted({str(d["model"]["transformers"]) for d in docs if d["model"].get("transformers")})
     dates = sorted(str(d["provenance"].get("created")) for d in docs)
-    return (f"{len(docs)} op sets traced with torch {', '.join(torch)}"
-            + (f" and transformers {', '.join(tf)}" if tf else "") + f", {dates[0]} to {dates[-1]}.")
+    return (
+        f"{len(docs)} op sets traced with torch {', '.join(torch)}"
+        + (f" and transformers {', '.join(tf)}" if tf else "")
+        + f", {dates[0]} to {dates[-1]}."
+    )
 
 
 def _badge(env, label: str, value: str, colour: str) -> bytes:
@@ -1403,7 +1984,7 @@ class _Folder:
     def write(self, files: dict) -> _Written:
         """Write ``files`` (checked first: no link, folder or device where one goes); a file the folder
         held with the same bytes is left as it is (its mtime stays)."""
-        output.check_writable_dir(self.out_dir, marker=MARKER, files=files)
+        output.check_writable_dir(self.out_dir, marker=MARKER, allow=(DOCS,), files=files)
         written = 0
         for rel, blob in sorted(files.items()):
             path = os.path.join(self.out_dir, *rel.split("/"))
@@ -1427,7 +2008,7 @@ class _Folder:
         for rel in sorted(self.existing - set(kept)):
             os.remove(os.path.join(self.out_dir, *rel.split("/")))
             removed += 1
-        for root, dirs, names in sorted(os.walk(self.out_dir, topdown=False)):
+        for root, _dirs, _names in sorted(os.walk(self.out_dir, topdown=False)):
             if root != self.out_dir and not os.listdir(root):
                 os.rmdir(root)
         return removed
@@ -1448,8 +2029,12 @@ def _finish(folder: _Folder, files: dict, done: list) -> dict:
     done = done + [folder.write(files)]
     kept = [p for w in done for p in w.paths]
     removed = folder.prune(kept)
-    return {"files": len(kept), "written": sum(w.written for w in done), "removed": removed,
-            "bytes": sum(w.bytes for w in done)}
+    return {
+        "files": len(kept),
+        "written": sum(w.written for w in done),
+        "removed": removed,
+        "bytes": sum(w.bytes for w in done),
+    }
 
 
 def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, hold: list | None = None) -> dict:
@@ -1458,7 +2043,7 @@ def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, h
     ``hold``: a list the loaded site is appended to, so that the caller decides when its millions of
     objects go (the CLI leaves them to the process's exit: freeing them one by one took ~0.7 s), and
     they are frozen out of the garbage collector's walks (judge.bulk's ``kept``)."""
-    output.check_writable_dir(out_dir, marker=MARKER)  # before the slow part
+    output.check_writable_dir(out_dir, marker=MARKER, allow=(DOCS,))  # before the slow part
     with judge.bulk(kept=hold is not None):  # one pause from loading to the last write: see judge.bulk
         site = sitemodel.load_site(coverage_dir, parallel=parallel)
         if hold is not None:
@@ -1470,15 +2055,18 @@ def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, h
         if marked:  # an empty or new folder: marked ours before the first page lands
             output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
             folder.existing.add(MARKER)
-        files, done = _build_split(site, parallel, folder)
+        guide = os.path.isfile(os.path.join(out_dir, DOCS, "index.html"))  # built first (scripts/run.sh)
+        files, done = _build_split(site, parallel, folder, guide)
         stats = _finish(folder, files, done)
     stats["written"] += marked
-    stats.update(ops=len(site.ops), backends=len(site.backends), models=len(site.models),
-                 catalog_note=site.catalog_note)
+    stats.update(
+        ops=len(site.ops), backends=len(site.backends), models=len(site.models), catalog_note=site.catalog_note
+    )
     return stats
 
 
 # ---------------------------------------------------------------- the model index (filtered in the browser)
+
 
 def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None = None) -> dict:
     """Compact JSON for the model index, rendered and filtered by models.js: one row per model,
@@ -1490,8 +2078,10 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
     verdict as 'opcov check MODEL -b B --path compile' words it."""
     compiled = compiled or {}
     judged = [v for v in compiled.values() if v is not None and not isinstance(v, str)]
-    pairs = sorted({(v.verdict, v.evidence) for v in [*verdicts.values(), *judged]},
-                   key=lambda p: (VERDICT_ORDER.index(p[0]), -vocab.VERDICT_EVIDENCE_WORST_FIRST.index(p[1])))
+    pairs = sorted(
+        {(v.verdict, v.evidence) for v in [*verdicts.values(), *judged]},
+        key=lambda p: (VERDICT_ORDER.index(p[0]), -vocab.VERDICT_EVIDENCE_WORST_FIRST.index(p[1])),
+    )
     letter = {p: chr(ord("a") + i) for i, p in enumerate(pairs)}
     codes = {letter[p]: [vocab.verdict_icon(*p), vocab.verdict_words(*p), vocab.verdict_css(*p)] for p in pairs}
     choices = []
@@ -1518,21 +2108,36 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
     out = []
     for row, got in rows:
         row += [facets[k].index(got[k]) for k in sitemodel.FACETS]
-        row.append("".join(letter[(v.verdict, v.evidence)] if v else "-"
-                           for b in site.backends for mode in ("inference", "training")
-                           for v in (verdicts.get((row[0], mode, b.name)),)))
-        row.append("".join(letter[(v.verdict, v.evidence)] if v is not None and not isinstance(v, str) else "-"
-                           for b in with_compile for mode in ("inference", "training")
-                           for v in (compiled.get((row[0], mode, b.name)),)))
+        row.append(
+            "".join(
+                letter[(v.verdict, v.evidence)] if v else "-"
+                for b in site.backends
+                for mode in ("inference", "training")
+                for v in (verdicts.get((row[0], mode, b.name)),)
+            )
+        )
+        row.append(
+            "".join(
+                letter[(v.verdict, v.evidence)] if v is not None and not isinstance(v, str) else "-"
+                for b in with_compile
+                for mode in ("inference", "training")
+                for v in (compiled.get((row[0], mode, b.name)),)
+            )
+        )
         out.append(row)
-    return {"backends": [{"name": b.name, "torch": b.torch, "href": links["backends"][b.name]} for b in site.backends],
-            "modes": ["inference", "training"], "facets": facets, "codes": codes, "verdicts": choices,
-            "compile": {"backends": [{"name": b.name, "compiler": COMPILE_BACKEND.get(b.name, "?")}
-                                     for b in with_compile]},
-            "models": out}
+    return {
+        "backends": [{"name": b.name, "torch": b.torch, "href": links["backends"][b.name]} for b in site.backends],
+        "modes": ["inference", "training"],
+        "facets": facets,
+        "codes": codes,
+        "verdicts": choices,
+        "compile": {"backends": [{"name": b.name, "compiler": COMPILE_BACKEND.get(b.name, "?")} for b in with_compile]},
+        "models": out,
+    }
 
 
 # ---------------------------------------------------------------- backends side by side
+
 
 def comparisons(site: Site, verdicts: dict) -> list:
     """One opcov.verdict.compare.Comparison per pair of non-control backends (by name), made from the
@@ -1544,10 +2149,13 @@ def comparisons(site: Site, verdicts: dict) -> list:
     out: list = []
     memo: dict = {}
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            judged = ((doc, {x: (verdicts[(m.name, mode, x)], site.data_torch[(m.name, mode, x)]) for x in (a, b)})
-                      for m in site.models for mode, (_, doc) in sorted(m.modes.items())
-                      if (m.name, mode, a) in verdicts and (m.name, mode, b) in verdicts)
+        for b in names[i + 1 :]:
+            judged = (
+                (doc, {x: (verdicts[(m.name, mode, x)], site.data_torch[(m.name, mode, x)]) for x in (a, b)})
+                for m in site.models
+                for mode, (_, doc) in sorted(m.modes.items())
+                if (m.name, mode, a) in verdicts and (m.name, mode, b) in verdicts
+            )
             out.append(compare.from_verdicts(a, b, judged, memo))
     return out
 
@@ -1569,13 +2177,34 @@ def compare_view(c, site: Site) -> NS:
             for d in items:
                 names = compare.model_names(d, c.modes)
                 lw, hw = vocab.OUTCOMES[d.outcome], vocab.OUTCOMES[d.other_outcome]
-                rows.append(NS(op=d.op, models=names[:MODELS_SHOWN], more=names[MODELS_SHOWN:], count=d.model_count,
-                               pairs=len(d.models), calls=d.calls, why=sorted(d.why), absent=d.absent,
-                               lack=NS(icon=sitemodel.SUPPORT["A"].icon if d.absent else lw.icon, text=(f"not in torch {', '.join(c.torch[lacking])}" if d.absent
-                                                           else lw.label), css="na" if d.absent else lw.css),
-                               have=NS(icon=hw.icon, text=hw.label, css=hw.css)))
+                rows.append(
+                    NS(
+                        op=d.op,
+                        models=names[:MODELS_SHOWN],
+                        more=names[MODELS_SHOWN:],
+                        count=d.model_count,
+                        pairs=len(d.models),
+                        calls=d.calls,
+                        why=sorted(d.why),
+                        absent=d.absent,
+                        lack=NS(
+                            icon=sitemodel.SUPPORT["A"].icon if d.absent else lw.icon,
+                            text=(f"not in torch {', '.join(c.torch[lacking])}" if d.absent else lw.label),
+                            css="na" if d.absent else lw.css,
+                        ),
+                        have=NS(icon=hw.icon, text=hw.label, css=hw.css),
+                    )
+                )
             levels.append(NS(level=level, title=title, ev=vocab.evidence_word(level), rows=rows))
         sides.append(NS(lacking=lacking, having=having, count=len(ds), levels=levels))
-    return NS(a=c.a, b=c.b, opsets=c.opsets, models=len(c.modes), sides=sides, opset_torch=c.opset_torch,
-              data=[NS(name=x, torch=c.torch[x], sources=c.sources[x], versions=site.backend(x).versions)
-                    for x in (c.a, c.b)])
+    return NS(
+        a=c.a,
+        b=c.b,
+        opsets=c.opsets,
+        models=len(c.modes),
+        sides=sides,
+        opset_torch=c.opset_torch,
+        data=[
+            NS(name=x, torch=c.torch[x], sources=c.sources[x], versions=site.backend(x).versions) for x in (c.a, c.b)
+        ],
+    )

@@ -51,6 +51,47 @@ def bundled_coverage() -> str | None:
     return None
 
 
+class FoundCoverage(str):
+    """./coverage as ``read_coverage`` found it, the user having named no folder. A backend it has no
+    data for (no snapshot and nothing misplaced in its folder: a trace's op sets under models/ are
+    no backend's data) is read from the bundled data instead, said once per backend through ``say``
+    (``snapshots``, ``backends_with_data``): local op sets never hide the data opcov ships with.
+    A folder named with --coverage is a plain str, read alone."""
+
+    say: object  # a callable taking the line, or None
+    said: set[str]
+
+    def __new__(cls, path: str, say=None):
+        self = super().__new__(cls, path)
+        self.say = say
+        self.said = set()
+        return self
+
+
+def beside_bundled(coverage_dir: str) -> str | None:
+    """The bundled coverage folder when ``coverage_dir`` is a FoundCoverage that is not the bundled data
+    itself (its readers fall back to it), else None."""
+    if not isinstance(coverage_dir, FoundCoverage):
+        return None
+    bundled = bundled_coverage()
+    if bundled is None or os.path.abspath(bundled) == os.path.abspath(coverage_dir):
+        return None
+    return bundled
+
+
+def _bundled_for(coverage_dir: str, backend: str) -> str | None:
+    """The bundled coverage folder to read ``backend`` from in place of ``coverage_dir`` (see
+    FoundCoverage), else None."""
+    bundled = beside_bundled(coverage_dir)
+    if bundled is None:
+        return None
+    if any(_snapshots(coverage_dir, backend).values()) or strays(coverage_dir, backend):
+        return None
+    if not any(_snapshots(bundled, backend).values()):
+        return None
+    return bundled
+
+
 def read_coverage(arg: str | None, say=None) -> str:
     """The coverage folder a reading command uses: ``--coverage`` when given (it must be a folder
     holding YAML data), else ./coverage when it exists, else the bundled data (said through ``say``,
@@ -67,7 +108,7 @@ def read_coverage(arg: str | None, say=None) -> str:
             )
         return arg
     if os.path.isdir(DEFAULT_COVERAGE) and _holds_opcov_data(DEFAULT_COVERAGE):
-        return DEFAULT_COVERAGE
+        return FoundCoverage(DEFAULT_COVERAGE, say)
     bundled = bundled_coverage()
     if bundled is None:
         raise UsageError(
@@ -252,7 +293,23 @@ def folder_name(name: str) -> str:
 
 
 def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
-    """Snapshots of a backend under coverage_dir/<backend>/, by evidence kind, newest name last."""
+    """Snapshots of a backend under coverage_dir/<backend>/, by evidence kind, newest name last; the
+    bundled data's where ``coverage_dir`` is a FoundCoverage without data for the backend (said once)."""
+    bundled = _bundled_for(coverage_dir, backend)
+    if bundled is None:
+        return _snapshots(coverage_dir, backend)
+    assert isinstance(coverage_dir, FoundCoverage)
+    if backend not in coverage_dir.said:
+        coverage_dir.said.add(backend)
+        if callable(coverage_dir.say):
+            where = os.path.join(bundled, plain_name(backend))
+            coverage_dir.say(
+                f"opcov: ./{coverage_dir} has no {backend} data; using the bundled data for {backend} ({where})"
+            )
+    return _snapshots(bundled, backend)
+
+
+def _snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     folder = os.path.join(coverage_dir, plain_name(backend))
     out: dict[str, list[str]] = {kind: [] for kind in EVIDENCE}
     if os.path.isdir(folder):
@@ -289,14 +346,23 @@ def release_key(torch_version: str) -> tuple:
 
 
 def backends_with_data(coverage_dir: str) -> list[str]:
-    """The backends that have at least one snapshot under coverage_dir, sorted."""
+    """The backends that have at least one snapshot under coverage_dir, sorted; for a FoundCoverage,
+    the bundled data's backends too (its readers fall back to them, see FoundCoverage)."""
     if not os.path.isdir(coverage_dir):
         return []
-    return sorted(
+    have = {
         d
         for d in listdir(coverage_dir)
-        if d != MODELS and _PLAIN_NAME.fullmatch(d) and any(snapshots(coverage_dir, d).values())
-    )
+        if d != MODELS and _PLAIN_NAME.fullmatch(d) and any(_snapshots(coverage_dir, d).values())
+    }
+    bundled = beside_bundled(coverage_dir)
+    if bundled is not None:
+        have |= {
+            d
+            for d in listdir(bundled)
+            if d not in have and d != MODELS and _PLAIN_NAME.fullmatch(d) and _bundled_for(coverage_dir, d)
+        }
+    return sorted(have)
 
 
 # ---------------------------------------------------------------- misplaced files

@@ -115,12 +115,14 @@ def check_writable_file(path: str) -> None:
     _check_folder(os.path.dirname(absolute), path)
 
 
-def check_writable_dir(path: str, *, marker: str | None = None, files=()) -> None:
+def check_writable_dir(path: str, *, marker: str | None = None, allow=(), files=()) -> None:
     """Raise a one-line UsageError unless opcov may write the folder ``path`` (made if missing) and
     the relative paths ``files`` ('a/b.html') in it: ``path`` is a writable folder, not a symbolic
     link, not under /proc, and no symbolic link, folder or device stands where a file of ``files``
     (or one of its folders) goes. With ``marker`` (a file name), a non-empty folder without that
-    file is refused: the caller owns only folders it made, and may remove files there."""
+    file is refused: the caller owns only folders it made, and may remove files there; a folder
+    holding only entries named in ``allow`` (the site's docs/, which the caller never touches) counts
+    as empty."""
     if not path:
         raise UsageError("no output folder given")
     absolute = _refuse_pseudo(path)
@@ -136,7 +138,7 @@ def check_writable_dir(path: str, *, marker: str | None = None, files=()) -> Non
             f"cannot write {path}: the folder is not writable "
             "(permissions or a read-only file system); choose another folder"
         )
-    if marker is not None and os.listdir(absolute):
+    if marker is not None and set(os.listdir(absolute)) - set(allow):
         mark = _lstat(os.path.join(absolute, marker), path)
         if mark is None or not stat.S_ISREG(mark.st_mode):
             raise UsageError(

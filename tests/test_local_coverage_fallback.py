@@ -1,0 +1,83 @@
+"""A ./coverage made by 'opcov trace' (op sets under models/, no backend data) never hides the bundled
+data (issue 44, item 1): check, gaps and compare read a backend ./coverage lacks from the bundled data
+and say so in one line; a folder named with --coverage is read alone; local data for a backend wins."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from opcov import cli
+from opcov.store import layout
+from opcov.verdict import check
+
+BUNDLED = layout.bundled_coverage()
+pytestmark = pytest.mark.skipif(BUNDLED is None, reason="no bundled coverage data in this install")
+
+
+@pytest.fixture
+def traced_here(tmp_path, monkeypatch):
+    """A user's folder as cwd: ./coverage/models/x/ from a trace, and a saved op set gru.yaml.
+    A live scan is recorded in ``scans`` and finds nothing (no backend installed)."""
+    opset = f"{BUNDLED}/models/nn-gru/inference.yaml"
+    (tmp_path / "coverage" / "models" / "x").mkdir(parents=True)
+    shutil.copy(opset, tmp_path / "coverage" / "models" / "x" / "inference.yaml")
+    shutil.copy(opset, tmp_path / "gru.yaml")
+    monkeypatch.chdir(tmp_path)
+
+    scans.clear()
+    monkeypatch.setattr(check, "live_scan", lambda backend, names: scans.append(backend))
+    return tmp_path
+
+
+scans: list[str] = []  # the backends a test's check tried to scan live
+
+
+def said(err: str, backend: str) -> list[str]:
+    return [ln for ln in err.splitlines() if f"has no {backend} data; using the bundled data for {backend}" in ln]
+
+
+def test_check_answers_from_the_bundled_data_and_says_so_once(traced_here, capsys):
+    assert cli.main(["check", "gru.yaml", "-b", "tpu", "-b", "cuda"]) == 0
+    out, err = capsys.readouterr()
+    assert "tpu      inference  runs" in out and "cuda     inference  runs" in out
+    for backend in ("tpu", "cuda"):
+        lines = said(err, backend)
+        assert len(lines) == 1, err
+        assert lines[0].startswith(f"opcov: ./coverage has no {backend} data")
+        assert lines[0].endswith(f"({BUNDLED}/{backend})")
+        assert f"data: {BUNDLED}/{backend}/" in out
+    assert scans == []
+
+
+def test_gaps_and_compare_share_the_fallback(traced_here, capsys):
+    assert cli.main(["gaps", "tpu"]) == 0
+    assert len(said(capsys.readouterr().err, "tpu")) == 1
+    assert cli.main(["compare", "tpu", "cuda"]) == 0
+    out, err = capsys.readouterr()
+    assert len(said(err, "tpu")) == 1 and len(said(err, "cuda")) == 1
+    assert "1 model op set(s)" in out
+
+
+def test_local_data_for_a_backend_wins(traced_here, capsys):
+    (traced_here / "coverage" / "tpu").mkdir()
+    for path in layout.snapshots(BUNDLED, "tpu")["registered"]:
+        shutil.copy(path, traced_here / "coverage" / "tpu")
+    assert cli.main(["check", "gru.yaml", "-b", "tpu", "-b", "cuda"]) == 0
+    out, err = capsys.readouterr()
+    assert not said(err, "tpu") and len(said(err, "cuda")) == 1
+    assert "data: coverage/tpu/" in out
+
+
+def test_a_folder_named_with_coverage_is_read_alone(traced_here, capsys):
+    assert cli.main(["check", "gru.yaml", "-b", "cuda", "--coverage", "coverage"]) == 2
+    err = capsys.readouterr().err
+    assert "no coverage data for backend 'cuda'" in err and "bundled" not in err
+    assert scans == ["cuda"]  # only where neither ./coverage nor (unnamed) the bundled data has it
+
+
+def test_an_unknown_backend_still_fails_in_one_line(traced_here, capsys):
+    assert cli.main(["check", "gru.yaml", "-b", "tpuu"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'tpu'?" in err and "or the bundled data: " in err
