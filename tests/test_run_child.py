@@ -167,3 +167,20 @@ def test_a_child_that_ends_leaves_no_process_marked_as_its_own(tmp_path):
         for p in (marked, other):
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("command", ["run", "trace"])
+def test_a_model_named_after_a_double_dash_is_run_in_the_child_with_its_output(tmp_path, command):
+    """'opcov run -b cpu --out X -- MODEL': the child's own --out went after the '--', a positional there,
+    and the child ended with argparse's 'unrecognized arguments' instead of the factory's own failure."""
+    env = _env(tmp_path)
+    out = tmp_path / "x.out"
+    more = ("-b", "cpu") if command == "run" else ()
+    proc = run_opcov(command, *more, "--out", str(out), "--", "runfactories:segfault", timeout=300, **env)
+    one_line_error(proc, "factory runfactories:segfault crashed", "(SIGSEGV)")
+    assert not out.exists()
+
+
+def test_run_of_an_unknown_backend_is_refused_before_any_child_starts():
+    proc = run_opcov("run", "llama", "-b", "nope", timeout=60)
+    one_line_error(proc, "unknown backend 'nope'")

@@ -292,6 +292,15 @@ def opcov_child(
     raise UsageError(f"{what} ended {process} (exit status {returncode}) before its output was written{last}")
 
 
+def with_option(argv: list[str], *option: str) -> list[str]:
+    """``argv`` with ``option`` where the parser reads it as one: before a '--' that ends the options (what
+    follows it is positional), else last (so it wins over the same option given earlier)."""
+    if "--" in argv:
+        i = argv.index("--")
+        return [*argv[:i], *option, *argv[i:]]
+    return [*argv, *option]
+
+
 def signal_name(signum: int) -> str:
     """'SIGSEGV' for 11; 'signal 77' for a number with no name."""
     try:

@@ -1272,7 +1272,7 @@ def _trace_in_child(args):
         out = os.path.join(tmp, "opset.yaml")
         env = {**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""}
         children.opcov_child(
-            [*args.argv, "--out", out],
+            children.with_option(args.argv, "--out", out),
             what=f"factory {args.model}",
             process="the tracing process",
             timeout=args.timeout,

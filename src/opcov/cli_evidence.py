@@ -291,6 +291,9 @@ def cmd_run(args) -> int:
         output.check_output(args.out, kind=output.OBSERVED)
     if args.compile_backend and args.path != "compile":
         raise UsageError("--compile-backend goes with --path compile")
+    from opcov.backends import get_backend
+
+    get_backend(args.backend, args.import_module)  # an unknown name: one line now, not after a child's start
     doc = _run_in_child(args)
     doc["provenance"]["command"] = command_line()
     out = args.out or observed_files.path_for(
@@ -315,7 +318,7 @@ def _run_in_child(args) -> dict:
     with children.temp_dir("run") as tmp:
         out = os.path.join(tmp, "observed.json")
         children.opcov_child(
-            [*args.argv, "--out", out],
+            children.with_option(args.argv, "--out", out),
             what=what,
             process="the run's process",
             timeout=args.timeout,
