@@ -44,6 +44,7 @@ SLOT_KEYS = (
     "failed",
     "traced",
     "ran",
+    "classes_whole",
 )
 MAX_RAN = 32  # signature classes of the cases that ran a cell keeps; a full list may have left some out
 # Statuses whose case is kept in ``failed`` with its signature class: what the verdict matches against a
@@ -240,13 +241,15 @@ def combine(a: dict | None, b: dict) -> dict:
     if a is None:
         return dict(b)
     rep = a if _key(a) <= _key(b) else b
-    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced", "ran")}
+    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced", "ran", "classes_whole")}
     for k in COUNTS:
         out[k] = a.get(k, 0) + b.get(k, 0)
     out["samples"] = sorted(set(a["samples"]) | set(b["samples"]))[:MAX_SAMPLES]
     failed = _merge_failed(a.get("failed", ()), b.get("failed", ()))
     if failed:
         out["failed"] = failed
+        if len(failed) >= MAX_FAILED and classes_whole(a, b, failed):
+            out["classes_whole"] = True  # cut, but only repeats of a class by other traced models
     ran = _merge_ran(a, b)
     if ran:
         out["ran"] = ran
@@ -272,21 +275,37 @@ def _merge_ran(a: dict, b: dict) -> list | None:
 
 
 def _merge_failed(a, b) -> list:
-    """The ``failed`` items of two entries: one per (status, signature class) of the OpInfo and canary
-    cases and one per (traced model, status, class), the worst status and then the smallest case id
-    first, at most MAX_FAILED."""
+    """The ``failed`` items of two entries: one per (status, signature class, outputs) of every case first
+    (the worst status, then the smallest case id), then one per traced model besides, at most MAX_FAILED:
+    a list cut short keeps every class while they fit (``classes_whole``)."""
     items = sorted(
         {str(t) for t in list(a) + list(b)}, key=lambda t: (RANK.get(parse_failed(t)[0], 99), parse_failed(t)[1])
     )
-    out, seen = [], set()
+    first, more, seen = [], [], set()
     for text in items:
         status, case, sig = parse_failed(text)
         src = _source_of(case)
-        key = (status, sig, failed_outputs(text), src if src.startswith(TRACE) else "")
-        if key not in seen:
-            seen.add(key)
-            out.append(text)
-    return out[:MAX_FAILED]
+        cls = (status, sig, failed_outputs(text))
+        key = (*cls, src if src.startswith(TRACE) else "")
+        if key in seen:
+            continue
+        seen.add(key)
+        (more if cls in {k[:3] for k in seen if k != key} else first).append(text)
+    return (first + more)[:MAX_FAILED]
+
+
+def classes_whole(a: dict, b: dict, failed: list) -> bool:
+    """Whether a merged ``failed`` list cut at MAX_FAILED still names every failing class of both entries:
+    each entry's own list was whole (short of the cap, or marked so) and the classes fit."""
+
+    def whole(e):
+        return len(e.get("failed", ())) < MAX_FAILED or bool(e.get("classes_whole"))
+
+    classes = {
+        (parse_failed(t)[0], parse_failed(t)[2], failed_outputs(t))
+        for t in [*a.get("failed", ()), *b.get("failed", ())]
+    }
+    return whole(a) and whole(b) and len(classes) <= MAX_FAILED
 
 
 def to_cell(slots: dict) -> dict:

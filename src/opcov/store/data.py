@@ -50,7 +50,8 @@ _PROBED_SLOT_KEYS = {
     "strides": int,
     "after_crash": int,
     "failed": list,  # 'STATUS CASE SIG' of failing cases (opcov.probe.results.failed_text)
-    "ran": list,  # signature classes of cases that ran (the compile probe's): see opcov.verdict.signature
+    "ran": list,  # signature classes of cases that ran: see opcov.verdict.signature
+    "classes_whole": bool,  # a ``failed`` list cut at its cap still names every failing class
     "traced": dict,  # zoo model -> the worst status of its own calls, replayed (trace.<model> cases)
 }
 # Each input tier (``<tier>``, ``<tier>_*``: the harder case of opcov.probe.tiers) is a slot like ``bwd``.
@@ -650,6 +651,9 @@ def _probed_op_problems(name, rec):
             elif allowed is str:
                 if not isinstance(value, str):
                     yield where, f"{name}: {dkey}: {key} must be a string"
+            elif allowed is bool:
+                if value is not True:
+                    yield where, f"{name}: {dkey}: {key} must be true where written"
             elif allowed is dict:  # traced: model -> a probed status
                 if not isinstance(value, dict) or not all(
                     isinstance(k, str) and v in PROBED_STATUSES for k, v in value.items()

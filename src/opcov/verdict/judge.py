@@ -745,6 +745,15 @@ def _judge_own(direction: str, dtype: str, own: tuple, slot, model: str, src: st
     detail = f"{': ' + why if why else ''}{'; case ' + case if case else ''}"
     if status in PROBED_OK:
         return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]} ({said})", src)
+    if status == "mismatch" and signature.dtype_only(why):  # the same values in another dtype: a note
+        return Finding(
+            direction,
+            dtype,
+            "ok",
+            "probed",
+            f"runs; an output's dtype differs from CPU's, its values do not ({said}){detail}",
+            src,
+        )
     if status == "mismatch":
         return Finding(
             direction, dtype, VALUE_NOTE, "probed", f"runs; values may differ from CPU in {dtype} ({said}){detail}", src

@@ -142,6 +142,12 @@ def scalar_dependent(sig: str, ran) -> bool:
     return any(str(r).partition(";")[0] == tensors and not selectors(str(r)) for r in ran)
 
 
+def cut(slot) -> bool:
+    """Whether the slot's ``failed`` list may have left a failing class out: it holds MAX_FAILED items and
+    the probe did not mark it ``classes_whole`` (every class named, only other models' repeats left out)."""
+    return len(slot.failed or ()) >= MAX_FAILED and not slot.classes_whole
+
+
 def unread(text, reads) -> frozenset | None:
     """The outputs a ``failed`` item's value mismatch was on, where the model's calls read none of them
     (``reads``: the indices they read, from the op set's ``reads=``; None: not recorded); else None."""
@@ -161,7 +167,7 @@ def all_unread(slot, reads, keep=lambda status, case: True) -> frozenset | None:
     is a mismatch on outputs the model never reads (``unread``) and the list is whole (not cut at
     MAX_FAILED); else None: the mismatch counts as it always did."""
     failed = slot.failed
-    if reads is None or not failed or len(failed) >= MAX_FAILED:
+    if reads is None or not failed or cut(slot):
         return None
     outs: frozenset = frozenset()
     found = False
@@ -199,7 +205,7 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     why it does not count) or 'unknown' (no case of this class ran)."""
     status = slot.status
     failed = slot.failed
-    if status not in NOTED or not failed or len(failed) >= MAX_FAILED or not shapes:
+    if status not in NOTED or not failed or cut(slot) or not shapes:
         return None
     items = [_parse(t) for t in failed]
     like = [
