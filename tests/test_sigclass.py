@@ -194,3 +194,13 @@ def test_a_failing_list_cut_by_other_models_repeats_still_names_every_class():
         many = combine(many, entry(f"a{i:02d}", f"float32:2;x={i}"))  # more classes than fit
     assert "classes_whole" not in many
     assert cut(record_cells({"float32": {"fwd": "mismatch", "failed": many["failed"]}})["float32"].slot("forward"))
+
+
+def test_an_amount_of_padding_or_kernel_is_one_path_whatever_its_size():
+    """Replication padding by 4 takes the path padding by 1 took (a pass on one covers the other), and so does
+    a conv padded by 2 against one padded by 1; no padding at all is another path, and a dilation of 2 is
+    not a dilation of 1."""
+    assert sigclass.covers("float32:4;padding=1x1x1x1", "float32:4;padding=4x4x4x4")
+    assert sigclass.same_path("float32:4,float32:4;padding=1x1", "float32:4,float32:4;padding=2x2")
+    assert not sigclass.same_path("float32:4,float32:4;padding=0x0", "float32:4,float32:4;padding=2x2")
+    assert not sigclass.same_path("float32:4;dilation=1x1", "float32:4;dilation=2x2")

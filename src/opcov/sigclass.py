@@ -241,11 +241,21 @@ def parse(sig: str) -> tuple[tuple, dict | None]:
     return tuple(out), ({"__old__": "1", **scalars} if old else scalars)
 
 
+# Size arguments whose amount does not pick a path, only whether there is any: a padding of 1 and of 4 take
+# the same kernel, a padding of 0 may not (stride and dilation are not here: 1 and 2 differ).
+AMOUNTS = frozenset({"padding", "output_padding", "kernel_size"})
+
+
 def abstract(name: str, value: str | None) -> str:
     """The kind of a selector's value that decides a path: 'default', a bool or word as is, and for
-    numbers 0 / 1 / -1 / int / frac (per element for lists)."""
+    numbers 0 / 1 / -1 / int / frac (per element for lists); for an amount (``AMOUNTS``) 0 or n."""
     if value is None:
         return "default"
+    if name in AMOUNTS:
+        try:
+            return "/".join(sorted({"0" if float(p) == 0 else "n" for p in value.split("x")}))
+        except ValueError:
+            return value
     parts = value.split("x") if value not in ("()",) else ["()"]
     kinds = []
     for p in parts:
