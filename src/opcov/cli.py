@@ -10,6 +10,7 @@ import argparse
 import errno
 import json
 import os
+import re
 import sys
 
 from opcov import children, cli_evidence, vocab
@@ -65,9 +66,19 @@ def _outcome_list(text: str) -> str:
     return text
 
 
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f\u202a-\u202e\u2066-\u2069]")
+
+
+def _one_line(text: str) -> str:
+    """``text`` as one line that a terminal shows as it is: line breaks, other control characters and bidi
+    overrides escaped ('\\n', '\\x1b'), so a name from data or the command line can neither break an error
+    line in two nor drive the terminal."""
+    return _UNPRINTABLE.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line and exit 2, as for every usage error
-        self.exit(EXIT_USAGE, f"opcov: error: {message} (see 'opcov --help')\n")
+        self.exit(EXIT_USAGE, f"opcov: error: {_one_line(message)} (see 'opcov --help')\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -629,7 +640,7 @@ def main(argv=None) -> int:
         sys.stdout.flush()  # a full disk is an error here, not a message at the interpreter's exit
         return code
     except OpcovError as exc:
-        print(f"opcov: error: {exc}", file=sys.stderr)
+        print(f"opcov: error: {_one_line(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt as exc:
         print("opcov: interrupted", file=sys.stderr)
@@ -638,7 +649,7 @@ def main(argv=None) -> int:
         return EXIT_OK
     except OSError as exc:  # standard output on a full disk or closed: what was read is safe, say why
         if exc.filename is not None:  # a file or folder no check caught: one line all the same
-            print(f"opcov: error: {exc.filename}: {exc.strerror or exc}", file=sys.stderr)
+            print(f"opcov: error: {_one_line(f'{exc.filename}: {exc.strerror or exc}')}", file=sys.stderr)
             return EXIT_USAGE
         _drop_stdout()
         print(f"opcov: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
@@ -1161,6 +1172,8 @@ def cmd_trace(args) -> int:
     sizes = _sizes(args)
     if args.out:
         output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
+    if args.on == "":  # '--on=': not the same as no --on
+        raise UsageError("--on names the backend to record on, e.g. --on xla")
     if args.on:
         return _trace_on(args, sizes)
     if _is_factory(args.model) and not os.environ.get(_ISOLATED):

@@ -1,0 +1,26 @@
+"""An error is one line whatever the name in it: a line break, a terminal escape or a bidi override from
+the command line or from data is shown escaped (cli._one_line), never acted on (docs/data-safety.md)."""
+
+import pytest
+from conftest import run_opcov
+from test_data_safety import one_line_error
+
+
+@pytest.mark.parametrize(
+    "argv,shown",
+    [
+        (("gaps", "tpu\ncpu"), "'tpu\\ncpu'"),
+        (("ops", "F.relu", "-b", "x\r\x1b[31my"), "x\\r\\x1b[31my"),
+        (("compare", "tpu", "evil\u202ename"), "evil\\u202ename"),
+    ],
+)
+def test_a_name_with_a_line_break_or_an_escape_is_one_line_shown_escaped(argv, shown):
+    """'opcov gaps' of a backend named 'tpu<newline>cpu' printed its error on two lines."""
+    proc = run_opcov(*argv)
+    one_line_error(proc, shown)
+    assert "\x1b" not in proc.stderr and "\u202e" not in proc.stderr
+
+
+def test_trace_on_nothing_is_refused_not_taken_for_no_on():
+    """'opcov trace llama --on=' traced llama on the stand-in as if --on were not given."""
+    one_line_error(run_opcov("trace", "llama", "--on="), "--on names the backend")
