@@ -1,20 +1,37 @@
-"""Re-run one representative hostile input or fault of every class docs/data-safety.md guards against,
-against the opcov program and its Python API, and print a table: case, expected, got, ok.
+"""Run hostile inputs and faults of every class docs/data-safety.md guards against through every opcov
+command and its Python API, and print a line per case: ok, kind, case, peak memory, seconds, expected, got.
 
-Why a script and not a test: it takes minutes (factories import torch, the zoo and the probe start
+The cases: one of each kind the rules name (the first list in ``cases``), then families crossed
+programmatically (``generated``): hostile names (separators, '..', line breaks, control characters,
+4096 characters, bytes that are not UTF-8) on every command that takes a name and in every name field of
+a bundle; each bundle field malformed each way, and files that are not bundles (bombs, deep nesting,
+/dev/zero, a FIFO); damaged coverage files through every reader; every writer's output aimed at its own
+input, a folder, a link out, /proc or another kind of file; factories that crash, exit, hang, fork or
+daemonize under 'run' and 'trace'; hostile vendor sources for 'expect', times files and shard counts for
+'plan'; two ingests at once, and signals while ingesting.
+
+Why a script and not a test: it takes an hour (factories import torch, the zoo and the probe start
 workers), and its figures belong on the docs page. Every case runs in a fresh folder with its own
-private TMPDIR; on top of its own expectation, every run must show no traceback, no death by a signal
-(an abort), at most 1 GB of memory (the peak resident memory of the run's process tree), and
-nothing left in its TMPDIR (torch's own compile cache aside; what a process killed on purpose left
-must be gone after the next opcov command). Exit status 1 when any case fails.
+private TMPDIR. On top of its own expectation, every run must show: nothing written outside what its
+command line names as output (the folder is compared before and after; a file made from a hostile name
+is looked for above it too), nothing it was not told to write changed or removed (a silent loss), no
+traceback, no death by a signal, no hang (a deadline per run), at most 1 GB of memory where its inputs
+are at most 50 MB (the peak resident memory of the run's process tree), no process left running (each
+run carries a mark in its environment, OPCOV_CORPUS_RUN, that its descendants inherit), and no temporary
+file or lock left beside its outputs or in its TMPDIR (torch's own compile cache aside; what a process
+killed on purpose left must be gone after the next opcov command). Exit status 1 when any case fails.
 
-    python scripts/hostile_corpus.py [--only WORD] [--write-docs]
+    python scripts/hostile_corpus.py [--only WORD ...] [--list] [--write-docs]
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
+import hashlib
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -34,6 +51,9 @@ CPU_REG = os.path.join(ROOT, "coverage", "cpu", "registered-torch-2.13.0+cpu.yam
 CPU_PROBED = os.path.join(ROOT, "coverage", "cpu", "probed-torch-2.13.0+cpu.yaml")
 MAX_RSS_MB = 1024
 BIG = 50 << 20  # the largest hostile input: 50 MB
+CASE_VAR = "OPCOV_CORPUS_RUN"  # each run's mark in its environment: what it leaves running carries it
+PWN = "PWNED"  # in hostile names: a file made from one is found by it, wherever it lands
+STRAY = re.compile(r"\.tmp\d+-[0-9a-f]{8}$|^\.opcov\.lock$|\.tmp$")  # a writer's temporary file or lock
 
 FACTORIES = """
 import os, signal, sys, time
@@ -76,6 +96,10 @@ class Run:
     rss_mb: float
     seconds: float
     left: list = field(default_factory=list)
+    hung: bool = False  # killed at the case's deadline
+    outside: list = field(default_factory=list)  # files written where the command was not told to write
+    lost: list = field(default_factory=list)  # files changed or removed that the command was not told to write
+    stray: list = field(default_factory=list)  # temporary files or locks left beside its outputs
 
 
 @dataclass
@@ -95,6 +119,12 @@ class Box:
         os.mkdir(self.tmp)
         self.runs: list[Run] = []
         self.killed = False  # the case sent a signal on purpose: a death by it is expected
+        self.big = False  # an input over 50 MB: the 1 GB limit does not apply (its peak is still shown)
+        self.allowed: list[str] = []  # files and folders the case's commands are told to write
+        self.n = os.path.basename(root)  # this case's mark, in hostile names and in its processes' environment
+        self.pids = os.path.join(root, "pids")  # where the corpus's own factories say their process ids
+        os.mkdir(self.pids)
+        self.allow(self.pids)
         cov = os.path.join(root, "coverage")
         os.makedirs(os.path.join(cov, "tpu"))
         os.makedirs(os.path.join(cov, "cpu"))
@@ -121,20 +151,74 @@ class Box:
             PYTHONPATH=SRC + os.pathsep + self.dir,
             TORCH_DEVICE_BACKEND_AUTOLOAD="0",
             TMPDIR=self.tmp,
-            HANG_PID_FILE=os.path.join(self.dir, "hang.pid"),
+            HANG_PID_FILE=os.path.join(self.pids, "hang.pid"),
+            PID_DIR=self.pids,
         )
+        env[CASE_VAR] = self.n
         env.update(extra)
         return env
 
-    def start(self, args, *, python=False, stdout=subprocess.PIPE, **kw):
+    def pwn(self, name: str) -> str:
+        """A hostile name with this case's mark: a file it makes anywhere is found by the mark."""
+        return name.replace(PWN, f"{PWN}{self.n}")
+
+    def allow(self, *paths: str) -> None:
+        """The command about to run is told to write these (files, or folders and all under them)."""
+        self.allowed += [os.path.abspath(p) for p in paths]
+
+    def snapshot(self) -> dict:
+        """Every file under the case's folder (its TMPDIR aside): path -> (size, mtime, inode)."""
+        out = {}
+        for root, dirs, files in os.walk(self.dir):
+            if root == self.dir and "tmpdir" in dirs:
+                dirs.remove("tmpdir")
+            for name in dirs + files:
+                p = os.path.join(root, name)
+                try:
+                    st = os.lstat(p)
+                except OSError:
+                    continue
+                if name in dirs and not os.path.islink(p):
+                    continue
+                out[p] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        return out
+
+    def changes(self, before: dict, run: Run) -> None:
+        """What changed in the case's folder during a run, against what it was told to write; and any file
+        with this case's mark made outside the folder (an escape through '..')."""
+        after = self.snapshot()
+        told = tuple(self.allowed)
+
+        def ok(p):
+            return any(p == a or p.startswith(a + os.sep) for a in told)
+
+        for p in sorted(set(before) | set(after)):
+            if before.get(p) == after.get(p):
+                continue
+            if ok(p):
+                if p not in before and STRAY.search(os.path.basename(p)):
+                    run.stray.append(os.path.relpath(p, self.dir))
+                continue
+            (run.lost if p in before else run.outside).append(os.path.relpath(p, self.dir))
+        for p in _marked_outside(self):
+            run.outside.append(p)
+
+    def start(self, args, *, python=False, stdout=subprocess.PIPE, stdin=None, **kw):
         cmd = [sys.executable, "-c", args] if python else [sys.executable, "-m", "opcov", *args]
         import threading
 
+        if not python and getattr(self, "named_ok", True):
+            self.allow(*(os.path.join(self.dir, p) for p in named_outputs(list(args))))
+        self.started = getattr(self, "started", 0) + 1
+        token = f"{self.n}:{self.started}"  # this run's mark: what it leaves running is found by it
         proc = subprocess.Popen(
-            cmd, cwd=self.dir, env=self.env(), stdout=stdout, stderr=subprocess.PIPE, text=True,
-            errors="replace", start_new_session=True, **kw,
+            cmd, cwd=self.dir, env=self.env(**{CASE_VAR: token}), stdout=stdout, stderr=subprocess.PIPE,
+            stdin=stdin if stdin is not None else subprocess.DEVNULL, text=True, errors="replace",
+            start_new_session=True, **kw,
         )  # fmt: skip
+        proc.token = token
         proc.peak_kb = 0
+        proc.before = self.snapshot()
 
         def sample():  # from its start, so a case that kills it midway still has its figure
             while _running(proc.pid):
@@ -162,16 +246,23 @@ class Box:
         for r in readers:
             r.start()
         deadline = time.monotonic() + timeout
+        hung = False
         while _running(proc.pid):
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and not hung:
+                hung = True
                 os.killpg(proc.pid, signal.SIGKILL)
+                _kill_marked(proc.token)
             time.sleep(0.02)
         proc.sampler.join()
         peak = proc.peak_kb
         proc.wait()
+        left = _marked_running(proc.token, within=2.0)  # what it started and left running (a daemon)
+        _kill_marked(proc.token)
         for r in readers:
             r.join()
         run = Run(proc.returncode, got.get("out", ""), got.get("err", ""), peak / 1024, time.monotonic() - t0)
+        run.hung, run.left = hung, left
+        self.changes(proc.before, run)
         self.runs.append(run)
         return run
 
@@ -182,6 +273,30 @@ class Box:
     def python(self, code: str, timeout: float = 600) -> Run:
         t0 = time.monotonic()
         return self.finish(self.start(code, python=True), t0, timeout)
+
+
+OUT_FLAGS = ("--out", "-o", "--table", "--root", "--replay-dir")
+WRITES_COVERAGE = ("ingest", "run", "expect", "scan", "probe")  # --coverage names where these write
+
+
+def named_outputs(args: list[str]) -> list[str]:
+    """What a command line tells opcov to write: the value of each output option (a probe's journal and
+    group times beside its --out), and the coverage folder of a command that writes there."""
+    out = []
+    command = next((a for a in args if not a.startswith("-")), "")
+    for i, a in enumerate(args):
+        flag, eq, value = a.partition("=")
+        if flag in OUT_FLAGS or (flag == "--coverage" and command in WRITES_COVERAGE):
+            value = value if eq else (args[i + 1] if i + 1 < len(args) else "")
+            if value:
+                out.append(value)
+                if command == "probe" and flag == "--out":
+                    out += [value + ".journal.jsonl", value + ".times.json"]
+                if command == "zoo" and flag == "--table":  # the zoo's journal of outcomes beside its table
+                    out.append(value + ".journal.jsonl")
+    if command in WRITES_COVERAGE and not any(a.partition("=")[0] == "--coverage" for a in args):
+        out.append("coverage")
+    return out
 
 
 # ---------------------------------------------------------------- what a run must show
@@ -434,6 +549,7 @@ def c_probe_sigkill_resume(box):
 
 
 def c_two_resumes(box):
+    box.allow(box.path("p.yaml.journal.jsonl"))  # the journal the two probes' code opens
     code = f"""
 from opcov.probe.journal import Journal
 from opcov.errors import OpcovError
@@ -523,7 +639,7 @@ def c_factory_killed_with_parent(box):
     """'opcov check' of a hanging factory, SIGKILLed: the factory's process (a grandchild) ends too."""
     box.killed = True
     t0 = time.monotonic()
-    pidfile = box.path("hang.pid")
+    pidfile = os.path.join(box.pids, "hang.pid")
     proc = box.start(["check", "userfactories:hang", "-b", "tpu", "--coverage", box.cov])
     while time.monotonic() - t0 < 120 and not (os.path.exists(pidfile) and open(pidfile).read()):
         time.sleep(0.05)
@@ -534,6 +650,75 @@ def c_factory_killed_with_parent(box):
     if not ok:
         os.kill(pid, signal.SIGKILL)
     return f"factory process {'ended' if ok else 'still running'}", ok
+
+
+def _marked(token: str) -> list[int]:
+    """Live processes (not zombies) whose environment carries the run mark ``token``."""
+    want = f"{CASE_VAR}={token}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if want not in f.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{name}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    continue
+        except (OSError, IndexError):
+            continue
+        found.append(int(name))
+    return found
+
+
+def _marked_running(token: str, within: float) -> list[int]:
+    """The processes of run ``token`` still running ``within`` seconds after it ended (a child exits late)."""
+    deadline = time.monotonic() + within
+    while True:
+        left = _marked(token)
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.05)
+
+
+def _kill_marked(token: str) -> None:
+    for _ in range(5):
+        left = _marked(token)
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.05)
+
+
+def _marked_outside(box) -> list[str]:
+    """Files named with this case's mark outside its folder (made from a hostile name through '..'), removed
+    once found: in the folders above it, the temporary folder, this checkout and the file system's root."""
+    mark = f"{PWN}{box.n}"
+    found = []
+    places = {os.path.dirname(box.dir), os.path.dirname(os.path.dirname(box.dir)), tempfile.gettempdir(), ROOT, "/"}
+    places.add(os.getcwd())
+    for folder in places:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if mark in name:
+                p = os.path.join(folder, name)
+                found.append(p)
+                if os.path.isdir(p) and not os.path.islink(p):
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(p)
+                    except OSError:
+                        pass
+    return found
 
 
 def _running(pid: int) -> bool:
@@ -688,6 +873,845 @@ def c_stdout(box, how):
     return one_line(run, "cannot write the output")
 
 
+# ---------------------------------------------------------------- generated families (issue 43)
+# Each family crosses a list of hostile inputs with the commands or readers that meet them; every case
+# gets the checks of every run (run_case) on top of its own expectation.
+
+XLA_DIR = os.path.join(ROOT, "coverage", "xla")
+XLA_PROBED = os.path.join(XLA_DIR, "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml")
+XLA_REG = os.path.join(XLA_DIR, "registered-torch-2.9.0+cu128-torch_xla-2.9.0.yaml")
+XLA_RUNS = [os.path.join(ROOT, "coverage", "observed", "xla", f"{m}.inference.json") for m in ("bert", "albert")]
+
+NAMES = [  # (label, name): a name that must never become a path, nor pass as a name
+    ("../", "../PWNED"),
+    ("x/../../../../", "x/../../../../PWNED"),
+    ("..", ".."),
+    (".", "."),
+    ("a slash", "a/PWNED"),
+    ("an absolute path", "/tmp/PWNED"),
+    ("a newline", "PWNED\nx"),
+    ("a tab", "PWNED\tx"),
+    ("a terminal escape", "\x1b[31mPWNED"),
+    ("a carriage return", "PWNED\rx"),
+    ("a leading dash", "-PWNED"),
+    ("a space", " "),
+    ("nothing", ""),
+    ("300 characters", "PWNED" + "x" * 300),
+    ("a backslash", "a\\PWNED"),
+    ("a shell substitution", "$(touch PWNED)"),
+    ("a glob", "PWNED*"),
+    ("a leading dot", ".PWNED"),
+    ("DEL", "PWNED\x7f"),
+    ("a bidi override", "PWNED\u202ex"),
+    ("4096 characters", "PWNED" + "x" * 4096),
+    ("a byte that is not UTF-8", "PWNED\udcff"),
+]
+DATA_NAMES = [*NAMES, ("a NUL", "PWNED\0x")]  # no command line can carry a NUL: data can
+FEW = [n for n in NAMES if n[0] in ("../", "x/../../../../", "..", "a slash", "a newline", "a leading dash",
+                                    "nothing", "4096 characters")]  # fmt: skip
+
+
+def refused(run: Run, *words) -> tuple[str, bool]:
+    """Exit 2 and one line: opcov's own ('opcov: error: ...'), or argparse's (its usage, then one error line)."""
+    lines = [ln for ln in run.err.strip().splitlines() if ln.strip()]
+    said = lines[-1][:110] if lines else "(nothing on stderr)"
+    own = len(lines) == 1 and lines[0].startswith("opcov: error: ")
+    parser = (
+        bool(lines) and lines[0].startswith("usage: ") and re.match(r"opcov [a-z]+: error: ", lines[-1]) is not None
+    )
+    ok = run.code == 2 and (own or parser) and all(w in lines[-1] for w in words)
+    return f"exit {run.code}: {said}", ok
+
+
+def refused_or_written(run: Run, out: str) -> tuple[str, bool]:
+    """A value opcov may take (free text, as a contributor's name): refused in one line, or written."""
+    got, ok = refused(run)
+    if run.code == 0:
+        return f"exit 0, {'wrote' if os.path.exists(out) else 'did not write'} {os.path.basename(out)}", os.path.exists(
+            out
+        )
+    return got, ok
+
+
+def _b(name: str) -> list[str]:
+    return ["-b", name] if not name or name.startswith("-") else [f"-b{name}"]
+
+
+def _opt(flag: str, value: str) -> str:
+    return f"{flag}={value}"
+
+
+CLI_NAME_COMMANDS = {  # label -> argv for a hostile backend (or other) name
+    "check -b": lambda b, n: ["check", b.opset, *_b(n), "--coverage", b.cov],
+    "ops -b": lambda b, n: ["ops", "F.relu", *_b(n), "--coverage", b.cov],
+    "gaps": lambda b, n: ["gaps", "--coverage", b.cov, "--", n],
+    "compare A": lambda b, n: ["compare", "--coverage", b.cov, "--", n, "tpu"],
+    "compare B": lambda b, n: ["compare", "--coverage", b.cov, "--", "tpu", n],
+    "scan": lambda b, n: ["scan", "--out", b.path("s.yaml"), "--", n],
+    "probe": lambda b, n: ["probe", "--out", b.path("p.yaml"), "--", n],
+    "plan": lambda b, n: ["plan", "--shards", "2", "--", n],
+    "run -b": lambda b, n: ["run", "llama", *_b(n), "--out", b.path("r.json")],
+    "trace --on": lambda b, n: ["trace", "llama", _opt("--on", n), "--out", b.path("t.yaml")],
+    "summary": lambda b, n: ["summary", "--", n],
+    "diff": lambda b, n: ["diff", "--", b.tpu, n],
+}
+MODEL_NAME_COMMANDS = {
+    "check MODEL": lambda b, n: ["check", "-btpu", "--coverage", b.cov, "--", n],
+    "trace MODEL": lambda b, n: ["trace", "--out", b.path("t.yaml"), "--", n],
+    "run MODEL": lambda b, n: ["run", "-bcpu", "--out", b.path("r.json"), "--", n],
+}
+
+
+PATH_COMMANDS = ("summary", "diff", "check MODEL", "trace MODEL", "run MODEL")  # their names are paths
+
+
+def c_cli_name(box, label, name):
+    """A hostile name where a command takes one: refused in one line. Where the command takes a path and
+    the name is one that exists ('.', '..'), reading it is an answer too."""
+    name = box.pwn(name)
+    run = box.opcov(*(CLI_NAME_COMMANDS.get(label) or MODEL_NAME_COMMANDS[label])(box, name), timeout=300)
+    got, ok = refused(run)
+    if not ok and label in PATH_COMMANDS and name and os.path.exists(os.path.join(box.dir, name)):
+        return f"exit {run.code}: read {name!r}", run.code in (0, 1)
+    return got, ok
+
+
+def c_bundle_source(box, name):
+    p = box.path(os.path.basename(XLA_PROBED), open(XLA_PROBED, encoding="utf-8").read())
+    out = box.path("b.opcov-bundle.json.gz")
+    return refused_or_written(box.opcov("bundle", p, _opt("--source", box.pwn(name)), "--out", out), out)
+
+
+# -- bundles: made once per corpus run (assets), changed per case
+
+
+class Assets:
+    """Bundles to ingest and change: two probed (xla, differing in one cell) and two observed runs."""
+
+    folder = ""
+
+    @classmethod
+    def make(cls, base: str) -> None:
+        from opcov.store import bundle, data
+
+        cls.folder = os.path.join(base, "assets")
+        os.makedirs(cls.folder)
+        text = open(XLA_PROBED, encoding="utf-8").read()
+        other = os.path.join(cls.folder, "other", os.path.basename(XLA_PROBED))
+        os.makedirs(os.path.dirname(other))
+        body = text.split("\n", 1)[1]
+        i = body.index("fwd: pass,")
+        body = body[:i] + "fwd: error," + body[i + len("fwd: pass,") :]
+        with open(other, "w", encoding="utf-8") as f:
+            f.write(data.stamped(body, body.split("\nops:\n", 1)[1].count("\n")))
+        for name, src in (("probed", XLA_PROBED), ("probed2", other), ("observed", XLA_RUNS[0]),
+                          ("observed2", XLA_RUNS[1])):  # fmt: skip
+            b = bundle.make(src, source="corpus", command="opcov bundle (hostile corpus)")
+            with open(os.path.join(cls.folder, name + ".json"), "w", encoding="utf-8") as f:
+                json.dump(b, f)
+
+    @classmethod
+    def load(cls, name: str) -> dict:
+        with open(os.path.join(cls.folder, name + ".json"), encoding="utf-8") as f:
+            return json.load(f)
+
+
+def xla_box(box) -> None:
+    """The case's coverage folder as a receiving machine has it: xla's registered scan (the catalogue)."""
+    os.makedirs(os.path.join(box.cov, "xla"), exist_ok=True)
+    shutil.copy(XLA_REG, os.path.join(box.cov, "xla"))
+
+
+def rehash(b: dict) -> dict:
+    b["sha256"] = hashlib.sha256(b["text"].encode("utf-8", "surrogatepass")).hexdigest()
+    b["bytes"] = len(b["text"].encode("utf-8", "surrogatepass"))
+    return b
+
+
+def write_gz(box, payload: bytes, name: str = "hostile.opcov-bundle.json.gz") -> str:
+    path = box.path(name)
+    with open(path, "wb") as f:
+        f.write(gzip.compress(payload, mtime=0))
+    return path
+
+
+def dumps_b(b) -> bytes:
+    return json.dumps(b, ensure_ascii=False).encode("utf-8", "surrogatepass")
+
+
+def ingest(box, path: str, *words) -> tuple[str, bool]:
+    """'opcov ingest PATH': refused in one line (naming ``words``), the coverage folder as it was (the run's
+    own check: nothing changed in it counts as a loss, nothing new outside it as a write)."""
+    xla_box(box)
+    before = _tree(box.cov)
+    got, ok = refused(box.opcov("ingest", path, "--coverage", box.cov, timeout=120), *words)
+    return got, ok and _tree(box.cov) == before
+
+
+def _tree(folder: str) -> dict:
+    out = {}
+    for root, _dirs, files in os.walk(folder):
+        for f in files:
+            p = os.path.join(root, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, folder)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
+
+
+def c_data_name(box, kind, field_name, name):
+    """A hostile name in one field of a bundle, everything else consistent (hash redone): refused."""
+    name = box.pwn(name)
+    b = Assets.load(kind)
+    if kind == "observed":
+        doc = json.loads(b["text"])
+        if field_name == "model.name":
+            doc["model"]["name"] = name
+        elif field_name == "model.mode":
+            doc["model"]["mode"] = name
+        elif field_name == "backend.name":
+            doc["backend"]["name"] = name
+            b["backend"]["name"] = name
+        if field_name != "name":
+            b["text"] = json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+            b["name"] = f"{doc['model']['name']}.{doc['model']['mode']}.json"
+        else:
+            b["name"] = name
+    elif field_name == "name":
+        b["name"] = name
+    else:  # backend.name, in the envelope and the data
+        b["backend"]["name"] = name
+        b["text"] = b["text"].replace("\n  name: xla\n", f"\n  name: {json.dumps(name)}\n", 1)
+    return ingest(box, write_gz(box, dumps_b(rehash(b))))
+
+
+BUNDLE_FIELDS = ("opcov_bundle", "kind", "name", "backend", "provenance", "sha256", "bytes", "text", "times")
+MALFORMED = {  # label -> the value put in the field (or None: the field left out)
+    "missing": None,
+    "null": lambda: "__null__",
+    "a list": lambda: [1, 2],
+    "a number": lambda: 7,
+    "a float": lambda: 1e308,
+    "true": lambda: True,
+    "a mapping": lambda: {"a": 1},
+    "10 MB of text": lambda: "x" * (10 << 20),
+    "nested 5000 deep": lambda: NESTED,
+}
+NESTED = "__nested__"  # put in the JSON text as 5,000 nested arrays (json.dumps cannot write them)
+
+
+def c_malformed_field(box, field_name, label):
+    b = Assets.load("probed")
+    make = MALFORMED[label]
+    if make is None:
+        del b[field_name]
+    else:
+        value = make()
+        b[field_name] = None if value == "__null__" else value
+    text = json.dumps(b).replace(f'"{NESTED}"', "[" * 5000 + "]" * 5000)
+    return ingest(box, write_gz(box, text.encode()))
+
+
+def c_duplicate_field(box, field_name):
+    """The same key twice in the bundle's JSON, the second a valid-looking other value: refused."""
+    b = Assets.load("probed")
+    text = json.dumps(b)
+    value = json.dumps(b[field_name])
+    text = text[:-1] + f', "{field_name}": {value}}}'
+    return ingest(box, write_gz(box, text.encode()))
+
+
+def _nested(n: int, opener: str = "[", closer: str = "]") -> bytes:
+    return (opener * n + closer * n).encode()
+
+
+def c_bundle_file(box, what):
+    """A bundle file that is not one: each must be refused in one line, quickly, within 1 GB."""
+    path = box.path("hostile.opcov-bundle.json.gz")
+    if what == "empty file":
+        open(path, "wb").close()
+    elif what == "not gzip":
+        open(path, "wb").write(b"hello")
+    elif what == "gzip of nothing":
+        path = write_gz(box, b"")
+    elif what == "gzip of null":
+        path = write_gz(box, b"null")
+    elif what == "gzip of a list":
+        path = write_gz(box, b"[]")
+    elif what == "200,000 nested arrays":
+        path = write_gz(box, _nested(200_000))
+    elif what == "200,000 nested objects":
+        path = write_gz(box, ('{"a":' * 200_000 + "1" + "}" * 200_000).encode())
+    elif what == "a gzip bomb (2.25 GiB of spaces)":
+        box.big = False  # a 2 MB input: the 1 GB limit applies
+        import zlib
+
+        comp = zlib.compressobj(9, zlib.DEFLATED, 31)
+        with open(path, "wb") as f:
+            chunk = b" " * (1 << 20)
+            for _ in range(2304):
+                f.write(comp.compress(chunk))
+            f.write(comp.flush())
+    elif what == "60 MB of random bytes":
+        box.big = True
+        with open(path, "wb") as f:
+            f.write(os.urandom(60 << 20))
+    elif what == "truncated":
+        raw = gzip.compress(dumps_b(Assets.load("probed")))
+        open(path, "wb").write(raw[: len(raw) // 2])
+    elif what == "bytes after the gzip stream":
+        raw = gzip.compress(dumps_b(Assets.load("probed")))
+        open(path, "wb").write(raw + b"trailing")
+    elif what == "two gzip members":
+        raw = gzip.compress(dumps_b(Assets.load("probed")))
+        open(path, "wb").write(raw + raw)
+    elif what == "a UTF-8 BOM":
+        path = write_gz(box, b"\xef\xbb\xbf" + dumps_b(Assets.load("probed")))
+    elif what == "NaN in the JSON":
+        text = json.dumps(Assets.load("probed"))
+        path = write_gz(box, (text[:-1] + ', "x": NaN}').encode())
+    elif what == "a lone surrogate in the text":
+        b = Assets.load("probed")
+        b["text"] = b["text"].replace("xla", "xla\\ud800", 1)
+        path = write_gz(box, json.dumps(b).replace("\\\\ud800", "\\ud800").encode())
+    elif what == "a folder":
+        os.mkdir(path)
+    elif what == "/dev/zero":
+        path = "/dev/zero"
+    elif what == "/dev/urandom":
+        path = "/dev/urandom"
+    elif what == "a FIFO with no writer":
+        os.mkfifo(path)
+    elif what == "a link to itself":
+        os.symlink(path, path)
+    elif what == "no such file":
+        path = box.path("nothing-here.gz")
+    elif what == "format 2":
+        b = Assets.load("probed")
+        b["opcov_bundle"] = 2
+        path = write_gz(box, json.dumps(b).encode())
+    elif what == "unknown field":
+        b = Assets.load("probed")
+        b["extra"] = 1
+        path = write_gz(box, json.dumps(b).encode())
+    elif what == "same length tamper":
+        b = Assets.load("probed")
+        i = b["text"].index("fwd: pass,")
+        j = b["text"].index("fwd: error,")
+        t = list(b["text"])
+        t[i : i + 10], t[j : j + 11] = list("fwd: error"), list("fwd: pass,,")
+        b["text"] = "".join(t)
+        path = write_gz(box, json.dumps(b).encode())
+    elif what == "a host path in the text":
+        b = Assets.load("probed")
+        b["text"] = b["text"].replace("Linux", "/home/alice/x", 1)
+        path = write_gz(box, json.dumps(rehash(b)).encode())
+    elif what == "times of the wrong type":
+        b = Assets.load("probed")
+        b["times"] = {"g": "soon"}
+        path = write_gz(box, json.dumps(b).encode())
+    elif what == "200,000 times":
+        b = Assets.load("probed")
+        b["times"] = {f"g{i}": 1.0 for i in range(200_000)}
+        path = write_gz(box, json.dumps(b).encode())
+    elif what == "an observed run of an unknown op":
+        b = Assets.load("observed")
+        doc = json.loads(b["text"])
+        doc["ops"]["aten::PWNED"] = next(iter(doc["ops"].values()))
+        b["text"] = json.dumps(doc, indent=1, sort_keys=True) + "\n"
+        path = write_gz(box, json.dumps(rehash(b)).encode())
+    timeout = 60 if what in ("a FIFO with no writer", "/dev/zero", "/dev/urandom") else 120
+    xla_box(box)
+    before = _tree(box.cov)
+    got, ok = refused(box.opcov("ingest", path, "--coverage", box.cov, timeout=timeout))
+    return got, ok and _tree(box.cov) == before
+
+
+BUNDLE_FILES = (
+    "empty file", "not gzip", "gzip of nothing", "gzip of null", "gzip of a list", "200,000 nested arrays",
+    "200,000 nested objects", "a gzip bomb (2.25 GiB of spaces)", "60 MB of random bytes", "truncated",
+    "bytes after the gzip stream", "two gzip members", "a UTF-8 BOM", "NaN in the JSON",
+    "a lone surrogate in the text", "a folder", "/dev/zero", "/dev/urandom", "a FIFO with no writer",
+    "a link to itself", "no such file", "format 2", "unknown field", "same length tamper",
+    "a host path in the text", "times of the wrong type", "200,000 times", "an observed run of an unknown op",
+)  # fmt: skip
+
+
+# -- coverage files: one malformation, every reader
+
+COVERAGE_FAULTS = {  # label -> (change to the tpu file's text, restamp after)
+    "schema_version: true": (lambda t: t.replace("schema_version: 1\n", "schema_version: true\n"), True),
+    "a YAML merge key": (lambda t: t.replace("backend:\n", "backend:\n  <<: {name: tpu}\n", 1), True),
+    "a second backend: block": (lambda t: t.replace("evidence:", "backend:\n  name: cpu\nevidence:", 1), True),
+    "an op given twice": (lambda t: t + op_lines(t)[1][0], True),
+    "cut mid-line": (lambda t: t[: len(t) - len(op_lines(t)[1][-1]) // 2], False),
+    "cut at a line end, unstamped": (lambda t: t[: len(t) - len(op_lines(t)[1][-1]) - len(op_lines(t)[1][-2])], False),
+    "one cell edited, stamp kept": (lambda t: t, False),  # filled in by c_coverage_fault
+    "an anchor and an alias": (lambda t: t.replace("backend:\n", "backend: &b\n", 1) + "other: *b\n", True),
+    "a NUL byte": (lambda t: t.replace("tpu", "tp\0u", 1), False),
+    "bytes that are not UTF-8": (lambda t: t.replace("tpu", "tp\udcffu", 1), False),
+    "a count of 10^20": (lambda t: t.replace("schema_version: 1\n", "schema_version: 1\n", 1), True),
+    "a 300 KB line": (
+        lambda t: t.replace("\nops:\n", "\nops:\n" + '"aten::x": {why: "' + "x" * 300_000 + '"}\n', 1),
+        True,
+    ),
+}
+READERS = {
+    "summary": lambda b, p: ["summary", p],
+    "check": lambda b, p: ["check", b.opset, "-b", "tpu", "--coverage", b.cov],
+    "diff": lambda b, p: ["diff", TPU_FILE, p],
+    "lint": lambda b, p: ["lint", "--no-catalog", p],
+    "gaps": lambda b, p: ["gaps", "tpu", "--coverage", b.cov],
+    "compare": lambda b, p: ["compare", "tpu", "cpu", "--coverage", b.cov],
+    "ops -b": lambda b, p: ["ops", "F.linear", "-b", "tpu", "--coverage", b.cov],
+}
+
+
+def c_coverage_fault(box, fault, reader):
+    change, stamp = COVERAGE_FAULTS[fault]
+    text = body(TPU_FILE)
+    if fault == "one cell edited, stamp kept":
+        full = open(TPU_FILE, encoding="utf-8").read()
+        new = full.replace("res: registered", "res: missing", 1)
+        assert new != full
+    elif fault == "a count of 10^20":
+        head, lines = op_lines(text)
+        new = restamp(head + "\nops:\n" + "".join(lines) + '"aten::zz": {res: kernel, calls: 100000000000000000000}\n')
+    else:
+        new = change(text)
+        new = restamp(new) if stamp else new
+    with open(box.tpu, "w", encoding="utf-8", errors="surrogateescape") as f:
+        f.write(new)
+    run = box.opcov(*READERS[reader](box, box.tpu), timeout=300)
+    if reader == "lint":
+        return f"exit {run.code}", run.code == 1 and "Traceback" not in run.err
+    return refused(run)
+
+
+# -- outputs: every writer, every kind of output it must refuse
+
+WRITERS = {  # label -> (argv with OUT, the input it reads)
+    "check -o": lambda b, o: ["check", b.opset, "-b", "tpu", "--coverage", b.cov, "-o", o],
+    "scan --out": lambda b, o: ["scan", "meta", "--out", o],
+    "probe --out": lambda b, o: [
+        "probe",
+        "cpu",
+        "--ops",
+        "^abs$",
+        "--dtypes",
+        "float32",
+        "--tiers",
+        "none",
+        "--out",
+        o,
+    ],
+    "merge --out": lambda b, o: ["merge", b.probed, "--out", o],
+    "trace --out": lambda b, o: ["trace", "llama", "--out", o],
+    "zoo --table": lambda b, o: ["zoo", "trace", "--only", "llama", "--root", b.path("m"), "--table", o],
+    "bundle --out": lambda b, o: ["bundle", b.probed, "--source", "x", "--out", o],
+    "plan --out": lambda b, o: ["plan", "cpu", "--shards", "2", "--ops", "^abs$", "--times", b.times, "--out", o],
+    "run --out": lambda b, o: ["run", "llama", "-b", "cpu", "--out", o],
+    "expect --out": lambda b, o: ["expect", "tpu", "--vendor-tests", b.vendor, "--out", o],
+    "site --out": lambda b, o: ["site", "--coverage", b.cov, "--out", o],
+}
+OUTPUTS = ("its own input", "a folder", "a link out of the folder", "under /proc", "a file of another kind")
+
+
+def writer_box(box) -> None:
+    box.probed = box.path("probed-torch-2.13.0+cpu.yaml", open(CPU_PROBED, encoding="utf-8").read())
+    box.times = box.path("times.json", '{"abs": 1.0}\n')
+    box.vendor = os.path.join(box.dir, "vendor")
+    os.makedirs(os.path.join(box.vendor, "tests"))
+    with open(os.path.join(box.vendor, "tests", "ops_test.py"), "w") as f:
+        f.write("import torch\n")
+
+
+def c_output(box, writer, kind):
+    """An output that must be refused: nothing changes there (the run is told to write nowhere)."""
+    writer_box(box)
+    inputs = {
+        "check -o": box.opset, "merge --out": box.probed, "trace --out": box.opset, "bundle --out": box.probed,
+        "plan --out": box.times, "expect --out": os.path.join(box.vendor, "tests", "ops_test.py"), "site --out": box.cov,
+    }  # fmt: skip
+    target = before = None
+    if kind == "its own input":
+        out = inputs[writer]
+    elif kind == "a folder":
+        out = box.path("afolder")
+        os.mkdir(out)
+        box.path("afolder/keep", "mine\n")
+    elif kind == "a link out of the folder":
+        target = os.path.join(os.path.dirname(box.dir), f"target-{box.n}")
+        with open(target, "w") as f:
+            f.write("outside\n")
+        before = read(target)
+        out = box.path("link")
+        os.symlink(target, out)
+    elif kind == "under /proc":
+        out = "/proc/self/opcov-out"
+    else:
+        out = box.path("notes.txt", "my own notes\n")
+    argv = WRITERS[writer](box, out)
+    if writer == "trace --out" and kind == "its own input":
+        argv = ["trace", box.opset, "--out", out]
+    box.named_ok = False  # nothing the command writes is allowed: a refusal changes nothing
+    if writer == "site --out" and kind == "a folder":
+        box.allow(out)  # a site is a folder: it may be written, but never over a file that is not the site's
+        run = box.opcov(*argv, timeout=300)
+        kept = os.path.exists(os.path.join(out, "keep")) and read(os.path.join(out, "keep")) == b"mine\n"
+        got, ok = refused(run)
+        return (got, ok) if run.code != 0 else (f"exit 0, keep {'kept' if kept else 'LOST'}", kept)
+    try:
+        got, ok = refused(box.opcov(*argv, timeout=300))
+    finally:
+        if target is not None:
+            ok = ok and read(target) == before
+            os.unlink(target)
+    return got, ok
+
+
+# -- user code: run and trace of factories that misbehave
+
+FACTORIES += """
+def sys_exit():
+    sys.exit(0)
+
+def string():
+    return "a model", (torch.randn(2, 4),)
+
+def huge():
+    return torch.nn.Linear(4, 4), (bytearray(30 << 30),)
+
+def forks_and_hangs():
+    import subprocess
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    time.sleep(300)
+
+def daemon():
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            time.sleep(300)
+        os._exit(0)
+    os.wait()
+    return torch.nn.Linear(4, 4), (torch.randn(2, 4),)
+"""
+USER_CODE = {  # factory -> (words in the error, or None: it runs; timeout)
+    "segfault": (("crashed", "SIGSEGV"), "300"),
+    "aborts": (("crashed", "SIGABRT"), "300"),
+    "exits": (("exit status 0",), "300"),
+    "sys_exit": (("SystemExit",), "300"),
+    "string": (("nn.Module",), "300"),
+    "huge": (("MemoryError",), "300"),
+    "hang": (("did not finish within 20 s",), "20"),
+    "forks_and_hangs": (("did not finish within 20 s",), "20"),
+    "daemon": (None, "300"),
+}
+
+
+def c_user_code(box, command, name):
+    words, timeout = USER_CODE[name]
+    out = box.path("x.json" if command == "run" else "x.yaml")
+    more = ("-b", "cpu") if command == "run" else ()
+    run = box.opcov(command, f"userfactories:{name}", *more, "--mode", "inference", "--timeout", timeout,
+                    "--out", out, timeout=400)  # fmt: skip
+    if words is None:  # it runs; what it left running is the run's own check
+        return f"exit {run.code}", run.code == 0 and os.path.exists(out)
+    got, ok = one_line(run, *words)
+    return got, ok and not os.path.exists(out)
+
+
+# -- expect: a vendor checkout that is hostile
+
+
+VENDOR = os.path.join(ROOT, "tests", "data", "vendortests")  # a small TorchTPU-shaped checkout
+
+
+def c_expect(box, what):
+    """A vendor checkout whose test file is hostile (the fixture checkout otherwise): one line, or (a big
+    but valid file) an expectation written."""
+    shutil.copytree(VENDOR, os.path.join(box.dir, "vendor"))
+    tests = os.path.join(box.dir, "vendor", "tests")
+    src = os.path.join(tests, "ops_test.py")
+    if what.startswith("op_testing.py: "):
+        src, what = os.path.join(tests, "op_testing.py"), what.removeprefix("op_testing.py: ")
+    if what not in ("no tests folder",):
+        os.unlink(src)
+    if what == "random bytes":
+        open(src, "wb").write(os.urandom(200_000))
+    elif what == "100,000 nested unary operators":
+        open(src, "w").write("x = " + "-" * 100_000 + "1\n")
+    elif what == "100,000 chained attributes":
+        open(src, "w").write("x = a" + ".b" * 100_000 + "\n")
+    elif what == "100,000 nested brackets":
+        open(src, "w").write("x = " + "(" * 100_000 + ")" * 100_000 + "\n")
+    elif what == "a 195 MB source":
+        box.big = True
+        with open(src, "w") as f:
+            line = "x = 1  # " + "y" * 90 + "\n"
+            for _ in range((195 << 20) // len(line)):
+                f.write(line)
+    elif what == "a 40 MB source":
+        with open(src, "w") as f:
+            line = "x = 1  # " + "y" * 90 + "\n"
+            for _ in range((40 << 20) // len(line)):
+                f.write(line)
+    elif what == "a NUL byte":
+        open(src, "wb").write(b"import torch\x00\n")
+    elif what == "a folder named ops_test.py":
+        os.mkdir(src)
+    elif what == "a link loop":
+        os.symlink(src, src)
+    elif what == "no tests folder":
+        shutil.rmtree(tests)
+    elif what == "a FIFO":
+        os.mkfifo(src)
+    elif what == "a syntax error":
+        open(src, "w").write("def (:\n")
+    out = box.path("vendor.json")
+    run = box.opcov("expect", "tpu", "--vendor-tests", os.path.join(box.dir, "vendor"), "--out", out,
+                    timeout=120 if what == "a FIFO" else 300)  # fmt: skip
+    return refused_or_written(run, out) if what == "a 40 MB source" else refused(run)
+
+
+EXPECT_CASES = ("random bytes", "100,000 nested unary operators", "100,000 chained attributes",
+                "100,000 nested brackets", "a 195 MB source", "a 40 MB source", "a NUL byte",
+                "a folder named ops_test.py", "a link loop", "no tests folder", "a FIFO", "a syntax error",
+                "op_testing.py: random bytes", "op_testing.py: 100,000 nested brackets",
+                "op_testing.py: a link loop")  # fmt: skip
+
+
+# -- plan
+
+
+def c_plan(box, what):
+    times = box.path("times.json", '{"abs": 1.0}\n')
+    args = ["plan", "cpu", "--ops", "^(abs|neg)$"]
+    if what == "--shards 1000000000":
+        run = box.opcov(*args, "--shards", "1000000000", timeout=300)
+        return f"exit {run.code}", run.code in (0, 2) and "Traceback" not in run.err
+    if what == "--shards 10^30":
+        run = box.opcov(*args, "--shards", "1" + "0" * 30, timeout=300)
+        return f"exit {run.code}", run.code in (0, 2) and "Traceback" not in run.err
+    if what == "--shards 0":
+        return refused(box.opcov(*args, "--shards", "0", timeout=300))
+    if what == "--times T --out T":
+        before = read(times)
+        got, ok = refused(box.opcov(*args, "--shards", "2", "--times", times, "--out", times, timeout=300))
+        return got, ok and read(times) == before
+    if what == "--times: not JSON":
+        open(times, "w").write("{not json")
+    elif what == "--times: 200,000 nested arrays":
+        open(times, "wb").write(_nested(200_000))
+    elif what == "--times: a string for a time":
+        open(times, "w").write('{"abs": "soon"}')
+    elif what == "--times: NaN":
+        open(times, "w").write('{"abs": NaN}')
+    elif what == "--times: 50 MB":
+        with open(times, "w") as f:
+            f.write("{" + ", ".join(f'"g{i}": 1.0' for i in range(3_000_000)) + "}")
+    elif what == "--times: a folder":
+        os.unlink(times)
+        os.mkdir(times)
+    elif what == "--times: /dev/zero":
+        times = "/dev/zero"
+    elif what == "--times: the same key twice":
+        open(times, "w").write('{"abs": 1.0, "abs": 2.0}')
+    return refused(box.opcov(*args, "--shards", "2", "--times", times, timeout=300))
+
+
+PLAN_CASES = ("--shards 1000000000", "--shards 10^30", "--shards 0", "--times T --out T", "--times: not JSON",
+              "--times: 200,000 nested arrays", "--times: a string for a time", "--times: NaN", "--times: 50 MB",
+              "--times: a folder", "--times: /dev/zero", "--times: the same key twice")  # fmt: skip
+
+
+# -- bundle: hostile inputs to pack
+
+
+def c_bundle_input(box, what):
+    out = box.path("b.opcov-bundle.json.gz")
+    if what == "a folder":
+        p = box.path("afolder")
+        os.mkdir(p)
+    elif what == "a registered file":
+        p = box.tpu
+    elif what == "an op set":
+        p = box.opset
+    elif what == "/dev/zero":
+        p = "/dev/zero"
+    elif what == "a FIFO":
+        p = box.path("fifo.yaml")
+        os.mkfifo(p)
+    elif what == "a 50 MB probed file":
+        head, lines = op_lines(body(CPU_PROBED))
+        outl, size, i = [], 0, 0
+        while size < BIG:
+            line = lines[i % len(lines)].replace("aten::", f"aten::x{i}_", 1)
+            outl.append(line)
+            size += len(line)
+            i += 1
+        p = box.path("probed-torch-2.13.0+cpu.yaml", restamp(head + "\nops:\n" + "".join(outl)))
+    elif what == "an observed run with a hostile model name":
+        doc = json.load(open(XLA_RUNS[0]))
+        doc["model"]["name"] = box.pwn("../PWNED")
+        p = box.path("run.json", json.dumps(doc))
+    else:  # a probed file cut mid-line
+        text = open(CPU_PROBED, encoding="utf-8").read()
+        p = box.path("probed-torch-2.13.0+cpu.yaml", text[: len(text) // 2])
+    run = box.opcov("bundle", p, "--source", "x", "--out", out, timeout=120)
+    got, ok = refused(run)
+    return got, ok and not os.path.exists(out)
+
+
+BUNDLE_INPUTS = ("a folder", "a registered file", "an op set", "/dev/zero", "a FIFO", "a 50 MB probed file",
+                 "an observed run with a hostile model name", "a probed file cut mid-line")  # fmt: skip
+
+
+# -- two writers at once
+
+
+def c_two_ingests(box, kind, onto_existing):
+    """Two 'opcov ingest' of different bundles into one coverage folder at once: both land."""
+    xla_box(box)
+    a, b = (f"{kind}", f"{kind}2")
+    paths = [write_gz(box, dumps_b(Assets.load(n)), f"{n}.opcov-bundle.json.gz") for n in (a, b)]
+    if onto_existing and kind == "probed":
+        shutil.copy(XLA_PROBED, os.path.join(box.cov, "xla"))
+    t0 = time.monotonic()
+    procs = [box.start(["ingest", p, "--coverage", box.cov]) for p in paths]
+    runs = [box.finish(p, t0, timeout=300) for p in procs]
+    shas = {Assets.load(n)["sha256"] for n in (a, b)}
+    if kind == "probed":
+        target = os.path.join(box.cov, "xla", os.path.basename(XLA_PROBED))
+        text = open(target, encoding="utf-8").read() if os.path.exists(target) else ""
+        landed = {s for s in shas if s in text}
+    else:
+        landed = set()
+        for n in ("bert", "albert"):
+            p = os.path.join(box.cov, "observed", "xla", f"{n}.inference.json")
+            if os.path.exists(p):
+                landed |= {s for s in shas if s in open(p).read()}
+    lint = box.opcov("lint", "--no-catalog", box.cov)
+    ok = all(r.code == 0 for r in runs) and landed == shas and lint.code == 0
+    return f"exits {[r.code for r in runs]}; {len(landed)} of 2 contributions kept; lint exit {lint.code}", ok
+
+
+def c_same_ingest_twice(box):
+    """The same bundle ingested twice at once: one lands, the other says it is already there."""
+    xla_box(box)
+    p = write_gz(box, dumps_b(Assets.load("probed")))
+    t0 = time.monotonic()
+    procs = [box.start(["ingest", p, "--coverage", box.cov]) for _ in range(2)]
+    runs = [box.finish(q, t0, timeout=300) for q in procs]
+    codes = sorted(r.code for r in runs)
+    said = [r for r in runs if r.code == 2 and "already in" in r.err]
+    return f"exits {codes}", codes == [0, 2] and len(said) == 1
+
+
+def c_two_merges(box):
+    """Two 'opcov merge' to one output at once: one result, whole, and no temporary file left."""
+    p = box.path("probed-torch-2.13.0+cpu.yaml", open(CPU_PROBED, encoding="utf-8").read())
+    out = box.path("m.yaml")
+    t0 = time.monotonic()
+    procs = [box.start(["merge", p, "--out", out]) for _ in range(2)]
+    runs = [box.finish(q, t0, timeout=300) for q in procs]
+    lint = box.opcov("lint", "--no-catalog", out)
+    return f"exits {[r.code for r in runs]}; lint exit {lint.code}", all(
+        r.code in (0, 2) for r in runs
+    ) and lint.code == 0
+
+
+def c_signal_ingest(box, sig):
+    """A signal to 'opcov ingest' while it writes: the coverage folder is the old one or the new one, whole,
+    with no temporary file (SIGKILL: as it was or whole; what it left is shown)."""
+    if sig == signal.SIGKILL:
+        box.killed = True
+    xla_box(box)
+    shutil.copy(XLA_PROBED, os.path.join(box.cov, "xla"))
+    p = write_gz(box, dumps_b(Assets.load("probed2")))
+    t0 = time.monotonic()
+    proc = box.start(["ingest", p, "--coverage", box.cov])
+    lock = os.path.join(box.cov, "xla", ".opcov.lock")
+    while time.monotonic() - t0 < 120 and _running(proc.pid) and not os.path.exists(lock):
+        time.sleep(0.002)  # it holds the folder's lock: it is reading, merging or writing there
+    time.sleep(0.05)
+    try:
+        os.kill(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+    run = box.finish(proc, t0, timeout=120)
+    again = ""
+    if sig == signal.SIGKILL:  # killed outright, it could not remove its lock: the next writer there does
+        nxt = box.opcov("ingest", p, "--coverage", box.cov, timeout=120)
+        again = f"; the next ingest: exit {nxt.code}"
+    lint = box.opcov("lint", "--no-catalog", box.cov)
+    stray = [n for n in os.listdir(os.path.join(box.cov, "xla")) if STRAY.search(n)]
+    ok = lint.code == 0 and "Traceback" not in run.err and (run.code in (0, 130, 143) or run.code == -sig)
+    return f"exit {run.code}{again}; lint exit {lint.code}; left {stray}", ok and not stray
+
+
+def generated() -> list[Case]:
+    N, D, B, OUT, U, X, W = ("name", "data name", "bundle", "output", "user code", "expect/plan/bundle", "writers")
+    C = Case
+    out = []
+    for label in CLI_NAME_COMMANDS:
+        for nl, name in NAMES:
+            out.append(C(N, f"{label} {nl}", "one line, exit 2", lambda b, m=label, n=name: c_cli_name(b, m, n)))
+    for label in MODEL_NAME_COMMANDS:
+        for nl, name in FEW:
+            out.append(C(N, f"{label} {nl}", "one line, exit 2", lambda b, m=label, n=name: c_cli_name(b, m, n)))
+    for nl, name in NAMES:
+        out.append(C(N, f"bundle --source {nl}", "refused, or written", lambda b, n=name: c_bundle_source(b, n)))
+    fields = [("probed", "name"), ("probed", "backend.name"), ("observed", "name"), ("observed", "model.name"),
+              ("observed", "model.mode"), ("observed", "backend.name")]  # fmt: skip
+    for kind, fname in fields:
+        for nl, name in DATA_NAMES:
+            out.append(C(D, f"ingest: {kind} {fname} {nl}", "one line, coverage unchanged",
+                         lambda b, k=kind, f=fname, n=name: c_data_name(b, k, f, n)))  # fmt: skip
+    for fname in BUNDLE_FIELDS:
+        for label in MALFORMED:
+            if (fname, label) in (("times", "a mapping"), ("times", "missing")):
+                continue  # valid: a bundle from before opcov bundled group times has none
+            out.append(C(B, f"ingest: bundle {fname} {label}", "one line, coverage unchanged",
+                         lambda b, f=fname, m=label: c_malformed_field(b, f, m)))  # fmt: skip
+        out.append(C(B, f"ingest: bundle {fname} given twice", "one line, coverage unchanged",
+                     lambda b, f=fname: c_duplicate_field(b, f)))  # fmt: skip
+    for what in BUNDLE_FILES:
+        out.append(
+            C(B, f"ingest: {what}", "one line, coverage unchanged, <= 1 GB", lambda b, w=what: c_bundle_file(b, w))
+        )
+    for fault in COVERAGE_FAULTS:
+        for reader in READERS:
+            out.append(C("reader", f"{reader}: coverage file with {fault}", "one line (lint: exit 1)",
+                         lambda b, f=fault, r=reader: c_coverage_fault(b, f, r)))  # fmt: skip
+    for writer in WRITERS:
+        for kind in OUTPUTS:
+            if kind == "its own input" and writer in ("scan --out", "probe --out", "zoo --table", "run --out"):
+                continue  # they read no file a user names
+            out.append(C(OUT, f"{writer} {kind}", "one line, nothing written",
+                         lambda b, w=writer, k=kind: c_output(b, w, k)))  # fmt: skip
+    for command in ("run", "trace"):
+        for name in USER_CODE:
+            out.append(C(U, f"{command}: factory {name}", "one line (daemon: runs), nothing left running",
+                         lambda b, c=command, n=name: c_user_code(b, c, n)))  # fmt: skip
+    for what in EXPECT_CASES:
+        out.append(C(X, f"expect: {what}", "one line", lambda b, w=what: c_expect(b, w)))
+    for what in PLAN_CASES:
+        out.append(C(X, f"plan {what}", "one line or a bounded plan", lambda b, w=what: c_plan(b, w)))
+    for what in BUNDLE_INPUTS:
+        out.append(C(X, f"bundle: {what}", "one line, nothing written", lambda b, w=what: c_bundle_input(b, w)))
+    for kind in ("probed", "observed"):
+        for existing in (False, True) if kind == "probed" else (False,):
+            for trial in (1, 2, 3):
+                out.append(C(W, f"two ingests of {kind} bundles at once{' onto a snapshot' if existing else ''} #{trial}",
+                             "both kept, lint passes", lambda b, k=kind, e=existing: c_two_ingests(b, k, e)))  # fmt: skip
+    out.append(C(W, "the same bundle ingested twice at once", "one lands, one 'already in'", c_same_ingest_twice))
+    out.append(C(W, "two merges to one output at once", "a whole file", c_two_merges))
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+        out.append(C(W, f"ingest: {sig.name} while writing", "old or new, whole, no temporary file",
+                     lambda b, s=sig: c_signal_ingest(b, s)))  # fmt: skip
+    return out
+
+
 def cases() -> list[Case]:
     L, T, A, M, E = "silent loss", "traceback", "abort", "memory", "also"
     one = "one line, exit 2"
@@ -768,10 +1792,24 @@ def cases() -> list[Case]:
             b.opcov("trace", "llama", "--set", "num_hidden_layers=-1"), "negative")),
         C(E, "probe --resume without a journal", one, c_resume_no_journal),
         C(E, "op set with no ops: check", one + ", never RUNS", c_empty_opset),
-    ]  # fmt: skip
+    ] + generated()  # fmt: skip
 
 
-def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float, list[str]]:
+PROBLEMS = ("outside", "lost", "traceback", "signal", "hang", "memory", "left")  # counted over every run
+PROBLEM_WORDS = {
+    "outside": "writes outside the named output",
+    "lost": "silent losses",
+    "traceback": "tracebacks",
+    "signal": "deaths by signal",
+    "hang": "hangs",
+    "memory": "runs over 1 GB (inputs <= 50 MB)",
+    "left": "processes or temporary files left behind",
+}
+
+
+def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float, dict]:
+    """Run one case in a fresh folder: (what it got, ok, peak MB, seconds, problems by kind). On top of the
+    case's own expectation every run must show none of PROBLEMS."""
     folder = tempfile.mkdtemp(prefix="case-", dir=base)
     box = Box(folder)
     try:
@@ -780,20 +1818,36 @@ def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float, lis
         got, ok = f"the case itself failed: {type(exc).__name__}: {str(exc)[:100]}", False
     rss = max((r.rss_mb for r in box.runs), default=0.0)
     secs = sum(r.seconds for r in box.runs)
-    problems = []
-    if any("Traceback" in r.err for r in box.runs):
-        problems.append("a traceback")
-    if ok is not None and any(r.code < 0 for r in box.runs) and not box.killed:
-        problems.append("died by a signal")
-    if rss > MAX_RSS_MB:
-        problems.append(f"{rss:,.0f} MB")
+    problems: dict[str, list[str]] = {}
+
+    def note(kind, text):
+        problems.setdefault(kind, []).append(text)
+
+    for r in box.runs:
+        if r.outside:
+            note("outside", f"wrote {', '.join(r.outside[:2])}")
+        if r.lost:
+            note("lost", f"changed or removed {', '.join(r.lost[:2])}")
+        if "Traceback" in r.err:
+            note("traceback", "a traceback")
+        if r.code < 0 and not box.killed and not r.hung:
+            note("signal", f"died by {signal.Signals(-r.code).name if -r.code in signal.valid_signals() else r.code}")
+        if r.hung:
+            note("hang", f"killed after {r.seconds:.0f} s")
+        if r.left:
+            note("left", f"{len(r.left)} process(es) left running")
+        stray = [p for p in r.stray if os.path.lexists(os.path.join(box.dir, p))]  # still there after every run
+        if stray:  # (a lock another run of the case held when this one ended is not left behind)
+            note("left", f"left {', '.join(stray[:2])}")
+    if rss > MAX_RSS_MB and not box.big:
+        note("memory", f"{rss:,.0f} MB")
     if box.killed:  # a process killed outright cannot clean up: the next opcov removes what it left
         box.opcov("backends")
     left = [n for n in _left_in(box.tmp) if not n.startswith(TORCH_CACHE)]
     if left:
-        problems.append(f"left in TMPDIR: {', '.join(left[:3])}")
+        note("left", f"left in TMPDIR: {', '.join(left[:3])}")
     if problems and ok is not None:
-        got, ok = got + " [" + "; ".join(problems) + "]", False
+        got, ok = got + " [" + "; ".join(t for v in problems.values() for t in v) + "]", False
     shutil.rmtree(folder, ignore_errors=True)
     return got, ok, rss, secs, problems
 
@@ -810,24 +1864,45 @@ def _left_in(tmp: str) -> list[str]:
     return left
 
 
+def commands_of(selected) -> list[str]:
+    """The opcov commands the cases name (from their names: the command word first)."""
+    words = {"check", "trace", "ops", "backends", "scan", "lint", "summary", "diff", "gaps", "compare", "probe",
+             "merge", "site", "zoo", "plan", "bundle", "ingest", "run", "expect"}  # fmt: skip
+    found = set()
+    for c in selected:
+        for w in re.findall(r"[a-z]+", c.name):
+            if w in words:
+                found.add(w)
+    return sorted(found)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--only", help="run only the cases whose name contains this")
-    # the table's columns: ok, class, case, peak MB, seconds, expected, got
+    ap.add_argument("--only", action="append", help="run only the cases whose name contains this (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the cases, run none")
     ap.add_argument("--write-docs", action="store_true", help="rewrite the figures section of docs/data-safety.md")
     args = ap.parse_args()
-    selected = [c for c in cases() if not args.only or args.only in c.name]
+    selected = [c for c in cases() if not args.only or any(w in c.name for w in args.only)]
+    if args.list:
+        for c in selected:
+            print(f"{c.bullet:18} {c.name!r}")
+        print(f"{len(selected)} cases")
+        return 0
     rows = []
+    counts = dict.fromkeys(PROBLEMS, 0)
     base = tempfile.mkdtemp(prefix="opcov-hostile-")
     t0 = time.monotonic()
+    Assets.make(base)
     try:
         for case in selected:
             got, ok, rss, secs, problems = run_case(case, base)
+            for kind in problems:
+                counts[kind] += 1
             mark = "skipped" if ok is None else ("ok" if ok else "FAIL")
             rows.append([case.bullet, case.name, case.expected, got, f"{rss:,.0f}", f"{secs:.1f}", len(problems), mark])
             print(
-                f"{mark:7} {case.bullet:11} {case.name:42} {rss:6,.0f} MB {secs:6.1f} s  "
-                f"expected: {case.expected}; got: {got}",
+                f"{mark:7} {case.bullet:11} {ascii(case.name)[1:-1][:60]:60} {rss:6,.0f} MB {secs:6.1f} s  "
+                f"expected: {case.expected}; got: {ascii(got)[1:-1]}",
                 flush=True,
             )
     finally:
@@ -836,15 +1911,20 @@ def main() -> int:
     skipped = [r for r in rows if r[-1] == "skipped"]
     ran = len(rows) - len(skipped)
     peak = max((float(r[4].replace(",", "")) for r in rows), default=0.0)
+    said = ", ".join(f"{counts[k]} {PROBLEM_WORDS[k]}" for k in PROBLEMS)
     print(
-        f"\n{len(rows)} cases: {ran - len(failed)} ok, {len(failed)} failed, {len(skipped)} skipped; "
-        f"peak memory {peak:,.0f} MB; {time.monotonic() - t0:.0f} s"
+        f"\n{len(rows)} cases over {len(commands_of(selected))} commands: {ran - len(failed)} ok, {len(failed)} "
+        f"failed, {len(skipped)} skipped; cases with {said}; peak memory {peak:,.0f} MB; "
+        f"{time.monotonic() - t0:.0f} s"
     )
+    for r in failed:
+        print(f"  FAIL {r[0]}: {ascii(r[1])[1:-1][:70]}: {ascii(r[3])[1:-1][:200]}")
     if args.write_docs and not args.only:
         from docs_page import command_line, markdown_table, write_section
 
         summary = [
             ["cases run", ran],
+            ["commands covered", ", ".join(commands_of(selected))],
             ["ok", ran - len(failed)],
             ["failed", len(failed)],
             [
@@ -852,20 +1932,25 @@ def main() -> int:
                 f"{len(skipped)}"
                 + (f" ({'; '.join(r[1] for r in skipped)}: root reads through permissions)" if skipped else ""),
             ],
-            ["runs with a traceback, a death by a signal, over 1 GB or leftovers", sum(1 for r in rows if r[6])],
-            ["peak memory of one run", f"{peak:,.0f} MB (limit {MAX_RSS_MB:,} MB)"],
         ]
-        by = {}
+        summary += [[f"cases with {PROBLEM_WORDS[k]}", counts[k]] for k in PROBLEMS]
+        summary.append(["peak memory of one run", f"{peak:,.0f} MB (limit {MAX_RSS_MB:,} MB for inputs <= 50 MB)"])
+        by: dict = {}
         for r in rows:
             if r[-1] != "skipped":
                 n, bad = by.get(r[0], (0, 0))
                 by[r[0]] = (n + 1, bad + (r[-1] == "FAIL"))
         summary += [[f"{k} cases", f"{n - bad} of {n} ok"] for k, (n, bad) in by.items()]
+        still = [[r[0], ascii(r[1])[1:-1], ascii(r[3])[1:-1][:160]] for r in failed]
+        note = ""
+        if still:
+            note = "Cases that fail:\n\n" + markdown_table(["kind", "case", "got"], still)
         write_section(
             os.path.join(ROOT, "docs", "data-safety.md"),
             "hostile-corpus",
             markdown_table(["figure", "value"], summary),
             command_line(),
+            note=note,
         )
     return 1 if failed else 0
 

@@ -11,6 +11,7 @@ the opcov CLI, as a user would:
     traced here   PYTHONPATH=scripts/reality .venv/bin/opcov trace nn_models:NAME --mode MODE --out W/NAME/MODE.yaml
     --on-xla      the same with .envs/xla/bin/opcov ... --on xla (PJRT_DEVICE=CPU): recorded on the device
 
+(training with --optimizer sgd: the real run's step is one SGD step)
 then judges it with ``opcov check W/NAME -b xla --mode MODE --format json`` (main venv, --no-replay; with
 --replay in the xla venv, where the model's own calls are replayed on the device) and compares the verdict
 with the real outcome that scripts/envs/nn_reality.py recorded in docs/reality/nn-xla[-heldout].json
@@ -133,6 +134,7 @@ def trace(module: str, name: str, mode: str, work: str, on_xla: bool, reuse: boo
         if os.path.exists(stale):
             os.remove(stale)
     cmd = [os.path.join(XLA_BIN if on_xla else MAIN_BIN, "opcov"), "trace", f"{module}:{name}", "--mode", mode]
+    cmd += ["--optimizer", "sgd"] if mode == "training" else []  # the real run's step: one SGD step
     cmd += (["--on", "xla"] if on_xla else []) + ["--out", out]
     t0 = time.time()
     try:
@@ -295,7 +297,8 @@ def row_line(r: dict) -> str:
         said += f" (names {', '.join(r['named_fallback'])})"
     elif r["verdict"] in ("fails", "runs_with_value_note", "unknown") and r.get("not_ok"):
         said += f" ({'; '.join(r['not_ok'][:3])})"
-    return f"| {r['model']} | {r['mode']} | {said} | {what} | {r['class']} |".replace("\n", " ")
+    cells = (r["model"], r["mode"], said, what, r["class"])
+    return "| " + " | ".join(c.replace("\n", " ").replace("|", "\\|") for c in cells) + " |"
 
 
 def section(set_name: str, way: str, rows: list, meta: dict) -> str:
