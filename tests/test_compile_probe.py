@@ -41,7 +41,7 @@ def test_a_real_opinfo_compiles_and_matches_eager_as_given_and_with_transposed_s
     for case in (given, transposed):
         assert case["status"] in ("pass", "pass_low_precision"), case
         assert ["aten::mm", "float32"] in [list(o) for o in case["ops"]]
-    assert given["sigs"] == ["float32:2,float32:2"] and transposed["sigs"] == ["float32:2!nc,float32:2!nc"]
+    assert given["sigs"] == ["float32:2,float32:2;"] and transposed["sigs"] == ["float32:2!nc,float32:2!nc;"]
 
 
 def test_a_layout_variant_keeps_the_values_and_is_made_only_where_strides_can_differ():

@@ -34,7 +34,9 @@ LIMIT = 3 << 30  # address space of a measured child: a runaway gets a MemoryErr
 
 def run_measured(*args, timeout=300):
     """``opcov ARGS`` in a child limited to LIMIT bytes of address space; (CompletedProcess, its peak
-    resident memory in MB)."""
+    resident memory in MB). The peak is the child's own (VmHWM), not ``ru_maxrss``: Linux carries the
+    forking parent's high-water mark into that across exec, so a pytest worker that had imported torch
+    made every child look 660 MB large."""
     code = (
         "import resource, runpy, sys\n"
         f"resource.setrlimit(resource.RLIMIT_AS, ({LIMIT}, {LIMIT}))\n"
@@ -42,7 +44,8 @@ def run_measured(*args, timeout=300):
         "try:\n"
         "    runpy.run_module('opcov', run_name='__main__')\n"
         "finally:\n"
-        "    print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024, file=sys.stderr)\n"
+        "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM:')][0].split()[1]\n"
+        "    print('peak', int(hwm) // 1024, file=sys.stderr)\n"
     )
     proc = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, env=child_env(), timeout=timeout, cwd=ROOT

@@ -304,7 +304,7 @@ def test_a_selective_reprobe_replaces_only_the_ops_it_selected(tmp_path, whole):
         (["--shard", "x"], "bad --shard"),
         (["--directions", "sideways"], "unknown direction"),
         (["--jobs", "0"], "argument --jobs: '0' must be at least 1"),
-        (["--traces", "nosuchmodel"], "not a zoo model"),
+        (["--traces", "nosuchmodel"], "is neither a zoo model nor a factory"),
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args, message):

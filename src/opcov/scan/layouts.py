@@ -63,7 +63,7 @@ def keys(C, dispatch_key: str) -> dict[str, str | None]:
 
 
 def state(table: dict, key: str | None, delegate: str | None = None, delegate_table: dict | None = None) -> str:
-    """An op's state at ``key`` from its dispatch table (``registered.dispatch_table``): see the module's
+    """An op's state at ``key`` from its dispatch table (``opcov.scan.dispatch.dispatch_table``): see the module's
     list. A structured op's functional wrapper (``delegate``: its ``.out``) is followed one step."""
     entry = table.get(key) if key else None
     if entry is None:
@@ -169,7 +169,7 @@ def main(argv=None) -> int:
     """Add the layout keys' states to registered files made before they were recorded."""
     from opcov import backends as _backends
     from opcov.catalog import import_catalog_modules, structured_delegates
-    from opcov.scan.registered import dispatch_table
+    from opcov.scan.dispatch import dispatch_table
     from opcov.store import data
 
     argv = list(sys.argv[1:] if argv is None else argv)

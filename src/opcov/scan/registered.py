@@ -14,49 +14,20 @@ true for every op once a backend registers a boxed fallback.
 from __future__ import annotations
 
 import datetime as _dt
-import re
 import sys
 from collections import Counter
-from dataclasses import dataclass
 
 from opcov import backends as _backends
 from opcov import provenance
 from opcov.catalog import Catalog, build_catalog
 from opcov.scan import generated, layouts
 from opcov.scan.derivatives import Derivatives
+from opcov.scan.dispatch import dispatch_table
 from opcov.scan.reach import record
 from opcov.store.data import DATA_TAGS, SCHEMA_VERSION, worst
 from opcov.version import __version__
 
-_LINE = re.compile(r"^(\w+): (fallthrough )?registered at (.*) \[([^\]]+)\]$")
 VARIABLE_FALLBACK = "VariableFallbackKernel.cpp"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One line of ``_dispatch_dump_table``: which kernel a key resolves to."""
-
-    source: str
-    tag: str  # kernel | default backend kernel | math kernel | backend fallback | autograd kernel
-    fallthrough: bool = False
-
-
-def dispatch_table(C, name: str) -> dict[str, Entry]:
-    table = {}
-    for line in C._dispatch_dump_table(name).splitlines():
-        m = _LINE.match(line.strip())
-        if m:
-            table[m.group(1)] = Entry(_short_source(m.group(3)), m.group(4), bool(m.group(2)))
-    return table
-
-
-def _short_source(src: str) -> str:
-    """Drop build-machine prefixes so data does not change with the build path."""
-    for marker in ("/build/aten/", "/aten/src/", "/torch/csrc/", "site-packages/"):
-        i = src.find(marker)
-        if i >= 0:
-            return src[i + 1 :] if marker != "site-packages/" else src[i + len(marker) :]
-    return src
 
 
 class Scanner:

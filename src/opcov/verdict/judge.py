@@ -28,6 +28,7 @@ from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, record_cells
 from opcov.verdict import contributed, layouts, resolve, signature
+from opcov.verdict.finding import Finding
 
 OUTCOMES = tuple(vocab.OUTCOMES)  # worst first
 NOT_JUDGED = vocab.NOT_JUDGED.name
@@ -81,19 +82,6 @@ def _summarize(judged) -> tuple[str, str]:
     if worst == len(rank):
         return NOT_JUDGED, vocab.NO_EVIDENCE.name
     return OUTCOMES[worst], failing if failing_rank <= n_strong else weakest  # type: ignore[return-value]  # set by a judged part
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One requirement judged: an op's forward or backward at one dtype."""
-
-    direction: str  # forward | backward
-    dtype: str
-    outcome: str  # fails | unknown | fallback | ok | not_judged
-    evidence: str  # a level of vocab.EVIDENCE (probed | registered | declared), or none
-    why: str
-    source: str = ""  # coverage file the evidence came from
-    fix: str = ""
 
 
 @dataclass(slots=True)  # ~650k of them over the zoo on six backends: slots make and free them faster

@@ -29,6 +29,7 @@ from opcov import vocab
 from opcov.scan.layouts import RUNS, derived, fallback_at
 from opcov.sigclass import parse
 from opcov.verdict import signature
+from opcov.verdict.finding import Finding
 
 SPARSE = "sparse"
 QUANTIZED = "quantized"
@@ -112,8 +113,6 @@ def _probe_decides(cov, op: str, dtype: str, direction: str, needed: dict, model
 
 def _finding(cov, op: str, dtype: str, rec: dict, kind: str, fams: list):
     """One kind of layout judged from the registered data (opcov.scan.layouts)."""
-    from opcov.verdict.judge import Finding
-
     level, claim = cov.static, vocab.evidence_word(cov.static).label
     src = cov.paths[0] if cov.paths else ""
     block = ((cov.registered or {}).get("provenance") or {}).get("layouts")
