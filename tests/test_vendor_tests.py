@@ -17,6 +17,7 @@ from conftest import ROOT, run_opcov
 
 from opcov.errors import UsageError
 from opcov.scan import vendortests
+from opcov.store import vendor
 
 CHECKOUT = os.path.join(ROOT, "tests", "data", "vendortests")
 # a few lines in the shapes TorchTPU's real tests have (read from a public copy of its source)
@@ -78,10 +79,31 @@ def test_ops_and_check_show_them_as_expectations(cov):
     assert "an expectation, not a result" in proc.stdout and f"fixture@{COMMIT[:12]}" in proc.stdout
     proc = run_opcov("check", "nn-convnet", "-b", "tpu", "--coverage", str(cov), "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
-    notes = json.loads(proc.stdout)["verdicts"][0]["notes"]
-    said = [n for n in notes if "TorchTPU's tests expect" in n]
+    (training,) = [v for v in json.loads(proc.stdout)["verdicts"] if v["mode"] == "training"]
+    said = [n for n in training["notes"] if "TorchTPU's tests expect" in n]
     assert said and all(n.endswith("an expectation, not a result)") for n in said)
-    assert json.loads(proc.stdout)["verdicts"][0]["evidence"] != "vendor_expected"  # never judged from
+    assert training["evidence"] != "vendor_expected"  # never judged from
+
+
+def test_a_verdict_shows_only_the_expectations_that_bear_on_the_run():
+    """The bundled TorchTPU expectations against llama: kron's test reaching aten::mul.Tensor, values
+    checked loosely, and the bounded-dynamism deny list say nothing of whether llama runs eagerly; arange
+    with int64 excluded does (llama calls arange at int64). The rest is counted and 'opcov ops' has it."""
+    proc = run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    notes = json.loads(proc.stdout)["verdicts"][0]["notes"]
+    said = [n for n in notes if "tests expect" in n]
+    assert any(n.startswith("aten::arange: TorchTPU's tests expect: dtypes excluded:") for n in said), said
+    assert not any("OpInfo kron" in n or "checked loosely" in n or "dynamism" in n for n in said), said
+    (more,) = [n for n in notes if n.startswith("vendor-test expectations: ")]
+    assert "do not bear on this run" in more and more.endswith("opcov ops OP -b tpu")
+    assert vendor.bears({"kind": "exclude_dtypes", "dtypes": ["int64"]}, {"int64"}, False, "eager")
+    assert not vendor.bears({"kind": "exclude_dtypes", "dtypes": ["int64"]}, {"float32"}, True, "eager")
+    assert vendor.bears({"kind": "check_grad"}, {"float32"}, True, "eager")
+    assert not vendor.bears({"kind": "check_grad"}, {"float32"}, False, "eager")
+    assert vendor.bears({"kind": "deny_dynamism"}, (), False, "compile")
+    assert not vendor.own_test("aten::mul.Tensor", {"opinfo": "kron"})
+    assert vendor.own_test("aten::gelu", {"opinfo": "nn.functional.gelu"})
 
 
 def test_a_checkout_that_is_not_git_needs_its_commit(tmp_path):

@@ -284,7 +284,7 @@ def answer(
     schemas, schema_note = schema_lines(wanted, first_torch)
     expected: dict = {}
     for b in backends:
-        for op, lines in vendor.for_ops(coverage_dir, b, wanted).items():
+        for op, lines in vendor.for_ops(coverage_dir, b, wanted)[0].items():
             expected.setdefault(op, {})[b] = lines
             if vendor.path_for(coverage_dir, b) not in sources[b]:
                 sources[b].append(vendor.path_for(coverage_dir, b))

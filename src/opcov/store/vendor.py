@@ -260,9 +260,49 @@ def said(doc: dict, item: dict) -> str:
     )
 
 
-def for_ops(coverage_dir: str, backend: str, ops) -> dict[str, list[str]]:
-    """{op: expectation lines} for those of ``ops`` the backend's vendor tests say something about."""
+COMPILE_KINDS = frozenset({"check_dynamism", "deny_compile", "deny_dynamism"})  # about torch.compile runs only
+
+
+def own_test(op: str, item: dict) -> bool:
+    """Whether the expectation comes from the op's own OpInfo (``add`` for aten::add.Tensor,
+    ``nn.functional.gelu`` for aten::gelu), not from another OpInfo whose samples reach the op on the way
+    (``kron``'s test says nothing of the ``mul`` a model calls)."""
+    base = op.split("::")[-1].split(".")[0].lstrip("_")
+    name = str(item.get("opinfo", ""))
+    return base in (name.split(".")[-1].lstrip("_"), name.replace(".", "_"))
+
+
+def bears(item: dict, dtypes, backward: bool, path: str) -> bool:
+    """Whether an expectation of the op's own tests bears on a model calling it at ``dtypes``: a dtype it
+    calls is excluded, its gradient is used and not checked, it is skipped or denied, its values are not
+    compared; the compile and dynamism lists only on the compile path. Looser checks and untested out=
+    forms say nothing of whether the model runs."""
+    kind = item["kind"]
+    if kind in COMPILE_KINDS:
+        return path == "compile"
+    if kind in ("exclude_dtypes", "exclude_inplace_dtypes"):
+        return bool(set(item.get("dtypes") or ()) & set(dtypes))
+    if kind == "check_grad":
+        return backward
+    if kind == "check_value":
+        return item.get("mode") == "SKIP"
+    return kind in ("skipped", "skipped_when", "deny")
+
+
+def for_ops(coverage_dir: str, backend: str, ops, path: str | None = None) -> tuple[dict[str, list[str]], int]:
+    """({op: expectation lines}, how many were left out) for those of ``ops`` the backend's vendor tests say
+    something about. ``ops`` is a list of op names (every expectation of each), or, with ``path`` (eager |
+    compile), {op: (dtypes called, whether its backward runs)}: only what bears on a verdict there (``bears``)
+    from the op's own OpInfo's tests; ``opcov ops OP -b B`` lists all."""
     doc = find(coverage_dir, backend)
     if doc is None:
-        return {}
-    return {op: [said(doc, i) for i in doc["ops"][op]] for op in ops if op in doc["ops"]}
+        return {}, 0
+    out: dict[str, list[str]] = {}
+    left = 0
+    for op in ops:
+        for item in doc["ops"].get(op, ()):
+            if path is None or (own_test(op, item) and bears(item, *ops[op], path)):
+                out.setdefault(op, []).append(said(doc, item))
+            else:
+                left += 1
+    return out, left
