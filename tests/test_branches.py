@@ -72,3 +72,29 @@ def test_the_op_set_names_both_branches_under_the_recurrent_composite(opsets):
     text = open(opsets["lstm"]).read()
     assert "forward call device-branch:fused" in text and "forward call device-branch:generic" in text
     assert "backward call device-branch:generic" in text
+
+
+@pytest.mark.parametrize("model", ["llama", "bert"])  # a decoder and an encoder, both with sdpa
+def test_a_compiled_graph_traced_on_cpu_is_judged_on_each_devices_own_attention(model):
+    """Inductor's graph traced on CPU holds CPU's own attention kernel
+    (_scaled_dot_product_flash_attention_for_cpu, and its backward in training), which CUDA never calls:
+    its sdpa picks flash, efficient or cudnn at run time. Judged on it, cuda said 'fails' for every
+    transformer; on cuda the call is judged as scaled_dot_product_attention, with a note; cpu keeps its own."""
+    proc = run_opcov("check", model, "-b", "cuda", "-b", "cpu", "--path", "compile", "--format", "json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    verdicts = json.loads(proc.stdout)
+    assert verdicts, proc.stdout
+    stood = 0
+    for v in verdicts:
+        graphs = v["graphs"]
+        ops, notes = {r["op"] for r in graphs["ops"]}, graphs["notes"]
+        cpu_kernel = "aten::_scaled_dot_product_flash_attention_for_cpu"
+        if v["backend"] == "cuda":
+            assert cpu_kernel not in ops, ops
+            if any(n.startswith(f"{cpu_kernel} is cpu's own kernel") for n in notes):
+                stood += 1
+                assert "aten::scaled_dot_product_attention" in ops, ops
+        else:
+            assert not any("own kernel (the op set" in n for n in notes)
+            assert v["mode"] != "inference" or cpu_kernel in ops  # cpu is judged on its own kernel
+    assert stood  # the inference graph holds CPU's kernel in both models

@@ -48,3 +48,21 @@ def generic(op_name: str):
     from torch._decomp import decompositions
 
     return getattr(decompositions, name, None)
+
+
+# ATen kernels made for one device type, which ATen's composites call only there: a graph traced on that
+# device (torch.compile's AOT graph on CPU) holds them where another device's graph holds its own choice.
+# scaled_dot_product_attention picks its kernel per device at run time (_fused_sdp_choice: CPU's flash
+# kernel; CUDA's flash, efficient or cudnn kernel; the math path), so on another device such a call is
+# judged as the generic op it stands for, whose coverage record says how that device reaches it.
+DEVICE_KERNELS = {
+    "aten::_scaled_dot_product_flash_attention_for_cpu": ("cpu", "aten::scaled_dot_product_attention"),
+    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": ("cpu", "aten::scaled_dot_product_attention"),
+    "aten::_scaled_dot_product_attention_math_for_mps": ("mps", "aten::scaled_dot_product_attention"),
+}
+
+
+def foreign(op: str, device_type: str) -> str | None:
+    """The generic op that ``op`` stands for where it is another device type's own kernel, else None."""
+    made_for = DEVICE_KERNELS.get(op)
+    return made_for[1] if made_for and made_for[0] != device_type else None

@@ -312,6 +312,7 @@ def _as_json(v: CompiledVerdict) -> dict:
                     }
                     for r in bv.ops
                 ],
+                "notes": bv.notes,
             }
     return out
 

@@ -57,6 +57,7 @@ def needed_ops(doc: dict) -> list[str]:
     """The ops to read from coverage data to resolve and judge ``doc``: its calls, its tree's composite
     ops (does the backend have its own kernel?) and schema 1 parents."""
     names = set(doc["ops"])
+    names |= {branches.DEVICE_KERNELS[op][1] for op in names if op in branches.DEVICE_KERNELS}
     names |= {node.op for node in opset.nodes(doc) if node.kind == COMPOSITE}
     names |= {p for p in doc.get("parents") or {} if "::" in p}
     return sorted(names)
@@ -75,14 +76,15 @@ def own_level(cov, op: str, dtype: str) -> str:
     return "probed" if status and status != "skipped" else ""
 
 
-def backend_branch(backend: str) -> str:
-    """The device branch (opcov.branches) a backend's dispatch key takes; a backend opcov does not know is
-    taken as an out-of-tree PrivateUse1 one."""
+def backend_branch(backend: str) -> tuple[str, str]:
+    """(the device branch (opcov.branches) a backend's dispatch key takes, its device type); a backend
+    opcov does not know is taken as an out-of-tree PrivateUse1 one."""
     try:
-        key = get_backend(backend).dispatch_key
+        b = get_backend(backend)
+        key, device = b.dispatch_key, b.device_type
     except UsageError:
-        key = "PrivateUse1"
-    return branches.family(key)
+        key, device = "PrivateUse1", backend
+    return branches.family(key), device
 
 
 def resolve(doc: dict, cov) -> Resolved:
@@ -92,13 +94,19 @@ def resolve(doc: dict, cov) -> Resolved:
     plan = _plan(doc)
     # The walk asks only whether the backend runs each composite (op, dtype) itself: with the same
     # answers it makes the same calls, which are worked out once per set of answers.
-    branch = backend_branch(cov.backend)
-    answers = (branch, *(own_level(cov, op, dtype) for op, dtype in plan.composites))
+    branch, device = backend_branch(cov.backend)
+    answers = (branch, device, *(own_level(cov, op, dtype) for op, dtype in plan.composites))
     walk = plan.walks.get(answers)
     if walk is None:
-        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, answers[1:])), branch).run()
-    calls, own, shared = walk
-    return Resolved(list(calls), [_note(cov, *key, *rec) for key, rec in sorted(own.items())], shared)
+        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, answers[2:])), branch, device).run()
+    calls, own, shared, stood = walk
+    notes = [_note(cov, *key, *rec) for key, rec in sorted(own.items())]
+    notes += [
+        f"{op} is {branches.DEVICE_KERNELS[op][0]}'s own kernel (the op set was traced there); on {cov.backend} "
+        f"the call is its own choice of {generic}, judged as that"
+        for op, generic in sorted(stood.items())
+    ]
+    return Resolved(list(calls), notes, shared)
 
 
 _PLANS: dict = {}  # id(a calltree list) -> (a copy of the list, its _Plan), the newest last
@@ -141,18 +149,23 @@ def _plan(doc: dict) -> _Plan:
 class _Walk:
     """One walk of a plan's tree, top down, given which composite (op, dtype) the backend runs itself."""
 
-    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED):
-        self.plan, self.own_of, self.branch = plan, own_of, branch
+    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED, device: str = ""):
+        self.plan, self.own_of, self.branch, self.device = plan, own_of, branch, device
         self.calls: list = []
         self.own: dict = {}  # (op, phase, reason) -> [calls, {decomposition ops}, grad]
+        self.stood: dict = {}  # another device's own kernel -> the generic op judged in its place
 
     def run(self) -> tuple:
         for node in self.plan.roots:
             self.visit(node)
-        return tuple(self.calls), self.own, {}
+        return tuple(self.calls), self.own, {}, self.stood
 
     def visit(self, node) -> None:
         if node.kind == KERNEL:
+            generic = branches.foreign(node.op, self.device)
+            if generic:  # another device's own kernel (opcov.branches.DEVICE_KERNELS)
+                self.stood[node.op] = generic
+                node = node._replace(op=generic)
             self.calls.append(node)  # a Node has a Call's fields (a Call each was a tenth of judging)
             for issued in self.plan.issued.get(node.id, ()):
                 self.visit(issued)
