@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import re
 
-from opcov import children, suggest, vocab
+from opcov import children, modelnames, suggest, vocab
 from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset, vendor
@@ -113,6 +113,9 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
         for backend in backends_:  # a mistyped name fails now, not after a minute of tracing
             if backend not in have and not _installed(backend):
                 raise suggest.no_backend_data(backend, coverage_dir)
+        why = modelnames.unknown(model, coverage_dir)  # a misspelt name: said now, not after importing torch
+        if why:
+            raise UsageError(why)
         opsets = trace_on_the_fly(model, modes, args)
         return judge_opsets(opsets, backends_, coverage_dir, replay=replay)
     # a named model (or its folder): where it was also recorded on a backend itself, that backend is judged on it
