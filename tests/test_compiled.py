@@ -196,3 +196,14 @@ def test_an_older_torch_asks_for_real_tensors_in_one_line(monkeypatch):
     monkeypatch.setattr(torch, "__version__", "2.9.0+cpu")
     with pytest.raises(UsageError, match="needs torch 2.10 or later.*--real"):
         compiled.trace_compiled(torch.nn.Linear(2, 2), (torch.ones(1, 2),), backends=("aot_eager",), mode="inference")
+
+
+def test_a_stop_after_graph_breaks_names_the_last_break_that_has_a_place():
+    """Dynamo logs some breaks without a place ('unknown'); the one-line why names the last located one,
+    never 'at unknown'."""
+    exc = RuntimeError("Could not guard on data-dependent expression u0 > 0")
+    located = compiled.Break("Data-dependent branching", "model.py:12", "if x.sum() > 0:")
+    unplaced = compiled.Break("Unsupported", "unknown", "")
+    said = compiled._why(exc, [located, unplaced])
+    assert "after the graph break at model.py:12" in said and "unknown" not in said and "--real" in said
+    assert "after the graph break, the eager code" in compiled._why(exc, [unplaced])

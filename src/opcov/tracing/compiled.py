@@ -419,6 +419,10 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
 
     cap = Capture(trees={r.name: calltree.Builder() for r in recipes})
     logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
+    # Dynamo's and Inductor's own warnings (a failed frame, a recompile) would reach the user raw: what they
+    # say is recorded in the op set (graph breaks, outcome, failure) and said in one line by 'opcov trace'
+    for name in ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     mod, fake = _fake_copy(torch, module, opts)
     fake = fake or contextlib.nullcontext()
     with fake:
@@ -476,9 +480,10 @@ def _why(exc, breaks) -> str:
     if isinstance(exc, OpcovError):
         return str(exc)
     if breaks and ("data-dependent" in text.lower() or "DataDependent" in text or "DynamicOutputShape" in text):
+        where = next((b.where for b in reversed(breaks) if b.where != "unknown"), "")
         return (
-            f"{text} (after graph break at {breaks[-1].where}, the eager code reads tensor values, which fake "
-            "tensors do not have; trace with --real)"
+            f"{text} (after the graph break{f' at {where}' if where else ''}, the eager code reads tensor values, "
+            "which fake tensors do not have; trace with --real)"
         )
     return text
 
