@@ -42,10 +42,11 @@ def bare(ops: str, dtypes: str) -> None:
     import torch
 
     from opcov.probe import DIRECTIONS
-    from opcov.probe.cases import load_group, opinfos, select_groups
+    from opcov.probe.cases import load_group, select_groups
     from opcov.probe.execute import Executor
     from opcov.probe.sample import case_ids
     from opcov.probe.tiers import TIERS
+    from opcov.sources.opinfo import opinfos
 
     opinfos()
     torch.set_num_threads(1)

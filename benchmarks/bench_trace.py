@@ -42,7 +42,7 @@ def peak_rss_mb() -> float:
 
 
 def bench_8b() -> None:
-    from opcov.tracing import models
+    from opcov.sources import models
     from opcov.tracing.trace import trace
 
     t0 = time.perf_counter()
@@ -88,7 +88,7 @@ def bench_8b() -> None:
 
 
 def bench_zoo() -> None:
-    from opcov.tracing import zoo
+    from opcov.sources import zoo
     from opcov.tracing.spec import trace_zoo
 
     with tempfile.TemporaryDirectory() as root, open(os.devnull, "w") as quiet:
@@ -111,8 +111,9 @@ def bench_whole_zoo(jobs: int, sample: int) -> None:
     """The whole zoo (or a seeded sample of it) in worker processes, into a temporary folder."""
     import shutil
 
+    from opcov.sources import zoo
     from opcov.store import layout
-    from opcov.tracing import zoo, zoorun
+    from opcov.tracing import zoorun
 
     archs = zoorun.architectures(every=not sample, sample=sample)
     load0 = os.getloadavg()[0]

@@ -53,7 +53,7 @@ def _version(dist: str) -> str | None:
 def stamp(command: str, packages: tuple[str, ...] = ("torch",)) -> str:
     """One line: the command, the date (UTC), opcov's and the packages' versions, Python, the machine and
     its load (other work on it slows every figure)."""
-    from opcov import __version__
+    from opcov.version import __version__
 
     versions = [f"opcov {__version__}"]
     versions += [f"{p} {v}" for p in packages if (v := _version(p))]

@@ -72,10 +72,9 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
 
     import torch
 
-    from opcov.testing.reality import output_tensors
+    from opcov.sources import models, zoo
+    from opcov.sources.step import default_loss, output_tensors
     from opcov.tracing import compiled as ctrace
-    from opcov.tracing import models, zoo
-    from opcov.tracing.trace import _default_loss
 
     entry = zoo.BY_NAME[name]
     dtype = getattr(torch, entry.dtype)
@@ -117,7 +116,7 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
             got = [(f"output {i}", "output", t) for i, t in enumerate(outs)]
             scales = {}
             if mode == "training":
-                loss = _default_loss(torch, out)
+                loss = default_loss(torch, out)
                 loss.backward()
                 got.append(("loss", "loss", loss))
                 own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
@@ -250,7 +249,7 @@ def backend_ready(backend: str) -> str | None:
 
 
 def main():
-    from opcov.tracing import zoo
+    from opcov.sources import zoo
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--backend", default="inductor", choices=sorted(DEVICE_OF), help="compile backend")

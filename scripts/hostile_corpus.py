@@ -611,7 +611,7 @@ def c_site_signal(box, sig):
     t0 = time.monotonic()
     site = ["opcov", "site", "--coverage", os.path.join(ROOT, "coverage"), "--out", box.path("site")]
     code = (  # the program as 'opcov site' runs it, with a helper forked even on a busy machine
-        "import sys; from opcov.site import forked; forked.spare_core = forked.can_fork; "
+        "import sys; from opcov import forked; forked.spare_core = forked.can_fork; "
         f"sys.argv = {site!r}; from opcov import cli; raise SystemExit(cli.main())"
     )
     proc = box.start(code, python=True)

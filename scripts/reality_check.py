@@ -52,7 +52,7 @@ def main():
             flush=True,
         )
 
-    from opcov.tracing import zoo
+    from opcov.sources import zoo
 
     models = [e.name for e in zoo.ZOO] if args.models == "all" else args.models.split(",")
     outcomes = reality.reality_check(

@@ -589,7 +589,7 @@ def test_a_forked_site_helper_ends_with_its_parent(tmp_path):
     marker = tmp_path / "helper.pid"
     script = f"""
 import os, time
-from opcov.site import forked
+from opcov import forked
 def work():
     open({str(marker)!r}, "w").write(str(os.getpid()))
     time.sleep(30)

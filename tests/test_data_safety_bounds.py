@@ -242,7 +242,7 @@ def test_a_huge_test_file_is_refused_before_it_is_read(tmp_path):
 def test_plan_deals_to_no_more_shards_than_groups(tmp_path):
     """Issue 43: 'plan --shards 1000000000' grew to 20.5 GB. The shards are bounded by the groups there are."""
     proc, peak = run_measured(
-        "plan", "opcovtest", "--import", "opcov.testing.pybackend", "--ops", "^(abs|neg)$", "--dtypes", "float32",
+        "plan", "opcovtest", "--import", "opcov.sources.pybackend", "--ops", "^(abs|neg)$", "--dtypes", "float32",
         "--shards", "1000000000", "--format", "json",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -1,6 +1,6 @@
 """The neuron contributor path, end to end, on the Python test backend registered under the name ``neuron``.
 
-No Trainium and no torch-neuronx here: opcov.testing.pybackend claims PrivateUse1 as "neuron" (its
+No Trainium and no torch-neuronx here: opcov.sources.pybackend claims PrivateUse1 as "neuron" (its
 spec's name), and ``--import`` stands in for ``--import torch_neuronx``. The path the README gives,
 ``opcov scan neuron`` then ``opcov probe neuron`` then ``opcov check MODEL -b neuron``, runs in a
 fresh folder with only a zoo model's op sets in it: the files must land under coverage/neuron/ by
@@ -20,7 +20,7 @@ import pytest
 from conftest import ROOT, child_env, dumps, load_yaml
 
 SPEC = {"name": "neuron", "kernels": {"aten::relu": "pass", "aten::addmm": "pass"}, "fallback": "raise"}
-BACKEND = ["neuron", "--import", "opcov.testing.pybackend"]  # a contributor types --import torch_neuronx
+BACKEND = ["neuron", "--import", "opcov.sources.pybackend"]  # a contributor types --import torch_neuronx
 MODEL = "nn-convnet"  # inference: addmm, relu, convolution, batch norm, max pool, mean, views
 
 

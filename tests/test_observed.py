@@ -14,7 +14,7 @@ from conftest import ROOT, needs_xla, run_opcov, run_xla
 from opcov.store import observed as files
 from opcov.verdict import observed
 
-PB = ["--import", "opcov.testing.pybackend"]
+PB = ["--import", "opcov.sources.pybackend"]
 MODEL = "nn-lstm"
 
 
@@ -210,7 +210,7 @@ def test_the_cpu_reference_runs_torchs_module_where_a_backend_replaced_it(monkey
     a model's own classes stay as they are."""
     import torch
 
-    from opcov.tracing.observe import as_torch_modules
+    from opcov.sources.step import as_torch_modules
 
     torch_gru = torch.nn.GRU
 

@@ -236,7 +236,7 @@ def test_probe_refuses_a_linked_journal_and_leaves_nothing(spot):
         "probe",
         "opcovtest",
         "--import",
-        "opcov.testing.pybackend",
+        "opcov.sources.pybackend",
         "--ops",
         "^abs$",
         "--dtypes",

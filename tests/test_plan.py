@@ -13,7 +13,7 @@ from conftest import load_yaml, run_opcov
 from opcov.errors import UsageError
 from opcov.probe import plan
 
-PB = ["--import", "opcov.testing.pybackend"]
+PB = ["--import", "opcov.sources.pybackend"]
 WORKING = json.dumps({"kernels": {}, "fallback": "cpu"})
 OPS = "^(add|mul|sub|neg|clone|abs)$"
 

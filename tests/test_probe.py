@@ -1,7 +1,7 @@
 """opcov probe / merge end to end, on the planted Python PrivateUse1 backend (in child processes).
 
 Each test runs a small probe (a few OpInfos) so the whole file stays within a few minutes on
-two cores. The planted behaviours come from opcov.testing.pybackend via OPCOV_PYBACKEND_SPEC.
+two cores. The planted behaviours come from opcov.sources.pybackend via OPCOV_PYBACKEND_SPEC.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import time
 import pytest
 from conftest import ROOT, child_env, load_yaml, run_opcov
 
-PB = ["--import", "opcov.testing.pybackend"]
+PB = ["--import", "opcov.sources.pybackend"]
 
 PLANTED = {
     "kernels": {
@@ -667,7 +667,7 @@ def test_probe_trees_walk_as_pytree_does():
     import torch
     import torch.utils._pytree as pytree
 
-    from opcov.probe import trees
+    from opcov import trees
 
     nt = collections.namedtuple("nt", "a b")
     samples = [

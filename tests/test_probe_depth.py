@@ -1,6 +1,6 @@
 """Probe depth (issue 18): no paying twice for a crash or hang, a reason for every overload, precision
 tiers, and harder inputs as case tiers. End-to-end runs use the planted Python PrivateUse1 backend
-(opcov.testing.pybackend) in child processes, on one or three OpInfos each."""
+(opcov.sources.pybackend) in child processes, on one or three OpInfos each."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import pytest
 from conftest import load_yaml, run_opcov
 
-PB = ["--import", "opcov.testing.pybackend"]
+PB = ["--import", "opcov.sources.pybackend"]
 
 
 def probe(tmp_path, name, spec, *args):

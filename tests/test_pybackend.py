@@ -1,4 +1,4 @@
-"""Tests for opcov.testing.pybackend, the planted pure-Python PrivateUse1 backend.
+"""Tests for opcov.sources.pybackend, the planted pure-Python PrivateUse1 backend.
 
 PrivateUse1 can be claimed only once per process, so every check runs a small
 snippet in a child Python with its own ``OPCOV_PYBACKEND_SPEC``.  Several
@@ -22,7 +22,7 @@ CHILD_TIMEOUT = 120  # generous: only reached if something is badly wrong
 
 PRELUDE = """
 import json, torch
-import opcov.testing.pybackend as pb
+import opcov.sources.pybackend as pb
 dev = pb.device()
 res = {}
 def err(fn):

@@ -26,7 +26,7 @@ def scan(tmp_path, reach_cache, spec, *extra):
         "scan",
         "opcovtest",
         "--import",
-        "opcov.testing.pybackend",
+        "opcov.sources.pybackend",
         "--out",
         str(out),
         *extra,

@@ -666,7 +666,7 @@ def test_a_backend_with_data_of_two_torch_releases_shows_the_zoos(tmp_path):
 def test_a_build_split_with_a_forked_child_gives_the_serial_files(small):
     """load_site and build with parallel=True (half the files parsed, the op pages and half the model pages
     made in forked children) give the very files of a serial build, in the same order."""
-    from opcov.site import forked
+    from opcov import forked
     from opcov.site import model as sitemodel
 
     cov, _ = small
@@ -681,7 +681,7 @@ def test_a_split_render_writes_the_serial_site(small, tmp_path):
     """render_site split (the op pages written by the forked child that made them, the rest by the
     parent) writes the very tree a serial render writes, counts every file, and onto an up-to-date
     site writes nothing; a stale file of an earlier render is still removed."""
-    from opcov.site import forked
+    from opcov import forked
 
     cov, _ = small
     if not forked.can_fork():
@@ -700,7 +700,7 @@ def test_a_build_splits_only_where_a_core_is_idle_now(monkeypatch):
     """forked.spare_core: by the cores idle over the last tenth of a second where the system says, so a
     build right after another (the load average still counting it) splits, and one beside other work
     does not; by the load average elsewhere."""
-    from opcov.site import forked
+    from opcov import forked
 
     if not forked.can_fork():
         pytest.skip("no second core or no fork here")
@@ -722,7 +722,7 @@ def test_a_forked_childs_failure_leaves_the_work_to_the_parent():
     what the serial call raises); split_map keeps the items' order."""
     import threading
 
-    from opcov.site import forked
+    from opcov import forked
 
     calls = []
 
@@ -755,7 +755,7 @@ def test_a_split_shares_its_items_and_answers_as_the_serial_loop():
     raised (as the serial loop raises it), and items a dying child took are worked out by the parent."""
     import time
 
-    from opcov.site import forked
+    from opcov import forked
 
     if not forked.can_fork():
         pytest.skip("no second core or no fork here")

@@ -52,8 +52,8 @@ def run_child(code: str, timeout=600) -> dict:
 EAGER = """
 import json, os, torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from opcov.tracing import models
-from opcov.tracing import zoo
+from opcov.sources import models
+from opcov.sources import zoo
 from opcov.tracing.trace import trace
 
 class Eager(TorchDispatchMode):
@@ -131,8 +131,8 @@ def targets():
     return run_child("""
         import json, torch
         import opcov
-        from opcov.tracing import models
-        from opcov.tracing import zoo
+        from opcov.sources import models
+        from opcov.sources import zoo
 
         def names(doc, phase):
             return sorted(op for op, rec in doc.ops.items() if phase in rec)
@@ -367,7 +367,7 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     import shlex
 
     from opcov import cli
-    from opcov.tracing.models import Sizes
+    from opcov.sources.models import Sizes
     from opcov.tracing.spec import command_line
 
     want = {**DEFAULTS, **options}
@@ -518,8 +518,8 @@ def test_import_opcov_stays_torch_free_and_trace_is_lazy():
 
 
 def test_zoo_is_committed_and_lints_clean(opcov):
+    from opcov.sources import zoo
     from opcov.store import opset
-    from opcov.tracing import zoo
     from opcov.tracing.spec import command_line
 
     hf = {e.spec for e in zoo.ZOO if e.spec.startswith("hf:")}
@@ -562,7 +562,7 @@ def test_zoo_unknown_name_is_a_usage_error(opcov):
 def test_privateuse1_taken_by_another_backend_traces_on_cpu_and_says_so():
     got = run_child("""
         import json, torch
-        import opcov.testing.pybackend  # claims PrivateUse1 as 'opcovtest'
+        import opcov.sources.pybackend  # claims PrivateUse1 as 'opcovtest'
         import opcov
         with torch.device("meta"):
             m, x = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Dropout(0.1)), torch.randn(4, 8)

@@ -13,7 +13,8 @@ import pytest
 from conftest import load_yaml
 
 from opcov.errors import UsageError
-from opcov.tracing import ladder, realtrace, tiny, zoorun
+from opcov.sources import tiny
+from opcov.tracing import ladder, realtrace, zoorun
 
 
 class Cfg:
@@ -98,7 +99,7 @@ def test_tiny_leaves_small_configs_alone():
 @pytest.fixture(scope="module")
 def build():
     pytest.importorskip("transformers")
-    from opcov.tracing import models
+    from opcov.sources import models
 
     tf = models._transformers()
 
@@ -140,14 +141,14 @@ def test_a_head_the_config_does_not_run_falls_back_to_the_base_model(build):
 
 
 def test_a_model_without_forward_is_a_clean_build_error(build):
-    from opcov.tracing import models
+    from opcov.sources import models
 
     with pytest.raises(models.BuildError, match="BarkModel: it has no forward"):
         build("bark")
 
 
 def test_moe_with_grouped_mm_needs_bfloat16(build):
-    from opcov.tracing import models
+    from opcov.sources import models
 
     moe = build("qwen3_moe")
     assert moe.dtype == "bfloat16" and models.GROUPED_MM_NOTE in moe.notes
@@ -156,8 +157,8 @@ def test_moe_with_grouped_mm_needs_bfloat16(build):
 
 def test_an_input_opcov_cannot_make_is_one_line():
     torch = pytest.importorskip("torch")
-    from opcov.tracing import inputs
-    from opcov.tracing.models import Sizes
+    from opcov.sources import inputs
+    from opcov.sources.models import Sizes
 
     class Odd(torch.nn.Module):
         main_input_name = "input_ids"
@@ -177,7 +178,7 @@ def test_missing_library_is_a_clean_build_error(build):
         pytest.skip("timm is installed here")
     except ImportError:
         pass
-    from opcov.tracing import models
+    from opcov.sources import models
 
     with pytest.raises(models.BuildError) as err:
         build("timm_wrapper")
@@ -192,7 +193,8 @@ def test_a_transducer_gets_decoder_ids_and_the_audio_layout_that_fits(build):
 
 def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
     pytest.importorskip("transformers")
-    from opcov.tracing import models, repair
+    from opcov.sources import models
+    from opcov.tracing import repair
 
     tf = models._transformers()
     # hunyuan's default config leaves head_dim None (the model computes head_dim ** -0.5)
@@ -267,7 +269,8 @@ def test_default_configs_the_model_refuses_are_repaired_from_their_own_keys():
 def test_more_default_configs_are_repaired_from_the_failure_and_their_keys():
     # each failure message below is the one transformers 5.24 raised on its default config
     pytest.importorskip("transformers")
-    from opcov.tracing import models, repair
+    from opcov.sources import models
+    from opcov.tracing import repair
 
     tf = models._transformers()
     # lfm2_moe leaves layer_types None (the model indexes it): every layer full_attention, said in a note
@@ -340,7 +343,7 @@ def test_a_class_that_takes_part_of_a_composite_config_is_built_from_that_part(b
     # MusicgenForCausalLM declares MusicgenDecoderConfig: built from the MusicgenConfig's decoder, and said so;
     # the tiny overrides reach the decoder (a composite's sub-configs are not all named *_config)
     pytest.importorskip("transformers")
-    from opcov.tracing import models
+    from opcov.sources import models
 
     tf = models._transformers()
     assert "decoder.num_hidden_layers" in tiny.overrides(tf.AutoConfig.for_model("musicgen"))
@@ -352,7 +355,8 @@ def test_a_class_that_takes_part_of_a_composite_config_is_built_from_that_part(b
 def test_unset_rotary_sections_layer_kinds_and_image_sizes_are_repaired_from_the_config_and_message():
     # each failure message below is the one transformers 5.24 raised on its default config
     pytest.importorskip("transformers")
-    from opcov.tracing import models, repair
+    from opcov.sources import models
+    from opcov.tracing import repair
 
     tf = models._transformers()
     hy = tf.AutoConfig.for_model("hunyuan_vl")  # its text config documents mrope_section and leaves it out
@@ -388,7 +392,7 @@ def test_narrow_widths_keep_the_head_the_zoo_traced(build):
     # masked-LM head is hidden_size - embedding_size wide, so a narrowed hidden_size alone made it negative
     # and the build fell back to the base model, whose pooler ops then read as the op set's misses
     pytest.importorskip("transformers")
-    from opcov.tracing import models
+    from opcov.sources import models
 
     tf = models._transformers()
     narrow = tiny.overrides(tf.AutoConfig.for_model("mobilebert"), width=True)
@@ -402,8 +406,8 @@ def test_whole_heads_widths_run_models_the_narrowest_widths_break():
     # config's own rotary_dim, so at hidden 64 its eager run fails (the zoo's branch runs did, on
     # CPU too); at 4 heads of the config's own head dim it runs. Real model, real CPU forward.
     pytest.importorskip("transformers")
+    from opcov.sources import models
     from opcov.torchenv import import_torch
-    from opcov.tracing import models
 
     torch, tf = import_torch(), models._transformers()
     cfg = tf.AutoConfig.for_model("codegen")
@@ -427,8 +431,8 @@ def test_narrow_widths_keep_a_mamba2_mixer_whole():
     # at hidden 64 with the default 128 heads (or 4 heads of 64 and 8 groups) mamba2's eager CPU
     # forward failed (view, repeat_interleave); the narrowed head count keeps both. Real forward.
     pytest.importorskip("transformers")
+    from opcov.sources import models
     from opcov.torchenv import import_torch
-    from opcov.tracing import models
 
     torch, tf = import_torch(), models._transformers()
     narrow = tiny.overrides(tf.AutoConfig.for_model("mamba2"), width=True)
@@ -445,7 +449,7 @@ def test_narrow_widths_route_no_more_experts_than_they_keep_under_a_configs_own_
     name to it): at 4 experts it still routed 8 ('selected index k out of range' in topk at the branch
     run, so its op sets were fake-only). The standard name's --set reaches the config's own key."""
     pytest.importorskip("transformers")
-    from opcov.tracing import models
+    from opcov.sources import models
 
     config = models._transformers().AutoConfig.for_model("kimi_linear")
     narrow = tiny.overrides(config, width=True)
@@ -464,7 +468,7 @@ def test_narrow_widths_carry_the_sizes_that_follow_hidden_and_divide_experts():
     # the branch run before); deepseek_v3 routes over n_group=8 groups of experts, which 4 experts
     # cannot make (view [-1, 8, 0]); an image_size equal to the hidden size by chance stays
     pytest.importorskip("transformers")
-    from opcov.tracing import models
+    from opcov.sources import models
 
     tf = models._transformers()
     siglip = tiny.overrides(tf.AutoConfig.for_model("siglip"), width=True)
@@ -529,7 +533,7 @@ def test_timm_and_torchvision_say_where_they_trace(opcov, tmp_path):
 
 def test_architectures_cover_transformers_and_the_curated_zoo():
     pytest.importorskip("transformers")
-    from opcov.tracing import zoo
+    from opcov.sources import zoo
 
     every = zoorun.architectures(every=True)
     names = [a.name for a in every]
@@ -796,8 +800,8 @@ def test_a_branch_run_the_narrowest_widths_break_is_made_again_with_whole_heads(
     of the config's own head dim, merged, and the op set says at which widths and why. The runs are
     stood in for (each costs a model build)."""
     pytest.importorskip("transformers")
+    from opcov.sources import models
     from opcov.store import opset
-    from opcov.tracing import models
 
     path = _fake_only_copy(tmp_path, "codegen")
     asked = []

@@ -80,7 +80,7 @@ def _child(phase: str, module: str, name: str, mode: str, store: str) -> None:
     stage = ["build"]
 
     def loss_of(out):
-        from opcov.testing.reality import output_tensors
+        from opcov.sources.step import output_tensors
 
         own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
         if isinstance(own, torch.Tensor):
@@ -92,7 +92,7 @@ def _child(phase: str, module: str, name: str, mode: str, store: str) -> None:
         return sum(parts[1:], parts[0])
 
     def step(model, dev, inputs, sync=None):
-        from opcov.testing.reality import output_tensors
+        from opcov.sources.step import output_tensors
 
         model.train(training)
         stage[0] = "move"

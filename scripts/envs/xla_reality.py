@@ -57,10 +57,9 @@ CHILD = r"""
 import copy, json, sys
 import torch
 import torch.nn.functional as F
-from opcov.tracing import models, zoo
-from opcov.tracing.realtrace import input_variants
-from opcov.tracing.trace import _default_loss
-from opcov.testing.reality import output_tensors as tensors
+from opcov.sources import models, zoo
+from opcov.sources.step import default_loss, input_variants
+from opcov.sources.step import output_tensors as tensors
 
 name, mode, phase, store = sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5]
 AS_IS = sys.argv[6] == "1"
@@ -91,7 +90,7 @@ def step(model, where, inputs, sync=None):
         out = model(**x) if isinstance(x, dict) else model(x) if isinstance(x, torch.Tensor) else model(*x)
         got = [(f"output {i}", t) for i, t in enumerate(tensors(out))]
         if training:
-            loss = _default_loss(torch, out)
+            loss = default_loss(torch, out)
             loss.backward()
             got.append(("loss", loss))
             named = [(n, p) for n, p in model.named_parameters() if p.grad is not None]
@@ -399,7 +398,7 @@ def write_docs(path: str, text: str) -> None:
 
 def curated() -> list[str]:
     sys.path.insert(0, os.path.join(ROOT, "src"))
-    from opcov.tracing import zoo
+    from opcov.sources import zoo
 
     return [e.name for e in zoo.ZOO]
 

@@ -250,3 +250,9 @@ def build_catalog(extra_modules: tuple[str, ...] = (), backend_ops: frozenset[st
             composite=composite,
         )
     return Catalog(torch_version=str(torch.__version__), modules=modules, ops=ops)
+
+
+# Calls no backend kernel runs: metadata queries and record_function markers (what a trace leaves out,
+# and a scan of Python names drops).
+NO_KERNEL_OPS = frozenset({"aten::detach"})
+NO_KERNEL_NAMESPACES = frozenset({"prim", "profiler"})  # metadata queries; record_function markers

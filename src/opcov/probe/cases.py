@@ -9,53 +9,16 @@ by group id, since the number of samples is only known once a worker generates t
 
 from __future__ import annotations
 
-import random
 import re
-import zlib
 from dataclasses import dataclass
 
 from opcov.errors import UsageError
 from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay, schemacases
 from opcov.probe.sample import Loaded, Sample
 from opcov.probe.tiers import TIERS, tier_samples
+from opcov.sources.opinfo import OPINFO_LISTS, opinfo_samples, opinfos, seed_all, seed_of
 
-# OpInfo lists of torch.testing._internal.common_methods_invocations used as case sources.
-OPINFO_LISTS = (
-    "op_db",
-    "foreach_unary_op_db",
-    "foreach_binary_op_db",
-    "foreach_pointwise_op_db",
-    "foreach_reduce_op_db",
-    "foreach_other_op_db",
-)
 CANARY_PREFIX = "canary."
-
-
-def seed_of(ident: str) -> int:
-    """A stable 31-bit seed from an id (crc32; Python's hash() is salted per process)."""
-    return zlib.crc32(ident.encode()) & 0x7FFFFFFF
-
-
-def seed_all(ident: str) -> None:
-    seed_host(seed_of(ident))
-
-
-def seed_host(s: int) -> None:
-    """Seed the host RNGs samples are drawn from (torch's CPU generator, random, numpy).
-
-    Not ``torch.manual_seed``: on a machine where CUDA/XPU/MTIA are present but not initialised
-    it queues a callback with a formatted stack per accelerator, about 0.2 ms a call, paid
-    several times per case."""
-    import torch
-
-    torch.default_generator.manual_seed(s)
-    random.seed(s)
-    try:
-        import numpy
-
-        numpy.random.seed(s)
-    except ImportError:
-        pass
 
 
 @dataclass(frozen=True)
@@ -89,31 +52,6 @@ class Group:
         if self.spec:
             d["spec"], d["modes"] = self.spec, list(self.modes)
         return d
-
-
-def opinfo_id(op) -> str:
-    return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-
-
-_INDEX: dict | None = None
-
-
-def opinfos() -> dict:
-    """OpInfo id -> OpInfo over OPINFO_LISTS (needs the expecttest package)."""
-    global _INDEX
-    if _INDEX is None:
-        try:
-            from torch.testing._internal import common_methods_invocations as cmi
-        except ImportError as exc:
-            raise UsageError(
-                f"cannot load PyTorch's OpInfo database ({exc}); install the 'expecttest' package"
-            ) from None
-        index = {}
-        for lst in OPINFO_LISTS:
-            for op in getattr(cmi, lst, ()):
-                index.setdefault(opinfo_id(op), op)
-        _INDEX = index
-    return _INDEX
 
 
 def aten_names(op) -> tuple[str, ...]:
@@ -218,24 +156,6 @@ def load_group(group: dict) -> Loaded:
         False,
         bool(getattr(op, "supports_out", False)),
     )
-
-
-def opinfo_samples(op, dtype, requires_grad: bool, device: str = "cpu"):
-    """The samples ``op.sample_inputs(device, dtype, requires_grad)`` yields, the same values.
-
-    OpInfo's iterator re-seeds the RNGs with the test suite's SEED before each sample, and calls
-    ``inspect.stack()`` twice per call to find a running unittest (it reads the source of every
-    frame: 10 ms per group in a worker). This does the re-seeding and skips the stack walk; the
-    probe never runs inside a unittest."""
-    from torch.testing._internal.common_utils import SEED
-
-    it = iter(op.sample_inputs_func(op, device, dtype, requires_grad))
-    while True:
-        seed_host(SEED)
-        try:
-            yield next(it)
-        except StopIteration:
-            return
 
 
 _HOST_FREE: set = set()  # OpInfos whose samples were found to keep nothing on CPU

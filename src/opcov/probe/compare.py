@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 
-from opcov.probe.trees import leaves
+from opcov.trees import leaves
 
 # (rtol, atol) per dtype: torch.testing's defaults.
 TOLERANCES = {

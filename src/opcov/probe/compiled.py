@@ -35,13 +35,15 @@ import platform
 import re
 import time
 
-from opcov import __version__, provenance, vocab
+from opcov import provenance, vocab
 from opcov.catalog import build_catalog
 from opcov.errors import UsageError, cause_line
 from opcov.probe import cases, compare, xla
 from opcov.probe.record import Calls, recording
 from opcov.probe.results import NOTED, failed_text
+from opcov.sources import opinfo
 from opcov.store.cells import MAX_FAILED
+from opcov.version import __version__
 
 BACKEND = "cpu"
 # backend -> (torch.compile backend, device type of the compiled run's inputs)
@@ -79,7 +81,7 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
     rx = re.compile(pattern) if pattern else None
     core_bases = {op.base for op in build_catalog().core} if core else None
     out = []
-    for oid, op in sorted(cases.opinfos().items()):
+    for oid, op in sorted(opinfo.opinfos().items()):
         names = cases.aten_names(op)
         if core_bases is not None and not any(n.split("::", 1)[1] in core_bases for n in names):
             continue
@@ -140,11 +142,11 @@ def run_batch(task) -> list[dict]:
     records, ready = [], []
     try:
         for oid, dtype in groups:
-            op = cases.opinfos()[oid]
+            op = opinfo.opinfos()[oid]
             bases = {n.split("::", 1)[1] for n in cases.aten_names(op)}
             rec = {"group": oid, "dtype": dtype, "cases": []}
             records.append(rec)
-            it = cases.opinfo_samples(op, getattr(torch, dtype), False)
+            it = opinfo.opinfo_samples(op, getattr(torch, dtype), False)
             for i in range(samples):
                 try:
                     sample = next(it)

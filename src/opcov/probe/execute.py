@@ -23,13 +23,13 @@ from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype
 from opcov.probe import FAILURES, xla
 from opcov.probe.caserecord import REFERENCE, CaseRecord
-from opcov.probe.cases import seed_host, seed_of
 from opcov.probe.compare import family_of, identical, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, seeded_random, spotting
 from opcov.probe.results import needs_localizing
 from opcov.probe.sample import _Call
 from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem
-from opcov.probe.trees import leaves, map_indexed, map_leaves
+from opcov.sources.opinfo import seed_host, seed_of
+from opcov.trees import leaves, map_indexed, map_leaves
 
 LOCALIZE_MAX_CALLS = 200  # op calls of one failing case replayed one at a time (the rest are not)
 FLOATING = ("float64", "float32", "bfloat16", "float16", "complex128", "complex64")
@@ -188,7 +188,7 @@ class Executor:
 
     def seed(self, seed: int) -> None:
         """Seed the RNGs a case can draw from: on cpu and meta the CPU generator alone (see
-        cases.seed_host for why not torch.manual_seed); on a device, every generator."""
+        opinfo.seed_host for why not torch.manual_seed); on a device, every generator."""
         if self.device_type in ("cpu", "meta"):
             seed_host(seed)
         else:

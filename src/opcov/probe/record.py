@@ -11,7 +11,7 @@ from __future__ import annotations
 from opcov import sigclass
 from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype, dtype_name
-from opcov.probe.trees import leaves, map_leaves
+from opcov.trees import leaves, map_leaves
 
 _torch = None
 

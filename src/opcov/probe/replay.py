@@ -30,11 +30,9 @@ from opcov.dtypes import call_dtype, dtype_name
 from opcov.errors import UsageError
 from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, op_call
+from opcov.sources import models, zoo
+from opcov.sources.step import as_torch_modules, default_loss, input_variants
 from opcov.store import layout, opset
-from opcov.tracing import models, zoo
-from opcov.tracing.observe import as_torch_modules
-from opcov.tracing.realtrace import input_variants
-from opcov.tracing.trace import _default_loss
 
 TRACE_PREFIX = "trace."
 MAX_SIGS_PER_KEY = 32  # distinct signature classes replayed per (overload, dtype key): a bound, rarely met
@@ -56,7 +54,7 @@ class Target:
     cases are filed under the op set's model name (a cell's ``traced``), which the verdict looks for."""
 
     name: str  # the op set's model name
-    spec: str  # what rebuilds the model (opcov.tracing.models.build): a factory 'pkg.mod:fn', 'hf:...', 'nn:...'
+    spec: str  # what rebuilds the model (opcov.sources.models.build): a factory 'pkg.mod:fn', 'hf:...', 'nn:...'
     dtype: str
     modes: tuple  # the op sets' modes: the steps captured
 
@@ -225,7 +223,7 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
                         model(*args, **kwargs)
                     continue
                 out = model(*args, **kwargs)
-                _default_loss(torch, out).backward()
+                default_loss(torch, out).backward()
                 params = [p for p in model.parameters() if p.grad is not None]
                 torch.optim.AdamW(params, lr=1e-3, foreach=True).step()
             model.zero_grad(set_to_none=True)

@@ -22,6 +22,7 @@ import re
 import zlib
 
 from opcov.probe.sample import Loaded, op_call
+from opcov.sources.opinfo import seed_of
 
 SCHEMA_PREFIX = "schema."
 CHUNKS = 16  # schema groups per dtype: a crash or hang costs one group's worth of cases at most
@@ -386,8 +387,7 @@ def load(group: dict) -> Loaded:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for name in group.get("ops", ()):
-            # the seed as cases.seed_of makes it (cases imports this module)
-            found = first_case(torch, name, dtype, zlib.crc32(f"{group['id']}|{name}".encode()) & 0x7FFFFFFF)
+            found = first_case(torch, name, dtype, seed_of(f"{group['id']}|{name}"))
             if found is None:
                 continue
             func, args, kwargs, device_kw, unset = found

@@ -16,10 +16,11 @@ import sys
 import traceback
 
 from opcov.probe import xla
-from opcov.probe.cases import host_free, load_group, opinfos
+from opcov.probe.cases import host_free, load_group
 from opcov.probe.execute import Executor, first_line
 from opcov.probe.flight import Flight
 from opcov.probe.sample import case_ids
+from opcov.sources.opinfo import opinfos
 
 
 class Worker:

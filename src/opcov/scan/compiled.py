@@ -27,9 +27,10 @@ from __future__ import annotations
 import datetime as _dt
 import os
 
-from opcov import __version__, provenance
+from opcov import provenance
 from opcov.errors import UsageError
 from opcov.store import data, layout
+from opcov.version import __version__
 
 BACKENDS = {"cpu": "inductor", "cuda": "inductor", "tpu": "tpu", "xla": "openxla"}
 # TorchTPU's op tests (tests/ops_test.py, its source repository) skip these under compile: expected not to

@@ -31,9 +31,9 @@ from functools import partial
 from opcov.catalog import Catalog, build_catalog
 from opcov.dtypes import dtype_name
 from opcov.errors import UsageError
-from opcov.probe.cases import opinfos
 from opcov.scan import registered
 from opcov.scan.registered import Scanner
+from opcov.sources.opinfo import opinfos
 
 YAML_SOURCE = "aten/src/ATen/native/native_functions.yaml"  # where torchgen's packaged copy comes from
 

@@ -161,7 +161,7 @@ class _Runner:
     """Runs calls under the recorder; remembers which overloads each Python name reached."""
 
     def __init__(self, torch):
-        from opcov.tracing.trace import NO_KERNEL_NAMESPACES, NO_KERNEL_OPS
+        from opcov.catalog import NO_KERNEL_NAMESPACES, NO_KERNEL_OPS
 
         self.torch = torch
         self.names: dict[str, set] = {}
@@ -228,7 +228,7 @@ def _opinfo_dtype(torch, op):
 def _opinfo_calls(op, fn, dtype, device) -> list:
     """Thunks preparing ``fn`` on each of the OpInfo's first MAX_SAMPLES samples, drawn afresh
     (an in-place variant changes them)."""
-    from opcov.probe.cases import opinfo_samples
+    from opcov.sources.opinfo import opinfo_samples
 
     samples = []
     for s in opinfo_samples(op, dtype, False, device=device):
@@ -239,7 +239,7 @@ def _opinfo_calls(op, fn, dtype, device) -> list:
 
 
 def _build_opinfos(torch, runner: _Runner, progress) -> int:
-    from opcov.probe.cases import opinfos
+    from opcov.sources.opinfo import opinfos
 
     ops = list(opinfos().values())
     for i, op in enumerate(ops):
@@ -333,7 +333,7 @@ def _build_modules(torch, runner: _Runner, progress) -> tuple[int, int]:
 def build(progress=None) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
     """(Python name -> aten overloads, header) for the installed torch; ``progress(text)`` is told
     what runs. Imports torch and PyTorch's test-suite lists (the expecttest package)."""
-    from opcov.probe.cases import OPINFO_LISTS
+    from opcov.sources.opinfo import OPINFO_LISTS
     from opcov.torchenv import import_torch
     from opcov.version import __version__
 

@@ -212,10 +212,10 @@ def _read(path: str, rel: str):
 def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file.
 
-    ``parallel``: share the files with a forked child, item by item (opcov.site.forked; documents are quick to
+    ``parallel``: share the files with a forked child, item by item (opcov.forked; documents are quick to
     pickle back, parsing is not). None: where there are PARALLEL_FILES or more and forked.spare_core();
     False: never. The site is the same either way, and so is the error raised."""
-    from opcov.site import forked
+    from opcov import forked
 
     coverage_dir = str(coverage_dir)  # the site shows this folder's data alone (no layout.FoundCoverage fallback)
     if not os.path.isdir(coverage_dir):
@@ -961,7 +961,7 @@ FAMILIES = {
     "diffusers": "diffusers",
     "factory": "factory",
 }
-# model input name -> the modality it carries (opcov.tracing.inputs makes them from the forward signature)
+# model input name -> the modality it carries (opcov.sources.inputs makes them from the forward signature)
 MODALITY_OF_INPUT = {
     "input_ids": "text",
     "decoder_input_ids": "text",

@@ -1448,7 +1448,7 @@ def model_compile(site: Site, m, compiled: dict, root: str, links: dict) -> list
 def build(site: Site, parallel: bool | None = None, guide: bool = False) -> dict:
     """Every file of the site: relative path -> bytes.
 
-    ``parallel``: split the work with a forked child (opcov.site.forked): the op pages are made beside
+    ``parallel``: split the work with a forked child (opcov.forked): the op pages are made beside
     the judging, and the model pages shared item by item between parent and child. None: where the site has at least
     PARALLEL_PAGES op and model pages and forked.spare_core(); False: never. The files are the same
     either way. ``guide``: the user guide is at docs/index.html beside the pages (every page links to it)."""
@@ -1461,7 +1461,7 @@ def _build_split(site: Site, parallel: bool | None, into: _Folder | None, guide:
     and badges (all but ~100 files) are written there by whoever made them, the forked child beside
     the parent's own work, and left out of ``files`` (file creation is most of a cold write, and two
     processes create files about twice as fast as one)."""
-    from opcov.site import forked
+    from opcov import forked
 
     if parallel is None:
         parallel = len(site.ops) + len(site.models) >= PARALLEL_PAGES and forked.spare_core()
@@ -1487,7 +1487,7 @@ def _build(site: Site, env, links: dict, op_files, parallel: bool, into: _Folder
     """build's body, with the op pages' files to come from ``op_files`` (a forked.Later): their bytes,
     or what _Folder.write wrote of them. With ``into``, the model pages too are written by whoever
     makes them."""
-    from opcov.site import forked
+    from opcov import forked
 
     verdicts = sitemodel.judge_models(site)
     compiled = sitemodel.judge_compiled_models(site)

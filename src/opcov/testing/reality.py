@@ -2,7 +2,7 @@
 
 cpu and meta are weak judges (cpu runs everything; meta is what tracing uses), so
 the judge that counts is the pure-Python PrivateUse1 test backend
-(``opcov.testing.pybackend``) planted with deliberate gaps.  For each planted
+(``opcov.sources.pybackend``) planted with deliberate gaps.  For each planted
 backend: opcov's own ``scan`` (and, where asked, ``probe``) makes its coverage
 data; each model's committed op set gets a verdict; then the model actually runs
 on that device (tiny config, real random weights, seeded), with the inputs its op set was traced
@@ -41,7 +41,7 @@ from opcov.store import layout, opset
 from opcov.verdict import check, resolve
 
 BACKEND = "opcovtest"
-IMPORT = "opcov.testing.pybackend"
+IMPORT = "opcov.sources.pybackend"
 ROOT = os.path.dirname(
     os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 )  # src/opcov/testing/ -> the checkout
@@ -52,7 +52,7 @@ def _kernels_for(ops, behaviour="pass"):
     """Kernels for ``ops`` that the test backend can plant faithfully: it computes each kernel on CPU
     copies, so not ops CPU cannot run, and not view ops (a copy is not a view: the probe's aliasing
     check rightly fails such a kernel); views reach the backend's as_strided plumbing instead."""
-    from opcov.testing.pybackend import PLUMBING_OPS
+    from opcov.sources.pybackend import PLUMBING_OPS
 
     skip = _unplantable()
     return {op: behaviour for op in ops if op.startswith("aten::") and op not in PLUMBING_OPS and op not in skip}
@@ -155,7 +155,7 @@ def confusion(outcomes, title: str) -> str:
 
 
 def _env(spec: dict) -> dict:
-    from opcov.testing.pybackend import ENV_VAR, spec_json
+    from opcov.sources.pybackend import ENV_VAR, spec_json
 
     src = os.path.join(ROOT, "src")
     env = dict(
@@ -229,32 +229,15 @@ def make_coverage(
         )
 
 
-def output_tensors(out) -> list:
-    """The tensors of a model's output (a ModelOutput, tuple, dict or tensor), flattened in order:
-    what a real run's outputs are compared by (the child scripts of this module and of
-    scripts/envs/xla_reality.py)."""
-    import torch
-
-    if hasattr(out, "to_tuple"):
-        out = out.to_tuple()
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        return [t for v in out for t in output_tensors(v)]
-    return []
-
-
 RUNNER = r"""
 import copy, json, sys, traceback
 import torch
 import torch.nn.functional as F
-import opcov.testing.pybackend as pb
-from opcov.tracing import models
-from opcov.tracing import zoo
-from opcov.tracing.realtrace import input_variants, label
-from opcov.tracing.trace import _default_loss
+import opcov.sources.pybackend as pb
+from opcov.sources import models
+from opcov.sources import zoo
+from opcov.sources.step import default_loss, input_variants
+from opcov.tracing.realtrace import label
 
 name, mode = sys.argv[1], sys.argv[2]
 entry = next(e for e in zoo.ZOO if e.name == name)
@@ -280,7 +263,7 @@ def call(model, inputs):
         return model(inputs)
     return model(*inputs)
 
-from opcov.testing.reality import output_tensors as tensors
+from opcov.sources.step import output_tensors as tensors
 
 def to_device(model):
     # Module.to() replaces parameters on a device whose tensors cannot shallow-copy CPU ones (this
@@ -305,7 +288,7 @@ def step(model, where, inputs, dt=None):
         out = call(model, move(inputs, where, dt))
         loss = None
         if mode == "training":
-            loss = _default_loss(torch, out)
+            loss = default_loss(torch, out)
             loss.backward()
             params = [p for p in model.parameters() if p.grad is not None]
             torch.optim.AdamW(params, lr=1e-3, foreach=where != "cpu").step()

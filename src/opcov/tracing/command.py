@@ -9,7 +9,7 @@ import shlex
 
 import yaml
 
-from opcov.tracing import models
+from opcov.sources import models
 from opcov.tracing.trace import Options
 
 

@@ -38,14 +38,16 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 
-from opcov import __version__, provenance
 from opcov import dtypes as _dtypes
+from opcov import provenance
 from opcov.errors import OpcovError, UsageError
+from opcov.sources.step import default_loss
 from opcov.store import opset
 from opcov.store.opset import CALL, KIND, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
 from opcov.tracing import calltree
-from opcov.tracing.trace import Options, _default_loss, _move_inputs, _shape, _unique_params
+from opcov.tracing.trace import Options, _move_inputs, _shape, _unique_params
+from opcov.version import __version__
 
 RECIPES = ("tpu", "inductor", "openxla", "aot_eager")
 GRAPH_BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"  # TORCH_LOGS=graph_breaks
@@ -434,7 +436,7 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
         out = mod(*args, **kwargs)
         if not training:
             return out
-        return loss(out) if loss else _default_loss(torch, out)
+        return loss(out) if loss else default_loss(torch, out)
 
     torch._dynamo.reset()
     compiled = torch.compile(step, backend=_make_backend(torch, cap, recipes), dynamic=False)
@@ -642,7 +644,7 @@ def trace_compiled_spec(
     """The compiled op sets (one per compile backend) of anything ``opcov trace MODEL`` builds: a zoo
     name, a transformers model type, a config.json, ``nn:NAME``, a factory. ``out`` is only named
     in the provenance command (where the caller saves it)."""
-    from opcov.tracing import models, zoo
+    from opcov.sources import models, zoo
     from opcov.tracing.spec import is_saved
 
     if is_saved(model):

@@ -43,7 +43,8 @@ def repaired(run, config, overrides: dict, notes=(), *, start=None, failed: Exce
     other fields (inputs, image, audio, batch) the runs start from; ``failed``: how a run at ``start``
     with ``overrides`` already failed (it is not made again); ``note(result, notes)`` files the notes
     (default: in the op set's provenance)."""
-    from opcov.tracing import models, repair
+    from opcov.sources import models
+    from opcov.tracing import repair
 
     start = start or models.Sizes()
     notes, asked, image, audio = list(notes), tuple(start.inputs), start.image, start.audio
@@ -92,7 +93,7 @@ def narrow(arch, run):
     """``run(sizes)`` at a real-valued trace's sizes: a curated entry's own (small already), a timm or
     torchvision model's defaults, a transformers model's narrow widths (``tiny.overrides(width=True)``),
     repaired, else its full widths with as few layers (see ``real_trace``)."""
-    from opcov.tracing import models, tiny
+    from opcov.sources import models, tiny
 
     if arch.curated or not arch.spec.startswith("hf:"):  # a curated entry's hand-checked config is small already
         return run(models.Sizes())
@@ -129,7 +130,7 @@ def whole_heads(config, narrow: dict, why: str) -> list:
     """[(overrides, None, notes)] of the retry at whole heads of a run at ``narrow`` widths that failed
     for ``why`` (its shapes did not fit together), or [] where whole heads are the same widths: the
     step between the narrowest widths and full ones, for branch runs and real-valued traces alike."""
-    from opcov.tracing import tiny
+    from opcov.sources import tiny
 
     heads = {**narrow, **tiny.overrides(config, width="heads")}
     return [(heads, None, [WHOLE_HEADS_NOTE.format(why=why)])] if heads != narrow else []
@@ -152,7 +153,7 @@ SHAPE = re.compile(
 
 
 def default_config(model_type: str):
-    from opcov.tracing import models
+    from opcov.sources import models
 
     tf = models._transformers()
     try:

@@ -38,6 +38,7 @@ import traceback
 
 from opcov import backends as _backends
 from opcov.errors import OpcovError, UsageError, cause_line
+from opcov.sources.step import as_torch_modules
 from opcov.version import __version__
 
 TOLERANCE = (1e-3, 1e-3)
@@ -57,7 +58,7 @@ def _where(exc) -> str:
 
 def _build(torch, model: str, mode: str):
     """(name, model, inputs, dtype name) for a zoo name or ``module:function``."""
-    from opcov.tracing import models, zoo
+    from opcov.sources import models, zoo
 
     if ":" in model and model.split(":", 1)[0].replace(".", "").replace("_", "").isalnum():
         # as 'opcov trace' builds it: a factory that raises (SystemExit too) or returns no (nn.Module,
@@ -70,24 +71,6 @@ def _build(torch, model: str, mode: str):
     torch.manual_seed(0)
     built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
     return entry.name, built.model.to(getattr(torch, entry.dtype)), built.inputs, entry.dtype
-
-
-def as_torch_modules(torch, model) -> list[str]:
-    """Make ``model`` (the CPU reference's copy) run torch's own modules where a backend's package put its
-    class in their place in ``torch.nn`` (``import torch_xla`` makes ``nn.GRU`` its scan-based GRU, which
-    refuses CPU tensors): each such module becomes the torch class it derives from, same parameters.
-    The device's copy keeps the backend's class, as a user's script gets it. Returns what was replaced
-    ('torch.nn.GRU by torch_xla.experimental.gru.GRU'), for the file."""
-    said = set()
-    for m in model.modules():
-        cls = type(m)
-        if cls.__module__.split(".")[0] == "torch":
-            continue
-        base = next((b for b in cls.__mro__[1:] if b.__module__.startswith("torch.nn.")), None)
-        if base is not None and getattr(torch.nn, base.__name__, None) is cls:
-            m.__class__ = base
-            said.add(f"torch.nn.{base.__name__} by {cls.__module__}.{cls.__qualname__}")
-    return sorted(said)
 
 
 def _device(torch, backend):
@@ -163,8 +146,7 @@ def observe(
 
     from opcov.catalog import overload_name
     from opcov.dtypes import call_dtype, dtype_name
-    from opcov.testing.reality import output_tensors
-    from opcov.tracing.trace import _default_loss
+    from opcov.sources.step import default_loss, output_tensors
 
     backend = _backends.get_backend(backend_name, import_module)
     torch = _backends.load(backend)
@@ -238,7 +220,7 @@ def observe(
                 out = m(**x) if isinstance(x, dict) else m(x) if isinstance(x, torch.Tensor) else m(*x)
                 loss = None
                 if mode == "training":
-                    loss = _default_loss(torch, out)
+                    loss = default_loss(torch, out)
                     loss.backward()
                     params = [p for p in m.parameters() if p.grad is not None]
                     torch.optim.AdamW(params, lr=1e-3, foreach=False).step()

@@ -17,8 +17,9 @@ from __future__ import annotations
 import importlib.util
 
 from opcov.errors import UsageError
+from opcov.sources import models, zoo
 from opcov.store.opset import OpSet
-from opcov.tracing import models, realtrace, zoo
+from opcov.tracing import realtrace
 from opcov.tracing.trace import trace
 
 # Backends opcov can record on in this process, and how: the module that gives the device (None: torch

@@ -8,7 +8,7 @@ the like never reach the op set, while a real run calls them.
 
 So a small curated zoo model (at most MAX_PARAMS parameters) is also run with real values, in a
 child process (PrivateUse1 can be claimed once per process) whose PrivateUse1 device computes: the
-test backend (``opcov.testing.pybackend``) keeps CPU payloads and runs every op through its CPU
+test backend (``opcov.sources.pybackend``) keeps CPU payloads and runs every op through its CPU
 fallback, so host reads see real values, while composites still take an accelerator's path (the
 device is PrivateUse1, and it has no kernels of its own but convolution's (its CPU computation
 counts integer ``histc``, which CPU's kernel lacks and MoE routing uses), so no device query such as
@@ -37,20 +37,21 @@ import os
 import sys
 
 from opcov import children, vocab
+from opcov.sources import models
+from opcov.sources.step import input_variants
 from opcov.store import opset
 from opcov.store.opset import OpSet
-from opcov.tracing import calltree, ladder, models
+from opcov.tracing import calltree, ladder
 from opcov.tracing.command import command_line
 
 MAX_PARAMS = 50_000_000
-PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.testing.pybackend.ENV_VAR (the child asserts they agree)
+PYBACKEND_SPEC_VAR = "OPCOV_PYBACKEND_SPEC"  # opcov.sources.pybackend.ENV_VAR (the child asserts they agree)
 # Kernels of the computing device besides its CPU fallback: convolution as one op, as accelerators
 # (TorchTPU) register it; ATen's own PrivateUse1 path ends in convolution_overrideable, a stub that
 # raises, which no fallback catches. The op set does not change: the trace records aten::convolution
 # above any kernel.
 CHILD_KERNELS = {"aten::convolution": "pass", "aten::convolution_backward": "pass"}
 TIMEOUT_S = 600
-PADDED = "padded_mask"  # vocab.INPUT_VARIANTS: the run with a padded attention mask
 # The note of a fake trace whose real-valued branch run failed (zoo --retry-failed looks for it).
 FAILED_NOTE = "the real-valued run failed ({why}): branches on data are as fake tensors took them"
 
@@ -94,7 +95,7 @@ def with_real_branches(
             notes.append(f"no real-valued run ({why_not}): branches on data are as fake tensors took them")
         return result
     if narrow:
-        from opcov.tracing import tiny
+        from opcov.sources import tiny
 
         sizes = dataclasses.replace(
             sizes, overrides={**sizes.overrides, **tiny.overrides(_set_on(model, config), width=True)}
@@ -216,12 +217,12 @@ def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: st
 
 def computing_here() -> bool:
     """Whether this process's PrivateUse1 device is the computing stand-in (a zoo real-valued worker)."""
-    pb = sys.modules.get("opcov.testing.pybackend")
+    pb = sys.modules.get("opcov.sources.pybackend")
     return pb is not None and (pb.current_spec() or {}).get("fallback") == "cpu"
 
 
 def child_spec() -> str:
-    """The computing stand-in's spec, for ``PYBACKEND_SPEC_VAR`` before ``opcov.testing.pybackend`` is imported."""
+    """The computing stand-in's spec, for ``PYBACKEND_SPEC_VAR`` before ``opcov.sources.pybackend`` is imported."""
     from opcov.tracing.target import NAME
 
     return json.dumps({"name": NAME, "kernels": CHILD_KERNELS, "fallback": "cpu"})
@@ -276,37 +277,19 @@ def run_job(job: dict) -> tuple[dict, str]:
     return (out, "") if "error" not in out else ({}, out["error"])
 
 
-def input_variants(torch, built) -> list:
-    """(variant, inputs), a variant a word of vocab.INPUT_VARIANTS: the inputs as given (as built), and,
-    for a model that takes an attention mask, with one padded (``padded_mask``)."""
-    import inspect
-
-    out = [(vocab.GIVEN, built.inputs)]
-    inputs = built.inputs
-    try:
-        takes_mask = "attention_mask" in inspect.signature(built.model.forward).parameters
-    except (TypeError, ValueError):
-        takes_mask = False
-    if isinstance(inputs, dict) and isinstance(inputs.get("input_ids"), torch.Tensor) and takes_mask:
-        ids = inputs["input_ids"]
-        mask = torch.ones_like(ids)
-        mask[0, ids.shape[-1] - max(1, ids.shape[-1] // 4) :] = 0
-        out.append((PADDED, {**inputs, "attention_mask": mask}))
-    return out
-
-
 def _child(job: dict) -> dict:
     """Build the model with real weights and run each input variant on the computing device: the runs
     (``branches``, for ``with_real_branches``) or one merged op set (``trace``, for ``trace_real``)."""
     from opcov.torchenv import import_torch
 
     torch = import_torch()
-    from opcov.tracing import target, zoo
+    from opcov.sources import zoo
+    from opcov.tracing import target
     from opcov.tracing.trace import trace
 
     cpu = job.get("device") == "cpu"  # a CPU target's branch run: eager on CPU, no stand-in
     if not cpu:
-        import opcov.testing.pybackend as pb  # claims PrivateUse1 as the stand-in's name, computing on CPU
+        import opcov.sources.pybackend as pb  # claims PrivateUse1 as the stand-in's name, computing on CPU
 
         assert pb.ENV_VAR == PYBACKEND_SPEC_VAR and pb.current_spec()["fallback"] == "cpu"
         target.show_composites(torch)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 
-from opcov.tracing.tiny import sub_configs
+from opcov.sources.tiny import sub_configs
 
 # A value the model needs where the default config leaves it None: derived from other keys.
 _DERIVED = {
@@ -66,7 +66,7 @@ _NO_BACKBONE = re.compile(r"backbone is not set in the config")
 _SPLIT = re.compile(r"split_with_sizes expects split_sizes to sum exactly to (\d+).*?split_sizes=\[([\d, ]+)\]")
 
 
-# Inputs opcov can make (opcov.tracing.inputs) that a model's own check may ask for by name.
+# Inputs opcov can make (opcov.sources.inputs) that a model's own check may ask for by name.
 ASKABLE = (
     "input_ids",
     "pixel_values",

@@ -18,10 +18,11 @@ import sys
 import time
 
 from opcov.errors import OpcovError, UsageError
+from opcov.sources import models, tiny, zoo
 from opcov.store import layout, opset
 from opcov.store.opset import OpSet
 from opcov.torchenv import import_torch
-from opcov.tracing import ladder, models, realtrace, tiny, zoo
+from opcov.tracing import ladder, realtrace
 from opcov.tracing.command import command_line
 from opcov.tracing.trace import Options, trace
 

@@ -51,8 +51,9 @@ from dataclasses import dataclass, field
 
 from opcov import branches, provenance, sigclass, vocab
 from opcov import dtypes as _dtypes
-from opcov.catalog import overload_name
+from opcov.catalog import NO_KERNEL_NAMESPACES, NO_KERNEL_OPS, overload_name
 from opcov.errors import OpcovError, UsageError, checked_arguments
+from opcov.sources.step import default_loss, tensors_of
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
 from opcov.torchenv import import_torch
 from opcov.tracing import calltree, target
@@ -60,9 +61,6 @@ from opcov.version import __version__
 
 DTYPES = ("float32", "bfloat16", "float16")
 OPTIMIZERS = ("adamw", "sgd", "none")
-# Dropped: need no backend kernel (see the module docstring).
-NO_KERNEL_OPS = frozenset({"aten::detach"})
-NO_KERNEL_NAMESPACES = frozenset({"prim", "profiler"})  # metadata queries; record_function markers
 # Device-dependent parent calls a CPU trace records (a TorchFunctionMode sees them; the stand-in sees
 # every composite call).
 PARENTS = {
@@ -154,8 +152,8 @@ class _Reads:
 
     def produced(self, torch, idx: int, out) -> None:
         """Call ``idx`` returned ``out``: its tensor outputs are filed, by their index as the probe counts
-        outputs (``opcov.probe.trees.leaves``: each returned value, a list's items one by one)."""
-        from opcov.probe.trees import leaves
+        outputs (``opcov.trees.leaves``: each returned value, a list's items one by one)."""
+        from opcov.trees import leaves
 
         found, host = [], []
         for i, t in enumerate(leaves(out)):
@@ -214,17 +212,6 @@ def _as_if_all_true(torch, name: str, args):
     return None
 
 
-def _tensors(obj, torch):
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            yield from _tensors(x, torch)
-    elif isinstance(obj, dict):
-        for x in obj.values():
-            yield from _tensors(x, torch)
-
-
 def _shape(tensors) -> str:
     """Up to 4 shapes (of tensors, or torch.Size) as text."""
     text = ", ".join(str(list(getattr(t, "shape", t))) for t in tensors[:4])
@@ -260,8 +247,8 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             if func.namespace in NO_KERNEL_NAMESPACES or name in NO_KERNEL_OPS or func._opname.startswith("sym_"):
                 rec.dropped[name] += 1
                 return out
-            ins = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
-            outs = list(_tensors(out, torch))
+            ins = list(tensors_of(args, torch)) + list(tensors_of(kwargs, torch))
+            outs = list(tensors_of(out, torch))
             if (ins or outs) and not any(t.device.type == target_type for t in ins + outs):
                 rec.dropped["host:" + name] += 1
                 return out
@@ -311,13 +298,13 @@ def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwarg
     phase = rec.phase
     sig = sigclass.of_call(op, args, kwargs, torch.Tensor) if op is not None else ""  # before the call mutates
     idx = rec.tree.open(name, phase, kind, _issuer(torch, rec))
-    ins = list(_tensors(args, torch)) + list(_tensors(kwargs, torch))
+    ins = list(tensors_of(args, torch)) + list(tensors_of(kwargs, torch))
     try:
         out = run(*args, **kwargs)
     except BaseException:
         rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
         raise
-    outs = list(_tensors(out, torch))
+    outs = list(tensors_of(out, torch))
     if rec.reads is not None and any(t.device.type == dev_type for t in ins + outs):
         rec.reads.produced(torch, idx, out)  # read as its last child's outputs are: on the same storages
     grad = phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
@@ -361,8 +348,8 @@ def _both_branches(torch, rec: Recording, run, other, *args, **kwargs):
     wrt: list = []
     try:
         alt = other(*args, **kwargs)
-        outs = [t for t in _tensors(alt, torch) if t.requires_grad]
-        wrt = [t for t in _tensors((args, kwargs), torch) if t.requires_grad]
+        outs = [t for t in tensors_of(alt, torch) if t.requires_grad]
+        wrt = [t for t in tensors_of((args, kwargs), torch) if t.requires_grad]
     finally:
         rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
     if outs and wrt and phase == "forward" and torch.is_grad_enabled():
@@ -688,7 +675,7 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
             _outlive(torch, rec, out)  # the model's return value is read by its caller
             if opts.mode == "inference":
                 return
-            loss = traced.loss(out) if traced.loss else _default_loss(torch, out)
+            loss = traced.loss(out) if traced.loss else default_loss(torch, out)
             _outlive(torch, rec, loss)
         rec.phase = "backward"
         loss.backward()
@@ -750,27 +737,6 @@ def _optimizer(torch, opts, leaves):
     if opts.optimizer == "sgd":
         return torch.optim.SGD(leaves, lr=1e-3, momentum=0.9, foreach=foreach)
     return torch.optim.AdamW(leaves, lr=1e-3, foreach=foreach)
-
-
-def _default_loss(torch, out):
-    """The model's own loss (HF outputs given labels), else the sum of its floating outputs."""
-    own = out.get("loss") if isinstance(out, dict) else getattr(out, "loss", None)
-    if isinstance(own, torch.Tensor):
-        return own if own.dim() == 0 else own.sum()  # a per-sample loss (audio codecs): summed
-    parts = [
-        t.sum()
-        for t in _tensors(out if not hasattr(out, "to_tuple") else out.to_tuple(), torch)
-        if t.requires_grad and t.is_floating_point()
-    ]
-    if not parts:
-        raise UsageError(
-            "the model's outputs do not depend on its parameters, so training has no "
-            "backward; trace with --mode inference"
-        )
-    total = parts[0]
-    for p in parts[1:]:
-        total = total + p
-    return total
 
 
 def _explain(torch, exc, opts, ran_on: str = "cpu"):

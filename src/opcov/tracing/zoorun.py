@@ -43,8 +43,9 @@ from dataclasses import dataclass
 
 from opcov import children, vocab
 from opcov.errors import OpcovError, UsageError
+from opcov.sources import models
 from opcov.store import layout, output
-from opcov.tracing import ladder, models, realtrace, spec
+from opcov.tracing import ladder, realtrace, spec
 
 MODES = ("inference", "training")
 TIMEOUT_S = 300.0  # one job (build + trace); a worker start is not counted
@@ -65,14 +66,14 @@ class Arch:
 
     @property
     def curated(self) -> bool:
-        from opcov.tracing import vision
+        from opcov.sources import vision
 
         return not (self.spec.startswith("hf:") or vision.is_spec(self.spec))
 
 
 def transformers_types() -> list[str]:
     """Every transformers model type with a base model class, sorted."""
-    from opcov.tracing import models
+    from opcov.sources import models
 
     models._transformers()
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
@@ -91,7 +92,7 @@ def architectures(
     well), the named ones (``only``: zoo names, transformers types, timm-NAME, torchvision-NAME), or a
     seeded random ``sample`` of the transformers types (the curated ones among them traced from their
     entries)."""
-    from opcov.tracing import vision, zoo
+    from opcov.sources import vision, zoo
 
     unknown = [lib for lib in libraries if lib not in LIBRARIES]
     if unknown:
@@ -218,13 +219,14 @@ def worker_main(conn, root: str, kind: str = "fake", device: str = "accelerator"
     children.die_with_parent(parent)
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     sys.stdout = sys.stderr = open(os.devnull, "w")  # models print; the pipe is the only output
+    from opcov.sources import models
     from opcov.torchenv import import_torch
-    from opcov.tracing import models, realtrace, target
+    from opcov.tracing import realtrace, target
 
     torch = import_torch()
     if device != "cpu" and kind == "real":  # a CPU worker claims no device
         os.environ[realtrace.PYBACKEND_SPEC_VAR] = realtrace.child_spec()
-        import opcov.testing.pybackend  # noqa: F401 - claims PrivateUse1: the computing stand-in
+        import opcov.sources.pybackend  # noqa: F401 - claims PrivateUse1: the computing stand-in
 
         target.show_composites(torch)
     elif device != "cpu":

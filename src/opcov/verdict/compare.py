@@ -113,14 +113,14 @@ def compare(
     the same documents share their judgments (judge.share, as gaps and the site do): reading per op
     set and backend parsed the same files thousands of times (~40 s over the bundled zoo). The op sets
     are read and judged item by item by this process and, where a core is idle, a forked child
-    (opcov.site.forked, as the site build reads the zoo); each hands back only the ops where the two
+    (opcov.forked, as the site build reads the zoo); each hands back only the ops where the two
     backends differ. ``fork``: None decides by the idle cores, False never forks.
 
     What each op set contributes is kept between runs (``_Kept``, in the user's cache folder) while the
     op set, every other file under the coverage folder and opcov's own code are unchanged: judging the
     bundled zoo again (~1,500 op sets on two backends, ~10 s of work) is the whole cost of a run, and
     a run that changes nothing gives the same answer. ``cache=False`` neither reads nor writes it."""
-    from opcov.site import forked
+    from opcov import forked
 
     if a == b:
         raise UsageError(f"compare needs two different backends, not {a!r} twice")
@@ -232,10 +232,8 @@ def _code_hash() -> str:
     """opcov's own source: a changed judge judges again."""
     import hashlib
 
-    import opcov
-
     h = hashlib.sha256()
-    top = os.path.dirname(opcov.__file__)
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/opcov
     for root, dirs, files in os.walk(top):
         dirs.sort()
         for f in sorted(files):

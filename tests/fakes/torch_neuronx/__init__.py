@@ -1,5 +1,5 @@
 """A stand-in for TorchNeuron's ``torch_neuronx``, for opcov's tests only: opcov's test backend
-(opcov.testing.pybackend) registered under the device name ``neuron``, with the two calls through which
+(opcov.sources.pybackend) registered under the device name ``neuron``, with the two calls through which
 TorchNeuron reports, after a run, what ran where: ``get_fallback_ops()`` (ops that ran through its CPU
 fallback) and ``get_executed_ops()`` (ops executed by the device's kernels). No Trainium, no AWS code:
 it lets the code path of 'opcov run -b neuron' that reads those counters run and be checked.
@@ -17,7 +17,7 @@ os.environ["OPCOV_PYBACKEND_SPEC"] = json.dumps({"name": "neuron", "kernels": {}
 
 from torch.library import Library  # noqa: E402
 
-from opcov.testing import pybackend  # noqa: E402
+from opcov.sources import pybackend  # noqa: E402
 
 _FALLBACK: set[str] = set()
 _EXECUTED: set[str] = set()

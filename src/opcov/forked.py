@@ -1,4 +1,5 @@
-"""Parts of a site build worked out in a forked child process, beside the parent's own work.
+"""Work shared with a forked child process, beside the parent's own: the site build's pages and parsed op
+sets, compare's judging of the zoo.
 
 Why: a build of the whole zoo is pure Python over data already in memory, one core's work, and the
 machines it runs on have two or more. A child made by fork has the parent's data as it stands (no

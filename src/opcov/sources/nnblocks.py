@@ -15,7 +15,7 @@ WIDTH = 64
 
 def build(name: str, sizes, *, real: bool) -> tuple:
     """(model, inputs, config) of block ``name`` with inputs of ``sizes`` (batch, seq, image), on meta
-    unless ``real``; opcov.tracing.models makes the traceable record of it."""
+    unless ``real``; opcov.sources.models makes the traceable record of it."""
     if name not in BLOCKS:
         raise UsageError(f"unknown torch.nn block {name!r}; expected one of {', '.join(BLOCKS)}")
     torch = import_torch()

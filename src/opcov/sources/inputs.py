@@ -346,7 +346,7 @@ class Maker:
         """Raw-audio length: the encoder's samples per frame times the sequence length (or as asked)."""
         if self.sizes.audio:
             return self.sizes.audio
-        from opcov.tracing.tiny import sub_configs
+        from opcov.sources.tiny import sub_configs
 
         lengths = []  # per (sub-)config; the longest, so that the most downsampling encoder gets frames
         for _, cfg in sub_configs(self.config):
