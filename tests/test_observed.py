@@ -159,6 +159,8 @@ def test_agreement_rules():
     assert observed.agrees("runs_with_fallback", fell) and observed.agrees("fails", raised)
     assert observed.agrees("fails", wrong) and not observed.agrees("fails", ran)
     assert observed.agrees("unknown", ran) is None  # unknown claims nothing
+    # verdict words are compared whole: a word that only begins like one claims nothing
+    assert observed.agrees("runs_maybe", ran) is None and observed.agrees("failsafe", raised) is None
     assert observed.agrees("runs_with_value_note", wrong) and not observed.agrees("runs_with_value_note", raised)
     # a value note outranks a fallback in the word: the fallback its ops foretold agrees, another does not
     assert observed.agrees("runs_with_value_note", fell, ["aten::x", "aten::y"])

@@ -36,10 +36,8 @@ previous run wrote there and nothing else.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -322,31 +320,20 @@ def summary(rows: list) -> dict:
     return {"total": total, "agree": agree, "unknown": unknown, "false_runs": false_runs}
 
 
-def versions() -> str:
-    out = []
-    for mod in ("torch", "torch_xla", "transformers"):
-        try:
-            import importlib.metadata as md
-
-            out.append(f"{mod} {md.version(mod.replace('_', '-'))}")
-        except Exception:  # noqa: BLE001 - a version we cannot read is named so
-            out.append(f"{mod} ?")
-    return ", ".join(out)
-
-
 def section(rows: list, command: str, seconds: float, skipped=()) -> str:
+    sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+    from docs_page import stamp
+
     s = summary(rows)
     pct = (lambda n: f"{100 * n / s['total']:.0f}%") if s["total"] else (lambda n: "-")
     lines = [
         BEGIN,
         "## PyTorch/XLA: verdicts against real runs",
         "",
-        f"Command: `{command}`  ",
-        f"Date: {datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  ",
-        f"Versions: {versions()}, PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')} (XLA's CPU client)  ",
-        f"Machine: {platform.platform()}, {os.cpu_count()} CPU cores, load average {os.getloadavg()[0]:.1f} "
-        f"when written; real runs {sum(float(r['real'].get('seconds') or 0) for r in rows):.0f} s in all "
-        f"(this pass {seconds:.0f} s)",
+        # the stamp every measuring script writes (benchmarks/docs_page.py: command, date, versions, machine)
+        stamp(command, ("torch", "torch_xla", "transformers")) + "  ",
+        f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')} (XLA's CPU client); real runs "
+        f"{sum(float(r['real'].get('seconds') or 0) for r in rows):.0f} s in all (this pass {seconds:.0f} s)",
         "",
         "Each curated zoo model in each mode ran on the xla device (forward; in training also the loss's "
         "backward and one AdamW step) and every value it produced (outputs, loss, gradients, parameters after "

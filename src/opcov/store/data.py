@@ -111,12 +111,15 @@ TOP_KEYS = {"schema_version", "evidence", "backend", "provenance", "summary", "o
 BACKEND_KEYS = {"name", "device_type", "dispatch_key", "package", "version"}
 # What each provenance value must be (see ``type_problem``): header values are read by reports and the
 # site, so a list or a date where a string belongs is refused here rather than failing there.
-PROVENANCE_TYPES = {
+HEADER_TYPES = {  # the header every file opcov writes has, coverage files and op sets alike
     "torch": str,
     "opcov": str,
     "created": str,
     "command": str,
     "host": "scalars",
+}
+PROVENANCE_TYPES = {
+    **HEADER_TYPES,
     "device": str,
     "catalog_modules": "strings",
     "mode": str,

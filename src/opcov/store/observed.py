@@ -8,7 +8,6 @@ files. Torch-free.
 
 from __future__ import annotations
 
-import json
 import os
 
 from opcov.errors import DataError, UsageError
@@ -39,7 +38,7 @@ def path_of(doc: dict) -> str:
 
 
 def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    return strictjson.dumps(doc)
 
 
 def problems(doc, path: str) -> list[str]:

@@ -137,11 +137,7 @@ MAX_DEPTH = 100
 MAX_CALLS = 10**15
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
 PROVENANCE_TYPES = {
-    "torch": str,
-    "opcov": str,
-    "created": str,
-    "command": str,
-    "host": "scalars",
+    **data.HEADER_TYPES,
     "tracing": str,
     "target_device": str,
     "traced_on": str,
@@ -263,22 +259,8 @@ def _parse_node(text: str) -> Node:
         if tail and tail[0].startswith("sig="):
             sig = tail.pop(0)[4:]
         if not tail:
-            return Node(
-                int(nid),
-                op,
-                phase,
-                kind,
-                dtype,
-                int(calls),
-                int(parent) if parent else None,
-                int(issued) if issued else None,
-                grad is not None,
-                shape,
-                args,
-                seen or "",
-                tuple(variant.split(",")) if variant else (),
-                None if reads is None else parse_reads(reads),
-                sig,
+            return _node(
+                nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape, sig
             )
     return _parse_node_words(text)
 
@@ -313,26 +295,29 @@ def _parse_tree(tree: list) -> list[Node] | None:
 
 def _nodes_of(rows: list) -> list[Node]:
     """The Nodes of _NODE_LINE's matches."""
-    return [
-        Node(
-            int(nid),
-            op,
-            phase,
-            kind,
-            dtype,
-            int(calls),
-            int(parent) if parent else None,
-            int(issued) if issued else None,
-            grad != "",
-            shape,
-            args,
-            seen,
-            tuple(variant.split(",")) if variant else (),
-            None if not reads else parse_reads(reads),
-            sig,
-        )
-        for nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape, sig in rows
-    ]
+    return [_node(*row) for row in rows]
+
+
+def _node(nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape, sig) -> Node:
+    """The Node of the fields node_text writes, as _HEAD or _NODE_LINE matched them: an optional field that is
+    absent is None in a match and '' in findall's rows, and reads as absent either way."""
+    return Node(
+        int(nid),
+        op,
+        phase,
+        kind,
+        dtype,
+        int(calls),
+        int(parent) if parent else None,
+        int(issued) if issued else None,
+        bool(grad),
+        shape,
+        args,
+        seen or "",
+        tuple(variant.split(",")) if variant else (),
+        parse_reads(reads) if reads else None,
+        sig,
+    )
 
 
 def _parse_node_words(text: str) -> Node:

@@ -77,6 +77,11 @@ def loads(blob, where: str):
     return doc
 
 
+def dumps(doc) -> str:
+    """JSON text as opcov writes its JSON files: keys sorted, one item a line (indent 1), a final newline."""
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
 def load(path: str, *, limit: int, what: str):
     """``loads`` of the file at ``path``, refused before it is read when it is over ``limit`` bytes;
     ``what`` names the file's kind in the messages ('observed run')."""

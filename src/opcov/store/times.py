@@ -60,10 +60,10 @@ def save_times(path: str, seconds: dict[str, float], *, backend_key: str, comman
         "groups": {k: round(v, 2) for k, v in sorted(seconds.items())},
         "total_s": round(sum(seconds.values()), 2),
     }
-    from opcov.store import output
+    from opcov.store import output, strictjson
 
     try:  # atomic, and never through a link planted where the sidecar goes
-        output.write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        output.write_atomic(path, strictjson.dumps(doc))
     except UsageError:
         pass
 

@@ -11,15 +11,15 @@ site's op pages show it, worded as such. Torch-free.
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import os
 
 from opcov.errors import DataError
-from opcov.store import layout, lineyaml, output
+from opcov.store import layout, lineyaml, output, strictjson
 from opcov.version import __version__
 
 FOLDER = "vendor"
 KIND = "vendor_expected"
+MAX_BYTES = 64 << 20  # a vendor-test expectations file (TorchTPU's is about 270 kB)
 WHO = {"tpu": "TorchTPU"}
 WORDS = {
     "exclude_dtypes": "dtypes excluded: {dtypes}",
@@ -192,7 +192,7 @@ def build(found: dict, source: dict, backend: str, coverage_dir: str, command: s
 
 
 def dumps(doc: dict) -> str:
-    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+    return strictjson.dumps(doc)
 
 
 def save(doc: dict, path: str, inputs=(), within: str | None = None) -> None:
@@ -202,11 +202,8 @@ def save(doc: dict, path: str, inputs=(), within: str | None = None) -> None:
 
 
 def load(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: cannot read the vendor-test expectations ({exc})") from None
+    """The expectations at ``path``, read strictly (opcov.store.strictjson), as an observed run is."""
+    doc = strictjson.load(path, limit=MAX_BYTES, what="vendor-test expectations")
     if not isinstance(doc, dict) or doc.get("evidence") != KIND or not isinstance(doc.get("ops"), dict):
         raise DataError(f"{path}: not a vendor-test expectations file (evidence {KIND!r})")
     if not (doc.get("source") or {}).get("commit"):

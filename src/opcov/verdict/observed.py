@@ -187,17 +187,17 @@ def agrees(verdict: str, doc: dict, fallback_ops=()) -> bool | None:
     run that ran, with ``runs`` also needing no op through the CPU fallback, and ``runs_with_value_note``
     (values *may* differ) none but those its ops said fall back (``fallback_ops``: a value note outranks
     a fallback in the verdict's word, and the ops under it still name theirs); None for ``unknown`` (it
-    claims nothing)."""
+    claims nothing) and for any word that is not a verdict: words are compared whole."""
     res = doc["result"]
     ok = res["ran"] and (res.get("values") or {}).get("match", True)
     ran_through = set((doc.get("backend_record") or {}).get("fallback_ops") or ())
     fb = bool(ran_through)
-    if verdict.startswith("runs_with_fallback"):
+    if verdict == "runs_with_fallback":
         return bool(ok)
-    if verdict.startswith("runs_with_value_note"):
+    if verdict == "runs_with_value_note":
         return bool(res["ran"]) and ran_through <= set(fallback_ops)
-    if verdict.startswith("runs"):
+    if verdict == "runs":
         return bool(ok) and not fb
-    if verdict.startswith("fails"):
+    if verdict == "fails":
         return not ok
     return None
