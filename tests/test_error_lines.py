@@ -1,5 +1,5 @@
 """An error is one line whatever the name in it: a line break, a terminal escape or a bidi override from
-the command line or from data is shown escaped (cli._one_line), never acted on (docs/data-safety.md)."""
+the command line or from data is shown escaped (cli.common.one_line), never acted on (docs/data-safety.md)."""
 
 import pytest
 from conftest import run_opcov

@@ -144,10 +144,10 @@ def test_a_call_tree_is_problems_or_nodes_never_an_exception(tree):
 @example(pairs=["x=&a [*a]"])
 @example(pairs=["num_hidden_layers=-1"])
 def test_set_values_are_a_dict_or_one_usage_error(pairs):
-    from opcov import cli
+    from opcov.cli.trace import overrides
 
     try:
-        out = cli._overrides(pairs)
+        out = overrides(pairs)
     except UsageError as exc:
         assert "\n" not in str(exc)
     else:
@@ -161,15 +161,15 @@ def test_set_values_are_a_dict_or_one_usage_error(pairs):
 @example(text="nan")
 @example(text="inf")
 def test_numeric_flags_are_a_value_or_one_argument_error(text):
-    from opcov import cli
+    from opcov.cli import options
 
-    for parse in (cli._at_least_one, cli._seconds, cli._outcome_list):
+    for parse in (options.at_least_one, options.seconds, options.outcome_list):
         try:
             value = parse(text)
         except argparse.ArgumentTypeError as exc:
             assert "\n" not in str(exc)
         else:
-            assert parse is cli._outcome_list or value > 0
+            assert parse is options.outcome_list or value > 0
 
 
 bad_values = st.one_of(

@@ -366,7 +366,8 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     """The command an op set records parses, with the CLI's own parser, back to the options it was traced with."""
     import shlex
 
-    from opcov import cli
+    from opcov.cli import build_parser
+    from opcov.cli.trace import overrides
     from opcov.sources.models import Sizes
     from opcov.tracing.spec import command_line
 
@@ -374,7 +375,7 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
     line = command_line("hf:llama", mode="inference", sizes=Sizes(**sizes), **want)
     parts = shlex.split(line)
     assert parts[:2] == ["opcov", "trace"]
-    args = cli.build_parser().parse_args(parts[1:])
+    args = build_parser().parse_args(parts[1:])
     assert args.model == "hf:llama" and args.mode == "inference"
     got = {k: getattr(args, k) for k in DEFAULTS}
     got["dtype"] = got["dtype"] or "float32"  # the CLI's None: the zoo entry's dtype, else float32
@@ -384,7 +385,7 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
         seq=args.seq,
         image=args.image_size,
         audio=args.audio_length,
-        overrides=cli._overrides(args.set),
+        overrides=overrides(args.set),
     ) == Sizes(**sizes)
     if not options and not sizes:
         assert line == "opcov trace hf:llama --mode inference"

@@ -1,8 +1,7 @@
-"""The commands that bring evidence from where the hardware is: ``plan`` (a probe fanned out over
-GitHub Actions or a Kubernetes Indexed Job).
-
-Kept apart from ``cli`` so that its parsers and commands stay one block; ``cli`` adds them.
-"""
+"""The commands that bring evidence from where the hardware is: ``plan`` (a probe fanned out over GitHub
+Actions or a Kubernetes Indexed Job), ``bundle`` and ``ingest`` (a probed file or an observed run contributed
+and merged), ``run`` (a model's step run for real on a device: an observed run) and ``expect`` (what a
+backend's own op tests expect)."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import json
 import shlex
 import sys
 
+from opcov.cli import common, options
 from opcov.errors import EXIT_OK, UsageError
 from opcov.store import output
 
@@ -29,7 +29,7 @@ _RUN_CHILD = "OPCOV_RUN_CHILD"  # set in the child of 'opcov run' that builds th
 _FLAGS = (("--core", "core", True), ("--no-schema", "schema", False), ("--all-samples", "all_samples", True))
 
 
-def add_parsers(sub) -> None:
+def add_plan(sub) -> None:
     pl = sub.add_parser(
         "plan",
         help="split a probe into N shards balanced by recorded group times; write a GitHub Actions "
@@ -40,10 +40,12 @@ def add_parsers(sub) -> None:
     )
     pl.add_argument("backend")
     pl.add_argument("--shards", type=int, required=True, metavar="N", help="number of shards")
-    pl.add_argument(
-        "--format",
-        choices=("text", "json", "github", "k8s"),
-        default="text",
+    options.add_format(
+        pl,
+        "text",
+        "json",
+        "github",
+        "k8s",
         help="text/json: the plan's predicted load per shard; github: $GITHUB_OUTPUT lines (matrix1.., "
         "slices of at most 256 jobs); k8s: an Indexed Job manifest (default: text)",
     )
@@ -61,6 +63,8 @@ def add_parsers(sub) -> None:
         pl.add_argument(flag, dest=dest, action="store_false" if value is False else "store_true", help="as for probe")
     pl.add_argument("--out", help="write the output to this file instead of stdout")
 
+
+def add_bundle(sub) -> None:
     bu = sub.add_parser(
         "bundle",
         help="pack a probed file or an observed run with its provenance and content hash into one file to contribute",
@@ -75,14 +79,18 @@ def add_parsers(sub) -> None:
     )
     bu.add_argument("--out", help="bundle to write (default: <file name>.opcov-bundle.json.gz here)")
 
+
+def add_ingest(sub) -> None:
     ig = sub.add_parser(
         "ingest",
         help="validate a contributed bundle and merge it into coverage/, printing the diff",
     )
     ig.add_argument("bundle")
-    ig.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
-    ig.add_argument("--format", choices=("text", "markdown"), default="text", help="the diff's format")
+    options.add_into(ig)
+    options.add_format(ig, "text", "markdown", help="the diff's format")
 
+
+def add_run(sub) -> None:
     rn = sub.add_parser(
         "run",
         help="run a model's step for real on a backend's device and save what happened (an observed run)",
@@ -91,14 +99,11 @@ def add_parsers(sub) -> None:
         "model", help="a zoo name ('opcov zoo list'; its tiny config) or module:function returning (model, inputs)"
     )
     rn.add_argument("-b", "--backend", required=True)
-    rn.add_argument("--mode", choices=("inference", "training"), default="training")
-    rn.add_argument("--import", dest="import_module", metavar="MODULE", help="module that registers the backend")
-    rn.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
-    rn.add_argument(
-        "--path",
-        choices=("eager", "compile"),
-        default="eager",
-        help="eager (default), or compile: the step through torch.compile with the device's compile backend",
+    options.add_mode(rn, default="training")
+    options.add_import(rn, "module that registers the backend")
+    options.add_into(rn)
+    options.add_path(
+        rn, "eager (default), or compile: the step through torch.compile with the device's compile backend"
     )
     rn.add_argument(
         "--compile-backend",
@@ -120,6 +125,8 @@ def add_parsers(sub) -> None:
         f"(default: {RUN_TIMEOUT_S:g})",
     )
 
+
+def add_expect(sub) -> None:
     ex = sub.add_parser(
         "expect",
         help="read what a backend's own op tests expect (dtype exclusions, unchecked gradients, deny lists) "
@@ -143,7 +150,7 @@ def add_parsers(sub) -> None:
         metavar="TEXT",
         help="a note on the source shown with every expectation, e.g. 'a public copy, not verified as the release'",
     )
-    ex.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
+    options.add_into(ex)
     ex.add_argument("--out", help="file to write (default: coverage/vendor/<backend>/<vendor>-tests.json)")
 
 
@@ -160,7 +167,7 @@ def _probe_args(args) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def cmd_plan(args) -> int:
+def run_plan(args) -> int:
     from opcov.backends import get_backend
     from opcov.probe import KNOWN_DTYPES, plan
     from opcov.probe.cases import parse_directions, parse_dtypes, parse_tiers, parse_traces
@@ -231,7 +238,7 @@ def cmd_plan(args) -> int:
     return EXIT_OK
 
 
-def cmd_bundle(args) -> int:
+def run_bundle(args) -> int:
     import os
 
     from opcov.probe.plan import times_path
@@ -251,7 +258,7 @@ def cmd_bundle(args) -> int:
     return EXIT_OK
 
 
-def cmd_ingest(args) -> int:
+def run_ingest(args) -> int:
     import sys
 
     from opcov.scan.registered import command_line
@@ -275,7 +282,7 @@ def cmd_ingest(args) -> int:
     return EXIT_OK
 
 
-def cmd_run(args) -> int:
+def run_step(args) -> int:
     import math
     import os
 
@@ -306,26 +313,19 @@ def cmd_run(args) -> int:
 
 
 def _run_in_child(args) -> dict:
-    """The observed-run document of 'opcov run', made by 'opcov run' in a child process (children.opcov_child):
-    a model or factory that crashes, aborts, exits, hangs or closes a stream ends that child and all it
-    started, never this process, and is one line naming it. The child writes a temporary file, read back here."""
+    """The observed-run document of 'opcov run', made by 'opcov run' in a child process (common.in_child)."""
     import os
 
-    from opcov import children
     from opcov.store import observed as observed_files
 
-    what = f"factory {args.model}" if ":" in args.model else args.model
-    with children.temp_dir("run") as tmp:
-        out = os.path.join(tmp, "observed.json")
-        children.opcov_child(
-            children.with_option(args.argv, "--out", out),
-            what=what,
-            process="the run's process",
-            timeout=args.timeout,
-            env={**os.environ, _RUN_CHILD: "1"},
-            out=out,
-        )
-        return observed_files.load(out)
+    return common.in_child(
+        args,
+        "observed.json",
+        observed_files.load,
+        what=f"factory {args.model}" if ":" in args.model else args.model,
+        process="the run's process",
+        env={**os.environ, _RUN_CHILD: "1"},
+    )
 
 
 def _run_here(args) -> int:
@@ -347,7 +347,7 @@ def _run_here(args) -> int:
     return EXIT_OK
 
 
-def cmd_expect(args) -> int:
+def run_expect(args) -> int:
     from opcov.scan import vendortests
     from opcov.scan.registered import command_line
     from opcov.store import vendor
@@ -388,4 +388,10 @@ def cmd_expect(args) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": cmd_plan, "bundle": cmd_bundle, "ingest": cmd_ingest, "run": cmd_run, "expect": cmd_expect}
+COMMANDS = {
+    "plan": (add_plan, run_plan),
+    "bundle": (add_bundle, run_bundle),
+    "ingest": (add_ingest, run_ingest),
+    "run": (add_run, run_step),
+    "expect": (add_expect, run_expect),
+}

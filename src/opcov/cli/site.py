@@ -1,0 +1,29 @@
+"""``opcov site``: the static coverage website rendered from coverage/ data (opcov.site)."""
+
+from __future__ import annotations
+
+from opcov.activity import activity
+from opcov.cli import options
+from opcov.errors import EXIT_OK
+
+
+def add_parser(sub) -> None:
+    st = sub.add_parser("site", help="render the static coverage website from coverage/ data (no torch import)")
+    options.add_coverage(st)
+    st.add_argument("--out", default="site", help="output folder (default: %(default)s)")
+
+
+def run(args) -> int:
+    from opcov.site.render import render_site
+
+    with activity(f"rendering {args.out}/ from {args.coverage}/"):
+        stats = render_site(args.coverage, args.out, hold=args.held)
+    print(
+        f"{args.out}: {stats['files']} files ({stats['ops']} ops, {stats['backends']} backends, "
+        f"{stats['models']} models), {stats['written']} written, {stats['removed']} removed; "
+        f"{stats['catalog_note']}"
+    )
+    return EXIT_OK
+
+
+COMMANDS = {"site": (add_parser, run)}

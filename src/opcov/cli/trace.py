@@ -1,0 +1,334 @@
+"""``opcov trace``: the ATen ops a model dispatches, recorded as an op set (opcov.tracing)."""
+
+from __future__ import annotations
+
+import os
+
+from opcov.activity import activity
+from opcov.cli import common, options
+from opcov.errors import EXIT_GATE, EXIT_OK, UsageError
+from opcov.store import layout, output
+
+
+def add_parser(sub) -> None:
+    tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
+    tr.add_argument(
+        "model",
+        help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
+        "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
+        "or a saved op-set file",
+    )
+    options.add_mode(tr, default="training")
+    tr.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16", "float16"),
+        default=None,
+        help="parameter and floating-input dtype (default: the zoo entry's, else float32)",
+    )
+    tr.add_argument("--autocast", action="store_true", help="run the forward under bfloat16 autocast")
+    tr.add_argument(
+        "--device",
+        default="accelerator",
+        help="target device type: cpu, or an accelerator (tpu, cuda, neuron...; default: %(default)s)",
+    )
+    tr.add_argument("--optimizer", choices=("adamw", "sgd", "none"), default="adamw")
+    tr.add_argument(
+        "--real",
+        action="store_true",
+        help="trace small real tensors (models with data-dependent ops) instead of fake ones: on a "
+        "computing stand-in device in a child process for an accelerator target, on CPU for --device cpu",
+    )
+    _size_options(tr)
+    _output_options(tr)
+
+
+def _size_options(tr) -> None:
+    """--batch, --seq, --image-size, --audio-length, --set and --input: the model's sizes and inputs."""
+    tr.add_argument("--batch", type=options.at_least_one, default=2, help="input batch size (default: %(default)s)")
+    tr.add_argument("--seq", type=options.at_least_one, default=16, help="input sequence length (default: %(default)s)")
+    tr.add_argument("--image-size", type=options.at_least_one, help="input image size (default: the config's)")
+    tr.add_argument(
+        "--audio-length",
+        type=options.at_least_one,
+        help="audio input length: raw-audio samples or feature frames (default: from the config's strides)",
+    )
+    tr.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a config attribute before building (num_hidden_layers=32; text_config.x=1)",
+    )
+    tr.add_argument(
+        "--input",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also make this forward input (pixel_values, input_ids, visual_feats...), for a model whose "
+        "forward asks for one it does not require (repeatable)",
+    )
+
+
+def _output_options(tr) -> None:
+    """--on, --out, --timeout, --path and --compile-backend: where it is recorded and written."""
+    tr.add_argument(
+        "--on",
+        metavar="BACKEND",
+        help="record the op set on BACKEND's own device, real values at the tiny size (cpu; xla from a Python "
+        "with torch_xla): its own path, Python-level replacements and device-type branches included "
+        "(default: the stand-in device; docs/variants.md)",
+    )
+    tr.add_argument("--out", help="op-set file to write (default: coverage/models/<model>/<mode>.yaml)")
+    options.add_trace_timeout(
+        tr,
+        "seconds a package.module:function factory's child process may take to build and trace, "
+        "then it is killed (default: %(default)s)",
+    )
+    options.add_compile_args(
+        tr,
+        "compiled op set: Dynamo's graphs and graph breaks, then the AOT forward and backward "
+        "graphs after the compile backend's decompositions (coverage/models/<model>/compile/"
+        "<backend>-<mode>.yaml; --out names the file when one backend is asked)",
+    )
+
+
+def run(args) -> int:
+    from opcov.tracing.spec import is_saved, trace_spec
+
+    if args.path == "compile":
+        return _compiled(args)
+    if args.compile_backend:
+        raise UsageError("--compile-backend goes with --path compile")
+
+    sizes = _sizes(args)
+    if args.out:
+        output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
+    if args.on == "":  # '--on=': not the same as no --on
+        raise UsageError("--on names the backend to record on, e.g. --on xla")
+    if args.on:
+        return _on(args, sizes)
+    if _is_factory(args.model) and not os.environ.get(_ISOLATED):
+        with activity(f"tracing {args.model} ({args.mode}) in a child process"):
+            result = _in_child(args)
+    else:
+        with activity(f"tracing {args.model} ({args.mode})"):
+            result = trace_spec(
+                args.model,
+                mode=args.mode,
+                dtype=args.dtype,
+                autocast=args.autocast,
+                device=args.device,
+                optimizer=args.optimizer,
+                real=args.real,
+                sizes=sizes,
+                out=_recorded_out(args),
+            )
+    if is_saved(args.model):
+        shown, out = args.model, args.out
+    else:
+        shown = out = args.out or layout.opset_path(layout.folder_name(result.doc["model"]["name"]), args.mode)
+        output.check_output(out, kind=output.OPSET, inputs=[args.model])
+    if out:
+        result.save(out)
+    _print_opset(shown, result.doc)
+    if out:
+        print(f"wrote {out}")
+    print(_next_check(out or shown, args.device))
+    return EXIT_OK
+
+
+def _on(args, sizes) -> int:
+    """'opcov trace MODEL --on BACKEND': recorded on the backend itself (opcov.tracing.ondevice)."""
+    from opcov.tracing import ondevice
+    from opcov.tracing.spec import command_line, is_saved
+
+    if is_saved(args.model):
+        raise UsageError(
+            f"--on {args.on}: {args.model} is a saved op set; --on records a model (a zoo name, a factory...)"
+        )
+    if args.real:
+        raise UsageError(f"--on {args.on} records real values already; leave out --real")
+    if args.autocast:
+        raise UsageError(f"--on {args.on} records without autocast; leave out --autocast")
+    if args.device not in ("accelerator", args.on):
+        raise UsageError(f"--on {args.on} records for {args.on}; leave out --device {args.device}")
+    ondevice.runnable(args.on)  # before building anything: one line when it cannot run here
+    out = args.out
+    command = command_line(
+        args.model, mode=args.mode, dtype=args.dtype or "float32", optimizer=args.optimizer, sizes=sizes, out=out,
+        on=args.on, device=args.on,
+    )  # fmt: skip
+    with activity(f"tracing {args.model} ({args.mode}) on {args.on}"):
+        result = ondevice.trace_on(
+            args.model,
+            args.on,
+            mode=args.mode,
+            dtype=args.dtype,
+            optimizer=args.optimizer,
+            sizes=sizes,
+            command=command,
+        )
+    if args.dtype is None and result.doc["dtype"] != "float32":  # the zoo entry's dtype: the command says it
+        result.doc["provenance"]["command"] = command_line(
+            args.model, mode=args.mode, dtype=result.doc["dtype"], optimizer=args.optimizer, sizes=sizes, out=out,
+            on=args.on, device=args.on,
+        )  # fmt: skip
+    out = out or layout.ondevice_opset_path(result.doc["model"]["name"].replace("/", "_"), args.on, args.mode)
+    output.check_output(out, kind=output.OPSET, inputs=[args.model])
+    result.save(out)
+    _print_opset(out, result.doc)
+    print(f"wrote {out}")
+    print(f"next: opcov check {out} -b {args.on}")
+    return EXIT_OK
+
+
+_SIZE_WORDS = ("num_", "n_")  # config keys that count something (layers, heads, experts...)
+_SIZE_ENDS = ("_size", "_layers", "_heads", "_dim", "_length", "_experts", "_positions")
+
+
+_ISOLATED = "OPCOV_TRACE_ISOLATED"  # set in the child that runs a user's factory
+_RECORDED_OUT = "OPCOV_TRACE_RECORDED_OUT"  # the user's --out ("" for none), for the child's provenance command
+
+
+def _is_factory(spec: str) -> bool:
+    """Whether ``opcov trace SPEC`` runs user code (a package.module:function factory)."""
+    if spec.startswith("factory:"):
+        return True
+    prefix = spec.split(":", 1)[0]
+    return ":" in spec and "/" not in spec and prefix not in ("hf", "nn", "timm", "torchvision")
+
+
+def _recorded_out(args):
+    """The --out the op set's command records: in the factory's child, the user's own (the child writes
+    a temporary file that the parent saves where the user asked), so the command reproduces the trace."""
+    if os.environ.get(_ISOLATED) and _RECORDED_OUT in os.environ:
+        return os.environ[_RECORDED_OUT] or None
+    return args.out
+
+
+def _in_child(args):
+    """The op set of a user's factory, traced by 'opcov trace' in a child process (common.in_child)."""
+    from opcov.store import opset
+
+    return common.in_child(
+        args,
+        "opset.yaml",
+        lambda out: opset.OpSet(opset.load(out)),
+        what=f"factory {args.model}",
+        process="the tracing process",
+        env={**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""},
+    )
+
+
+def _next_check(opset_file: str, device: str) -> str:
+    """The command to run next on a traced op set: check it on the target device's backend when it
+    has data, else on every accelerator that does (cpu and meta are no target to ask about)."""
+    try:
+        have = layout.backends_with_data(layout.read_coverage(None))
+    except UsageError:
+        have = []
+    targets = [device] if device in have else [b for b in have if b not in ("cpu", "meta")] or ["BACKEND"]
+    return f"next: opcov check {opset_file} " + " ".join(f"-b {b}" for b in targets)
+
+
+def _compiled(args) -> int:
+    """'opcov trace MODEL --path compile': one compiled op set per compile backend (tracing.compiled)."""
+    from opcov.tracing import compiled
+
+    backends = compiled.parse_backends(args.compile_backend)
+    if args.out and len(backends) > 1:
+        raise UsageError("--out names one file: give one --compile-backend, or leave --out out")
+    if args.autocast or args.optimizer != "adamw" or args.device != "accelerator":
+        raise UsageError(
+            "--path compile takes no --autocast, --optimizer or --device: the compile backend names the target, "
+            "and the optimizer step is not compiled"
+        )
+    sizes = _sizes(args)
+    if args.out:
+        output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
+    with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)}"):
+        results = compiled.trace_compiled_spec(
+            args.model, backends=backends, mode=args.mode, dtype=args.dtype, real=args.real, sizes=sizes, out=args.out
+        )
+    failed = False
+    for backend, result in results.items():
+        doc = result.doc
+        out = args.out or layout.compiled_opset_path(doc["model"]["name"].replace("/", "_"), backend, args.mode)
+        if not args.out:
+            output.check_output(out, kind=output.OPSET)
+        result.save(out)
+        _print_opset(out, doc)
+        print(compiled.describe(doc))
+        print(f"wrote {out}")
+        failed = failed or doc["compile"]["outcome"] != "compiled"
+    return EXIT_GATE if failed else EXIT_OK
+
+
+def _sizes(args):
+    """The model sizes and inputs 'opcov trace' was given (--batch, --seq, --image-size, --audio-length, --set, --input)."""
+    from opcov.tracing.models import Sizes
+
+    return Sizes(
+        batch=args.batch,
+        seq=args.seq,
+        image=args.image_size,
+        audio=args.audio_length,
+        overrides=overrides(args.set),
+        inputs=tuple(dict.fromkeys(args.input)),
+    )
+
+
+def overrides(pairs) -> dict:
+    """--set KEY=VALUE pairs: each VALUE one YAML value (a scalar, or a flat list or flat mapping of
+    scalars, as configs such as rope_scaling need) with no anchor or alias; a count or size below 0 is
+    refused. One-line UsageErrors."""
+    import math
+
+    import yaml
+
+    from opcov.store import data
+
+    out = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise UsageError(f"--set {pair!r}: expected KEY=VALUE, e.g. --set num_hidden_layers=4")
+        if data.anchor_line(value) is not None:
+            raise UsageError(f"--set {pair!r}: {data.ANCHOR_MESSAGE}")
+        try:
+            parsed = yaml.load(value, Loader=data._loader())
+        except (yaml.YAMLError, RecursionError) as exc:
+            why = " ".join(str(getattr(exc, "problem", None) or exc).split())
+            raise UsageError(f"--set {pair!r}: VALUE is not a YAML value ({why})") from None
+        if isinstance(parsed, dict):  # a config that is a mapping (rope_scaling={type: linear, factor: 2.0})
+            if not all(isinstance(k, str) for k in parsed):
+                raise UsageError(f"--set {pair!r}: a {{mapping}} VALUE's keys must be words")
+            items = list(parsed.values())
+        else:
+            items = parsed if isinstance(parsed, list) else [parsed]
+        if not all(
+            v is None or isinstance(v, (str, int)) or (isinstance(v, float) and math.isfinite(v)) for v in items
+        ):
+            raise UsageError(
+                f"--set {pair!r}: VALUE must be a number, word, true/false/null, or a [list] or {{mapping}} of them"
+            )
+        name = key.rsplit(".", 1)[-1]
+        counts = name.startswith(_SIZE_WORDS) or name.endswith(_SIZE_ENDS)
+        if counts and any(isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 for v in items):
+            raise UsageError(f"--set {pair!r}: {name} counts or sizes something; it cannot be negative")
+        out[key] = parsed
+    return out
+
+
+def _print_opset(path, doc) -> None:
+    m, s = doc["model"], doc.get("summary", {})
+    calls = s.get("calls", {})
+    print(
+        f"{path}: {m.get('name')} ({m.get('source', '?')}), {doc['mode']}, {doc['dtype']}, "
+        f"target {doc['provenance'].get('target_device', '?')}, {doc['provenance'].get('tracing', '?')} tensors: "
+        f"{s.get('distinct_ops', len(doc['ops']))} distinct ops; calls "
+        + ", ".join(f"{k} {v}" for k, v in calls.items() if v)
+    )
+
+
+COMMANDS = {"trace": (add_parser, run)}
