@@ -113,6 +113,6 @@ def test_check_judges_a_probed_fallback_cell_runs_with_fallback():
     }
     probed = {"evidence": "probed", "provenance": {"torch": "2.9.0"}, "ops": {"aten::nonzero": {"float32": cell}}}
     cov = judge.Coverage("xla", None, probed, ["xla/probed.yaml"])
-    found = judge._judge_requirement(cov, "aten::nonzero", "float32", "forward", "2.9.0")
+    found = judge.judge_requirement(cov, "aten::nonzero", "float32", "forward", "2.9.0")
     assert (found.outcome, found.evidence) == ("fallback", "probed"), found
     assert "aten::nonzero" in found.why and vocab.PROBED["fallback"].label in found.why

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from opcov import suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
-from opcov.store.cells import ProbedCell, record_cells
+from opcov.store.cells import ProbedCell, ProbedSlot, record_cells
 from opcov.verdict import contributed, layouts, resolve, signature
 from opcov.verdict.finding import Finding
 
@@ -435,7 +435,7 @@ def _judge_with_declared_dtypes(cov: Coverage, args: tuple) -> Finding:
 
 
 def _judge_dense(cov: Coverage, args: tuple) -> Finding:
-    finding = _judge_requirement(cov, *args)
+    finding = _ranked(cov, _requirement(cov, args))
     if finding.evidence != "declared":
         return finding
     return _declared_dtypes(cov, finding, (cov.registered or {}).get("ops", {}).get(args[0]) or {})
@@ -468,185 +468,255 @@ def _declared_dtypes(cov: Coverage, finding: Finding, rec: dict) -> Finding:
     return replace(finding, why=f"{finding.why}; {suite} lists it in {dtype}: {why}") if why else finding
 
 
-def _judge_requirement(
-    cov: Coverage,
-    op: str,
-    dtype: str,
-    direction: str,
-    torch_version: str,
-    shapes: tuple = (),
-    model: str = "",
-    reads: frozenset | None = None,
-) -> Finding:
-    key = "fwd" if direction == "forward" else "bwd"
-    in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
+@dataclass(frozen=True, slots=True)
+class _Req:
+    """One requirement with what every evidence source reads of it: the op's probe cells by dtype, the
+    slot of this dtype and direction (None where the probe has none), and the probed file's path."""
+
+    op: str
+    dtype: str
+    direction: str
+    torch_version: str
+    shapes: tuple
+    model: str
+    reads: frozenset | None
+    cells: dict
+    slot: ProbedSlot | None
+    src: str
+
+
+def _requirement(cov: Coverage, args: tuple) -> _Req:
+    """``args`` (op, dtype, direction, torch_version, shapes, model, reads: ``judge_requirement``'s) with
+    the op's probe cells and the slot they hold for it."""
+    op, dtype, direction = args[0], args[1], args[2]
     cells = cov.cells(op)
     cell = cells.get(dtype)
     slot = cell.slot(direction) if cell else None
-    status = slot.status if slot else None
-    src = cov.paths[-1] if cov.probed else ""
-    if slot is not None and status and status != "skipped":
-        own = signature.own_calls(slot, model)
-        if own is not None:
-            if own[0] == "mismatch":
-                prefix = f"trace.{model}|"
-                off = signature.all_unread(slot, reads, lambda s, c: s == "mismatch" and c.startswith(prefix))
-                if off is not None:
-                    return _unread_finding(direction, dtype, slot, off, "this model's own calls, replayed", src)
-            return _judge_own(direction, dtype, own, slot, model, src)
-        judged = signature.by_class(slot, shapes, reads)
-        if judged is not None and judged[0] == "pass" and signature.uncovered(slot, shapes):
-            judged = ("unknown", "", f"{judged[2]}; the cases that ran had other arguments than this model's")
-        if judged is not None:
-            return _judge_by_class(direction, dtype, slot, judged, shapes, src)
-        if status == "mismatch":
-            off = signature.all_unread(slot, reads)
-            if off is not None:
-                return _unread_finding(direction, dtype, slot, off, "every probe case that differs", src)
-    if slot is not None and status and status != "skipped":
-        err = _err_text(slot.err)
-        why_line = f": {slot.why}" if slot.why else ""
-        case = "?" if slot.case is None else slot.case
-        missed = signature.uncovered(slot, shapes) if status in PROBED_OK else ()
-        if missed:  # passed, but never with this model's arguments: unverified for them
-            return Finding(
-                direction,
-                dtype,
-                "unknown",
-                "probed",
-                f"{direction} {PROBED_OK[status]} in {dtype} only with other arguments than this model's "
-                f"({missed[0]}); unverified for these arguments: replay the model's own calls (opcov check --replay)",
-                src,
-            )
-        if status in PROBED_OK:
-            fix = ""
-            if status == "pass_low_precision":  # the usable tier, not the strict one: a pass with a note
-                fix = (
-                    "set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) if the error matters"
-                    if slot.tol in ("low_precision", "usable:matmul")
-                    else f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error "
-                    "is tolerable"
-                )
-            return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}{err}", src, fix)
-        if status == "fallback":  # ran on the device, with an op through its CPU fallback (probe.xla)
-            return Finding(
-                direction,
-                dtype,
-                "fallback",
-                "probed",
-                f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}",
-                src,
-            )
-        if status == "mismatch" and signature.dtype_only(slot.why):  # same values, another dtype: a note
-            return Finding(
-                direction,
-                dtype,
-                "ok",
-                "probed",
-                f"{direction} runs in {dtype}; an output's dtype differs from CPU's, its values do not "
-                f"({slot.why}; case {case}): only a consumer that relies on CPU's dtype would see it",
-                src,
-            )
-        if status == "mismatch":  # ran, values (or shape or dtype) differ: the model runs, its results may differ
-            cases, fails = slot.cases, slot.fails
-            on = f" on {fails} of {cases} probe cases" if isinstance(cases, int) and isinstance(fails, int) else ""
-            return Finding(
-                direction,
-                dtype,
-                VALUE_NOTE,
-                "probed",
-                f"{direction} runs; values may differ from CPU in {dtype}{on}{err}{why_line}; case {case}",
-                src,
-            )
-        if status in PROBED_FAIL:
-            fix = ""
-            if dtype == "float16":
-                other = cells.get("bfloat16")
-                if other and other.slot(direction).status in ("pass", "pass_low_precision"):
-                    fix = "use bfloat16 instead of float16 (it passes; no GradScaler needed)"
-            cases, fails = slot.cases, slot.fails
-            if isinstance(fails, int) and fails and slot.unpinned == fails:
-                return Finding(
-                    direction,
-                    dtype,
-                    "unknown",
-                    "probed",
-                    f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
-                    f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}"
-                    f"{err}{why_line}; case {case})",
-                    src,
-                    fix,
-                )
-            if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases and not slot.after_crash:
-                # Some probe inputs fail, others pass: whether this model's inputs are among the
-                # failing ones is not something the op set tells (the case id names the input).
-                return Finding(
-                    direction,
-                    dtype,
-                    "unknown",
-                    "probed",
-                    f"{direction} fails on {fails} of {cases} probe cases in {dtype} (worst: "
-                    f"{PROBED_FAIL[status]}{err}{why_line}; case {case}): "
-                    "the model's own inputs may or may not be like those",
-                    src,
-                    fix,
-                )
-            cut = f" ({slot.after_crash} later case(s) not run after it)" if slot.after_crash else ""
-            return Finding(
-                direction,
-                dtype,
-                "fails",
-                "probed",
-                f"{direction} {PROBED_FAIL[status]} in {dtype}{err}{why_line}{cut}",
-                src,
-                fix,
-            )
+    torch_version, shapes, model, reads = args[3:]
+    return _Req(
+        op, dtype, direction, torch_version, shapes, model, reads, cells, slot, cov.paths[-1] if cov.probed else ""
+    )
+
+
+def _ranked(cov: Coverage, req: _Req) -> Finding:
+    """The finding of the strongest evidence source that has one (``SOURCES``, strongest first): the
+    model's own calls replayed, probe cases of its calls' signature class, the probe cell's status, and
+    last the static document (a registered scan or declared data), which always answers."""
+    for source in SOURCES:
+        found = source(cov, req)
+        if found is not None:
+            return found
+    raise AssertionError("the static document always answers")  # pragma: no cover
+
+
+def _ran(req: _Req) -> ProbedSlot | None:
+    """The slot, where the probe has a status for it other than skipped."""
+    slot = req.slot
+    return slot if slot is not None and slot.status and slot.status != "skipped" else None
+
+
+def _from_own_calls(cov: Coverage, req: _Req) -> Finding | None:
+    """The model's own calls replayed on the device (the probe cell's ``trace.<model>`` cases).
+
+    ======================================  ==========================================
+    replayed calls                          finding
+    ======================================  ==========================================
+    none of this model's, or no status      None: a weaker source decides
+    mismatch only on outputs never read     ok, with a note (``_unread_finding``)
+    any other                               ``_judge_own``: ok, value note, fallback, fails
+    ======================================  ==========================================
+    """
+    slot = _ran(req)
+    own = signature.own_calls(slot, req.model) if slot else None
+    if slot is None or own is None:
+        return None
+    if own[0] == "mismatch":
+        prefix = f"trace.{req.model}|"
+        off = signature.all_unread(slot, req.reads, lambda s, c: s == "mismatch" and c.startswith(prefix))
+        if off is not None:
+            return _unread_finding(req.direction, req.dtype, slot, off, "this model's own calls, replayed", req.src)
+    return _judge_own(req.direction, req.dtype, own, slot, req.model, req.src)
+
+
+def _from_call_classes(cov: Coverage, req: _Req) -> Finding | None:
+    """Probe cases that keep their signature class, matched with the classes of the model's calls
+    (``signature.by_class``).
+
+    ======================================  ==========================================
+    cases of the calls' classes             finding
+    ======================================  ==========================================
+    none kept, or no status                 None: a weaker source decides
+    pass, but a call's class never ran      unknown (other arguments than this model's)
+    any other                               ``_judge_by_class``
+    ======================================  ==========================================
+    """
+    slot = _ran(req)
+    judged = signature.by_class(slot, req.shapes, req.reads) if slot else None
+    if slot is None or judged is None:
+        return None
+    if judged[0] == "pass" and signature.uncovered(slot, req.shapes):
+        judged = ("unknown", "", f"{judged[2]}; the cases that ran had other arguments than this model's")
+    return _judge_by_class(req.direction, req.dtype, slot, judged, req.shapes, req.src)
+
+
+def _from_probe_status(cov: Coverage, req: _Req) -> Finding | None:
+    """The probe cell's status (its worst case), where no case was matched with the model's calls.
+
+    ======================================  ==========================================
+    status                                  finding
+    ======================================  ==========================================
+    none, or skipped                        None: the static document decides
+    mismatch only on outputs never read     ok, with a note (``_unread_finding``)
+    ran, never with this model's arguments  unknown (unverified for these arguments)
+    pass, pass_low_precision, ...           ok (low precision: the fix names the setting)
+    fallback (an op ran through the CPU's)  fallback
+    mismatch of an output's dtype only      ok, with a note
+    mismatch                                value note (runs; values may differ)
+    a failure                               ``_probe_failure``: fails, or unknown
+    ======================================  ==========================================
+    """
+    slot = _ran(req)
+    if slot is None:
+        return None
+    status, direction, dtype, src = str(slot.status), req.direction, req.dtype, req.src
+    if status == "mismatch":
+        off = signature.all_unread(slot, req.reads)
+        if off is not None:
+            return _unread_finding(direction, dtype, slot, off, "every probe case that differs", src)
+    err, why_line = _err_text(slot.err), f": {slot.why}" if slot.why else ""
+    case = "?" if slot.case is None else slot.case
+    missed = signature.uncovered(slot, req.shapes) if status in PROBED_OK else ()
+    if missed:  # passed, but never with this model's arguments: unverified for them
+        return Finding(
+            direction,
+            dtype,
+            "unknown",
+            "probed",
+            f"{direction} {PROBED_OK[status]} in {dtype} only with other arguments than this model's "
+            f"({missed[0]}); unverified for these arguments: replay the model's own calls (opcov check --replay)",
+            src,
+        )
+    if status in PROBED_OK:
+        return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}{err}", src, _low_precision_fix(slot))
+    if status == "fallback":  # ran on the device, with an op through its CPU fallback (probe.xla)
+        said = f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}"
+        return Finding(direction, dtype, "fallback", "probed", said, src)
+    if status == "mismatch" and signature.dtype_only(slot.why):  # same values, another dtype: a note
+        return Finding(
+            direction,
+            dtype,
+            "ok",
+            "probed",
+            f"{direction} runs in {dtype}; an output's dtype differs from CPU's, its values do not "
+            f"({slot.why}; case {case}): only a consumer that relies on CPU's dtype would see it",
+            src,
+        )
+    if status == "mismatch":  # ran, values (or shape or dtype) differ: the model runs, its results may differ
+        cases, fails = slot.cases, slot.fails
+        on = f" on {fails} of {cases} probe cases" if isinstance(cases, int) and isinstance(fails, int) else ""
+        said = f"{direction} runs; values may differ from CPU in {dtype}{on}{err}{why_line}; case {case}"
+        return Finding(direction, dtype, VALUE_NOTE, "probed", said, src)
+    if status in PROBED_FAIL:
+        return _probe_failure(req, slot, f"{err}{why_line}", case)
+    return None
+
+
+def _low_precision_fix(slot: ProbedSlot) -> str:
+    """The fix of a pass: for ``pass_low_precision`` (the usable tier, not the strict one), the setting
+    that makes matmuls exact, or a word that the error be checked; '' for any other pass."""
+    if slot.status != "pass_low_precision":
+        return ""
+    if slot.tol in ("low_precision", "usable:matmul"):
+        return "set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) if the error matters"
+    return f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error is tolerable"
+
+
+def _probe_failure(req: _Req, slot: ProbedSlot, detail: str, case) -> Finding:
+    """A failing probe status (``PROBED_FAIL``) as a finding.
+
+    ======================================  ==========================================
+    failing cases                           finding
+    ======================================  ==========================================
+    every failure not pinned on this op     unknown (the case dispatches other ops too)
+    some of the cases, none after a crash   unknown (the model's inputs may be like those)
+    all of them                             fails (naming the cases a crash cut off)
+    ======================================  ==========================================
+
+    In float16, where bfloat16 passes, the fix says to use bfloat16."""
+    direction, dtype, status, src = req.direction, req.dtype, str(slot.status), req.src
+    fix = ""
+    if dtype == "float16":
+        other = req.cells.get("bfloat16")
+        if other and other.slot(direction).status in ("pass", "pass_low_precision"):
+            fix = "use bfloat16 instead of float16 (it passes; no GradScaler needed)"
+    cases, fails = slot.cases, slot.fails
+    if isinstance(fails, int) and fails and slot.unpinned == fails:
+        return Finding(
+            direction,
+            dtype,
+            "unknown",
+            "probed",
+            f"{direction} fails in {fails} probe case(s) in {dtype} that dispatch other ops "
+            f"too, and the failure could not be pinned on this one ({PROBED_FAIL[status]}{detail}; case {case})",
+            src,
+            fix,
+        )
+    if isinstance(cases, int) and isinstance(fails, int) and 0 < fails < cases and not slot.after_crash:
+        # Some probe inputs fail, others pass: whether this model's inputs are among the
+        # failing ones is not something the op set tells (the case id names the input).
+        return Finding(
+            direction,
+            dtype,
+            "unknown",
+            "probed",
+            f"{direction} fails on {fails} of {cases} probe cases in {dtype} (worst: "
+            f"{PROBED_FAIL[status]}{detail}; case {case}): the model's own inputs may or may not be like those",
+            src,
+            fix,
+        )
+    cut = f" ({slot.after_crash} later case(s) not run after it)" if slot.after_crash else ""
+    return Finding(
+        direction, dtype, "fails", "probed", f"{direction} {PROBED_FAIL[status]} in {dtype}{detail}{cut}", src, fix
+    )
+
+
+_REGISTERED_WHAT = {
+    "kernel": "own kernel",
+    "out_variant": "kernel via its .out variant",
+    "composite": "composite of registered ops",
+    "backend_kernel": "backend autograd kernel",
+    "formula": "derivative formula over registered ops",
+    "none": "not differentiable",
+    "not_applicable": "needs no kernel",
+}
+
+
+def _from_static(cov: Coverage, req: _Req) -> Finding:
+    """The static document: a registered scan (a claim, dtype-blind), or declared data in its place.
+
+    ======================================  ==========================================
+    the op's record (res)                   finding (at the document's evidence level)
+    ======================================  ==========================================
+    no record                               ``_not_in_data``: unknown, or not judged
+    backward                                ``_judge_backward_path``
+    registered, not_applicable              ok, naming the path
+    fallback                                ``_static_fallback``: fallback, or fails
+    missing                                 fails (no kernel, no derivative, backward lost)
+    unresolved, or any other                unknown (path not resolved by the scan)
+    ======================================  ==========================================
+
+    Where the probe skipped the op or has no cell in the dtype, the finding says so."""
+    op, dtype, direction = req.op, req.dtype, req.direction
     rec = (cov.registered or {}).get("ops", {}).get(op)
     reg_src = cov.paths[0] if cov.registered else ""
     level, claim = cov.static, vocab.evidence_word(cov.static).label  # registered, or declared
     note = ""
-    if status == "skipped" or (in_probe and cell is None and cov.probed):
+    in_probe = isinstance((cov.probed or {}).get("ops", {}).get(op), dict)  # probed, or skipped by the probe
+    if (req.slot is not None and req.slot.status == "skipped") or (in_probe and dtype not in req.cells and cov.probed):
         note = f"; no probe evidence in {dtype}"
     if rec is None:
-        if cov.registered is None:
-            return Finding(
-                direction, dtype, "unknown", "none", f"no registered data and no probe of this op in {dtype}"
-            )
-        if not op.startswith("aten::"):  # no torch version covers them: not judged, whatever the versions
-            return Finding(
-                direction,
-                dtype,
-                NOT_JUDGED,
-                "none",
-                f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data",
-                reg_src,
-            )
-        if not layout.same_torch(cov.torch, torch_version):
-            where = (
-                f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
-                "every op its torch defines)"
-                if level == "registered" and op.startswith("aten::")
-                else f"not in the {cov.backend} data for torch {cov.torch}"
-            )
-            return Finding(
-                direction,
-                dtype,
-                "unknown",
-                "none",
-                f"{where}; the op set was traced with torch {torch_version}: versions differ",
-                reg_src,
-            )
-        if level == "declared":
-            return Finding(
-                direction,
-                dtype,
-                "unknown",
-                "none",
-                f"not in the declared {cov.backend} data: outside native_functions.yaml with no "
-                f"composite kernel, nothing declares what {cov.backend} does with it",
-                reg_src,
-            )
-        return Finding(direction, dtype, "unknown", "none", "not in the coverage data", reg_src)
+        return _not_in_data(cov, req, level, reg_src)
+    key = "fwd" if direction == "forward" else "bwd"
     path = rec.get(key)
     if key == "bwd":
         return _judge_backward_path(cov, path, dtype, note, reg_src)
@@ -654,46 +724,10 @@ def _judge_requirement(
     if res == "fallback" and level == "declared":  # a source's registration, not one read from a binary
         note += f"; the boxed fallback as {cov.backend}'s source registers it"
     if res == "registered" or res == "not_applicable":
-        what = {
-            "kernel": "own kernel",
-            "out_variant": "kernel via its .out variant",
-            "composite": "composite of registered ops",
-            "backend_kernel": "backend autograd kernel",
-            "formula": "derivative formula over registered ops",
-            "none": "not differentiable",
-            "not_applicable": "needs no kernel",
-        }.get(path, path)
+        what = _REGISTERED_WHAT.get(path, path)
         return Finding(direction, dtype, "ok", level, f"{what} ({claim}){note}", reg_src)
     if res == "fallback":
-        kind, enabled = cov.fallback()
-        cpu_rec = (cov.cpu or {}).get("ops", {}).get(op)
-        if kind == "cpu" and enabled and cpu_rec and cpu_rec.get("res") == "missing":
-            return Finding(
-                direction,
-                dtype,
-                "fails",
-                level,
-                f"only the CPU fallback catches it, and CPU has no kernel for it either{note}",
-                reg_src,
-            )
-        if kind == "cpu" and enabled:
-            return Finding(
-                direction,
-                dtype,
-                "fallback",
-                level,
-                f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}",
-                reg_src,
-            )
-        return Finding(
-            direction,
-            dtype,
-            "fails",
-            level,
-            f"no kernel; only the backend fallback ({kind}, {'enabled' if enabled else 'disabled'}) catches it{note}",
-            reg_src,
-            _fix_fallback(cov.backend) if kind == "cpu" and not enabled else "",
-        )
+        return _static_fallback(cov, req, level, note, reg_src)
     if res == "missing":
         why = (
             "derivative not implemented"
@@ -708,6 +742,81 @@ def _judge_requirement(
     return Finding(
         direction, dtype, "unknown", level, f"{direction} path not resolved by the scan ({reason}){note}", reg_src
     )
+
+
+def _not_in_data(cov: Coverage, req: _Req, level: str, reg_src: str) -> Finding:
+    """An op the static document has no record of.
+
+    ======================================  ==========================================
+    why                                     finding
+    ======================================  ==========================================
+    no static document at all               unknown (no data)
+    outside aten::                          not judged (no torch version covers it)
+    the data's torch is another             unknown (versions differ; the op may not exist)
+    declared data                           unknown (nothing declares it)
+    any other                               unknown (not in the coverage data)
+    ======================================  ==========================================
+    """
+    op, dtype, direction, torch_version = req.op, req.dtype, req.direction, req.torch_version
+    if cov.registered is None:
+        return Finding(direction, dtype, "unknown", "none", f"no registered data and no probe of this op in {dtype}")
+    if not op.startswith("aten::"):  # no torch version covers them: not judged, whatever the versions
+        said = f"{op.split('::')[0]}:: ops are not covered by the {cov.backend} data"
+        return Finding(direction, dtype, NOT_JUDGED, "none", said, reg_src)
+    if not layout.same_torch(cov.torch, torch_version):
+        where = (
+            f"{NOT_IN_TORCH}{cov.torch}, the torch of the {cov.backend} data (a registered scan covers "
+            "every op its torch defines)"
+            if level == "registered" and op.startswith("aten::")
+            else f"not in the {cov.backend} data for torch {cov.torch}"
+        )
+        said = f"{where}; the op set was traced with torch {torch_version}: versions differ"
+        return Finding(direction, dtype, "unknown", "none", said, reg_src)
+    if level == "declared":
+        return Finding(
+            direction,
+            dtype,
+            "unknown",
+            "none",
+            f"not in the declared {cov.backend} data: outside native_functions.yaml with no "
+            f"composite kernel, nothing declares what {cov.backend} does with it",
+            reg_src,
+        )
+    return Finding(direction, dtype, "unknown", "none", "not in the coverage data", reg_src)
+
+
+def _static_fallback(cov: Coverage, req: _Req, level: str, note: str, reg_src: str) -> Finding:
+    """An op only the backend's boxed fallback catches (``Coverage.fallback``: its kind, and whether enabled).
+
+    ======================================  ==========================================
+    fallback                                finding
+    ======================================  ==========================================
+    CPU, enabled, and CPU has no kernel     fails
+    CPU, enabled                            fallback (runs on the CPU, slowly)
+    any other                               fails (CPU, disabled: the fix switches it on)
+    ======================================  ==========================================
+    """
+    direction, dtype = req.direction, req.dtype
+    kind, enabled = cov.fallback()
+    cpu_rec = (cov.cpu or {}).get("ops", {}).get(req.op)
+    if kind == "cpu" and enabled and cpu_rec and cpu_rec.get("res") == "missing":
+        said = f"only the CPU fallback catches it, and CPU has no kernel for it either{note}"
+        return Finding(direction, dtype, "fails", level, said, reg_src)
+    if kind == "cpu" and enabled:
+        said = f"only the CPU fallback runs it (enabled: runs on the CPU, slowly){note}"
+        return Finding(direction, dtype, "fallback", level, said, reg_src)
+    return Finding(
+        direction,
+        dtype,
+        "fails",
+        level,
+        f"no kernel; only the backend fallback ({kind}, {'enabled' if enabled else 'disabled'}) catches it{note}",
+        reg_src,
+        _fix_fallback(cov.backend) if kind == "cpu" and not enabled else "",
+    )
+
+
+SOURCES = (_from_own_calls, _from_call_classes, _from_probe_status, _from_static)  # strongest first
 
 
 def _unread_finding(direction: str, dtype: str, slot, outs: frozenset, where: str, src: str) -> Finding:
