@@ -266,7 +266,7 @@ def _compiled(args) -> int:
 
 def _sizes(args):
     """The model sizes and inputs 'opcov trace' was given (--batch, --seq, --image-size, --audio-length, --set, --input)."""
-    from opcov.tracing.models import Sizes
+    from opcov.sources.models import Sizes
 
     return Sizes(
         batch=args.batch,

@@ -1,5 +1,5 @@
 """``opcov zoo``: the model zoo listed, re-traced into coverage/models/ (the curated zoo, or every architecture
-of a library in workers), or its shard outcome tables merged (opcov.tracing.zoo, zoorun)."""
+of a library in workers), or its shard outcome tables merged (opcov.sources.zoo, opcov.tracing.zoorun)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,7 @@ def _run_options(zo) -> None:
 
 
 def run(args) -> int:
-    from opcov.tracing import zoo
+    from opcov.sources import zoo
     from opcov.tracing.spec import trace_zoo
 
     if args.action == "merge":
@@ -133,7 +133,8 @@ def run(args) -> int:
 
 def _compiled(args) -> int:
     """'opcov zoo trace --path compile': the curated zoo's compiled op sets (tracing.compiled)."""
-    from opcov.tracing import compiled, zoo
+    from opcov.sources import zoo
+    from opcov.tracing import compiled
 
     if args.action != "trace" or args.path != "compile":
         raise UsageError("--path compile and --compile-backend go with 'zoo trace --path compile'")
