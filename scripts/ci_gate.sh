@@ -8,7 +8,7 @@
 # Inputs come from the environment (the action passes them so, never pasted into shell code):
 #   OPCOV_MODEL     op-set file, folder of op sets, zoo model name, or anything 'opcov trace' accepts
 #   OPCOV_BACKENDS  backend names, separated by commas or spaces (tpu,cpu)
-#   OPCOV_MODE      inference, training, both (comma-separated), or empty for every mode there is
+#   OPCOV_MODE      inference, training, serve, several (comma-separated), or empty for every mode there is
 #   OPCOV_ARGS      more 'opcov check' arguments, split on whitespace (--strict --fail-on unknown)
 # 'opcov' must be on PATH.
 

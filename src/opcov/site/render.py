@@ -23,7 +23,7 @@ from opcov import vocab
 from opcov.formats import LABELS
 from opcov.site import model as sitemodel
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
-from opcov.store import output, vendor
+from opcov.store import opset, output, vendor
 from opcov.store.cells import skip_reason
 from opcov.verdict import judge
 from opcov.vocab import VERDICT_ORDER
@@ -390,7 +390,7 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
     """Per mode, how many zoo models get each verdict on ``backend``; runs split by the evidence they rest
     on (only probed runs count in the share that run: a claim is not proof)."""
     rows = []
-    for mode in ("inference", "training"):
+    for mode in opset.MODES:
         vs = [v for (_, md, bn), v in sorted(verdicts.items()) if md == mode and bn == backend]
         if not vs:
             continue
@@ -1349,18 +1349,14 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
     judge_compiled_models' verdicts (the page's compile path)."""
     out, badges = [], {}
     for b in site.backends:
-        vs = [
-            (mode, verdicts[(m.name, mode, b.name)])
-            for mode in ("inference", "training")
-            if (m.name, mode, b.name) in verdicts
-        ]
+        vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in opset.MODES if (m.name, mode, b.name) in verdicts]
         if vs:
             value, colour = model_badge(vs)
             path = f"badges/{_badge_stem(m.name, b.name)}.svg"
             out.append((path, _badge(env, f"{m.name} on {b.name}", value, colour)))
             badges[b.name] = (path, f"{m.name} on {b.name}: {value}")
     modes, root = [], "../" * links["models"][m.name].count("/")
-    for mode in ("inference", "training"):
+    for mode in opset.MODES:
         if mode not in m.modes:
             continue
         path, doc = m.modes[mode]
@@ -2094,6 +2090,8 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
     from opcov.verdict.compiled import COMPILE_BACKEND
 
     with_compile = [b for b in site.backends if any(k[2] == b.name for k in compiled)]
+    # the modes some op set holds (inference and training always, as before; serve where a model has it)
+    modes = [md for md in opset.MODES if md in ("inference", "training") or any(k[1] == md for k in verdicts)]
     facets: dict[str, list] = {k: [] for k in sitemodel.FACETS}
     rows = []
     for m in site.models:
@@ -2112,7 +2110,7 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
             "".join(
                 letter[(v.verdict, v.evidence)] if v else "-"
                 for b in site.backends
-                for mode in ("inference", "training")
+                for mode in modes
                 for v in (verdicts.get((row[0], mode, b.name)),)
             )
         )
@@ -2120,14 +2118,14 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
             "".join(
                 letter[(v.verdict, v.evidence)] if v is not None and not isinstance(v, str) else "-"
                 for b in with_compile
-                for mode in ("inference", "training")
+                for mode in modes
                 for v in (compiled.get((row[0], mode, b.name)),)
             )
         )
         out.append(row)
     return {
         "backends": [{"name": b.name, "torch": b.torch, "href": links["backends"][b.name]} for b in site.backends],
-        "modes": ["inference", "training"],
+        "modes": modes,
         "facets": facets,
         "codes": codes,
         "verdicts": choices,

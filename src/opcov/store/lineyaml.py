@@ -209,7 +209,7 @@ _LINE_CHARS = 300  # longer lines (a probed op's dozen dtypes) seldom repeat: no
 # keys sorted. One regex checks the whole line and another reads its cells, several times faster than
 # the tokenizer; a dtype YAML would type (true, null, ...) or anything else takes the tokenizer.
 _KEY = r"(?!(?:yes|no|on|off|true|false|null):)[a-z][a-z0-9_]*"
-_PHASES = r"forward|backward|optimizer"
+_PHASES = r"forward|backward|optimizer|prefill|decode"
 _CELL = _KEY + r": \{calls: [1-9][0-9]*(?:, grad: true)?(?:, seen: (?:real|both))?(?:, shape: '(?:[^'\n]|'')*')?\}"
 _BLOCK = r"(?:" + _PHASES + r"): \{" + _CELL + r"(?:, " + _CELL + r")*\}"
 _OP_LINE = re.compile(r"\{" + _BLOCK + r"(?:, " + _BLOCK + r")*\}")

@@ -82,8 +82,12 @@ from opcov.store.data import Problem
 KIND = "opset"
 SCHEMA_VERSION = 2  # 2: calltree; 1: flat ops (and parents), still read
 READS = (1, SCHEMA_VERSION)
-MODES = ("inference", "training")
-PHASES = ("forward", "backward", "optimizer")
+MODES = ("inference", "training", "serve")
+# A step's phases; a serve op set (transformers' generate with a KV cache, opcov.tracing.serve) records its
+# calls in the two serving phases instead of forward: ``prefill`` (up to and including the first new
+# token) and ``decode`` (every later token's step), each judged as a forward.
+SERVE_PHASES = ("prefill", "decode")
+PHASES = ("forward", "backward", "optimizer", *SERVE_PHASES)
 TOP_KEYS = {
     "schema_version",
     "kind",
@@ -100,6 +104,7 @@ TOP_KEYS = {
     "path",
     "compile",
     "graph_breaks",
+    "serve",
     data.INTEGRITY,
 }
 # Which path an op set records (``path``; absent: eager): what eager dispatches, or what torch.compile hands
@@ -428,9 +433,15 @@ def for_variant(doc: dict, variant: str) -> dict:
     out["ops"] = ops
     out["summary"] = {
         "distinct_ops": len(ops),
-        "calls": {p: sum(n for (_, ph, _), n in sums.items() if ph == p) for p in PHASES},
+        "calls": phase_calls({p: sum(n for (_, ph, _), n in sums.items() if ph == p) for p in PHASES}),
     }
     return out
+
+
+def phase_calls(counts: dict) -> dict:
+    """``summary.calls`` from calls per phase: forward, backward and optimizer always (0 where none, as
+    every op set has said), the serving phases only where called (a serve op set)."""
+    return {p: counts.get(p, 0) for p in PHASES if p not in SERVE_PHASES or counts.get(p)}
 
 
 def as_given(doc: dict) -> dict:

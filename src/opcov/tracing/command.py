@@ -38,7 +38,7 @@ def command_line(
         parts += ["--device", device]
     if optimizer != default.optimizer:
         parts += ["--optimizer", optimizer]
-    if real:
+    if real and mode != "serve":  # serve mode always runs real values
         parts.append("--real")
     if on:
         parts += ["--on", on]

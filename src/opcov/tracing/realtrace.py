@@ -246,10 +246,12 @@ def merge_runs(doc: dict, others: list[dict], *, seen: bool = False) -> list[dic
     doc["calltree"] = [opset.node_text(row) for row in merged]
     doc["summary"] = {
         "distinct_ops": len(doc["ops"]),
-        "calls": {
-            phase: sum(c["calls"] for rec in doc["ops"].values() for c in (rec.get(phase) or {}).values())
-            for phase in opset.PHASES
-        },
+        "calls": opset.phase_calls(
+            {
+                phase: sum(c["calls"] for rec in doc["ops"].values() for c in (rec.get(phase) or {}).values())
+                for phase in opset.PHASES
+            }
+        ),
     }
     return merged
 
@@ -296,7 +298,8 @@ def _child(job: dict) -> dict:
     entry = zoo.BY_NAME.get(job["model"])
     sizes = models.Sizes(**job["sizes"])
     torch.manual_seed(0)
-    built = models.build(entry.spec if entry else job["model"], sizes, mode=job["mode"], real=True, zoo_entry=entry)
+    build_mode = "inference" if job["mode"] == "serve" else job["mode"]  # serve: its prompt comes from these inputs
+    built = models.build(entry.spec if entry else job["model"], sizes, mode=build_mode, real=True, zoo_entry=entry)
     dtype = job["dtype"] or (entry.dtype if entry else built.dtype or "float32")
     command = None
     if job["kind"] == "trace":
@@ -311,7 +314,13 @@ def _child(job: dict) -> dict:
         )
     where = {"device": "cpu", "autocast": job.get("autocast", False)} if cpu else {"computing": pb.device().type}
     runs = []
-    for variant, inputs in input_variants(torch, built):
+    variants = input_variants(torch, built)
+    if job["mode"] == "serve":  # generate on a prompt made from the built inputs, as given (serve.py)
+        from opcov.tracing import serve
+
+        serve.prepare(torch, built)
+        variants = [(vocab.GIVEN, built.inputs)]
+    for variant, inputs in variants:
         torch.manual_seed(1)
         doc = trace(
             built.model,
@@ -333,6 +342,12 @@ def _child(job: dict) -> dict:
     if job["kind"] == "branches":
         return {"runs": runs}
     doc = runs[0]["doc"]
+    if len(runs) == 1:  # one input variant (serve): nothing to merge
+        doc["provenance"]["notes"].append(
+            "real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an "
+            f"accelerator's path), not on CPU; inputs: {label(runs[0]['variant'])}"
+        )
+        return {"doc": doc}
     merge_runs(doc, [run["doc"] for run in runs[1:]])
     doc["provenance"]["notes"].append(
         f"real values: traced on a computing PrivateUse1 stand-in (CPU payloads; composites take an accelerator's "

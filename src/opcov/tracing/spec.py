@@ -57,7 +57,7 @@ def trace_spec(
     if is_saved(model):
         return OpSet(opset.load(model))
     entry = zoo.BY_NAME.get(model)
-    real = real or bool(entry and entry.real)
+    real = real or bool(entry and entry.real) or mode == "serve"  # generate reads token values: real, always
     sizes = sizes or models.Sizes()
     if real and device != "cpu":
         if autocast:
@@ -66,7 +66,13 @@ def trace_spec(
                 "autocast policy; leave out --autocast, or trace on CPU with --device cpu"
             )
         return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
-    built = models.build(entry.spec if entry else model, sizes, mode=mode, real=real, zoo_entry=entry)
+    # a model to serve is built as for inference; its prompt is made from the inputs built (serve.prepare)
+    build_mode = "inference" if mode == "serve" else mode
+    built = models.build(entry.spec if entry else model, sizes, mode=build_mode, real=real, zoo_entry=entry)
+    if mode == "serve":  # on CPU itself (--device cpu): generate on a prompt made from the built inputs
+        from opcov.tracing import serve
+
+        serve.prepare(import_torch(), built)
     dtype = dtype or (entry.dtype if entry else built.dtype or Options.dtype)
     command = command_line(
         model,
@@ -126,9 +132,11 @@ def trace_spec(
 
 def trace_zoo(entries, modes, root: str = zoo.ROOT, out=sys.stderr) -> list[tuple[str, str, str]]:
     """Trace every zoo entry in every mode into ROOT/<name>/<mode>.yaml with a progress line;
-    returns the failures (name, mode, why)."""
+    returns the failures (name, mode, why). Serve mode is traced for the decoders ``serve.ZOO`` names."""
     failures = []
-    jobs = [(e, m) for e in entries for m in modes]
+    from opcov.tracing.serve import ZOO as SERVED
+
+    jobs = [(e, m) for e in entries for m in modes if m != "serve" or e.name in SERVED]
     start = time.monotonic()
     for i, (entry, mode) in enumerate(jobs, 1):
         t0 = time.monotonic()

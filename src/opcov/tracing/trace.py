@@ -54,9 +54,9 @@ from opcov import dtypes as _dtypes
 from opcov.catalog import NO_KERNEL_NAMESPACES, NO_KERNEL_OPS, overload_name
 from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.sources.step import default_loss, tensors_of
-from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, SCHEMA_VERSION, OpSet, node_text
+from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, PHASES, SCHEMA_VERSION, OpSet, node_text, phase_calls
 from opcov.torchenv import import_torch
-from opcov.tracing import calltree, target
+from opcov.tracing import calltree, serve, target
 from opcov.version import __version__
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -90,6 +90,11 @@ class Options:
             raise UsageError(f"dtype {self.dtype!r}: expected one of {', '.join(DTYPES)}")
         if self.variant not in vocab.INPUT_VARIANTS:
             raise UsageError(f"input variant {self.variant!r}: expected one of {', '.join(vocab.INPUT_VARIANTS)}")
+        if self.mode == "serve" and not self.real:
+            raise UsageError(
+                "--mode serve runs transformers' generate(), which reads token values on the host every step: "
+                "it traces with real values ('opcov trace MODEL --mode serve' does; from Python, real=True)"
+            )
         if self.optimizer not in OPTIMIZERS:
             raise UsageError(f"optimizer {self.optimizer!r}: expected one of {', '.join(OPTIMIZERS)}")
         if self.autocast and self.dtype != "float32":
@@ -183,6 +188,7 @@ class Recording:
     reads: _Reads | None = None  # made with the recorder (it imports torch)
     dropped: Counter = field(default_factory=Counter)  # op (prefixed "host:" when off the device) -> calls
     phase: str = "forward"
+    serve_steps: dict = field(default_factory=dict)  # serve mode: generate run -> (forwards, cache class)
     # a data-dependent op's error in backward, raised once backward is over (see _as_if_all_true)
     deferred: Exception | None = None
 
@@ -663,6 +669,26 @@ def _move_inputs(torch, inputs, dev_type, opts):
 def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
     from torch.func import functional_call
 
+    if opts.mode == "serve":  # generate's prefill and decode steps (serve.py)
+        if args or not isinstance(kwargs, dict):
+            raise UsageError("--mode serve takes the prompt as keyword inputs (input_ids, attention_mask)")
+
+        def close(idx, args_text):
+            rec.tree.close(idx, dtype=_dtypes.NONE, args=args_text, on_device=False)
+
+        try:
+            rec.serve_steps = serve.run_all(
+                torch,
+                rec,
+                traced.module,
+                {**buffers, **params},
+                kwargs,
+                close=close,
+                keep=functools.partial(_outlive, torch, rec),
+            )
+        finally:
+            _outlive(torch, rec, [*params.values(), *buffers.values()])
+        return
     module = traced.module
     was_training = module.training
     module.train(opts.mode == "training")
@@ -834,14 +860,13 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
         )
     elif opts.autocast and opts.accelerator:
         notes.append(f"autocast: the CPU's autocast policy (traced on cpu); the {opts.device} policy may differ")
+    if rec.serve_steps:
+        notes.append(serve.note(rec.serve_steps))
     summary = {
         "distinct_ops": len(ops),
-        "calls": {
-            p: sum(c.calls for (_, ph, _), c in rec.ops.items() if ph == p)
-            for p in ("forward", "backward", "optimizer")
-        },
+        "calls": phase_calls({p: sum(c.calls for (_, ph, _), c in rec.ops.items() if ph == p) for p in PHASES}),
     }
-    return {
+    doc = {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
         "mode": opts.mode,
@@ -861,3 +886,6 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
         "calltree": [node_text(row) for row in tree],
         "ops": ops,
     }
+    if rec.serve_steps:
+        doc["serve"] = serve.header(rec.serve_steps)
+    return doc

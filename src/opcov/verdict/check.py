@@ -19,7 +19,7 @@ from opcov import children, modelnames, suggest, vocab
 from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset, vendor
-from opcov.verdict import judge, observed, reports
+from opcov.verdict import judge, observed, reports, serve
 
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
@@ -258,11 +258,12 @@ def judge_variants(doc: dict, parts: dict, cov) -> judge.BackendVerdict:
     both judge this way."""
     if not parts:
         v = judge.judge(doc, cov)
-        v.notes.insert(0, NOT_RECORDED)
+        v.notes[0:0] = [NOT_RECORDED, *serve.notes(v, doc)]
         return v
     names = list(parts)
     v = judge.judge(parts[names[0]], cov)
     v.variant = names[0]
+    v.notes[0:0] = serve.notes(v, parts[names[0]])  # prefill and decode: what each needs, first
     for name in names[1:]:
         v.variants[name] = judge.judge(parts[name], cov)
         v.variants[name].variant = name

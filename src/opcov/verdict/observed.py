@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from opcov import vocab
 from opcov.errors import DataError
-from opcov.store.observed import COMPILE, find, path_for, path_of
+from opcov.store.observed import COMPILE, MODES, find, path_for, path_of
 
 
 def verdict_of(doc: dict) -> str:
@@ -152,6 +152,8 @@ def annotate_compiled(cv, name: str, coverage_dir: str) -> None:
 def _run_for(v, name: str, coverage_dir: str, path: str) -> tuple[dict, str] | None:
     """(the observed run of ``name`` on ``v``'s backend and mode along ``path``, its file), or None; a file
     that cannot be read, or a run of the other path filed there, is a note on ``v`` and not used."""
+    if v.mode not in MODES:  # no run is observed in this mode (serve): the data alone decides
+        return None
     where = path_for(coverage_dir, v.backend, name, v.mode, path)
     try:
         run = find(coverage_dir, v.backend, name, v.mode, path)
