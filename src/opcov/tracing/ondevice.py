@@ -18,9 +18,9 @@ import importlib.util
 
 from opcov.errors import UsageError
 from opcov.sources import models, zoo
+from opcov.sources.step import input_variants
 from opcov.store.opset import OpSet
 from opcov.tracing import realtrace
-from opcov.tracing.trace import trace
 
 # Backends opcov can record on in this process, and how: the module that gives the device (None: torch
 # itself), the device to put tensors on, and what it is.
@@ -84,27 +84,19 @@ def trace_on(
     built = models.build(entry.spec if entry else model, sizes, mode=mode, real=True, zoo_entry=entry)
     dtype = dtype or (entry.dtype if entry else built.dtype or "float32")
     replaced = replaced_modules(built.model, module) if module else []
-    runs = []
-    for variant, inputs in realtrace.input_variants(torch, built):
-        torch.manual_seed(1)
-        doc = trace(
-            built.model,
-            inputs,
-            mode=mode,
-            dtype=dtype,
-            device=backend,
-            optimizer=optimizer,
-            real=True,
-            name=entry.name if entry else built.name,
-            source=built.source,
-            config=built.config,
-            command=command,
-            notes=built.notes,
-            variant=variant,
-            on=device,
-        ).doc
-        doc["model"].update(built.facets)
-        runs.append((variant, doc))
+    variants = input_variants(torch, built)
+    runs = realtrace.traced_variants(
+        torch,
+        built,
+        entry,
+        variants,
+        mode=mode,
+        dtype=dtype,
+        device=backend,
+        optimizer=optimizer,
+        command=command,
+        on=device,
+    )
     doc = runs[0][1]
     realtrace.merge_runs(doc, [d for _, d in runs[1:]])
     version = _version(module) if module else str(torch.__version__)

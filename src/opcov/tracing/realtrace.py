@@ -279,6 +279,32 @@ def run_job(job: dict) -> tuple[dict, str]:
     return (out, "") if "error" not in out else ({}, out["error"])
 
 
+def traced_variants(torch, built, entry, variants, **options) -> list[tuple[str, dict]]:
+    """(variant, op-set document) of a real-valued trace of ``built`` per (variant, inputs) of ``variants``
+    (input_variants gives them), each seeded alike and carrying the model's facets; ``options`` go to trace
+    (mode, dtype, optimizer, command and where it runs). The stand-in's real-valued run (``_child``) and a
+    trace on a backend itself (opcov.tracing.ondevice) both make their runs so."""
+    from opcov.tracing.trace import trace
+
+    runs = []
+    for variant, inputs in variants:
+        torch.manual_seed(1)
+        doc = trace(
+            built.model,
+            inputs,
+            real=True,
+            name=entry.name if entry else built.name,
+            source=built.source,
+            config=built.config,
+            notes=built.notes,
+            variant=variant,
+            **options,
+        ).doc
+        doc["model"].update(built.facets)
+        runs.append((variant, doc))
+    return runs
+
+
 def _child(job: dict) -> dict:
     """Build the model with real weights and run each input variant on the computing device: the runs
     (``branches``, for ``with_real_branches``) or one merged op set (``trace``, for ``trace_real``)."""
@@ -287,7 +313,6 @@ def _child(job: dict) -> dict:
     torch = import_torch()
     from opcov.sources import zoo
     from opcov.tracing import target
-    from opcov.tracing.trace import trace
 
     cpu = job.get("device") == "cpu"  # a CPU target's branch run: eager on CPU, no stand-in
     if not cpu:
@@ -313,32 +338,24 @@ def _child(job: dict) -> dict:
             out=job.get("out"),
         )
     where = {"device": "cpu", "autocast": job.get("autocast", False)} if cpu else {"computing": pb.device().type}
-    runs = []
     variants = input_variants(torch, built)
     if job["mode"] == "serve":  # generate on a prompt made from the built inputs, as given (serve.py)
         from opcov.tracing import serve
 
         serve.prepare(torch, built)
         variants = [(vocab.GIVEN, built.inputs)]
-    for variant, inputs in variants:
-        torch.manual_seed(1)
-        doc = trace(
-            built.model,
-            inputs,
-            mode=job["mode"],
-            dtype=dtype,
-            optimizer=job["optimizer"],
-            real=True,
-            name=entry.name if entry else built.name,
-            source=built.source,
-            config=built.config,
-            command=command,
-            notes=built.notes,
-            variant=variant,
-            **where,
-        ).doc
-        doc["model"].update(built.facets)
-        runs.append({"variant": variant, "doc": doc})
+    traced = traced_variants(
+        torch,
+        built,
+        entry,
+        variants,
+        mode=job["mode"],
+        dtype=dtype,
+        optimizer=job["optimizer"],
+        command=command,
+        **where,
+    )
+    runs = [{"variant": variant, "doc": doc} for variant, doc in traced]
     if job["kind"] == "branches":
         return {"runs": runs}
     doc = runs[0]["doc"]
