@@ -3,9 +3,10 @@ cache, greedy and sampling), recorded apart as the phases ``prefill`` and ``deco
 inference. Two model families (llama, gpt2), so the rule is not tuned on one."""
 
 import json
+import os
 
 import pytest
-from conftest import run_opcov
+from conftest import ROOT, run_opcov
 
 from opcov.errors import UsageError
 from opcov.store import opset
@@ -108,7 +109,7 @@ def test_the_two_families_differ_where_their_code_does(served):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_check_names_the_serving_ops_with_evidence(served, name):
     path, _ = served[name]
-    r = run_opcov("check", path, "-b", "tpu", "--format", "json")
+    r = run_opcov("check", path, "-b", "tpu", "--mode", "serve", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     report = json.loads(r.stdout)
     v = next(v for v in report["verdicts"] if v["backend"] == "tpu")
@@ -181,3 +182,41 @@ def test_summary_keeps_the_step_phases_and_adds_serving_ones_only_where_called()
         "prefill": 2,
         "decode": 5,
     }
+
+
+# ---------------------------------------------------------------- the command line and the zoo's serve op sets
+
+
+def test_the_command_line_says_what_serve_does_not_record_yet():
+    r = run_opcov("trace", "llama", "--mode", "serve", "--path", "compile")
+    assert r.returncode == 2 and "compiled decode step is not traced yet" in r.stderr
+    r = run_opcov("trace", "llama", "--mode", "serve", "--on", "cpu")
+    assert r.returncode == 2 and "not recorded on a backend itself yet" in r.stderr
+    r = run_opcov("zoo", "trace", "--mode", "serve", "--all")
+    assert r.returncode == 2 and "takes no --all" in r.stderr
+
+
+ZOO_SERVE = os.path.join(ROOT, "coverage", "models")
+
+
+@pytest.mark.parametrize("name", serve.ZOO)
+def test_the_zoo_holds_a_serve_op_set_per_curated_decoder(name):
+    path = os.path.join(ZOO_SERVE, name, "serve.yaml")
+    doc = opset.load(path)
+    assert doc["mode"] == "serve" and doc["model"]["name"] == name
+    command = doc["provenance"]["command"]  # the zoo entry's dtype (bfloat16 for the MoE models) where not float32
+    assert command.startswith(f"opcov trace {name} --mode serve") and command.endswith(
+        f"--out coverage/models/{name}/serve.yaml"
+    )
+    assert {phase for rec in doc["ops"].values() for phase in rec} == {"prefill", "decode"}
+    # a KV cache is written in every step; mamba's decode step writes its states in place inside its own
+    # kernels (causal_conv1d_update, selective_state_update), outside the Cache's methods: prefill only
+    phases = {n.phase for n in opset.nodes(doc) if n.op == serve.CACHE_UPDATE}
+    assert phases == ({"prefill"} if name == "mamba" else {"prefill", "decode"})
+
+
+def test_check_a_zoo_decoder_by_name_in_serve_mode():
+    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "serve")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "tpu (serve):" in r.stdout and "note: serve decode, the KV cache's update:" in r.stdout
+    assert "aten::index_copy_" in r.stdout and "aten::multinomial" in r.stdout

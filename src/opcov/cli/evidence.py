@@ -99,7 +99,7 @@ def add_run(sub) -> None:
         "model", help="a zoo name ('opcov zoo list'; its tiny config) or module:function returning (model, inputs)"
     )
     rn.add_argument("-b", "--backend", required=True)
-    options.add_mode(rn, default="training")
+    options.add_mode(rn, options.STEP_MODES, default="training")  # a serve run is not observed yet
     options.add_import(rn, "module that registers the backend")
     options.add_into(rn)
     options.add_path(

@@ -11,7 +11,8 @@ from opcov.cli.common import one_line
 from opcov.errors import EXIT_USAGE
 
 COVERAGE_HELP = "coverage data folder (default: ./coverage when it exists, else the data bundled with opcov)"
-MODES = ("inference", "training")
+MODES = ("inference", "training", "serve")
+STEP_MODES = ("inference", "training")  # one step of the model (serve is generate's prefill and decode steps)
 PATHS = ("eager", "compile")
 REGISTERS_HELP = "module that registers the backend's kernels (PrivateUse1 backends)"  # --import of scan, probe
 
@@ -60,9 +61,9 @@ def add_into(parser) -> None:
     parser.add_argument("--coverage", dest="into", default="coverage", help="coverage folder (default: coverage)")
 
 
-def add_mode(parser, **how) -> None:
-    """--mode inference|training; ``how``: action, default, help."""
-    parser.add_argument("--mode", choices=MODES, **how)
+def add_mode(parser, modes=MODES, **how) -> None:
+    """--mode, one of ``modes`` (inference|training|serve); ``how``: action, default, help."""
+    parser.add_argument("--mode", choices=modes, **how)
 
 
 def add_format(parser, *choices: str, help: str | None = None) -> None:

@@ -18,7 +18,13 @@ def add_parser(sub) -> None:
         "package.module:function (returns (model, inputs)), nn:transformer|lstm|gru|convnet, "
         "or a saved op-set file",
     )
-    options.add_mode(tr, default="training")
+    options.add_mode(
+        tr,
+        default="training",
+        help="training (default): forward, backward and an optimizer step; inference: the forward; serve: a "
+        "text decoder's generate(), its prefill and decode steps with a static and a dynamic KV cache, greedy "
+        "and sampling (always real values; eager only)",
+    )
     tr.add_argument(
         "--dtype",
         choices=("float32", "bfloat16", "float16"),
@@ -95,6 +101,8 @@ def _output_options(tr) -> None:
 def run(args) -> int:
     from opcov.tracing.spec import is_saved, trace_spec
 
+    if args.mode == "serve":
+        _serve_refusals(args)
     if args.path == "compile":
         return _compiled(args)
     if args.compile_backend:
@@ -135,6 +143,19 @@ def run(args) -> int:
         print(f"wrote {out}")
     print(_next_check(out or shown, args.device))
     return EXIT_OK
+
+
+def _serve_refusals(args) -> None:
+    """What --mode serve does not record yet, in one line each (opcov.tracing.serve)."""
+    if args.path == "compile":
+        raise UsageError(
+            "--mode serve --path compile: the compiled decode step is not traced yet; --mode serve records the "
+            "eager path"
+        )
+    if args.on:
+        raise UsageError(f"--mode serve --on {args.on}: serving is not recorded on a backend itself yet")
+    if args.optimizer != "adamw":
+        raise UsageError("--mode serve runs no optimizer; leave out --optimizer")
 
 
 def _on(args, sizes) -> int:

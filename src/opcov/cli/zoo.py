@@ -86,7 +86,12 @@ def _run_options(zo) -> None:
         "coverage/zoo/outcomes.tsv; a table made by another selection is never replaced); "
         "merge: the table to write",
     )
-    options.add_mode(zo, action="append", help="only this mode (repeatable; default: both)")
+    options.add_mode(
+        zo,
+        action="append",
+        help="only this mode (repeatable; default: inference and training); serve traces the curated decoders "
+        "(opcov.tracing.serve.ZOO) only",
+    )
     zo.add_argument(
         "--root", default=layout.models_dir(), help="folder of <model>/<mode>.yaml files (default: %(default)s)"
     )
@@ -101,6 +106,8 @@ def run(args) -> int:
 
     if args.action == "merge":
         return _merge(args)
+    if "serve" in (args.mode or ()):
+        _serve_alone(args)
     if args.path == "compile" or args.compile_backend:
         return _compiled(args)
     if args.tables:
@@ -129,6 +136,30 @@ def run(args) -> int:
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
     return EXIT_GATE if failures else EXIT_OK
+
+
+def _serve_alone(args) -> None:
+    """'zoo trace --mode serve' traces the curated decoders one by one, eager: one line for what it does not take."""
+    taken = [
+        flag
+        for flag, given in (
+            ("--all", args.every),
+            ("--sample", args.sample),
+            ("--jobs", args.jobs),
+            ("--shard", args.shard),
+            ("--resume", args.resume),
+            ("--retry-failed", args.retry_failed),
+            ("--real", args.real),
+            ("--table", args.table),
+            ("--path compile", args.path == "compile" or args.compile_backend),
+        )
+        if given
+    ]
+    if taken:
+        raise UsageError(
+            f"zoo trace --mode serve traces the curated decoders one by one, eager (serve op sets are always "
+            f"real-valued); it takes no {', '.join(taken)}"
+        )
 
 
 def _compiled(args) -> int:
