@@ -622,34 +622,8 @@ def _tree_problems(tree, ops):
                 key = (op, phase, dtype)
                 sums[key] = sums.get(key, 0) + calls
             continue
-        where = f"calltree node {node.id} ({node.op})"
-        if node.id <= last:
-            yield (i,), f"{where}: ids must increase down the file (a parent before its children)"
+        yield from (((i,), why) for why in _node_problems(node, known, last))
         last = max(last, node.id)
-        if node.phase not in PHASES:
-            yield (i,), f"{where}: unknown phase {node.phase!r}; expected one of {', '.join(PHASES)}"
-        if node.kind not in NODE_KINDS:
-            yield (i,), f"{where}: unknown kind {node.kind!r}; expected one of {', '.join(NODE_KINDS)}"
-        elif node.kind != CALL and "::" not in node.op:
-            yield (i,), f"{where}: a {node.kind} node's op is of the form namespace::op[.overload]"
-        if node.seen and node.seen not in SEEN:
-            yield (i,), f"{where}: seen must be one of {', '.join(SEEN)}"
-        if node.variants and node.variants not in _KNOWN_VARIANTS:
-            yield (
-                (i,),
-                f"{where}: variant={','.join(node.variants)} must be a sorted comma list of "
-                f"{', '.join(vocab.INPUT_VARIANTS)} (the input variants that made the call)",
-            )
-        if node.parent is not None:
-            if node.parent not in known:
-                yield (i,), f"{where}: parent {node.parent} is not a node above it"
-            elif known[node.parent][0] != node.phase or known[node.parent][1] == KERNEL:
-                yield (i,), f"{where}: parent {node.parent} must be a composite or call node of the same phase"
-        if node.issued_by is not None:
-            if node.parent is not None or node.phase != "backward":
-                yield (i,), f"{where}: only a backward root has issued_by"
-            elif node.issued_by not in known or known[node.issued_by][0] != "forward":
-                yield (i,), f"{where}: issued_by {node.issued_by} is not a forward node above it"
         known[node.id] = (node.phase, node.kind)
         if node.kind == KERNEL:
             key = (node.op, node.phase, node.dtype)
@@ -662,6 +636,43 @@ def _tree_problems(tree, ops):
             f"calltree: {with_variants} of {len(tree)} nodes say which input variant made them; an op set "
             "records variant= on every node or on none (re-trace it)",
         )
+    yield from _sum_problems(ops, sums)
+
+
+def _node_problems(node, known: dict, last: int):
+    """What is wrong with one call-tree node, word by word (``_tree_problems`` checks the usual node in
+    one go): its id after ``last``, its phase, kind, op, seen and variants, and a parent and an issuing
+    node among ``known`` (id -> (phase, kind)) that fit it."""
+    where = f"calltree node {node.id} ({node.op})"
+    if node.id <= last:
+        yield f"{where}: ids must increase down the file (a parent before its children)"
+    if node.phase not in PHASES:
+        yield f"{where}: unknown phase {node.phase!r}; expected one of {', '.join(PHASES)}"
+    if node.kind not in NODE_KINDS:
+        yield f"{where}: unknown kind {node.kind!r}; expected one of {', '.join(NODE_KINDS)}"
+    elif node.kind != CALL and "::" not in node.op:
+        yield f"{where}: a {node.kind} node's op is of the form namespace::op[.overload]"
+    if node.seen and node.seen not in SEEN:
+        yield f"{where}: seen must be one of {', '.join(SEEN)}"
+    if node.variants and node.variants not in _KNOWN_VARIANTS:
+        yield (
+            f"{where}: variant={','.join(node.variants)} must be a sorted comma list of "
+            f"{', '.join(vocab.INPUT_VARIANTS)} (the input variants that made the call)"
+        )
+    if node.parent is not None:
+        if node.parent not in known:
+            yield f"{where}: parent {node.parent} is not a node above it"
+        elif known[node.parent][0] != node.phase or known[node.parent][1] == KERNEL:
+            yield f"{where}: parent {node.parent} must be a composite or call node of the same phase"
+    if node.issued_by is not None:
+        if node.parent is not None or node.phase != "backward":
+            yield f"{where}: only a backward root has issued_by"
+        elif node.issued_by not in known or known[node.issued_by][0] != "forward":
+            yield f"{where}: issued_by {node.issued_by} is not a forward node above it"
+
+
+def _sum_problems(ops: dict, sums: dict):
+    """Whether the tree's kernel nodes (``sums``: (op, phase, dtype) -> calls) add up to the flat ``ops``."""
     flat = {
         (op, phase, dtype): cell.get("calls")
         for op, rec in ops.items()
