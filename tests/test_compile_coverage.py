@@ -2,6 +2,7 @@
 
 import pytest
 
+from opcov import backends
 from opcov.scan import compiled
 from opcov.store import data, layout
 
@@ -27,7 +28,7 @@ def test_tpu_compile_has_no_cpu_fallback_and_flags_its_tests_deny_list():
         "aten::cummax": {"fwd": "fallback", "res": "fallback", "bwd": "formula", "bwd_res": "fallback"},
         "aten::nonzero": {"fwd": "kernel", "res": "registered", "bwd": "none", "bwd_res": "not_applicable"},
     }
-    ops = compiled.tpu_records(eager)
+    ops = compiled.eager_kernel_records(eager, backends.get_backend("tpu"))
     assert ops["aten::mm"]["res"] == "registered"
     assert ops["aten::cummax"]["res"] == "missing" and "compile error" in ops["aten::cummax"]["why"]
     assert ops["aten::nonzero"]["res"] == "unresolved" and "vendor expectation" in ops["aten::nonzero"]["why"]

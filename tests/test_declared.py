@@ -10,7 +10,7 @@ import pytest
 from conftest import run_opcov
 from test_check import TORCH, fwd, kernel, registered, save_model
 
-from opcov import vocab
+from opcov import backends, vocab
 from opcov.scan import declared
 from opcov.store import data
 from opcov.store.lint import lint_paths
@@ -215,7 +215,7 @@ def test_the_installed_torchs_mps_lists_still_parse():
 
     from opcov.dtypes import dtype_name
 
-    path = os.path.join(os.path.dirname(torch.__file__), declared.TEST_LISTS["MPS"])
+    path = os.path.join(os.path.dirname(torch.__file__), backends.get_backend("mps").declared.test_list)
     lists = declared.read_test_lists(path, lambda attr: dtype_name(getattr(torch, attr)))
     assert lists.every_op == ("complex128", "float64")
     assert lists.forward["UNIMPLEMENTED_XFAILLIST"] and "add" in lists.supported_complex

@@ -1,27 +1,91 @@
-"""Device backends opcov knows: how each is loaded, keyed and configured.
+"""Device backends opcov knows: one record each, which every module reads.
+
+A backend is one ``Backend`` record: its device type, what to import, its dispatch key, what its
+fallback does, its torch.compile backend, its own tests, what it patches above the dispatcher, the
+live hooks it brings (settings, device, sync, fallback counters) and how to make its data. No module
+outside this one names a backend: each asks the record (docs/adding-a-backend.md).
 
 Listing backends never imports them: installed versions and out-of-tree
 PrivateUse1 backends come from package metadata (``torch.backends`` entry points),
-so ``opcov backends`` stays fast and cannot crash on a broken backend.
+so ``opcov backends`` stays fast and cannot crash on a broken backend. A backend opcov does not ship
+is added by its record: ``register(Backend(...))`` in Python, or a TOML file of records named by
+``OPCOV_BACKEND_RECORDS`` (``records_from``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
 import sys
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 
-from opcov.errors import BackendImportError, UsageError
+from opcov.errors import BackendImportError, DataError, UsageError
 
 ENTRY_POINT_GROUP = "torch.backends"  # torch's autoload group, used by torch-tpu
 PLUGIN_GROUP = "opcov.backends"  # vendors may describe their backend to opcov here
+RECORDS_ENV = "OPCOV_BACKEND_RECORDS"  # TOML files of backend records, os.pathsep-separated
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """What the backend's boxed fallback does with an op it has no kernel for, where opcov knows it.
+
+    ``kind``: cpu (runs the op on the CPU), error (raises) or unknown; ``enabled``: None where only the
+    backend's settings tell (the scan records them); ``switch``: how a user turns a disabled CPU
+    fallback on, as a fix names it."""
+
+    kind: str = "unknown"
+    enabled: bool | None = None
+    switch: str = ""
+
+
+@dataclass(frozen=True)
+class Compile:
+    """The backend on the torch.compile path.
+
+    ``backend``: the torch.compile backend its users pass by default (``opcov run --path compile``);
+    ``traced``: opcov traces op sets with its recipe (opcov.tracing.compiled.RECIPES), so the compile
+    verdict judges them; ``scanned``: ``opcov scan B --path compile`` reads its compile coverage;
+    ``probed``: ``opcov probe B --path compile`` compiles OpInfo samples on it here; ``deny``: (op, why)
+    of the ops its own tests keep off compile (an expectation, not a result)."""
+
+    backend: str
+    traced: bool = True
+    scanned: bool = True
+    probed: bool = False
+    deny: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class RunsHere:
+    """How opcov runs the backend in this Python (``opcov trace --on``, ``check --replay``):
+    ``module``: what gives the device (None: torch itself), ``device``: the device to put tensors on,
+    ``what``: what it is, ``hint``: how to get a Python where it runs."""
+
+    module: str | None
+    device: str
+    what: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What torch's source says of a dispatch key whose build cannot be loaded here (opcov.scan.declared):
+    its boxed fallback as the source registers it, and its test-suite file, relative to the torch package."""
+
+    fallback: tuple[tuple[str, object], ...] = ()
+    test_list: str = ""
+
+    def fallback_record(self) -> dict | None:
+        return dict(self.fallback) if self.fallback else None
 
 
 @dataclass(frozen=True)
 class Backend:
-    """One device backend as the dispatcher sees it."""
+    """One device backend as the dispatcher sees it, and everything opcov does differently for it."""
 
     name: str
     device_type: str
@@ -29,7 +93,26 @@ class Backend:
     package: str | None = None  # distribution that provides it (None: part of torch)
     module: str | None = None  # what to import to register its kernels
     note: str = ""
-    setup: str = ""  # what a contributor needs to make this backend's data where it is not installed
+    setup: str = ""  # how to contribute: what making this backend's data needs where it is not installed
+    fallback: Fallback = Fallback()
+    compile: Compile | None = None
+    runs_here: RunsHere | None = None
+    declared: Declared | None = None
+    reference: bool = False  # the reference every probe compares with; a CPU fallback runs what it runs
+    control: bool = False  # a reference the others are judged against, no target to compare (site)
+    probe_note: str = ""  # the first note of its probed files
+    vendor: str = ""  # who makes it, as its own tests' expectations are credited ('TorchTPU')
+    vendor_tests: str = ""  # where its own op tests live (read by 'opcov vendor-tests')
+    python_patches: str = ""  # what importing it changes above the dispatcher, which no scan sees
+    precision_setting: str = ""  # its own matmul precision setting, as a low-precision pass's fix names it
+    build_flag: str = ""  # torch.backends.<flag>.is_built(): its kernels exist only in builds with them
+    # Live code the backend brings; each is given torch (never called where the backend is not loaded).
+    in_build: Callable[[], bool] | None = field(default=None, repr=False)  # without importing torch
+    read_settings: Callable[..., dict] | None = field(default=None, repr=False)  # (torch) -> settings
+    device_hook: Callable | None = field(default=None, repr=False)  # (torch) -> its device, where torch's is not
+    sync: Callable | None = field(default=None, repr=False)  # (torch) -> None: run what it deferred
+    fallback_counts: Callable[..., dict] | None = field(default=None, repr=False)  # (host_reads) -> its record
+    reset_counts: Callable[[], None] | None = field(default=None, repr=False)
 
     def data_commands(self) -> tuple[str, str]:
         """The commands that make this backend's data: a registered scan (no device) and a probe (on it).
@@ -46,30 +129,183 @@ class Backend:
         return _dist_version(self.package or "torch")
 
     def available_in_build(self) -> bool:
-        """cuda and mps kernels exist only in builds that include them; read without importing torch."""
-        if self.name == "mps":
-            return sys.platform == "darwin"
-        if self.name == "cuda":
-            import importlib.util
+        """Whether this torch build holds its kernels (cuda and mps kernels exist only in builds that
+        include them); read without importing torch."""
+        return self.in_build() if self.in_build else True
 
-            spec = importlib.util.find_spec("torch")
-            try:
-                with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:  # type: ignore[union-attr,arg-type]  # caught below
-                    text = f.read()
-            except (OSError, AttributeError, TypeError):
-                return True
-            return not re.search(r"^cuda\b.*=\s*None\s*$", text, re.M)
+    def device(self, torch):
+        """The device to put tensors on (its runtime starts here where it has one of its own)."""
+        return self.device_hook(torch) if self.device_hook else torch.device(self.device_type)
+
+    def fallback_record(self, host_reads=frozenset()) -> dict:
+        """What the backend itself says ran through its fallback (and on the device, where it says so)."""
+        if self.fallback_counts is None:
+            return {"source": "none: this backend keeps no record of fallbacks", "tested": True}
+        return self.fallback_counts(host_reads)
+
+
+# ---------------------------------------------------------------- the hooks of the built-in backends
+
+
+def _on_macos() -> bool:
+    return sys.platform == "darwin"
+
+
+def _cuda_in_build() -> bool:
+    """Whether the installed torch is a CUDA build, read from its version.py (torch not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    try:
+        with open(os.path.join(os.path.dirname(spec.origin), "version.py")) as f:  # type: ignore[union-attr,arg-type]  # caught below
+            text = f.read()
+    except (OSError, AttributeError, TypeError):
         return True
+    return not re.search(r"^cuda\b.*=\s*None\s*$", text, re.M)
 
 
-# The torch.compile backend a device's users pass by default: ``opcov run --path compile`` compiles with
-# it, and the compile verdict judges the op set traced for it (TorchNeuron documents backend="neuron",
-# which no op set is traced for: opcov.verdict.compiled leaves it out).
-COMPILE_BACKEND = {"tpu": "tpu", "cpu": "inductor", "cuda": "inductor", "xla": "openxla", "neuron": "neuron"}
+def _tpu_settings(torch) -> dict:
+    out: dict = {}
+    try:
+        from torch_tpu._internal.execution_mode import execution_mode_impl as em
+        from torch_tpu._internal.precision import precision_impl
+
+        out["cpu_fallback_enabled"] = bool(em._is_cpu_fallback_enabled())
+        out["eager_mode"] = str(em._get_eager_mode()).split(".")[-1]
+        out["tpu_matmul_precision"] = str(precision_impl._get_global_precision()).split(".")[-1]
+    except Exception as exc:  # noqa: BLE001 - private API of one torch_tpu release
+        out["settings_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def _cuda_settings(torch) -> dict:
+    return {
+        "cuda_build": str(torch.version.cuda),  # the CUDA release the build targets (no driver asked)
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+    }
+
+
+def _mps_settings(torch) -> dict:
+    return {"cpu_fallback_enabled": os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") == "1"}
+
+
+def _xla_settings(torch) -> dict:
+    # PJRT_DEVICE picks XLA's client (CPU here, TPU or CUDA elsewhere); its boxed fallback always
+    # runs ops without a lowering on the CPU (XLA_FALLBACK_CUDA=1 sends them to CUDA instead).
+    return {
+        "pjrt_device": os.environ.get("PJRT_DEVICE", "unset"),
+        "fallback_kind": "cuda" if os.environ.get("XLA_FALLBACK_CUDA") in ("1", "true") else "cpu",
+        "cpu_fallback_enabled": True,
+    }
+
+
+def _xla_device(torch):
+    import torch_xla
+
+    return torch_xla.device()
+
+
+def _xla_sync(torch) -> None:
+    import torch_xla
+
+    torch_xla.sync()
+
+
+def _xla_counts(host_reads) -> dict:
+    import torch_xla
+    import torch_xla.debug.metrics as met
+
+    counted = sorted(n for n in met.counter_names() if n.startswith("aten::"))
+    # item() and the like read a value to the host through the fallback's kernel: a host sync,
+    # not an op that fell back (kept apart, as the xla reality check does)
+    executed = None
+    getter = getattr(torch_xla._XLAC, "_get_executed_fallback_ops", None)
+    if getter is not None:
+        executed = sorted(str(x) for x in getter())
+    return {
+        "source": "torch_xla.debug.metrics counters (aten::* = ran through the CPU fallback)"
+        + ("; torch_xla._XLAC._get_executed_fallback_ops()" if getter else ""),
+        "fallback_ops": [n for n in counted if n not in host_reads],
+        "host_reads": [n for n in counted if n in host_reads],
+        "executed_fallback_ops": executed,
+        "tested": True,
+    }
+
+
+def _xla_reset() -> None:
+    import torch_xla.debug.metrics as met
+
+    met.clear_all()
+
+
+def _neuron_counts(host_reads) -> dict:
+    torch_neuronx = importlib.import_module("torch_neuronx")  # TorchNeuron's API, from its documentation
+
+    return {
+        "source": "torch_neuronx.get_fallback_ops() / get_executed_ops() (from TorchNeuron's docs; "
+        "untested here: no Trainium)",
+        "fallback_ops": sorted(str(x) for x in torch_neuronx.get_fallback_ops()),
+        "executed_ops": sorted(str(x) for x in torch_neuronx.get_executed_ops()),
+        "tested": False,
+    }
+
+
+# TorchTPU's op tests (tests/ops_test.py, its source repository) skip these under compile: expected not to
+# compile there (data-dependent output shapes, random ops, resizing), an expectation rather than a result.
+_TPU_COMPILE_DENY = (
+    ("aten::nonzero", "data-dependent output shape"),
+    ("aten::masked_select", "data-dependent output shape"),
+    ("aten::topk", "kept off compile by its tests"),
+    ("aten::prod", "kept off compile by its tests"),
+    ("aten::prod.dim_int", "kept off compile by its tests"),
+    ("aten::resize_", "resizes its input"),
+    ("aten::bernoulli", "random op"),
+    ("aten::bernoulli.p", "random op"),
+    ("aten::rand", "random op"),
+    ("aten::randn", "random op"),
+    ("aten::randint", "random op"),
+    ("aten::randint.low", "random op"),
+    ("aten::randperm", "random op"),
+    ("aten::normal.Tensor_float", "random op"),
+    ("aten::uniform", "random op"),
+    ("aten::multinomial", "random op"),
+    ("aten::native_dropout", "random op"),
+)
+_MPS_FALLBACK = (
+    ("present", True),
+    ("kind", "cpu"),
+    ("source", "aten/src/ATen/mps/MPSFallback.mm"),
+    (
+        "note",
+        "MPS's boxed fallback (aten/src/ATen/mps/MPSFallback.mm, as torch's source registers it) "
+        "raises for every op without an MPS kernel unless PYTORCH_ENABLE_MPS_FALLBACK=1, which "
+        "runs it on the CPU; a few ops go to the CPU always (that file's list is not read)",
+    ),
+)
 
 BUILTIN = (
-    Backend("cpu", "cpu", "CPU", note="the reference every probe compares with"),
-    Backend("meta", "meta", "Meta", note="shape-only tensors; what fake-tensor tracing uses"),
+    Backend(
+        "cpu",
+        "cpu",
+        "CPU",
+        note="the reference every probe compares with",
+        compile=Compile("inductor", probed=True),
+        runs_here=RunsHere(None, "cpu", "CPU itself (eager)"),
+        reference=True,
+        control=True,
+        probe_note="harness self-test: a cpu probe runs the device side on CPU too, so it tests opcov's "
+        "probe and shows CPU's dtype support; it is not a rival backend's score",
+    ),
+    Backend(
+        "meta",
+        "meta",
+        "Meta",
+        note="shape-only tensors; what fake-tensor tracing uses",
+        fallback=Fallback("error", False),  # MetaFallbackKernel: "no fake impl or Meta kernel registered"
+        control=True,
+        probe_note="meta tensors have no values: shape, dtype and stride are compared, nothing else",
+    ),
     Backend(
         "cuda",
         "cuda",
@@ -78,6 +314,10 @@ BUILTIN = (
         setup="a CUDA build of torch: in a fresh virtual environment, pip install opcov torch==2.13.0 (the "
         "package registry's Linux wheel is a CUDA build); it imports without a GPU, so the registered scan "
         "needs none; the probe runs on an NVIDIA GPU",
+        compile=Compile("inductor"),
+        build_flag="cuda",
+        in_build=_cuda_in_build,
+        read_settings=_cuda_settings,
     ),
     Backend(
         "mps",
@@ -87,6 +327,11 @@ BUILTIN = (
         setup="torch on macOS (arm64): its wheels hold the MPS kernels; scan and probe on a Mac with "
         "Apple silicon. Anywhere: 'opcov scan mps --declared' makes declared data (weaker: read "
         "from native_functions.yaml and torch's MPS test lists)",
+        fallback=Fallback("cpu", None, "PYTORCH_ENABLE_MPS_FALLBACK=1"),
+        declared=Declared(_MPS_FALLBACK, os.path.join("testing", "_internal", "common_mps.py")),
+        build_flag="mps",
+        in_build=_on_macos,
+        read_settings=_mps_settings,
     ),
     Backend(
         "xla",
@@ -98,6 +343,22 @@ BUILTIN = (
         setup="torch-xla built for the installed torch (same version): in a fresh virtual environment, "
         "pip install opcov torch==2.9.0 torch-xla==2.9.0; PJRT_DEVICE=CPU runs it on the CPU, so both the "
         "scan and the probe work without an accelerator",
+        fallback=Fallback("cpu", True),  # torch_xla's aten_fallback.cpp: no switch turns it off
+        compile=Compile("openxla", probed=True),
+        runs_here=RunsHere(
+            "torch_xla",
+            "xla",
+            "PyTorch/XLA (its PJRT client: PJRT_DEVICE picks CPU, TPU...)",
+            "PJRT_DEVICE=CPU with torch_xla installed",
+        ),
+        python_patches="torch_xla also patches Python above the dispatcher: importing it replaces torch.nn.GRU "
+        "with its scan-based GRU (torch_xla/_patched_functions.py), so a GRU never reaches "
+        "aten::gru or _thnn_fused_gru_cell there; no dispatcher scan can see that",
+        read_settings=_xla_settings,
+        device_hook=_xla_device,
+        sync=_xla_sync,
+        fallback_counts=_xla_counts,
+        reset_counts=_xla_reset,
     ),
     Backend(
         "tpu",
@@ -107,6 +368,14 @@ BUILTIN = (
         module="torch_tpu",
         note="TorchTPU, native eager backend for Google TPUs",
         setup="pip install 'opcov[tpu]' (torch-tpu and libtpu); the scan needs no TPU, the probe runs on a TPU VM",
+        fallback=Fallback("cpu", None, "torch_tpu: its CPU fallback setting"),
+        compile=Compile("tpu", deny=_TPU_COMPILE_DENY),
+        vendor="TorchTPU",
+        vendor_tests="tests/ops_test.py of a TorchTPU source checkout",
+        python_patches="torch_tpu also patches Python above the dispatcher (F.max_pool*d routed to tpu:: "
+        "ops, optimizers, torch.compile): no dispatcher scan can see that",
+        precision_setting="tpu_matmul_precision",
+        read_settings=_tpu_settings,
     ),
     Backend(
         "neuron",
@@ -120,9 +389,102 @@ BUILTIN = (
         "index (pip install torch-neuronx --extra-index-url https://pip.repos.neuron.amazonaws.com); "
         "the scan reads the dispatcher and never starts the device, the probe runs on a Trn2 or "
         "Trn3 instance (device 'neuron'); see README, 'Backends'",
+        # TorchNeuron documents backend="neuron", which no op set is traced for: the compile verdict leaves it out
+        compile=Compile("neuron", traced=False, scanned=False),
+        fallback_counts=_neuron_counts,
     ),
 )
-_BUILD_CHECKS = {"cuda": "cuda", "mps": "mps"}
+REFERENCE = next(b.name for b in BUILTIN if b.reference)  # the backend every probe compares with
+# The torch.compile backend a device's users pass by default: ``opcov run --path compile`` compiles with it.
+COMPILE_BACKEND = {b.name: b.compile.backend for b in BUILTIN if b.compile}
+
+
+_REGISTERED: list[Backend] = []  # records added in this process (``register``)
+
+
+def register(backend: Backend) -> Backend:
+    """Add a backend record to those opcov knows in this process (the Python API a plugin or a test
+    uses; a record of the same name is replaced). Returns it."""
+    _REGISTERED[:] = [b for b in _REGISTERED if b.name != backend.name] + [backend]
+    return backend
+
+
+_SECTIONS = {"fallback": Fallback, "compile": Compile, "runs_here": RunsHere, "declared": Declared}
+_DATA_FIELDS = {f.name for f in fields(Backend) if f.repr}  # the fields a records file may set (no hooks)
+
+
+def _record(where: str, entry) -> Backend:
+    """One backend record from a records file's table, every key checked."""
+    if not isinstance(entry, dict):
+        raise DataError(f"{where}: a backend record is a table")
+    unknown = sorted(set(entry) - _DATA_FIELDS)
+    if unknown:
+        raise DataError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_DATA_FIELDS))}")
+    missing = [k for k in ("name", "device_type", "dispatch_key") if not isinstance(entry.get(k), str) or not entry[k]]
+    if missing:
+        raise DataError(f"{where}: {', '.join(missing)} must be given, as text")
+    values = dict(entry)
+    try:
+        for key, cls in _SECTIONS.items():
+            if key in values:
+                if not isinstance(values[key], dict):
+                    raise DataError(f"{where}: {key} is a table of its fields")
+                values[key] = cls(**values[key])
+        if values.get("compile") is not None:
+            values["compile"] = replace(values["compile"], deny=tuple(tuple(p) for p in values["compile"].deny))
+        if values.get("declared") is not None:  # a table in the file, (key, value) pairs in the record
+            declared = values["declared"]
+            values["declared"] = replace(declared, fallback=tuple(sorted(dict(declared.fallback or {}).items())))
+        return Backend(**values)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{where}: {exc}") from None
+
+
+@functools.lru_cache(maxsize=16)
+def _records_file(path: str, mtime: float) -> tuple[Backend, ...]:
+    """The records in one file: JSON where its name ends in .json, else TOML (Python 3.11's tomllib, or
+    the tomli package before it)."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
+    try:
+        if path.endswith(".json"):
+            doc = json.loads(raw)
+        else:
+            doc = _toml().loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:  # json's and tomllib's decode errors are ValueErrors
+        raise DataError(f"{path}: {exc}") from None
+    entries = doc.get("backend", []) if isinstance(doc, dict) else None
+    if not isinstance(entries, list):
+        raise DataError(f"{path}: 'backend' is a list of records ([[backend]] tables in TOML)")
+    return tuple(_record(f"{path}: backend {i + 1}", e) for i, e in enumerate(entries))
+
+
+def _toml():
+    for name in ("tomllib", "tomli"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    raise UsageError(f"{RECORDS_ENV}: a TOML records file needs Python 3.11 or the tomli package; or write it as JSON")
+
+
+def records_from(paths: str | None = None) -> list[Backend]:
+    """The records in the TOML files ``paths`` names (os.pathsep-separated; default: ``OPCOV_BACKEND_RECORDS``),
+    each a ``[[backend]]`` table of the record's data fields (docs/adding-a-backend.md)."""
+    text = os.environ.get(RECORDS_ENV, "") if paths is None else paths
+    out: list[Backend] = []
+    for path in filter(None, text.split(os.pathsep)):
+        try:
+            mtime = os.stat(path).st_mtime
+        except OSError as exc:
+            raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
+        out += _records_file(path, mtime)
+    return out
 
 
 def _dist_version(dist: str) -> str | None:
@@ -134,8 +496,10 @@ def _dist_version(dist: str) -> str | None:
         return None
 
 
-def _entry_point_backends() -> list[Backend]:
-    """PrivateUse1 backends that announce themselves through entry points."""
+@functools.lru_cache(maxsize=1)
+def _entry_point_backends() -> tuple[Backend, ...]:
+    """PrivateUse1 backends that announce themselves through entry points (read once a process: the
+    installed packages do not change under it)."""
     import importlib.metadata as md
 
     found = []
@@ -145,12 +509,15 @@ def _entry_point_backends() -> list[Backend]:
             dist = ep.dist.name if ep.dist else None
             module = ep.value.split(":", 1)[0]
             found.append(Backend(ep.name, ep.name, "PrivateUse1", package=dist, module=module, note=note))
-    return found
+    return tuple(found)
 
 
 def known_backends() -> list[Backend]:
-    """Built-ins first, then entry-point backends not already known under another name."""
+    """Built-ins first, then records added (``register``, then ``OPCOV_BACKEND_RECORDS``) and entry-point
+    backends, each not already known under its name (an entry point: nor under its module)."""
     out = list(BUILTIN)
+    for b in [*_REGISTERED, *records_from()]:
+        out = [k for k in out if k.name != b.name] + [b]  # an added record replaces a built-in of its name
     known_modules = {b.module.split(".")[0] for b in out if b.module}
     for b in _entry_point_backends():
         if b.module and b.module.split(".")[0] in known_modules:
@@ -181,6 +548,28 @@ def get_backend(name: str, import_module: str | None = None) -> Backend:
     raise UsageError(f"unknown backend {name!r}; known: {names} (or name a PrivateUse1 module with --import MODULE)")
 
 
+def record(name: str) -> Backend | None:
+    """The record of backend ``name``, or None for a name opcov does not know (data may still be there:
+    a backend whose folder is all the coverage data has is judged with no special case)."""
+    for b in [*_REGISTERED, *records_from()]:
+        if b.name == name:
+            return b
+    for b in BUILTIN:
+        if b.name == name:
+            return b
+    return next((b for b in _entry_point_backends() if b.name == name), None)
+
+
+def with_record(attribute: str) -> list[Backend]:
+    """The known backends whose record sets ``attribute`` (a field or hook that is not empty)."""
+    return [b for b in known_backends() if getattr(b, attribute)]
+
+
+def for_device(device_type: str) -> Backend | None:
+    """The backend whose tensors live on ``device_type`` (a device type several share: the first known)."""
+    return next((b for b in known_backends() if b.device_type == device_type), None)
+
+
 def load(backend: Backend):
     """Import torch and the backend's module so its kernels are registered; return torch.
 
@@ -190,8 +579,8 @@ def load(backend: Backend):
     from opcov.torchenv import import_torch
 
     torch = import_torch()
-    if backend.name in _BUILD_CHECKS:
-        built = getattr(torch.backends, _BUILD_CHECKS[backend.name]).is_built()
+    if backend.build_flag:
+        built = getattr(torch.backends, backend.build_flag).is_built()
         if not built:
             raise UsageError(
                 f"backend {backend.name!r}: this torch {torch.__version__} build has no "
@@ -225,30 +614,11 @@ def added_ops(backend: Backend) -> frozenset:
 
 
 def settings(backend: Backend, torch) -> dict:
-    """Settings that change what a backend does with an op, read without starting the device."""
+    """Settings that change what a backend does with an op, read without starting the device: its
+    record's ``read_settings`` hook, then what its module says of itself."""
     out = {"float32_matmul_precision": torch.get_float32_matmul_precision()}
-    if backend.name == "tpu":
-        try:
-            from torch_tpu._internal.execution_mode import execution_mode_impl as em
-            from torch_tpu._internal.precision import precision_impl
-
-            out["cpu_fallback_enabled"] = bool(em._is_cpu_fallback_enabled())
-            out["eager_mode"] = str(em._get_eager_mode()).split(".")[-1]
-            out["tpu_matmul_precision"] = str(precision_impl._get_global_precision()).split(".")[-1]
-        except Exception as exc:  # noqa: BLE001 - private API of one torch_tpu release
-            out["settings_error"] = f"{type(exc).__name__}: {exc}"
-    elif backend.name == "cuda":
-        out["cuda_build"] = str(torch.version.cuda)  # the CUDA release the build targets (no driver asked)
-        out["cuda_matmul_allow_tf32"] = bool(torch.backends.cuda.matmul.allow_tf32)
-        out["cudnn_allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
-    elif backend.name == "mps":
-        out["cpu_fallback_enabled"] = os.environ.get("PYTORCH_ENABLE_MPS_FALLBACK") == "1"
-    elif backend.name == "xla":
-        # PJRT_DEVICE picks XLA's client (CPU here, TPU or CUDA elsewhere); its boxed fallback always
-        # runs ops without a lowering on the CPU (XLA_FALLBACK_CUDA=1 sends them to CUDA instead).
-        out["pjrt_device"] = os.environ.get("PJRT_DEVICE", "unset")
-        out["fallback_kind"] = "cuda" if os.environ.get("XLA_FALLBACK_CUDA") in ("1", "true") else "cpu"
-        out["cpu_fallback_enabled"] = True
+    if backend.read_settings:
+        out.update(backend.read_settings(torch))
     if backend.module:
         # A backend may describe itself: module attribute ``__opcov_settings__`` (dict or callable).
         mod = importlib.import_module(backend.module)
@@ -261,14 +631,7 @@ def settings(backend: Backend, torch) -> dict:
 
 
 def fallback_kind(backend: Backend) -> tuple[str, bool | None]:
-    """What a boxed fallback on this key does, and whether it can be switched on, where opcov knows it.
-
-    Returns (kind, enabled) with enabled None where only the backend's settings can tell.
-    """
-    if backend.name in ("tpu", "mps"):
-        return "cpu", None
-    if backend.name == "xla":
-        return "cpu", True  # torch_xla's aten_fallback.cpp: no switch turns it off
-    if backend.name == "meta":
-        return "error", False  # MetaFallbackKernel: "no fake impl or Meta kernel registered"
-    return "unknown", None
+    """What a boxed fallback on this key does, and whether it can be switched on, where opcov knows it
+    (the record's ``fallback``). Returns (kind, enabled) with enabled None where only the backend's
+    settings can tell."""
+    return backend.fallback.kind, backend.fallback.enabled

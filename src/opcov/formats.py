@@ -77,7 +77,8 @@ def print_backends(backends, fmt: str) -> None:
         [(r["name"], r["dispatch_key"], r["package"], r["installed"] or "not installed", r["note"]) for r in rows],
         ("backend", "dispatch key", "package", "installed", "note"),
     )
-    print("\nListing imports no backend. cuda and mps kernels exist only in torch builds that include them.")
+    built = " and ".join(b.name for b in backends if b.build_flag)
+    print(f"\nListing imports no backend. {built} kernels exist only in torch builds that include them.")
     absent = [r for r in rows if r["setup"] and (not r["installed"] or r["installed"].startswith("no:"))]
     if absent:
         print("\nNot usable here; what making their data needs (then the registered scan, then the probe):")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from opcov import suggest, vocab
+from opcov import backends, suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.scan import pynames, sdpa
 from opcov.store import layout, lineyaml, vendor
@@ -426,7 +426,7 @@ def data_catalog(coverage_dir: str):
     from opcov.catalog import Catalog, Op
 
     have = layout.backends_with_data(coverage_dir)
-    for b in sorted(have, key=lambda b: b != "cpu"):
+    for b in sorted(have, key=lambda b: b != backends.REFERENCE):
         path = layout.pick(layout.snapshots(coverage_dir, b)["registered"], "")
         if path:
             doc = lineyaml.load(path, summary=False)

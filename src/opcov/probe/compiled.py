@@ -35,7 +35,7 @@ import platform
 import re
 import time
 
-from opcov import provenance, vocab
+from opcov import backends, provenance, vocab
 from opcov.catalog import build_catalog
 from opcov.errors import UsageError, cause_line
 from opcov.probe import cases, compare, xla
@@ -45,9 +45,9 @@ from opcov.sources import opinfo
 from opcov.store.cells import MAX_FAILED
 from opcov.version import __version__
 
-BACKEND = "cpu"
-# backend -> (torch.compile backend, device type of the compiled run's inputs)
-TARGETS = {"cpu": ("inductor", "cpu"), "xla": ("openxla", "xla")}
+BACKEND = backends.REFERENCE
+# backend -> (torch.compile backend, device type of the compiled run's inputs): the records' compile.probed
+TARGETS = {b.name: (b.compile.backend, b.device_type) for b in backends.BUILTIN if b.compile and b.compile.probed}
 TOGETHER = 8  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
 RANDOM_OR_TIES = (
     "rand",
@@ -93,11 +93,7 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
 
 
 def _device(torch, backend: str):
-    if TARGETS[backend][1] == xla.DEVICE_TYPE:
-        import torch_xla
-
-        return torch_xla.device()
-    return torch.device("cpu")
+    return backends.get_backend(backend).device(torch)
 
 
 def _worker_init(backend: str = BACKEND):

@@ -26,6 +26,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from opcov import backends
 from opcov.dtypes import call_dtype, dtype_name
 from opcov.errors import UsageError
 from opcov.probe.record import signature
@@ -191,10 +192,11 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
     runs = [(mode, None, frozenset()) for mode in (modes or ("inference", "training"))]
     if on:
         dev = torch.device(on["device"])
-        if dev.type == "xla":  # its runtime starts here (autograd's engine needs its device count)
-            import torch_xla
-
-            dev = torch_xla.device()
+        record = backends.for_device(dev.type)
+        if (
+            record is not None and record.device_hook
+        ):  # its runtime starts here (autograd's engine needs its device count)
+            dev = record.device(torch)
         runs += [(mode, dev, frozenset(ops)) for mode, ops in sorted(on["modes"].items())]
     for mode, dev, ops in runs:
         torch.manual_seed(0)

@@ -290,14 +290,8 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
             "forward only, its status in a cell key of its own; in the layout tiers an output's memory "
             "format is judged where CPU keeps a non-contiguous one"
         )
-    if backend.name == "cpu":
-        notes.insert(
-            0,
-            "harness self-test: a cpu probe runs the device side on CPU too, so it tests opcov's "
-            "probe and shows CPU's dtype support; it is not a rival backend's score",
-        )
-    if backend.name == "meta":
-        notes.insert(0, "meta tensors have no values: shape, dtype and stride are compared, nothing else")
+    if backend.probe_note:  # cpu's harness self-test, meta's shapes only: the record says
+        notes.insert(0, backend.probe_note)
     notes += xla.provenance_notes(backend.name)
     if settings.get("traces_on"):
         notes.append(

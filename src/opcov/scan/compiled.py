@@ -14,7 +14,7 @@ AOT graphs (``opcov.tracing.compiled``). So for each op, from where each compile
 * tpu (TorchTPU 0.2.0): its compiler runs each node of the functional graph through the eager TPU
   kernels to emit StableHLO, so its compile coverage is its eager registered data, but an op that only
   the CPU fallback catches is a compile-time error (there is no fallback inside a compiled graph), and
-  the ops TorchTPU's own op tests keep off compile (``TPU_COMPILE_DENY``, an expectation from its test
+  the ops TorchTPU's own op tests keep off compile (its record's ``compile.deny``, an expectation from its test
   suite, not a result) are unresolved, with that said.
 
 Every record is a claim read from a package (evidence ``registered``), written in the registered
@@ -27,33 +27,14 @@ from __future__ import annotations
 import datetime as _dt
 import os
 
+from opcov import backends as _backends
 from opcov import provenance
 from opcov.errors import UsageError
 from opcov.store import data, layout
 from opcov.version import __version__
 
-BACKENDS = {"cpu": "inductor", "cuda": "inductor", "tpu": "tpu", "xla": "openxla"}
-# TorchTPU's op tests (tests/ops_test.py, its source repository) skip these under compile: expected not to
-# compile there (data-dependent output shapes, random ops, resizing), an expectation rather than a result.
-TPU_COMPILE_DENY = {
-    "aten::nonzero": "data-dependent output shape",
-    "aten::masked_select": "data-dependent output shape",
-    "aten::topk": "kept off compile by its tests",
-    "aten::prod": "kept off compile by its tests",
-    "aten::prod.dim_int": "kept off compile by its tests",
-    "aten::resize_": "resizes its input",
-    "aten::bernoulli": "random op",
-    "aten::bernoulli.p": "random op",
-    "aten::rand": "random op",
-    "aten::randn": "random op",
-    "aten::randint": "random op",
-    "aten::randint.low": "random op",
-    "aten::randperm": "random op",
-    "aten::normal.Tensor_float": "random op",
-    "aten::uniform": "random op",
-    "aten::multinomial": "random op",
-    "aten::native_dropout": "random op",
-}
+# backend -> its compile backend, where 'opcov scan B --path compile' reads its compile coverage (its record's)
+BACKENDS = dict(sorted((b.name, b.compile.backend) for b in _backends.BUILTIN if b.compile and b.compile.scanned))
 NOT_BACKWARD = {"bwd": "not_applicable", "bwd_res": "not_applicable"}  # the AOT backward graph holds its ops
 
 
@@ -120,8 +101,10 @@ def inductor_records(eager: dict, lowered: set[str], fallbacks: set[str], device
     return ops
 
 
-def tpu_records(eager: dict) -> dict:
-    """Each op's compile record on TorchTPU (see the module docstring)."""
+def eager_kernel_records(eager: dict, backend: _backends.Backend) -> dict:
+    """Each op's compile record on a backend that compiles each node through its eager kernels (TorchTPU:
+    see the module docstring), with the ops its own tests keep off compile (its record's ``compile.deny``)."""
+    deny = dict(backend.compile.deny) if backend.compile else {}
     ops = {}
     for name, rec in sorted(eager.items()):
         out = {"fwd": rec["fwd"], "res": rec["res"], **NOT_BACKWARD}
@@ -131,10 +114,10 @@ def tpu_records(eager: dict) -> dict:
         if rec["res"] == "fallback":
             out["res"] = "missing"
             out["why"] = "only the CPU fallback runs it in eager mode; a compiled graph has no fallback: compile error"
-        if name in TPU_COMPILE_DENY:
+        if name in deny:
             out["res"] = "unresolved"
             out["why"] = (
-                f"TorchTPU's own op tests keep it off compile ({TPU_COMPILE_DENY[name]}): expected to fail "
+                f"{backend.vendor or backend.name}'s own op tests keep it off compile ({deny[name]}): expected to fail "
                 "there (vendor expectation, not a result)"
             )
         ops[name] = out
@@ -182,7 +165,7 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
             "out to run on CPU, as the eager CPU fallback runs them"
         )
     else:
-        ops = tpu_records(eager_doc["ops"])
+        ops = eager_kernel_records(eager_doc["ops"], _backends.get_backend(backend))
         notes.append(
             "TorchTPU compiles each node of the functional graph through its eager kernels: eager coverage, "
             "with CPU-fallback ops as compile errors and its tests' compile-only deny list as expected failures"

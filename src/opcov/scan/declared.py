@@ -37,19 +37,8 @@ from opcov.sources.opinfo import opinfos
 
 YAML_SOURCE = "aten/src/ATen/native/native_functions.yaml"  # where torchgen's packaged copy comes from
 
-# What torch's source registers as the key's boxed fallback (not read here: no build holds it).
-FALLBACKS = {
-    "MPS": {
-        "present": True,
-        "kind": "cpu",
-        "source": "aten/src/ATen/mps/MPSFallback.mm",
-        "note": "MPS's boxed fallback (aten/src/ATen/mps/MPSFallback.mm, as torch's source registers it) "
-        "raises for every op without an MPS kernel unless PYTORCH_ENABLE_MPS_FALLBACK=1, which "
-        "runs it on the CPU; a few ops go to the CPU always (that file's list is not read)",
-    },
-}
-# The test-suite file of a key, relative to the torch package.
-TEST_LISTS = {"MPS": os.path.join("testing", "_internal", "common_mps.py")}
+# What torch's source registers as the key's boxed fallback (not read here: no build holds it) and the
+# key's test-suite file, relative to the torch package: the backend record's ``declared``.
 
 
 # ---------------------------------------------------------------- native_functions.yaml
@@ -304,7 +293,8 @@ def scan(
     # The ops something declares for the key: those in the yaml, and composites registered under alias keys.
     kept = {n: op for n, op in full.ops.items() if n in declared.ops or op.composite}
     catalog = Catalog(full.torch_version, full.modules, kept)
-    fallback = FALLBACKS.get(backend.dispatch_key)
+    fallback = backend.declared.fallback_record() if backend.declared else None
+    test_list = backend.declared.test_list if backend.declared else ""
     doc = registered.scan(
         backend,
         torch,
@@ -315,11 +305,7 @@ def scan(
     )
     doc["evidence"] = "declared"
     prov = doc["provenance"]
-    lists_path = (
-        os.path.join(os.path.dirname(torch.__file__), TEST_LISTS[backend.dispatch_key])
-        if test_lists and backend.dispatch_key in TEST_LISTS
-        else None
-    )
+    lists_path = os.path.join(os.path.dirname(torch.__file__), test_list) if test_lists and test_list else None
     about = {
         "native_functions": YAML_SOURCE + " (torchgen's packaged copy of torch "
         f"{torch.__version__}, parsed by torchgen)",
@@ -362,7 +348,7 @@ def scan(
             doc["ops"][name].update(notes_of)
         about.update(
             {
-                "test_lists": os.path.join("torch", TEST_LISTS[backend.dispatch_key]) + " (parsed, not imported)",
+                "test_lists": os.path.join("torch", test_list) + " (parsed, not imported)",
                 "unsupported_dtypes": list(lists.every_op),
                 "ops_with_dtype_notes": len(notes_by_op),
             }

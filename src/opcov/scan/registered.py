@@ -311,17 +311,8 @@ def _provenance(torch, backend, catalog, scanner, ops, command, reach_note) -> d
                 f"site ({top}), a generic loop: registration alone says nothing about which "
                 "dtypes or arguments work"
             )
-    if backend.name == "tpu":
-        notes.append(
-            "torch_tpu also patches Python above the dispatcher (F.max_pool*d routed to tpu:: "
-            "ops, optimizers, torch.compile): no dispatcher scan can see that"
-        )
-    if backend.name == "xla":
-        notes.append(
-            "torch_xla also patches Python above the dispatcher: importing it replaces torch.nn.GRU "
-            "with its scan-based GRU (torch_xla/_patched_functions.py), so a GRU never reaches "
-            "aten::gru or _thnn_fused_gru_cell there; no dispatcher scan can see that"
-        )
+    if backend.python_patches:  # what importing it changes above the dispatcher (its record says)
+        notes.append(backend.python_patches)
     return {
         "torch": str(torch.__version__),
         "opcov": __version__,

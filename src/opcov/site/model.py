@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from opcov import backends, vocab
 from opcov import dtypes as dtypes_mod
-from opcov import vocab
 from opcov.errors import DataError, UsageError
 from opcov.scan import pynames as pynames_mod
 from opcov.scan import sdpa
@@ -24,7 +24,7 @@ from opcov.store import observed as observed_store
 from opcov.store.cells import ProbedCell, record_cells, skip_reason
 from opcov.verdict import judge
 
-CONTROLS = ("cpu", "meta")
+CONTROLS = tuple(b.name for b in backends.BUILTIN if b.control)  # the built-in ones; added records may add more
 # Registered resolved statuses, best first (for display order).
 REG_ORDER = vocab.REGISTERED_BEST_FIRST
 # Probed statuses (docs/DATA.md), grouped for colour and summaries; in a fixed order (the matrix codes a status
@@ -144,8 +144,10 @@ class Backend:
 
     @property
     def control(self) -> bool:
-        """cpu and meta are controls: the references the others are judged against, no target to compare."""
-        return self.name in CONTROLS
+        """cpu and meta are controls (their records say so): the references the others are judged against,
+        no target to compare."""
+        record = backends.record(self.name)
+        return bool(record and record.control)
 
 
 @dataclass

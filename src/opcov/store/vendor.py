@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 
+from opcov import backends
 from opcov.errors import DataError
 from opcov.store import layout, lineyaml, output, strictjson
 from opcov.version import __version__
@@ -20,7 +21,6 @@ from opcov.version import __version__
 FOLDER = "vendor"
 KIND = "vendor_expected"
 MAX_BYTES = 64 << 20  # a vendor-test expectations file (TorchTPU's is about 270 kB)
-WHO = {"tpu": "TorchTPU"}
 WORDS = {
     "exclude_dtypes": "dtypes excluded: {dtypes}",
     "exclude_inplace_dtypes": "in-place form's dtypes excluded: {dtypes}",
@@ -40,13 +40,19 @@ WORDS = {
 }
 
 
+def _who(backend: str) -> str:
+    """Whose tests a backend's expectations come from: its record's ``vendor`` ('TorchTPU'), else its name."""
+    record = backends.record(backend)
+    return record.vendor if record and record.vendor else backend
+
+
 def path_for(coverage_dir: str, backend: str) -> str:
-    return os.path.join(coverage_dir, FOLDER, backend, f"{WHO.get(backend, backend).lower()}-tests.json")
+    return os.path.join(coverage_dir, FOLDER, backend, f"{_who(backend).lower()}-tests.json")
 
 
 def _opinfo_map(coverage_dir: str) -> tuple[dict, str]:
     """(OpInfo name -> {aten overload: dtypes it reached}, the probed file read) from cpu's probe."""
-    path = layout.pick(layout.snapshots(coverage_dir, "cpu")["probed"], "")
+    path = layout.pick(layout.snapshots(coverage_dir, backends.REFERENCE)["probed"], "")
     if path is None:
         raise DataError(f"no cpu probe under {coverage_dir}/ to map OpInfo names to aten overloads ('opcov probe cpu')")
     doc = lineyaml.load(path, summary=False)
@@ -233,7 +239,7 @@ def _named(why: str, item: dict) -> str:
 
 def said(doc: dict, item: dict) -> str:
     """One expectation in words: "TorchTPU's tests expect ... (an expectation, not a result)"."""
-    who = WHO.get(doc["backend"], doc["backend"])
+    who = _who(doc["backend"])
     kind = item["kind"]
     deny = kind.startswith("deny")
     what = WORDS.get(kind, kind + " {why}").format(

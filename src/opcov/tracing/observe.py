@@ -74,60 +74,23 @@ def _build(torch, model: str, mode: str):
 
 
 def _device(torch, backend):
-    if backend.name == "xla":
-        import torch_xla
-
-        return torch_xla.device()
-    return torch.device(backend.device_type)
+    return backend.device(torch)
 
 
 def _sync(torch, backend) -> None:
-    if backend.name == "xla":
-        import torch_xla
-
-        torch_xla.sync()
+    if backend.sync:
+        backend.sync(torch)
 
 
 def _backend_record(backend) -> dict:
-    """What the backend itself says ran on the CPU (and on the device, where it says so)."""
-    if backend.name == "xla":
-        import torch_xla
-        import torch_xla.debug.metrics as met
-
-        counted = sorted(n for n in met.counter_names() if n.startswith("aten::"))
-        # item() and the like read a value to the host through the fallback's kernel: a host sync,
-        # not an op that fell back (kept apart, as the xla reality check does)
-        fallback = [n for n in counted if n not in HOST_READS]
-        executed = None
-        getter = getattr(torch_xla._XLAC, "_get_executed_fallback_ops", None)
-        if getter is not None:
-            executed = sorted(str(x) for x in getter())
-        return {
-            "source": "torch_xla.debug.metrics counters (aten::* = ran through the CPU fallback)"
-            + ("; torch_xla._XLAC._get_executed_fallback_ops()" if getter else ""),
-            "fallback_ops": fallback,
-            "host_reads": [n for n in counted if n in HOST_READS],
-            "executed_fallback_ops": executed,
-            "tested": True,
-        }
-    if backend.name == "neuron":
-        import torch_neuronx  # noqa: F401 - TorchNeuron's API, from its documentation
-
-        return {
-            "source": "torch_neuronx.get_fallback_ops() / get_executed_ops() (from TorchNeuron's docs; "
-            "untested here: no Trainium)",
-            "fallback_ops": sorted(str(x) for x in torch_neuronx.get_fallback_ops()),
-            "executed_ops": sorted(str(x) for x in torch_neuronx.get_executed_ops()),
-            "tested": False,
-        }
-    return {"source": "none: this backend keeps no record of fallbacks", "tested": True}
+    """What the backend itself says ran on the CPU (and on the device, where it says so): its record's
+    ``fallback_counts`` hook (PyTorch/XLA's metrics counters, TorchNeuron's fallback list)."""
+    return backend.fallback_record(HOST_READS)
 
 
 def _reset_record(backend) -> None:
-    if backend.name == "xla":
-        import torch_xla.debug.metrics as met
-
-        met.clear_all()
+    if backend.reset_counts:
+        backend.reset_counts()
 
 
 def observe(

@@ -22,12 +22,17 @@ from opcov.sources.step import input_variants
 from opcov.store.opset import OpSet
 from opcov.tracing import realtrace
 
-# Backends opcov can record on in this process, and how: the module that gives the device (None: torch
-# itself), the device to put tensors on, and what it is.
-RUNNABLE = {
-    "cpu": (None, "cpu", "CPU itself (eager)"),
-    "xla": ("torch_xla", "xla", "PyTorch/XLA (its PJRT client: PJRT_DEVICE picks CPU, TPU...)"),
-}
+
+def _runnable() -> dict:
+    """Backends opcov can record on in this process, and how (their records' ``runs_here``): the module
+    that gives the device (None: torch itself), the device to put tensors on, and what it is."""
+    from opcov import backends
+
+    return {
+        b.name: (b.runs_here.module, b.runs_here.device, b.runs_here.what) for b in backends.with_record("runs_here")
+    }
+
+
 PATH_BACKEND = "backend"  # provenance ``path``: recorded on the backend itself
 
 
@@ -36,19 +41,21 @@ def runnable(backend: str) -> tuple:
     not (an unknown name names those opcov knows)."""
     from opcov import backends
 
-    backends.get_backend(backend)  # an unknown name: one line naming the known ones
-    if backend not in RUNNABLE:
+    record = backends.get_backend(backend)  # an unknown name: one line naming the known ones
+    runnable = _runnable()
+    if backend not in runnable:
         raise UsageError(
-            f"--on {backend}: opcov records only on backends it can run in this process ({', '.join(RUNNABLE)}); "
+            f"--on {backend}: opcov records only on backends it can run in this process ({', '.join(runnable)}); "
             f"leave out --on to trace on the stand-in device (its path, not {backend}'s)"
         )
-    module, _, _ = RUNNABLE[backend]
+    module, _, _ = runnable[backend]
     if module and importlib.util.find_spec(module) is None:
+        hint = f"(for {backend}: {record.runs_here.hint}), " if record.runs_here and record.runs_here.hint else ""
         raise UsageError(
             f"--on {backend}: {module} is not installed in this Python; run opcov from one that has it "
-            f"(for xla: PJRT_DEVICE=CPU with torch_xla installed), or leave out --on to trace on the stand-in device"
+            f"{hint}or leave out --on to trace on the stand-in device"
         )
-    return RUNNABLE[backend]
+    return runnable[backend]
 
 
 def trace_on(
@@ -69,9 +76,12 @@ def trace_on(
     torch = import_torch()
     if module:  # before the model is built: a backend may replace modules (torch_xla's nn.GRU)
         try:
-            mod = importlib.import_module(module)
-            if backend == "xla":
-                mod.device()  # the PJRT client starts now, or says why it cannot
+            importlib.import_module(module)
+            from opcov import backends
+
+            record = backends.get_backend(backend)
+            if record.device_hook:
+                record.device(torch)  # its runtime (PyTorch/XLA's PJRT client) starts now, or says why it cannot
         except Exception as exc:  # noqa: BLE001 - a backend that does not start is the user's setup
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise UsageError(

@@ -129,18 +129,37 @@ REPLAY_DIR = "replayed"  # default --replay-dir: BACKEND/MODEL-MODE.yaml under i
 
 
 def replay_here(backend: str, asked: bool = False) -> bool:
-    """Whether ``backend`` runs in this Python (opcov.tracing.ondevice.RUNNABLE, its module importable),
-    so that a model's own calls can be replayed on it now; cpu, the reference itself, only when ``asked``."""
+    """Whether ``backend`` runs in this Python (its record's ``runs_here``, its module importable), so
+    that a model's own calls can be replayed on it now; one that needs no module (the reference itself)
+    only when ``asked``."""
     import importlib.util
 
-    from opcov.tracing.ondevice import RUNNABLE
+    from opcov import backends
 
-    if backend not in RUNNABLE:
+    record = backends.record(backend)
+    runs = record.runs_here if record else None
+    if runs is None:
         return False
-    module = RUNNABLE[backend][0]
-    if module is None:
+    if runs.module is None:
         return asked
-    return importlib.util.find_spec(module) is not None
+    return importlib.util.find_spec(runs.module) is not None
+
+
+def _runs_in_another_python(backend: str) -> bool:
+    """A backend opcov runs in a Python that has its module (PyTorch/XLA's), where this one has not."""
+    from opcov import backends
+
+    record = backends.record(backend)
+    return bool(record and record.runs_here and record.runs_here.module) and not replay_here(backend)
+
+
+def _where_it_runs() -> str:
+    """' (for B: how to get a Python where B runs)' of each backend whose record says, else ''."""
+    from opcov import backends
+
+    runs = [(b.name, b.runs_here) for b in backends.known_backends()]
+    hints = [f"for {name}: {how.hint}" for name, how in runs if how and how.hint]
+    return f" ({'; '.join(hints)})" if hints else ""
 
 
 def replayer(args):
@@ -156,7 +175,7 @@ def replayer(args):
         if not replay_here(backend, asked=bool(choice)):
             if choice:
                 raise UsageError(
-                    f"--replay: {backend} does not run in this Python (for xla: torch_xla with PJRT_DEVICE=CPU); "
+                    f"--replay: {backend} does not run in this Python{_where_it_runs()}; "
                     f"replay where it does: opcov probe {backend} --opsets OPSET --ops '^trace\\.' --out FILE"
                 )
             return None
@@ -285,7 +304,7 @@ def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, o
             1,
             f"this model's own calls were replayed on {backend} one by one ({replayed[0]}): they decide each op they reach",
         )
-    elif backend == "xla" and not replay_here(backend):  # the one backend opcov runs as a second Python
+    elif _runs_in_another_python(backend):
         v.notes.insert(
             1,
             f"this model's own calls were not replayed on {backend} (it does not run in this Python): "

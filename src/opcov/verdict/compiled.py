@@ -26,8 +26,16 @@ from opcov.verdict import judge, observed
 
 # The compile backend whose recipe (decompositions, partitioner) a device's torch.compile uses by default,
 # where opcov traces op sets for it (opcov.tracing.compiled.RECIPES).
-COMPILE_BACKEND = {d: b for d, b in backends.COMPILE_BACKEND.items() if b in ("tpu", "inductor", "openxla")}
+COMPILE_BACKEND = {b.name: b.compile.backend for b in backends.BUILTIN if b.compile and b.compile.traced}
 _OUTCOME_OF = {verdict: outcome for outcome, verdict in vocab.VERDICT_OF.items()}
+
+
+def _compile_probed(backend: str) -> bool:
+    """Whether 'opcov probe BACKEND --path compile' runs it (its record's compile.probed)."""
+    record = backends.record(backend)
+    return bool(record and record.compile and record.compile.probed)
+
+
 BREAKS_HEAD = "{n} graph break(s); each runs eagerly: its ops are judged on eager coverage"
 
 
@@ -118,17 +126,16 @@ def compile_coverage(doc: dict, backend: str, coverage_dir: str, *, read=judge.r
     names = judge.needed_ops(doc)
     chosen = {k: layout.pick(files[k], torch_version) for k in ("registered", "probed")}
     if not any(chosen.values()):
-        from opcov.scan.compiled import BACKENDS
-
-        if backend not in BACKENDS:
+        scanned = sorted(b.name for b in backends.known_backends() if b.compile and b.compile.scanned)
+        if backend not in scanned:
             raise UsageError(
-                f"{backend} has no compile coverage: opcov reads the compile path of {', '.join(BACKENDS)} so far "
+                f"{backend} has no compile coverage: opcov reads the compile path of {', '.join(scanned)} so far "
                 f"(the {COMPILE_BACKEND.get(backend, '?')} op set is there to judge once it has)"
             )
         raise UsageError(
             f"{backend} has no compile coverage under {layout.compile_coverage_dir(backend, coverage_dir)}/; "
             f"make it with 'opcov scan {backend} --path compile'"
-            + (f" or 'opcov probe {backend} --path compile'" if backend == "cpu" else "")
+            + (f" or 'opcov probe {backend} --path compile'" if _compile_probed(backend) else "")
         )
     docs = {k: read(p, names) for k, p in chosen.items() if p}
     paths = [chosen[k] for k in ("registered", "probed") if chosen[k]]

@@ -23,7 +23,7 @@ import gc
 import re
 from dataclasses import dataclass, field, replace
 
-from opcov import suggest, vocab
+from opcov import backends, suggest, vocab
 from opcov.errors import DataError, UsageError
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, ProbedSlot, record_cells
@@ -340,8 +340,8 @@ def coverage_for(
         backend, docs.get("registered"), docs.get("probed"), paths, notes=[f"ignored {p}: {why}" for p, why in ignored]
     )
     cov.notes.extend(contributed.notes(docs.get("probed")))  # whose evidence, when it was contributed
-    if backend != "cpu" and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
-        cpu_path = layout.pick(_listing(coverage_dir, "cpu", listings)[0]["registered"], torch_version)
+    if backend != backends.REFERENCE and cov.fallback() == ("cpu", True):  # the only case that reads CPU's data
+        cpu_path = layout.pick(_listing(coverage_dir, backends.REFERENCE, listings)[0]["registered"], torch_version)
         cov.cpu = read(cpu_path, names) if cpu_path else None
     return cov
 
@@ -384,11 +384,9 @@ def share(cov: Coverage, pool: dict) -> Coverage:
 
 
 def _fix_fallback(backend: str) -> str:
-    hint = (
-        " (torch_tpu: its CPU fallback setting)"
-        if backend == "tpu"
-        else (" (PYTORCH_ENABLE_MPS_FALLBACK=1)" if backend == "mps" else "")
-    )
+    """The fix for an op only a disabled CPU fallback catches, naming the backend's switch (its record's)."""
+    record = backends.record(backend)
+    hint = f" ({record.fallback.switch})" if record and record.fallback.switch else ""
     return f"enable the CPU fallback{hint}: the op then runs on the CPU, slowly"
 
 
@@ -627,7 +625,8 @@ def _low_precision_fix(slot: ProbedSlot) -> str:
     if slot.status != "pass_low_precision":
         return ""
     if slot.tol in ("low_precision", "usable:matmul"):
-        return "set torch.set_float32_matmul_precision('highest') (tpu: tpu_matmul_precision) if the error matters"
+        own = "".join(f" ({b.name}: {b.precision_setting})" for b in backends.BUILTIN if b.precision_setting)
+        return f"set torch.set_float32_matmul_precision('highest'){own} if the error matters"
     return f"passes the usable tier ({slot.tol}), not CPU's own precision: check that the error is tolerable"
 
 
