@@ -188,8 +188,6 @@ def test_summary_keeps_the_step_phases_and_adds_serving_ones_only_where_called()
 
 
 def test_the_command_line_says_what_serve_does_not_record_yet():
-    r = run_opcov("trace", "llama", "--mode", "serve", "--path", "compile")
-    assert r.returncode == 2 and "compiled decode step is not traced yet" in r.stderr
     r = run_opcov("trace", "llama", "--mode", "serve", "--on", "cpu")
     assert r.returncode == 2 and "not recorded on a backend itself yet" in r.stderr
     r = run_opcov("zoo", "trace", "--mode", "serve", "--all")
@@ -220,3 +218,27 @@ def test_check_a_zoo_decoder_by_name_in_serve_mode():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tpu (serve):" in r.stdout and "note: serve decode, the KV cache's update:" in r.stdout
     assert "aten::index_copy_" in r.stdout and "aten::multinomial" in r.stdout
+
+
+# ---------------------------------------------------------------- the compiled decode step
+
+
+def test_compiled_decode_step_names_its_recompilations_and_tpus_rule(tmp_path):
+    out = str(tmp_path / "tpu-serve.yaml")
+    r = run_opcov("trace", "gpt2", "--mode", "serve", "--path", "compile", "--compile-backend", "tpu", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "Recompiling" not in r.stdout + r.stderr  # Dynamo's own log lines stay off the terminal
+    doc = opset.load(out)
+    rec = doc["compile"]
+    assert doc["path"] == "compile" and rec["outcome"] == "compiled"
+    assert {n.phase for n in opset.nodes(doc)} == {"prefill", "decode"}
+    # a static cache recompiles once (the prompt's length to one token); a dynamic one at every decode step
+    static = [x for x in rec["recompiles"] if x["cache"] == "static"]
+    assert [x["phase"] for x in static] == ["decode"] and "input_ids" in static[0]["reason"]
+    dynamic = [x for x in rec["recompiles"] if x["cache"] == "dynamic"]
+    assert len(dynamic) == serve.NEW_TOKENS - 1
+    assert "aten::index_copy" in doc["ops"]  # the static cache's update, functional in the AOT graph
+    finding = next(n for n in rec["serve"] if n.startswith("tpu:"))
+    assert "bounded dynamism" in finding and "dynamic=True" in finding
+    r = run_opcov("check", out, "-b", "tpu", "--path", "compile")
+    assert "bounded dynamism" in r.stdout and "serve, static cache: 1 recompilation" in r.stdout

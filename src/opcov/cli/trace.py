@@ -23,7 +23,7 @@ def add_parser(sub) -> None:
         default="training",
         help="training (default): forward, backward and an optimizer step; inference: the forward; serve: a "
         "text decoder's generate(), its prefill and decode steps with a static and a dynamic KV cache, greedy "
-        "and sampling (always real values; eager only)",
+        "and sampling (real values; with --path compile, the compiled forward's prefill and decode graphs)",
     )
     tr.add_argument(
         "--dtype",
@@ -147,11 +147,6 @@ def run(args) -> int:
 
 def _serve_refusals(args) -> None:
     """What --mode serve does not record yet, in one line each (opcov.tracing.serve)."""
-    if args.path == "compile":
-        raise UsageError(
-            "--mode serve --path compile: the compiled decode step is not traced yet; --mode serve records the "
-            "eager path"
-        )
     if args.on:
         raise UsageError(f"--mode serve --on {args.on}: serving is not recorded on a backend itself yet")
     if args.optimizer != "adamw":

@@ -271,7 +271,9 @@ class Capture:
     trees: dict = field(default_factory=dict)  # recipe name -> calltree.Builder
     errors: dict = field(default_factory=dict)  # recipe name -> why AOTAutograd failed on a graph
     failure: str = ""  # why the run stopped (the model could not be traced to the end)
-    phase: str = "forward"
+    phase: str = "forward"  # serve: the phase (prefill, decode) of the call that made the graph
+    label: str = ""  # serve: which run made the graph (its cache), said in the graph node's args
+    recompiles: list = field(default_factory=list)  # serve: {"cache", "phase", "reason"} per recompilation
 
 
 def _val_dtypes(torch, val) -> list[str]:
@@ -326,13 +328,17 @@ def _make_backend(torch, cap: Capture, recipes: list[Recipe]):
     from torch._dynamo.backends.common import aot_autograd
 
     def recorder(rec: Recipe, graph_id: int, phase: str):
+        phase = cap.phase if phase == "forward" else phase  # serve: prefill or decode
+        label = cap.label
+
         def compile_graph(gm, example_inputs):
             tree = cap.trees[rec.name]
             idx = tree.open(f"dynamo.graph.{graph_id}", phase, CALL)
             calls = graph_calls(torch, gm)
             for name, key, shape in calls:
                 tree.leaf(name, phase, key, shape=shape)
-            tree.close(idx, dtype=calls[0][1] if calls else "none", args=f"{len(calls)} ops", on_device=bool(calls))
+            args = f"{label}, {len(calls)} ops" if label else f"{len(calls)} ops"
+            tree.close(idx, dtype=calls[0][1] if calls else "none", args=args, on_device=bool(calls))
             return make_boxed_func(gm.forward)
 
         return compile_graph
@@ -455,6 +461,134 @@ def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=No
     return cap
 
 
+RECOMPILES_LOGGER = "torch._dynamo.guards.__recompiles"  # TORCH_LOGS=recompiles
+
+
+def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -> Capture:
+    """The compiled decode step, as transformers' compiled generation runs it: the model's forward under
+    ``torch.compile`` (``dynamic=False``: TorchTPU's compile backend refuses ``dynamic=True``), called for
+    the prompt (prefill) and then once per new token (decode), with a static KV cache and with a dynamic
+    one, on fake tensors. Token selection stays eager (generate compiles the forward only). Each
+    recompilation is kept with Dynamo's own reason (the guard that failed: which dimension changed)."""
+    import torch._dynamo
+    from transformers import DynamicCache, StaticCache
+
+    from opcov.tracing import serve
+
+    serve.check_model(module)
+    cap = Capture(trees={r.name: calltree.Builder() for r in recipes})
+    for name in ("torch._subclasses.fake_tensor", "torch._dynamo", "torch._inductor"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+    mod, fake = _fake_copy(torch, module, opts)
+    mod.eval()
+    fake = fake or contextlib.nullcontext()
+    with fake:
+        _, kwargs = _move_inputs(torch, inputs, "cpu", opts)
+    ids = kwargs["input_ids"]
+    batch, prompt = ids.shape
+    torch._logging.set_logs(recompiles=True)  # first: it gives the logger torch's own handler, taken off below
+    log = logging.getLogger(RECOMPILES_LOGGER)
+    handler = _Lines()
+    saved = (log.level, log.propagate, list(log.handlers))
+    for other in saved[2]:
+        log.removeHandler(other)
+    log.setLevel(logging.DEBUG)
+    log.propagate = False
+    log.addHandler(handler)
+    try:
+        with logged_breaks() as breaks, fake, torch.no_grad():
+            for cache_kind in ("static", "dynamic"):
+                torch._dynamo.reset()
+                cap.label = f"cache={cache_kind}"
+                forward = torch.compile(mod.forward, backend=_make_backend(torch, cap, recipes), dynamic=False)
+                cache = (
+                    StaticCache(config=mod.config, max_cache_len=prompt + serve.NEW_TOKENS)
+                    if cache_kind == "static"
+                    else DynamicCache(config=mod.config)
+                )
+                step_ids, position = ids, torch.arange(prompt)
+                for step in range(serve.NEW_TOKENS):
+                    cap.phase = serve.PREFILL if step == 0 else serve.DECODE
+                    handler.lines.clear()
+                    try:
+                        out = forward(
+                            input_ids=step_ids, past_key_values=cache, cache_position=position, use_cache=True
+                        )
+                    except Exception as exc:  # noqa: BLE001 - a model Dynamo cannot take to the end: its reason
+                        cap.failure = f"{cache_kind} cache, {cap.phase}: {_why(exc, breaks)}"
+                        break
+                    cap.recompiles += [
+                        {"cache": cache_kind, "phase": cap.phase, "step": step, "reason": _guard_line(line)}
+                        for line in handler.lines
+                    ]
+                    step_ids = out.logits[:, -1].argmax(-1, keepdim=True)  # eager, as generate picks tokens
+                    position = position[-1:] + 1
+                if cap.failure:
+                    break
+        cap.breaks = distinct_breaks(breaks)
+    finally:
+        torch._dynamo.reset()
+        log.removeHandler(handler)
+        for other in saved[2]:
+            log.addHandler(other)
+        log.setLevel(saved[0])
+        log.propagate = saved[1]
+        torch._logging.set_logs(recompiles=False)
+    cap.phase, cap.label = "forward", ""
+    return cap
+
+
+class _Lines(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record):
+        try:
+            self.lines.append(record.getMessage())
+        except Exception:  # noqa: BLE001 - a log line we cannot read must not stop the trace
+            self.lines.append("unreadable recompile log line")
+
+
+def _guard_line(text: str) -> str:
+    """The failed guard of Dynamo's recompile message ('tensor 'kwargs['input_ids']' size mismatch at index 1.
+    expected 8, actual 1'): the first it lists, the latest graph's (the others are older graphs'), else the
+    message's first line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    guards = [ln.split(": ", 1)[-1] for ln in lines if ln.startswith("- ")]
+    return guards[0] if guards else (lines[0] if lines else "")
+
+
+def serve_notes(cap: Capture, rec: Recipe) -> list[str]:
+    """What a compiled serve op set says of its recompilations, and TorchTPU's rule on dynamic shapes."""
+    from opcov.tracing import serve
+
+    notes = [
+        f"serve: the model's forward compiled with dynamic=False and called for the prompt ({serve.PROMPT} tokens: "
+        f"prefill) and {serve.NEW_TOKENS - 1} decode steps, with a static and a dynamic KV cache; token selection "
+        "is not compiled (generate runs it eagerly)"
+    ]
+    for kind in ("static", "dynamic"):
+        mine = [r for r in cap.recompiles if r["cache"] == kind]
+        decode = [r for r in mine if r["phase"] == serve.DECODE]
+        reasons = sorted({r["reason"] for r in mine})
+        notes.append(
+            f"serve, {kind} cache: {len(mine)} recompilation(s), {len(decode)} in decode steps"
+            + (f" (guards that failed: {'; '.join(reasons)[:400]})" if reasons else "")
+        )
+    # past the first decode step (prefill to decode recompiles with any cache), what recompiled
+    grown = [r for r in cap.recompiles if r["cache"] == "dynamic" and r["step"] > 1]
+    if rec.name == "tpu" and grown:
+        notes.append(
+            "tpu: TorchTPU's compile backend refuses dynamic=True (NotImplementedError) and takes bounded "
+            "dynamism only (torch._dynamo.mark_dynamic with min and max): with a dynamic cache every decode step "
+            f"recompiled here ({len(grown)} more after the first decode step), as the cache's length grows; serve "
+            "with a static cache (one recompilation, prefill to decode) or mark that length dynamic with bounds "
+            "(opcov does not trace a bounded-dynamic decode step yet)"
+        )
+    return notes
+
+
 # Dynamo's lines that repeat the break just logged (for the frame it gives up on), not breaks of their own.
 REPEATS = ("Failed to handle graph break gracefully", "Encountered graph break that we cannot resume from")
 
@@ -523,6 +657,9 @@ def document(torch, cap: Capture, rec: Recipe, opts: Options) -> dict:
         compile_rec["failure"] = cap.failure
     if rec.name in cap.errors:
         compile_rec["aot_error"] = cap.errors[rec.name]
+    if opts.mode == "serve":  # what was compiled, its recompilations, TorchTPU's rule: the verdict's notes too
+        compile_rec["serve"] = serve_notes(cap, rec)
+        compile_rec["recompiles"] = cap.recompiles
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": KIND,
@@ -547,7 +684,8 @@ def document(torch, cap: Capture, rec: Recipe, opts: Options) -> dict:
             "graphs": len(cap.graphs),
             "graph_breaks": len(cap.breaks),
             "calls": {
-                p: sum(c["calls"] for r in ops.values() for c in r.get(p, {}).values()) for p in ("forward", "backward")
+                p: sum(c["calls"] for r in ops.values() for c in r.get(p, {}).values())
+                for p in (("forward", "backward") if opts.mode != "serve" else opset.SERVE_PHASES)
             },
         },
         "calltree": [node_text(row) for row in tree],
@@ -576,7 +714,8 @@ def trace_compiled(
     the end is an op set whose ``compile.outcome`` is ``failed`` with the reason (what was captured
     before it is kept)."""
     opts = Options(mode, dtype, False, "cpu", "none", real)
-    opts.check()
+    # the compiled serve step runs on fake tensors (no generate: nothing reads a token on the host)
+    (replace(opts, mode="inference") if mode == "serve" else opts).check()
     torch = import_torch()
     if not real and torch.torch_version.TorchVersion(torch.__version__) < "2.10":
         # AOTAutograd before 2.10 asserts that the fake tensors made here share Dynamo's own fake mode,
@@ -586,7 +725,10 @@ def trace_compiled(
             "trace it with --real (small real tensors on the CPU)"
         )
     recipes = [recipe(torch, b) for b in dict.fromkeys(backends)]
-    cap = capture(torch, model, inputs, opts, recipes, loss)
+    if mode == "serve":
+        cap = capture_serve(torch, model, inputs, opts, recipes)
+    else:
+        cap = capture(torch, model, inputs, opts, recipes, loss)
     params = sum(p.numel() for p in _unique_params(model))
     created = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     out = {}
@@ -658,7 +800,12 @@ def trace_compiled_spec(
     torch = import_torch()
     for b in backends:  # a backend that is not installed: one line, before the (slow) build
         recipe(torch, b)
-    built = models.build(entry.spec if entry else model, sizes, mode=mode, real=real, zoo_entry=entry)
+    build_mode = "inference" if mode == "serve" else mode  # serve: a prompt made from the inputs built
+    built = models.build(entry.spec if entry else model, sizes, mode=build_mode, real=real, zoo_entry=entry)
+    if mode == "serve":
+        from opcov.tracing import serve
+
+        serve.prepare(torch, built)
     dtype = dtype or (entry.dtype if entry else built.dtype or Options.dtype)
     result = trace_compiled(
         built.model,

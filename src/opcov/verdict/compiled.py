@@ -151,6 +151,7 @@ def judge_compiled(
     rec = doc.get("compile") or {}
     breaks = list(doc.get("graph_breaks") or [])
     cv = CompiledVerdict(backend, doc["mode"], path, str(rec.get("backend")), breaks, None, outcome=rec["outcome"])
+    cv.notes += [str(n) for n in rec.get("serve") or ()]  # a serve step: its recompilations, TorchTPU's rule
     if cv.outcome == "failed":
         cv.why = f"Dynamo could not take the model to the end: {rec.get('failure', '?')}"
         return cv
