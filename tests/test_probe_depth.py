@@ -160,7 +160,8 @@ def test_merged_shards_keep_the_best_explained_reason():
     """Shards give an op the same facts; the shard that probed its functional form (or ran its
     OpInfo) explains it better, and the merge keeps that one, as the whole run would have."""
     from opcov.probe import results
-    from opcov.probe.disposition import Dispositions, pick
+    from opcov.probe.disposition import Dispositions
+    from opcov.store.combine import pick
 
     assert pick({"skipped": "not_selected"}, {"skipped": "other_overload"}) == {"skipped": "other_overload"}
     assert pick({"skipped": "variant", "of": "aten::a"}, {"skipped": "no_source"})["skipped"] == "variant"

@@ -25,13 +25,11 @@ from __future__ import annotations
 
 from opcov.catalog import resolve_overload
 from opcov.probe.record import DROPOUT_ONLY
-from opcov.vocab import SKIP_REASONS
 
 # Namespaces whose ops run collectives: they need an initialised process group.
 DISTRIBUTED_NAMESPACES = frozenset(
     {"c10d", "_c10d_functional", "c10d_functional", "_c10d_functional_autograd", "symm_mem", "fsdp", "_dtensor"}
 )
-RANK = {w: i for i, w in enumerate(SKIP_REASONS)}
 
 
 def _bare(base: str) -> str:
@@ -142,9 +140,3 @@ class Dispositions:
         if about & self.selected:
             return {"skipped": "other_overload"}
         return {"skipped": "not_selected" if about else "no_source"}
-
-
-def pick(a: dict, b: dict) -> dict:
-    """Of two records of one unprobed op (from merged files), the better explained: the first bucket
-    in SKIP_REASONS order; a reason that is not a bucket (a file from before buckets) loses."""
-    return a if RANK.get(a.get("skipped"), len(RANK)) <= RANK.get(b.get("skipped"), len(RANK)) else b

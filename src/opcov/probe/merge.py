@@ -13,23 +13,9 @@ scanned them), so the core ops are read from a registered file of the same torch
 
 from __future__ import annotations
 
-import os
-
 from opcov.errors import DataError, UsageError
-from opcov.probe import results
-from opcov.probe.runner import now_iso
-from opcov.store import data, layout, lineyaml, output
-
-
-def _identity(doc: dict) -> dict:
-    b = doc["backend"]
-    return {
-        "backend": b["name"],
-        "package": b["package"],
-        "backend version": b["version"],
-        "torch version": str(doc["provenance"]["torch"]),
-        "schema": doc["schema_version"],
-    }
+from opcov.store import data, output
+from opcov.store.combine import merge_docs
 
 
 def merge_files(paths, *, command: str, replace: bool = False) -> dict:
@@ -94,95 +80,3 @@ def _selected(doc: dict, earlier) -> dict:
             rec = {dk: cell for dk, cell in rec.items() if dk not in have} or {"skipped": "not_selected"}
         ops[op] = rec
     return {**doc, "ops": ops}
-
-
-def _registered_candidates(paths) -> list[str]:
-    """Registered files that may carry the core tags: one per folder (the one named with the
-    wanted torch version when there is one), first the folders of ``paths``, then each backend
-    folder of the default coverage folder."""
-    folders = []
-    for p in paths:
-        folder = os.path.dirname(os.path.abspath(p))
-        if folder not in folders:
-            folders.append(folder)
-    if os.path.isdir(layout.DEFAULT_COVERAGE):
-        for name in sorted(os.listdir(layout.DEFAULT_COVERAGE)):
-            folder = os.path.abspath(os.path.join(layout.DEFAULT_COVERAGE, name))
-            if name != layout.MODELS and os.path.isdir(folder) and folder not in folders:
-                folders.append(folder)
-    return [f for f in (layout.snapshots(os.path.dirname(d), os.path.basename(d))["registered"] for d in folders) if f]
-
-
-def core_names(paths, doc: dict) -> set[str]:
-    """The core ATen ops of ``doc``'s torch version, without importing torch: the ops tagged
-    ``core`` in a registered file made with that torch version, looked for next to ``paths`` and
-    then under the default coverage folder. A file is taken only if it tags as many of ``doc``'s
-    ops core as ``doc``'s own summary counts (a file from before tags were stored tags none)."""
-    version = str(doc["provenance"]["torch"])
-    want = ((doc.get("summary") or {}).get("core") or {}).get("overloads")
-    for files in _registered_candidates(paths):
-        try:
-            reg = lineyaml.load(layout.pick(files, version), summary=False)
-        except DataError:  # a broken file says nothing here; 'opcov lint' names its problem
-            continue
-        if str(reg["provenance"].get("torch")) != version:
-            continue
-        core = {n for n, rec in reg["ops"].items() if "core" in (rec.get("tags") or ())}
-        if core and (want is None or len(core & set(doc["ops"])) == want):
-            return core
-    raise DataError(
-        f"cannot tell which ops are core ATen in torch {version} without importing torch: "
-        f"no registered file of torch {version} with op tags next to {paths[0]} or under "
-        f"{layout.DEFAULT_COVERAGE}/<backend>/; write one with 'opcov scan BACKEND' (no device needed)"
-    )
-
-
-def merge_docs(docs, *, command: str) -> dict:
-    first_path, first = docs[0]
-    want = _identity(first)
-    for p, d in docs[1:]:
-        got = _identity(d)
-        for key in want:
-            if got[key] != want[key]:
-                raise DataError(
-                    f"cannot merge {p} with {first_path}: {key} {got[key]!r} != {want[key]!r} "
-                    "(merge only shards or runs of one backend, torch version and schema)"
-                )
-    core = core_names([p for p, _ in docs], first)
-    ops = results.merge_ops([d["ops"] for _, d in docs])
-    if len(docs) > 1:
-        for rec in ops.values():  # shard-specific reasons say less once shards are combined
-            if "skipped" in rec and " (shard " in rec["skipped"]:
-                rec["skipped"] = rec["skipped"].split(" (shard ")[0]
-    table = results.merge_opinfo([d["summary"].get("opinfo", {}) for _, d in docs])
-    prov = dict(first["provenance"])
-    probe_settings = dict(prov.get("probe") or {})
-    shards = sorted({str((d["provenance"].get("probe") or {}).get("shard", "all")) for _, d in docs})
-    probe_settings["shard"] = "merged: " + ", ".join(shards)
-    probe_settings.pop("plan", None)  # one shard's part of the plan says nothing of the whole
-    dtypes, directions = [], []
-    for _, d in docs:
-        for dt in (d["provenance"].get("probe") or {}).get("dtypes", []):
-            if dt not in dtypes:
-                dtypes.append(dt)
-        for di in (d["provenance"].get("probe") or {}).get("directions", []):
-            if di not in directions:
-                directions.append(di)
-    probe_settings["dtypes"], probe_settings["directions"] = dtypes, directions
-    for key in ("ops", "core"):  # runs of different selections: the first's would misstate the whole
-        if len({repr((d["provenance"].get("probe") or {}).get(key)) for _, d in docs}) > 1:
-            probe_settings[key] = "merged: differs between the files (see merged_from)"
-    prov.update(
-        created=now_iso(),
-        command=command,
-        probe=probe_settings,
-        merged_from=[f"{p}: {d['provenance']['command']}" for p, d in docs],
-    )
-    return {
-        "schema_version": first["schema_version"],
-        "evidence": "probed",
-        "backend": dict(first["backend"]),
-        "provenance": prov,
-        "summary": results.summarize(ops, table, core),
-        "ops": ops,
-    }

@@ -14,45 +14,18 @@ the overloads the backward itself dispatched (``threshold_backward``...) get it 
 ``fwd`` slot, since they ran as ops: that is how backward-only kernels get probe evidence.
 
 Cells combine associatively (worst status, summed counts, representative case chosen by
-(rank, larger error, case id)), so shards merged equal the whole run.
+(rank, larger error, case id)), so shards merged equal the whole run: the rules are opcov.store.combine's,
+which an ingested bundle merges by too.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 from opcov.catalog import TEST_NAMESPACES
-from opcov.probe import FAILURES, RANK, STATUSES
+from opcov.probe import FAILURES, RANK
 from opcov.probe.caserecord import CaseRecord
-from opcov.probe.disposition import RANK as RANK_SKIP
-from opcov.probe.disposition import pick
-from opcov.store.cells import MAX_FAILED, SLOTS
-from opcov.vocab import INPUT_TIERS, PROBED_RAN
+from opcov.store.combine import NOTED, TRACE, _unpinned, combine, merge_ops, summarize, to_cell  # noqa: F401 - the runner and tests read them through results
+from opcov.vocab import PROBED_RAN
 
-MAX_SAMPLES = 5  # OpInfo names kept per cell (the first, sorted)
-SLOT_KEYS = (
-    "err",
-    "tol",
-    "why",
-    "blame",
-    "case",
-    "cases",
-    "fails",
-    "unpinned",
-    "strides",
-    "after_crash",
-    "failed",
-    "traced",
-    "ran",
-    "classes_whole",
-)
-MAX_RAN = 32  # signature classes of the cases that ran a cell keeps; a full list may have left some out
-# Statuses whose case is kept in ``failed`` with its signature class: what the verdict matches against a
-# model's calls (a failure, a value mismatch, a run through the CPU fallback).
-NOTED = frozenset(FAILURES) | {"mismatch", "fallback"}
-TRACE = "trace."
-COUNTS = ("cases", "fails", "unpinned", "strides", "after_crash")  # summed over a cell's cases; written when not 0
-UNPINNED = ("ambiguous", "composition")  # blame rules that do not single out this overload
 # An infinite error (the device gave NaN/inf where the reference is finite, or the NaN/inf positions
 # differ: opcov.probe.compare) is written as this finite number: data files and the JSON made from them
 # hold finite numbers only (docs/DATA.md), and it still ranks above any real error.
@@ -114,10 +87,6 @@ def needs_localizing(aten, part: dict) -> bool:
     return part.get("status") in FAILURES and (_blame(aten, part, ops)[1] or "").startswith("ambiguous")
 
 
-def _unpinned(e: dict) -> bool:
-    return e["status"] in FAILURES and (e.get("blame") or "").startswith(UNPINNED)
-
-
 def _sig(part: dict | None, target) -> str:
     """The signature class of ``target`` (op, dtype key)'s call in a part ('' when not recorded)."""
     part = part or {}
@@ -133,23 +102,6 @@ def failed_text(status: str, case: str, sig: str, outputs=None) -> str:
     notes it for a model that never reads them)."""
     tail = f" out={','.join(str(i) for i in sorted(set(outputs)))}" if outputs else ""
     return f"{status} {case} {sig or '?'}{tail}"
-
-
-def parse_failed(text: str) -> tuple[str, str, str]:
-    """(status, case, signature class) of a ``failed`` item; '' for a class not recorded ('?')."""
-    status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
-    sig = sig.split(" out=", 1)[0]
-    return status, case, "" if sig == "?" else sig
-
-
-def failed_outputs(text: str) -> str:
-    """The ' out=...' part of a ``failed`` item ('' where it names no outputs)."""
-    _, sep, rest = str(text).partition(" out=")
-    return rest if sep else ""
-
-
-def _source_of(case: str) -> str:
-    return case.split("|", 1)[0]
 
 
 def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: str = "") -> dict:
@@ -227,133 +179,6 @@ def entries(rec: CaseRecord):
             yield op, dk, "fwd", _entry(rec, bwd, how, _sig(bwd, (op, dk)))
 
 
-def _key(e: dict):
-    """Which case represents a cell: the worst status, except that a failure not pinned on this
-    overload ranks after the cases that ran it fine (it may be another overload's fault) and
-    before those that judged nothing; then the largest error, then the smallest id."""
-    err = e.get("err")
-    rank = RANK["no_reference"] - 0.5 if _unpinned(e) else RANK[e["status"]]
-    return (rank, bool(e.get("not_run")), -(err[0] if err else -1.0), e.get("case", ""))
-
-
-def combine(a: dict | None, b: dict) -> dict:
-    """Two slot entries (or cells' slot parts) of the same op/dtype/slot -> one."""
-    if a is None:
-        return dict(b)
-    rep = a if _key(a) <= _key(b) else b
-    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced", "ran", "classes_whole")}
-    for k in COUNTS:
-        out[k] = a.get(k, 0) + b.get(k, 0)
-    out["samples"] = sorted(set(a["samples"]) | set(b["samples"]))[:MAX_SAMPLES]
-    failed = _merge_failed(a.get("failed", ()), b.get("failed", ()))
-    if failed:
-        out["failed"] = failed
-        if len(failed) >= MAX_FAILED and classes_whole(a, b, failed):
-            out["classes_whole"] = True  # cut, but only repeats of a class by other traced models
-    ran = _merge_ran(a, b)
-    if ran:
-        out["ran"] = ran
-    traced = dict(a.get("traced") or {})
-    for model, status in (b.get("traced") or {}).items():
-        if model not in traced or RANK[status] < RANK[traced[model]]:
-            traced[model] = status
-    if traced:
-        out["traced"] = dict(sorted(traced.items()))
-    return out
-
-
-def _merge_ran(a: dict, b: dict) -> list | None:
-    """The classes that ran, of two entries: their union (at most MAX_RAN), or None where one entry had
-    cases run without classes kept (an older file): then no list says which paths the passes covered."""
-
-    def ran_cases(e):
-        return e.get("cases", 0) - e.get("fails", 0) - int(e.get("status") in NOTED and not e.get("fails"))
-
-    if any(ran_cases(e) > 0 and not e.get("ran") for e in (a, b)):
-        return None
-    return sorted({*a.get("ran", ()), *b.get("ran", ())})[:MAX_RAN]
-
-
-def _merge_failed(a, b) -> list:
-    """The ``failed`` items of two entries: one per (status, signature class, outputs) of every case first
-    (the worst status, then the smallest case id), then one per traced model besides, at most MAX_FAILED:
-    a list cut short keeps every class while they fit (``classes_whole``)."""
-    items = sorted(
-        {str(t) for t in list(a) + list(b)}, key=lambda t: (RANK.get(parse_failed(t)[0], 99), parse_failed(t)[1])
-    )
-    first, more, seen = [], [], set()
-    for text in items:
-        status, case, sig = parse_failed(text)
-        src = _source_of(case)
-        cls = (status, sig, failed_outputs(text))
-        key = (*cls, src if src.startswith(TRACE) else "")
-        if key in seen:
-            continue
-        seen.add(key)
-        (more if cls in {k[:3] for k in seen if k != key} else first).append(text)
-    return (first + more)[:MAX_FAILED]
-
-
-def classes_whole(a: dict, b: dict, failed: list) -> bool:
-    """Whether a merged ``failed`` list cut at MAX_FAILED still names every failing class of both entries:
-    each entry's own list was whole (short of the cap, or marked so) and the classes fit."""
-
-    def whole(e):
-        return len(e.get("failed", ())) < MAX_FAILED or bool(e.get("classes_whole"))
-
-    classes = {
-        (parse_failed(t)[0], parse_failed(t)[2], failed_outputs(t))
-        for t in [*a.get("failed", ()), *b.get("failed", ())]
-    }
-    return whole(a) and whole(b) and len(classes) <= MAX_FAILED
-
-
-def to_cell(slots: dict) -> dict:
-    """{'fwd': entry, 'bwd': entry, <tier>: entry} -> the file's cell (evidence keys prefixed as in
-    ``opcov.store.cells.SLOTS``; an input tier that passes has its status and counts alone)."""
-    cell = {}
-    samples = set()
-    for slot, pre in SLOTS.values():
-        e = slots.get(slot)
-        if e is None:
-            continue
-        cell[slot] = e["status"]
-        samples |= set(e["samples"])
-        brief = slot in INPUT_TIERS and e["status"] == "pass"  # a passing tier: its counts, no more
-        for k in SLOT_KEYS:
-            if brief and k not in COUNTS:
-                continue
-            if k in e and not (k in COUNTS[1:] and not e[k]):
-                # a fresh list (or mapping): one shared between keys would be written as a YAML anchor
-                v = e[k]
-                cell[pre + k] = list(v) if isinstance(v, (list, tuple)) else dict(v) if isinstance(v, dict) else v
-    cell["samples"] = sorted(samples)[:MAX_SAMPLES]
-    return cell
-
-
-def from_cell(cell: dict) -> dict:
-    """Inverse of to_cell (samples are shared by all slots; good enough to combine)."""
-    slots = {}
-    for slot, pre in SLOTS.values():
-        if slot not in cell:
-            continue
-        e = {
-            "status": cell[slot],
-            "samples": list(cell.get("samples", ())),
-            "strides": 0,
-            "fails": 0,
-            "unpinned": 0,
-            "after_crash": 0,
-        }
-        for k in SLOT_KEYS:
-            if pre + k in cell:
-                e[k] = cell[pre + k]
-        if e["status"] in FAILURES and not e["fails"]:  # a file from before fails was counted
-            e["fails"] = e.get("cases", 1)
-        slots[slot] = e
-    return slots
-
-
 def build_ops(records, universe, skip) -> dict:
     """ops mapping of a probed file: every op in ``universe`` plus every op a case reached; an op of
     ``universe`` no case reached gets ``skip(name, probed op names)``, its ``{skipped: ...}`` record
@@ -378,27 +203,6 @@ def build_ops(records, universe, skip) -> dict:
     return ops
 
 
-def merge_ops(docs_ops) -> dict:
-    """Combine the ops mappings of several probed files."""
-    acc: dict = {}
-    skipped: dict = {}
-    for ops in docs_ops:
-        for op, rec in ops.items():
-            if "skipped" in rec:
-                skipped[op] = pick(skipped[op], rec) if op in skipped else dict(rec)
-                continue
-            for dk, cell in rec.items():
-                cur = acc.setdefault(op, {}).setdefault(dk, {})
-                for slot, e in from_cell(cell).items():
-                    e = dict(e)
-                    e.setdefault("cases", 1)
-                    cur[slot] = combine(cur.get(slot), e)
-    ops = {op: {dk: to_cell(s) for dk, s in sorted(d.items())} for op, d in acc.items()}
-    for op, rec in skipped.items():
-        ops.setdefault(op, rec)
-    return ops
-
-
 # ---------------------------------------------------------------- per OpInfo
 
 
@@ -419,85 +223,4 @@ def opinfo_table(records, group_errors) -> dict:
     return {src: {dt: f"{v[0]}/{v[1]}/{v[2]}" for dt, v in sorted(d.items())} for src, d in sorted(acc.items())}
 
 
-def merge_opinfo(tables) -> dict:
-    acc: dict = {}
-    for table in tables:
-        for src, d in table.items():
-            for dt, text in d.items():
-                f, b, n = text.split("/")
-                cur = acc.setdefault(src, {}).get(dt)
-                if cur is None:
-                    acc[src][dt] = [f, b, int(n)]
-                    continue
-                for i, s in ((0, f), (1, b)):
-                    if s != "-" and (cur[i] == "-" or RANK[s] < RANK[cur[i]]):
-                        cur[i] = s
-                cur[2] += int(n)
-    return {src: {dt: f"{v[0]}/{v[1]}/{v[2]}" for dt, v in sorted(d.items())} for src, d in sorted(acc.items())}
-
-
 # ---------------------------------------------------------------- summary
-
-
-def _order(counter) -> dict:
-    return {s: counter[s] for s in STATUSES if counter.get(s)}
-
-
-def worst_status(rec: dict, slot: str) -> str | None:
-    found = [c[slot] for c in rec.values() if isinstance(c, dict) and slot in c]
-    return min(found, key=RANK.__getitem__) if found else None
-
-
-def summarize(ops: dict, opinfo: dict, core_names) -> dict:
-    """Counts a user reads first: how much of the catalogue has probe evidence, per status."""
-
-    def section(names):
-        names = list(names)
-        probed = [n for n in names if "skipped" not in ops[n]]
-        fwd = Counter(worst_status(ops[n], "fwd") for n in probed)
-        bwd = Counter(worst_status(ops[n], "bwd") for n in probed)
-        cells = Counter(c["fwd"] for n in probed for c in ops[n].values() if "fwd" in c)
-        bcells = Counter(c["bwd"] for n in probed for c in ops[n].values() if "bwd" in c)
-        tcells = {t: _order(Counter(c[t] for n in probed for c in ops[n].values() if t in c)) for t in INPUT_TIERS}
-        why = Counter(str(ops[n]["skipped"]) for n in names if "skipped" in ops[n])
-        return {
-            "overloads": len(names),
-            "probed": len(probed),
-            "skipped": len(names) - len(probed),
-            "skipped_by": {w: why[w] for w in sorted(why, key=lambda w: (RANK_SKIP.get(w, len(RANK_SKIP)), w))},
-            "fwd": _order(fwd),
-            "bwd": _order(bwd),
-            "cells_fwd": _order(cells),
-            "cells_bwd": _order(bcells),
-            "cells_tiers": {t: c for t, c in tcells.items() if c},
-        }
-
-    aten = [n for n in ops if n.startswith("aten::")]
-    core = [n for n in aten if n in core_names]
-    other = [n for n in ops if not n.startswith("aten::")]
-    per_dtype: dict = {}
-    for n in ops:
-        for dk, c in ops[n].items():
-            if isinstance(c, dict) and "fwd" in c:
-                per_dtype.setdefault(dk, Counter())[c["fwd"]] += 1
-    cases_f, cases_b, total = Counter(), Counter(), 0
-    for d in opinfo.values():
-        for text in d.values():
-            f, b, n = text.split("/")
-            total += int(n)
-            cases_f[f] += 1
-            if b != "-":
-                cases_b[b] += 1
-    return {
-        "aten": section(aten),
-        "core": section(core),
-        "other_namespaces": section(other),
-        "dtypes": {dk: _order(c) for dk, c in sorted(per_dtype.items())},
-        "cases": total,
-        "opinfo_groups": {
-            "count": sum(len(d) for d in opinfo.values()),
-            "fwd": _order(cases_f),
-            "bwd": _order(cases_b),
-        },
-        "opinfo": opinfo,
-    }

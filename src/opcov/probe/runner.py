@@ -9,7 +9,6 @@ to crash or hang on this backend version (``probe.ledger``, kept beside the jour
 from __future__ import annotations
 
 import collections
-import datetime as _dt
 import os
 import time
 
@@ -25,13 +24,10 @@ from opcov.probe.pool import Pool, ProbeError
 from opcov.probe.progress import Progress
 from opcov.provenance import host
 from opcov.store import data, output
+from opcov.store.combine import now_iso
 from opcov.version import __version__
 
 __all__ = ["probe", "journal_path", "ProbeError", "now_iso", "provenance"]
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def probe(

@@ -448,7 +448,7 @@ def ingest(path: str, coverage_dir: str, *, command: str) -> tuple[str, dict | N
 def _ingest_probed(b: dict, path: str, target: str, doc: dict, contribution: dict, command: str):
     """Probed data merged with the snapshot of the same versions (worst status per cell), its group times
     with the snapshot's: both made and checked before either file is written."""
-    from opcov.probe.merge import merge_docs
+    from opcov.store.combine import merge_docs
     from opcov.store.times import load_times, save_times, times_path
 
     old = data.load(target) if os.path.exists(target) else None

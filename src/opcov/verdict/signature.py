@@ -94,7 +94,7 @@ def dtype_only(why) -> bool:
     return bool(why) and _DTYPE_ONLY.fullmatch(str(why).strip()) is not None
 
 
-MAX_RAN = 32  # opcov.probe.results.MAX_RAN: a list this long may have left classes out
+MAX_RAN = 32  # opcov.store.combine.MAX_RAN: a list this long may have left classes out
 
 
 def uncovered(slot, shapes: tuple) -> tuple:
