@@ -237,8 +237,11 @@ def test_compiled_decode_step_names_its_recompilations_and_tpus_rule(tmp_path):
     assert [x["phase"] for x in static] == ["decode"] and "input_ids" in static[0]["reason"]
     dynamic = [x for x in rec["recompiles"] if x["cache"] == "dynamic"]
     assert len(dynamic) == serve.NEW_TOKENS - 1
+    # its length marked dynamic with bounds (TorchTPU's bounded dynamism), the decode steps share one graph
+    bounded = [x for x in rec["recompiles"] if x["cache"] == "dynamic-bounded"]
+    assert [x["step"] for x in bounded] == [1]
     assert "aten::index_copy" in doc["ops"]  # the static cache's update, functional in the AOT graph
     finding = next(n for n in rec["serve"] if n.startswith("tpu:"))
-    assert "bounded dynamism" in finding and "dynamic=True" in finding
+    assert "bounded dynamism" in finding and "dynamic=True" in finding and "share one graph" in finding
     r = run_opcov("check", out, "-b", "tpu", "--path", "compile")
     assert "bounded dynamism" in r.stdout and "serve, static cache: 1 recompilation" in r.stdout

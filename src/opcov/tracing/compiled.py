@@ -471,7 +471,6 @@ def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -
     one, on fake tensors. Token selection stays eager (generate compiles the forward only). Each
     recompilation is kept with Dynamo's own reason (the guard that failed: which dimension changed)."""
     import torch._dynamo
-    from transformers import DynamicCache, StaticCache
 
     from opcov.tracing import serve
 
@@ -485,7 +484,6 @@ def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -
     with fake:
         _, kwargs = _move_inputs(torch, inputs, "cpu", opts)
     ids = kwargs["input_ids"]
-    batch, prompt = ids.shape
     torch._logging.set_logs(recompiles=True)  # first: it gives the logger torch's own handler, taken off below
     log = logging.getLogger(RECOMPILES_LOGGER)
     handler = _Lines()
@@ -497,33 +495,8 @@ def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -
     log.addHandler(handler)
     try:
         with logged_breaks() as breaks, fake, torch.no_grad():
-            for cache_kind in ("static", "dynamic"):
-                torch._dynamo.reset()
-                cap.label = f"cache={cache_kind}"
-                forward = torch.compile(mod.forward, backend=_make_backend(torch, cap, recipes), dynamic=False)
-                cache = (
-                    StaticCache(config=mod.config, max_cache_len=prompt + serve.NEW_TOKENS)
-                    if cache_kind == "static"
-                    else DynamicCache(config=mod.config)
-                )
-                step_ids, position = ids, torch.arange(prompt)
-                for step in range(serve.NEW_TOKENS):
-                    cap.phase = serve.PREFILL if step == 0 else serve.DECODE
-                    handler.lines.clear()
-                    try:
-                        out = forward(
-                            input_ids=step_ids, past_key_values=cache, cache_position=position, use_cache=True
-                        )
-                    except Exception as exc:  # noqa: BLE001 - a model Dynamo cannot take to the end: its reason
-                        cap.failure = f"{cache_kind} cache, {cap.phase}: {_why(exc, breaks)}"
-                        break
-                    cap.recompiles += [
-                        {"cache": cache_kind, "phase": cap.phase, "step": step, "reason": _guard_line(line)}
-                        for line in handler.lines
-                    ]
-                    step_ids = out.logits[:, -1].argmax(-1, keepdim=True)  # eager, as generate picks tokens
-                    position = position[-1:] + 1
-                if cap.failure:
+            for cache_kind in SERVE_CACHES:
+                if not _serve_run(torch, cap, mod, recipes, ids, cache_kind, handler.lines, breaks):
                     break
         cap.breaks = distinct_breaks(breaks)
     finally:
@@ -536,6 +509,51 @@ def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -
         torch._logging.set_logs(recompiles=False)
     cap.phase, cap.label = "forward", ""
     return cap
+
+
+# The compiled decode step's runs: a static KV cache; a dynamic one; a dynamic one whose length (dimension 2
+# of each layer's keys and values) is marked dynamic with bounds before each decode step, as TorchTPU's
+# bounded dynamism asks (torch._dynamo.mark_dynamic with min, the prompt's length, and max, the last length).
+SERVE_CACHES = ("static", "dynamic", "dynamic-bounded")
+
+
+def _serve_run(torch, cap: Capture, mod, recipes, ids, cache_kind: str, lines: list, breaks) -> bool:
+    """One cache's run of ``capture_serve``: the prompt, then a decode step per new token; False where
+    Dynamo could not take it to the end (``cap.failure`` says why)."""
+    import torch._dynamo
+    from transformers import DynamicCache, StaticCache
+
+    from opcov.tracing import serve
+
+    prompt = ids.shape[1]
+    longest = prompt + serve.NEW_TOKENS
+    torch._dynamo.reset()
+    cap.label = f"cache={cache_kind}"
+    forward = torch.compile(mod.forward, backend=_make_backend(torch, cap, recipes), dynamic=False)
+    if cache_kind == "static":
+        cache = StaticCache(config=mod.config, max_cache_len=longest)
+    else:
+        cache = DynamicCache(config=mod.config)
+    step_ids, position = ids, torch.arange(prompt)
+    for step in range(serve.NEW_TOKENS):
+        cap.phase = serve.PREFILL if step == 0 else serve.DECODE
+        if cache_kind == "dynamic-bounded" and step > 0:
+            for layer in getattr(cache, "layers", ()):
+                for t in (getattr(layer, "keys", None), getattr(layer, "values", None)):
+                    if isinstance(t, torch.Tensor) and t.dim() == 4:
+                        torch._dynamo.mark_dynamic(t, 2, min=prompt, max=longest)
+        lines.clear()
+        try:
+            out = forward(input_ids=step_ids, past_key_values=cache, cache_position=position, use_cache=True)
+        except Exception as exc:  # noqa: BLE001 - a model Dynamo cannot take to the end: its reason
+            cap.failure = f"{cache_kind} cache, {cap.phase}: {_why(exc, breaks)}"
+            return False
+        cap.recompiles += [
+            {"cache": cache_kind, "phase": cap.phase, "step": step, "reason": _guard_line(line)} for line in lines
+        ]
+        step_ids = out.logits[:, -1].argmax(-1, keepdim=True)  # eager, as generate picks tokens
+        position = position[-1:] + 1
+    return True
 
 
 class _Lines(logging.Handler):
@@ -560,31 +578,37 @@ def _guard_line(text: str) -> str:
 
 
 def serve_notes(cap: Capture, rec: Recipe) -> list[str]:
-    """What a compiled serve op set says of its recompilations, and TorchTPU's rule on dynamic shapes."""
+    """What a compiled serve op set says of its recompilations per cache, and TorchTPU's rule on dynamic
+    shapes where it applies (measured here: the dynamic cache's decode steps, with and without bounds)."""
     from opcov.tracing import serve
 
     notes = [
         f"serve: the model's forward compiled with dynamic=False and called for the prompt ({serve.PROMPT} tokens: "
-        f"prefill) and {serve.NEW_TOKENS - 1} decode steps, with a static and a dynamic KV cache; token selection "
-        "is not compiled (generate runs it eagerly)"
+        f"prefill) and {serve.NEW_TOKENS - 1} decode steps, with a static KV cache, a dynamic one, and a dynamic "
+        "one whose length is marked dynamic with bounds (mark_dynamic(min=prompt, max=prompt + new tokens)); "
+        "token selection is not compiled (generate runs it eagerly)"
     ]
-    for kind in ("static", "dynamic"):
+    grown = {}  # cache -> recompilations past the first decode step (prefill to decode recompiles with any cache)
+    for kind in SERVE_CACHES:
         mine = [r for r in cap.recompiles if r["cache"] == kind]
-        decode = [r for r in mine if r["phase"] == serve.DECODE]
-        reasons = sorted({r["reason"] for r in mine})
+        grown[kind] = [r for r in mine if r["step"] > 1]
+        reasons = list(dict.fromkeys(r["reason"] for r in mine))
         notes.append(
-            f"serve, {kind} cache: {len(mine)} recompilation(s), {len(decode)} in decode steps"
+            f"serve, {kind} cache: {len(mine)} recompilation(s), {len(grown[kind])} after the first decode step"
             + (f" (guards that failed: {'; '.join(reasons)[:400]})" if reasons else "")
         )
-    # past the first decode step (prefill to decode recompiles with any cache), what recompiled
-    grown = [r for r in cap.recompiles if r["cache"] == "dynamic" and r["step"] > 1]
-    if rec.name == "tpu" and grown:
+    if rec.name == "tpu" and grown["dynamic"]:
+        bounded = (
+            f"with its length marked dynamic with bounds, {len(grown['dynamic-bounded'])} after the first decode "
+            "step: the decode steps share one graph"
+            if not grown["dynamic-bounded"]
+            else f"with its length marked dynamic with bounds, still {len(grown['dynamic-bounded'])}"
+        )
         notes.append(
             "tpu: TorchTPU's compile backend refuses dynamic=True (NotImplementedError) and takes bounded "
-            "dynamism only (torch._dynamo.mark_dynamic with min and max): with a dynamic cache every decode step "
-            f"recompiled here ({len(grown)} more after the first decode step), as the cache's length grows; serve "
-            "with a static cache (one recompilation, prefill to decode) or mark that length dynamic with bounds "
-            "(opcov does not trace a bounded-dynamic decode step yet)"
+            "dynamism only (torch._dynamo.mark_dynamic with min and max): a dynamic cache recompiled at every "
+            f"decode step here ({len(grown['dynamic'])} after the first), as its length grows; {bounded}. "
+            "A static cache recompiles once, prefill to decode"
         )
     return notes
 
