@@ -10,7 +10,7 @@ from conftest import ROOT, SRC, run_opcov
 from test_check import TORCH, kernel, registered, tree_opset
 
 from opcov.scan import layouts as scan_layouts
-from opcov.scan.registered import Entry
+from opcov.scan.dispatch import Entry
 from opcov.store import data, opset
 from opcov.verdict import judge
 

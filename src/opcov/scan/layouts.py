@@ -33,6 +33,7 @@ import sys
 from collections import Counter
 
 from opcov.store.data import LAYOUT_FAMILIES, LAYOUT_STATES
+from opcov.store.layouts import RUNS, derived
 
 # (field, dispatch key prefix, the tensors in words)
 FAMILIES = (
@@ -43,7 +44,6 @@ FAMILIES = (
 NAMES = LAYOUT_FAMILIES
 STATES = LAYOUT_STATES
 assert NAMES == tuple(f for f, _, _ in FAMILIES)
-RUNS = ("kernel", "out_variant")  # an own kernel, directly or through the op's .out
 ONLY = "only"  # the key of ``layouts`` naming the families an op has its only CPU kernels for
 REFERENCE = "CPU"  # the key whose kernels tell an op of one layout from a dense one
 COMMAND = "python -m opcov.scan.layouts"
@@ -78,21 +78,6 @@ def state(table: dict, key: str | None, delegate: str | None = None, delegate_ta
     if entry.tag in ("default backend kernel", "math kernel"):
         return "composite"
     return "none"
-
-
-def derived(rec: dict, fallback: bool) -> str:
-    """The state an op without ``layouts`` has at a key where the backend has kernels: the composite its
-    dense record names, else the key's boxed fallback (``fallback``: one is registered), else nothing."""
-    if rec.get("fwd") == "composite":
-        return "composite"
-    return "fallback" if fallback else "none"
-
-
-def fallback_at(block: dict, family: str) -> str:
-    """Where the boxed fallback of the family's key was registered, from a ``provenance.layouts`` block; ''
-    where none is."""
-    source = (block.get("fallback") or {}).get(family)
-    return "" if source in (None, False, "none") else str(source)
 
 
 def only(table: dict) -> list[str]:

@@ -26,8 +26,8 @@ from __future__ import annotations
 import functools
 
 from opcov import vocab
-from opcov.scan.layouts import RUNS, derived, fallback_at
 from opcov.sigclass import parse
+from opcov.store.layouts import RUNS, derived, fallback_at
 from opcov.verdict import signature
 from opcov.verdict.finding import Finding
 
@@ -148,7 +148,7 @@ def _finding(cov, op: str, dtype: str, rec: dict, kind: str, fams: list):
 
 def _state(block: dict, rec: dict, family: str) -> str:
     """The op's state at the family's key: its record's ``layouts``, else what its dense record implies
-    (opcov.scan.layouts.derived); 'no_kernels' where the backend has no kernel at that key for any op."""
+    (opcov.store.layouts.derived); 'no_kernels' where the backend has no kernel at that key for any op."""
     fallback = bool(fallback_at(block, family))
     if "layouts" in rec:
         state = str(rec["layouts"].get(family) or "none")
