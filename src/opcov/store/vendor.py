@@ -304,7 +304,7 @@ def for_ops(coverage_dir: str, backend: str, ops, path: str | None = None) -> tu
     left = 0
     for op in ops:
         for item in doc["ops"].get(op, ()):
-            if path is None or (own_test(op, item) and bears(item, *ops[op], path)):
+            if path is None or (own_test(op, item) and bears(item, ops[op][0], ops[op][1], path)):
                 out.setdefault(op, []).append(said(doc, item))
             else:
                 left += 1
