@@ -142,7 +142,8 @@ def test_bundled_tpu_against_cpu_agrees_with_check():
     """Every difference compare lists is what check says of that op on both backends for those models."""
     models = ["wav2vec2", "nn-lstm", "nn-gru", "llama"]
     result = compare.compare("tpu", "cpu", BUNDLED, models=models)
-    assert result.opsets == 8 and result.sources["tpu"] == [
+    every = sum(len(layout.opset_files(layout.model_folder(m, BUNDLED))) for m in models)  # llama: serve too
+    assert result.opsets == every >= 8 and result.sources["tpu"] == [
         layout.pick(layout.snapshots(BUNDLED, "tpu")["registered"], TORCH)
     ]
     listed = {(d.lacking, d.op) for ds in result.lacks.values() for d in ds}
