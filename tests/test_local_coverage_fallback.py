@@ -71,9 +71,9 @@ def test_local_data_for_a_backend_wins(traced_here, capsys):
 
 
 def test_a_folder_named_with_coverage_is_read_alone(traced_here, capsys):
-    assert cli.main(["check", "gru.yaml", "-b", "cuda", "--coverage", "coverage"]) == 2
-    err = capsys.readouterr().err
-    assert "no coverage data for backend 'cuda'" in err and "bundled" not in err
+    assert cli.main(["check", "gru.yaml", "-b", "cuda", "--coverage", "coverage"]) == 0  # a row: no data yet
+    out, err = capsys.readouterr()
+    assert "NO DATA YET" in out and "opcov has no coverage data for cuda" in out and "bundled" not in out + err
     assert scans == ["cuda"]  # only where neither ./coverage nor (unnamed) the bundled data has it
 
 

@@ -29,6 +29,22 @@ def did_you_mean(word: str, choices, n: int = 3) -> str:
     return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
 
 
+class NoData(UsageError):
+    """A backend opcov knows (``opcov backends``) with no data here: ``check`` shows it as a row, "no data
+    yet", with the commands that fill it; elsewhere it is the one-line error it is."""
+
+    def __init__(self, message: str, backend: str):
+        super().__init__(message)
+        self.backend = backend
+
+    def fill(self) -> str:
+        """The commands that make the backend's data, in words."""
+        return (
+            f"'opcov scan {self.backend}' (registered evidence, no device needed: where its package imports) and "
+            f"'opcov probe {self.backend}' (on the device), or ingest a contributed bundle ('opcov ingest FILE')"
+        )
+
+
 def no_backend_data(backend: str, coverage_dir: str) -> UsageError:
     """The error for a backend without data under ``coverage_dir``: for a backend opcov knows
     (``opcov backends``), how to make its data; for any other name, the closest names; both list
@@ -38,10 +54,11 @@ def no_backend_data(backend: str, coverage_dir: str) -> UsageError:
     also = " or the bundled data" if layout.beside_bundled(coverage_dir) else ""
     listed = f"backends with data under {coverage_dir}/{also}: {', '.join(have) if have else 'none'}"
     if backend in known:
-        return UsageError(
+        return NoData(
             f"no coverage data for backend {backend!r} under {coverage_dir}/{backend}/: create it with "
             f"'opcov scan {backend}' (registered, no device needed) or 'opcov probe {backend}' (on the device); "
-            f"{listed}"
+            f"{listed}",
+            backend,
         )
     return UsageError(
         f"unknown backend {backend!r}{did_you_mean(backend, list(have) + list(known))}; {listed} "

@@ -17,6 +17,7 @@ import re
 
 from opcov import children, modelnames, suggest, vocab
 from opcov.activity import activity
+from opcov.backends import get_backend
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset, vendor
 from opcov.verdict import judge, observed, reports, serve
@@ -112,7 +113,9 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
         have = set(layout.backends_with_data(coverage_dir))
         for backend in backends_:  # a mistyped name fails now, not after a minute of tracing
             if backend not in have and not _installed(backend):
-                raise suggest.no_backend_data(backend, coverage_dir)
+                err = suggest.no_backend_data(backend, coverage_dir)
+                if not isinstance(err, suggest.NoData):  # a known backend without data is a row: no data yet
+                    raise err
         why = modelnames.unknown(model, coverage_dir)  # a misspelt name: said now, not after importing torch
         if why:
             raise UsageError(why)
@@ -246,10 +249,15 @@ def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None
         for backend in backends_:
             own = own_path(given, backend, coverage_dir, folder) if folder else None
             own_at = f"{own[0]}, in place of {stand_in_path}" if own else None
-            replayed = replay(given, backend) if replay else None
-            verdicts.append(
-                _judge_one(own[1] if own else given, backend, coverage_dir, own_at, own[0] if own else None, replayed)
-            )
+            try:
+                replayed = replay(given, backend) if replay else None
+                verdicts.append(
+                    _judge_one(
+                        own[1] if own else given, backend, coverage_dir, own_at, own[0] if own else None, replayed
+                    )
+                )
+            except suggest.NoData as none:
+                verdicts.append(no_data_verdict(given, none))
     first = opsets[0][1]
     describe = ", ".join(
         f"{d['mode']} {d.get('dtype', '?')}" + (f" autocast {d['autocast']}" if d.get("autocast") else "")
@@ -261,6 +269,20 @@ def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None
         "opsets": [p for p, _ in opsets],
         "torch": str(first["provenance"].get("torch")),
     }
+
+
+def no_data_verdict(doc: dict, none: suggest.NoData) -> judge.BackendVerdict:
+    """The row of a backend opcov knows but has no data for: 'unknown', no ops, what would fill it."""
+    b = none.backend
+    try:
+        setup = get_backend(b).setup
+    except UsageError:
+        setup = ""
+    notes = [f"no data yet: opcov has no coverage data for {b}; fill it with {none.fill()}"]
+    notes += [f"what making {b}'s data needs: {setup}"] if setup else []
+    return judge.BackendVerdict(
+        b, doc.get("mode", "?"), "unknown", vocab.NO_EVIDENCE.name, [], [], notes, no_data=none.fill()
+    )
 
 
 def variant_parts(doc: dict) -> dict:

@@ -156,6 +156,7 @@ class BackendVerdict:
     # this model's step run on the device (opcov.verdict.observed.record): where one exists it decides
     # ``verdict`` and ``evidence`` ('observed'); the verdict from coverage data is kept in it ('predicted')
     observed: dict | None = None
+    no_data: str = ""  # a backend with no data yet: the commands that would fill it (verdict 'unknown', no ops)
 
     def __repr__(self) -> str:
         """A line, not every op result (the dataclass's repr of a zoo model ran to 40 KB)."""
@@ -202,7 +203,7 @@ class BackendVerdict:
     def says(self) -> str:
         """The verdict in words on its evidence: 'runs' only when all of it was probed, else e.g.
         'runs (registered, unverified)' or 'fails (registered evidence)'."""
-        return vocab.verdict_words(self.verdict, self.evidence)
+        return "no data yet" if self.no_data else vocab.verdict_words(self.verdict, self.evidence)
 
 
 # ---------------------------------------------------------------- coverage for one backend
@@ -1174,6 +1175,10 @@ def gate_failures(verdicts, *, outcomes=("fails",), require: str | None = None) 
                 f"{v.backend} ({v.mode}): {len(v.unclaimed)} needed op/dtype pair(s) not claimed by the "
                 f"manifest: {shown}" + (", ..." if len(v.unclaimed) > 5 else "")
             )
+        if v.no_data:  # nothing to judge from: a gate that asks for evidence or fails on unknown fails here
+            if "unknown" in bad or require:
+                out.append(f"{v.backend} ({v.mode}): no data yet: {v.no_data}")
+            continue
         if v.observed is not None:  # the run decides: the ops' outcomes were a prediction of it
             if _OBSERVED_OUTCOME[v.verdict] in bad:
                 out.append(f"{v.backend} ({v.mode}): {v.says()}: {v.observed['saw']}")

@@ -18,6 +18,8 @@ def render(fmt: str, verdicts, model: dict) -> str:
 
 def headline(v) -> str:
     """'142 ops, 138 supported (97.2%); by calls 99.1%' as pre-flight tools print it."""
+    if v.no_data:
+        return f"no data yet: fill it with {v.no_data}"
     c = v.counts()
     pct = 100.0 * c["ok"] / c["ops"] if c["ops"] else 100.0
     cpct = 100.0 * c["ok_calls"] / c["calls"] if c["calls"] else 100.0

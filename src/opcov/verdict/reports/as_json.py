@@ -36,6 +36,7 @@ def report(verdicts, model: dict) -> str:
                 "observed": v.observed,
                 "variant": v.variant or None,
                 "says": variants_said(v) or v.says(),
+                "no_data": v.no_data or None,  # a known backend with no data yet: the commands that fill it
                 "variants": {
                     name: {
                         "label": variant_label(name),

@@ -28,6 +28,9 @@ def report(verdicts, model: dict) -> str:
         )
     ]
     for v in verdicts:
+        if v.no_data:  # a known backend with no data yet: nothing counted, the notes say what fills it
+            rows.append((v.backend, v.mode, "no_data_yet", "-", *["-"] * 8))
+            continue
         c = v.counts()
         rows.append(
             (
@@ -52,6 +55,9 @@ def report(verdicts, model: dict) -> str:
         said = vocab.VERDICTS[v.verdict].label.upper() + vocab.verdict_qualifier(v.verdict, v.evidence)
         if v.value_notes():
             said += f" (values may differ from CPU: {v.value_note_text()})"
+        if v.no_data:
+            lines += ["", f"{v.backend} ({v.mode}): NO DATA YET"] + [f"  note: {note}" for note in v.notes]
+            continue
         lines += ["", f"{v.backend} ({v.mode}): {said}: {headline(v)}"]
         for r in v.ops:
             if r.outcome in ("ok", "not_judged"):
