@@ -245,3 +245,18 @@ def test_compiled_decode_step_names_its_recompilations_and_tpus_rule(tmp_path):
     assert "bounded dynamism" in finding and "dynamic=True" in finding and "share one graph" in finding
     r = run_opcov("check", out, "-b", "tpu", "--path", "compile")
     assert "bounded dynamism" in r.stdout and "serve, static cache: 1 recompilation" in r.stdout
+
+
+@pytest.mark.parametrize("name", serve.ZOO)
+def test_the_zoo_holds_each_decoders_compiled_decode_step_for_tpu(name):
+    doc = opset.load(os.path.join(ZOO_SERVE, name, "compile", "tpu-serve.yaml"))
+    rec = doc["compile"]
+    assert doc["mode"] == "serve" and rec["backend"] == "tpu" and rec["outcome"] in opset.COMPILE_OUTCOMES
+    if rec["outcome"] == "compiled":
+        assert any(n.startswith("serve, static cache:") for n in rec["serve"])
+
+
+def test_check_a_zoo_decoders_compiled_decode_step_by_name():
+    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "serve", "--path", "compile")
+    assert r.returncode in (0, 1), r.stdout + r.stderr
+    assert "tpu serve (compile path, tpu)" in r.stdout and "bounded dynamism" in r.stdout

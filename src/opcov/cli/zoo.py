@@ -151,13 +151,12 @@ def _serve_alone(args) -> None:
             ("--retry-failed", args.retry_failed),
             ("--real", args.real),
             ("--table", args.table),
-            ("--path compile", args.path == "compile" or args.compile_backend),
         )
         if given
     ]
     if taken:
         raise UsageError(
-            f"zoo trace --mode serve traces the curated decoders one by one, eager (serve op sets are always "
+            f"zoo trace --mode serve traces the curated decoders one by one (eager serve op sets are always "
             f"real-valued); it takes no {', '.join(taken)}"
         )
 

@@ -1415,7 +1415,7 @@ def model_compile(site: Site, m, compiled: dict, root: str, links: dict) -> list
     from opcov.verdict.compiled import COMPILE_BACKEND
 
     out = []
-    for mode in ("inference", "training"):
+    for mode in opset.MODES:
         per = []
         for b in site.backends:
             if (m.name, mode, b.name) not in compiled:

@@ -36,6 +36,7 @@ import functools
 import logging
 import os
 import re
+import warnings
 from dataclasses import dataclass, field, replace
 
 from opcov import dtypes as _dtypes
@@ -274,6 +275,7 @@ class Capture:
     phase: str = "forward"  # serve: the phase (prefill, decode) of the call that made the graph
     label: str = ""  # serve: which run made the graph (its cache), said in the graph node's args
     recompiles: list = field(default_factory=list)  # serve: {"cache", "phase", "reason"} per recompilation
+    refused: dict = field(default_factory=dict)  # serve: a dynamic cache's run Dynamo stopped -> why (a finding)
 
 
 def _val_dtypes(torch, val) -> list[str]:
@@ -494,7 +496,9 @@ def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -
     log.propagate = False
     log.addHandler(handler)
     try:
-        with logged_breaks() as breaks, fake, torch.no_grad():
+        # Dynamo's own Python warnings (an lru_cache it traces through in MoE routing) stay off the terminal
+        with logged_breaks() as breaks, fake, torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
             for cache_kind in SERVE_CACHES:
                 if not _serve_run(torch, cap, mod, recipes, ids, cache_kind, handler.lines, breaks):
                     break
@@ -546,8 +550,12 @@ def _serve_run(torch, cap: Capture, mod, recipes, ids, cache_kind: str, lines: l
         try:
             out = forward(input_ids=step_ids, past_key_values=cache, cache_position=position, use_cache=True)
         except Exception as exc:  # noqa: BLE001 - a model Dynamo cannot take to the end: its reason
-            cap.failure = f"{cache_kind} cache, {cap.phase}: {_why(exc, breaks)}"
-            return False
+            why = f"{cache_kind} cache, {cap.phase}: {_why(exc, breaks)}"
+            if cache_kind == "static":  # the compiled serving recipe itself: the op set's outcome
+                cap.failure = why
+                return False
+            cap.refused[cache_kind] = why  # a dynamic cache the model's code does not take: said, not fatal
+            return True
         cap.recompiles += [
             {"cache": cache_kind, "phase": cap.phase, "step": step, "reason": _guard_line(line)} for line in lines
         ]
@@ -596,19 +604,31 @@ def serve_notes(cap: Capture, rec: Recipe) -> list[str]:
         notes.append(
             f"serve, {kind} cache: {len(mine)} recompilation(s), {len(grown[kind])} after the first decode step"
             + (f" (guards that failed: {'; '.join(reasons)[:400]})" if reasons else "")
+            + (f"; Dynamo stopped the run: {cap.refused[kind][:300]}" if kind in cap.refused else "")
+        )
+    if grown["static"]:
+        notes.append(
+            f"serve: even with a static cache a decode step recompiled ({len(grown['static'])} after the first): "
+            "the model's code reads a length as a Python number, so each step is a new graph"
         )
     if rec.name == "tpu" and grown["dynamic"]:
-        bounded = (
-            f"with its length marked dynamic with bounds, {len(grown['dynamic-bounded'])} after the first decode "
-            "step: the decode steps share one graph"
-            if not grown["dynamic-bounded"]
-            else f"with its length marked dynamic with bounds, still {len(grown['dynamic-bounded'])}"
-        )
+        if "dynamic-bounded" in cap.refused:
+            bounded = (
+                "marking its length dynamic with bounds was refused (the model's code specializes that length: "
+                "see the dynamic-bounded cache's note)"
+            )
+        elif not grown["dynamic-bounded"]:
+            bounded = (
+                f"with its length marked dynamic with bounds, {len(grown['dynamic-bounded'])} after the first "
+                "decode step: the decode steps share one graph"
+            )
+        else:
+            bounded = f"with its length marked dynamic with bounds, still {len(grown['dynamic-bounded'])}"
         notes.append(
             "tpu: TorchTPU's compile backend refuses dynamic=True (NotImplementedError) and takes bounded "
             "dynamism only (torch._dynamo.mark_dynamic with min and max): a dynamic cache recompiled at every "
-            f"decode step here ({len(grown['dynamic'])} after the first), as its length grows; {bounded}. "
-            "A static cache recompiles once, prefill to decode"
+            f"decode step here ({len(grown['dynamic'])} after the first), as its length grows; {bounded}; a "
+            f"static cache recompiled {len(grown['static'])} time(s) after the first decode step"
         )
     return notes
 
@@ -872,10 +892,11 @@ def trace_zoo(entries, modes, backends, root: str | None = None, out=None) -> li
     import time
 
     from opcov.store import layout
+    from opcov.tracing.serve import ZOO as SERVED
 
     out = out or sys.stderr
     failures = []
-    jobs = [(e, m) for e in entries for m in modes]
+    jobs = [(e, m) for e in entries for m in modes if m != "serve" or e.name in SERVED]  # serve: the decoders
     start = time.monotonic()
     for i, (entry, mode) in enumerate(jobs, 1):
         t0 = time.monotonic()
