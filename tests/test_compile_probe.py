@@ -229,7 +229,7 @@ def test_openxla_compiles_opinfo_samples_on_the_xla_device(tmp_path):
     # cannot compile (Swin's classifier head, a false 'runs' before the layout variant)
     strided = doc["ops"]["aten::as_strided"]["float32"]
     assert strided["fwd"] == "error" and "Expected XLA tensor" in strided["why"], strided
-    assert strided["failed"] == ["error nn.functional.adaptive_avg_pool1d|float32|4t float32:4"]
+    assert strided["failed"] == ["error nn.functional.adaptive_avg_pool1d|float32|4t float32:4;"]
 
 
 def test_the_classes_of_cases_that_ran_are_kept_beside_the_failing_ones():
