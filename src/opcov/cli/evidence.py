@@ -9,6 +9,7 @@ import json
 import shlex
 import sys
 
+from opcov.backends import known_backends
 from opcov.cli import common, options
 from opcov.errors import EXIT_OK, UsageError
 from opcov.store import output
@@ -132,7 +133,8 @@ def add_expect(sub) -> None:
         help="read what a backend's own op tests expect (dtype exclusions, unchecked gradients, deny lists) "
         "from its source checkout, without running it: an expectation, not a result",
     )
-    ex.add_argument("backend", choices=("tpu",), help="the backend whose tests are read (TorchTPU's: tpu)")
+    readable = tuple(b.name for b in known_backends() if b.vendor_tests)  # the backends whose tests opcov reads
+    ex.add_argument("backend", choices=readable, help="the backend whose tests are read (TorchTPU's: tpu)")
     ex.add_argument(
         "--vendor-tests", required=True, metavar="PATH", help="a source checkout of the backend (its tests/ folder)"
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from opcov.activity import activity
+from opcov.backends import record as backend_record
 from opcov.cli import common, options
 from opcov.errors import EXIT_GATE, EXIT_OK, UsageError
 from opcov.store import layout, output
@@ -243,8 +244,14 @@ def _next_check(opset_file: str, device: str) -> str:
         have = layout.backends_with_data(layout.read_coverage(None))
     except UsageError:
         have = []
-    targets = [device] if device in have else [b for b in have if b not in ("cpu", "meta")] or ["BACKEND"]
+    targets = [device] if device in have else [b for b in have if not _is_control(b)] or ["BACKEND"]
     return f"next: opcov check {opset_file} " + " ".join(f"-b {b}" for b in targets)
+
+
+def _is_control(name: str) -> bool:
+    """A reference the others are judged against (cpu, meta): no target to suggest checking a model on."""
+    rec = backend_record(name)
+    return bool(rec and rec.control)
 
 
 def _compiled(args) -> int:
