@@ -130,7 +130,9 @@ def assert_agree(coverage, backends, page_dir):
 def test_bundled_data_one_verdict_everywhere(tmp_path):
     checked = assert_agree(bundled_slice(tmp_path), BACKENDS, tmp_path / "site")
     models = {name for name, _, _ in checked}
-    assert len(checked) == 2 * len(BACKENDS) * len(models)  # every model, both modes, every backend
+    modes = {(name, mode) for name, mode, _ in checked}
+    assert len(checked) == len(modes) * len(BACKENDS) and len(modes) >= 2 * len(models)  # every mode, every backend
+    assert {mode for _, mode in modes} == {"inference", "training", "serve"}  # the decoders' serve mode too
     assert models == set(SLICE)
     # the comparison is not vacuous: the bundled data has failing and unknown verdicts
     assert {"fails", "unknown", "runs"} <= {v for v, _, _ in checked.values()}
