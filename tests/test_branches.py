@@ -1,7 +1,7 @@
 """Composites whose path depends on the device family (opcov.branches): an LSTM's and a GRU's cells are
-fused only on CUDA, XPU and PrivateUse1 devices. The op set keeps both branches and each backend is judged
+fused only on CUDA, XPU and PrivateUse1 devices, and so are nn.LSTMCell's and nn.GRUCell's. The op set keeps both branches and each backend is judged
 on the one its dispatch key takes: PyTorch/XLA on the generic cells, TorchTPU (PrivateUse1) on the fused
-kernels. Two families of recurrent layers, traced by the real tracer and judged on the bundled data."""
+kernels. Recurrent layers and hand-written cell loops, traced by the real tracer and judged on the bundled data."""
 
 import json
 import textwrap
@@ -29,6 +29,27 @@ FACTORIES = textwrap.dedent(
     def gru():
         torch.manual_seed(0)
         return Head(nn.GRU(8, 16, num_layers=2, batch_first=True)), (torch.randn(2, 5, 8),)
+
+    class CellDecoder(nn.Module):
+        # a hand-written decoder loop over one cell (nn.LSTMCell or nn.GRUCell), as seq2seq code has
+
+        def __init__(self, cell):
+            super().__init__()
+            self.cell, self.out = cell, nn.Linear(16, 2)
+
+        def forward(self, x):
+            state = None
+            for t in range(x.shape[1]):
+                state = self.cell(x[:, t], state)
+            return self.out(state[0] if isinstance(state, tuple) else state)
+
+    def lstm_cell():
+        torch.manual_seed(0)
+        return CellDecoder(nn.LSTMCell(8, 16)), (torch.randn(2, 4, 8),)
+
+    def gru_cell():
+        torch.manual_seed(0)
+        return CellDecoder(nn.GRUCell(8, 16)), (torch.randn(2, 4, 8),)
     """
 )
 
@@ -38,7 +59,7 @@ def opsets(tmp_path_factory):
     root = tmp_path_factory.mktemp("branches")
     (root / "rnnmodels.py").write_text(FACTORIES)
     out = {}
-    for name in ("lstm", "gru"):
+    for name in ("lstm", "gru", "lstm_cell", "gru_cell"):
         path = root / name / "training.yaml"
         r = run_opcov("trace", f"rnnmodels:{name}", "--mode", "training", "--out", str(path), PYTHONPATH=str(root))
         assert r.returncode == 0, r.stdout + r.stderr
@@ -54,18 +75,25 @@ def _ops(path, backend):
 
 
 @pytest.mark.parametrize(
-    "name, fused", [("lstm", "aten::_thnn_fused_lstm_cell"), ("gru", "aten::_thnn_fused_gru_cell")]
+    "name, fused, tpu_fused",
+    [
+        ("lstm", "aten::_thnn_fused_lstm_cell", False),
+        ("gru", "aten::_thnn_fused_gru_cell", False),
+        ("lstm_cell", "aten::_thnn_fused_lstm_cell", True),  # nn.LSTMCell in a hand-written loop
+        ("gru_cell", "aten::_thnn_fused_gru_cell", True),
+    ],
 )
-def test_each_backend_is_judged_on_the_branch_its_dispatch_key_takes(opsets, name, fused):
-    """cuda takes the fused cells; xla the generic ones (and does not fail on a kernel it never calls);
-    TorchTPU (PrivateUse1) registers the recurrent op itself, so neither branch below it is judged."""
+def test_each_backend_is_judged_on_the_branch_its_dispatch_key_takes(opsets, name, fused, tpu_fused):
+    """cuda takes the fused cells; xla the generic ones (and does not fail on a kernel it never calls).
+    TorchTPU (PrivateUse1) registers aten::lstm and aten::gru itself, so neither branch below those is
+    judged; it registers no lstm_cell or gru_cell, so a cell loop takes the fused kernels there."""
     xla_verdict, xla_ops = _ops(opsets[name], "xla")
     _, cuda_ops = _ops(opsets[name], "cuda")
     _, tpu_ops = _ops(opsets[name], "tpu")
     assert fused in cuda_ops and "aten::sigmoid_backward" not in cuda_ops
     assert fused not in xla_ops and {"aten::sigmoid", "aten::tanh", "aten::sigmoid_backward"} <= xla_ops
     assert xla_verdict != "fails", xla_ops
-    assert fused not in tpu_ops and "aten::sigmoid_backward" not in tpu_ops
+    assert (fused in tpu_ops) == tpu_fused and "aten::sigmoid_backward" not in tpu_ops
 
 
 def test_the_op_set_names_both_branches_under_the_recurrent_composite(opsets):

@@ -1,6 +1,7 @@
 """Composites whose decomposition depends on the device family: the op set keeps both paths.
 
-Why: ATen's recurrent cells call the fused kernels (``_thnn_fused_lstm_cell``, ``_thnn_fused_gru_cell``)
+Why: ATen's recurrent layers and cells (``lstm``, ``gru``, ``lstm_cell``, ``gru_cell``: nn.LSTM, nn.GRU,
+nn.LSTMCell, nn.GRUCell) call the fused kernels (``_thnn_fused_lstm_cell``, ``_thnn_fused_gru_cell``)
 only when the input is on CUDA, XPU or a PrivateUse1 device (aten/src/ATen/native/RNN.cpp,
 ``input.is_cuda() || input.is_xpu() || input.is_privateuseone()``); every other device (PyTorch/XLA,
 MPS, CPU) takes the generic cell: linear, chunk, sigmoid, tanh, mul, add. The stand-in accelerator is
@@ -17,12 +18,15 @@ from __future__ import annotations
 PREFIX = "device-branch:"
 FUSED, GENERIC = "fused", "generic"
 FUSED_KEYS = frozenset({"CUDA", "XPU", "PrivateUse1"})  # the dispatch keys whose devices take the fused cells
-# composite op -> the torch._decomp.decompositions function that is its generic (unfused) path
+# composite op -> the torch._decomp.decompositions function that is its generic (unfused) path, or the
+# adapter below where torch has the cell's math but not with the op's signature
 OPS = {
     "aten::lstm.input": "lstm_impl",
     "aten::lstm.data": "lstm_data_impl",
     "aten::gru.input": "gru_impl",
     "aten::gru.data": "gru_impl_data",
+    "aten::lstm_cell": "_lstm_cell",
+    "aten::gru_cell": "_gru_cell",
 }
 
 
@@ -45,9 +49,29 @@ def generic(op_name: str):
     name = OPS.get(op_name)
     if name is None:
         return None
+    if name in _ADAPTERS:
+        return _ADAPTERS[name]
     from torch._decomp import decompositions
 
     return getattr(decompositions, name, None)
+
+
+def _lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """aten::lstm_cell as RNN.cpp's generic LSTMCell computes it (torch's ``lstm_cell`` decomposition)."""
+    import torch.nn.functional as F
+    from torch._decomp.decompositions import lstm_cell
+
+    return lstm_cell(F.linear(input, w_ih, b_ih), hx[0], hx[1], w_hh, b_hh, None, 1)
+
+
+def _gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """aten::gru_cell as RNN.cpp's generic GRUCell computes it (torch's ``gru_cell_data`` decomposition)."""
+    from torch._decomp.decompositions import gru_cell_data
+
+    return gru_cell_data(input, hx, w_ih, b_ih, w_hh, b_hh)
+
+
+_ADAPTERS = {"_lstm_cell": _lstm_cell, "_gru_cell": _gru_cell}
 
 
 # ATen kernels made for one device type, which ATen's composites call only there: a graph traced on that

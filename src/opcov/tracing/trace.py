@@ -352,10 +352,15 @@ def _both_branches(torch, rec: Recording, run, other, *args, **kwargs):
     idx = rec.tree.open(branches.node_name(branches.GENERIC), phase, CALL)
     outs: list = []
     wrt: list = []
+    # on leaves cut from the model's graph: the branch's backward must not run through (and free) the
+    # history its inputs carry, as a cell's hidden state from the step before does
+    cut = torch.utils._pytree.tree_map_only(
+        torch.Tensor, lambda t: t.detach().requires_grad_(t.requires_grad), (args, kwargs)
+    )
     try:
-        alt = other(*args, **kwargs)
+        alt = other(*cut[0], **cut[1])
         outs = [t for t in tensors_of(alt, torch) if t.requires_grad]
-        wrt = [t for t in tensors_of((args, kwargs), torch) if t.requires_grad]
+        wrt = [t for t in tensors_of(cut, torch) if t.requires_grad]
     finally:
         rec.tree.close(idx, dtype=_dtypes.NONE, on_device=False)
     if outs and wrt and phase == "forward" and torch.is_grad_enabled():
