@@ -13,11 +13,12 @@ def test_a_known_backend_without_data_is_a_row_that_says_how_to_fill_it():
     rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[3:5]}
     assert rows["neuron"][2] == "no_data_yet" and rows["tpu"][2] == "runs", r.stdout
     assert "neuron (inference): NO DATA YET" in r.stdout
-    assert "'opcov scan neuron'" in r.stdout and "'opcov probe neuron'" in r.stdout and "torch-neuronx" in r.stdout
+    scan, probe = "'opcov scan neuron --import torch_neuronx'", "'opcov probe neuron --import torch_neuronx'"
+    assert scan in r.stdout and probe in r.stdout and "torch-neuronx" in r.stdout  # the record's data_commands
     out = json.loads(run_opcov("check", "llama", "-b", "neuron", "--mode", "inference", "--format", "json").stdout)
     (v,) = out["verdicts"]
     assert v["verdict"] == "unknown" and v["evidence"] == "none" and v["says"] == "no data yet" and not v["ops"]
-    assert v["no_data"].startswith("'opcov scan neuron'")
+    assert v["no_data"].startswith(scan)
 
 
 def test_a_gate_asking_for_evidence_fails_on_no_data():

@@ -422,6 +422,32 @@ def test_search_index_holds_ops_support_python_names_and_models(small):
     assert "search.js" in read(out, "index.html") and 'action="../../search.html"' in read(out, "ops/aten/mm.html")
 
 
+def test_a_known_backend_without_data_has_a_row_a_page_and_a_search_entry(small):
+    """Every backend opcov knows without data in the folder (neuron among them here) is named: a row on the
+    index, a line on the matrix and on each model page, its own page with the commands that would fill it
+    (the same as check's 'no data yet' row: suggest.fill_steps), its JSON, and an entry the search finds."""
+    from opcov import suggest
+
+    _, out = small
+    steps = suggest.fill_steps("neuron")
+    assert steps[0][0] == "opcov scan neuron --import torch_neuronx"  # the record's data_commands
+    index = said(read(out, "index.html"))
+    assert "neuron no data yet (TorchNeuron, AWS Trainium): fill it with opcov scan neuron --import" in index, index
+    page = said(read(out, "backends/neuron.html"))
+    assert "Backend neuron: no data yet" in page and "torch-neuronx 2.13.x" in page  # the record's setup
+    for command, gives in steps:
+        assert f"{command} ({gives})" in page, (command, page)
+    assert 'href="../backends/neuron.html"' in read(out, "models/tiny.html")
+    matrix = read(out, "matrix.html")
+    assert "No data yet for " in said(matrix) and 'href="backends/neuron.html"' in matrix
+    api = json.loads(read(out, "api/backends/neuron.json"))
+    assert api["no_data"] is True and api["commands"][1]["command"] == steps[1][0]
+    assert json.loads(read(out, "api/index.json"))["backends"]["neuron"] == "api/backends/neuron.json"
+    pages = {name: (href, words) for name, href, words in search_data(out)["pages"]}
+    assert pages["neuron"] == ("backends/neuron.html", "no data yet") and pages["alpha"][0] == "backends/alpha.html"
+    assert set(pages) >= {"alpha", "beta", "neuron", "tpu", "cuda"}  # no data for the built-ins in this folder
+
+
 def test_api_gives_the_numbers_the_pages_show(small):
     from opcov.site import model as sitemodel
 

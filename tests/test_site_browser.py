@@ -306,6 +306,29 @@ def test_search_ranks_exact_names_and_python_names_first(browser, full):
         assert "llama" in page.text_content("#search-page")
 
 
+def test_searching_a_backend_without_data_finds_its_page(browser, full):
+    """'neuron' (a backend the README names, with no data bundled): the box lists its page first, Enter opens
+    it, and it says 'no data yet' with the commands that would fill it; the search page lists it rather
+    than saying no op matches."""
+    with Watched(browser) as page:
+        page.goto(url(full, "index.html"))
+        found = search_box_results(page, "neuron")
+        assert found[0] == "neuron", found
+        page.press("#site-q", "Enter")
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/backends/neuron.html"), page.url
+        text = " ".join(page.text_content("main").split())
+        assert "no data yet" in text and "opcov scan neuron --import torch_neuronx" in text, text
+        assert "opcov probe neuron --import torch_neuronx" in text, text
+        page.goto(url(full, "search.html?q=neuron"))
+        page.wait_for_selector("html[data-search-ready]")
+        result = " ".join(page.text_content("#search-page").split())
+        assert "neuron (no data yet)" in result and "No op matches" not in result, result
+        page.click("#search-page ul.found-backends a")
+        page.wait_for_load_state("load")
+        assert page.url.endswith("/backends/neuron.html"), page.url
+
+
 def test_search_page_works_without_the_box(browser, small):
     with Watched(browser) as page:
         page.goto(url(small, "search.html?q=nn.ReLU"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 
-from opcov.backends import known_backends
+from opcov.backends import get_backend, known_backends
 from opcov.errors import UsageError
 from opcov.store import layout
 
@@ -38,11 +38,21 @@ class NoData(UsageError):
         self.backend = backend
 
     def fill(self) -> str:
-        """The commands that make the backend's data, in words."""
-        return (
-            f"'opcov scan {self.backend}' (registered evidence, no device needed: where its package imports) and "
-            f"'opcov probe {self.backend}' (on the device), or ingest a contributed bundle ('opcov ingest FILE')"
-        )
+        """The commands that make the backend's data, in words (``fill_steps``)."""
+        (scan, got), (probe, where), (ingest, bundle) = fill_steps(self.backend)
+        return f"'{scan}' ({got}) and '{probe}' ({where}), or {bundle} ('{ingest}')"
+
+
+def fill_steps(backend: str) -> list[tuple[str, str]]:
+    """[(command, what it gives)] that make a known backend's data: its record's registered scan (no
+    device) and probe (on it), then a contributed bundle. check's 'no data yet' row and the site's page
+    for a backend without data both say these."""
+    scan, probe = get_backend(backend).data_commands()
+    return [
+        (scan, "registered evidence, no device needed: where its package imports"),
+        (probe, "on the device"),
+        ("opcov ingest FILE", "ingest a contributed bundle"),
+    ]
 
 
 def no_backend_data(backend: str, coverage_dir: str) -> UsageError:

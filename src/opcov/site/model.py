@@ -180,6 +180,9 @@ class Site:
     data_torch: dict = field(default_factory=dict)
     # (backend, model, mode) -> (path relative to the coverage folder, document): observed runs ('opcov run')
     observed: dict = field(default_factory=dict)
+    # backends opcov knows ('opcov backends') with no data in this folder (TorchNeuron today): each has a
+    # 'no data yet' row and page saying what would fill it, as check's row does
+    no_data: list = field(default_factory=list)
     _models: tuple = field(default=(None, 0, {}), init=False, repr=False, compare=False)  # (list, length, by name)
 
     def backend(self, name: str) -> Backend:
@@ -329,7 +332,14 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
         python_of=python_of,
         absent=not_in_torch(ordered),
         observed=observed_runs(coverage_dir),
+        no_data=without_data(ordered),
     )
+
+
+def without_data(have: list[Backend]) -> list[backends.Backend]:
+    """The records of the backends opcov knows that have no data among ``have``, in opcov's order."""
+    names = {b.name for b in have}
+    return [b for b in backends.known_backends() if b.name not in names]
 
 
 def observed_runs(coverage_dir: str) -> dict:

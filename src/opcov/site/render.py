@@ -1466,7 +1466,7 @@ def _build_split(site: Site, parallel: bool | None, into: _Folder | None, guide:
     env.globals["guide"] = guide  # the navigation's "Docs" link: only to a guide that is there
     links = {
         "ops": unique_paths(site.ops, "ops", op_stem),
-        "backends": unique_paths([b.name for b in site.backends], "backends", _safe),
+        "backends": unique_paths([b.name for b in site.backends + site.no_data], "backends", _safe),
         "models": unique_paths([m.name for m in site.models], "models", _safe),
     }
     if into is None:
@@ -1520,6 +1520,7 @@ def _build_rest(
         [(c.a, c.b) for c in pairs], "compare", lambda p: _safe(f"{_safe(p[0])}-vs-{_safe(p[1])}", f"{p[0]}\0{p[1]}")
     )
     files: dict[str, bytes] = {}
+    api: dict[str, dict] = {"backends": {}, "models": {}, "ops": {}, "badges": {}, "compare": {}}
 
     def page(path: str, template: str, **ctx):
         files[path] = _render(env, site, links, path, template, **ctx)
@@ -1544,8 +1545,15 @@ def _build_rest(
             entry["badges"].append((f"badges/{stem}.svg", f"{label} {value}", f"api/badges/{stem}.json"))
     for entry in backends:
         entry["models"] = model_rows(verdicts, entry["b"].name)
+    empty = no_data_views(site, links)
+    for e in empty:
+        page(e.href, "backend_none.html", title=f"Backend {e.name}: no data yet", e=e)
+        files[e.api] = _json({"api": API_VERSION, "page": e.href, **e.as_json})
+        api["backends"][e.name] = e.api
 
-    page("index.html", "index.html", title="Coverage overview", backends=backends, traced=traced_note(site))
+    page(
+        "index.html", "index.html", title="Coverage overview", backends=backends, empty=empty, traced=traced_note(site)
+    )
     page(
         "about.html",
         "about.html",
@@ -1555,7 +1563,6 @@ def _build_rest(
         probe_status=PROBE_STATUS,
     )
     page("search.html", "search.html", title="Search")
-    api: dict[str, dict] = {"backends": {}, "models": {}, "ops": {}, "badges": {}, "compare": {}}
     index = models_index(site, verdicts, links, compiled)
     page(
         "models.html",
@@ -1628,6 +1635,38 @@ def _build_rest(
     files[".nojekyll"] = b""  # GitHub Pages would hide ops/aten/_foo.html otherwise
     files[MARKER] = MARKER_TEXT.encode()
     return files, done
+
+
+def no_data_views(site: Site, links: dict) -> list[NS]:
+    """The backends opcov knows with no data in the site's folder, each as its row and page show it: its
+    record's note and setup, and the commands that would fill it (suggest.fill_steps, as check's
+    'no data yet' row says them)."""
+    from opcov import suggest
+
+    out = []
+    for b in site.no_data:
+        href = links["backends"][b.name]
+        steps = suggest.fill_steps(b.name)
+        out.append(
+            NS(
+                name=b.name,
+                note=b.note,
+                setup=b.setup,
+                steps=steps,
+                href=href,
+                api=api_path(href),
+                folder=f"coverage/{b.name}/",
+                as_json={
+                    "backend": b.name,
+                    "no_data": True,
+                    "says": "no data yet",
+                    "note": b.note,
+                    "setup": b.setup,
+                    "commands": [{"command": c, "gives": w} for c, w in steps],
+                },
+            )
+        )
+    return out
 
 
 def model_badge(vs) -> tuple[str, str]:
@@ -1924,6 +1963,9 @@ def search_index(site: Site, links: dict, answers: dict) -> bytes:
         "prefixes": [list(p) for p in pynames.PREFIXES],
         "homes": list(pynames.BARE_HOMES),
         "models": [[m.name, links["models"][m.name]] for m in site.models],
+        # every backend's page, those without data too (searching 'neuron' finds that it has none yet)
+        "pages": [[b.name, links["backends"][b.name], b.versions] for b in site.backends]
+        + [[b.name, links["backends"][b.name], "no data yet"] for b in site.no_data],
         "codes": {k: [w.icon, w.short, w.css, w.label] for k, w in sitemodel.SUPPORT.items()},
     }
     blob = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")

@@ -85,6 +85,15 @@
       return tier(a) - tier(b) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
     });
   }
+  /* Backend pages whose backend name contains q (those without data too: 'neuron' finds its 'no data yet'
+     page), the exact name first. */
+  function backends(q) {
+    var lq = q.trim().toLowerCase();
+    if (!lq) return [];
+    return (D.pages || []).filter(function (p) { return p[0].toLowerCase().indexOf(lq) >= 0; }).sort(function (a, b) {
+      return (b[0].toLowerCase() === lq) - (a[0].toLowerCase() === lq) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
+    });
+  }
   function href(i) {
     var op = D.ops[i][0], k = op.indexOf("::");
     return root + (D.hrefs[op] || "ops/" + op.slice(0, k) + "/" + op.slice(k + 2) + ".html");
@@ -111,7 +120,7 @@
       if (!q.trim()) { hide(); return; }
       load(function () {
         if (input.value !== q) return;
-        var ops = rank(q), ms = models(q);
+        var ops = rank(q), ms = models(q), bs = backends(q);
         var opItems = ops.slice(0, 8).map(function (m) {
           return {href: href(m.i), html: "<code>" + esc(D.ops[m.i][0]) + "</code>" +
             (m.via.length ? " <span class=\"muted\">(" + esc(m.via.slice(0, 2).join(", ")) + (m.via.length > 2 ? ", ..." : "") + ")</span>" : "") +
@@ -119,16 +128,22 @@
         }), modelItems = ms.slice(0, 3).map(function (m) {
           return {href: root + m[1], html: "model <strong>" + esc(m[0]) + "</strong>"};
         });
-        /* a model named exactly q comes before ops that only contain q (Enter on 'bert' opens bert) */
+        var backendItems = bs.slice(0, 2).map(function (p) {
+          return {href: root + p[1], html: "backend <strong>" + esc(p[0]) + "</strong> <span class=\"muted\">(" + esc(p[2]) + ")</span>"};
+        });
+        /* a model or backend named exactly q comes before ops that only contain q (Enter on 'bert' opens
+           bert, on 'neuron' neuron's page) */
         var exactModel = ms.length && ms[0][0].toLowerCase() === q.trim().toLowerCase();
+        var exactBackend = bs.length && bs[0][0].toLowerCase() === q.trim().toLowerCase();
         var exactOp = ops.length && ops[0].tier <= 1;
         items = exactModel && !exactOp ? modelItems.concat(opItems) : opItems.concat(modelItems);
+        items = exactBackend && !exactOp ? backendItems.concat(items) : items.concat(backendItems);
         active = 0;
         var h = items.map(function (it, k) {
           return "<a role=\"option\" id=\"site-q-" + k + "\" href=\"" + esc(it.href) + "\"" + (k === active ? " aria-selected=\"true\"" : "") +
             ">" + it.html + "</a>";
         }).join("");
-        var total = ops.length + ms.length;
+        var total = ops.length + ms.length + bs.length;
         list.innerHTML = h;
         list.setAttribute("data-q", q);  /* which query the list answers */
         all.innerHTML = "<a href=\"" + esc(root + "search.html?q=" + encodeURIComponent(q)) + "\">" +
@@ -159,8 +174,9 @@
       load(function () {  /* the best result when there is one, else the search page */
         var ops = rank(q), opts = panel.hidden ? [] : list.querySelectorAll("[role=option]");
         if (opts.length && input.value === q) { location.href = opts[active].getAttribute("href"); return; }
-        var ms = models(q);
-        if (ms.length && ms[0][0].toLowerCase() === q.trim().toLowerCase() && !(ops.length && ops[0].tier <= 1)) {
+        var ms = models(q), bs = backends(q), exact = !(ops.length && ops[0].tier <= 1);
+        if (exact && bs.length && bs[0][0].toLowerCase() === q.trim().toLowerCase()) { location.href = root + bs[0][1]; return; }
+        if (exact && ms.length && ms[0][0].toLowerCase() === q.trim().toLowerCase()) {
           location.href = root + ms[0][1]; return;
         }
         if (ops.length) { location.href = href(ops[0].i); return; }
@@ -176,8 +192,13 @@
     var input = document.getElementById("site-q");
     if (input && q) input.value = q;
     load(function () {
-      var ops = rank(q), ms = models(q), py = python(q.trim());
+      var ops = rank(q), ms = models(q), bs = backends(q), py = python(q.trim());
       var h = "";
+      if (bs.length) {
+        h += "<h2>Backends</h2><ul class=\"found-backends\">" + bs.map(function (p) {
+          return "<li><a href=\"" + esc(root + p[1]) + "\">" + esc(p[0]) + "</a> <span class=\"muted\">(" + esc(p[2]) + ")</span></li>";
+        }).join("") + "</ul>";
+      }
       Object.keys(py).sort().forEach(function (name) {
         h += "<p><code>" + esc(name) + "</code> dispatches " + (py[name].length ? py[name].map(function (i) {
           return "<a href=\"" + esc(href(i)) + "\">" + esc(D.ops[i][0]) + "</a>";
@@ -186,8 +207,8 @@
       if (ms.length) {
         h += "<h2>Models</h2><ul>" + ms.map(function (m) { return "<li><a href=\"" + esc(root + m[1]) + "\">" + esc(m[0]) + "</a></li>"; }).join("") + "</ul>";
       }
-      h += "<h2>Ops</h2>";
-      if (!ops.length) h += "<p>No op matches <code>" + esc(q) + "</code>.</p>";
+      if (ops.length || !(bs.length || ms.length)) h += "<h2>Ops</h2>";
+      if (!ops.length) h += bs.length || ms.length ? "" : "<p>No op matches <code>" + esc(q) + "</code>.</p>";
       else {
         h += "<p>" + ops.length + " op" + (ops.length === 1 ? "" : "s") + " match" + (ops.length === 1 ? "es" : "") +
           (ops.length > 300 ? "; the first 300 are shown" : "") + ". Each backend's forward: icon and words; hover for the backward.</p>";
