@@ -34,6 +34,13 @@ def add_parser(sub) -> None:
     ck.add_argument("--output", "-o", help="write the report to this file instead of stdout")
     _gate_options(ck)
     _model_options(ck)
+    options.add_parallel(
+        ck,
+        "judge MODEL's sharded training step traced with this style (coverage/models/MODEL/parallel/): its local "
+        "ops, its collectives against the backend's registrations and process group, DTensor's ops against its "
+        "sharding strategies",
+        "with --parallel: only this world size (default: every one traced)",
+    )
 
 
 def _gate_options(ck) -> None:

@@ -86,6 +86,14 @@ def add_trace_timeout(parser, help: str) -> None:
     parser.add_argument("--timeout", type=seconds, default=children.TRACE_TIMEOUT_S, help=help)
 
 
+def add_parallel(parser, parallel_help: str, world_help: str, world_default: int | None = None) -> None:
+    """--parallel ddp|fsdp2|tp and --world-size N: a sharded training step (opcov.store.parallel)."""
+    from opcov.store.parallel import STYLES
+
+    parser.add_argument("--parallel", choices=STYLES, help=parallel_help)
+    parser.add_argument("--world-size", type=at_least_one, default=world_default, metavar="N", help=world_help)
+
+
 def add_compile_args(parser, what: str) -> None:
     """--path and --compile-backend (the torch.compile path: opcov.tracing.compiled)."""
     add_path(parser, f"eager (default): what eager mode dispatches; compile: the {what}")

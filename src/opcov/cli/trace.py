@@ -47,6 +47,14 @@ def add_parser(sub) -> None:
     )
     _size_options(tr)
     _output_options(tr)
+    options.add_parallel(
+        tr,
+        "a sharded training step as rank 0 of --world-size ranks on a fake process group: ddp "
+        "(DistributedDataParallel), fsdp2 (fully_shard on each block and the root), tp (ColwiseParallel and "
+        "RowwiseParallel from the model's own tensor-parallel plan); records the collectives, DTensor's ops and "
+        "redistributions and the local ops (coverage/models/<model>/parallel/<style>-<N>.yaml)",
+        "with --parallel: the world size (default: 8)",
+    )
 
 
 def _size_options(tr) -> None:
@@ -104,6 +112,8 @@ def run(args) -> int:
 
     if args.mode == "serve":
         _serve_refusals(args)
+    if args.parallel or args.world_size:
+        return _parallel(args)
     if args.path == "compile":
         return _compiled(args)
     if args.compile_backend:
@@ -144,6 +154,18 @@ def run(args) -> int:
         print(f"wrote {out}")
     print(_next_check(out or shown, args.device))
     return EXIT_OK
+
+
+def _parallel(args) -> int:
+    """'opcov trace MODEL --parallel STYLE' (opcov.cli.parallel); a factory traced in a child process."""
+    from opcov.cli import parallel
+
+    if not args.parallel:
+        raise UsageError("--world-size goes with --parallel ddp|fsdp2|tp")
+    child = _in_child if _is_factory(args.model) and not os.environ.get(_ISOLATED) else None
+    return parallel.trace(
+        args, _sizes(args), in_child=child, print_opset=_print_opset, recorded_out=_recorded_out(args)
+    )
 
 
 def _serve_refusals(args) -> None:

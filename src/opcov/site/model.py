@@ -585,7 +585,9 @@ def judge_models(site: Site) -> dict:
                         f"coverage/{os.path.relpath(p, site.coverage_dir).replace(os.sep, '/')}" for p in key
                     ]
                 cov.paths = list(shown)
-                v = out[(m.name, mode, b.name)] = check.judge_variants(bdoc, bparts, judge.share(cov, pool))
+                v = out[(m.name, mode, b.name)] = check.judge_variants(
+                    bdoc, bparts, judge.share(cov, pool), site.coverage_dir
+                )
                 if own:
                     v.notes.insert(0, f"{check.path_note(bdoc, b.name)} ({shown_path(site, own[0])})")
                     check.python_replacements(v, bdoc)

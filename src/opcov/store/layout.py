@@ -6,6 +6,9 @@
     coverage/models/<model>/<mode>.yaml                                            an op set
     coverage/models/<model>/compile/<compile backend>-<mode>.yaml                  a compiled op set
     coverage/models/<model>/on/<backend>-<mode>.yaml      an op set recorded on the backend itself (trace --on)
+    coverage/models/<model>/parallel/<style>-<world size>.yaml   a sharded training step (trace --parallel)
+    coverage/distributed/dtensor-torch-<torch>.json      DTensor's sharding strategies (opcov.scan.sharding)
+    coverage/distributed/process-group-<backend>.json    the process-group backend a device uses
     coverage/<backend>/compile/<kind>-torch-<torch>[...].yaml                       compile coverage
     coverage/zoo/outcomes[-shard-I-of-N].tsv           what 'opcov zoo trace --all' made of each model
     coverage/pynames-torch-<torch>.tsv                  the Python-name index (opcov.scan.pynames)
@@ -22,6 +25,7 @@ import re
 import sys
 
 from opcov.errors import DataError, UsageError
+from opcov.store import parallel
 from opcov.vocab import EVIDENCE_KINDS
 
 DEFAULT_COVERAGE = "coverage"
@@ -32,6 +36,9 @@ COMPILE = "compile"
 # Op sets recorded on a backend's own device (``opcov trace --on``) under models/<model>/: check judges that
 # backend with them; readers of the stand-in op sets (gaps, compare, the site) never enter it.
 ON_DEVICE = "on"
+# Sharded training steps (``opcov trace --parallel``) under models/<model>/: check judges them when asked
+# (--parallel), the site shows them; the single-device readers (gaps, compare, recall) never enter it.
+PARALLEL = "parallel"
 EVIDENCE = EVIDENCE_KINDS  # the snapshot kinds: registered, probed, declared
 YAML = (".yaml", ".yml")
 
@@ -165,7 +172,7 @@ def yaml_files(folder: str, *, models: bool = True) -> list[str]:
     """YAML files under folder, walked in sorted order; without ``models`` no folder named models/ is entered."""
     found: list[str] = []
     for root, dirs, files in walk(folder):
-        dirs[:] = sorted(d for d in dirs if (models or d != MODELS) and d not in (COMPILE, ON_DEVICE))
+        dirs[:] = sorted(d for d in dirs if (models or d != MODELS) and d not in (COMPILE, ON_DEVICE, PARALLEL))
         found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
     return found
 
@@ -433,7 +440,7 @@ def strays(coverage_dir: str, backend: str | None = None) -> list[tuple[str, str
         top = os.path.join(coverage_dir, folder)
         for root, dirs, files in walk(top):
             out += [(os.path.join(root, d), A_FOLDER) for d in dirs if is_yaml(d)]
-            dirs[:] = sorted(d for d in dirs if not is_yaml(d) and d not in (COMPILE, ON_DEVICE))
+            dirs[:] = sorted(d for d in dirs if not is_yaml(d) and d not in (COMPILE, ON_DEVICE, PARALLEL))
             if folder == MODELS:
                 continue
             for f in sorted(files):
@@ -520,12 +527,50 @@ def ondevice_opset(folder: str, backend: str, mode: str) -> str | None:
 def ondevice_files(folder: str) -> list[str]:
     """Every op set recorded on a backend itself (models/<model>/on/*.yaml) under folder, sorted: the
     files ``yaml_files`` leaves out, for the readers that check every data file (lint)."""
+    return _model_sub_files(folder, ON_DEVICE)
+
+
+def _model_sub_files(folder: str, sub: str) -> list[str]:
+    """Every YAML file in a models/<model>/<sub>/ folder under folder, sorted."""
     found: list[str] = []
     for root, dirs, files in walk(folder):
         dirs.sort()
-        if os.path.basename(root) == ON_DEVICE and os.path.basename(os.path.dirname(os.path.dirname(root))) == MODELS:
+        if os.path.basename(root) == sub and os.path.basename(os.path.dirname(os.path.dirname(root))) == MODELS:
             found.extend(os.path.join(root, f) for f in sorted(files) if is_yaml(f))
     return found
+
+
+def parallel_opset_path(name: str, style: str, world_size: int, root: str | None = None) -> str:
+    """<root>/<model>/parallel/<style>-<world size>.yaml: a sharded training step (``trace --parallel``)."""
+    return os.path.join(
+        models_dir() if root is None else root,
+        plain_name(name, "model"),
+        PARALLEL,
+        parallel.file_name(plain_name(style, "parallel style"), world_size),
+    )
+
+
+def parallel_opset_files(folder: str) -> list[str]:
+    """The sharded training steps of one model's folder (models/<model>/parallel/*.yaml), sorted."""
+    sub = os.path.join(folder, PARALLEL)
+    return sorted(os.path.join(sub, f) for f in listdir(sub) if is_yaml(f)) if os.path.isdir(sub) else []
+
+
+def parallel_model_files(coverage_dir: str) -> list[str]:
+    """Every sharded training step under coverage_dir/models/, sorted."""
+    top = models_dir(coverage_dir)
+    if not os.path.isdir(top):
+        return []
+    return [f for m in sorted(listdir(top)) for f in parallel_opset_files(os.path.join(top, m))]
+
+
+def parallel_files(folder: str) -> list[str]:
+    """Every sharded training step (models/<model>/parallel/*.yaml) under folder, sorted: the files
+    ``yaml_files`` leaves out, for the readers that check every data file (lint)."""
+    return _model_sub_files(folder, PARALLEL)
+
+
+DISTRIBUTED = "distributed"  # DTensor's sharding strategies and process groups (JSON), under the coverage folder
 
 
 ZOO = "zoo"  # the folder of the whole-zoo outcome tables, under the coverage folder

@@ -20,7 +20,7 @@ import os
 import sys
 
 from opcov.errors import DataError
-from opcov.store import data, layout, observed, opset, strictjson
+from opcov.store import data, distributed, layout, observed, opset, parallel, strictjson
 from opcov.store.data import Problem
 
 
@@ -30,7 +30,9 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
     folders = list(paths) if paths else [layout.read_coverage(None, say=_say)]
     files = layout.coverage_files(folders, models=True)
     files += [f for folder in folders if os.path.isdir(folder) for f in layout.ondevice_files(folder)]
-    problems = lint_files(files, check_catalog=check_catalog)
+    sharded = [f for folder in folders if os.path.isdir(folder) for f in layout.parallel_files(folder)]
+    files += sharded
+    problems = lint_files(files, check_catalog=check_catalog) + _parallel_name_problems(sharded)
     for folder in folders:  # observed runs ('opcov run'): JSON files of their own schema
         for path in observed.files(folder) if os.path.isdir(folder) else ():
             try:
@@ -38,6 +40,15 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
             except DataError as exc:
                 bad = [str(exc)]
             problems += [Problem(path, None, m.split(": ", 1)[1]) for m in bad]
+            files.append(path)
+    for folder in folders:  # DTensor's strategies and process groups (opcov.store.distributed): JSON of their own
+        for path in _distributed_files(folder):
+            dtensor = os.path.basename(path).startswith("dtensor-")
+            kind = distributed.SHARDING_KIND if dtensor else distributed.GROUP_KIND
+            try:
+                distributed.load(path, kind)
+            except DataError as exc:
+                problems.append(Problem(path, None, str(exc).split(": ", 1)[1]))
             files.append(path)
     for folder in folders:
         for root, dirs, names in layout.walk(folder) if os.path.isdir(folder) else ():
@@ -47,6 +58,33 @@ def lint_paths(paths, *, check_catalog: bool = True) -> tuple[list[str], list[Pr
             problems += _name_problems(root, sorted(dirs) + sorted(names))
             dirs[:] = sorted(d for d in dirs if not layout.is_yaml(d))
     return files, problems
+
+
+def _distributed_files(folder: str) -> list[str]:
+    """The JSON files of coverage/distributed/ in a folder lint is given (the folder itself, or one holding it)."""
+    here = os.path.basename(os.path.normpath(folder)) == layout.DISTRIBUTED
+    sub = folder if here else os.path.join(folder, layout.DISTRIBUTED)
+    if not os.path.isdir(sub):
+        return []
+    return sorted(os.path.join(sub, f) for f in layout.listdir(sub) if f.endswith(".json"))
+
+
+def _parallel_name_problems(paths: list[str]) -> list[Problem]:
+    """A sharded training step (models/<model>/parallel/) whose name is not its header's <style>-<world size>.yaml:
+    check finds it by that name (``--parallel STYLE --world-size N``)."""
+    out = []
+    for path in paths:
+        named = parallel.parse_file_name(os.path.basename(path))
+        try:
+            rec = parallel.header(opset.load(path)) or {}
+        except DataError:
+            continue  # lint_files has said what is wrong with it
+        want = parallel.file_name(str(rec.get("style")), rec.get("world_size") or 0) if rec else None
+        if want is None:
+            out.append(Problem(path, None, "an op set in a parallel/ folder has no 'parallel' header; move it out"))
+        elif named is None or os.path.basename(path) != want:
+            out.append(Problem(path, None, f"its header says {want}: rename it so that check finds it"))
+    return out
 
 
 def _name_problems(root: str, names: list[str]) -> list[Problem]:

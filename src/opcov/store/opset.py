@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from opcov import vocab
-from opcov.store import data, lineyaml, output
+from opcov.store import data, lineyaml, output, parallel
 from opcov.store.data import Problem
 
 KIND = "opset"
@@ -105,6 +105,7 @@ TOP_KEYS = {
     "compile",
     "graph_breaks",
     "serve",
+    "parallel",
     data.INTEGRITY,
 }
 # Which path an op set records (``path``; absent: eager): what eager dispatches, or what torch.compile hands
@@ -496,6 +497,7 @@ def validate(doc, path: str) -> list[Problem]:
         if bad := data.type_problem(value, PROVENANCE_TYPES.get(key, "data"), f"provenance.{key}"):
             raw.append((("provenance", key) + bad[0], bad[1]))
     raw.extend(_compile_problems(doc))
+    raw.extend(parallel.problems(doc))
     if "parents" in doc and not isinstance(doc["parents"], dict):
         raw.append((("parents",), "parents must be a mapping of op name to record"))
     elif isinstance(doc.get("parents"), dict):

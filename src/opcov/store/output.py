@@ -282,6 +282,7 @@ def write_atomic(path: str, content, *, durable: bool = True) -> None:
 # What opcov writes at a file path it is given, and how the first bytes of such a file read.
 COVERAGE, OPSET, REPORT, TABLE = "coverage", "opset", "report", "table"
 BUNDLE, OBSERVED, VENDOR, PLAN = "bundle", "observed", "vendor", "plan"
+DISTRIBUTED = "distributed"  # DTensor's sharding strategies, a process group (opcov.store.distributed)
 _KIND_WORDS = {
     COVERAGE: "a coverage file",
     OPSET: "an op-set file",
@@ -291,10 +292,16 @@ _KIND_WORDS = {
     OBSERVED: "an observed run",
     VENDOR: "a vendor-test expectations file",
     PLAN: "an 'opcov plan' output",
+    DISTRIBUTED: "a DTensor-strategy or process-group file",
 }
 _SNIFF_BYTES = 64 << 10  # an opcov file says what it is in its first lines (sorted header keys)
 _JSON_SNIFF_MAX = 16 << 20  # an observed run or vendor file says what it is in a key: read whole, up to this
-_JSON_EVIDENCE = {"observed": OBSERVED, "vendor_expected": VENDOR}
+_JSON_EVIDENCE = {
+    "observed": OBSERVED,
+    "vendor_expected": VENDOR,
+    "dtensor_sharding": DISTRIBUTED,
+    "process_group": DISTRIBUTED,
+}
 
 
 def _head(path: str) -> bytes:

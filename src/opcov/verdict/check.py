@@ -19,8 +19,8 @@ from opcov import children, modelnames, suggest, vocab
 from opcov.activity import activity
 from opcov.backends import get_backend
 from opcov.errors import UsageError
-from opcov.store import data, layout, opset, vendor
-from opcov.verdict import judge, observed, reports, serve
+from opcov.store import data, layout, opset, parallel, vendor
+from opcov.verdict import distributed, judge, observed, reports, serve
 
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
@@ -106,7 +106,10 @@ def live_scan(backend: str, names) -> dict | None:
 
 
 def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[list, dict]:
-    """(verdicts, model description) for MODEL on each backend and mode."""
+    """(verdicts, model description) for MODEL on each backend and mode (a sharded step's with --parallel)."""
+    style = getattr(args, "parallel", None)
+    if style or getattr(args, "world_size", None):
+        return _sharded(model, backends_, modes, coverage_dir, style, getattr(args, "world_size", None))
     opsets = find_opsets(model, modes, coverage_dir)
     replay = replayer(args) if args is not None else None
     if not opsets:
@@ -124,6 +127,16 @@ def run(model: str, backends_, modes, coverage_dir: str, args=None) -> tuple[lis
     # a named model (or its folder): where it was also recorded on a backend itself, that backend is judged on it
     folder = None if os.path.isfile(model) else model
     return judge_opsets(opsets, backends_, coverage_dir, folder=folder, replay=replay)
+
+
+def _sharded(model: str, backends_, modes, coverage_dir: str, style: str | None, world_size: int | None):
+    """'opcov check MODEL --parallel STYLE [--world-size N]': its sharded op sets (opcov.verdict.distributed)."""
+    if not style:
+        raise UsageError("--world-size goes with --parallel ddp|fsdp2|tp")
+    if modes and set(modes) != {"training"}:
+        raise UsageError(f"--parallel judges a training step; leave out --mode {', '.join(modes)}")
+    paths = distributed.find(model, style, world_size, coverage_dir)
+    return judge_opsets(load_opsets(paths, None), backends_, coverage_dir)
 
 
 # ---------------------------------------------------------------- the model's own calls, replayed on the device
@@ -228,8 +241,8 @@ def own_path(doc: dict, backend: str, coverage_dir: str, folder: str | None = No
     or None. Why: a stand-in trace takes PrivateUse1's branch in composites that ask the device type (an
     LSTM's fused cell), a path xla never takes; the op set recorded on the backend holds what its
     dispatcher really received, and the Python-level replacements its package made."""
-    if (doc.get("provenance") or {}).get("path") == "backend":
-        return None
+    if (doc.get("provenance") or {}).get("path") == "backend" or parallel.header(doc):
+        return None  # (a sharded step: one device's op set is no stand-in for it)
     folder = layout.model_folder(folder or str(doc["model"]["name"]).replace("/", "_"), coverage_dir)
     path = layout.ondevice_opset(folder, backend, doc["mode"])
     if path is None:
@@ -250,7 +263,7 @@ def judge_opsets(opsets, backends_, coverage_dir: str, folder: str | None = None
             own = own_path(given, backend, coverage_dir, folder) if folder else None
             own_at = f"{own[0]}, in place of {stand_in_path}" if own else None
             try:
-                replayed = replay(given, backend) if replay else None
+                replayed = replay(given, backend) if replay and not parallel.header(given) else None
                 verdicts.append(
                     _judge_one(
                         own[1] if own else given, backend, coverage_dir, own_at, own[0] if own else None, replayed
@@ -293,21 +306,27 @@ def variant_parts(doc: dict) -> dict:
     return {name: opset.for_variant(doc, name) for name in sorted(names, key=lambda n: n != lead)}
 
 
-def judge_variants(doc: dict, parts: dict, cov) -> judge.BackendVerdict:
+def judge_variants(doc: dict, parts: dict, cov, coverage_dir: str | None = None) -> judge.BackendVerdict:
     """The verdict of the lead input variant (the given inputs) with every other variant's verdict in its
     ``variants``; where ``parts`` (variant_parts) is empty, the whole set's, saying so. check and the site
-    both judge this way."""
+    both judge this way. A sharded step's (opcov.verdict.distributed) also judges its DTensor ops and
+    collectives, with the data under ``coverage_dir``."""
+    doc = distributed.prepare(doc)
+    parts = {name: distributed.prepare(part) for name, part in parts.items()}
     if not parts:
         v = judge.judge(doc, cov)
         v.notes[0:0] = [NOT_RECORDED, *serve.notes(v, doc)]
+        distributed.judge_sharded(v, doc, cov, coverage_dir)
         return v
     names = list(parts)
     v = judge.judge(parts[names[0]], cov)
     v.variant = names[0]
     v.notes[0:0] = serve.notes(v, parts[names[0]])  # prefill and decode: what each needs, first
+    distributed.judge_sharded(v, parts[names[0]], cov, coverage_dir)
     for name in names[1:]:
         v.variants[name] = judge.judge(parts[name], cov)
         v.variants[name].variant = name
+        distributed.judge_sharded(v.variants[name], parts[name], cov, coverage_dir)
     return v
 
 
@@ -319,7 +338,7 @@ def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, o
     if replayed:
         cov.own = replayed[1]
         cov.paths.append(replayed[0])
-    v = judge_variants(doc, variant_parts(doc), cov)
+    v = judge_variants(doc, variant_parts(doc), cov, coverage_dir)
     v.notes.insert(0, path_note(doc, backend) + (f" ({own_at})" if own_at else ""))
     if replayed:
         v.notes.insert(
