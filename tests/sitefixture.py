@@ -40,6 +40,10 @@ def _op(res, fwd="kernel", bwd="formula", bwd_res=None, **extra):
     return rec
 
 
+# A scan's raw record: text of its own (hostile: escaped on every page), then the exception a reach met
+WEIRD_WHY = "<script>alert(1)</script>; reach unresolved: RuntimeError: shape '[1, 1]' is invalid for input of size 9"
+
+
 def make_coverage(root) -> str:
     """Write the folder under root; returns its path."""
     cov = os.path.join(str(root), "coverage")
@@ -48,7 +52,7 @@ def make_coverage(root) -> str:
         "aten::add.Tensor": _op("fallback", fwd="fallback"),
         "aten::relu": _op("missing", fwd="missing", bwd="not_implemented"),
         "aten::sym_size.int": _op("not_applicable", fwd="not_applicable", bwd="not_applicable"),
-        "aten::weird": _op("unresolved", fwd="composite", why="reach unresolved: <script>alert(1)</script>"),
+        "aten::weird": _op("unresolved", fwd="composite", why=WEIRD_WHY),
         "alpha::custom": _op("registered", bwd="none", bwd_res="not_applicable"),
     }
     data.save(

@@ -367,3 +367,40 @@ def test_a_dtype_only_difference_with_equal_values_is_a_note_not_a_value_note(tm
     _probe(cov, {"aten::cumsum": {"bool": dict(cell, why="output: dtype int32, cpu gives int64")}})
     r, v, f = _one(model, cov)
     assert f["outcome"] == "value_note", f
+
+
+def test_a_reason_the_scan_could_not_decide_is_in_words_and_its_exception_only_in_the_json(tmp_path):
+    """An unresolved composite's reason reads as what could not be decided and why (no exception text, only
+    the direction judged), and the scan's raw record is the JSON finding's ``detail``."""
+    raw = (
+        "reach unresolved: RuntimeError: shape '[1, 1]' is invalid for input of size 9; "
+        "backward reach unresolved: forward could not be called on meta"
+    )
+    ops = {"aten::maybe": {"fwd": "composite", "res": "unresolved", "bwd": "none", "bwd_res": "not_applicable"}}
+    ops["aten::maybe"]["why"] = raw
+    root = tmp_path / "coverage"
+    data.save(registered(ops=ops), str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
+    path = save_model(tmp_path, {"aten::maybe": {"forward": {"float32": {"calls": 2}}}}, mode="inference")
+    r = check(path, root)
+    assert (
+        "forward float32: forward path not resolved by the scan (which kernels this composite op calls is unknown: "
+        "none of the sample inputs the scan made could run it)"
+    ) in r.stdout, r.stdout
+    assert "RuntimeError" not in r.stdout and "backward" not in r.stdout.split("UNKNOWN")[1].split("\n")[1]
+    (v,) = json.loads(check(path, root, "--format", "json").stdout)["verdicts"]
+    (f,) = v["ops"][0]["findings"]
+    assert f["detail"] == raw and "RuntimeError" not in f["why"]
+
+
+def test_reach_words_name_the_cause_and_keep_other_text():
+    from opcov import vocab
+
+    said = vocab.reach_words("reach unresolved: input synthesis: no value for Any argument 'group_name'")
+    assert said == "which kernels this composite op calls is unknown: takes an argument no input can give " + (
+        "(a Storage, a process group, a string)"
+    )
+    back = vocab.reach_words("backward reach unresolved: RuntimeError: a; b", "backward")
+    assert back == "which kernels its backward calls is unknown: none of the sample inputs the scan made could run it"
+    assert vocab.reach_words("backward reach unresolved: RuntimeError: x", "forward") == ""
+    assert vocab.reach_words("torch._inductor.lowering: lowering") == "torch._inductor.lowering: lowering"
+    assert vocab.reach_words(None) == ""

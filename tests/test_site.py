@@ -387,7 +387,13 @@ def test_op_page_answers_per_backend_before_the_details(small):
     assert "any dtype ✗ missing any dtype (dtype-blind) ✗ missing" in relu  # no backend probed it: one row
     weird = text_of(read(out, "ops/aten/weird.html"))
     assert "composite, but opcov could not resolve what it reaches" in weird
-    assert "opcov could not resolve it (the backend is not to blame): reach unresolved" in weird
+    assert (
+        "opcov could not resolve it (the backend is not to blame): <script>alert(1)</script>; which kernels this "
+        "composite op calls is unknown: none of the sample inputs the scan made could run it"
+    ) in weird
+    assert "RuntimeError" not in weird  # the scan's exception is the JSON's detail, not the page's words
+    answer = json.loads(read(out, "api/ops/aten/weird.json"))
+    assert "RuntimeError: shape" in json.dumps(answer) and "which kernels this composite op calls" in json.dumps(answer)
 
 
 def test_registered_claims_are_never_shown_as_probed_passes(small):

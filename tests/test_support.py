@@ -322,3 +322,12 @@ def test_sdpa_says_which_kernel_each_backend_dispatches_to(tmp_path):
     for b, says in (("cpu", "(probed: "), ("tpu", "(registered, unverified: ")):
         answer = sitemodel.op_answer(site.backend(b), "aten::scaled_dot_product_attention")
         assert "; dispatches to " in answer.sentence() and says in answer.sentence(), answer.sentence()
+
+
+def test_ops_words_an_unresolved_reach_and_keeps_the_exception_in_the_json():
+    """'opcov ops' says why a backward's reach is unknown in words; the scan's exception is the JSON's detail."""
+    proc = run_opcov("ops", "aten::native_layer_norm_backward", "-b", "cpu")
+    assert proc.returncode == 0, proc.stderr
+    assert "which kernels its backward calls is unknown" in proc.stdout and "RuntimeError" not in proc.stdout
+    row = ops_json("aten::native_layer_norm_backward", "-b", "cpu")["ops"][0]
+    assert "RuntimeError: shape" in row["backends"]["cpu"]["backward"]["detail"]

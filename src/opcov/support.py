@@ -107,6 +107,7 @@ class Status:
     path: str = ""  # the registered path (kernel, formula, composite...)
     why: str = ""  # the first line of the worst failing dtype's error
     note: str = ""  # what the probe says when its evidence is not used (skipped, not probed)
+    detail: str = ""  # the raw record a worded reason came from (a scan's exception): JSON only
 
     def as_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v not in ("", {}, None)}
@@ -165,9 +166,10 @@ def status(cov: judge.Coverage, op: str, direction: str) -> Status:
     if res == "fallback":
         kind, enabled = cov.fallback()
         text += f"; {kind} fallback {'enabled: runs there, slowly' if enabled else 'disabled: raises'}"
-    if res == "unresolved" and rec.get("why"):
-        text += f": {rec['why']}"
-    return Status(cov.static, str(res), text, path=str(path or ""), note=note)  # registered, or declared
+    raw = str(rec.get("why") or "") if res == "unresolved" else ""
+    if raw:
+        text += f": {vocab.reach_words(raw)}"  # in words; the scan's raw record is the JSON's detail
+    return Status(cov.static, str(res), text, path=str(path or ""), note=note, detail=raw)  # registered, or declared
 
 
 # ---------------------------------------------------------------- the answer

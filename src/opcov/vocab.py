@@ -266,3 +266,68 @@ CONTRIBUTED = "contributed"
 CONTRIBUTED_MEANING = (
     "probed on someone else's hardware and ingested from a bundle ('opcov ingest'), with its source and date"
 )
+
+# Why a registered scan could not work out what a composite op (or its backward) reaches. The scan keeps
+# its raw record in the data's ``why`` ("reach unresolved: RuntimeError: shape '[1, 1]' is invalid for
+# input of size 9"): the exception it met calling the op on sample inputs. A user is told what could not be
+# decided and why in words (reach_words); the raw text stays in the data and the JSON's ``detail``.
+REACH_MARKS = ("backward reach unresolved: ", "reach unresolved: ")
+# What the recording's error says, by a needle in it (first match), in words; else "no sample input fitted".
+REACH_REASONS = (
+    ("recording crashed the process", "every call of it crashed the process"),
+    ("input synthesis: no value for", "takes an argument no input can give (a Storage, a process group, a string)"),
+    ("sparse", "an op of sparse tensors (the dense kernel only raises)"),
+    ("quantiz", "an op of quantized tensors"),
+    ("nested", "an op of nested tensors"),
+    ("mkldnn", "an op of mkldnn tensors"),
+    ("InferenceMode", "forward-mode AD internals (dual tensors)"),
+    ("reached no op through the dispatcher", "no kernel on meta, and its cpu kernel computes alone (reaches no op)"),
+    ("attempted to run this operator with Meta tensors", "no kernel on meta, and no cpu call fits"),
+)
+_NO_FIT = "none of the sample inputs the scan made could run it"
+_REACH_WORDS = {
+    "reach unresolved: ": "which kernels this composite op calls is unknown",
+    "backward reach unresolved: ": "which kernels its backward calls is unknown",
+}
+_BACKWARD_CAUSES = {
+    "forward could not be called on meta": "its forward could not be run, so there was no backward to follow",
+    "not recorded": "the scan made no record of it",
+}
+
+
+def reach_cause(error: str) -> str:
+    """Why a recording failed, in a few words, from its raw error (REACH_REASONS; else no input fitted)."""
+    for needle, words in REACH_REASONS:
+        if needle.lower() in error.lower():
+            return words
+    return _BACKWARD_CAUSES.get(error.strip(), _NO_FIT)
+
+
+def reach_words(why, direction: str = "") -> str:
+    """A scan's ``why`` in words for a user: each 'reach unresolved: <raw error>' part (forward or backward;
+    only ``direction``'s where one is given) as what could not be decided and why, any other text as it is;
+    '' for none. The raw error is what the data and the JSON's ``detail`` keep."""
+    text = str(why or "")
+    cuts = sorted({(i, mark) for mark in REACH_MARKS for i in _starts(text, mark) if not _inside_longer(text, i, mark)})
+    if not cuts:
+        return text
+    out = [text[: cuts[0][0]].rstrip("; ")] if cuts[0][0] else []
+    for k, (i, mark) in enumerate(cuts):
+        error = text[i + len(mark) : cuts[k + 1][0] if k + 1 < len(cuts) else len(text)].rstrip("; ")
+        if not direction or (mark == REACH_MARKS[0]) == (direction == "backward"):
+            out.append(f"{_REACH_WORDS[mark]}: {reach_cause(error)}")
+    return "; ".join(dict.fromkeys(p for p in out if p))
+
+
+def _starts(text: str, mark: str):
+    """Where ``mark`` begins in ``text``: at its start or after '; '."""
+    at = text.find(mark)
+    while at >= 0:
+        if at == 0 or text[:at].endswith("; "):
+            yield at
+        at = text.find(mark, at + 1)
+
+
+def _inside_longer(text: str, at: int, mark: str) -> bool:
+    """Whether 'reach unresolved: ' at ``at`` is the tail of 'backward reach unresolved: '."""
+    return mark == REACH_MARKS[1] and text[:at].endswith("backward ")

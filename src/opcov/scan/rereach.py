@@ -17,6 +17,7 @@ import re
 import sys
 from collections import Counter
 
+from opcov import vocab
 from opcov.store import data, layout, opset
 from opcov.store.data import worst
 
@@ -80,20 +81,6 @@ def _drop_why(rec: dict, prefix: str) -> None:
         rec.pop("why", None)
 
 
-# Why a composite's forward reach stays unresolved, by what its recording's error says (first match).
-REASONS = (
-    ("recording crashed the process", "every call of it crashed the process"),
-    ("input synthesis: no value for", "takes an argument no input can give (a Storage, a process group, a string)"),
-    ("sparse", "an op of sparse tensors (the dense kernel only raises)"),
-    ("quantiz", "an op of quantized tensors"),
-    ("nested", "an op of nested tensors"),
-    ("mkldnn", "an op of mkldnn tensors"),
-    ("InferenceMode", "forward-mode AD internals (dual tensors)"),
-    ("reached no op through the dispatcher", "no kernel on meta, and its cpu kernel computes alone (reaches no op)"),
-    ("attempted to run this operator with Meta tensors", "no kernel on meta, and no cpu call fits"),
-)
-
-
 def reason(name: str, ops: dict) -> str:
     """Why ``name``'s forward stays unresolved, in a few words: it reaches an unresolved op, or no call
     fitted (the kind of op, read from the recording's error, or its first error, digits dropped)."""
@@ -104,7 +91,7 @@ def reason(name: str, ops: dict) -> str:
     first = text.split("; ")[0].replace("reach unresolved: ", "")
     if not first:
         return "no reach recorded"
-    for needle, words in REASONS:
+    for needle, words in vocab.REACH_REASONS:  # the words check and the site give a user too
         if needle.lower() in first.lower():
             return words
     return "no input fits: " + re.sub(r"\d+", "N", first.split(" / on cpu: ")[0])[:70]

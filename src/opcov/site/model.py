@@ -826,7 +826,8 @@ class Direction:
                     ("res", self.res),
                     ("path", self.path),
                     ("via", self.via),
-                    ("why", self.why),
+                    ("why", vocab.reach_words(self.why)),  # in words; the scan's raw record is the detail
+                    ("detail", self.why),
                 )
                 if v
             }

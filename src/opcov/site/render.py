@@ -481,7 +481,7 @@ def op_page(
                 bwd_via=reg.get("bwd_via") or [],
                 src=reg.get("src"),
                 bwd_src=reg.get("bwd_src"),
-                why=reg.get("why"),
+                why=vocab.reach_words(reg.get("why")),  # in words; the op's JSON keeps the scan's raw record
                 versions=v.reg_versions,
                 command=v.reg_command,
             )
@@ -534,7 +534,7 @@ def op_page(
             if crec and crec.get("res") == "registered" and snap.evidence == "registered"
             else f" ({snap.evidence} evidence)"
         )  # reg_cell's words say "registered, unverified" themselves
-        why = str(crec.get("why") or crec.get("src") or "") if crec else ""
+        why = (vocab.reach_words(crec.get("why")) or str(crec.get("src") or "")) if crec else ""
         compile_items.append(
             f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: <span class="st {_esc(c.css)}">'
             f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
@@ -1093,7 +1093,12 @@ def gaps(site: Site, backend, verdicts: dict) -> dict:
         if "core" in site.catalog.get(name, {}).get("tags", ()):
             # an unresolved composite is opcov's failure to follow it, not the backend's gap
             (unresolved if rec.get("res") == "unresolved" else core_gaps).append(
-                {"op": name, "res": reg_cell(rec.get("res"), fb), "why": rec.get("why")}
+                {
+                    "op": name,
+                    "res": reg_cell(rec.get("res"), fb),
+                    "why": vocab.reach_words(rec.get("why")),
+                    "detail": rec.get("why") or "",
+                }
             )
     return {
         "used": [e for e in ranked if e["outcome"] == "fails"],
@@ -1812,8 +1817,10 @@ def backend_api(entry: dict, g: dict, h: dict) -> dict:
         "gaps": {
             "backend": [_gap(e) for e in g["used"]],
             "opcov_could_not_tell": [_gap(e) for e in g["unknown"]],
-            "core_backend": [{"op": c["op"], "res": c["res"].text, "why": c["why"]} for c in g["core"]],
-            "core_unresolved": [{"op": c["op"], "why": c["why"]} for c in g["core_unresolved"]],
+            "core_backend": [
+                {"op": c["op"], "res": c["res"].text, "why": c["why"], "detail": c["detail"]} for c in g["core"]
+            ],
+            "core_unresolved": [{"op": c["op"], "why": c["why"], "detail": c["detail"]} for c in g["core_unresolved"]],
         },
         "snapshots": [{k: r[k] for k in ("path", "created", "versions", "evidence", "figure")} for r in h["rows"]],
         "badges": [{"svg": svg, "shields_endpoint": shield, "alt": alt} for svg, alt, shield in entry["badges"]],

@@ -214,9 +214,15 @@ def _worded(verdict, cov: judge.Coverage):
     records = (cov.registered or {}).get("ops", {})
     for r in verdict.ops:
         rec = records.get(r.op) or {}
-        text = rec.get("why") or rec.get("src")
+        raw = str(rec.get("why") or "")  # a scan's raw record (an exception) is worded; the JSON's detail keeps it
+        text = vocab.reach_words(raw) or rec.get("src")
         if text and any(f.evidence != "probed" for f in r.findings):
-            r.findings = [f if f.evidence == "probed" else replace(f, why=f"{f.why}: {text}") for f in r.findings]
+            r.findings = [
+                f
+                if f.evidence == "probed" or text in f.why  # said once (an unresolved path's finding says it)
+                else replace(f, why=f"{f.why}: {text}", detail=f.detail or raw)
+                for f in r.findings
+            ]
     return verdict
 
 

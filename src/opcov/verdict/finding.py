@@ -20,3 +20,4 @@ class Finding:
     why: str
     source: str = ""  # coverage file the evidence came from
     fix: str = ""
+    detail: str = ""  # the raw text the reason was worded from (a scan's exception): the JSON keeps it, not the words

@@ -738,10 +738,10 @@ def _from_static(cov: Coverage, req: _Req) -> Finding:
         )
         return Finding(direction, dtype, "fails", level, f"{why}{note}", reg_src)
     via = rec.get("via" if key == "fwd" else "bwd_via") or []
-    reason = rec.get("why") or (f"reaches {', '.join(via[:3])}" if via else "path not resolved")
-    return Finding(
-        direction, dtype, "unknown", level, f"{direction} path not resolved by the scan ({reason}){note}", reg_src
-    )
+    raw = str(rec.get("why") or "")  # the scan's own record: its exception stays in the JSON's detail
+    reason = vocab.reach_words(raw, direction) or (f"reaches {', '.join(via[:3])}" if via else "path not resolved")
+    said = f"{direction} path not resolved by the scan ({reason}){note}"
+    return Finding(direction, dtype, "unknown", level, said, reg_src, detail=raw)
 
 
 def _not_in_data(cov: Coverage, req: _Req, level: str, reg_src: str) -> Finding:
