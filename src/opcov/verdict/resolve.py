@@ -70,10 +70,21 @@ def own_level(cov, op: str, dtype: str) -> str:
     .out variant) wins over a probe: the probe saw OpInfo's inputs, the children are the model's."""
     reg = (cov.registered or {}).get("ops", {}).get(op)
     if isinstance(reg, dict):
-        return "kernel" if reg.get("fwd") == "kernel" else ""
+        if reg.get("fwd") == "kernel":
+            return "kernel"
+        return "autograd" if own_autograd(cov, op) else ""
     cell = cov.cells(op).get(dtype)
     status = cell.slot("forward").status if cell else None
     return "probed" if status and status != "skipped" else ""
+
+
+def own_autograd(cov, op: str) -> bool:
+    """Whether the backend registers ``op`` at its own autograd key (registered ``bwd: backend_kernel``):
+    its dispatcher stops there, forward and backward, so neither the op's decomposition nor the backward
+    kernels its derivative formula would issue (``native_layer_norm_backward`` under ``native_layer_norm``)
+    run on it. PyTorch/XLA does this for its own einsum, max pooling, layer and group norm."""
+    reg = (cov.registered or {}).get("ops", {}).get(op)
+    return isinstance(reg, dict) and reg.get("bwd") == "backend_kernel"
 
 
 def backend_branch(backend: str) -> tuple[str, str]:
@@ -95,10 +106,12 @@ def resolve(doc: dict, cov) -> Resolved:
     # The walk asks only whether the backend runs each composite (op, dtype) itself: with the same
     # answers it makes the same calls, which are worked out once per set of answers.
     branch, device = backend_branch(cov.backend)
-    answers = (branch, device, *(own_level(cov, op, dtype) for op, dtype in plan.composites))
+    own = tuple(own_level(cov, op, dtype) for op, dtype in plan.composites)
+    autograd = frozenset(op for op in plan.issuers if own_autograd(cov, op))
+    answers = (branch, device, autograd, *own)
     walk = plan.walks.get(answers)
     if walk is None:
-        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, answers[2:])), branch, device).run()
+        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, own)), branch, device, autograd).run()
     calls, own, shared, stood = walk
     notes = [_note(cov, *key, *rec) for key, rec in sorted(own.items())]
     notes += [
@@ -130,6 +143,8 @@ class _Plan:
             else:
                 self.roots.append(node)
         self.composites = sorted({(node.op, node.dtype) for node in tree if node.kind == COMPOSITE})
+        by_id = {node.id: node for node in tree}
+        self.issuers = sorted({by_id[i].op for i in self.issued if i in by_id})  # ops whose backward was traced
         self.walks: dict = {}
 
 
@@ -149,8 +164,9 @@ def _plan(doc: dict) -> _Plan:
 class _Walk:
     """One walk of a plan's tree, top down, given which composite (op, dtype) the backend runs itself."""
 
-    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED, device: str = ""):
+    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED, device: str = "", autograd=frozenset()):
         self.plan, self.own_of, self.branch, self.device = plan, own_of, branch, device
+        self.autograd = autograd  # kernel ops whose backward is the backend's own autograd kernel
         self.calls: list = []
         self.own: dict = {}  # (op, phase, reason) -> [calls, {decomposition ops}, grad]
         self.stood: dict = {}  # another device's own kernel -> the generic op judged in its place
@@ -167,6 +183,12 @@ class _Walk:
                 self.stood[node.op] = generic
                 node = node._replace(op=generic)
             self.calls.append(node)  # a Node has a Call's fields (a Call each was a tenth of judging)
+            if node.op in self.autograd:  # its backward is the backend's autograd kernel, judged with the op
+                issued = self.plan.issued.get(node.id, ())
+                rec = self.own.setdefault((node.op, "backward", "autograd"), [0, set(), False])
+                rec[0] += sum(n.calls for n in issued)
+                rec[1].update(n.op for n in issued)
+                return
             for issued in self.plan.issued.get(node.id, ()):
                 self.visit(issued)
             return
@@ -191,12 +213,16 @@ class _Walk:
 
 def _note(cov, op, phase, why, calls, inside, grad) -> str:
     b = cov.backend
-    what = (
-        f"{b} runs its own {op} kernel"
-        if why == "kernel"
-        else f"{b}'s probe ran {op} itself, so it is judged as one op"
-    )
     shown = ", ".join(sorted(inside)[:NOTE_OPS]) + (", ..." if len(inside) > NOTE_OPS else "")
+    if why == "autograd" and phase == "backward" and not grad:  # a kernel's backward, from _Walk.visit
+        return (
+            f"{b} runs {op}'s backward at its own autograd key: the backward kernels its derivative formula "
+            f"calls elsewhere ({shown}, {calls} call{'s' if calls != 1 else ''}) do not run there and were not judged"
+        )
+    what = {
+        "kernel": f"{b} runs its own {op} kernel",
+        "autograd": f"{b} runs {op} at its own autograd key, forward and backward",
+    }.get(why, f"{b}'s probe ran {op} itself, so it is judged as one op")
     text = f"{what} ({phase}, {calls} call{'s' if calls != 1 else ''})"
     text += f": its decomposition ({shown}) was not judged" if inside else ": judged as one op"
     if grad:
