@@ -3,6 +3,8 @@ each compile backend's decompositions, and the file format that holds them."""
 
 import importlib.util
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -207,3 +209,50 @@ def test_a_stop_after_graph_breaks_names_the_last_break_that_has_a_place():
     said = compiled._why(exc, [located, unplaced])
     assert "after the graph break at model.py:12" in said and "unknown" not in said and "--real" in said
     assert "after the graph break, the eager code" in compiled._why(exc, [unplaced])
+
+
+READS_A_VALUE = '''import torch
+
+
+class ReadsAValue(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if y.sum() > 0:  # data-dependent branching: on fake tensors the compiled run stops here
+            return y * 2
+        return y
+
+
+def build():
+    return ReadsAValue(), (torch.randn(2, 4),)
+'''
+
+
+def test_trace_exits_1_after_writing_a_compile_that_stopped_and_says_why(tmp_path):
+    """'opcov trace ... --path compile --out F' whose compile did not reach the end writes F, then exits 1 with
+    one last line that says so and why (the documented exit code: 'opcov trace --help')."""
+    from conftest import child_env
+
+    (tmp_path / "reads_mod.py").write_text(READS_A_VALUE)
+    out = tmp_path / "b.yaml"
+    cmd = ["trace", "reads_mod:build", "--mode", "inference", "--path", "compile", "--compile-backend", "inductor"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "opcov", *cmd, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        cwd=str(tmp_path),
+        timeout=600,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"wrote {out}" in proc.stdout and opset.load(str(out))["compile"]["outcome"] == "failed"
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("opcov trace: exit 1: the op set is written, but the compile did not reach the end "), last
+    assert "inductor: the compiled run stopped" in last and "--path compile" in last, last
+    helped = subprocess.run(
+        [sys.executable, "-m", "opcov", "trace", "--help"], capture_output=True, text=True, env=child_env()
+    )
+    assert "Exit codes: 0 the op set is written" in " ".join(helped.stdout.split())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from opcov.activity import activity
 from opcov.backends import record as backend_record
@@ -10,9 +11,21 @@ from opcov.cli import common, options
 from opcov.errors import EXIT_GATE, EXIT_OK, UsageError
 from opcov.store import layout, output
 
+EXIT_CODES = (
+    "Exit codes: 0 the op set is written (with --path compile: each compile backend compiled the model to the "
+    "end; graph breaks alone are not a failure, they are recorded); 1 only with --path compile: the op set is "
+    "written, but a compile backend's run stopped before the end (the compiled run raised, or AOTAutograd "
+    "failed): the op set records what was captured, where and why, the last line says which, and 'opcov check "
+    "--path compile' judges it; 2 usage or data error, or the model could not be traced (one line says why)."
+)
+
 
 def add_parser(sub) -> None:
-    tr = sub.add_parser("trace", help="the ops a model dispatches (forward, backward, optimizer), no weights needed")
+    tr = sub.add_parser(
+        "trace",
+        help="the ops a model dispatches (forward, backward, optimizer), no weights needed",
+        epilog=EXIT_CODES,
+    )
     tr.add_argument(
         "model",
         help="zoo name or transformers model type (llama, bert...), hf:TYPE, a config.json, "
@@ -306,7 +319,21 @@ def _compiled(args) -> int:
         print(compiled.describe(doc))
         print(f"wrote {out}")
         failed = failed or doc["compile"]["outcome"] != "compiled"
-    return EXIT_GATE if failed else EXIT_OK
+    return _compile_exit(results) if failed else EXIT_OK
+
+
+def _compile_exit(results: dict) -> int:
+    """Exit 1 after the op sets are written, when a compile backend's run did not reach the end: said in
+    one last line, so that a non-zero exit after 'wrote FILE' is never a puzzle (EXIT_CODES)."""
+    stopped = {b: r.doc["compile"]["outcome"] for b, r in results.items() if r.doc["compile"]["outcome"] != "compiled"}
+    words = {"failed": "the compiled run stopped", "aot_failed": "AOTAutograd failed"}
+    said = "; ".join(f"{b}: {words.get(o, o)}" for b, o in stopped.items())
+    print(
+        f"opcov trace: exit 1: the op set is written, but the compile did not reach the end ({said}); it records "
+        "what was captured and why, and 'opcov check FILE -b BACKEND --path compile' judges it",
+        file=sys.stderr,
+    )
+    return EXIT_GATE
 
 
 def _sizes(args):
