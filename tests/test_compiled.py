@@ -164,23 +164,32 @@ def test_a_model_dynamo_compiles_no_graph_of_is_recorded_with_its_break(tmp_path
     assert any("no ops" in p.message for p in opset.validate(eager, "x.yaml"))  # an empty eager op set still is not
 
 
+READS_A_VALUE = """import torch
+
+
+class ReadsAValue(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        if y.sum() > 0:  # data-dependent branching: on fake tensors the compiled run stops here
+            return y * 2
+        return y
+
+
+def build():
+    return ReadsAValue(), (torch.randn(2, 4),)
+"""
+
+
 def test_a_model_dynamo_cannot_take_to_the_end_is_a_recorded_outcome_with_why(tmp_path):
     """On fake tensors, eager code after a break that reads a value cannot run: the op set records
     'failed' and why, not a traceback."""
-    import torch
-
-    class ReadsAValue(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 4)
-
-        def forward(self, x):
-            y = self.lin(x)
-            if y.sum() > 0:  # data-dependent branching
-                return y * 2
-            return y
-
-    (cs,) = compiled.trace_compiled(ReadsAValue(), (torch.randn(2, 4),), mode="inference", name="reads").values()
+    factory: dict = {}
+    exec(READS_A_VALUE, factory)
+    (cs,) = compiled.trace_compiled(*factory["build"](), mode="inference", name="reads").values()
     rec = cs.doc["compile"]
     assert rec["outcome"] == "failed" and rec["failure"] and "\n" not in rec["failure"]
     cs.save(str(tmp_path / "reads.yaml"))
@@ -209,26 +218,6 @@ def test_a_stop_after_graph_breaks_names_the_last_break_that_has_a_place():
     said = compiled._why(exc, [located, unplaced])
     assert "after the graph break at model.py:12" in said and "unknown" not in said and "--real" in said
     assert "after the graph break, the eager code" in compiled._why(exc, [unplaced])
-
-
-READS_A_VALUE = '''import torch
-
-
-class ReadsAValue(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 4)
-
-    def forward(self, x):
-        y = self.lin(x)
-        if y.sum() > 0:  # data-dependent branching: on fake tensors the compiled run stops here
-            return y * 2
-        return y
-
-
-def build():
-    return ReadsAValue(), (torch.randn(2, 4),)
-'''
 
 
 def test_trace_exits_1_after_writing_a_compile_that_stopped_and_says_why(tmp_path):
