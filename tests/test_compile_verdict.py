@@ -107,6 +107,37 @@ def test_no_compile_coverage_or_op_set_is_one_line(cov, opcov):
     assert proc.returncode == 2 and "--path compile --compile-backend tpu" in proc.stderr
 
 
+def test_a_model_folder_or_its_compile_folder_reads_as_the_models_op_sets(cov, opcov, tmp_path):
+    """'check DIR/compile --path compile' judges the model's compiled op sets (it read 'compile' as a model's
+    name); DIR/compile on the eager path is the model's eager op sets; a folder a user filled with 'opcov trace
+    --path compile --out' is read by each file's compile backend, never judged on eager coverage."""
+    folder = os.path.join(cov, "models", "nn-lstm")
+    for named in (folder, os.path.join(folder, "compile"), os.path.join(folder, "compile") + os.sep):
+        proc = opcov("check", named, "-b", "tpu", "--path", "compile", "--coverage", cov)
+        assert proc.returncode == 1, (named, proc.stderr)  # _aminmax fails on tpu's compile coverage
+        assert proc.stdout.startswith("tpu training (compile path, tpu): fails"), (named, proc.stdout)
+        assert "nn-lstm/compile/tpu-training.yaml]" in proc.stdout.splitlines()[0]
+    eager = opcov("check", os.path.join(folder, "compile"), "-b", "tpu", "--coverage", cov, "--format", "json")
+    assert eager.returncode in (0, 1), eager.stderr
+    assert json.loads(eager.stdout)["model"]["opsets"] == [os.path.join(folder, "training.yaml")]
+    mine = tmp_path / "opsets"
+    mine.mkdir()
+    opset.save(compiled_doc(), str(mine / "b.yaml"))  # any file name: 'trace --out' chose it
+    other = compiled_doc()
+    other["compile"]["backend"] = "openxla"
+    opset.save(other, str(mine / "a.yaml"))  # another compile backend's: not tpu's to judge
+    proc = opcov("check", str(mine), "-b", "tpu", "--path", "compile", "--coverage", cov)
+    said = [ln for ln in proc.stdout.splitlines() if not ln.startswith(" ")]
+    assert proc.returncode == 1 and said == [
+        f"tpu training (compile path, tpu): fails (registered evidence)  [{mine / 'b.yaml'}]"
+    ]
+    proc = opcov("check", str(mine), "-b", "tpu", "--coverage", cov)
+    assert proc.returncode == 2 and "holds compiled op sets only" in proc.stderr and "--path compile" in proc.stderr
+    os.remove(mine / "b.yaml")
+    proc = opcov("check", str(mine), "-b", "tpu", "--path", "compile", "--coverage", cov)
+    assert proc.returncode == 2 and f"no compiled op set for tpu (the compile backend of tpu) in {mine}/" in proc.stderr
+
+
 def test_gaps_rank_compile_blockers_and_graph_breaks(cov, opcov):
     proc = opcov("gaps", "tpu", "--path", "compile", "--coverage", cov)
     assert proc.returncode == 0, proc.stderr

@@ -44,11 +44,12 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
     if os.path.isfile(model):
         candidates = [model]
     else:
-        folder = layout.model_folder(model, coverage_dir)
+        folder = layout.model_folder(model_folder_of(model), coverage_dir)
         if os.path.isdir(folder):
             candidates = layout.opset_files(folder)
             if not candidates:
                 raise UsageError(f"{folder}: no op-set files (*.yaml) in this folder")
+            candidates = _eager_only(folder, candidates)
     found = load_opsets(candidates, modes)
     if candidates and not found:
         have = sorted({opset.load(p)["mode"] for p in candidates})
@@ -57,6 +58,28 @@ def find_opsets(model: str, modes, coverage_dir: str) -> list[tuple[str, dict]]:
             f"trace it with 'opcov trace {model} --mode {modes[0]}'"
         )
     return found
+
+
+def model_folder_of(model: str) -> str:
+    """A folder MODEL names, as the model folder it belongs to: a model's compile/ subfolder (its compiled op
+    sets) or on/ subfolder (those recorded on a device) named directly reads as that model's folder, so that
+    'check DIR/compile --path compile' judges DIR's compiled op sets, not a model called 'compile'; any other
+    name as it is."""
+    if os.path.isdir(model) and os.path.basename(os.path.normpath(model)) in (layout.COMPILE, layout.ON_DEVICE):
+        return os.path.dirname(os.path.normpath(model)) or "."
+    return model
+
+
+def _eager_only(folder: str, paths: list[str]) -> list[str]:
+    """The eager op sets among a folder's files: a compiled one ('opcov trace --path compile --out' put it
+    there) is judged on the compile path, never on eager coverage; one line where the folder has no other."""
+    eager = [p for p in paths if opset.path_of(opset.load(p)) == opset.EAGER]
+    if not eager:
+        raise UsageError(
+            f"{folder}: holds compiled op sets only (made by 'opcov trace --path compile'): judge them with "
+            "--path compile"
+        )
+    return eager
 
 
 def trace_on_the_fly(model: str, modes, args) -> list[tuple[str, dict]]:

@@ -102,18 +102,23 @@ def compiled_opsets(model: str, backend: str, modes, coverage_dir: str) -> list[
             f"-b {backend}: opcov knows the compile path of {', '.join(COMPILE_BACKEND)} "
             "(its default torch.compile backend); judge an op set file traced for it"
         )
-    folder = layout.model_folder(model, coverage_dir)
-    files = layout.compiled_opset_files(folder, cb)
+    from opcov.verdict.check import model_folder_of
+
+    named = os.path.isdir(model)  # a folder: a model's, its compile/ subfolder, or one a user filled with --out
+    folder = layout.model_folder(model_folder_of(model), coverage_dir)
     found = []
-    for path in files:
+    for path in layout.compiled_opset_files(folder, cb) + (layout.opset_files(folder) if named else []):
         doc = opset.load(path)
+        if opset.path_of(doc) != opset.COMPILE or (named and doc["compile"].get("backend") != cb):
+            continue  # the model's eager op sets, or another compile backend's op set under any file name
         if not modes or doc["mode"] in modes:
             found.append((path, doc))
     if not found:
         name = os.path.basename(os.path.normpath(folder))
         raise UsageError(
-            f"no compiled op set of {name} for {cb} (the compile backend of {backend}) under {folder}/compile/; "
-            f"make one with 'opcov trace {name} --path compile --compile-backend {cb}'"
+            f"no compiled op set for {cb} (the compile backend of {backend}) in {folder}/ or its compile/ folder"
+            + (f" for mode {', '.join(modes)}" if modes else "")
+            + f"; make one with 'opcov trace {name} --path compile --compile-backend {cb}'"
         )
     return found
 
