@@ -208,6 +208,34 @@ def test_a_models_own_replayed_mismatch_on_an_unread_output_is_a_note(tmp_path):
     assert v["verdict"] == "runs" and "own calls" in f["why"] and "only in output 1" in f["why"]
 
 
+@pytest.mark.parametrize("own", [False, True], ids=["opinfo cases", "own calls replayed"])
+def test_a_mismatch_on_an_unread_output_that_ran_through_the_fallback_is_a_fallback(tmp_path, own):
+    """PyTorch/XLA's _ctc_loss and _embedding_bag fall back to the CPU and give their extra outputs (log_alpha,
+    offset2bag) unlike CPU's: the case is a mismatch, and the fallback rides on it (' fell='). A model that
+    never reads those outputs runs, but through the fallback: 'fallback', naming the op, never a plain 'runs'."""
+    case = "trace.loss_only|float32|9" if own else "nll_loss|float32|0"
+    cell = {
+        **MISMATCH,
+        "case": case,
+        "failed": [f"mismatch {case} float32:2,int64:1 fell=aten::_ctc_loss.Tensor out=1"],
+        **({"traced": {"loss_only": "mismatch"}} if own else {}),
+    }
+    r, v, f = _finding(_save(tmp_path, "loss_only", " reads=0"), _backend(tmp_path, cell))
+    assert v["verdict"] == "runs_with_fallback" and f["outcome"] == "fallback", f
+    assert "aten::_ctc_loss.Tensor" in f["why"] and "CPU fallback" in f["why"] and "never reads" in f["why"]
+
+
+def test_the_probe_writes_the_fallback_of_a_mismatching_case_and_readers_skip_it():
+    from opcov.probe.results import failed_text
+    from opcov.store.combine import failed_fell, failed_outputs, parse_failed
+
+    text = failed_text("mismatch", "c|float32|0", "float32:2;", [1], ["aten::_ctc_loss.Tensor"])
+    assert text == "mismatch c|float32|0 float32:2; fell=aten::_ctc_loss.Tensor out=1"
+    assert parse_failed(text) == ("mismatch", "c|float32|0", "float32:2;")
+    assert failed_fell(text) == ("aten::_ctc_loss.Tensor",) and failed_outputs(text) == "1"
+    assert " fell=" not in failed_text("fallback", "c|float32|0", "float32:2;", None, ["aten::x"])
+
+
 # ---------------------------------------------------------------- the probe's record
 
 

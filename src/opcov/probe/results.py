@@ -96,11 +96,14 @@ def _sig(part: dict | None, target) -> str:
     return ""
 
 
-def failed_text(status: str, case: str, sig: str, outputs=None) -> str:
+def failed_text(status: str, case: str, sig: str, outputs=None, fell=()) -> str:
     """One ``failed`` item: 'STATUS CASE SIG' (a case id and a signature class hold no spaces), then
-    ' out=1,2' for a mismatch only on those outputs of the overload (``compare.judge``; the verdict
-    notes it for a model that never reads them)."""
-    tail = f" out={','.join(str(i) for i in sorted(set(outputs)))}" if outputs else ""
+    ' fell=OP,OP' for a case that is not ``fallback`` but ran ops through the backend's CPU fallback (a
+    mismatch on an output the model may never read hides it otherwise), and ' out=1,2' last, for a
+    mismatch only on those outputs of the overload (``compare.judge``; the verdict notes it for a model
+    that never reads them)."""
+    tail = f" fell={','.join(sorted(set(fell)))}" if fell and status != "fallback" else ""
+    tail += f" out={','.join(str(i) for i in sorted(set(outputs)))}" if outputs else ""
     return f"{status} {case} {sig or '?'}{tail}"
 
 
@@ -141,7 +144,7 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: st
     e["unpinned"] = int(_unpinned(e))
     if part["status"] in NOTED:
         outputs = part.get("outputs") if op and part.get("output_of") == op else None
-        e["failed"] = [failed_text(part["status"], rec.case, sig, outputs)]
+        e["failed"] = [failed_text(part["status"], rec.case, sig, outputs, part.get("fallback") or ())]
     elif part["status"] in PROBED_RAN and sig:
         e["ran"] = [sig]  # which paths the cell's passes cover (opcov.verdict.signature.covered)
     if rec.source.startswith(TRACE):

@@ -57,8 +57,17 @@ def _unpinned(e: dict) -> bool:
 def parse_failed(text: str) -> tuple[str, str, str]:
     """(status, case, signature class) of a ``failed`` item; '' for a class not recorded ('?')."""
     status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
-    sig = sig.split(" out=", 1)[0]
+    sig = sig.split(" ", 1)[0]  # the tags after it: ' fell=...', ' out=...'
     return status, case, "" if sig == "?" else sig
+
+
+def failed_fell(text: str) -> tuple[str, ...]:
+    """The ops a ``failed`` item's case ran through the CPU fallback while its status is another (its
+    ' fell=OP,OP' tag); () where it names none."""
+    for tag in str(text).split(" ")[3:]:
+        if tag.startswith("fell="):
+            return tuple(filter(None, tag[len("fell=") :].split(",")))
+    return ()
 
 
 def failed_outputs(text: str) -> str:

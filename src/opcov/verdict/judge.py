@@ -531,9 +531,11 @@ def _from_own_calls(cov: Coverage, req: _Req) -> Finding | None:
         return None
     if own[0] == "mismatch":
         prefix = f"trace.{req.model}|"
-        off = signature.all_unread(slot, req.reads, lambda s, c: s == "mismatch" and c.startswith(prefix))
+        mine = lambda s, c: s == "mismatch" and c.startswith(prefix)  # noqa: E731
+        off = signature.all_unread(slot, req.reads, mine)
         if off is not None:
-            return _unread_finding(req.direction, req.dtype, slot, off, "this model's own calls, replayed", req.src)
+            where, fell = "this model's own calls, replayed", signature.fell_back(slot, mine)
+            return _unread_finding(req.direction, req.dtype, slot, off, where, req.src, fell)
     return _judge_own(req.direction, req.dtype, own, slot, req.model, req.src)
 
 
@@ -581,7 +583,8 @@ def _from_probe_status(cov: Coverage, req: _Req) -> Finding | None:
     if status == "mismatch":
         off = signature.all_unread(slot, req.reads)
         if off is not None:
-            return _unread_finding(direction, dtype, slot, off, "every probe case that differs", src)
+            fell = signature.fell_back(slot, lambda s, c: s == "mismatch")
+            return _unread_finding(direction, dtype, slot, off, "every probe case that differs", src, fell)
     err, why_line = _err_text(slot.err), f": {slot.why}" if slot.why else ""
     case = "?" if slot.case is None else slot.case
     missed = signature.uncovered(slot, req.shapes) if status in PROBED_OK else ()
@@ -819,19 +822,20 @@ def _static_fallback(cov: Coverage, req: _Req, level: str, note: str, reg_src: s
 SOURCES = (_from_own_calls, _from_call_classes, _from_probe_status, _from_static)  # strongest first
 
 
-def _unread_finding(direction: str, dtype: str, slot, outs: frozenset, where: str, src: str) -> Finding:
+def _unread_finding(
+    direction: str, dtype: str, slot, outs: frozenset, where: str, src: str, fell: tuple = ()
+) -> Finding:
     """A value mismatch only on outputs that no call of the model reads: the model runs, and what it uses
-    is not what differs, so it is a note in an ``ok`` finding, not a value note."""
+    is not what differs, so it is a note in an ``ok`` finding, not a value note; where those cases ran
+    ops through the CPU fallback (``fell``: CTC loss, an embedding bag), a ``fallback`` finding naming them."""
     why = f": {slot.why}" if slot.why else ""
-    return Finding(
-        direction,
-        dtype,
-        "ok",
-        "probed",
-        f"{direction} runs; values differ from CPU only in {signature.unread_text(outs)} ({where}{why}), "
-        "which this model never reads",
-        src,
+    unread = (
+        f"values differ from CPU only in {signature.unread_text(outs)} ({where}{why}), which this model never reads"
     )
+    if fell:
+        said = f"{direction} runs only through the CPU fallback ({', '.join(fell)}); its {unread}"
+        return Finding(direction, dtype, "fallback", "probed", said, src)
+    return Finding(direction, dtype, "ok", "probed", f"{direction} runs; {unread}", src)
 
 
 def _judge_own(direction: str, dtype: str, own: tuple, slot, model: str, src: str) -> Finding:
@@ -888,7 +892,7 @@ def _judge_by_class(direction: str, dtype: str, slot, judged: tuple, shapes: tup
             "fallback",
             "probed",
             f"{direction} {vocab.PROBED[status].label} in {dtype} on a probe case like this model's calls{why}; "
-            f"case {case}",
+            f"case {case}{'; ' + note if note else ''}",
             src,
         )
     if slot.unpinned and slot.unpinned == slot.fails:

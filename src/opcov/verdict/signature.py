@@ -18,6 +18,7 @@ import re
 
 from opcov.sigclass import covers, same_path, selectors
 from opcov.store.cells import MAX_FAILED
+from opcov.store.combine import failed_fell, parse_failed
 from opcov.vocab import PROBED_RANK
 
 _SHAPE = re.compile(r"\[([0-9, ]*)\]")
@@ -114,9 +115,7 @@ def describe(shapes) -> str:
 
 
 def _parse(text) -> tuple[str, str, str]:
-    status, case, sig = (str(text).split(" ", 2) + ["", ""])[:3]
-    sig = sig.split(" out=", 1)[0]
-    return status, case, "" if sig == "?" else sig
+    return parse_failed(text)
 
 
 def _outputs(text) -> frozenset | None:
@@ -155,6 +154,17 @@ def unread(text, reads) -> frozenset | None:
         return None
     outs = _outputs(text)
     return outs if outs is not None and not outs & reads else None
+
+
+def fell_back(slot, keep=lambda status, case: True) -> tuple[str, ...]:
+    """The ops that the slot's failing cases (those ``keep`` selects) ran through the backend's CPU
+    fallback while their status is another, a value mismatch (their ' fell=' tags), sorted."""
+    fell: set = set()
+    for text in slot.failed or ():
+        status, case, _ = _parse(text)
+        if keep(status, case):
+            fell.update(failed_fell(text))
+    return tuple(sorted(fell))
 
 
 def unread_text(outs) -> str:
@@ -233,7 +243,11 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
             f"values differ from CPU only in {unread_text(outs)} on a probe case like this model's calls "
             f"(case {first}), which this model never reads"
         )
-    said = "; ".join(filter(None, (unread_note, scalar_note)))
+    # a mismatch on unread outputs that ran ops through the CPU fallback still ran through it
+    hit += [("fallback", c) for (text, _, c, _), (outs, _) in zip(like, off) if outs is not None and failed_fell(text)]
+    fell = sorted({op for text, _, _, _ in like for op in failed_fell(text)})
+    fell_note = f"ran {', '.join(fell)} through the CPU fallback" if fell else ""
+    said = "; ".join(filter(None, (fell_note, unread_note, scalar_note)))
     if hit:
         s, c = min(hit, key=lambda sc: (PROBED_RANK.get(sc[0], 99), sc[1]))
         return s, c, said
