@@ -547,7 +547,9 @@ def test_zoo_is_committed_and_lints_clean(opcov):
 
     on_device = sum(len(layout.ondevice_files(folder)) for folder in curated)  # models/<m>/on/: linted too
     serve = sum(os.path.exists(os.path.join(folder, "serve.yaml")) for folder in curated)  # the decoders' serve mode
-    assert f"{2 * len(zoo.ZOO) + serve + on_device} file(s) checked: 0 error(s)" in r.stdout
+    sharded = sum(len(layout.parallel_files(folder)) for folder in curated)  # models/<m>/parallel/: linted too
+    assert sharded >= 9  # llama, qwen3, gemma: ddp, fsdp2, tp (scripts/make_parallel_zoo.sh)
+    assert f"{2 * len(zoo.ZOO) + serve + on_device + sharded} file(s) checked: 0 error(s)" in r.stdout
 
 
 def test_zoo_trace_reproduces_the_committed_files(opcov, tmp_path):

@@ -15,8 +15,10 @@ Device-independent: a backend is judged with the file of its own torch release.
 (``name``), where that was read (``read``), and per c10d op (``collectives``) what that backend does with it:
 ``runs`` (a call ran), ``raises`` (a call raised, or the method only raises), ``implemented`` (the backend's
 Python class defines the method), ``not_defined`` (it does not: the C++ base's default raises), each with
-``why``; per reduce op too where calls were made (``reduce_ops``). ``readable: false`` with ``why`` where
-it cannot be read here (a compiled backend on hardware opcov does not have).
+``why``; per reduce op too where calls were made (``reduce_ops``). ``implementation``: ``run`` (the group
+was run here: its states are probed), ``python`` (a Python class whose methods torch.distributed calls
+directly, bypassing the c10d ops' kernels: its states decide the collectives). ``readable: false`` with
+``why`` where it cannot be read here (a compiled backend on hardware opcov does not have).
 """
 
 from __future__ import annotations

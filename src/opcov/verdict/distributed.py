@@ -190,8 +190,8 @@ def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None) -> list[str]:
         return [
             f"process group: {named}; {pg.get('why')}: the collectives rest on their registrations alone ({source})"
         ]
-    ran = "run here" in str(pg.get("why", "")) or "gloo run" in str(pg.get("provenance", {}).get("how", ""))
-    level = PROBED if ran else REGISTERED
+    level = PROBED if pg.get("implementation") == "run" else REGISTERED
+    python = pg.get("implementation") == "python"  # its methods run in place of the c10d ops' kernels
     said = []
     for op, (n, phases, dtypes, reduce_ops) in sorted(used.items()):
         rec = pg["collectives"].get(op)
@@ -199,14 +199,15 @@ def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None) -> list[str]:
             said.append(f"{op} not recorded")
             continue
         bad = [r for r in sorted(reduce_ops) if (rec.get("reduce_ops") or {}).get(r) == "raises"]
-        if rec["state"] in ("raises", "not_defined") or bad:
-            which = f" with reduce op {', '.join(bad)}" if bad else ""
-            why = f"{pg.get('name')} raises on {op}{which}: {rec['why']}"
-            _add(v, by_op, op, n, phases, dtypes, "fails", level, why, source)
-            said.append(f"{op}{which} fails")
-        else:
-            shown = f" ({', '.join(sorted(reduce_ops))})" if reduce_ops else ""
-            said.append(f"{op}{shown} {rec['state']}")
+        fails = rec["state"] in ("raises", "not_defined") or bad
+        which = f" with reduce op {', '.join(bad)}" if bad else ""
+        if python and op in by_op:  # the op's own kernel is not on the path: the group's method decides
+            by_op[op].findings = []
+        if fails or python:
+            why = f"{pg.get('name')} {'raises on' if fails else 'runs'} {op}{which}: {rec['why']}"
+            _add(v, by_op, op, n, phases, dtypes, "fails" if fails else "ok", level, why, source)
+        shown = f" ({', '.join(sorted(reduce_ops))})" if reduce_ops and not fails else ""
+        said.append(f"{op}{which}{shown} {'fails' if fails else rec['state']}")
     return [f"process group: {named}: " + "; ".join(said) + f" ({source})"]
 
 
