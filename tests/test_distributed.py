@@ -200,3 +200,33 @@ def test_the_distributed_data_is_checked_when_read(tmp_path):
         distributed.load(str(path), distributed.GROUP_KIND)
     assert str(path) in str(err.value) and "state" in str(err.value) and "\n" not in str(err.value)
     assert distributed.load(distributed.group_path("cpu", COVERAGE), distributed.GROUP_KIND)["name"] == "gloo"
+
+
+def test_the_site_shows_each_sharded_step_as_a_mode_of_its_model(tmp_path):
+    """A model page has a section per sharded step, with what was sharded and how to check it; its JSON has
+    the verdicts; the models list counts the mode."""
+    from opcov.store import data
+
+    cov = tmp_path / "coverage"
+    folder = cov / "models" / "llama"
+    shutil.copytree(os.path.join(COVERAGE, "models", "llama", "parallel"), folder / "parallel")
+    shutil.copy(os.path.join(COVERAGE, "models", "llama", "training.yaml"), folder / "training.yaml")
+    shutil.copytree(os.path.join(COVERAGE, "distributed"), cov / "distributed")
+    registered = data.load(os.path.join(COVERAGE, "cpu", "registered-torch-2.13.0+cpu.yaml"))
+    wanted = {
+        op for name in os.listdir(folder / "parallel") for op in opset.load(str(folder / "parallel" / name))["ops"]
+    }
+    registered["ops"] = {k: v for k, v in registered["ops"].items() if k in wanted}
+    data.save(registered, str(cov / "cpu" / "registered-torch-2.13.0+cpu.yaml"))
+    out = tmp_path / "site"
+    r = run_opcov("site", "--coverage", str(cov), "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    page = (out / "models" / "llama.html").read_text()
+    for style in ("ddp", "fsdp2", "tp"):
+        assert f'id="mode-training-{style}-x8"' in page
+        assert f"--parallel {style} --world-size 8" in page
+    api = json.loads((out / "api" / "models" / "llama.json").read_text())
+    cpu = api["modes"]["training-fsdp2-x8"]["backends"]["cpu"]
+    assert cpu["verdict"] == "runs" and any(n.startswith("sharded step: fsdp2 over 8 ranks") for n in cpu["notes"])
+    assert any("process group: cpu uses process group 'gloo'" in n for n in cpu["notes"])
+    assert "training-tp-x8" in (out / "models.html").read_text()

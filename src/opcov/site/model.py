@@ -22,6 +22,7 @@ from opcov.scan import sdpa
 from opcov.store import layout, lineyaml, opset
 from opcov.store import observed as observed_store
 from opcov.store.cells import ProbedCell, record_cells, skip_reason
+from opcov.store.parallel import site_key
 from opcov.verdict import judge
 
 CONTROLS = tuple(b.name for b in backends.BUILTIN if b.control)  # the built-in ones; added records may add more
@@ -232,6 +233,7 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     backends: dict[str, Backend] = {}
     models: dict[str, Model] = {}
     files = layout.yaml_files(coverage_dir) + layout.compiled_model_files(coverage_dir)
+    files += layout.parallel_model_files(coverage_dir)  # sharded steps: a mode of their own per style and size
     files += [
         p
         for b in sorted(layout.listdir(coverage_dir))
@@ -260,12 +262,13 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
         if layout.in_models(rel):
             name = str(doc["model"]["name"])
             model = models.setdefault(name, Model(name))
-            if doc["mode"] in model.modes:
+            mode = site_key(doc) if sub == layout.PARALLEL else doc["mode"]
+            if mode in model.modes:
                 raise DataError(
-                    f"{path}: a second {doc['mode']} op set for model {name!r} "
-                    f"(the other is {model.modes[doc['mode']][0]}); keep one file per model and mode"
+                    f"{path}: a second {mode} op set for model {name!r} "
+                    f"(the other is {model.modes[mode][0]}); keep one file per model and mode"
                 )
-            model.modes[doc["mode"]] = (rel, doc)
+            model.modes[mode] = (rel, doc)
             continue
         snap = Snapshot(rel, doc)
         if f"/{layout.COMPILE}/" in rel:  # <backend>/compile/: compile coverage

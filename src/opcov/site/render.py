@@ -25,6 +25,7 @@ from opcov.site import model as sitemodel
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
 from opcov.store import opset, output, vendor
 from opcov.store.cells import skip_reason
+from opcov.store.parallel import is_site_key
 from opcov.verdict import judge
 from opcov.vocab import VERDICT_ORDER
 
@@ -386,11 +387,18 @@ def variant_views(v) -> list:
     return out
 
 
+def all_modes(keys) -> list[str]:
+    """The modes of ``keys`` (a model's, or every verdict's) in the order pages show them: opset.MODES, then
+    the sharded training steps (opcov.store.parallel.site_key: 'training-fsdp2-x8') by name."""
+    keys = set(keys)
+    return [md for md in opset.MODES if md in keys] + sorted(k for k in keys if is_site_key(k))
+
+
 def model_rows(verdicts: dict, backend: str) -> list[dict]:
     """Per mode, how many zoo models get each verdict on ``backend``; runs split by the evidence they rest
     on (only probed runs count in the share that run: a claim is not proof)."""
     rows = []
-    for mode in opset.MODES:
+    for mode in all_modes(md for (_, md, _) in verdicts):
         vs = [v for (_, md, bn), v in sorted(verdicts.items()) if md == mode and bn == backend]
         if not vs:
             continue
@@ -1361,9 +1369,7 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
             out.append((path, _badge(env, f"{m.name} on {b.name}", value, colour)))
             badges[b.name] = (path, f"{m.name} on {b.name}: {value}")
     modes, root = [], "../" * links["models"][m.name].count("/")
-    for mode in opset.MODES:
-        if mode not in m.modes:
-            continue
+    for mode in all_modes(m.modes):
         path, doc = m.modes[mode]
         per_backend = []
         for b in site.backends:
@@ -2139,8 +2145,9 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
     from opcov.verdict.compiled import COMPILE_BACKEND
 
     with_compile = [b for b in site.backends if any(k[2] == b.name for k in compiled)]
-    # the modes some op set holds (inference and training always, as before; serve where a model has it)
-    modes = [md for md in opset.MODES if md in ("inference", "training") or any(k[1] == md for k in verdicts)]
+    # the modes some op set holds (inference and training always, as before; serve and the sharded steps
+    # where a model has them)
+    modes = all_modes({"inference", "training"} | {k[1] for k in verdicts})
     facets: dict[str, list] = {k: [] for k in sitemodel.FACETS}
     rows = []
     for m in site.models:
@@ -2201,7 +2208,7 @@ def comparisons(site: Site, verdicts: dict) -> list:
                 (doc, {x: (verdicts[(m.name, mode, x)], site.data_torch[(m.name, mode, x)]) for x in (a, b)})
                 for m in site.models
                 for mode, (_, doc) in sorted(m.modes.items())
-                if (m.name, mode, a) in verdicts and (m.name, mode, b) in verdicts
+                if (m.name, mode, a) in verdicts and (m.name, mode, b) in verdicts and not is_site_key(mode)
             )
             out.append(compare.from_verdicts(a, b, judged, memo))
     return out

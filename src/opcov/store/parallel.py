@@ -55,6 +55,19 @@ def label(doc: dict) -> str:
     return f"{mode}, {rec.get('style')} x{rec.get('world_size')}" if rec else mode
 
 
+def site_key(doc: dict) -> str:
+    """The key a sharded op set has among a model's modes on the site: 'training-fsdp2-x8' (one word: it
+    names the page's sections and anchors)."""
+    rec = header(doc) or {}
+    return f"{doc.get('mode', '?')}-{rec.get('style')}-x{rec.get('world_size')}"
+
+
+def is_site_key(mode: str) -> bool:
+    """Whether a model's mode key on the site is a sharded step's (``site_key``)."""
+    parts = mode.split("-")
+    return len(parts) == 3 and parts[1] in STYLES and parts[2].startswith("x")
+
+
 def file_name(style: str, world_size: int) -> str:
     """<style>-<world size>.yaml, a distributed op set's name in models/<model>/parallel/."""
     return f"{style}-{int(world_size)}.yaml"
