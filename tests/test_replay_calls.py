@@ -52,6 +52,9 @@ def test_check_replay_judges_ops_from_the_models_own_calls_and_keeps_them(opset_
     (kept,) = (keep / "cpu").glob("*-training-*.yaml")
     cell = data.load(str(kept))["ops"]["aten::max_pool2d_with_indices"]["float32"]
     assert cell["traced"] == {"replaymodel.pooled": "pass"} and cell["fwd"] == "pass"
+    # a training forward call keeps the inputs that required grad: its backward ran too, through the
+    # device's own autograd (where a backend's autograd kernel or checks differ from CPU's, that shows)
+    assert cell.get("bwd") == "pass", cell
     # the kept file is reused: a second check replays nothing (no new file, the same one named)
     again = run_opcov(*args, PYTHONPATH=str(opset_dir))
     assert again.returncode == 0 and str(kept) in again.stdout

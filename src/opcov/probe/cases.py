@@ -354,7 +354,7 @@ def select_groups(
                         f"{sid}|{dtype}",
                         sid,
                         dtype,
-                        False,
+                        "backward" in directions,  # a forward call whose inputs required grad: its backward too
                         (),
                         only,
                         on=tuple((mode, tuple(ops)) for mode, ops in sorted((on.get("modes") or {}).items())),

@@ -183,10 +183,16 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
             device_kw = None
             if self.dev is not None and str(k.get("device", "")).startswith(self.dev.type):
                 k, device_kw = dict(k, device=torch.device("cpu")), "device"  # a factory: made on the device
-            # a device tensor's copy is a CPU tensor (the replay moves it back), as a CPU step's would be
-            a, k = pytree.tree_map(
-                lambda t: t.detach().to("cpu", copy=True) if isinstance(t, torch.Tensor) else t, (a, k)
-            )
+            # a device tensor's copy is a CPU tensor (the replay moves it back), as a CPU step's would be;
+            # a forward call keeps which inputs require grad, so the device runs it under its own autograd
+            # (its checks, e.g. no complex abs, and the backward it takes: opcov.probe.execute's bwd)
+            grad = torch.is_grad_enabled() and not func._schema.is_mutable
+
+            def copy(t):
+                c = t.detach().to("cpu", copy=True)
+                return c.requires_grad_(True) if grad and t.requires_grad else c
+
+            a, k = pytree.tree_map(lambda t: copy(t) if isinstance(t, torch.Tensor) else t, (a, k))
             calls.append((func, a, k, device_kw))
 
     runs = [(mode, None, frozenset()) for mode in (modes or ("inference", "training"))]

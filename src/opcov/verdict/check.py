@@ -226,7 +226,8 @@ def replayer(args):
 def replay_calls(doc: dict, backend: str, folder: str, timeout: float) -> tuple[str, dict] | None:
     """(path, probed document) of ``doc``'s model's own calls replayed on ``backend`` (``opcov probe
     BACKEND --opsets``, in a child process): each distinct call, with the arguments the model gave it,
-    forward and the backward's calls, against CPU. Kept at FOLDER/BACKEND/MODEL-MODE-KEY.yaml (KEY: the
+    forward (a forward call whose inputs required grad also backward, under the device's own autograd) and
+    the backward's calls, against CPU. Kept at FOLDER/BACKEND/MODEL-MODE-KEY.yaml (KEY: the
     op set's identity) and reused for the same op set; None when the model cannot be rebuilt (no factory or zoo
     source: the verdict then says its calls were not replayed)."""
     import hashlib
@@ -241,7 +242,7 @@ def replay_calls(doc: dict, backend: str, folder: str, timeout: float) -> tuple[
         saved = os.path.join(tmp, f"{doc['mode']}.yaml")
         opset.save(doc, saved)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        cmd = ["probe", backend, "--opsets", saved, "--ops", r"^trace\.", "--directions", "forward"]
+        cmd = ["probe", backend, "--opsets", saved, "--ops", r"^trace\.", "--directions", "forward,backward"]
         cmd += ["--dtypes", str(doc.get("dtype") or "float32"), "--tiers", "none", "--out", path]
         with activity(f"replaying {model}'s own calls on {backend}"):
             try:
