@@ -121,6 +121,8 @@ class Box:
         self.killed = False  # the case sent a signal on purpose: a death by it is expected
         self.big = False  # an input over 50 MB: the 1 GB limit does not apply (its peak is still shown)
         self.allowed: list[str] = []  # files and folders the case's commands are told to write
+        self.extra_env: dict[str, str] = {}  # set for every run of the case (a backend records file)
+        self.cleanup: list[str] = []  # files and folders a case made outside its folder, removed after it
         self.n = os.path.basename(root)  # this case's mark, in hostile names and in its processes' environment
         self.pids = os.path.join(root, "pids")  # where the corpus's own factories say their process ids
         os.mkdir(self.pids)
@@ -155,6 +157,7 @@ class Box:
             PID_DIR=self.pids,
         )
         env[CASE_VAR] = self.n
+        env.update(self.extra_env)
         env.update(extra)
         return env
 
@@ -797,17 +800,21 @@ def c_big_coverage(box, command):
     return one_line(box.opcov("site", "--coverage", box.cov, "--out", box.path("site")), "MiB")
 
 
-def c_big_opset(box):
-    """A 50 MB op set: the llama op set's op lines repeated under new names (a header and tree kept)."""
-    head, lines = op_lines(body(LLAMA))
+def grown(box, source: str, name: str) -> str:
+    """A 50 MB file of ``source``'s kind: its op lines repeated under new names (its header kept), stamped."""
+    head, lines = op_lines(body(source))
     out, size, i = [], 0, 0
     while size < BIG:
         line = lines[i % len(lines)].replace("aten::", f"aten::x{i}_", 1)
         out.append(line)
         size += len(line)
         i += 1
-    path = box.path("bigset.yaml", restamp(head + "\nops:\n" + "".join(out)))
-    return lint_refuses(box.opcov("lint", "--no-catalog", path), "MiB")
+    return box.path(name, restamp(head + "\nops:\n" + "".join(out)))
+
+
+def c_big_opset(box):
+    """A 50 MB op set: the llama op set's op lines repeated under new names (a header and tree kept)."""
+    return lint_refuses(box.opcov("lint", "--no-catalog", grown(box, LLAMA, "bigset.yaml")), "MiB")
 
 
 def c_big_tree(box):
@@ -816,14 +823,7 @@ def c_big_tree(box):
 
 
 def c_big_probed(box):
-    head, lines = op_lines(body(CPU_PROBED))
-    out, size, i = [], 0, 0
-    while size < BIG:
-        line = lines[i % len(lines)].replace("aten::", f"aten::x{i}_", 1)
-        out.append(line)
-        size += len(line)
-        i += 1
-    p = box.path("p.yaml", restamp(head + "\nops:\n" + "".join(out)))
+    p = grown(box, CPU_PROBED, "p.yaml")
     return one_line(box.opcov("merge", p, "--out", box.path("m.yaml")), "MiB")
 
 
@@ -1312,13 +1312,19 @@ WRITERS = {  # label -> (argv with OUT, the input it reads)
     "run --out": lambda b, o: ["run", "llama", "-b", "cpu", "--out", o],
     "expect --out": lambda b, o: ["expect", "tpu", "--vendor-tests", b.vendor, "--out", o],
     "site --out": lambda b, o: ["site", "--coverage", b.cov, "--out", o],
-}
+    "trace --mode serve --out": lambda b, o: ["trace", "llama", "--mode", "serve", "--out", o],
+    "trace --path compile --out": lambda b, o: ["trace", "nn:convnet", "--mode", "inference", "--path", "compile",
+                                                "--out", o],
+    "check --path compile -o": lambda b, o: ["check", b.compiled, "-b", "cpu", "--path", "compile", "-o", o],
+}  # fmt: skip
+COMPILED_LLAMA = os.path.join(ROOT, "coverage", "models", "llama", "compile", "inductor-inference.yaml")
 OUTPUTS = ("its own input", "a folder", "a link out of the folder", "under /proc", "a file of another kind")
 
 
 def writer_box(box) -> None:
     box.probed = box.path("probed-torch-2.13.0+cpu.yaml", open(CPU_PROBED, encoding="utf-8").read())
     box.times = box.path("times.json", '{"abs": 1.0}\n')
+    box.compiled = box.path("inductor-inference.yaml", open(COMPILED_LLAMA, encoding="utf-8").read())
     box.vendor = os.path.join(box.dir, "vendor")
     os.makedirs(os.path.join(box.vendor, "tests"))
     with open(os.path.join(box.vendor, "tests", "ops_test.py"), "w") as f:
@@ -1331,6 +1337,8 @@ def c_output(box, writer, kind):
     inputs = {
         "check -o": box.opset, "merge --out": box.probed, "trace --out": box.opset, "bundle --out": box.probed,
         "plan --out": box.times, "expect --out": os.path.join(box.vendor, "tests", "ops_test.py"), "site --out": box.cov,
+        "trace --mode serve --out": box.opset, "trace --path compile --out": box.opset,
+        "check --path compile -o": box.compiled,
     }  # fmt: skip
     target = before = None
     if kind == "its own input":
@@ -1351,8 +1359,8 @@ def c_output(box, writer, kind):
     else:
         out = box.path("notes.txt", "my own notes\n")
     argv = WRITERS[writer](box, out)
-    if writer == "trace --out" and kind == "its own input":
-        argv = ["trace", box.opset, "--out", out]
+    if writer.startswith("trace") and kind == "its own input":  # a saved op set as the model, --out over it
+        argv = [a if a not in ("llama", "nn:convnet") else box.opset for a in argv]
     box.named_ok = False  # nothing the command writes is allowed: a refusal changes nothing
     if writer == "site --out" and kind == "a folder":
         box.allow(out)  # a site is a folder: it may be written, but never over a file that is not the site's
@@ -1542,14 +1550,7 @@ def c_bundle_input(box, what):
         p = box.path("fifo.yaml")
         os.mkfifo(p)
     elif what == "a 50 MB probed file":
-        head, lines = op_lines(body(CPU_PROBED))
-        outl, size, i = [], 0, 0
-        while size < BIG:
-            line = lines[i % len(lines)].replace("aten::", f"aten::x{i}_", 1)
-            outl.append(line)
-            size += len(line)
-            i += 1
-        p = box.path("probed-torch-2.13.0+cpu.yaml", restamp(head + "\nops:\n" + "".join(outl)))
+        p = grown(box, CPU_PROBED, "probed-torch-2.13.0+cpu.yaml")
     elif what == "an observed run with a hostile model name":
         doc = json.load(open(XLA_RUNS[0]))
         doc["model"]["name"] = box.pwn("../PWNED")
@@ -1649,6 +1650,391 @@ def c_signal_ingest(box, sig):
     return f"exit {run.code}{again}; lint exit {lint.code}; left {stray}", ok and not stray
 
 
+# -- check: a backend with no data yet (the 'no data yet' row), its gates, and hostile op-set files and folders
+
+NO_DATA_GATES = {  # label -> (extra argv, the exit status a valid op set gets with a backend that has no data)
+    "no gate": ((), 0),
+    "--strict": (("--strict",), 1),
+    "--fail-on unknown": (("--fail-on", "unknown"), 1),
+    "--require probed": (("--require", "probed"), 1),
+}
+ACME = """[[backend]]
+name = "acme"
+device_type = "acme"
+dispatch_key = "PrivateUse1"
+package = "acme-torch"
+module = "acme_torch"
+note = "Acme NPU, from the hostile corpus's records file"
+setup = "pip install acme-torch: the scan needs no NPU, the probe runs on one"
+"""
+
+
+def records(box, text: str | bytes, name: str = "records.toml") -> str:
+    """A backend records file in the case's folder, named by OPCOV_BACKEND_RECORDS for every run after."""
+    path = box.path(name)
+    with open(path, "wb") as f:
+        f.write(text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text)
+    box.extra_env[RECORDS_VAR] = path
+    return path
+
+
+NO_DATA_BACKENDS = {  # label -> -b arguments (a records file where the backend is known by one)
+    "cuda": ("-b", "cuda"),
+    "cuda and tpu": ("-b", "cuda", "-b", "tpu"),
+    "neuron": ("-b", "neuron"),
+    "a record's backend (acme)": ("-b", "acme"),
+}
+
+
+def no_data_answer(run: Run, code: int) -> tuple[str, bool]:
+    """The 'no data yet' row in the report, exit ``code``; a gate that fails names it on stderr."""
+    gate = [ln for ln in run.err.splitlines() if ln.startswith("opcov: gate failed: ")]
+    errors = [ln for ln in run.err.splitlines() if ln.startswith("opcov: error: ")]
+    ok = run.code == code and "no data yet" in run.out.lower() and not errors
+    ok = ok and (any("no data yet" in ln for ln in gate) if code == 1 else not gate)
+    said = (errors or gate or ["no data yet" if "no data yet" in run.out.lower() else "(no row)"])[0][:100]
+    return f"exit {run.code}: {said}", ok
+
+
+def c_no_data(box, backends, gate):
+    extra, code = NO_DATA_GATES[gate]
+    if "acme" in backends:
+        records(box, ACME)
+    run = box.opcov("check", box.opset, *NO_DATA_BACKENDS[backends], "--coverage", box.cov, *extra, timeout=300)
+    return no_data_answer(run, code)
+
+
+def c_no_data_report(box, fmt):
+    """A report of a backend with no data written twice to one -o file (its own report, replaced)."""
+    out = box.path(f"report.{fmt}")
+    runs = [box.opcov("check", box.opset, "-b", "cuda", "--coverage", box.cov, "--format", fmt, "-o", out)
+            for _ in range(2)]  # fmt: skip
+    text = open(out, encoding="utf-8").read() if os.path.exists(out) else ""
+    return f"exits {[r.code for r in runs]}", all(r.code == 0 for r in runs) and "no data yet" in text.lower()
+
+
+def _opset_with_name(box, name: str, file: str = "named.yaml") -> str:
+    from opcov.store import data, opset
+
+    doc = data.load(LLAMA, opset.validate)
+    doc["model"] = dict(doc["model"], name=name)
+    with open(box.path(file), "w", encoding="utf-8", errors="surrogatepass") as f:
+        f.write(opset.dumps(doc))
+    return box.path(file)
+
+
+def _opset_folder(box, *extra) -> str:
+    """A folder of op sets (llama's training op set), with ``extra`` (name, how) beside it."""
+    folder = box.path("opsets")
+    os.mkdir(folder)
+    shutil.copy(box.opset, os.path.join(folder, "training.yaml"))
+    for name, how in extra:
+        p = os.path.join(folder, name)
+        if how == "fifo":
+            os.mkfifo(p)
+        elif how.startswith("link:"):
+            os.symlink(how[5:], p)
+        else:
+            shutil.copy(box.opset, p)
+    return folder
+
+
+def _outside_opset(box) -> str:
+    p = os.path.join(os.path.dirname(box.dir), f"outside-{box.n}.yaml")
+    shutil.copy(box.opset, p)
+    box.cleanup.append(p)
+    return p
+
+
+HOSTILE_OPSETS = {  # label -> (make(box) -> what check is given, "answered" or words of the one-line refusal)
+    "a link to the op set": (lambda b: _link(b, b.opset), "answered"),
+    "a link to a folder of op sets": (lambda b: _link(b, _opset_folder(b)), "answered"),
+    "a link to itself": (lambda b: _link(b, None), ""),
+    "a link to /dev/zero": (lambda b: _link(b, "/dev/zero"), ""),
+    "a FIFO": (lambda b: _fifo(b), ""),
+    "a folder holding a FIFO": (lambda b: _opset_folder(b, ("inference.yaml", "fifo")), "not a regular file"),
+    "a folder holding a link to /dev/zero": (
+        lambda b: _opset_folder(b, ("inference.yaml", "link:/dev/zero")),
+        "not a regular file",
+    ),
+    "a folder holding a link loop": (lambda b: _opset_folder(b, ("inference.yaml", "link:inference.yaml")), ""),
+    "a folder holding a link out of the tree": (
+        lambda b: _opset_folder(b, ("inference.yaml", "link:" + _outside_opset(b))),
+        "answered",
+    ),
+    "a folder holding a newline in a file name": (lambda b: _opset_folder(b, ("x\ny.yaml", "copy")), "answered"),
+    "an empty folder": (lambda b: _opset_folder_empty(b), "no op-set files"),
+    "a 50 MB op set": (lambda b: grown(b, LLAMA, "bigset.yaml"), "MiB"),
+    "100,000 nested flow brackets": (
+        lambda b: b.path("deep.yaml", open(LLAMA).read() + "x: " + "[" * 100_000 + "]" * 100_000 + "\n"),
+        "nesting",
+    ),
+    "a call tree 1,200 deep": (lambda b: _moved(b, deep_opset(b, depth=1200)), "levels deep"),
+    "a NUL byte in the file": (lambda b: b.path("nul.yaml", open(LLAMA).read().replace("llama", "lla\0ma", 1)), ""),
+    "bytes that are not UTF-8": (lambda b: _raw(b, open(LLAMA, "rb").read().replace(b"llama", b"lla\xffma", 1)), ""),
+    "model name with a NUL": (lambda b: _opset_with_name(b, "lla\0ma"), "NUL byte"),
+    "model name with a newline": (lambda b: _opset_with_name(b, "lla\nma"), "line break"),
+    "model name with a terminal escape": (lambda b: _opset_with_name(b, "\x1b[31mllama"), "control character"),
+    "model name of 4096 characters": (lambda b: _opset_with_name(b, "x" * 4096), "answered"),
+    "model name ../../PWNED": (lambda b: _opset_with_name(b, b.pwn("../../PWNED")), "answered"),
+    "a file name with a newline": (lambda b: _moved(b, b.opset, "lla\nma.yaml"), "answered"),
+}
+
+
+def _link(box, target) -> str:
+    p = box.path("link.yaml")
+    os.symlink(p if target is None else target, p)
+    return p
+
+
+def _fifo(box) -> str:
+    p = box.path("fifo.yaml")
+    os.mkfifo(p)
+    return p
+
+
+def _raw(box, blob: bytes) -> str:
+    p = box.path("raw.yaml")
+    with open(p, "wb") as f:
+        f.write(blob)
+    return p
+
+
+def _moved(box, path: str, name: str = "moved.yaml") -> str:
+    p = box.path(name)
+    shutil.copy(path, p)
+    return p
+
+
+def _opset_folder_empty(box) -> str:
+    os.mkdir(box.path("empty"))
+    return box.path("empty")
+
+
+def c_no_data_opset(box, what, gate):
+    """A hostile op-set file or folder checked on a backend with no data: the 'no data yet' row where it is
+    an op set (exit as the gate says), else one line; never a hang, a traceback or a read past its limit."""
+    make, expected = HOSTILE_OPSETS[what]
+    model = make(box)
+    extra, code = NO_DATA_GATES[gate]
+    run = box.opcov("check", model, "-b", "cuda", "--coverage", box.cov, *extra, timeout=120)
+    if expected == "answered":
+        got, ok = no_data_answer(run, code)
+        return got, ok and not any(ord(c) < 32 and c not in "\n\t" for c in run.out)
+    return refused(run, *([expected] if expected else []))
+
+
+# -- trace --mode serve and --path compile: user code and outputs
+
+SERVE_COMPILE = {  # label -> the trace options
+    "trace --mode serve": ("--mode", "serve"),
+    "trace --path compile": ("--mode", "inference", "--path", "compile"),
+    "trace --mode serve --path compile": ("--mode", "serve", "--path", "compile"),
+}
+SERVE_WORDS = {  # factory -> words in serve's one line (a Linear is no text decoder: serve says so)
+    "segfault": ("SIGSEGV",), "aborts": ("SIGABRT",), "exits": ("exit status 0",), "sys_exit": ("SystemExit",),
+    "string": ("nn.Module",), "huge": ("MemoryError",), "daemon": ("cannot generate",),
+    "prints_json_and_exits": ("exit status 0",),
+}  # fmt: skip
+FACTORIES += """
+def prints_json_and_exits():
+    print('{"doc": 1}', flush=True)
+    os._exit(0)
+"""
+
+
+def c_serve_compile_code(box, label, name):
+    """A hostile factory under serve or compile: one line naming what it did (compile: the daemon's model
+    compiles, and is written), nothing left running, nothing written."""
+    words, timeout = USER_CODE.get(name, ((), "300"))
+    serve = "serve" in label
+    if serve and name in SERVE_WORDS:
+        words = SERVE_WORDS[name]
+    elif name == "prints_json_and_exits":
+        words = ("exit status 0",)
+    out = box.path("x.yaml")
+    run = box.opcov("trace", f"userfactories:{name}", *SERVE_COMPILE[label], "--timeout", timeout, "--out", out,
+                    timeout=500)  # fmt: skip
+    if words is None:  # the daemon's Linear under compile: it compiles (or says why not), and is written
+        return f"exit {run.code}", run.code in (0, 1) and os.path.exists(out) and "Traceback" not in run.err
+    got, ok = one_line(run, *words)
+    return got, ok and not os.path.exists(out)
+
+
+def c_default_out_link(box, label):
+    """'opcov trace MODEL' with no --out writes under coverage/models/MODEL/: a link there out of the tree
+    is refused, never followed."""
+    target = os.path.join(os.path.dirname(box.dir), f"target-{box.n}")
+    os.mkdir(target)
+    box.cleanup.append(target)
+    models = os.path.join(box.cov, "models")
+    model, folder = ("llama", "llama") if "serve" in label else ("nn:convnet", "convnet")
+    argv = ["trace", model, *SERVE_COMPILE.get(label, ("--mode", "inference"))]
+    if label.endswith("compile"):  # the model's folder real, its compile/ folder a link
+        os.makedirs(os.path.join(models, folder), exist_ok=True)
+        os.symlink(target, os.path.join(models, folder, "compile"))
+    else:
+        shutil.rmtree(os.path.join(models, folder), ignore_errors=True)
+        os.symlink(target, os.path.join(models, folder))
+    box.named_ok = False
+    got, ok = refused(box.opcov(*argv, timeout=500), "symbolic link")
+    return got, ok and not os.listdir(target)
+
+
+# -- folder outputs: check --replay-dir, zoo --root
+
+FOLDER_WRITERS = {  # label -> (argv with DIR, the folder below DIR a link may stand for)
+    "check --replay-dir": (lambda b, d: ["check", b.opset, "-b", "cpu", "--coverage", b.cov, "--replay",
+                                         "--replay-dir", d], "cpu"),
+    "zoo --root": (lambda b, d: ["zoo", "trace", "--only", "nn-convnet", "--mode", "inference", "--root", d],
+                   "nn-convnet"),
+}  # fmt: skip
+FOLDER_OUTPUTS = ("the coverage folder", "a file", "a link below it out of the tree", "under /proc")
+
+
+def c_folder_output(box, writer, kind):
+    make, below = FOLDER_WRITERS[writer]
+    target = None
+    if kind == "the coverage folder":
+        folder = box.cov
+    elif kind == "a file":
+        folder = box.path("notes.txt", "my own notes\n")
+    elif kind == "a link below it out of the tree":
+        target = os.path.join(os.path.dirname(box.dir), f"target-{box.n}")
+        os.mkdir(target)
+        box.cleanup.append(target)
+        folder = box.path("out")
+        os.mkdir(folder)
+        os.symlink(target, os.path.join(folder, below))
+    else:
+        folder = "/proc/self/opcov-out"
+    box.named_ok = False
+    got, ok = refused(box.opcov(*make(box, folder), timeout=500))
+    return got, ok and (target is None or not os.listdir(target))
+
+
+# -- backend records: OPCOV_BACKEND_RECORDS naming hostile files
+
+RECORDS_VAR = "OPCOV_BACKEND_RECORDS"
+
+
+def _rec(**fields) -> str:
+    base = {"name": "acme", "device_type": "acme", "dispatch_key": "PrivateUse1", "module": "acme_torch",
+            "package": "acme-torch"}  # fmt: skip
+    base.update(fields)
+    return "[[backend]]\n" + "".join(f"{k} = {json.dumps(v) if not isinstance(v, bool) else str(v).lower()}\n"
+                                     for k, v in base.items())  # fmt: skip
+
+
+RECORD_FILES = {  # label -> (text of the file, or a callable making it and returning its path; words)
+    "duplicate keys (JSON)": ('{"backend": [{"name": "acme", "device_type": "acme", "dispatch_key": "PrivateUse1",'
+                              ' "name": "cpu"}]}', "given twice", "json"),
+    "duplicate keys (TOML)": (_rec() + 'name = "cpu"\n', "", "toml"),
+    "the same backend twice": (_rec() + _rec(), "already known", "toml"),
+    "a 2 MB file": ("# " + "x" * (2 << 20) + "\n" + _rec(), "MiB", "toml"),
+    "a 50 MB file": ("# " + "x" * BIG + "\n", "MiB", "toml"),
+    "5,000 nested arrays (TOML)": ("x = " + "[" * 5000 + "]" * 5000 + "\n", "nested", "toml"),
+    "5,000 nested inline tables (TOML)": ("x = " + "{a = " * 5000 + "1" + "}" * 5000 + "\n", "nested", "toml"),
+    "200,000 nested arrays (JSON)": ('{"backend": ' + "[" * 200_000 + "]" * 200_000 + "}", "nested", "json"),
+    "20 nested tables (TOML)": ("[[backend]]\n" + "x = " + "[" * 20 + "]" * 20 + "\n", "nested", "toml"),
+    "a name with a slash": (_rec(name="x/../../PWNED"), "path separator", "toml"),
+    "a name ..": (_rec(name=".."), "", "toml"),
+    "a name with a newline": (_rec(name="acme\nPWNED"), "line break", "toml"),
+    "a name with a NUL": (_rec(name="acme\0x"), "NUL", "toml"),
+    "a name starting with a dash": (_rec(name="-acme"), "starts with", "toml"),
+    "a device type with a slash": (_rec(device_type="../x"), "path separator", "toml"),
+    "a built-in's name (cpu)": (_rec(name="cpu", reference=False), "already known", "toml"),
+    "a built-in's name (tpu)": (_rec(name="tpu", setup="pip install evil"), "already known", "toml"),
+    "name of the wrong type": ('[[backend]]\nname = 3\ndevice_type = "acme"\ndispatch_key = "PrivateUse1"\n',
+                               "as text", "toml"),
+    "PrivateUse1 with no module": ('[[backend]]\nname = "acme"\ndevice_type = "acme"\ndispatch_key = "PrivateUse1"\n',
+                                   "names the module", "toml"),
+    "note of the wrong type": (_rec() + "note = 3\n", "note must be text", "toml"),
+    "reference as text": (_rec() + 'reference = "yes"\n', "true or false", "toml"),
+    "setup with a newline": (_rec(setup="line one\n::error::PWNED"), "control character", "toml"),
+    "fallback.kind unknown": (_rec() + '[backend.fallback]\nkind = "sometimes"\n', "fallback.kind", "toml"),
+    "compile.deny a string": (_rec() + '[backend.compile]\nbackend = "x"\ndeny = "abc"\n', "deny", "toml"),
+    "compile without its backend": (_rec() + "[backend.compile]\ntraced = true\n", "compile", "toml"),
+    "a hook (read_settings)": (_rec() + 'read_settings = "os:system"\n', "unknown field", "toml"),
+    "a module name with a slash": (_rec(module="../evil"), "module", "toml"),
+    "a record that is a list": ('{"backend": [[1, 2]]}', "table", "json"),
+    "backend that is not a list": ('backend = "acme"\n', "list", "toml"),
+    "not UTF-8": (b"[[backend]]\nname = \"ac\xffme\"\n", "", "toml"),
+    "a NUL byte": (b"[[backend]]\nname = \"ac\x00me\"\n", "", "toml"),
+    "a folder": (None, "", "folder"),
+    "/dev/zero": (None, "not a regular file", "/dev/zero"),
+    "a FIFO": (None, "not a regular file", "fifo"),
+    "no such file": (None, "cannot read", "missing"),
+}  # fmt: skip
+RECORD_COMMANDS = {  # label -> argv: what reads the records (every command: the parser lists expect's backends)
+    "backends": lambda b: ["backends"],
+    "check -b acme": lambda b: ["check", b.opset, "-b", "acme", "--coverage", b.cov],
+    "lint": lambda b: ["lint", "--no-catalog", b.tpu],
+}
+
+
+def _records_path(box, what) -> str:
+    text, _words, how = RECORD_FILES[what]
+    if how == "folder":
+        os.mkdir(box.path("records.d"))
+        return box.path("records.d")
+    if how == "fifo":
+        os.mkfifo(box.path("records.toml"))
+        return box.path("records.toml")
+    if how == "missing":
+        return box.path("missing.toml")
+    if how == "/dev/zero":
+        return "/dev/zero"
+    return records(box, text, "records." + how)
+
+
+def c_records(box, what, command):
+    """OPCOV_BACKEND_RECORDS names a hostile file: every command says so in one line naming the file."""
+    _text, words, _how = RECORD_FILES[what]
+    box.extra_env[RECORDS_VAR] = _records_path(box, what)
+    run = box.opcov(*RECORD_COMMANDS[command](box), timeout=120)
+    return refused(run, *([words] if words else []))
+
+
+RECORD_MODULES = {  # label -> (the module's source, or None: no such module; words)
+    "a module that does not exist": (None, "cannot import"),
+    "a module that raises on import": ("raise RuntimeError('boom on import')\n", "RuntimeError"),
+    "a module that calls sys.exit(3) on import": ("import sys\nsys.exit(3)\n", "SystemExit"),
+    "a module that raises KeyError on import": ("{}['x']\n", "KeyError"),
+}
+MODULE_COMMANDS = {
+    "scan": lambda b: ["scan", "acme", "--out", b.path("s.yaml")],
+    "probe": lambda b: ["probe", "acme", "--ops", "^abs$", "--dtypes", "float32", "--tiers", "none",
+                        "--out", b.path("p.yaml")],
+    "run": lambda b: ["run", "nn-convnet", "-b", "acme", "--mode", "inference", "--out", b.path("r.json")],
+    "check -b acme --strict": lambda b: ["check", b.opset, "-b", "acme", "--coverage", b.cov, "--strict"],
+}  # fmt: skip
+
+
+def c_record_module(box, what, command):
+    """A valid record whose module is missing or fails on import: the commands that import it say so in one
+    line, write nothing; check (which imports nothing) shows the 'no data yet' row and fails its gate."""
+    source, words = RECORD_MODULES[what]
+    name = f"acme_mod_{box.n.replace('-', '_')}"
+    if source is not None:
+        box.path(f"{name}.py", source)
+    records(box, _rec(module=name, package=name.replace("_", "-")))
+    run = box.opcov(*MODULE_COMMANDS[command](box), timeout=300)
+    if command.startswith("check"):
+        return no_data_answer(run, 1)
+    got, ok = one_line(run, words)
+    return got, ok and not any(os.path.exists(box.path(f)) for f in ("s.yaml", "p.yaml", "r.json"))
+
+
+def c_records_ok(box):
+    """A good records file: the backend it adds is listed, and checked as 'no data yet'."""
+    records(box, ACME)
+    listed = box.opcov("backends", "--format", "json")
+    names = [b.get("name") for b in json.loads(listed.out)] if listed.code == 0 else []
+    got, ok = no_data_answer(box.opcov("check", box.opset, "-b", "acme", "--coverage", box.cov), 0)
+    return f"listed: {'acme' in names}; {got}", ok and "acme" in names
+
+
 def generated() -> list[Case]:
     N, D, B, OUT, U, X, W = ("name", "data name", "bundle", "output", "user code", "expect/plan/bundle", "writers")
     C = Case
@@ -1709,6 +2095,48 @@ def generated() -> list[Case]:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
         out.append(C(W, f"ingest: {sig.name} while writing", "old or new, whole, no temporary file",
                      lambda b, s=sig: c_signal_ingest(b, s)))  # fmt: skip
+    return out + generated_since()
+
+
+def generated_since() -> list[Case]:
+    """The families of the commands and readers added since the first corpus: check's 'no data yet' row,
+    trace --mode serve and --path compile, check --replay-dir and zoo --root, the backend records reader."""
+    ND, U, OUT, R = "no data yet", "user code", "output", "records"
+    C = Case
+    out = []
+    for backends in NO_DATA_BACKENDS:
+        for gate in NO_DATA_GATES:
+            out.append(C(ND, f"check -b {backends} (no data) {gate}", "the 'no data yet' row; the gate fails on it",
+                         lambda b, k=backends, g=gate: c_no_data(b, k, g)))  # fmt: skip
+    for fmt in ("text", "json", "markdown", "junit", "github"):
+        out.append(C(ND, f"check -b cuda (no data) --format {fmt} -o twice", "written, its own report replaced",
+                     lambda b, f=fmt: c_no_data_report(b, f)))  # fmt: skip
+    for what in HOSTILE_OPSETS:
+        for gate in NO_DATA_GATES:
+            out.append(C(ND, f"check -b cuda (no data) {gate}: {what}", "the row, or one line",
+                         lambda b, w=what, g=gate: c_no_data_opset(b, w, g)))  # fmt: skip
+    for label in SERVE_COMPILE:
+        for name in (*USER_CODE, "prints_json_and_exits"):
+            out.append(C(U, f"{label}: factory {name}", "one line (compile: the daemon's runs), nothing left",
+                         lambda b, m=label, n=name: c_serve_compile_code(b, m, n)))  # fmt: skip
+    for label in ("trace", *SERVE_COMPILE):
+        out.append(C(OUT, f"{label} (no --out): the model's folder a link out of the tree", "one line, nothing written",
+                     lambda b, m=label: c_default_out_link(b, m)))  # fmt: skip
+    for writer in FOLDER_WRITERS:
+        for kind in FOLDER_OUTPUTS:
+            if kind == "the coverage folder" and writer == "zoo --root":
+                continue  # the zoo reads no coverage folder
+            out.append(C(OUT, f"{writer} {kind}", "one line, nothing written",
+                         lambda b, w=writer, k=kind: c_folder_output(b, w, k)))  # fmt: skip
+    for what in RECORD_FILES:
+        for command in RECORD_COMMANDS:
+            out.append(C(R, f"{command}: OPCOV_BACKEND_RECORDS {what}", "one line naming the file",
+                         lambda b, w=what, c=command: c_records(b, w, c)))  # fmt: skip
+    for what in RECORD_MODULES:
+        for command in MODULE_COMMANDS:
+            out.append(C(R, f"{command}: a record naming {what[2:]}", "one line; check: the 'no data yet' row",
+                         lambda b, w=what, c=command: c_record_module(b, w, c)))  # fmt: skip
+    out.append(C(R, "backends, check: a good records file", "listed; check: 'no data yet'", c_records_ok))
     return out
 
 
@@ -1849,6 +2277,11 @@ def run_case(case: Case, base: str) -> tuple[str, bool | None, float, float, dic
     if problems and ok is not None:
         got, ok = got + " [" + "; ".join(t for v in problems.values() for t in v) + "]", False
     shutil.rmtree(folder, ignore_errors=True)
+    for p in box.cleanup:
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p, ignore_errors=True)
+        elif os.path.lexists(p):
+            os.unlink(p)
     return got, ok, rss, secs, problems
 
 

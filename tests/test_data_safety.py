@@ -533,6 +533,35 @@ def test_a_good_factory_is_traced_in_a_child_and_written(tmp_path):
     assert output.what_is(out.read_bytes()) == output.OPSET and f"wrote {out}" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    "factory,words", [("segfault", "crashed the tracing process (SIGSEGV)"), ("exits", "exit status 0")]
+)
+def test_a_factory_under_path_compile_runs_in_a_child(tmp_path, factory, words):
+    """'trace --path compile' built a factory in opcov's own process: a segfault killed it (exit 139), and
+    os._exit(0) ended it with status 0 and no file."""
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    out = tmp_path / "x.yaml"
+    proc = run_opcov(
+        "trace", f"userfactories:{factory}", "--mode", "inference", "--path", "compile", "--out", str(out),
+        PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path),
+    )  # fmt: skip
+    one_line_error(proc, words, f"userfactories:{factory}")
+    assert not out.exists()
+
+
+def test_a_good_factory_under_path_compile_is_compiled_in_a_child_and_written(tmp_path):
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    out = tmp_path / "x.yaml"
+    proc = run_opcov(
+        "trace", "userfactories:good", "--mode", "inference", "--path", "compile", "--compile-backend", "aot_eager",
+        "--out", str(out), PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    text = out.read_text()
+    assert output.what_is(text.encode()) == output.OPSET and "backend: aot_eager" in text
+    assert "--out " + str(out) in text  # the command that reproduces it names the user's --out, not the child's
+
+
 # ---------------------------------------------------------------- 6. bounded memory
 
 

@@ -30,6 +30,7 @@ OBSERVED = os.path.join(ROOT, "coverage", "observed", "xla", "gpt2.inference.jso
 VENDOR = os.path.join(ROOT, "tests", "data", "vendortests")
 
 FILE_FLAGS = {"--out", "--output", "--table"}  # an option naming a file (or, for site, a folder) a command writes
+FOLDER_FLAGS = {"--replay-dir", "--root"}  # check's replayed calls, the zoo's op sets: folders a command writes in
 FOLDER_DESTS = {"into"}  # '--coverage' of the commands that write into a coverage folder (ingest, run, expect)
 
 
@@ -40,7 +41,7 @@ def output_options() -> set[tuple[str, str]]:
     found = set()
     for name, p in sub.choices.items():
         for a in p._actions:
-            if set(a.option_strings) & FILE_FLAGS or a.dest in FOLDER_DESTS:
+            if set(a.option_strings) & (FILE_FLAGS | FOLDER_FLAGS) or a.dest in FOLDER_DESTS:
                 found.add((name, max(a.option_strings, key=len)))
     return found
 
@@ -88,6 +89,10 @@ def _argv(world, command: str, flag: str, out: str) -> tuple[list[str], list[str
     vendor_inputs = [os.path.join(w, "vendor", "tests", f) for f in ("ops_test.py", "op_testing.py")]
     table = {
         ("check", "--output"): (["check", opset, "-b", "tpu", "--coverage", cov, "-o", out], [opset]),
+        ("check", "--replay-dir"): (
+            ["check", opset, "-b", "cpu", "--coverage", cov, "--replay", "--replay-dir", out],
+            [],
+        ),
         ("trace", "--out"): (["trace", opset, "--out", out], [opset]),
         ("scan", "--out"): (["scan", "cpu", "--out", out], []),
         ("probe", "--out"): (
@@ -100,6 +105,7 @@ def _argv(world, command: str, flag: str, out: str) -> tuple[list[str], list[str
             ["zoo", "merge", *(os.path.join(w, f"table{i}.tsv") for i in (1, 2)), "--table", out],
             [os.path.join(w, "table1.tsv"), os.path.join(w, "table2.tsv")],
         ),  # fmt: skip
+        ("zoo", "--root"): (["zoo", "trace", "--only", "nn-convnet", "--mode", "inference", "--root", out], []),
         ("plan", "--out"): (["plan", "cpu", "--shards", "2", "--times", times, "--out", out], [times]),
         ("bundle", "--out"): (["bundle", probed, "--source", "lab", "--out", out], [probed, probed + ".times.json"]),
         ("ingest", "--coverage"): (["ingest", os.path.join(w, "probed.gz"), "--coverage", out], []),
@@ -120,6 +126,8 @@ def _argv(world, command: str, flag: str, out: str) -> tuple[list[str], list[str
 # what each folder option writes below the folder: (subfolder a link may stand for, the bundle or run it takes)
 FOLDER_WRITES = {
     ("site", "--out"): None,  # a site folder: the folder itself may not be a link
+    ("check", "--replay-dir"): "cpu",  # DIR/BACKEND/MODEL-MODE-KEY.yaml (cpu replays here)
+    ("zoo", "--root"): "nn-convnet",  # ROOT/MODEL/MODE.yaml
     ("ingest", "--coverage"): "xla",
     ("run", "--coverage"): os.path.join("observed", "cpu"),
     ("expect", "--coverage"): os.path.join("vendor", "tpu"),
@@ -127,12 +135,14 @@ FOLDER_WRITES = {
 CASES = sorted(
     {
         ("check", "--output"),
+        ("check", "--replay-dir"),
         ("trace", "--out"),
         ("scan", "--out"),
         ("probe", "--out"),
         ("merge", "--out"),
         ("site", "--out"),
         ("zoo", "--table"),
+        ("zoo", "--root"),
         ("plan", "--out"),
         ("bundle", "--out"),
         ("ingest", "--coverage"),
@@ -154,7 +164,7 @@ def test_every_output_option_is_enumerated_here():
 def test_an_output_that_is_an_input_is_refused(world, command, flag):
     if (command, flag) in FOLDER_WRITES:
         # a folder output: it may not be the folder the command reads (site), nor hold the bundle as its target
-        if command == "site":
+        if command in ("site", "check"):  # the site's folder, or the replayed calls' folder, named as the coverage
             argv, inputs = _argv(world, command, flag, str(world / "coverage"))
             before = _tree(world / "coverage")
             one_line_error(run_opcov(*argv))
@@ -215,9 +225,8 @@ def test_an_output_through_a_link_out_of_its_folder_is_refused(world, tmp_path, 
         else:
             shutil.copytree(world / "coverage", named)
             link = named / below
-            if link.exists():
-                for f in os.listdir(link):  # the registered files the ingest reads, beside the link's target
-                    shutil.copy(link / f, elsewhere / f)
+            if link.exists():  # the registered files the ingest reads, beside the link's target
+                shutil.copytree(link, elsewhere, dirs_exist_ok=True)
                 shutil.rmtree(link)
             link.parent.mkdir(parents=True, exist_ok=True)
             os.symlink(elsewhere, link)
@@ -257,6 +266,47 @@ def test_bundle_plan_and_expect_never_write_over_what_they_read(world, tmp_path)
     )
     one_line_error(proc, "also an input")
     assert digest(source) == before
+
+
+def test_check_path_compile_never_writes_over_its_op_set(tmp_path):
+    """'check --path compile -o X' wrote its report over the compiled op set X it read (the guard ran only on
+    the eager path); its own report is replaced, as the eager path's is."""
+    compiled = tmp_path / "inductor-inference.yaml"
+    shutil.copy(os.path.join(ROOT, "coverage", "models", "llama", "compile", "inductor-inference.yaml"), compiled)
+    before = digest(compiled)
+    one_line_error(run_opcov("check", str(compiled), "-b", "cpu", "--path", "compile", "-o", str(compiled)), "input")
+    assert digest(compiled) == before
+    report = tmp_path / "report.txt"
+    for fmt in ("text", "json"):
+        for _ in range(2):
+            proc = run_opcov(
+                "check", str(compiled), "-b", "cpu", "--path", "compile", "--format", fmt, "-o", str(report)
+            )
+            assert proc.returncode in (0, 1) and "opcov: error" not in proc.stderr, proc.stderr
+        assert output.what_is(report.read_bytes(), str(report)) == output.REPORT
+
+
+def test_trace_without_out_never_writes_through_a_link_in_the_models_folder(tmp_path):
+    """A model's folder (or its compile/ folder) under coverage/models/ that is a link out of the tree was
+    followed by 'opcov trace MODEL' (no --out), eager and --path compile alike."""
+    from test_data_safety import FACTORIES
+
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    models = tmp_path / "coverage" / "models"
+    models.mkdir(parents=True)
+    env = child_env(PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path))
+    folder = models / "userfactories.good"  # the factory's model name, as its folder
+    for path, link in (((), folder), (("--path", "compile"), folder / "compile")):
+        if link != folder:  # the model's folder real, its compile/ folder a link
+            os.unlink(folder)
+            folder.mkdir()
+        os.symlink(elsewhere, link)
+        argv = [sys.executable, "-m", "opcov", "trace", "userfactories:good", "--mode", "inference", *path]
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+        one_line_error(proc, "symbolic link")
+        assert os.listdir(elsewhere) == []
 
 
 def test_an_output_of_another_kind_is_refused(world, tmp_path):
@@ -326,6 +376,17 @@ def test_a_name_in_a_bundle_that_is_no_name_is_refused_before_anything_is_writte
     before, around = _tree(tmp_path), sorted(os.listdir(os.path.dirname(tmp_path)))
     one_line_error(run_opcov("ingest", bad, "--coverage", str(cov)), says)
     assert _tree(tmp_path) == before and sorted(os.listdir(os.path.dirname(tmp_path))) == around
+
+
+def test_bundle_refuses_an_observed_run_whose_names_ingest_would_refuse(tmp_path):
+    """'opcov bundle' packed an observed run named '../x' (exit 0), which every 'opcov ingest' then refused."""
+    doc = json.load(open(OBSERVED))
+    doc["model"]["name"] = "../x"
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(doc))
+    out = tmp_path / "b.gz"
+    one_line_error(run_opcov("bundle", str(run), "--source", "lab", "--out", str(out)), "model.name '../x' holds")
+    assert not out.exists()
 
 
 def test_a_probed_bundle_names_a_snapshot_through_layout(world, tmp_path):

@@ -18,6 +18,7 @@ import functools
 import importlib
 import os
 import re
+import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
@@ -411,56 +412,142 @@ def register(backend: Backend) -> Backend:
 
 _SECTIONS = {"fallback": Fallback, "compile": Compile, "runs_here": RunsHere, "declared": Declared}
 _DATA_FIELDS = {f.name for f in fields(Backend) if f.repr}  # the fields a records file may set (no hooks)
+RECORDS_MAX_BYTES = 1 << 20  # a records file holds a few records of a few hundred bytes each
+_RECORDS_DEPTH = 8  # levels of tables and lists: a record's deepest value (compile.deny's pairs) is at 5
+_TEXT_MAX = 4096  # characters in one text field (the longest built-in, a setup line, is under 600)
+_MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # what importlib imports
+_PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")  # a distribution's name, as package metadata has it
+_FALLBACK_KINDS = ("cpu", "error", "unknown")
+
+
+def _value_problem(key: str, value, annotation: str) -> str | None:
+    """Why ``value`` cannot be the record field ``key`` of type ``annotation`` (as the dataclass writes it),
+    or None. Text is one line of at most _TEXT_MAX characters: it is shown in reports and on the site."""
+    if annotation.startswith("bool"):
+        return None if isinstance(value, bool) else f"{key} must be true or false, not {type(value).__name__}"
+    if not annotation.startswith("str"):
+        return None  # sections and pairs: checked by _section
+    if not isinstance(value, str):
+        return f"{key} must be text, not {type(value).__name__}"
+    if len(value) > _TEXT_MAX:
+        return f"{key} is longer than {_TEXT_MAX:,} characters"
+    bad = next((c for c in value if ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        return f"{key} holds a control character {bad!r}; a record's text is one line"
+    if key == "module" and not _MODULE.fullmatch(value):
+        return f"module {value[:80]!r} is not a Python module name (package.module)"
+    if key == "package" and not _PACKAGE.fullmatch(value):
+        return f"package {value[:80]!r} is not a distribution name"
+    return None
+
+
+def _checked(where: str, cls, table: dict, only=None) -> dict:
+    """``table``'s values, each of the type ``cls`` gives its field; a one-line DataError naming the first
+    that is not (``only``: the fields a records file may set)."""
+    types = {f.name: str(f.type) for f in fields(cls) if only is None or f.name in only}
+    for key, value in table.items():
+        why = _value_problem(key, value, types.get(key, "str"))
+        if why is not None:
+            raise DataError(f"{where}: {why}")
+    return table
+
+
+def _section(where: str, key: str, value):
+    """A record's section (fallback, compile, runs_here, declared) from its table, every value typed."""
+    cls = _SECTIONS[key]
+    if not isinstance(value, dict):
+        raise DataError(f"{where}: {key} is a table of its fields")
+    unknown = sorted(set(value) - {f.name for f in fields(cls)})
+    if unknown:
+        raise DataError(f"{where}: {key}: unknown field(s) {', '.join(map(str, unknown))[:200]}")
+    values = dict(_checked(f"{where}: {key}", cls, value))
+    if key == "fallback" and values.get("kind", "unknown") not in _FALLBACK_KINDS:
+        raise DataError(f"{where}: fallback.kind {values['kind']!r} is not one of {', '.join(_FALLBACK_KINDS)}")
+    if key == "compile" and "deny" in values:
+        deny = values["deny"]
+        if not (isinstance(deny, list) and all(_is_pair(p) for p in deny)):
+            raise DataError(f"{where}: compile.deny is a list of [op, why] pairs of text")
+        values["deny"] = tuple(tuple(p) for p in deny)
+    if key == "declared" and "fallback" in values:  # a table in the file, (key, value) pairs in the record
+        fb = values["fallback"]
+        if not (isinstance(fb, dict) and all(isinstance(v, (str, bool, int, float)) for v in fb.values())):
+            raise DataError(f"{where}: declared.fallback is a table of text, numbers or true/false")
+        values["fallback"] = tuple(sorted(fb.items()))
+    try:
+        return cls(**values)
+    except TypeError as exc:  # a required field left out
+        raise DataError(f"{where}: {key}: {exc}") from None
+
+
+def _is_pair(p) -> bool:
+    return isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)
 
 
 def _record(where: str, entry) -> Backend:
-    """One backend record from a records file's table, every key checked."""
+    """One backend record from a records file's table, every key and value checked: its name is a plain
+    name (opcov keeps its data in a folder of that name), text is one line, true/false is a boolean."""
     if not isinstance(entry, dict):
         raise DataError(f"{where}: a backend record is a table")
-    unknown = sorted(set(entry) - _DATA_FIELDS)
+    unknown = sorted(map(str, set(entry) - _DATA_FIELDS))
     if unknown:
-        raise DataError(f"{where}: unknown field(s) {', '.join(unknown)}; known: {', '.join(sorted(_DATA_FIELDS))}")
+        raise DataError(
+            f"{where}: unknown field(s) {', '.join(unknown)[:200]}; known: {', '.join(sorted(_DATA_FIELDS))}"
+        )
     missing = [k for k in ("name", "device_type", "dispatch_key") if not isinstance(entry.get(k), str) or not entry[k]]
     if missing:
         raise DataError(f"{where}: {', '.join(missing)} must be given, as text")
-    values = dict(entry)
+    from opcov.store import layout
+
+    layout.check_name(entry["name"], "name", where=where, plain=True)
+    layout.check_name(entry["device_type"], "device_type", where=where, plain=True)
+    values = dict(_checked(where, Backend, entry, only=_DATA_FIELDS))
+    if values["dispatch_key"] == "PrivateUse1" and not values.get("module"):  # else torch's own key is judged
+        raise DataError(f"{where}: a PrivateUse1 backend names the module that registers it (module = ...)")
+    for key in _SECTIONS:
+        if key in values:
+            values[key] = _section(where, key, values[key])
+    return Backend(**values)
+
+
+def _read_records(path: str) -> bytes:
+    """The bytes of one records file: a regular file of at most RECORDS_MAX_BYTES (a folder, a device such
+    as /dev/zero or a pipe is refused without reading it, and a pipe with no writer is never waited on)."""
     try:
-        for key, cls in _SECTIONS.items():
-            if key in values:
-                if not isinstance(values[key], dict):
-                    raise DataError(f"{where}: {key} is a table of its fields")
-                values[key] = cls(**values[key])
-        if values.get("compile") is not None:
-            values["compile"] = replace(values["compile"], deny=tuple(tuple(p) for p in values["compile"].deny))
-        if values.get("declared") is not None:  # a table in the file, (key, value) pairs in the record
-            declared = values["declared"]
-            values["declared"] = replace(declared, fallback=tuple(sorted(dict(declared.fallback or {}).items())))
-        return Backend(**values)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{where}: {exc}") from None
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise UsageError(f"{RECORDS_ENV}: {path} is not a regular file (a folder, device or pipe); name a file")
+            raw = f.read(RECORDS_MAX_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
+    if len(raw) > RECORDS_MAX_BYTES:
+        raise DataError(f"{path}: over {RECORDS_MAX_BYTES >> 20} MiB; a records file holds a few backend records")
+    return raw
 
 
 @functools.lru_cache(maxsize=16)
 def _records_file(path: str, mtime: float) -> tuple[Backend, ...]:
-    """The records in one file: JSON where its name ends in .json, else TOML (Python 3.11's tomllib, or
-    the tomli package before it)."""
-    import json
+    """The records in one file: JSON where its name ends in .json (read strictly: a key given twice is
+    refused), else TOML (Python 3.11's tomllib, or the tomli package before it)."""
+    from opcov.store import strictjson
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
-    try:
-        if path.endswith(".json"):
-            doc = json.loads(raw)
-        else:
+    raw = _read_records(path)
+    if path.endswith(".json"):
+        doc = strictjson.loads(raw, path)
+    else:
+        try:
             doc = _toml().loads(raw.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:  # json's and tomllib's decode errors are ValueErrors
-        raise DataError(f"{path}: {exc}") from None
+        except RecursionError:
+            raise DataError(
+                f"{path}: nested too deeply; a records file is at most {_RECORDS_DEPTH} levels deep"
+            ) from None
+        except (ValueError, UnicodeDecodeError) as exc:  # tomllib's decode errors are ValueErrors
+            raise DataError(f"{path}: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}") from None
     entries = doc.get("backend", []) if isinstance(doc, dict) else None
     if not isinstance(entries, list):
         raise DataError(f"{path}: 'backend' is a list of records ([[backend]] tables in TOML)")
+    if strictjson.depth(doc) > _RECORDS_DEPTH:
+        raise DataError(f"{path}: nested too deeply; a records file is at most {_RECORDS_DEPTH} levels deep")
     return tuple(_record(f"{path}: backend {i + 1}", e) for i, e in enumerate(entries))
 
 
@@ -478,12 +565,20 @@ def records_from(paths: str | None = None) -> list[Backend]:
     each a ``[[backend]]`` table of the record's data fields (docs/adding-a-backend.md)."""
     text = os.environ.get(RECORDS_ENV, "") if paths is None else paths
     out: list[Backend] = []
+    where: dict[str, str] = {b.name: "built in" for b in BUILTIN}
     for path in filter(None, text.split(os.pathsep)):
         try:
             mtime = os.stat(path).st_mtime
         except OSError as exc:
             raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
-        out += _records_file(path, mtime)
+        for i, b in enumerate(_records_file(path, mtime)):
+            if b.name in where:  # a record never changes opcov's own (cpu is the reference every verdict uses)
+                raise DataError(
+                    f"{path}: backend {i + 1}: a backend named {b.name!r} is already known ({where[b.name]}); a "
+                    "records file adds backends opcov does not know: give this one another name"
+                )
+            where[b.name] = f"{path}, backend {i + 1}"
+            out.append(b)
     return out
 
 
@@ -517,7 +612,7 @@ def known_backends() -> list[Backend]:
     backends, each not already known under its name (an entry point: nor under its module)."""
     out = list(BUILTIN)
     for b in [*_REGISTERED, *records_from()]:
-        out = [k for k in out if k.name != b.name] + [b]  # an added record replaces a built-in of its name
+        out = [k for k in out if k.name != b.name] + [b]  # register() may replace a built-in; a file may not
     known_modules = {b.module.split(".")[0] for b in out if b.module}
     for b in _entry_point_backends():
         if b.module and b.module.split(".")[0] in known_modules:
@@ -596,7 +691,7 @@ def load(backend: Backend):
                 f"backend {backend.name!r}: cannot import {backend.module!r} ({exc}); install the "
                 f"{pkg!r} package built for torch {torch.__version__}"
             ) from None
-        except Exception as exc:  # noqa: BLE001 - a broken backend must not give a traceback
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - a broken backend (one that exits too): one line
             raise BackendImportError(
                 f"backend {backend.name!r}: importing {backend.module!r} failed: "
                 f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

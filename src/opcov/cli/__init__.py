@@ -84,7 +84,12 @@ def main(argv=None) -> int:
         import signal
 
         signal.signal(signal.SIGTERM, _terminated)
-    args = build_parser().parse_args(argv)
+    try:
+        parser = build_parser()  # reads the backend records (expect's choices): a bad records file is one line
+    except OpcovError as exc:
+        print(f"opcov: error: {one_line(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    args = parser.parse_args(argv)
     args.held = []
     args.argv = list(sys.argv[1:] if argv is None else argv)
     try:

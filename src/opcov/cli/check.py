@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from opcov import vocab
@@ -115,12 +116,13 @@ def run(args) -> int:
     paths = [p.strip() for p in args.path.split(",") if p.strip()]
     if not paths or set(paths) - {"eager", "compile"}:
         raise UsageError(f"--path {args.path!r}: expected eager, compile or eager,compile")
+    if args.output:  # every path's report: never over the op set or a manifest it reads
+        output.check_output(args.output, kind=output.REPORT, inputs=[args.model, *args.manifest], flag="--output")
     if "compile" in paths:
         return _compiled(args, with_eager="eager" in paths)
 
-    if args.output:
-        output.check_output(args.output, kind=output.REPORT, inputs=[args.model, *args.manifest], flag="--output")
     outcomes = judge.fail_on(args.fail_on + ([",".join(judge.STRICT)] if args.strict else []))  # before any work
+    _check_replay_dir(args, check.REPLAY_DIR)
     gated = check.variant_choice(args.variants)
     from opcov.probe.manifest import load as load_manifest
 
@@ -141,6 +143,23 @@ def run(args) -> int:
     for line in failed:
         print(f"opcov: gate failed: {line}", file=sys.stderr)
     return EXIT_GATE if failed else EXIT_OK
+
+
+def _check_replay_dir(args, default: str) -> None:
+    """Before any work: the folder replayed calls are written to (DIR/BACKEND/MODEL-MODE-KEY.yaml) is a
+    writable folder, not the coverage folder it reads, with no symbolic link at DIR/BACKEND. Checked where
+    replaying is asked for or the folder is there (a check that replays nothing writes nothing)."""
+    folder = args.replay_dir or default
+    if args.replay is False or not (args.replay_dir or args.replay or os.path.lexists(folder)):
+        return
+    output.check_writable_dir(folder)
+    if output.same_file(folder, args.coverage):
+        raise UsageError(
+            f"--replay-dir {folder} is the coverage folder this command reads; replayed calls go in a folder "
+            "of their own: choose another"
+        )
+    for backend in args.backend:
+        output.check_inside(folder, os.path.join(folder, backend, "replayed.yaml"))
 
 
 def _compiled(args, with_eager: bool) -> int:

@@ -159,7 +159,9 @@ def run(args) -> int:
         shown, out = args.model, args.out
     else:
         shown = out = args.out or layout.opset_path(layout.folder_name(result.doc["model"]["name"]), args.mode)
-        output.check_output(out, kind=output.OPSET, inputs=[args.model])
+        output.check_output(
+            out, kind=output.OPSET, inputs=[args.model], within=None if args.out else layout.models_dir()
+        )
     if out:
         result.save(out)
     _print_opset(shown, result.doc)
@@ -225,8 +227,8 @@ def _on(args, sizes) -> int:
             args.model, mode=args.mode, dtype=result.doc["dtype"], optimizer=args.optimizer, sizes=sizes, out=out,
             on=args.on, device=args.on,
         )  # fmt: skip
-    out = out or layout.ondevice_opset_path(result.doc["model"]["name"].replace("/", "_"), args.on, args.mode)
-    output.check_output(out, kind=output.OPSET, inputs=[args.model])
+    out = out or layout.ondevice_opset_path(layout.folder_name(result.doc["model"]["name"]), args.on, args.mode)
+    output.check_output(out, kind=output.OPSET, inputs=[args.model], within=None if args.out else layout.models_dir())
     result.save(out)
     _print_opset(out, result.doc)
     print(f"wrote {out}")
@@ -304,16 +306,25 @@ def _compiled(args) -> int:
     sizes = _sizes(args)
     if args.out:
         output.check_output(args.out, kind=output.OPSET, inputs=[args.model])
-    with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)}"):
-        results = compiled.trace_compiled_spec(
-            args.model, backends=backends, mode=args.mode, dtype=args.dtype, real=args.real, sizes=sizes, out=args.out
-        )
+    if _is_factory(args.model) and not os.environ.get(_ISOLATED):
+        with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)} in a child process"):
+            results = _compiled_in_child(args, backends)
+    else:
+        with activity(f"compiling {args.model} ({args.mode}) for {', '.join(backends)}"):
+            results = compiled.trace_compiled_spec(
+                args.model, backends=backends, mode=args.mode, dtype=args.dtype, real=args.real, sizes=sizes,
+                out=args.out,
+            )  # fmt: skip
+        if os.environ.get(_ISOLATED) and os.environ.get(_COMPILED_DIR):  # the factory's child: its parent saves
+            for backend, result in results.items():
+                result.save(os.path.join(os.environ[_COMPILED_DIR], f"{backend}.yaml"))
+            return EXIT_OK
     failed = False
     for backend, result in results.items():
         doc = result.doc
-        out = args.out or layout.compiled_opset_path(doc["model"]["name"].replace("/", "_"), backend, args.mode)
+        out = args.out or layout.compiled_opset_path(layout.folder_name(doc["model"]["name"]), backend, args.mode)
         if not args.out:
-            output.check_output(out, kind=output.OPSET)
+            output.check_output(out, kind=output.OPSET, within=layout.models_dir())
         result.save(out)
         _print_opset(out, doc)
         print(compiled.describe(doc))
@@ -334,6 +345,25 @@ def _compile_exit(results: dict) -> int:
         file=sys.stderr,
     )
     return EXIT_GATE
+
+
+_COMPILED_DIR = "OPCOV_TRACE_COMPILED_DIR"  # in a factory's child: the folder its compiled op sets go to
+
+
+def _compiled_in_child(args, backends) -> dict:
+    """A user's factory compiled by 'opcov trace --path compile' in a child process, as the eager trace
+    runs it (children.opcov_child): one that crashes, exits, hangs or forks is one line, never this process.
+    The child writes BACKEND.yaml per compile backend into a temporary folder, read back here."""
+    from opcov import children
+    from opcov.store import opset
+
+    with children.temp_dir("trace") as tmp:
+        env = {**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or "", _COMPILED_DIR: tmp}
+        children.opcov_child(
+            args.argv, what=f"factory {args.model}", process="the tracing process", timeout=args.timeout, env=env,
+            out=os.path.join(tmp, f"{backends[-1]}.yaml"),
+        )  # fmt: skip
+        return {b: opset.OpSet(opset.load(os.path.join(tmp, f"{b}.yaml"))) for b in backends}
 
 
 def _sizes(args):

@@ -131,7 +131,7 @@ def run(args) -> int:
         return EXIT_OK
     for e in entries:  # every file it will write, before the first (slow) trace
         for mode in modes:
-            output.check_output(zoo.path_for(e.name, mode, args.root), kind=output.OPSET)
+            output.check_output(zoo.path_for(e.name, mode, args.root), kind=output.OPSET, within=args.root)
     failures = trace_zoo(entries, modes, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)
@@ -176,7 +176,8 @@ def _compiled(args) -> int:
     for e in entries:
         for mode in modes:
             for b in backends:
-                output.check_writable_file(layout.compiled_opset_path(e.name, b, mode, args.root))
+                path = layout.compiled_opset_path(e.name, b, mode, args.root)
+                output.check_output(path, kind=output.OPSET, within=args.root)
     failures = compiled.trace_zoo(entries, modes, backends, root=args.root)
     for name, mode, why in failures:
         print(f"opcov: zoo: {name} {mode} failed: {why}", file=sys.stderr)

@@ -116,6 +116,7 @@ def _make_observed(path: str, *, source: str, command: str) -> dict:
     doc = observed.load(path)
     if not isinstance(doc.get("backend"), dict) or not isinstance(doc.get("model"), dict):
         raise UsageError(f"{path}: an observed run names its backend and model; record it again with 'opcov run'")
+    observed.check_names(doc, path)  # what 'opcov ingest' refuses is refused here, not after it was sent
     doc = json.loads(_scrub(json.dumps(doc)))
     text = observed.dumps(doc)
     return _envelope("observed", _observed_name(doc), doc["backend"], doc["provenance"], text, source, command)

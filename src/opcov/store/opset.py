@@ -454,6 +454,16 @@ def as_given(doc: dict) -> dict:
     return for_variant(doc, vocab.GIVEN if vocab.GIVEN in named else named[0])
 
 
+def _model_name_problem(name) -> str | None:
+    """Why a model's name cannot be shown as one line of a report, or None: it is printed in every report and
+    page, so a line break, NUL or terminal escape in it would forge lines (a CI annotation) or hide text."""
+    bad = next((c for c in name if ord(c) < 32 or ord(c) == 127), None) if isinstance(name, str) else None
+    if bad is None:
+        return None
+    what = {"\0": "a NUL byte", "\n": "a line break", "\r": "a line break"}.get(bad, f"a control character {bad!r}")
+    return f"model.name holds {what}; a model's name is one line of text: re-trace it under another name"
+
+
 def validate(doc, path: str) -> list[Problem]:
     """Every problem in a parsed op-set document, with file:line."""
     if not isinstance(doc, dict):
@@ -484,6 +494,8 @@ def validate(doc, path: str) -> list[Problem]:
     for key, value in model.items():
         if bad := data.type_problem(value, str if key == "name" else "data", f"model.{key}"):
             raw.append((("model", key) + bad[0], bad[1]))
+    if why := _model_name_problem(model.get("name")):
+        raw.append((("model", "name"), why))
     for key in ("dtype", "autocast", "optimizer"):
         if key in doc and not (doc[key] is None and key != "dtype" or isinstance(doc[key], str)):
             raw.append(((key,), f"{key} must be a name" + (", or null" if key != "dtype" else "")))

@@ -15,6 +15,7 @@ import contextlib
 import errno
 import functools
 import os
+import re
 import secrets
 import stat
 
@@ -353,6 +354,10 @@ def _json_kind(path: str | None) -> str | None:
     return _JSON_EVIDENCE.get(doc.get("evidence"))  # type: ignore[arg-type]
 
 
+# 'opcov check --path compile': its first line says 'BACKEND MODE (compile path, COMPILE BACKEND): ...'
+_COMPILE_REPORT = re.compile(rb"[A-Za-z0-9_][A-Za-z0-9_.+\-]* [a-z]+ \(compile path, [A-Za-z0-9_.+\-]+\): ")
+
+
 def what_is(head: bytes, path: str | None = None) -> str | None:
     """The kind of opcov output ``head`` (a file's first bytes; the file at ``path``) is, or None."""
     if _is_data(head):
@@ -372,6 +377,8 @@ def what_is(head: bytes, path: str | None = None) -> str | None:
     text = head.lstrip()
     if (
         text.startswith((b"opcov check: ", b"### opcov check: "))
+        or _COMPILE_REPORT.match(text) is not None
+        or (text.startswith(b"[") and b'"path": "compile"' in head and b'"compile_backend"' in head)
         or (text.startswith(b"<?xml") and b'<testsuites name="opcov check ' in text[:400])
         or (text.startswith(b"::") and b" title=opcov " in text.split(b"\n", 1)[0])
         or (text.startswith(b"{") and b'"verdicts"' in head and b'"model"' in head)

@@ -272,11 +272,26 @@ def run_job(job: dict) -> tuple[dict, str]:
     except children.TimedOut:
         return {}, f"over {TIMEOUT_S} s"
     lines = [ln for ln in r.out.splitlines() if ln.startswith("{")]
+    ended = (
+        f"its process crashed ({children.signal_name(-r.returncode)})"
+        if r.returncode < 0
+        else f"its process ended (exit status {r.returncode}) before its output was written"
+    )
     if r.returncode != 0 or not lines:
-        tail = (r.err.strip().splitlines() or [f"exit {r.returncode}, no output"])[-1]
+        tail = ended if r.returncode < 0 else (r.err.strip().splitlines() or [ended])[-1]
         return {}, tail[:300]
-    out = json.loads(lines[-1])
-    return (out, "") if "error" not in out else ({}, out["error"])
+    try:  # the answer is its last line; a factory may print lines of its own, and exit before the answer
+        out = json.loads(lines[-1])
+    except ValueError:
+        out = None
+    if not (
+        isinstance(out, dict)
+        and out.keys() & {"doc", "runs", "error"}
+        and isinstance(out.get("doc", {}), dict)
+        and isinstance(out.get("runs", []), list)
+    ):
+        return {}, ended
+    return (out, "") if "error" not in out else ({}, str(out["error"]))
 
 
 def traced_variants(torch, built, entry, variants, **options) -> list[tuple[str, dict]]:

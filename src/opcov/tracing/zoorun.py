@@ -675,7 +675,7 @@ def run(
                 kept += 1
     pending = collections.deque((a, m) for a in picked for m in modes if (a.name, m) not in journal.rows)
     for arch, mode in pending:
-        output.check_output(layout.opset_path(arch.name, mode, root), kind=output.OPSET)
+        output.check_output(layout.opset_path(arch.name, mode, root), kind=output.OPSET, within=root)
     progress = Progress(len(picked) * len(modes), len(picked) * len(modes) - len(pending), stream)
 
     by_name = {a.name: a for a in picked}
