@@ -309,6 +309,21 @@ def test_trace_without_out_never_writes_through_a_link_in_the_models_folder(tmp_
         assert os.listdir(elsewhere) == []
 
 
+def test_scan_and_probe_without_out_never_write_through_a_linked_backend_folder(tmp_path):
+    """'opcov scan meta' (no --out) wrote coverage/meta/registered-....yaml through coverage/meta, a link out of
+    the tree; ingest refused such a folder, scan and probe followed it."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "coverage").mkdir()
+    os.symlink(elsewhere, tmp_path / "coverage" / "meta")
+    for argv in (["scan", "meta"], ["probe", "meta", "--ops", "^abs$", "--dtypes", "float32", "--tiers", "none"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "opcov", *argv], cwd=tmp_path, env=child_env(), capture_output=True, text=True
+        )
+        one_line_error(proc, "coverage/meta is a symbolic link")
+        assert os.listdir(elsewhere) == []
+
+
 def test_an_output_of_another_kind_is_refused(world, tmp_path):
     """bundle, plan and expect replace only their own kind of file, as the older commands do."""
     mine = tmp_path / "notes.md"

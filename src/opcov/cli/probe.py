@@ -148,6 +148,8 @@ def run_probe(args) -> int:
 
     manifest = load_manifest(args.manifest, backend.name) if args.manifest else None
     out = args.out or layout.probe_path(backend, shard)
+    if not args.out:  # built from the backend's name: inside coverage/, through no link (as 'ingest' writes)
+        output.check_inside(layout.DEFAULT_COVERAGE, out)
     from opcov.probe.runner import journal_path
 
     if args.resume and not os.path.exists(journal_path(out)):
@@ -218,7 +220,7 @@ def _compiled(args) -> int:
         layout.compile_coverage_dir(args.backend),
         layout.snapshot_name("probed", torch.__version__, *(package or (None, None))),
     )
-    output.check_writable_file(out)
+    output.check_output(out, kind=output.COVERAGE, within=None if args.out else layout.DEFAULT_COVERAGE)
     if os.path.exists(cprobe.journal_path(out)) and not args.resume:
         raise UsageError(f"{cprobe.journal_path(out)} exists from an interrupted probe; add --resume, or delete it")
     doc, figures = cprobe.probe(

@@ -61,8 +61,10 @@ def run(args) -> int:
         )
     else:
         doc = scan(backend, load(backend), command=command_line(), reach=not args.no_reach)
-    out = args.out or layout.scan_path(doc)
-    output.check_output(out, kind=output.COVERAGE, evidence=doc["evidence"])
+    out = args.out or layout.scan_path(doc)  # built from the backend's name: inside coverage/, through no link
+    output.check_output(
+        out, kind=output.COVERAGE, evidence=doc["evidence"], within=None if args.out else layout.DEFAULT_COVERAGE
+    )
     data.save(doc, out)
     formats.print_summary([(out, doc)])
     print(f"wrote {out}")
@@ -78,7 +80,7 @@ def _compiled(args) -> int:
     coverage_dir = layout.read_coverage(args.coverage_dir, say=common.say)
     path, doc = compiled.scan(args.backend, coverage_dir, command=command_line())
     out = args.out or path
-    output.check_output(out, kind=output.COVERAGE)
+    output.check_output(out, kind=output.COVERAGE, within=None if args.out else coverage_dir)
     data.save(doc, out)
     s = doc["summary"]["res"]
     print(f"wrote {out}: {doc['summary']['ops']} ops, " + ", ".join(f"{k} {v}" for k, v in s.items()))
