@@ -116,11 +116,27 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
             f"  {name} (loaded {'on first search' if 'index' in name else 'apart'}): {len(blob) / 1024:.0f} KB, "
             f"{len(gzip.compress(blob, 9)) / 1024:.1f} KB gzipped"
         )
-    by_folder = {}
+    by_folder, weight, disk = {}, {}, 0
     for r, _, fs in os.walk(os.path.join(out, "run0")):
         top = os.path.relpath(r, os.path.join(out, "run0")).split(os.sep)[0]
         by_folder[top] = by_folder.get(top, 0) + len(fs)
+        for f in fs:
+            st = os.stat(os.path.join(r, f))
+            weight[top] = weight.get(top, 0) + st.st_size
+            disk += st.st_blocks * 512
     print("  files per folder: " + ", ".join(f"{k} {v}" for k, v in sorted(by_folder.items())))
+    print(
+        "  MB per folder: " + ", ".join(f"{k} {v / 1e6:.1f}" for k, v in sorted(weight.items(), key=lambda kv: -kv[1]))
+    )
+    print(f"  on disk (du): {disk / 1e6:.1f} MB")
+    rows.append(
+        [
+            "on disk (as `du` counts it, whole blocks)",
+            f"{disk / 1e6:.1f} MB; the most: "
+            + ", ".join(f"{k}/ {v / 1e6:.1f} MB" for k, v in sorted(weight.items(), key=lambda kv: -kv[1])[:4]),
+            "60 MB",
+        ]
+    )
     op_pages = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(out, "run0", "ops")) for f in fs]
     op_sizes = sorted(os.path.getsize(p) for p in op_pages)
     if op_sizes:
@@ -181,10 +197,30 @@ def browser_figures(site: str) -> list:
         f"(goal <= 300 ms); wall incl. page load {statistics.median(wall) * 1000:.0f} ms"
     )
     print(f"matrix search re-render ('conv'), median of 5: {statistics.median(search):.0f} ms")
-    return [
+    tall = page_heights(site, chromium)
+    return tall + [
         ["matrix interactive in headless Chromium (median of 5)", f"{statistics.median(ready):.0f} ms", "300 ms"],
         ["matrix search re-render (median of 5)", f"{statistics.median(search):.0f} ms", ""],
     ]
+
+
+def page_heights(site: str, chromium: str) -> list:
+    """The height of llama's model page and of aten::mm's op page (the longest kinds) at 1400 px wide, as a
+    reader scrolls them: table rows where the site has them."""
+    from playwright.sync_api import sync_playwright
+
+    rows = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        for rel, what in (("models/llama.html", "llama's model page"), ("ops/aten/mm.html", "aten::mm's op page")):
+            if os.path.isfile(os.path.join(site, rel)):
+                page.goto("file://" + os.path.join(site, rel))
+                px = page.evaluate("document.documentElement.scrollHeight")
+                print(f"{what} at 1400 px wide: {px} px tall")
+                rows.append([f"{what}, height at 1400 px wide", f"{px} px", ""])
+        browser.close()
+    return rows
 
 
 def worst_case(coverage: str, folder: str, backends: int = 6, models: int = 800) -> str:

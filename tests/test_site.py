@@ -103,7 +103,11 @@ def test_op_page_shows_registered_and_probed_evidence(small):
     assert "float32 ✓ pass ✓ pass" in page and "bfloat16 ≠ mismatch ✗ error" in page
     assert "max error (abs, rel): 1e-06, 2e-05" in page and "why: max error 0.5 > tol" in page
     assert "cases: 3" in page
-    assert "reproduce: opcov probe alpha" in page and "reproduce: opcov scan beta" in page
+    # how each backend's data was made is said once, on its page, which the op page's sections link
+    assert "(how it was made: alpha's page)" in said(read(out, "ops/aten/mm.html"))
+    assert "each backend's page names its data's versions" in page
+    alpha = text_of(read(out, "backends/alpha.html"))
+    assert "reproduce opcov scan alpha" in alpha and "reproduce with opcov probe alpha" in alpha
     assert "tiny (inference): forward float32 ×4" in page
     relu = text_of(read(out, "ops/aten/relu.html"))
     assert "Skipped: random op (values compared not at all, only shapes): no case reached it" in relu
@@ -384,7 +388,8 @@ def test_op_page_answers_per_backend_before_the_details(small):
         "alpha (torch 2.13.0+cpu): ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
         "(random op (values compared not at all, only shapes): no case reached it)"
     ) in relu
-    assert "any dtype ✗ missing any dtype (dtype-blind) ✗ missing" in relu  # no backend probed it: one row
+    # no backend probed it: no dtype grid, the answers above are the claims, dtype-blind
+    assert "No backend probed it: the answers above are registered claims only" in relu and "per dtype" not in relu
     weird = text_of(read(out, "ops/aten/weird.html"))
     assert "composite, but opcov could not resolve what it reaches" in weird
     assert (
@@ -833,7 +838,7 @@ def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
     ]
     grid = env.from_string(
         '{% for r in rows %}<tr><th scope="row">{{ r.dtype or "any dtype" }}</th>{% for c in r.cells %}<td class="st '
-        '{{ c.css }}"{% if c.span > 1 %} rowspan="{{ c.span }}"{% endif %} title="{{ c.title }}">{{ c.icon }} '
+        '{{ c.css }}"{% if c.span > 1 %} rowspan="{{ c.span }}"{% endif %}>{{ c.icon }} '
         '{{ c.text }}{% if c.note %}<br><span class="muted">{{ c.note }}</span>{% endif %}</td>{% endfor %}</tr>\n'
         "{% endfor %}"
     )
@@ -915,8 +920,8 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
         '{{ root }}{{ links.ops[v] }}">{{ v }}</a>{% else %}{{ v }}{% endif %}{% if not loop.last %}, {% endif %}'
         '{% endfor %}<br>{% endif %}{% if g.why %}<span class="muted">{% if g.res.text == "unresolved" or '
         'g.bwd_res.text == "unresolved" %}opcov could not resolve it (the backend is not to blame): {% endif %}'
-        '{{ g.why }}</span><br>{% endif %}<span class="muted">{{ g.versions }}; reproduce: <code>{{ g.command }}'
-        '</code></span></td>\n{% elif r.absent %}<td colspan="3" class="st na">{{ support.A.icon }} not in torch '
+        "{{ g.why }}</span><br>{% endif %}</td>\n{% elif r.absent %}"
+        '<td colspan="3" class="st na">{{ support.A.icon }} not in torch '
         "{{ r.absent }}: the op does not exist in the torch of this backend's data (a registered scan lists every op "
         'its torch defines)</td>\n{% else %}<td colspan="3">not in this backend\'s data</td>{% endif %}</tr>\n'
         "{% endfor %}"
@@ -925,6 +930,14 @@ def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_
     assert "".join(render._reg_row(view, r, "../../", links["ops"], memo) for r in rows) == table.render(
         root="../../", links=links, rows=rows
     )
+    # backends whose claim reads the same share a row, named together in its header
+    other = view._replace(head='<a href="../../backends/b.html">b</a>')
+    shared = render._reg_rows_html([view, other, other], [rows[2], rows[2], rows[0]], "../../", links["ops"], memo)
+    first, second = (
+        render._reg_row(view, rows[2], "../../", links["ops"], memo),
+        render._reg_row(other, rows[0], "../../", links["ops"], memo),
+    )
+    assert shared == first.replace(view.head, f"{view.head}, {other.head}", 1) + second
     grid = render.dtype_grid([NS(backend=odd, directions=[]), NS(backend="b", directions=[])], [odd, ""], memo)
     head = env.from_string(
         '<tr><th scope="col" rowspan="2">dtype</th>{% for b in g.backends %}<th scope="colgroup" colspan="2">{{ b }}'
@@ -970,8 +983,8 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
         'class="ev {{ v.ev.css }}">({{ v.ev.icon }} {{ v.ev_said }})</span>{% endmacro %}'
     )
     loop = env.from_string(
-        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<h4 id="{{ m.mode }}-{{ pb.b.name }}">{{ pb.b.name }}: '
-        '{{ said(v) }}</h4>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
+        said + '{% for pb in m.backends %}{% set v = pb.v %}\n<details class="verdict"><summary><h4 id="{{ m.mode }}-'
+        '{{ pb.b.name }}">{{ pb.b.name }}: {{ said(v) }}</h4></summary>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
         "<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): "
         "{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), "
         "{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown"
@@ -984,7 +997,7 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
         "<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n"
         '<thead><tr><th scope="col">op</th><th scope="col">outcome</th><th scope="col">evidence</th><th scope="col">'
         'calls</th><th scope="col">why (direction, dtype, evidence)</th></tr></thead>\n<tbody>{{ pb.problems_html }}'
-        "</tbody>\n</table></div>\n{% else %}<p>No problem ops.</p>{% endif %}\n{% endfor %}\n"
+        "</tbody>\n</table></div>\n{% else %}<p>No problem ops.</p>{% endif %}</details>\n{% endfor %}\n"
     )
     table = env.from_string(said + "{% for pb in m.backends %}[{{ said(pb.v) }}]{% endfor %}")
     counts = {k: 3 for k in ("ops", "calls", "ok", "ok_probed", "ok_registered", "fallback", "fails", "unknown")}

@@ -8,6 +8,7 @@ and colours) from here, so a new status is added in one place. Torch-free, impor
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -308,6 +309,14 @@ def reach_words(why, direction: str = "") -> str:
     only ``direction``'s where one is given) as what could not be decided and why, any other text as it is;
     '' for none. The raw error is what the data and the JSON's ``detail`` keep."""
     text = str(why or "")
+    if "reach unresolved: " not in text:  # most records: nothing to word
+        return text
+    return _reach_words(text, direction)
+
+
+@lru_cache(maxsize=1 << 13)
+def _reach_words(text: str, direction: str) -> str:
+    """reach_words of a text that holds a reach record (the same records recur on many pages)."""
     cuts = sorted({(i, mark) for mark in REACH_MARKS for i in _starts(text, mark) if not _inside_longer(text, i, mark)})
     if not cuts:
         return text

@@ -576,11 +576,9 @@ def op_page(
         "compile_html": Markup("".join(compile_items)),
         "vendor_html": Markup("".join(vendor_items)),
         "observed_html": _op_observed_html(root, model_links, name, runs),
-        "users_html": Markup(
-            "".join(f"{_user_item(root, u['href'], u['model'], u['mode'])}{u['calls']}</li>\n" for u in users)
-        ),
+        "users_html": _users_html(root, users),
         "answers_html": Markup("".join(_answer_item(v, answer_view(a, v.b.torch)) for a, v in zip(answers, views))),
-        "reg_html": Markup("".join(_reg_row(v, r, root, links["ops"], memo) for v, r in zip(views, rows))),
+        "reg_html": _reg_rows_html(views, rows, root, links["ops"], memo),
         "core": "core" in (meta.get("tags") or ()),
         "grid": dtype_grid(answers, [v.b.torch for v in views], memo),
         "python": site.python_of.get(name, []),
@@ -616,8 +614,22 @@ def _reached(root: str, op_links: dict, via, memo: dict) -> str:
     return html
 
 
+def _reg_rows_html(views: list, rows: list, root: str, op_links: dict, memo: dict) -> Markup:
+    """The registered table's body: one row per distinct claim, its header naming every backend that makes it
+    (cpu, cuda, mps and tpu reach aten::abs.out alike; most ops are in no backend's data but one or two)."""
+    groups: dict[str, list[str]] = {}
+    for v, r in zip(views, rows):
+        groups.setdefault(_reg_cells(r, root, op_links, memo), []).append(v.head)
+    return Markup("".join(f'<tr><th scope="row">{", ".join(heads)}</th>\n{cells}' for cells, heads in groups.items()))
+
+
 def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> str:
-    head = f'<tr><th scope="row">{v.head}</th>\n'
+    return f'<tr><th scope="row">{v.head}</th>\n{_reg_cells(r, root, op_links, memo)}'
+
+
+def _reg_cells(r: NS, root: str, op_links: dict, memo: dict) -> str:
+    """A registered row after its header: the claim's forward and backward paths and its details."""
+    head = ""
     g = r.reg
     if g is None:
         if r.absent:
@@ -647,7 +659,7 @@ def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> s
         f'{head}<td class="st {_esc(g.res.css)}">{_esc(g.res.icon)} {_esc(g.res.title)}<br><span class="muted">'
         f'path: {_esc(g.fwd)}</span></td><td class="st {_esc(g.bwd_res.css)}">{_esc(g.bwd_res.icon)} '
         f'{_esc(g.bwd_res.title)}<br><span class="muted">path: {_esc(g.bwd)}</span></td>\n<td>{"".join(details)}'
-        f'<span class="muted">{_esc(g.versions)}; reproduce: <code>{_esc(g.command)}</code></span></td>\n</tr>\n'
+        "</td>\n</tr>\n"
     )
 
 
@@ -667,8 +679,8 @@ def _escaped(text) -> str:
 
 @lru_cache(maxsize=1 << 14)
 def _times(dtype, calls) -> str:
-    """'float32 &times;3', escaped, once per dtype and count."""
-    return f"{_esc(dtype)} &times;{_esc(calls)}"
+    """'float32 \u00d73', escaped, once per dtype and count."""
+    return f"{_esc(dtype)} \u00d7{_esc(calls)}"
 
 
 def answer_view(a, torch: str = "") -> NS:
@@ -759,7 +771,7 @@ def _grid_html(rows) -> Markup:
 def _grid_cell(icon, text, css, title, span, note) -> str:
     rowspan = f' rowspan="{_esc(span)}"' if span > 1 else ""
     below = f'<br><span class="muted">{_esc(note)}</span>' if note else ""
-    return f'<td class="st {_esc(css)}"{rowspan} title="{_esc(title)}">{_esc(icon)} {_esc(text)}{below}</td>'
+    return f'<td class="st {_esc(css)}"{rowspan}>{_esc(icon)} {_esc(text)}{below}</td>'
 
 
 def _probed_rows_html(cells) -> Markup:
@@ -776,6 +788,28 @@ def _probed_rows_html(cells) -> Markup:
 @cache
 def _status_cells(fwd: Cell, bwd: Cell) -> str:
     return "".join(f'<td class="st {_esc(c.css)}">{_esc(c.icon)} {_esc(c.text)}</td>' for c in (fwd, bwd))
+
+
+USERS_OPEN = 12  # models an op page lists unfolded; more are folded under a line that counts them
+
+
+def _users_html(root: str, users: list) -> Markup:
+    """An op page's models that use it: a line per model, each mode's calls after the first ('tiny
+    (inference): forward float32 \u00d74 \u00b7 (training): ...'), under a summary that counts them, open
+    up to USERS_OPEN models (aten::mm has a line per zoo model)."""
+    lines: list[str] = []
+    last = None
+    for u in users:
+        if u["model"] == last:
+            lines[-1] += f" \u00b7 ({_esc(u['mode'])}): {u['calls']}"
+        else:
+            lines.append(f"{_user_item(root, u['href'], u['model'], u['mode'])}{u['calls']}")
+        last = u["model"]
+    folded = " open" if len(lines) <= USERS_OPEN else ""
+    return Markup(
+        f"<details{folded}><summary>{len(lines)} model{'s' * (len(lines) != 1)} ({len(users)} op set"
+        f"{'s' * (len(users) != 1)})</summary>\n<ul>" + "".join(f"{line}</li>\n" for line in lines) + "</ul></details>"
+    )
 
 
 @lru_cache(maxsize=1 << 14)
@@ -828,7 +862,7 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
     wrote (a test renders both)."""
     v, name = pb["v"], _esc(pb["b"].name)
     c = v["counts"]
-    out = [f'<h4 id="{_esc(mode)}-{name}">{name}: {pb["said"]}</h4>\n']
+    out = [f'<details class="verdict"><summary><h4 id="{_esc(mode)}-{name}">{name}: {pb["said"]}</h4></summary>\n']
     if pb["badge"]:
         src = _esc(pb["badge"][0])
         out.append(f'<p><img src="{_esc(root)}{src}" alt="{_esc(pb["badge"][1])}"> <code>{src}</code></p>')
@@ -854,6 +888,7 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
         )
     else:
         out.append("<p>No problem ops.</p>")
+    out.append("</details>\n")
     return Markup("".join(out))
 
 
@@ -1378,19 +1413,22 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
                 pb = {
                     "b": b,
                     "v": v,
-                    "badge": badges.get(b.name),
+                    "badge": None,  # once per backend, at the page's end (model.html)
                     "problems_html": _problem_rows_html(root, links["ops"], v["problems"]),
                 }
                 pb["said"] = Markup(_said_html(v))
                 pb["variants_said"] = Markup(_variants_cell_html(v))
-                pb["html"] = _verdict_section_html(root, m.name, mode, pb)
                 per_backend.append(pb)
+        shared = _shared_notes([pb["v"] for pb in per_backend])
+        for pb in per_backend:
+            pb["html"] = _verdict_section_html(root, m.name, mode, pb)
         modes.append(
             {
                 "mode": mode,
                 "path": path,
                 "doc": doc,
                 "backends": per_backend,
+                "shared_notes": shared,
                 "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"]))),
             }
         )
@@ -1412,11 +1450,23 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
                 api_path=api_path(href),
                 compile_modes=compile_modes,
                 observed_html=Markup("".join(_observed_item_html(o) for o in observed)),
+                badges=[badges[b.name] for b in site.backends if b.name in badges],
             ),
         ),
         (api_path(href), _json(model_api(m, modes, verdicts, compile_modes, observed))),
     ]
     return out
+
+
+def _shared_notes(views: list) -> list:
+    """The notes every one of two or more verdict views of a mode has (their section said each again), in
+    their order; taken out of each view's notes, said once above the sections."""
+    if len(views) < 2:
+        return []
+    shared = [n for n in views[0]["notes"] if all(n in v["notes"] for v in views[1:])]
+    for v in views:
+        v["notes"] = [n for n in v["notes"] if n not in shared]
+    return shared
 
 
 def model_compile(site: Site, m, compiled: dict, root: str, links: dict) -> list:

@@ -111,7 +111,12 @@ def resolve(doc: dict, cov) -> Resolved:
     answers = (branch, device, autograd, *own)
     walk = plan.walks.get(answers)
     if walk is None:
-        walk = plan.walks[answers] = _Walk(plan, dict(zip(plan.composites, own)), branch, device, autograd).run()
+        walk = _Walk(plan, dict(zip(plan.composites, own)), branch, device, autograd).run()
+        for other in plan.walks.values():  # another device's walk that made the same calls: its requirements too
+            if other[0] == walk[0]:
+                walk = (walk[0], walk[1], other[2], walk[3])
+                break
+        plan.walks[answers] = walk
     calls, own, shared, stood = walk
     notes = [_note(cov, *key, *rec) for key, rec in sorted(own.items())]
     notes += [
