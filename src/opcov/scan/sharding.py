@@ -248,12 +248,12 @@ def group_doc(torch, backend: str, command: str) -> dict:
         doc["collectives"] = probe_gloo()
         how = "gloo run: 2 processes on a file store, float32 tensors of 4 elements"
     else:
-        doc.update(_read_python(found, doc["name"]))
+        doc.update(_read_python(found, doc["name"], str(torch.__version__)))
     doc["provenance"] = _provenance(torch, command, how)
     return doc
 
 
-def _read_python(found: list[dict], name: str) -> dict:
+def _read_python(found: list[dict], name: str, torch_version: str = "") -> dict:
     """readable, why and collectives of a process group registered in Python sources (``registrations``)."""
     for reg in found:
         creator = reg["creator"]
@@ -267,7 +267,7 @@ def _read_python(found: list[dict], name: str) -> dict:
                     "torch.distributed calls them directly, not through the c10d ops' kernels",
                     "collectives": read_class(cls, reg["file"]),
                 }
-        compiled = _compiled_module(reg["path"], creator.split(".")[0]) if "." in creator else None
+        compiled = _compiled_module(reg["path"], creator.split(".")[0], torch_version) if "." in creator else None
         if compiled:
             return {
                 "readable": False,
@@ -277,9 +277,9 @@ def _read_python(found: list[dict], name: str) -> dict:
     return {"readable": False, "why": f"{name!r} is a compiled process group: its collectives cannot be read here"}
 
 
-def _compiled_module(path: str, module: str) -> str | None:
+def _compiled_module(path: str, module: str, torch_version: str = "") -> str | None:
     """The compiled file (a .so) of the module ``module`` that the file at ``path`` imports, when the
-    package holds no Python source of that name."""
+    package holds no Python source of that name; the one built for ``torch_version`` first."""
     top = os.path.dirname(path)
     while os.path.exists(os.path.join(os.path.dirname(top), "__init__.py")):
         top = os.path.dirname(top)
@@ -289,7 +289,13 @@ def _compiled_module(path: str, module: str) -> str | None:
         if f"{module}.py" in files:
             return None
         found += [f for f in sorted(files) if f.startswith(module) and f.endswith(".so")]
-    return ", ".join(found[:2]) + (" ..." if len(found) > 2 else "") if found else None
+    mine = "_".join(torch_version.split("+")[0].split(".")[:3])  # '2_13_0' in a per-release build's name
+    found.sort(key=lambda f: mine not in f)
+    return (
+        ", ".join(found[:1]) + (f" and {len(found) - 1} for other torch releases" if len(found) > 1 else "")
+        if found
+        else None
+    )
 
 
 # ---------------------------------------------------------------- running gloo

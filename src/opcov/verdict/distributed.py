@@ -94,7 +94,7 @@ def judge_sharded(v, doc: dict, cov, coverage_dir: str | None) -> None:
     notes = [_lead(rec, v.backend, cov)]
     by_op = {r.op: r for r in v.ops}
     notes += _sharding(v, doc, by_op, cov, coverage_dir)
-    notes += _groups(v, doc, by_op, coverage_dir)
+    notes += _groups(v, doc, by_op, coverage_dir, cov)
     composites = [op for op in doc.get("_sharded_composites") or [] if not parallel.is_collective(op)]
     if composites:
         notes.append(
@@ -168,7 +168,7 @@ def _sharding(v, doc: dict, by_op: dict, cov, coverage_dir: str | None) -> list[
     ]
 
 
-def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None) -> list[str]:
+def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None, cov=None) -> list[str]:
     """Findings for the collectives the backend's process group raises on; a note that says what was read."""
     used = _collectives(doc)
     if not used:
@@ -188,7 +188,8 @@ def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None) -> list[str]:
     named = f"{v.backend} uses process group {pg.get('name', '?')!r} ({pg.get('read', 'not read')})"
     if not pg.get("readable"):
         return [
-            f"process group: {named}; {pg.get('why')}: the collectives rest on their registrations alone ({source})"
+            f"process group: {named}; {pg.get('why')}: the collectives rest on their registrations alone"
+            f"{_generic(used, cov)} ({source})"
         ]
     level = PROBED if pg.get("implementation") == "run" else REGISTERED
     python = pg.get("implementation") == "python"  # its methods run in place of the c10d ops' kernels
@@ -209,6 +210,19 @@ def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None) -> list[str]:
         shown = f" ({', '.join(sorted(reduce_ops))})" if reduce_ops and not fails else ""
         said.append(f"{op}{which}{shown} {'fails' if fails else rec['state']}")
     return [f"process group: {named}: " + "; ".join(said) + f" ({source})"]
+
+
+def _generic(used: dict, cov) -> str:
+    """', which are torch's own kernels (FILE): ...' where the registered data says the c10d ops' kernels are
+    torch's generic ones, which hand every call to the device's process group; '' otherwise."""
+    ops = ((cov.registered or {}).get("ops") or {}) if cov is not None else {}
+    sources = {str((ops.get(op) or {}).get("src", "")).split(":")[0] for op in used}
+    if len(sources) == 1 and next(iter(sources)).startswith("torch/csrc/distributed/c10d/"):
+        return (
+            f", which are torch's own kernels for every device ({next(iter(sources))}): they hand "
+            "each call to the device's process group, so they say nothing of what it implements"
+        )
+    return ""
 
 
 def _collectives(doc: dict) -> dict:
