@@ -121,7 +121,13 @@ def _value_problems(rec: dict):
     good_world = isinstance(world, int) and not isinstance(world, bool) and 1 <= world <= MAX_WORLD
     if isinstance(world, int) and not isinstance(world, bool) and not good_world:
         yield ("parallel", "world_size"), f"parallel.world_size is {world}; expected 1 to {MAX_WORLD}"
-    if good_world and isinstance(world, int) and isinstance(rank, int) and not isinstance(rank, bool) and not 0 <= rank < world:
+    if (
+        good_world
+        and isinstance(world, int)
+        and isinstance(rank, int)
+        and not isinstance(rank, bool)
+        and not 0 <= rank < world
+    ):
         yield ("parallel", "rank"), f"parallel.rank is {rank}; expected 0 to {world - 1} (world_size {world})"
     mesh = rec.get("mesh")
     if isinstance(mesh, list) and (
