@@ -151,19 +151,15 @@ def trace(module: str, name: str, mode: str, work: str, on_xla: bool, reuse: boo
 
 
 def fallback_named(verdict: dict) -> list[str]:
-    """The ops a verdict says run through the CPU fallback: an op whose forward does, and for one whose
-    backward does, that op's backward kernel (``aten::X_backward``, the name the backend's counters give)."""
-    named = set()
-    for o in verdict.get("ops", []):
-        if o.get("outcome") != "fallback":
-            continue
-        dirs = {f.get("direction") for f in o.get("findings", []) if f.get("outcome") == "fallback"} or {"forward"}
-        base, dot, overload = o["op"].partition(".")
-        if "forward" in dirs:
-            named.add(o["op"])
-        if "backward" in dirs:
-            named.add(base if base.endswith("_backward") else f"{base}_backward{dot}{overload}")
-    return sorted(named)
+    """The ops a verdict says run through the CPU fallback themselves: those with a forward-direction
+    fallback finding. A fallback found on an op's backward is its backward kernel's, which the op set lists
+    as an op of its own (its call in the backward phase) and which is named there."""
+    return sorted(
+        o["op"]
+        for o in verdict.get("ops", [])
+        if o.get("outcome") == "fallback"
+        and any(f.get("outcome") == "fallback" and f.get("direction") == "forward" for f in o.get("findings", []))
+    )
 
 
 def judge(name: str, mode: str, work: str, replay: bool, timeout: int) -> dict:
@@ -353,8 +349,9 @@ same kind, for measuring only). Each (model, mode) ran for real on PyTorch/XLA 2
 nothing through the CPU fallback), `fallback` (matched, with the ops that fell back named), `wrong`, or
 `raised`. `python scripts/nn_accuracy.py --set SET [--on-xla] [--replay] --write-docs` traces each with
 `opcov trace`, judges it with `opcov check -b xla`, and writes one table per set and way below: `runs`
-agrees with `ran`; `runs_with_fallback` with `fallback` when it names exactly the ops that fell back (a
-fallback found on an op's backward names its backward kernel, `aten::X_backward`, as the counters do);
+agrees with `ran`; `runs_with_fallback` with `fallback` when it names exactly the ops that fell back (the
+ops found to run through it themselves; a fallback found on an op's backward is named by its backward kernel's
+own row);
 `runs_with_value_note` with any run that did not raise; `fails` with `raised`; `unknown` and a model not
 traced agree with nothing. Rows per model: `docs/reality/nn-accuracy-SET[-WAY].json`."""
 
