@@ -14,7 +14,7 @@ import shutil
 import pytest
 from conftest import ROOT, run_opcov
 
-from opcov.errors import DataError
+from opcov.errors import DataError, OpcovError
 from opcov.store import data, lineyaml, opset
 from opcov.store.lint import lint_files
 
@@ -316,6 +316,17 @@ def test_not_a_regular_file_is_refused_without_reading(tmp_path):
     os.mkfifo(fifo)  # reading it would block for ever
     with pytest.raises(DataError, match="f.yaml: error: not a regular file"):
         data.load(str(fifo))
+
+
+def test_a_bundle_that_is_no_regular_file_is_refused_without_waiting(tmp_path):
+    """'opcov ingest FIFO' waited for a writer for ever (the corpus killed it after 60 s)."""
+    from opcov.store import bundle
+
+    fifo = tmp_path / "b.opcov-bundle.json.gz"
+    os.mkfifo(fifo)
+    for path in (str(fifo), "/dev/zero"):
+        with pytest.raises(OpcovError, match="not a regular file"):
+            bundle.read(path)
 
 
 def test_bad_bytes_name_their_line(tmp_path):

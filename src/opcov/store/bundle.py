@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import re
+import stat
 import zlib
 
 from opcov.errors import DataError, UsageError
@@ -154,15 +155,18 @@ def _inflate(path: str) -> bytes:
     """The bundle's JSON, decompressed in bounded steps: refused before reading when the file is over
     MAX_BUNDLE_BYTES, and as soon as what it inflates to passes MAX_BUNDLE_BYTES."""
     limit = MAX_BUNDLE_BYTES
-    try:
-        f = open(path, "rb")
+    try:  # O_NONBLOCK: opening a pipe with no writer must not wait for one
+        f = os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)), "rb")
     except OSError as exc:
         raise UsageError(f"{path}: cannot read the bundle ({exc.strerror})") from None
     with f:
         try:
-            size = os.fstat(f.fileno()).st_size
+            info = os.fstat(f.fileno())
         except OSError as exc:
             raise UsageError(f"{path}: cannot read the bundle ({exc.strerror})") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise UsageError(f"{path}: not a regular file (a folder, device or pipe); a bundle is a file")
+        size = info.st_size
         if size > limit:
             raise DataError(f"{path}: {size:,} bytes, over the {limit:,} bytes a bundle may take; not read")
         inflater = zlib.decompressobj(31)  # gzip
