@@ -393,6 +393,30 @@ def test_diff_refuses_another_backend(tmp_path):
 # ---------------------------------------------------------------- gaps
 
 
+def test_gaps_keeps_each_op_sets_answer_between_runs_until_something_changes(tmp_path, cov, monkeypatch):
+    """A second 'gaps' over an unchanged coverage folder reads no op set (each op set's blocking ops are kept
+    in the user's cache folder, as compare keeps its own) and ranks the same; a changed op set is read again,
+    and only it."""
+    from opcov.verdict import gaps
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    for name, ops in (("m1", {"aten::gone": fwd(), "aten::cholesky": fwd()}), ("m2", {"aten::gone": fwd()})):
+        opset.save(model(ops, name=name), str(cov / "models" / name / "training.yaml"))
+    first = gaps.rank("fake", str(cov))
+    read = []
+    load = opset.load
+    monkeypatch.setattr(gaps.opset, "load", lambda path: read.append(path) or load(path))
+    assert gaps.rank("fake", str(cov)) == first and read == []
+    opset.save(model({"aten::mm": fwd()}, name="m2"), str(cov / "models" / "m2" / "training.yaml"))
+    again = gaps.rank("fake", str(cov))
+    assert read == [str(cov / "models" / "m2" / "training.yaml")]
+    assert sorted((e["op"], e["models"]) for e in again) == [
+        ("aten::cholesky", ["m1 (training)"]),
+        ("aten::gone", ["m1 (training)"]),
+    ]
+    assert gaps.rank("fake", str(cov), cache=False) == again
+
+
 def test_gaps_rank_ops_by_models_blocked(tmp_path, cov):
     for name, ops in (
         ("m1", {"aten::gone": fwd(), "aten::cholesky": fwd()}),

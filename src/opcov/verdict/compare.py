@@ -24,6 +24,7 @@ from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import layout, opset
 from opcov.verdict import gaps, judge
+from opcov.verdict.kept import Kept
 
 ZOO = "zoo"  # --models: every op set under coverage/models/
 RUNS = ("ok", "fallback", "value_note")  # outcomes that say an op runs
@@ -116,7 +117,7 @@ def compare(
     (opcov.forked, as the site build reads the zoo); each hands back only the ops where the two
     backends differ. ``fork``: None decides by the idle cores, False never forks.
 
-    What each op set contributes is kept between runs (``_Kept``, in the user's cache folder) while the
+    What each op set contributes is kept between runs (``kept.Kept``, in the user's cache folder) while the
     op set, every other file under the coverage folder and opcov's own code are unchanged: judging the
     bundled zoo again (~1,500 op sets on two backends, ~10 s of work) is the whole cost of a run, and
     a run that changes nothing gives the same answer. ``cache=False`` neither reads nor writes it."""
@@ -131,7 +132,7 @@ def compare(
     read = gaps.reader()
     pool: dict = {}
     listings: dict = {}
-    kept = _Kept(a, b, coverage_dir, paths) if cache else None
+    kept = Kept(f"compare-{a}-{b}", coverage_dir, paths) if cache else None
 
     def one(path: str):
         doc = opset.load(path)
@@ -154,93 +155,11 @@ def compare(
                 fork = len(todo) >= 200 and forked.spare_core()
             done.update(zip(todo[1:], forked.split_map(one, todo[1:], fork=fork and forked.can_fork())))
         if kept is not None:
-            kept.save(done)
+            kept.save(done, lambda contrast: [s for used, _torch in contrast[3].values() for s in used])
     rows = [done[p][1] for p in paths if done[p][1] is not None and not (modes and done[p][0] not in modes)]
     if not rows:
         raise UsageError(f"no op sets for mode {', '.join(modes or ())} under {layout.models_dir(coverage_dir)}")
     return _collect(a, b, rows)
-
-
-class _Kept:
-    """Each op set's (mode, _contrast) from an earlier run of the same comparison, valid while nothing
-    it rests on changed: the op set file (path, size, modification time, inode); every other file
-    under the coverage folder (coverage files, observed runs, op sets recorded on a backend: whatever
-    a judgment may read), and opcov's source. A judgment that rests on something outside the coverage
-    folder (a live scan of an installed backend with no data there) is not kept."""
-
-    def __init__(self, a: str, b: str, coverage_dir: str, paths: list[str]):
-        import hashlib
-
-        self.paths = paths
-        self.file = f"compare-{a}-{b}-{hashlib.sha256(os.path.realpath(coverage_dir).encode()).hexdigest()[:12]}.json"
-        self.root = os.path.realpath(coverage_dir)
-        opsets = set(paths)
-        others = []
-        for root, dirs, files in os.walk(coverage_dir):
-            dirs.sort()
-            others += [os.path.join(root, f) for f in sorted(files) if os.path.join(root, f) not in opsets]
-        self.key = hashlib.sha256(json.dumps([_code_hash(), [_stat(p) for p in others]]).encode()).hexdigest()
-        self.stats = {p: _stat(p) for p in paths}
-
-    def reuse(self, modes) -> dict:
-        from opcov.torchenv import read_cache
-
-        kept = read_cache(self.file, {})
-        if not isinstance(kept, dict) or kept.get("key") != self.key:
-            return {}
-        out = {}
-        for p in self.paths:
-            entry = kept.get("opsets", {}).get(p)
-            if not entry or entry[0] != self.stats[p]:
-                continue
-            mode, contrast = entry[1], entry[2]
-            if contrast is None and not (modes and mode not in modes):
-                continue  # skipped by an earlier --mode, wanted now
-            out[p] = (mode, contrast)
-        return out
-
-    def save(self, done: dict) -> None:
-        from opcov.torchenv import write_cache
-
-        opsets, inside = {}, {}
-        for p, (mode, contrast) in done.items():
-            for used, _torch in contrast[3].values() if contrast is not None else ():
-                for source in used:
-                    if source not in inside:
-                        inside[source] = self._inside(source)
-                    if not inside[source]:
-                        return  # rests on something outside the coverage folder
-            opsets[p] = [self.stats[p], mode, contrast]
-        try:
-            write_cache(self.file, {"key": self.key, "opsets": opsets})
-        except OSError:
-            pass  # no cache folder to write to: the next run judges again
-
-    def _inside(self, source: str) -> bool:
-        return os.path.isfile(source) and os.path.realpath(source).startswith(self.root + os.sep)
-
-
-def _stat(path: str) -> list:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return [path]
-    return [path, st.st_size, st.st_mtime_ns, st.st_ino]
-
-
-def _code_hash() -> str:
-    """opcov's own source: a changed judge judges again."""
-    import hashlib
-
-    h = hashlib.sha256()
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/opcov
-    for root, dirs, files in os.walk(top):
-        dirs.sort()
-        for f in sorted(files):
-            if f.endswith(".py"):
-                with open(os.path.join(root, f), "rb") as fh:
-                    h.update(f.encode() + b"\0" + fh.read())
-    return h.hexdigest()
 
 
 def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Comparison:

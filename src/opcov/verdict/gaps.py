@@ -9,26 +9,41 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import layout, lineyaml, opset
 from opcov.verdict import check, judge
-from opcov.verdict.check import iter_opsets
+from opcov.verdict.kept import Kept
 
 
 def tally(judged) -> list[dict]:
     """Failing and unknown ops over (model, mode, BackendVerdict) triples, ranked: failing first, then
     by distinct models blocked (a model's two modes count once), modes blocked, calls, name.
     Each entry: op, outcome, models [(model, mode)...], model_count, calls, why [...]."""
+    return _ranked((model, mode, blocking(v)) for model, mode, v in judged)
+
+
+def blocking(verdict) -> list:
+    """[op, outcome, calls, [why...]] of each op that fails or is unknown in ``verdict``: what a verdict
+    gives gaps (small plain data, kept between runs)."""
+    return [
+        [r.op, r.outcome, r.calls, sorted({f.why for f in r.problems()})]
+        for r in verdict.ops
+        if r.outcome in ("fails", "unknown")
+    ]
+
+
+def _ranked(rows) -> list[dict]:
+    """tally's ranking over (model, mode, blocking rows)."""
     blocked: dict[tuple[str, str], dict] = {}
-    for model, mode, v in judged:
-        for r in v.ops:
-            if r.outcome in ("fails", "unknown"):
-                entry = blocked.setdefault(
-                    (r.op, r.outcome), {"op": r.op, "outcome": r.outcome, "models": set(), "calls": 0, "why": set()}
-                )
-                entry["models"].add((model, mode))
-                entry["calls"] += r.calls
-                entry["why"].update(f.why for f in r.problems())
+    for model, mode, ops in rows:
+        for op, outcome, calls, whys in ops:
+            entry = blocked.setdefault(
+                (op, outcome), {"op": op, "outcome": outcome, "models": set(), "calls": 0, "why": set()}
+            )
+            entry["models"].add((model, mode))
+            entry["calls"] += calls
+            entry["why"].update(whys)
     for e in blocked.values():
         e["models"], e["why"] = sorted(e["models"]), sorted(e["why"])
         e["model_count"] = len({m for m, _ in e["models"]})
@@ -52,26 +67,39 @@ def reader():
     return read
 
 
-def rank(backend: str, coverage_dir: str, modes=None) -> list[dict]:
+def rank(backend: str, coverage_dir: str, modes=None, cache: bool = True) -> list[dict]:
+    """The ops that block zoo models on ``backend``, ranked (tally). Each op set is judged on the given
+    inputs' calls, as check's verdicts judge them (opset.as_given), on the op set recorded on the backend
+    itself where the model has one (check.own_path), as check judges it. What each op set contributes is
+    kept between runs in the user's cache folder (kept.Kept, as compare keeps its own) while nothing it
+    rests on changed: a run after one that changed nothing reads no op set; ``cache=False`` neither
+    reads nor writes it."""
     files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
-    read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
-    with judge.bulk():
-        judged = [  # the given inputs' calls, as check's verdicts judge them (opset.as_given), on the op set
-            # recorded on the backend itself where the model has one (check.own_path), as check judges it
-            (
-                doc["model"]["name"],
-                doc["mode"],
-                judge.judge(
-                    opset.as_given(own),
-                    judge.share(judge.coverage_for(own, backend, coverage_dir, read=read, listings=listings), pool),
-                ),
-            )
-            for _path, doc in iter_opsets(files, modes)
-            for own in ((check.own_path(doc, backend, coverage_dir) or (None, doc))[1],)
-        ]
-    ranked = tally(judged)
+    kept = Kept(f"gaps-{backend}", coverage_dir, files) if cache else None
+    done = kept.reuse(modes) if kept is not None else {}
+    todo = [p for p in files if p not in done]
+    if todo:
+        read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
+        with activity(f"judging {len(todo)} op sets on {backend}"), judge.bulk():
+            for path in todo:
+                doc = opset.load(path)
+                if modes and doc["mode"] not in modes:
+                    done[path] = (doc["mode"], None)
+                    continue
+                own = (check.own_path(doc, backend, coverage_dir) or (None, doc))[1]
+                cov = judge.share(judge.coverage_for(own, backend, coverage_dir, read=read, listings=listings), pool)
+                v = judge.judge(opset.as_given(own), cov)
+                done[path] = (doc["mode"], [doc["model"]["name"], list(v.sources), blocking(v)])
+        if kept is not None:
+            kept.save(done, lambda contribution: contribution[1])
+    rows = [
+        (c[0], mode, c[2])
+        for mode, c in (done[p] for p in files)
+        if c is not None and not (modes and mode not in modes)
+    ]
+    ranked = _ranked(rows)
     for e in ranked:
         e["models"] = [f"{m} ({mode})" for m, mode in e["models"]]
     return ranked
