@@ -2356,6 +2356,7 @@ def main() -> int:
         from docs_page import command_line, markdown_table, write_section
 
         summary = [
+            ["cases", len(rows)],
             ["cases run", ran],
             ["commands covered", ", ".join(commands_of(selected))],
             ["ok", ran - len(failed)],
@@ -2368,6 +2369,7 @@ def main() -> int:
         ]
         summary += [[f"cases with {PROBLEM_WORDS[k]}", counts[k]] for k in PROBLEMS]
         summary.append(["peak memory of one run", f"{peak:,.0f} MB (limit {MAX_RSS_MB:,} MB for inputs <= 50 MB)"])
+        summary.append(["time", f"{time.monotonic() - t0:,.0f} s"])
         by: dict = {}
         for r in rows:
             if r[-1] != "skipped":
