@@ -19,7 +19,7 @@ from test_check import TORCH, fwd, kernel, model, probed, registered
 from opcov import cli
 from opcov.site import model as sitemodel
 from opcov.site import render
-from opcov.store import cells, data, layout, lineyaml, opset
+from opcov.store import cells, data, layout, lineyaml, opset, parallel
 
 BUNDLED = os.path.join(ROOT, "coverage")
 BACKENDS = tuple(layout.backends_with_data(BUNDLED))  # cpu, cuda, meta, tpu: every backend the site shows
@@ -40,19 +40,25 @@ def opcov_json(*argv):
 
 def check_views(coverage, backends):
     """(model, mode, backend) -> (verdict, {op: outcome} of its problem ops, {op: calls}), from
-    'opcov check MODEL -b ... --format json' for every model folder under coverage/models/."""
+    'opcov check MODEL -b ... --format json' for every model folder under coverage/models/, and from
+    'opcov check MODEL --parallel STYLE --world-size N' for each of its sharded steps (the site's mode
+    'training-STYLE-xN')."""
     out = {}
+    on = [a for b in backends for a in ("-b", b)]
     for folder in sorted(os.listdir(layout.models_dir(coverage))):
-        rc, doc = opcov_json(
-            "check", folder, *[a for b in backends for a in ("-b", b)], "--coverage", coverage, "--format", "json"
-        )
-        assert rc in (0, 1), (folder, rc)
-        for v in doc["verdicts"]:
-            out[(doc["model"]["name"], v["mode"], v["backend"])] = (
-                v["verdict"],
-                {r["op"]: r["outcome"] for r in v["ops"] if r["outcome"] in PROBLEMS},
-                {r["op"]: r["calls"] for r in v["ops"]},
-            )
+        runs = [((), None)]
+        for path in layout.parallel_opset_files(layout.model_folder(folder, coverage)):
+            style, size = parallel.parse_file_name(os.path.basename(path))
+            runs.append((("--parallel", style, "--world-size", str(size)), f"training-{style}-x{size}"))
+        for extra, key in runs:  # (check names a sharded step's mode "training, ddp x8")
+            rc, doc = opcov_json("check", folder, *on, *extra, "--coverage", coverage, "--format", "json")
+            assert rc in (0, 1), (folder, extra, rc)
+            for v in doc["verdicts"]:
+                out[(doc["model"]["name"], key or v["mode"], v["backend"])] = (
+                    v["verdict"],
+                    {r["op"]: r["outcome"] for r in v["ops"] if r["outcome"] in PROBLEMS},
+                    {r["op"]: r["calls"] for r in v["ops"]},
+                )
     return out
 
 
@@ -60,6 +66,8 @@ def expected_gaps(views, backend):
     """'opcov gaps BACKEND' as check's verdicts imply it: (op, outcome) -> models, calls; ranked."""
     blocked = {}
     for (name, mode, b), (_, problems, calls) in sorted(views.items()):
+        if parallel.is_site_key(mode):
+            continue  # gaps ranks single-device steps: a sharded one is judged when asked (check --parallel)
         for op, outcome in problems.items():
             if b == backend and outcome in BLOCKING:
                 entry = blocked.setdefault((op, outcome), {"models": [], "calls": 0})
@@ -85,8 +93,11 @@ def site_views(site):
     }
 
 
-_H4 = re.compile(  # a model page's eager section per backend (the compiled side, #compile, comes after it)
-    r'<h4 id="(?P<mode>[a-z]+)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
+_H4 = re.compile(  # a model page's eager section per mode (a sharded step's: training-ddp-x8) and backend
+    # (the compiled side, #compile, comes after it)
+    r'<h4 id="(?P<mode>[a-z]+(?:-(?:'
+    + "|".join(parallel.STYLES)
+    + r')-x\d+)?)-(?P<backend>[^"]+)">[^<]*<span class="st [^"]*">(?P<verdict>[^<]+)</span>'
     r"(?P<body>.*?)(?=<h4 |<h3 |<details>|<section)",
     re.S,
 )
@@ -132,7 +143,9 @@ def test_bundled_data_one_verdict_everywhere(tmp_path):
     models = {name for name, _, _ in checked}
     modes = {(name, mode) for name, mode, _ in checked}
     assert len(checked) == len(modes) * len(BACKENDS) and len(modes) >= 2 * len(models)  # every mode, every backend
-    assert {mode for _, mode in modes} == {"inference", "training", "serve"}  # the decoders' serve mode too
+    plain = {mode for _, mode in modes if not parallel.is_site_key(mode)}
+    assert plain == {"inference", "training", "serve"}  # the decoders' serve mode too
+    assert {"training-ddp-x8", "training-fsdp2-x8", "training-tp-x8"} <= {mode for _, mode in modes}  # sharded
     assert models == set(SLICE)
     # the comparison is not vacuous: the bundled data has failing and unknown verdicts
     assert {"fails", "unknown", "runs"} <= {v for v, _, _ in checked.values()}
