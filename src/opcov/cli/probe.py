@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from opcov import backends
 from opcov.cli import options
 from opcov.errors import EXIT_OK, UsageError
 from opcov.store import layout, output
@@ -208,14 +209,17 @@ def _compiled(args) -> int:
     import torch
 
     package = None
-    if args.backend == "xla":
+    record = backends.record(args.backend)
+    if record and record.module:  # the device's own package (torch_xla), not torch itself (cpu)
+        import importlib
+
         try:
-            import torch_xla
+            module = importlib.import_module(record.module)
         except ImportError:
             raise UsageError(
-                "probe xla --path compile needs torch_xla in this Python (scripts/envs/xla.sh makes one)"
+                f"probe {args.backend} --path compile needs {record.module} in this Python: {record.setup}"
             ) from None
-        package = ("torch_xla", torch_xla.__version__)
+        package = (record.package or record.module, str(getattr(module, "__version__", "?")))
     out = args.out or os.path.join(
         layout.compile_coverage_dir(args.backend),
         layout.snapshot_name("probed", torch.__version__, *(package or (None, None))),
