@@ -502,6 +502,17 @@ class Executor:
         except Exception:  # noqa: BLE001
             return
         keep = [i for i, t in enumerate(c_outs) if isinstance(t, torch.Tensor) and t.requires_grad]
+        # An output CPU's autograd differentiates that the device's does not (an op the backend runs at its
+        # own autograd key, as xla's native_group_norm, whose mean and rstd carry no gradient there): both
+        # backwards go through the outputs the two differentiate, and the case says which were left out.
+        # Where the device differentiates none of them, all stay, and its backward fails as a model's would.
+        try:
+            d_diff = diff_outputs(dev_out)
+        except Exception:  # noqa: BLE001 - judged below, where the device backward meets it
+            d_diff = None
+        both = [i for i in keep if d_diff is not None and i < len(d_diff) and _grad_tensor(torch, d_diff[i])]
+        left_out = [i for i in keep if i not in both] if both else []
+        keep = both or keep
         cpu_leaves = leaves(cpu_in)
         c_inputs = [t for t in cpu_leaves if isinstance(t, torch.Tensor) and t.requires_grad]
         if not keep or not c_inputs:
@@ -593,8 +604,15 @@ class Executor:
                 if again.get("status") != "mismatch":
                     verdict = again
         verdict.pop("outputs", None)  # gradients, not outputs a model's call returns
+        if left_out:
+            bwd["outputs_without_grad"] = left_out  # output indices the device's autograd does not differentiate
         bwd.update(verdict)
         xla.mark(bwd)
+
+
+def _grad_tensor(torch, t) -> bool:
+    """Whether ``t`` is a tensor autograd differentiates."""
+    return isinstance(t, torch.Tensor) and t.requires_grad
 
 
 class _Reference:
