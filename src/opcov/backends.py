@@ -105,6 +105,8 @@ class Backend:
     vendor: str = ""  # who makes it, as its own tests' expectations are credited ('TorchTPU')
     vendor_tests: str = ""  # where its own op tests live (read by 'opcov vendor-tests')
     python_patches: str = ""  # what importing it changes above the dispatcher, which no scan sees
+    # (op, why) of each call its Python patch takes before the dispatcher and raises on (opcov.verdict.resolve)
+    raises_above: tuple[tuple[str, str], ...] = ()
     precision_setting: str = ""  # its own matmul precision setting, as a low-precision pass's fix names it
     build_flag: str = ""  # torch.backends.<flag>.is_built(): its kernels exist only in builds with them
     # Live code the backend brings; each is given torch (never called where the backend is not loaded).
@@ -355,6 +357,14 @@ BUILTIN = (
         python_patches="torch_xla also patches Python above the dispatcher: importing it replaces torch.nn.GRU "
         "with its scan-based GRU (torch_xla/_patched_functions.py), so a GRU never reaches "
         "aten::gru or _thnn_fused_gru_cell there; no dispatcher scan can see that",
+        raises_above=(
+            (
+                "aten::gru.data",  # the overload nn.GRU dispatches for a PackedSequence
+                "torch_xla replaces torch.nn.GRU with its scan-based GRU, which refuses a PackedSequence "
+                "(AssertionError: PackedSequence is not supported; torch_xla/experimental/gru.py): pad the "
+                "sequences and pass a plain tensor",
+            ),
+        ),
         read_settings=_xla_settings,
         device_hook=_xla_device,
         sync=_xla_sync,
@@ -506,6 +516,11 @@ def _record(where: str, entry) -> Backend:
     for key in _SECTIONS:
         if key in values:
             values[key] = _section(where, key, values[key])
+    if "raises_above" in values:
+        pairs = values["raises_above"]
+        if not (isinstance(pairs, list) and all(_is_pair(p) for p in pairs)):
+            raise DataError(f"{where}: raises_above is a list of [op, why] pairs of text")
+        values["raises_above"] = tuple(tuple(p) for p in pairs)
     return Backend(**values)
 
 

@@ -819,7 +819,18 @@ def _static_fallback(cov: Coverage, req: _Req, level: str, note: str, reg_src: s
     )
 
 
-SOURCES = (_from_own_calls, _from_call_classes, _from_probe_status, _from_static)  # strongest first
+def _from_patch_above(cov: Coverage, req: _Req) -> Finding | None:
+    """A call the backend's Python patch takes before the dispatcher and raises on (its record's
+    ``raises_above``, resolve.raised_above: torch_xla's nn.GRU on a PackedSequence): fails, at the declared
+    level (read from the backend's source, not run), whatever the dispatcher's kernels would do. Else None."""
+    why = resolve.raised_above(cov.backend, req.op)
+    if not why:
+        return None
+    src = f"opcov.backends: the {cov.backend} record's raises_above"
+    return Finding(req.direction, req.dtype, "fails", "declared", f"raises above the dispatcher: {why}", src)
+
+
+SOURCES = (_from_patch_above, _from_own_calls, _from_call_classes, _from_probe_status, _from_static)  # strongest first
 
 
 def _unread_finding(

@@ -30,10 +30,13 @@ not say which calls came from it). Torch-free.
 
 from __future__ import annotations
 
+import functools
+import os
 from dataclasses import dataclass, field
 
 from opcov import branches
-from opcov.backends import get_backend
+from opcov.backends import RECORDS_ENV, get_backend
+from opcov.backends import record as get_record
 from opcov.errors import UsageError
 from opcov.store import opset
 from opcov.store.opset import CALL, COMPOSITE, KERNEL
@@ -64,10 +67,12 @@ def needed_ops(doc: dict) -> list[str]:
 
 
 def own_level(cov, op: str, dtype: str) -> str:
-    """Why the backend runs ``op`` itself at ``dtype``, else '': 'kernel' when it registers its own
-    kernel for it; 'probed' when no registered record says which path the dispatcher takes and the
+    """Why the backend runs ``op`` itself at ``dtype``, else '': 'above' when its Python patch takes the
+    call before the dispatcher (``raised_above``); 'kernel' when it registers its own kernel for it; 'probed' when no registered record says which path the dispatcher takes and the
     probe ran the op at ``dtype``. A registered record that names another path (a composite, an
     .out variant) wins over a probe: the probe saw OpInfo's inputs, the children are the model's."""
+    if raised_above(cov.backend, op):
+        return "above"
     reg = (cov.registered or {}).get("ops", {}).get(op)
     if isinstance(reg, dict):
         if reg.get("fwd") == "kernel":
@@ -76,6 +81,20 @@ def own_level(cov, op: str, dtype: str) -> str:
     cell = cov.cells(op).get(dtype)
     status = cell.slot("forward").status if cell else None
     return "probed" if status and status != "skipped" else ""
+
+
+def raised_above(backend: str, op: str) -> str:
+    """Why a Python patch that importing ``backend`` installs takes a call of ``op`` before the dispatcher
+    and raises (its record's ``raises_above``: torch_xla's nn.GRU on a PackedSequence), else ''. The call
+    is judged as one op that fails; no scan or probe of the dispatcher sees it."""
+    return _raises_above(backend, os.environ.get(RECORDS_ENV, "")).get(op, "")
+
+
+@functools.lru_cache(maxsize=32)
+def _raises_above(backend: str, records: str) -> dict:
+    """{op: why} of ``backend``'s record (``records``: the records files named then, so a change is seen)."""
+    record = get_record(backend)
+    return dict(record.raises_above) if record else {}
 
 
 def own_autograd(cov, op: str) -> bool:
@@ -227,6 +246,7 @@ def _note(cov, op, phase, why, calls, inside, grad) -> str:
     what = {
         "kernel": f"{b} runs its own {op} kernel",
         "autograd": f"{b} runs {op} at its own autograd key, forward and backward",
+        "above": f"{b}'s Python patch takes {op} before the dispatcher",
     }.get(why, f"{b}'s probe ran {op} itself, so it is judged as one op")
     text = f"{what} ({phase}, {calls} call{'s' if calls != 1 else ''})"
     text += f": its decomposition ({shown}) was not judged" if inside else ": judged as one op"
