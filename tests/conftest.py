@@ -57,14 +57,118 @@ def opcov():
     return run_opcov
 
 
+# `opcov scan` records what each of ~2,600 composite or differentiable ops reaches: minutes of CPU on
+# two cores, a data job (the committed files come from it). A test's scan runs this child instead of
+# `python -m opcov`: the same command line, with the reach recorded (for real, through reach.record and
+# its cache) for the ops named in OPCOV_TEST_REACH_ONLY alone; the others' reach says "not recorded".
+_REACH_ONLY = """\
+import json, os
+from opcov.scan import reach, registered
+only = set(json.loads(os.environ["OPCOV_TEST_REACH_ONLY"]))
+registered.record = lambda names, catalog, zoo=None: reach.record([n for n in names if n in only], catalog, zoo)
+from opcov.cli import main
+raise SystemExit(main())
+"""
+
+
+# The ops whose reach the tests' scans record, one set so that it is recorded once a run (into the shared
+# reach_cache): those test_scan_paths reads and nn-convnet's inference ops (test_neuron_path), with what
+# they reach forward, in turn (torch 2.13's recording; convolution_overrideable is where a PrivateUse1
+# device's _convolution goes). An op left out is 'unresolved' in the tests' scans, never wrongly resolved.
+SCAN_REACH = (
+    "aten::_convolution",
+    "aten::_softmax",
+    "aten::_softmax.out",
+    "aten::addmm",
+    "aten::addmm.out",
+    "aten::alias",
+    "aten::as_strided",
+    "aten::as_strided_",
+    "aten::convolution",
+    "aten::convolution_overrideable",
+    "aten::empty.memory_format",
+    "aten::matmul",
+    "aten::max_pool2d_with_indices",
+    "aten::max_pool2d_with_indices.out",
+    "aten::mean.dim",
+    "aten::mean.out",
+    "aten::mkldnn_convolution",
+    "aten::mm",
+    "aten::mm.out",
+    "aten::native_batch_norm",
+    "aten::relu",
+    "aten::resize_",
+    "aten::softmax.int",
+    "aten::squeeze.dim",
+    "aten::t",
+    "aten::transpose.int",
+    "aten::unsqueeze",
+    "aten::view",
+)
+
+
+def run_scan(reach_only, *args, cwd=ROOT, timeout=1500, **env):
+    """``opcov scan ARGS`` in a fresh process, recording the reach of the ops in ``reach_only`` alone."""
+    return subprocess.run(
+        [sys.executable, "-c", _REACH_ONLY, "scan", *args],
+        capture_output=True,
+        text=True,
+        env=child_env(OPCOV_TEST_REACH_ONLY=json.dumps(sorted(reach_only)), **env),
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
 @pytest.fixture(scope="session")
-def reach_cache(tmp_path_factory):
-    """One reach cache for the whole test run, shared by the xdist workers (the folder above each
-    worker's own), so the recording (minutes) runs once: opcov's cache lock makes the others wait."""
+def shared_tmp(tmp_path_factory):
+    """A folder for the whole test run, shared by the xdist workers (the folder above each worker's own)."""
     base = tmp_path_factory.getbasetemp()
-    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "xdg-cache-shared"
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def reach_cache(shared_tmp):
+    """One cache folder for the whole test run (the op catalogue, each op's reach), shared by the xdist
+    workers, so each recording runs once: opcov's cache lock makes the others wait."""
+    folder = shared_tmp / "xdg-cache-shared"
     folder.mkdir(exist_ok=True)
     return str(folder)
+
+
+def made_once(shared_tmp, name: str, make) -> str:
+    """The folder ``shared_tmp/name``, filled by ``make(folder)`` once in the test run: the first worker to
+    ask makes it, one asking meanwhile waits on a lock, the others read what it made (never change it)."""
+    import fcntl
+    import shutil
+
+    folder = os.path.join(str(shared_tmp), name)
+    with open(folder + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(os.path.join(folder, ".made")):
+            shutil.rmtree(folder, ignore_errors=True)
+            os.makedirs(folder)
+            make(folder)
+            open(os.path.join(folder, ".made"), "w").close()
+    return folder
+
+
+# A probe that passes everywhere (every op through the CPU fallback) on a few OpInfos: the whole run that
+# resumed, sharded and planned runs must reproduce (test_probe, test_plan), made once a test run.
+WORKING = {"kernels": {}, "fallback": "cpu"}
+WORKING_OPS = "^(add|mul|sub|neg|clone|abs)$"
+WORKING_ARGS = ("--import", "opcov.sources.pybackend", "--ops", WORKING_OPS, "--dtypes", "float32")
+
+
+@pytest.fixture(scope="session")
+def whole_probe(shared_tmp) -> str:
+    """The path of the working probe's file (its times file beside it)."""
+
+    def make(folder):
+        out = os.path.join(folder, "whole.yaml")
+        proc = run_opcov("probe", "opcovtest", *WORKING_ARGS, "--out", out, OPCOV_PYBACKEND_SPEC=json.dumps(WORKING))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+
+    return os.path.join(made_once(shared_tmp, "whole-probe", make), "whole.yaml")
 
 
 def load_yaml(path):

@@ -211,12 +211,14 @@ def test_sigterm_ends_opcov_as_sigint_does():
     """SIGTERM ended opcov at once, skipping the clean-ups SIGINT runs (workers, temporary files)."""
     proc = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from opcov import cli; cli._COMMANDS['lint'] = "
-         "lambda a: time.sleep(30); sys.argv = ['opcov', 'lint']; raise SystemExit(cli.main())"],
+         "lambda a: (print('running', flush=True), time.sleep(30)); sys.argv = ['opcov', 'lint']; "
+         "raise SystemExit(cli.main())"],
         env=child_env(),
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    time.sleep(1.5)
+    assert proc.stdout.readline() == "running\n"  # the command runs (on a loaded machine, 1.5 s was too few)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 143 and err.strip() == "opcov: interrupted", (proc.returncode, err)

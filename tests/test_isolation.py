@@ -9,7 +9,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, load_yaml, run_opcov
 
 
 def _has_torch_tpu():
@@ -18,11 +18,34 @@ def _has_torch_tpu():
     return importlib.util.find_spec("torch_tpu") is not None
 
 
+def _cache_with_no_reach(folder) -> str:
+    """An opcov cache folder whose reach recording holds every op, each 'not recorded': a scan using it
+    records no composite's reach (every op's: minutes of CPU; test_scan_paths records some for real).
+    The ops are this torch's and those of tpu's committed registered file (torch_tpu's own)."""
+    import json
+
+    import torch
+
+    from opcov.catalog import import_catalog_modules
+    from opcov.scan import reach
+
+    import_catalog_modules()
+    names = set(torch._C._dispatch_get_all_op_names())
+    tpu = os.path.join(ROOT, "coverage", "tpu", "registered-torch-2.13.0+cpu-torch_tpu-0.2.0.yaml")
+    names |= set(load_yaml(tpu)["ops"])
+    entry = [{"ops": None, "error": "not recorded (a test's cache)", "source": None}, None]
+    os.makedirs(os.path.join(folder, "opcov"))
+    with open(os.path.join(folder, "opcov", reach.cache_name(str(torch.__version__))), "w") as f:
+        json.dump(dict.fromkeys(sorted(names), entry), f)
+    return str(folder)
+
+
 @pytest.mark.skipif(not _has_torch_tpu(), reason="torch_tpu is not installed")
 def test_check_traces_and_live_scans_in_child_processes(tmp_path):
     cov = tmp_path / "cov"
     shutil.copytree(os.path.join(ROOT, "coverage", "cpu"), cov / "cpu")  # data, but none for tpu
-    r = run_opcov("check", "nn:lstm", "-b", "tpu", "--mode", "inference", "--coverage", str(cov))
+    cache = _cache_with_no_reach(tmp_path / "cache")
+    r = run_opcov("check", "nn:lstm", "-b", "tpu", "--mode", "inference", "--coverage", str(cov), XDG_CACHE_HOME=cache)
     assert r.returncode in (0, 1), r.stderr[-2000:]
     assert "live registered scan of tpu" in r.stdout
     assert "nn-lstm" in r.stdout or "lstm" in r.stdout

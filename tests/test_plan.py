@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 
+import conftest
 import pytest
 import yaml
 from conftest import load_yaml, run_opcov
@@ -14,8 +15,8 @@ from opcov.errors import UsageError
 from opcov.probe import plan
 
 PB = ["--import", "opcov.sources.pybackend"]
-WORKING = json.dumps({"kernels": {}, "fallback": "cpu"})
-OPS = "^(add|mul|sub|neg|clone|abs)$"
+WORKING = json.dumps(conftest.WORKING)
+OPS = conftest.WORKING_OPS
 
 
 def test_longest_first_to_the_least_loaded_shard():
@@ -85,18 +86,8 @@ def _after_provenance(path: str) -> str:
     return text[text.index("\nsummary:") :]
 
 
-@pytest.fixture(scope="module")
-def whole(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("whole")
-    out = str(tmp / "whole.yaml")
-    proc = run_opcov(
-        "probe", "opcovtest", *PB, "--ops", OPS, "--dtypes", "float32", "--out", out, OPCOV_PYBACKEND_SPEC=WORKING
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
-def test_shards_of_a_balanced_plan_merge_into_the_whole_run(tmp_path, whole):
+def test_shards_of_a_balanced_plan_merge_into_the_whole_run(tmp_path, whole_probe):
+    whole = whole_probe
     times = json.load(open(plan.times_path(whole)))["groups"]
     assert set(times) and all(v >= 0 for v in times.values())  # the run recorded every group's time
     # make one group dominate: the balanced plan gives it a shard of its own
@@ -113,7 +104,7 @@ def test_shards_of_a_balanced_plan_merge_into_the_whole_run(tmp_path, whole):
         "--dtypes",
         "float32",
         "--shards",
-        "3",
+        "2",
         "--times",
         str(tfile),
         "--format",
@@ -124,7 +115,7 @@ def test_shards_of_a_balanced_plan_merge_into_the_whole_run(tmp_path, whole):
     fig = json.loads(planned.stdout)
     assert fig["groups"] == len(times) and fig["shards"][0]["groups"] == 1  # the heavy one, alone
     parts = []
-    for i in (1, 2, 3):
+    for i in (1, 2):
         out = str(tmp_path / f"part{i}.yaml")
         proc = run_opcov(
             "probe",
@@ -135,7 +126,7 @@ def test_shards_of_a_balanced_plan_merge_into_the_whole_run(tmp_path, whole):
             "--dtypes",
             "float32",
             "--shard",
-            f"{i}/3",
+            f"{i}/2",
             "--times",
             str(tfile),
             "--out",

@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, child_env, load_yaml, run_opcov
+from conftest import ROOT, WORKING, WORKING_OPS, child_env, load_yaml, run_opcov
 
 PB = ["--import", "opcov.sources.pybackend"]
 
@@ -41,8 +41,6 @@ CRASHY = {
     },
     "fallback": "raise",
 }
-WORKING = {"kernels": {}, "fallback": "cpu"}  # every op through the CPU fallback: all pass
-WORKING_OPS = "^(add|mul|sub|neg|clone|abs)$"
 
 
 def probe(tmp_path, name, spec, *args, timeout=300):
@@ -143,22 +141,34 @@ def test_crash_in_backward_keeps_the_forward_result(tmp_path):
     assert "worker restarts" in proc.stdout
 
 
-def test_failures_are_pinned_by_replay_and_host_leaves_stay_on_cpu(tmp_path):
+# Planted wrongs that never meet (no OpInfo below dispatches another's op), all else through the CPU fallback,
+# probed in one run: a wrong abs (softsign dispatches it), a copying unfold, a wrong mul(out=) beside a right
+# mul, and a right sub(out=).
+MIXED = {
+    "kernels": {
+        "aten::abs": "large_error",
+        "aten::unfold": "pass",
+        "aten::mul.Tensor": "pass",
+        "aten::mul.out": "large_error",
+        "aten::sub.Tensor": "pass",
+        "aten::sub.out": "pass",
+    },
+    "fallback": "cpu",
+}
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    ops = "^(nn.functional.softsign|tensor_split|unfold|mul|sub)$"
+    args = ("--ops", ops, "--dtypes", "float32", "--directions", "forward")
+    return probe(tmp_path_factory.mktemp("mixed"), "mixed", MIXED, *args)[1]
+
+
+def test_failures_are_pinned_by_replay_and_host_leaves_stay_on_cpu(mixed):
     """softsign (x / (1 + |x|)) dispatches abs, add and div; with a wrong abs only, replaying its
     calls one at a time pins the failure on abs, and add/div keep a clean record. tensor_split's
     index tensor stays on CPU as its OpInfo made it (ATen requires it there), so it passes."""
-    spec = {"kernels": {"aten::abs": "large_error"}, "fallback": "cpu"}
-    out, doc, _ = probe(
-        tmp_path,
-        "pinned",
-        spec,
-        "--ops",
-        "^(nn.functional.softsign|tensor_split)$",
-        "--dtypes",
-        "float32",
-        "--directions",
-        "forward",
-    )
+    doc = mixed
     abs_ = cell(doc, "aten::abs")
     assert abs_["fwd"] == "mismatch" and abs_["blame"].startswith("localized: of its 3 op calls"), abs_
     for op in ("aten::add.Tensor", "aten::div.Tensor"):
@@ -201,9 +211,8 @@ def _comparable(doc):
 
 
 @pytest.fixture(scope="module")
-def whole(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("whole")
-    return probe(tmp, "whole", WORKING, "--ops", WORKING_OPS, "--dtypes", "float32")
+def whole(whole_probe):
+    return whole_probe, load_yaml(whole_probe)
 
 
 def test_resume_after_sigkill_equals_uninterrupted(tmp_path, whole):
@@ -501,25 +510,20 @@ def test_bad_probed_cells_are_reported_with_file_and_line(tmp_path):
     assert not any("sub.Tensor" in p for p in problems)
 
 
-def test_a_view_op_that_copies_breaks_aliasing(tmp_path):
+def test_a_view_op_that_copies_breaks_aliasing(mixed):
     """unfold must return a view of its input; a kernel computing a copy gives the right values but a
     wrong program (writes through the view are lost): a mismatch that names the aliasing."""
-    spec = {"kernels": {"aten::unfold": "pass"}, "fallback": "cpu"}
-    out, doc, _ = probe(tmp_path, "alias", spec, "--ops", "^unfold$", "--dtypes", "float32", "--directions", "forward")
-    c = cell(doc, "aten::unfold")
+    c = cell(mixed, "aten::unfold")
     assert c["fwd"] == "mismatch" and "view aliasing differs" in c["why"]
 
 
-def test_out_variant_is_probed_and_filed_under_the_out_overload(tmp_path):
-    """mul works, mul(out=) writes wrong values: the .out overload gets the mismatch, mul keeps its pass."""
-    spec = {"kernels": {"aten::mul.Tensor": "pass", "aten::mul.out": "large_error"}, "fallback": "cpu"}
-    out, doc, _ = probe(tmp_path, "outvar", spec, "--ops", "^mul$", "--dtypes", "float32", "--directions", "forward")
-    assert cell(doc, "aten::mul.Tensor")["fwd"] == "pass"
-    c = cell(doc, "aten::mul.out")
+def test_out_variant_is_probed_and_filed_under_the_out_overload(mixed):
+    """mul works, mul(out=) writes wrong values: the .out overload gets the mismatch, mul keeps its pass;
+    sub(out=), right, passes."""
+    assert cell(mixed, "aten::mul.Tensor")["fwd"] == "pass"
+    c = cell(mixed, "aten::mul.out")
     assert c["fwd"] == "mismatch" and c["why"].startswith("out=: ") and c["blame"].startswith("opinfo")
-    ok_spec = {"kernels": {"aten::mul.Tensor": "pass", "aten::mul.out": "pass"}, "fallback": "cpu"}
-    _, doc, _ = probe(tmp_path, "outok", ok_spec, "--ops", "^mul$", "--dtypes", "float32", "--directions", "forward")
-    assert cell(doc, "aten::mul.out")["fwd"] == "pass"
+    assert cell(mixed, "aten::sub.out")["fwd"] == "pass"
 
 
 def _merge_in(cwd, *args):

@@ -6,7 +6,7 @@ Each scan runs in a child process, since PrivateUse1 can be claimed once per pro
 import os
 
 import pytest
-from conftest import dumps, load_yaml, run_opcov
+from conftest import SCAN_REACH, dumps, load_yaml, run_scan
 
 SPEC = {
     "kernels": {
@@ -22,8 +22,8 @@ SPEC = {
 
 def scan(tmp_path, reach_cache, spec, *extra):
     out = tmp_path / "scan.yaml"
-    proc = run_opcov(
-        "scan",
+    proc = run_scan(
+        SCAN_REACH,
         "opcovtest",
         "--import",
         "opcov.sources.pybackend",
@@ -32,7 +32,6 @@ def scan(tmp_path, reach_cache, spec, *extra):
         *extra,
         OPCOV_PYBACKEND_SPEC=dumps(spec),
         XDG_CACHE_HOME=reach_cache,
-        timeout=1500,  # it may wait on the reach cache lock while another test worker records the reach
     )
     assert proc.returncode == 0, proc.stderr
     return load_yaml(out), proc

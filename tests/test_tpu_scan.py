@@ -3,21 +3,18 @@
 import importlib.util
 
 import pytest
-from conftest import load_yaml, run_opcov
+from conftest import load_yaml, run_scan
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torch_tpu") is None, reason="torch-tpu not installed (scripts/setup.sh installs it)"
 )
 
 
-# a scan may wait on the reach cache lock while another test worker records the reach (minutes)
-SCAN_TIMEOUT_S = 1500
-
-
 @pytest.fixture(scope="module")
 def tpu(tmp_path_factory, reach_cache):
     out = tmp_path_factory.mktemp("tpu") / "tpu.yaml"
-    proc = run_opcov("scan", "tpu", "--out", str(out), XDG_CACHE_HOME=reach_cache, timeout=SCAN_TIMEOUT_S)
+    # no reach recorded: these tests read tpu's own registrations (test_scan_paths records a reach)
+    proc = run_scan((), "tpu", "--out", str(out), XDG_CACHE_HOME=reach_cache)
     assert proc.returncode == 0, proc.stderr[-2000:]  # an aborted device start would fail here
     return load_yaml(out), proc
 
