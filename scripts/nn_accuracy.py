@@ -346,10 +346,11 @@ def section(set_name: str, way: str, rows: list, meta: dict) -> str:
 
 INTRO = """## Plain torch.nn models on PyTorch/XLA (the nn reality sets)
 
-Three sets of small plain `torch.nn` user models, made to find where the verdicts fail outside the curated zoo:
-`scripts/reality/nn_models.py` (the tuning set), `scripts/reality/nn_heldout.py` (a held-out set of the
+Three sets of small plain `torch.nn` user models, made to find where the verdicts fail outside the curated
+zoo: `scripts/reality/nn_models.py` (the tuning set), `scripts/reality/nn_heldout.py` (a held-out set of the
 same kind, for measuring only, since seen by those who tune the rules) and `scripts/reality/nn_fresh.py` (a
-fresh set of whole small architectures and unused layer arguments, written after both, for measuring only). Each (model, mode) ran for real on PyTorch/XLA 2.9's CPU client against CPU
+fresh set of whole small architectures and unused layer arguments, written after both, for measuring only).
+Each (model, mode) ran for real on PyTorch/XLA 2.9's CPU client against CPU
 (`scripts/envs/nn_reality.py`, records in `docs/reality/nn-xla*.json`): `ran` (every value matched CPU,
 nothing through the CPU fallback), `fallback` (matched, with the ops that fell back named), `wrong`, or
 `raised`. `python scripts/nn_accuracy.py --set SET [--on-xla] [--replay] --write-docs` traces each with
