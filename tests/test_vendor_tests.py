@@ -8,6 +8,7 @@ it imports a module that does not exist, so a reader that imported it would fail
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import shutil
@@ -97,6 +98,10 @@ def test_a_verdict_shows_only_the_expectations_that_bear_on_the_run():
     assert not any("OpInfo kron" in n or "checked loosely" in n or "dynamism" in n for n in said), said
     (more,) = [n for n in notes if n.startswith("vendor-test expectations: ")]
     assert "do not bear on this run" in more and more.endswith("opcov ops OP -b tpu")
+    # the bundled data's model tests: a model named like llama, said with where it was read
+    (model,) = [n for n in notes if "own model tests run" in n]
+    assert "meta-llama/Llama-3.2-1B, named like llama (matched by name, not by config)" in model
+    assert "tests/compile/model_coverage_hf_test.py:" in model and "github.com/jonathan1920/torch_tpu@" in model
     assert vendor.bears({"kind": "exclude_dtypes", "dtypes": ["int64"]}, {"int64"}, False, "eager")
     assert not vendor.bears({"kind": "exclude_dtypes", "dtypes": ["int64"]}, {"float32"}, True, "eager")
     assert vendor.bears({"kind": "check_grad"}, {"float32"}, True, "eager")
@@ -104,6 +109,19 @@ def test_a_verdict_shows_only_the_expectations_that_bear_on_the_run():
     assert vendor.bears({"kind": "deny_dynamism"}, (), False, "compile")
     assert not vendor.own_test("aten::mul.Tensor", {"opinfo": "kron"})
     assert vendor.own_test("aten::gelu", {"opinfo": "nn.functional.gelu"})
+
+
+def test_a_sharded_step_says_which_collectives_the_backends_own_tests_call():
+    """tpu's process group cannot be read without the device: beside that, the bundled data says which of
+    the step's collectives TorchTPU's distributed tests call, with where, as expectations."""
+    proc = run_opcov("check", "llama", "-b", "tpu", "--parallel", "ddp", "--format", "json")
+    assert proc.returncode in (0, 1), proc.stderr
+    notes = json.loads(proc.stdout)["verdicts"][0]["notes"]
+    (group,) = [n for n in notes if n.startswith("process group:")]
+    assert "cannot be read without the device" in group
+    called = [n for n in notes if "own distributed tests call torch.distributed." in n]
+    assert any("all_reduce (c10d::allreduce_" in n and "tests/distributed/collective_ops_test.py:" in n for n in called)
+    assert all(n.endswith("an expectation, not a result)") for n in called)
 
 
 def test_a_checkout_that_is_not_git_needs_its_commit(tmp_path):
@@ -156,6 +174,35 @@ def test_the_shapes_the_real_tests_have_are_read():
     assert found["not_understood"] == []
 
 
+def test_the_models_and_collectives_the_real_tests_run_are_read():
+    """The model-coverage and distributed tests, in the shapes the real files have: the models a test
+    method is parameterized with (a commented-out entry is no model the tests run), and each collective
+    call with the test methods that hand its function to the launcher, and the reduce ops they give it."""
+    found = vendortests.read(REAL_SHAPES)
+    models = {(m["module"], m["test"]): m for m in found["models"]}
+    llama = models[("meta-llama/Llama-3.2-1B", "test_hf_transformers_training")]
+    assert (llama["provider"], llama["size"], llama["mode"]) == ("transformers", "SMALL", "training")
+    assert llama["compiled"] is True and llama["dynamic"] is False
+    assert (llama["file"], llama["line"]) == ("tests/compile/model_coverage_hf_test.py", 31)
+    assert models[("meta-llama/Llama-3.2-1B", "test_hf_transformers_inference")]["mode"] == "inference"
+    assert len(found["models"]) == 3 and not any("gemma" in m["module"] for m in found["models"])
+    calls = {(c["collective"], c["function"]): c for c in found["collectives"]}
+    reduce = calls[("all_reduce", "run_all_reduce")]
+    assert reduce["c10d"] == "c10d::allreduce_" and reduce["tests"] == ["test_all_reduce_max", "test_all_reduce_sum"]
+    assert reduce["reduce_ops"] == ["MAX", "SUM"]  # given as a variable: the reduce ops its tests pass
+    assert calls[("reduce_scatter_tensor", "run_reduce_scatter_tensor_avg")]["reduce_ops"] == ["AVG"]
+    assert len(calls[("barrier", "_test_wrapper")]["tests"]) == 3  # dist.barrier, through the alias
+    assert calls[("barrier", "run_barrier_blocking")]["tests"] == []  # defined, run by no test method
+    send = calls[("experimental_send", "run_send_recv")]
+    assert (send["api"], send["c10d"], send["tests"]) == ("torch.ops.torch_tpu", None, ["test_send_recv"])
+    assert not any(name == "init_process_group" for name, _ in calls)  # set-up, not a collective
+    # the gradient is unchecked in one of the OpInfo's tests only: said so, not dropped, not overstated
+    sdpa = found["opinfos"]["nn.functional.scaled_dot_product_attention"]
+    assert "check_grad" not in sdpa
+    assert sdpa["check_grad_off_in"] == ["test_nn_functional_scaled_dot_product_attention_flash"]
+    assert found["not_understood"] == []
+
+
 def test_what_is_not_understood_is_named(tmp_path):
     shutil.copytree(REAL_SHAPES, tmp_path / "c")
     path = tmp_path / "c" / "tests" / "ops_test.py"
@@ -169,8 +216,19 @@ def test_what_is_not_understood_is_named(tmp_path):
         pass
 """
     )
+    models = tmp_path / "c" / "tests" / "compile" / "model_coverage_hf_test.py"
+    models.write_text(
+        models.read_text()
+        + """
+    @parameterized.named_parameters(dict(testcase_name="no_name", provider="timm"), MODELS)
+    def test_odd_models(self, provider):
+        pass
+"""
+    )
     found = vendortests.read(str(tmp_path / "c"))
     said = {(n["test"], n["what"]) for n in found["not_understood"]}
+    assert ("test_odd_models", "a parameter set with no module_name") in said
+    assert sum(n["test"] == "test_odd_models" for n in found["not_understood"]) == 2  # the name MODELS too
     assert ("test_odd", "exclude_dtypes=some_function()") in said
     assert ("test_odd", "keyword new_keyword=3") in said
     assert ("test_helper", "calls neither do_test_op nor skipTest") in said
@@ -212,6 +270,30 @@ def test_real_shapes_map_and_show_as_expectations(tmp_path):
     assert line.endswith("an expectation, not a result)")
     proc = run_opcov("ops", "aten::addmm", "-b", "tpu", "--coverage", str(folder))
     assert "left out of the bounded-dynamism run (on require_mark_dynamic_support: addmm op may work" in proc.stdout
+    # the models and collectives, each said with its file, line, repository and commit, as expectations
+    assert doc["source"]["file_commits"]["tests/compile/model_coverage_hf_test.py"] == "a" * 40  # --vendor-source's
+    (llama,) = vendor.model_notes(str(folder), "tpu", "llama")
+    assert "TorchTPU's own model tests run transformers meta-llama/Llama-3.2-1B, named like llama" in llama
+    assert "tests/compile/model_coverage_hf_test.py:31, 42 at example.org/copy@aaaaaaaaaaaa" in llama
+    assert llama.endswith("an expectation, not a result)") and not vendor.model_notes(str(folder), "tpu", "bert")
+    said = vendor.collectives_said(doc, c10d={"c10d::allreduce_"})
+    assert len(said) == 1 and "torch.distributed.all_reduce (c10d::allreduce_, reduce ops MAX, SUM" in said[0]
+    assert "tests/distributed/collective_ops_test.py:23 at example.org/copy@aaaaaaaaaaaa" in said[0]
+    (barrier,) = vendor.collectives_said(doc, c10d={"c10d::barrier"})
+    assert "also in a function no test method runs: tests/distributed/collective_ops_test.py:40" in barrier
+    grad = [i for i in doc["ops"]["aten::_safe_softmax"] if i["kind"] == "check_grad_off_in"]
+    assert "gradient not checked in test_nn_functional_scaled_dot_product_attention_flash" in vendor.said(doc, grad[0])
+    # the site: the backend page says what was read, from where, as expectations; an op page says its own
+    proc = run_opcov("site", "--coverage", str(folder), "--out", str(tmp_path / "site"))
+    assert proc.returncode == 0, proc.stderr
+    page = html.unescape((tmp_path / "site" / "backends" / "tpu.html").read_text())
+    assert "What TorchTPU's own tests expect" in page and "Expectations, not results" in page
+    assert f"<td><code>tests/distributed/collective_ops_test.py</code></td><td><code>{'a' * 40}</code>" in page
+    assert "deny list <code>compiled_deny_list</code> (compile): 2 name(s), <code>tests/op_testing.py:" in page
+    assert "TorchTPU's own model tests run transformers meta-llama/Llama-3.2-1B (inference and training" in page
+    assert "torch.distributed.all_reduce (c10d::allreduce_" in page
+    op = html.unescape((tmp_path / "site" / "ops" / "aten" / "nonzero.html").read_text())
+    assert f"tests/op_testing.py (line 15, _compiled_supports_op), example.org/copy@{'b' * 12}" in op
 
 
 def test_a_bad_vendor_source_is_refused_in_one_line(tmp_path):

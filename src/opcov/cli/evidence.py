@@ -383,6 +383,12 @@ def run_expect(args) -> int:
     )
     for name, why in doc["unmapped"].items():
         print(f"  not mapped: {name}: {why}")
+    ran = {c["collective"] for c in found["collectives"]}
+    print(
+        f"models the model-coverage tests run: {len({(m['provider'], m['module']) for m in found['models']})} "
+        f"({len(found['models'])} test entries); collectives the distributed tests call: {len(ran)} "
+        f"({len(found['collectives'])} calls{': ' + ', '.join(sorted(ran)) if ran else ''})"
+    )
     print(f"not understood: {len(found['not_understood'])}")
     for n in found["not_understood"]:
         print(f"  {n.get('file')}:{n['line']}: {n.get('test', '')} {n['what']}")

@@ -11,8 +11,10 @@ tests nothing; one that calls it under an ``if`` is skipped only there; a ``skip
 some test modes. The compile-only deny list is a list of OpInfo names a function of ``op_testing.py``
 keeps (``compiled_deny_list``, in ``_compiled_supports_op``); the bounded-dynamism deny lists are the
 ``if op.name in [...]: return "why"`` checks of ``tests/dynamism_test_utils.py``. Any list of op names
-whose variable says ``deny`` is read as a deny list too. All of it is read with ``ast``: the checkout's
-code never runs (it imports torch_tpu and absl, and would start a device).
+whose variable says ``deny`` is read as a deny list too. Where the checkout has them, the models its
+model-coverage tests run and the collectives its distributed tests call are read too
+(opcov.scan.vendorsuites). All of it is read with ``ast``: the checkout's code never runs (it imports
+torch_tpu and absl, and would start a device).
 
 These are expectations, not results: what the backend's developers chose not to test, or to test
 loosely. opcov keeps them as their own evidence kind (opcov.store.vendor) and never judges from them.
@@ -28,6 +30,7 @@ import re
 import subprocess
 
 from opcov.errors import UsageError
+from opcov.scan import vendorsuites
 
 TEST_FILES = ("tests/ops_test.py", "tests/op_testing.py")
 OPTIONAL_FILES = ("tests/dynamism_test_utils.py",)  # the bounded-dynamism filter, where the checkout has it
@@ -217,6 +220,8 @@ def _combined(recs: list) -> dict:
     for arg in ("check_grad", "check_dynamism", "check_out_variant"):
         if all(r.get(arg) is False for r in recs):
             out[arg] = False
+        elif any(r.get(arg) is False for r in recs):  # sdpa: unchecked in its flash and efficient tests only
+            out[f"{arg}_off_in"] = sorted({r["test"] for r in recs if r.get(arg) is False})
     modes = [r.get("check_value") for r in recs]
     if all(modes):
         out["check_value"] = "LOOSE" if "LOOSE" in modes else "SKIP"
@@ -511,16 +516,18 @@ def _owner(tree: ast.Module, scope, var: str) -> bool:
 def read(checkout: str) -> dict:
     """The expectations in a TorchTPU checkout: per OpInfo (name, with '.variant'), its test method and
     line, excluded dtypes, whether its gradient and bounded dynamism are checked, whether it is skipped;
-    the deny lists; and what was not understood. A UsageError (one line) when the files are not there or
-    not parseable."""
+    the deny lists; the models its model-coverage tests run and the collectives its distributed tests call
+    (opcov.scan.vendorsuites), where the checkout has those files; and what was not understood. A
+    UsageError (one line) when the files are not there or not parseable."""
     for rel in TEST_FILES:
         if not os.path.isfile(os.path.join(checkout, rel)):
             raise UsageError(
                 f"{checkout}: no {rel}; give a TorchTPU source checkout (its tests/ folder holds the op tests)"
             )
     ev = _Eval()
-    rels = [r for r in files_read(checkout) if r != "tests/ops_test.py"] + ["tests/ops_test.py"]  # groups first
-    trees = {rel: _parse(os.path.join(checkout, rel)) for rel in rels}
+    suites = vendorsuites.files(checkout)
+    rels = [r for r in files_read(checkout) if r not in suites and r != "tests/ops_test.py"] + ["tests/ops_test.py"]
+    trees = {rel: _parse(os.path.join(checkout, rel)) for rel in rels}  # the op tests: dtype groups first
     for tree in trees.values():
         ev.assign(tree)
     not_understood: list = []
@@ -528,17 +535,32 @@ def read(checkout: str) -> dict:
     for n in not_understood:
         n.setdefault("file", "tests/ops_test.py")
     deny = _deny_lists(trees, not_understood)
-    return {"opinfos": dict(sorted(opinfos.items())), "deny_lists": deny, "not_understood": not_understood}
+    more = {rel: _parse(os.path.join(checkout, rel)) for rel in suites}
+    models = vendorsuites.models(
+        {r: t for r, t in more.items() if r.startswith(vendorsuites.MODEL_FOLDER)}, not_understood
+    )
+    collectives = vendorsuites.collectives(
+        {r: t for r, t in more.items() if r.startswith(vendorsuites.DISTRIBUTED_FOLDER)}
+    )
+    return {
+        "opinfos": dict(sorted(opinfos.items())),
+        "deny_lists": deny,
+        "models": models,
+        "collectives": collectives,
+        "not_understood": not_understood,
+    }
 
 
 def inputs(checkout: str) -> list[str]:
     """Every file of the checkout ``opcov expect`` may read: what its output must never be."""
-    return [os.path.join(checkout, rel) for rel in TEST_FILES + OPTIONAL_FILES]
+    return [os.path.join(checkout, rel) for rel in TEST_FILES + OPTIONAL_FILES + tuple(vendorsuites.files(checkout))]
 
 
 def files_read(checkout: str) -> list[str]:
-    """The checkout's files opcov reads: the op tests, the dtype groups, the dynamism filter where present."""
-    return list(TEST_FILES) + [r for r in OPTIONAL_FILES if os.path.isfile(os.path.join(checkout, r))]
+    """The checkout's files opcov reads: the op tests, the dtype groups, the dynamism filter, the
+    model-coverage and distributed tests, each where present."""
+    optional = [r for r in OPTIONAL_FILES if os.path.isfile(os.path.join(checkout, r))]
+    return list(TEST_FILES) + optional + vendorsuites.files(checkout)
 
 
 def _spec(text: str) -> tuple[str, str]:

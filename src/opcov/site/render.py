@@ -1606,6 +1606,7 @@ def _build_rest(
             entry["badges"].append((f"badges/{stem}.svg", f"{label} {value}", f"api/badges/{stem}.json"))
     for entry in backends:
         entry["models"] = model_rows(verdicts, entry["b"].name)
+        entry["vendor"] = vendor_view(site, entry["b"].name)
     empty = no_data_views(site, links)
     for e in empty:
         page(e.href, "backend_none.html", title=f"Backend {e.name}: no data yet", e=e)
@@ -1825,6 +1826,16 @@ def op_api(site: Site, name: str, op: dict, path: str) -> dict:
     return out
 
 
+def vendor_view(site: Site, backend: str) -> dict | None:
+    """What the backend page says of the backend's own tests (opcov.store.vendor.summary), with the data
+    file's path; None where opcov holds none. Expectations: the site never judges from them."""
+    doc = vendor.find(site.coverage_dir, backend)
+    if doc is None:
+        return None
+    path = vendor.path_for(site.coverage_dir, backend)
+    return {**vendor.summary(doc), "path": os.path.relpath(path, site.coverage_dir).replace(os.sep, "/")}
+
+
 def backend_api(entry: dict, g: dict, h: dict) -> dict:
     """One backend: the figures, model verdict counts, gaps and snapshots its page shows."""
     b = entry["b"]
@@ -1856,6 +1867,7 @@ def backend_api(entry: dict, g: dict, h: dict) -> dict:
         "fallback_enabled": entry["fb"],
         "registered": sections,
         "probed": probed,
+        "vendor_expected": entry.get("vendor"),  # the backend's own tests: expectations, never results
         "models": [
             {
                 "mode": r["mode"],

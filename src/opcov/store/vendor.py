@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 
 from opcov import backends
 from opcov.errors import DataError
@@ -30,6 +31,9 @@ WORDS = {
     "check_value_outputs": "values checked per output: {modes}",
     "skip_output_indices": "output(s) {indices} not compared",
     "check_out_variant": "out= form not tested",
+    "check_grad_off_in": "gradient not checked in {tests} (checked in its other tests)",
+    "check_dynamism_off_in": "left out of the bounded-dynamism run in {tests} (not in its other tests)",
+    "check_out_variant_off_in": "out= form not tested in {tests} (tested in its other tests)",
     "skip_if": "some samples skipped ({fn})",
     "skipped": "not tested at all ({why})",
     "skipped_when": "not tested when {when} ({why})",
@@ -117,6 +121,8 @@ def _items(rec: dict) -> list[dict]:
     for arg in ("check_grad", "check_dynamism", "check_out_variant"):
         if rec.get(arg) is False:
             items.append({"kind": arg})
+        if rec.get(f"{arg}_off_in"):
+            items.append({"kind": f"{arg}_off_in", "tests": rec[f"{arg}_off_in"]})
     if rec.get("check_value"):
         items.append({"kind": "check_value", "mode": rec["check_value"]})
     if rec.get("check_value_outputs"):
@@ -190,6 +196,8 @@ def build(found: dict, source: dict, backend: str, coverage_dir: str, command: s
         },
         "opinfos": found["opinfos"],
         "deny_lists": found["deny_lists"],
+        "models": found.get("models", []),
+        "collectives": found.get("collectives", []),
         "not_understood": found.get("not_understood", []),
         "mapped": dict(sorted(mapped.items())),
         "unmapped": dict(sorted(unmapped.items())),
@@ -251,14 +259,18 @@ def said(doc: dict, item: dict) -> str:
         indices=", ".join(str(i) for i in item.get("indices") or []),
         fn=item.get("fn", ""),
         when=item.get("when", ""),
+        tests=", ".join(item.get("tests") or []),
     )
     against = f" (against {item['against']})" if item.get("against") not in (None, "any") else ""
     if item.get("when") and kind != "skipped_when":
         against += f" when {item['when']}"
     if item.get("variant"):
         against += f" ({item['variant']}= form only)"
+    test = (
+        item["test"] if str(item["test"]).startswith(str(item.get("file"))) else f"{item.get('file')}, {item['test']}"
+    )
     return (
-        f"{who}'s tests expect: {what}{against} (OpInfo {item['opinfo']}, {item['test']}, "
+        f"{who}'s tests expect: {what}{against} (OpInfo {item['opinfo']}, {test}, "
         f"{source_label(doc, item.get('file'))}; an expectation, not a result)"
     )
 
@@ -309,3 +321,161 @@ def for_ops(coverage_dir: str, backend: str, ops, path: str | None = None) -> tu
             else:
                 left += 1
     return out, left
+
+
+def _where(doc: dict, entries: list) -> str:
+    """'FILE:L1, L2 at REPO@COMMIT; FILE2:L3 at REPO@COMMIT (note)' for entries with file and line: each
+    file with the commit it was read at, the source's note once."""
+    by: dict[str, list] = {}
+    for e in entries:
+        by.setdefault(e["file"], []).append(str(e["line"]))
+    src = doc["source"]
+    note = f" ({src['note']})" if src.get("note") else ""
+    commits = src.get("file_commits") or {}
+    return (
+        "; ".join(
+            f"{f}:{', '.join(ls)} at {src.get('repo')}@{str(commits.get(f, src.get('commit')))[:12]}"
+            for f, ls in sorted(by.items())
+        )
+        + note
+    )
+
+
+def _model_groups(entries) -> dict:
+    out: dict = {}
+    for m in entries:
+        out.setdefault((str(m.get("provider")), str(m["module"])), []).append(m)
+    return dict(sorted(out.items()))
+
+
+def models_said(doc: dict, entries=None, like: str = "") -> list[str]:
+    """One line per model the vendor's model-coverage tests run (``entries``: those of ``doc["models"]``
+    to say; ``like``: said after the name), with how (training / inference, through torch.compile), the size the test tags it with, and
+    where: file, lines, repository and commit."""
+    who = _who(doc["backend"])
+    out = []
+    for (provider, module), ms in _model_groups(doc.get("models") or [] if entries is None else entries).items():
+        modes = " and ".join(sorted({m["mode"] for m in ms if m.get("mode")})) or "run"
+        how = (
+            "under torch.compile" + (f" (dynamic={ms[0]['dynamic']})" if "dynamic" in ms[0] else "")
+            if ms[0].get("compiled")
+            else "without torch.compile"
+        )
+        size = f", tagged {ms[0]['size']}" if ms[0].get("size") else ""
+        out.append(
+            f"{who}'s own model tests run {provider} {module}{like} ({modes}, {how}{size}; {_where(doc, ms)}; "
+            "an expectation, not a result)"
+        )
+    return out
+
+
+def models_like(doc: dict, name: str) -> list[dict]:
+    """The vendor's model entries named like opcov's model ``name``, by name only (not by config): a timm
+    model by its own name (``timm-resnet50d``: timm resnet50d, and resnet50d.ra2_in1k), a transformers one
+    where ``name`` (opcov's model type, 'llama') is a word of its repository id ('meta-llama/Llama-3.2-1B')."""
+    base = name.lower()
+    out = []
+    for m in doc.get("models") or []:
+        module = str(m["module"]).lower()
+        if m.get("provider") == "timm":
+            if base.startswith("timm-") and base.removeprefix("timm-") == module.split(".")[0]:
+                out.append(m)
+        elif base in re.split(r"[^a-z0-9_]+", module):
+            out.append(m)
+    return out
+
+
+def model_notes(coverage_dir: str, backend: str, name: str) -> list[str]:
+    """check's notes on a model named like one the backend's own model tests run (``models_like``)."""
+    doc = find(coverage_dir, backend)
+    if doc is None or not models_like(doc, name):
+        return []
+    return models_said(doc, models_like(doc, name), f", named like {name} (matched by name, not by config)")
+
+
+def collectives_by_name(doc: dict) -> dict:
+    """collective -> {c10d, api, calls (entries), tests, reduce_ops, unrun (entries no test runs)}."""
+    out: dict = {}
+    for c in doc.get("collectives") or []:
+        rec = out.setdefault(
+            c["collective"],
+            {"c10d": c.get("c10d"), "api": c["api"], "calls": [], "tests": set(), "reduce_ops": set(), "unrun": []},
+        )
+        rec["calls"].append(c)
+        rec["tests"] |= {f"{c['file']}::{t}" for t in c.get("tests") or []}
+        rec["reduce_ops"] |= set(c.get("reduce_ops") or [])
+        if not c.get("tests"):
+            rec["unrun"].append(c)
+    return dict(sorted(out.items()))
+
+
+def collectives_said(doc: dict, c10d=None) -> list[str]:
+    """One line per collective the vendor's distributed tests call (``c10d``: only those dispatching one of
+    these c10d ops): the c10d op, reduce ops, how many test methods run it, where; and calls no test runs."""
+    who = _who(doc["backend"])
+    out = []
+    for name, rec in collectives_by_name(doc).items():
+        if c10d is not None and rec["c10d"] not in c10d:
+            continue
+        op = f"{rec['c10d']}, " if rec["c10d"] else ""
+        ops = f"reduce ops {', '.join(sorted(rec['reduce_ops']))}, " if rec["reduce_ops"] else ""
+        unrun = f"; also in a function no test method runs: {_where(doc, rec['unrun'])}" if rec["unrun"] else ""
+        run = [c for c in rec["calls"] if c.get("tests")]
+        out.append(
+            f"{who}'s own distributed tests call {rec['api']}.{name} ({op}{ops}run by {len(rec['tests'])} test "
+            f"method(s): {_where(doc, run) if run else 'none'}{unrun}; an expectation, not a result)"
+        )
+    return out
+
+
+def uncalled_said(doc: dict, c10d: list) -> str:
+    """That the vendor's distributed tests, as far as they were read, call none of these c10d ops."""
+    files = sorted({c["file"] for c in doc.get("collectives") or []})
+    return (
+        f"{_who(doc['backend'])}'s own distributed tests call none of: {', '.join(c10d)} (of the files read: "
+        f"{', '.join(files)}; an expectation, not a result)"
+    )
+
+
+def summary(doc: dict) -> dict:
+    """What a backend page says of the vendor's tests: the files read (each with its commit and SHA-256),
+    counts of the op tests' facts, each deny list (where, how many names), and the lines of
+    ``models_said`` and ``collectives_said``."""
+    src, ops = doc["source"], doc.get("opinfos") or {}
+    commits = src.get("file_commits") or {}
+    counts = {
+        "OpInfo tests": len(ops),
+        "with dtypes excluded": sum(
+            1 for r in ops.values() if r.get("exclude_dtypes") or r.get("exclude_inplace_dtypes")
+        ),
+        "gradient not checked": sum(1 for r in ops.values() if r.get("check_grad") is False),
+        "gradient not checked in some of its tests": sum(1 for r in ops.values() if r.get("check_grad_off_in")),
+        "values checked loosely or not at all": sum(1 for r in ops.values() if r.get("check_value")),
+        "not tested at all": sum(1 for r in ops.values() if "skipped" in r),
+        "skipped in some runs": sum(1 for r in ops.values() if r.get("skipped_when")),
+        "left out of the bounded-dynamism run": sum(1 for r in ops.values() if r.get("check_dynamism") is False),
+    }
+    deny = [
+        {
+            "list": d["variable"],
+            "applies": d.get("applies") or "unclassified",
+            "names": len(d["names"]),
+            "where": f"{d['file']}:{d['line']}",
+        }
+        for d in (doc.get("deny_lists") or {}).values()
+    ]
+    return {
+        "who": _who(doc["backend"]),
+        "repo": src.get("repo"),
+        "note": src.get("note"),
+        "files": [
+            {"file": f, "commit": str(commits.get(f, src.get("commit"))), "sha256": h}
+            for f, h in sorted(src["files"].items())
+        ],
+        "counts": counts,
+        "deny_lists": deny,
+        "models": models_said(doc),
+        "collectives": collectives_said(doc),
+        "not_understood": len(doc.get("not_understood") or []),
+        "command": (doc.get("provenance") or {}).get("command", ""),
+    }

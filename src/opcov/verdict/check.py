@@ -397,6 +397,7 @@ def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, o
         if said:
             v.notes.append(f"vendor-test expectations: {' and '.join(said)}: opcov ops OP -b {backend}")
         v.sources.append(vendor.path_for(coverage_dir, backend))
+    v.notes += vendor.model_notes(coverage_dir, backend, str((doc.get("model") or {}).get("name") or ""))
     return v
 
 

@@ -22,7 +22,7 @@ import os
 
 from opcov import vocab
 from opcov.errors import DataError, UsageError
-from opcov.store import distributed, layout, opset, parallel
+from opcov.store import distributed, layout, opset, parallel, vendor
 from opcov.verdict import judge
 from opcov.verdict.finding import Finding
 
@@ -190,7 +190,7 @@ def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None, cov=None) -> li
         return [
             f"process group: {named}; {pg.get('why')}: the collectives rest on their registrations alone"
             f"{_generic(used, cov)} ({source})"
-        ]
+        ] + (_vendor_called(v, used, coverage_dir) if coverage_dir else [])
     level = PROBED if pg.get("implementation") == "run" else REGISTERED
     python = pg.get("implementation") == "python"  # its methods run in place of the c10d ops' kernels
     said = []
@@ -210,6 +210,21 @@ def _groups(v, doc: dict, by_op: dict, coverage_dir: str | None, cov=None) -> li
         shown = f" ({', '.join(sorted(reduce_ops))})" if reduce_ops and not fails else ""
         said.append(f"{op}{which}{shown} {'fails' if fails else rec['state']}")
     return [f"process group: {named}: " + "; ".join(said) + f" ({source})"]
+
+
+def _vendor_called(v, used: dict, coverage_dir: str) -> list[str]:
+    """Which of this step's collectives the backend's own distributed tests call, and which they do not
+    (opcov.store.vendor): said beside an unreadable process group, never judged from."""
+    doc = vendor.find(coverage_dir, v.backend)
+    if not doc or not doc.get("collectives"):
+        return []
+    called = {c["c10d"] for c in doc["collectives"] if c.get("c10d")}
+    said = vendor.collectives_said(doc, c10d=set(used) & called)
+    missing = sorted(set(used) - called)
+    if missing:
+        said.append(vendor.uncalled_said(doc, missing))
+    v.sources.append(vendor.path_for(coverage_dir, v.backend))
+    return said
 
 
 def _generic(used: dict, cov) -> str:

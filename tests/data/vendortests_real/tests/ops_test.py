@@ -54,6 +54,19 @@ class TestOps(op_testing.TorchTpuTestBase):
                 exclude_dtypes=INTEGRAL_DTYPES,
             )
 
+    @op_testing.skip_if_torch_tpu_vs_gpu_mode
+    def test_nn_functional_scaled_dot_product_attention_flash(self):
+        with attention.sdpa_kernel(
+            [attention.SDPBackend.FLASH_ATTENTION, attention.SDPBackend.MATH],
+            set_priority=True,
+        ):
+            self.do_test_op(
+                "nn.functional.scaled_dot_product_attention",
+                check_value=CheckValueMode.LOOSE,
+                exclude_dtypes=(torch.int64,),
+                check_grad=False,
+            )
+
     def test_foreach_max(self):
         self.skipTest("_foreach_log2 is not ready yet: crashing on complex inputs.")
 
