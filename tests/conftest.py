@@ -171,6 +171,26 @@ def whole_probe(shared_tmp) -> str:
     return os.path.join(made_once(shared_tmp, "whole-probe", make), "whole.yaml")
 
 
+def trace_factories(root, module: str, source: str, names, mode: str) -> dict:
+    """{name: op-set path} of each factory ``module:name`` (``source`` written to root/module.py), traced by
+    the real 'opcov trace' in ``mode``; a trace that fails fails the test with its output."""
+    (root / f"{module}.py").write_text(source)
+    out = {}
+    for name in names:
+        path = root / name / f"{mode}.yaml"
+        r = run_opcov("trace", f"{module}:{name}", "--mode", mode, "--out", str(path), PYTHONPATH=str(root))
+        assert r.returncode == 0, r.stdout + r.stderr
+        out[name] = str(path)
+    return out
+
+
+def check_verdict(path, backend) -> dict:
+    """The first verdict of 'opcov check PATH -b BACKEND --no-replay --format json' (exit 0 or 1)."""
+    r = run_opcov("check", str(path), "-b", backend, "--no-replay", "--format", "json")
+    assert r.returncode in (0, 1), r.stderr
+    return json.loads(r.stdout)["verdicts"][0]
+
+
 def load_yaml(path):
     import yaml
 

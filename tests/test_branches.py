@@ -7,7 +7,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import run_opcov
+from conftest import check_verdict, run_opcov, trace_factories
 
 FACTORIES = textwrap.dedent(
     """
@@ -56,21 +56,12 @@ FACTORIES = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def opsets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("branches")
-    (root / "rnnmodels.py").write_text(FACTORIES)
-    out = {}
-    for name in ("lstm", "gru", "lstm_cell", "gru_cell"):
-        path = root / name / "training.yaml"
-        r = run_opcov("trace", f"rnnmodels:{name}", "--mode", "training", "--out", str(path), PYTHONPATH=str(root))
-        assert r.returncode == 0, r.stdout + r.stderr
-        out[name] = str(path)
-    return out
+    names = ("lstm", "gru", "lstm_cell", "gru_cell")
+    return trace_factories(tmp_path_factory.mktemp("branches"), "rnnmodels", FACTORIES, names, "training")
 
 
 def _ops(path, backend):
-    r = run_opcov("check", path, "-b", backend, "--no-replay", "--format", "json")
-    assert r.returncode in (0, 1), r.stderr
-    verdict = json.loads(r.stdout)["verdicts"][0]
+    verdict = check_verdict(path, backend)
     return verdict["verdict"], {o["op"] for o in verdict["ops"]}
 
 

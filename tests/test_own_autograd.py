@@ -6,11 +6,10 @@ CPU fallback would catch: a false "runs with fallback"), while cpu, which has no
 Two normalisation families (a transformer block's LayerNorm, a CNN's GroupNorm), traced by the real
 tracer and judged on the bundled data."""
 
-import json
 import textwrap
 
 import pytest
-from conftest import run_opcov
+from conftest import check_verdict, trace_factories
 
 FACTORIES = textwrap.dedent(
     """
@@ -34,21 +33,12 @@ CASES = [("layer_norm_block", "aten::native_layer_norm"), ("group_norm_cnn", "at
 
 @pytest.fixture(scope="module")
 def opsets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("own_autograd")
-    (root / "normmodels.py").write_text(FACTORIES)
-    out = {}
-    for name, _ in CASES:
-        path = root / name / "training.yaml"
-        r = run_opcov("trace", f"normmodels:{name}", "--mode", "training", "--out", str(path), PYTHONPATH=str(root))
-        assert r.returncode == 0, r.stdout + r.stderr
-        out[name] = str(path)
-    return out
+    names = [name for name, _ in CASES]
+    return trace_factories(tmp_path_factory.mktemp("own_autograd"), "normmodels", FACTORIES, names, "training")
 
 
 def _judged(path, backend):
-    r = run_opcov("check", path, "-b", backend, "--no-replay", "--format", "json")
-    assert r.returncode in (0, 1), r.stderr
-    verdict = json.loads(r.stdout)["verdicts"][0]
+    verdict = check_verdict(path, backend)
     return {o["op"] for o in verdict["ops"]}, verdict["notes"]
 
 

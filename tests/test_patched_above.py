@@ -7,11 +7,10 @@ PackedSequence; two families show it (a text classifier over an embedding, a spe
 front end and a bidirectional GRU), and its edges: the same GRU on a plain tensor, and an LSTM over packed
 sequences (not patched), are not failed by it. Traced by the real tracer, judged on the bundled data."""
 
-import json
 import textwrap
 
 import pytest
-from conftest import run_opcov
+from conftest import check_verdict, trace_factories
 
 FACTORIES = textwrap.dedent(
     """
@@ -70,39 +69,25 @@ MODELS = ("text_gru", "speech_bigru", "text_lstm", "plain_gru")
 
 @pytest.fixture(scope="module")
 def opsets(tmp_path_factory):
-    root = tmp_path_factory.mktemp("patched")
-    (root / "rnnmodels.py").write_text(FACTORIES)
-    out = {}
-    for name in MODELS:
-        path = root / name / "inference.yaml"
-        r = run_opcov("trace", f"rnnmodels:{name}", "--mode", "inference", "--out", str(path), PYTHONPATH=str(root))
-        assert r.returncode == 0, r.stdout + r.stderr
-        out[name] = str(path)
-    return out
-
-
-def _verdict(path, backend):
-    r = run_opcov("check", path, "-b", backend, "--no-replay", "--format", "json")
-    assert r.returncode in (0, 1), r.stderr
-    return json.loads(r.stdout)["verdicts"][0]
+    return trace_factories(tmp_path_factory.mktemp("patched"), "rnnmodels", FACTORIES, MODELS, "inference")
 
 
 @pytest.mark.parametrize("name", ["text_gru", "speech_bigru"])
 def test_a_gru_over_packed_sequences_fails_on_xla_with_the_patchs_reason(opsets, name):
-    v = _verdict(opsets[name], "xla")
+    v = check_verdict(opsets[name], "xla")
     assert v["verdict"] == "fails", v["verdict"]
     (gru,) = [o for o in v["ops"] if o["op"] == "aten::gru.data"]
     assert gru["outcome"] == "fails" and gru["evidence"] == "declared", gru
     assert "PackedSequence is not supported" in gru["findings"][0]["why"]
     assert any("Python patch takes aten::gru.data before the dispatcher" in n for n in v["notes"]), v["notes"]
     # the patch is xla's: on cpu the same call runs
-    assert _verdict(opsets[name], "cpu")["verdict"] == "runs"
+    assert check_verdict(opsets[name], "cpu")["verdict"] == "runs"
 
 
 @pytest.mark.parametrize("name", ["text_lstm", "plain_gru"])
 def test_the_rule_stops_at_its_class(opsets, name):
     """An LSTM over packed sequences, and a GRU over a plain tensor, are not the patch's refusal."""
-    v = _verdict(opsets[name], "xla")
+    v = check_verdict(opsets[name], "xla")
     assert not any("raises above the dispatcher" in f["why"] for o in v["ops"] for f in o["findings"]), v["ops"]
 
 
