@@ -89,6 +89,38 @@ def test_on_xla_records_torch_xlas_gru_and_linear_path(tmp_path):
     assert "aten::addmm" in kids(stand_in, "aten::linear")
 
 
+def _forward_kernels(doc, op):
+    return [n for n in opset.nodes(doc) if n.op == op and n.phase == "forward" and n.kind == "kernel"]
+
+
+@needs_xla
+def test_on_xla_a_training_step_keeps_grad_and_its_own_backwards_reads(tmp_path):
+    """PyTorch/XLA functionalizes: a dispatch mode sees its inner tensors, which never require grad,
+    while autograd above them makes each node. The op set still marks the calls that made a node
+    (``grad``), ties each backward call to its forward call, and leaves out of ``reads=`` what only
+    the op's own backward reads: nll_loss's total_weight (a loss) and batch norm's saved statistics
+    (a normalisation layer), whose value differences on xla no model reads."""
+    out = tmp_path / "convnet.yaml"
+    r = run_xla("trace", "nn-convnet", "--on", "xla", "--mode", "training", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = load_yaml(out)
+    for op in ("aten::convolution", "aten::native_batch_norm", "aten::addmm"):
+        nodes = _forward_kernels(doc, op)
+        assert nodes and all(n.grad for n in nodes), op
+    assert {n.reads for n in _forward_kernels(doc, "aten::native_batch_norm")} == {(0,)}
+
+    out = tmp_path / "resnet.yaml"
+    r = run_xla("trace", "resnet", "--on", "xla", "--mode", "training", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    doc = load_yaml(out)
+    loss = _forward_kernels(doc, "aten::nll_loss_forward")
+    assert loss and all(n.grad for n in loss) and {n.reads for n in loss} == {(0,)}
+    backward = [n for n in opset.nodes(doc) if n.op == "aten::nll_loss_backward"]
+    assert backward and all(n.issued_by in {n.id for n in loss} for n in backward)
+    v = json.loads(run_opcov("check", str(out), "-b", "xla", "--format", "json").stdout)["verdicts"][0]
+    assert not any("nll_loss_forward" in str(note) for note in v["value_notes"]), v["value_notes"]
+
+
 @needs_xla
 def test_on_xla_records_a_transformers_model_per_input_variant(tmp_path):
     """llama on xla: each input variant is its own run on the device (the padded mask's own calls are

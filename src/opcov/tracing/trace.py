@@ -191,6 +191,7 @@ class Recording:
     serve_steps: dict = field(default_factory=dict)  # serve mode: generate run -> (forwards, cache class)
     # a data-dependent op's error in backward, raised once backward is over (see _as_if_all_true)
     deferred: Exception | None = None
+    last_node: int = -1  # the newest autograd node's sequence number when the last call was seen (_grad)
 
 
 def _as_if_all_true(torch, name: str, args):
@@ -228,6 +229,7 @@ def _make_recorder(torch, rec: Recording, target_type: str):
     from torch.utils._python_dispatch import TorchDispatchMode
 
     rec.reads = _Reads(rec.tree)
+    rec.last_node = torch._C._autograd._get_sequence_nr() - 1  # nodes made before the recording are not its calls
 
     class Recorder(TorchDispatchMode):
         """Files each op call under (op, phase, dtype key); see the module docstring for drops."""
@@ -264,7 +266,7 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             cell.calls += 1
             if not cell.shape:
                 cell.shape = shape()
-            grad = rec.phase == "forward" and torch.is_grad_enabled() and any(t.requires_grad for t in ins)
+            grad = _grad(torch, rec, ins)
             cell.grad = cell.grad or grad
             issuer = _issuer(torch, rec)
             idx = rec.tree.leaf(
@@ -288,6 +290,19 @@ def _make_recorder(torch, rec: Recording, target_type: str):
 
 def _call_key(ins, outs) -> str:
     return _dtypes.call_dtype([_dtypes.dtype_name(t.dtype) for t in ins], [_dtypes.dtype_name(t.dtype) for t in outs])
+
+
+def _grad(torch, rec: Recording, ins) -> bool:
+    """Whether a forward call made an autograd node: an input requires grad, or autograd numbered a new
+    node since the last call seen (the first call after a node is made is the one that made it). Why
+    both: a backend that functionalizes (PyTorch/XLA) hands a dispatch mode its inner tensors, which
+    never require grad, while autograd above them made the node all the same; without it the call loses
+    its ``grad`` mark and its own backward's reads (nll_loss's total_weight) count as the model's."""
+    if rec.phase != "forward":  # backward may run on autograd's own threads, each with its own numbering
+        return False
+    newest = torch._C._autograd._get_sequence_nr() - 1
+    made, rec.last_node = newest > rec.last_node, max(rec.last_node, newest)
+    return torch.is_grad_enabled() and (made or any(t.requires_grad for t in ins))
 
 
 def _issuer(torch, rec: Recording) -> int:
