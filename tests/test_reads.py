@@ -208,6 +208,38 @@ def test_a_models_own_replayed_mismatch_on_an_unread_output_is_a_note(tmp_path):
     assert v["verdict"] == "runs" and "own calls" in f["why"] and "only in output 1" in f["why"]
 
 
+def _cut_cell(*extra):
+    """A cell whose replayed models' mismatches filled the list (16 others' items), the model
+    'loss_only' cut from it, marked classes_whole: every failing class is still named."""
+    others = [f"mismatch trace.m{i:02d}|float32|0 float32:2,int64:1 out=1" for i in range(16 - len(extra))]
+    traced = {f"m{i:02d}": "mismatch" for i in range(16)}
+    return {
+        **MISMATCH,
+        "case": "trace.m00|float32|0",
+        "fails": 30,
+        "failed": [*extra, *others],
+        "traced": {**traced, "loss_only": "mismatch"},
+        "classes_whole": True,
+    }
+
+
+def test_a_models_own_mismatch_cut_from_a_whole_list_is_judged_by_the_classes_named(tmp_path):
+    """Thirty zoo models replayed nll_loss_forward on xla; the list keeps 16 items, so most models' own
+    items are cut. classes_whole says every failing class is named: when each is a mismatch only on an
+    output this model never reads, its own is too, and it runs; a named class on an output it reads, or
+    another failure, keeps the value note."""
+    r, v, f = _finding(_save(tmp_path, "loss_only", " reads=0"), _backend(tmp_path, _cut_cell()))
+    assert v["verdict"] == "runs" and "only in output 1" in f["why"], f
+    r, v, f = _finding(_save(tmp_path, "loss_only", " reads=0,1"), _backend(tmp_path, _cut_cell()))
+    assert v["verdict"] == "runs_with_value_note", f
+    also = "mismatch trace.m99|float32|0 float32:2,int64:1 out=0"  # another model's class differs in output 0
+    r, v, f = _finding(_save(tmp_path, "loss_only", " reads=0"), _backend(tmp_path, _cut_cell(also)))
+    assert v["verdict"] == "runs_with_value_note", f
+    cell = {k: v for k, v in _cut_cell().items() if k != "classes_whole"}  # cut, unmarked: the mismatch counts
+    r, v, f = _finding(_save(tmp_path, "loss_only", " reads=0"), _backend(tmp_path, cell))
+    assert v["verdict"] == "runs_with_value_note", f
+
+
 @pytest.mark.parametrize("own", [False, True], ids=["opinfo cases", "own calls replayed"])
 def test_a_mismatch_on_an_unread_output_that_ran_through_the_fallback_is_a_fallback(tmp_path, own):
     """PyTorch/XLA's _ctc_loss and _embedding_bag fall back to the CPU and give their extra outputs (log_alpha,
@@ -296,3 +328,77 @@ def test_a_number_a_call_returns_is_read_by_the_host_and_a_storage_read_once_is_
     assert [row["reads"] for row in tree.rows()] == [(1, 2), ()]
     reads.read([x.view(2, 2)])
     assert [row["reads"] for row in tree.rows()] == [(1, 2), (0,)]
+
+
+# ---------------------------------------------------------------- a dtype-only difference, model by model
+
+
+def test_a_dtype_only_difference_is_kept_on_each_replayed_case():
+    """PyTorch/XLA's cumsum of a bool mask returns bool where CPU returns int64. Where the model's values
+    make them equal (a mask with no True: all zeros), the case's item says so ('values=equal'), not only
+    the cell's representative why; where they differ ([1, 2, 2, 3] against True), it does not."""
+    import torch
+
+    from opcov.probe.caserecord import CaseRecord
+    from opcov.probe.compare import judge
+    from opcov.probe.results import build_ops
+    from opcov.store.combine import failed_values_equal
+
+    def item(model, dev, cpu, sig="bool:2;"):
+        v = judge(dev, cpu, None, dtype="bool", mode="values")
+        part = {"ops": [["aten::cumsum", "bool"]], "sigs": [sig], **v}
+        rec = CaseRecord(f"trace.{model}|float32|0", f"trace.{model}|float32", f"trace.{model}", "bool",
+                         ["aten::cumsum"], fwd=part)  # fmt: skip
+        cell = build_ops([rec], (), lambda name, probed: {"skipped": "no_source"})["aten::cumsum"]["bool"]
+        return cell["failed"][0]
+
+    zeros = item("packed_free", torch.zeros(2, 4, dtype=torch.bool), torch.zeros(2, 4, dtype=torch.long))
+    assert zeros == "mismatch trace.packed_free|float32|0 bool:2; values=equal" and failed_values_equal(zeros)
+    counts = item("packed", torch.ones(1, 4, dtype=torch.bool), torch.tensor([[1, 2, 2, 3]]))
+    assert counts == "mismatch trace.packed|float32|0 bool:2;" and not failed_values_equal(counts)
+    v = judge((torch.ones(2), torch.ones(2, dtype=torch.bool)), (torch.ones(2), torch.ones(2, dtype=torch.long)),
+              None, dtype="float32", mode="values")  # fmt: skip
+    assert v["outputs"] == [1] and v["why"] == "output 1: dtype bool, cpu gives int64; values equal"
+
+
+CUMSUM = "1 forward kernel aten::cumsum bool x1 variant=given reads=0 | shape=[2, 16] | sig=bool:2;"
+
+
+def _cumsum_backend(tmp_path, failed, traced):
+    root = tmp_path / "coverage"
+    data.save(
+        registered(ops={"aten::cumsum": kernel()}),
+        str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"),
+    )
+    cell = {
+        "fwd": "mismatch",
+        "cases": len(failed),
+        "fails": len(failed),
+        "case": "trace.first|float32|0",
+        "why": "output: dtype bool, cpu gives int64; values equal",
+        "failed": failed,
+        "traced": traced,
+    }
+    data.save(
+        probed(ops={"aten::cumsum": {"bool": cell}}), str(root / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml")
+    )
+    return root
+
+
+def test_each_models_own_dtype_only_difference_is_a_note_and_a_value_difference_is_not(tmp_path):
+    """Three models replayed the same cumsum: the representative (first) and another whose item says
+    values=equal run, with the dtype named apart; one whose own values differed keeps the value note,
+    though the cell's representative text says 'values equal'."""
+    failed = [
+        "mismatch trace.first|float32|0 bool:2; values=equal",
+        "mismatch trace.second|float32|0 bool:2; values=equal",
+        "mismatch trace.third|float32|0 bool:2;",
+    ]
+    root = _cumsum_backend(tmp_path, failed, {"first": "mismatch", "second": "mismatch", "third": "mismatch"})
+    for model, verdict in (("first", "runs"), ("second", "runs"), ("third", "runs_with_value_note")):
+        path = tmp_path / f"{model}.yaml"
+        opset.save(tree_opset([CUMSUM], name=model), str(path))
+        r, v, f = _finding(str(path), root)
+        assert v["verdict"] == verdict, (model, f)
+        if verdict == "runs":
+            assert "dtype differs from CPU's, its values do not" in f["why"], f

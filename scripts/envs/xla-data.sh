@@ -62,7 +62,7 @@ probe() {
 # The ops whose cells decide a curated zoo model's verdict beyond a plain pass, re-probed with the
 # signature classes of their failing cases and every distinct call of every curated zoo model replayed
 # (each model's own calls, which the verdict prefers for it); their cells replace the earlier ones.
-REPROBE_OPS='^aten::(transpose|addmm|mean|sum|nll_loss|nll_loss_forward|nll_loss_backward|cumsum|layer_norm|native_layer_norm|native_layer_norm_backward|unsqueeze|squeeze|avg_pool1d|avg_pool2d|avg_pool2d_backward|max_pool2d|max_pool2d_with_indices|max_pool2d_with_indices_backward|expand|repeat|batch_norm|native_batch_norm|native_batch_norm_backward|_weight_norm_interface|_weight_norm_interface_backward|constant_pad_nd|pad|histc|_grouped_mm|_to_copy)$'
+REPROBE_OPS='^aten::(transpose|softplus|addmm|mean|sum|nll_loss|nll_loss_forward|nll_loss_backward|cumsum|layer_norm|native_layer_norm|native_layer_norm_backward|unsqueeze|squeeze|avg_pool1d|avg_pool2d|avg_pool2d_backward|max_pool2d|max_pool2d_with_indices|max_pool2d_with_indices_backward|expand|repeat|batch_norm|native_batch_norm|native_batch_norm_backward|_weight_norm_interface|_weight_norm_interface_backward|constant_pad_nd|pad|histc|_grouped_mm|_to_copy)$'
 
 reprobe() {
     shard reprobe --ops "$REPROBE_OPS" --traces zoo

@@ -23,7 +23,17 @@ from __future__ import annotations
 from opcov.catalog import TEST_NAMESPACES
 from opcov.probe import FAILURES, RANK
 from opcov.probe.caserecord import CaseRecord
-from opcov.store.combine import NOTED, TRACE, _unpinned, combine, merge_ops, summarize, to_cell  # noqa: F401 - the runner and tests read them through results
+from opcov.store.combine import (  # noqa: F401 - the runner and tests read them through results
+    NOTED,
+    TRACE,
+    VALUES_EQUAL,
+    _unpinned,
+    combine,
+    dtype_only,
+    merge_ops,
+    summarize,
+    to_cell,
+)
 from opcov.vocab import PROBED_RAN
 
 # An infinite error (the device gave NaN/inf where the reference is finite, or the NaN/inf positions
@@ -96,15 +106,26 @@ def _sig(part: dict | None, target) -> str:
     return ""
 
 
-def failed_text(status: str, case: str, sig: str, outputs=None, fell=()) -> str:
+def failed_text(status: str, case: str, sig: str, outputs=None, fell=(), values_equal: bool = False) -> str:
     """One ``failed`` item: 'STATUS CASE SIG' (a case id and a signature class hold no spaces), then
     ' fell=OP,OP' for a case that is not ``fallback`` but ran ops through the backend's CPU fallback (a
-    mismatch on an output the model may never read hides it otherwise), and ' out=1,2' last, for a
-    mismatch only on those outputs of the overload (``compare.judge``; the verdict notes it for a model
-    that never reads them)."""
+    mismatch on an output the model may never read hides it otherwise), ' values=equal' for a mismatch
+    that is a dtype only (the values equal CPU's), and ' out=1,2' last, for a mismatch only on those
+    outputs of the overload (``compare.judge``; the verdict notes it for a model that never reads them)."""
     tail = f" fell={','.join(sorted(set(fell)))}" if fell and status != "fallback" else ""
+    tail += f" {VALUES_EQUAL}" if values_equal and status == "mismatch" else ""
     tail += f" out={','.join(str(i) for i in sorted(set(outputs)))}" if outputs else ""
     return f"{status} {case} {sig or '?'}{tail}"
+
+
+def _values_equal(part: dict) -> bool:
+    """Whether a mismatching case differs from CPU in an output's dtype alone, every value equal: its text
+    says so of its one output ('output: ...'), or of output N where N is the only output that differs."""
+    why = part.get("why")
+    if part.get("status") != "mismatch" or not dtype_only(why):
+        return False
+    outputs = part.get("outputs")
+    return str(why).startswith("output:") or (outputs is not None and len(outputs) == 1)
 
 
 def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: str = "") -> dict:
@@ -144,7 +165,9 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: st
     e["unpinned"] = int(_unpinned(e))
     if part["status"] in NOTED:
         outputs = part.get("outputs") if op and part.get("output_of") == op else None
-        e["failed"] = [failed_text(part["status"], rec.case, sig, outputs, part.get("fallback") or ())]
+        e["failed"] = [
+            failed_text(part["status"], rec.case, sig, outputs, part.get("fallback") or (), _values_equal(part))
+        ]
     elif part["status"] in PROBED_RAN and sig:
         e["ran"] = [sig]  # which paths the cell's passes cover (opcov.verdict.signature.covered)
     if rec.source.startswith(TRACE):

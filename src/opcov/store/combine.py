@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 from collections import Counter
 
 from opcov.errors import DataError
@@ -68,6 +69,24 @@ def failed_fell(text: str) -> tuple[str, ...]:
         if tag.startswith("fell="):
             return tuple(filter(None, tag[len("fell=") :].split(",")))
     return ()
+
+
+# A comparison's text for outputs that differ only in dtype, their values equal (opcov.probe.compare).
+_DTYPE_ONLY = re.compile(r"outputs?(?: [0-9]+)?: dtype [a-z0-9_]+, cpu gives [a-z0-9_]+; values equal")
+VALUES_EQUAL = "values=equal"  # a ``failed`` item's tag: its mismatch is a dtype only, the values equal CPU's
+
+
+def dtype_only(why) -> bool:
+    """Whether a probe mismatch's text says only that an output's dtype differs, its values being equal
+    ('output: dtype int32, cpu gives int64; values equal'): the same numbers in another dtype, worded
+    apart from a value difference. An older text without 'values equal' did not compare the values."""
+    return bool(why) and _DTYPE_ONLY.fullmatch(str(why).strip()) is not None
+
+
+def failed_values_equal(text: str) -> bool:
+    """Whether a ``failed`` item's mismatch is a dtype only, its values equal CPU's (its 'values=equal'
+    tag): kept on each item, since the cell's ``why`` is its representative case's alone."""
+    return VALUES_EQUAL in str(text).split(" ")[3:]
 
 
 def failed_outputs(text: str) -> str:
@@ -140,7 +159,7 @@ def _merge_failed(a, b) -> list:
     for text in items:
         status, case, sig = parse_failed(text)
         src = _source_of(case)
-        cls = (status, sig, failed_outputs(text))
+        cls = (status, sig, failed_outputs(text), failed_values_equal(text))
         key = (*cls, src if src.startswith(TRACE) else "")
         if key in seen:
             continue

@@ -521,7 +521,11 @@ def _from_own_calls(cov: Coverage, req: _Req) -> Finding | None:
     replayed calls                          finding
     ======================================  ==========================================
     none of this model's, or no status      None: a weaker source decides
-    mismatch only on outputs never read     ok, with a note (``_unread_finding``)
+    mismatch only on outputs never read     ok, with a note (``_unread_finding``); where this
+                                            model's item was cut from a ``classes_whole`` list,
+                                            every mismatch named must be on unread outputs
+    mismatch of a dtype only (each of its   ok, with a note (values equal, the dtype differs)
+    items tagged values=equal)
     any other                               ``_judge_own``: ok, value note, fallback, fails
     ======================================  ==========================================
     """
@@ -532,10 +536,15 @@ def _from_own_calls(cov: Coverage, req: _Req) -> Finding | None:
     if own[0] == "mismatch":
         prefix = f"trace.{req.model}|"
         mine = lambda s, c: s == "mismatch" and c.startswith(prefix)  # noqa: E731
+        if slot.classes_whole and not signature.listed(slot, mine):
+            # this model's item was cut from the list, but its class is one of those named (classes_whole)
+            mine = lambda s, c: s == "mismatch"  # noqa: E731
         off = signature.all_unread(slot, req.reads, mine)
         if off is not None:
             where, fell = "this model's own calls, replayed", signature.fell_back(slot, mine)
             return _unread_finding(req.direction, req.dtype, slot, off, where, req.src, fell)
+        if signature.all_values_equal(slot, mine) and not signature.fell_back(slot, mine):
+            return _judge_own(req.direction, req.dtype, own, slot, req.model, req.src, dtype_only=True)
     return _judge_own(req.direction, req.dtype, own, slot, req.model, req.src)
 
 
@@ -849,21 +858,25 @@ def _unread_finding(
     return Finding(direction, dtype, "ok", "probed", f"{direction} runs; {unread}", src)
 
 
-def _judge_own(direction: str, dtype: str, own: tuple, slot, model: str, src: str) -> Finding:
+def _judge_own(
+    direction: str, dtype: str, own: tuple, slot, model: str, src: str, *, dtype_only: bool = False
+) -> Finding:
     """A requirement judged from the model's own calls, replayed on the device (``trace.<model>`` cases):
-    the strongest probed evidence for that model, preferred over OpInfo's cases."""
+    the strongest probed evidence for that model, preferred over OpInfo's cases. ``dtype_only``: each of
+    its mismatching items is tagged a dtype-only difference (``signature.all_values_equal``)."""
     status, case, why = own
     said = f"{direction} on this model's own calls, replayed"
     detail = f"{': ' + why if why else ''}{'; case ' + case if case else ''}"
     if status in PROBED_OK:
         return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]} ({said})", src)
-    if status == "mismatch" and signature.dtype_only(why):  # the same values in another dtype: a note
+    if status == "mismatch" and (dtype_only or signature.dtype_only(why)):  # the same values, another dtype
         return Finding(
             direction,
             dtype,
             "ok",
             "probed",
-            f"runs; an output's dtype differs from CPU's, its values do not ({said}){detail}",
+            f"runs; an output's dtype differs from CPU's, its values do not ({said}){detail}: only a "
+            "consumer that relies on CPU's dtype would see it",
             src,
         )
     if status == "mismatch":

@@ -18,7 +18,12 @@ import re
 
 from opcov.sigclass import covers, same_path, selectors
 from opcov.store.cells import MAX_FAILED
-from opcov.store.combine import failed_fell, parse_failed
+from opcov.store.combine import (
+    dtype_only,  # noqa: F401 - the judge reads it here
+    failed_fell,
+    failed_values_equal,
+    parse_failed,
+)
 from opcov.vocab import PROBED_RANK
 
 _SHAPE = re.compile(r"\[([0-9, ]*)\]")
@@ -84,15 +89,11 @@ def matches(sig: str, shape: str) -> bool:
     return case == call
 
 
-_DTYPE_ONLY = re.compile(r"outputs?(?: [0-9]+)?: dtype [a-z0-9_]+, cpu gives [a-z0-9_]+; values equal")
-
-
-def dtype_only(why) -> bool:
-    """Whether a probe mismatch's text says only that an output's dtype differs, its values being equal
-    ('output: dtype int32, cpu gives int64; values equal', opcov.probe.compare): the same numbers in another
-    dtype, worded apart from a value difference. An older text without 'values equal' did not compare the
-    values, and stays a value note."""
-    return bool(why) and _DTYPE_ONLY.fullmatch(str(why).strip()) is not None
+def all_values_equal(slot, keep) -> bool:
+    """Whether the slot's failing items ``keep`` selects are some, each a mismatch that is a dtype only
+    (its 'values=equal' tag), and the list names every failing class (not cut, or ``classes_whole``)."""
+    items = [t for t in slot.failed or () if keep(*_parse(t)[:2])]
+    return bool(items) and not cut(slot) and all(failed_values_equal(t) for t in items)
 
 
 MAX_RAN = 32  # opcov.store.combine.MAX_RAN: a list this long may have left classes out
@@ -145,6 +146,11 @@ def cut(slot) -> bool:
     """Whether the slot's ``failed`` list may have left a failing class out: it holds MAX_FAILED items and
     the probe did not mark it ``classes_whole`` (every class named, only other models' repeats left out)."""
     return len(slot.failed or ()) >= MAX_FAILED and not slot.classes_whole
+
+
+def listed(slot, keep) -> bool:
+    """Whether the slot's ``failed`` list holds an item ``keep`` (status, case) selects."""
+    return any(keep(*_parse(text)[:2]) for text in slot.failed or ())
 
 
 def unread(text, reads) -> frozenset | None:
