@@ -233,11 +233,13 @@ class Box:
         proc.sampler.start()
         return proc
 
-    def finish(self, proc, t0: float, timeout: float = 600) -> Run:
+    def finish(self, proc, t0: float, timeout: float = 600, compare: bool = True) -> Run:
         """Wait for ``proc``, reading its output, and the peak resident memory of its process tree: the
         largest VmHWM of it and each descendant, read every 20 ms from /proc. (Its ru_maxrss would not
         do: Linux carries a parent's high-water mark into a forked child across exec, so every run would
-        read at least this script's own peak.)"""
+        read at least this script's own peak.) ``compare``: the folder is compared with how ``proc``
+        found it; False where writers run at once (``finish_all``), whose files in flight are not yet
+        what any left behind."""
         import threading
 
         got = {}
@@ -265,9 +267,18 @@ class Box:
             r.join()
         run = Run(proc.returncode, got.get("out", ""), got.get("err", ""), peak / 1024, time.monotonic() - t0)
         run.hung, run.left = hung, left
-        self.changes(proc.before, run)
+        if compare:
+            self.changes(proc.before, run)
         self.runs.append(run)
         return run
+
+    def finish_all(self, procs, t0: float, timeout: float = 600) -> list:
+        """``finish`` for writers started together, the folder compared once all are done, with how the
+        first found it: a lock or temporary file one holds while another ends is no leftover; what any of
+        them left behind is (on the last run)."""
+        runs = [self.finish(q, t0, timeout, compare=False) for q in procs]
+        self.changes(procs[0].before, runs[-1])
+        return runs
 
     def opcov(self, *args, timeout: float = 600, stdout=subprocess.PIPE) -> Run:
         t0 = time.monotonic()
@@ -1579,7 +1590,7 @@ def c_two_ingests(box, kind, onto_existing):
         shutil.copy(XLA_PROBED, os.path.join(box.cov, "xla"))
     t0 = time.monotonic()
     procs = [box.start(["ingest", p, "--coverage", box.cov]) for p in paths]
-    runs = [box.finish(p, t0, timeout=300) for p in procs]
+    runs = box.finish_all(procs, t0, timeout=300)
     shas = {Assets.load(n)["sha256"] for n in (a, b)}
     if kind == "probed":
         target = os.path.join(box.cov, "xla", os.path.basename(XLA_PROBED))
@@ -1602,7 +1613,7 @@ def c_same_ingest_twice(box):
     p = write_gz(box, dumps_b(Assets.load("probed")))
     t0 = time.monotonic()
     procs = [box.start(["ingest", p, "--coverage", box.cov]) for _ in range(2)]
-    runs = [box.finish(q, t0, timeout=300) for q in procs]
+    runs = box.finish_all(procs, t0, timeout=300)
     codes = sorted(r.code for r in runs)
     said = [r for r in runs if r.code == 2 and "already in" in r.err]
     return f"exits {codes}", codes == [0, 2] and len(said) == 1
@@ -1614,7 +1625,7 @@ def c_two_merges(box):
     out = box.path("m.yaml")
     t0 = time.monotonic()
     procs = [box.start(["merge", p, "--out", out]) for _ in range(2)]
-    runs = [box.finish(q, t0, timeout=300) for q in procs]
+    runs = box.finish_all(procs, t0, timeout=300)
     lint = box.opcov("lint", "--no-catalog", out)
     return f"exits {[r.code for r in runs]}; lint exit {lint.code}", all(
         r.code in (0, 2) for r in runs
@@ -2315,6 +2326,10 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="list the cases, run none")
     ap.add_argument("--write-docs", action="store_true", help="rewrite the figures section of docs/data-safety.md")
     args = ap.parse_args()
+    # Started in the background by a shell without job control, this process ignores SIGINT, and every
+    # command it runs would inherit that (an ignored signal stays ignored across exec): the SIGINT cases
+    # would then test the shell, not opcov. A handler of its own is reset to the default in each child.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     selected = [c for c in cases() if not args.only or any(w in c.name for w in args.only)]
     if args.list:
         for c in selected:
