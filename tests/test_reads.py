@@ -386,16 +386,25 @@ def _cumsum_backend(tmp_path, failed, traced):
 
 
 def test_each_models_own_dtype_only_difference_is_a_note_and_a_value_difference_is_not(tmp_path):
-    """Three models replayed the same cumsum: the representative (first) and another whose item says
-    values=equal run, with the dtype named apart; one whose own values differed keeps the value note,
-    though the cell's representative text says 'values equal'."""
+    """Four models replayed the same cumsum: the representative (first) and another whose item says
+    values=equal run, with the dtype named apart; one whose own values differed, and one with two calls of
+    which one differed, keep the value note, though the cell's representative text says 'values equal'."""
     failed = [
         "mismatch trace.first|float32|0 bool:2; values=equal",
         "mismatch trace.second|float32|0 bool:2; values=equal",
         "mismatch trace.third|float32|0 bool:2;",
+        "mismatch trace.fourth|float32|0 bool:2; values=equal",
+        "mismatch trace.fourth|float32|1 bool:3;",  # another of its calls: its values differ
     ]
-    root = _cumsum_backend(tmp_path, failed, {"first": "mismatch", "second": "mismatch", "third": "mismatch"})
-    for model, verdict in (("first", "runs"), ("second", "runs"), ("third", "runs_with_value_note")):
+    traced = {"first": "mismatch", "second": "mismatch", "third": "mismatch", "fourth": "mismatch"}
+    root = _cumsum_backend(tmp_path, failed, traced)
+    verdicts = (
+        ("first", "runs"),
+        ("second", "runs"),
+        ("third", "runs_with_value_note"),
+        ("fourth", "runs_with_value_note"),
+    )
+    for model, verdict in verdicts:
         path = tmp_path / f"{model}.yaml"
         opset.save(tree_opset([CUMSUM], name=model), str(path))
         r, v, f = _finding(str(path), root)
