@@ -72,9 +72,6 @@ MUTATIONS = [
       "a value difference whose text starts like a dtype-only one becomes a note", SIGNATURE),
     M(V + "signature.py", "all(failed_values_equal(t) for t in items)", "any(failed_values_equal(t) for t in items)",
       "one of a model's items a dtype-only difference makes all of them notes", (*FIRST, T + "test_reads.py")),
-    M(V + "judge.py", "if slot.classes_whole and not signature.listed(slot, mine):",
-      "if not signature.listed(slot, mine):",
-      "a model's own item cut from a list not marked whole is judged by the items left", (*FIRST, T + "test_reads.py")),
     # ---------------------------------------------------------------- verdict: the compile path
     M(V + "compiled.py", "        if (self.breaks and self.eager is None) or self.replaced:", "        if self.replaced:",
       "graph breaks with no eager op set are not judged unknown", COMPILED),
