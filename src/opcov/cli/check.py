@@ -111,6 +111,15 @@ def _model_options(ck) -> None:
 
 
 def run(args) -> int:
+    """The check, with the files it reads kept parsed in the user's cache folder between runs
+    (opcov.store.parsed): a check run again parses nothing that is unchanged."""
+    from opcov.store import parsed
+
+    with parsed.caching():
+        return _run(args)
+
+
+def _run(args) -> int:
     from opcov.verdict import check, judge, reports
 
     paths = [p.strip() for p in args.path.split(",") if p.strip()]
@@ -171,7 +180,7 @@ def _compiled(args, with_eager: bool) -> int:
     code = EXIT_OK
     if with_eager:
         eager = argparse.Namespace(**{**vars(args), "path": "eager", "output": None})
-        code = run(eager)
+        code = _run(eager)
     verdicts = compiled.check(args.model, args.backend, args.mode, args.coverage)
     text = compiled.render(verdicts, args.format)
     if args.output:

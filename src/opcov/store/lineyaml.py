@@ -24,7 +24,7 @@ import marshal
 import os
 import re
 
-from opcov.store import data
+from opcov.store import data, parsed
 
 # A plain scalar in flow context (it ends at an indicator or at ': '), and the lookahead that ends it.
 _PLAIN = (
@@ -377,13 +377,18 @@ def _checked(path: str) -> dict:
     if key is not None and key in _MEMO:
         _MEMO.move_to_end(key)
         return _MEMO[key]
-    doc = parse(path)
-    if doc is None or data.validate(doc, path):
-        doc = data.load(path)  # the full parse reports any problem with its line
+    doc = parsed.read(path, "coverage", _parse_checked)
     if key is not None:
         _MEMO[key] = doc
         while len(_MEMO) > _MEMO_FILES:
             _MEMO.popitem(last=False)
+    return doc
+
+
+def _parse_checked(path: str) -> dict:
+    doc = parse(path)
+    if doc is None or data.validate(doc, path):
+        doc = data.load(path)  # the full parse reports any problem with its line
     return doc
 
 

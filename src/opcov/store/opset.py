@@ -76,7 +76,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from opcov import vocab
-from opcov.store import data, lineyaml, output, parallel
+from opcov.store import data, lineyaml, output, parallel, parsed
 from opcov.store.data import Problem
 
 KIND = "opset"
@@ -807,7 +807,12 @@ def load(path: str) -> dict:
     Read by ``lineyaml.parse`` (the same document, several times faster than PyYAML's constructor:
     the site and ``gaps`` read every op set of the zoo), which verifies the integrity line and takes
     only the layout ``dumps`` writes; anything else, and any file with a problem, is read by
-    ``data.load``, which names the problem and its line."""
+    ``data.load``, which names the problem and its line. Kept between runs where a command asks
+    (opcov.store.parsed)."""
+    return parsed.read(path, "opset", _load)
+
+
+def _load(path: str) -> dict:
     doc = lineyaml.parse(path)
     if doc is not None:
         doc.pop(data.INTEGRITY, None)

@@ -16,7 +16,7 @@ import re
 
 from opcov import backends
 from opcov.errors import DataError
-from opcov.store import layout, lineyaml, output, strictjson
+from opcov.store import layout, lineyaml, output, parsed, strictjson
 from opcov.version import __version__
 
 FOLDER = "vendor"
@@ -216,7 +216,12 @@ def save(doc: dict, path: str, inputs=(), within: str | None = None) -> None:
 
 
 def load(path: str) -> dict:
-    """The expectations at ``path``, read strictly (opcov.store.strictjson), as an observed run is."""
+    """The expectations at ``path``, read strictly (opcov.store.strictjson), as an observed run is; kept
+    between runs where a command asks (opcov.store.parsed)."""
+    return parsed.read(path, "vendor", _load)
+
+
+def _load(path: str) -> dict:
     doc = strictjson.load(path, limit=MAX_BYTES, what="vendor-test expectations")
     if not isinstance(doc, dict) or doc.get("evidence") != KIND or not isinstance(doc.get("ops"), dict):
         raise DataError(f"{path}: not a vendor-test expectations file (evidence {KIND!r})")

@@ -24,7 +24,7 @@ from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import layout, opset
 from opcov.verdict import gaps, judge
-from opcov.verdict.kept import Kept
+from opcov.verdict.kept import Kept, committed
 
 ZOO = "zoo"  # --models: every op set under coverage/models/
 RUNS = ("ok", "fallback", "value_note")  # outcomes that say an op runs
@@ -120,19 +120,46 @@ def compare(
     What each op set contributes is kept between runs (``kept.Kept``, in the user's cache folder) while the
     op set, every other file under the coverage folder and opcov's own code are unchanged: judging the
     bundled zoo again (~1,500 op sets on two backends, ~10 s of work) is the whole cost of a run, and
-    a run that changes nothing gives the same answer. ``cache=False`` neither reads nor writes it."""
-    from opcov import forked
-
+    a run that changes nothing gives the same answer. A first run reads the contributions committed
+    with the data (``kept.committed``) where they are fresh. ``cache=False`` reads and writes neither:
+    every op set is judged."""
     if a == b:
         raise UsageError(f"compare needs two different backends, not {a!r} twice")
     files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {layout.models_dir(coverage_dir)}: trace some with 'opcov zoo trace'")
     paths = _select(files, models)
+    kept = Kept(f"compare-{a}-{b}", coverage_dir, paths) if cache else None
+    done = kept.reuse(modes) if kept is not None else {}
+    todo = [p for p in paths if p not in done]
+    if todo and cache:
+        done.update(committed(question(a, b), coverage_dir, todo, relocate))
+        todo = [p for p in paths if p not in done]
+    if todo:
+        done.update(judged(a, b, coverage_dir, todo, modes, fork))
+        if kept is not None:
+            kept.save(done, sources)
+    rows = [done[p][1] for p in paths if done[p][1] is not None and not (modes and done[p][0] not in modes)]
+    if not rows:
+        raise UsageError(f"no op sets for mode {', '.join(modes or ())} under {layout.models_dir(coverage_dir)}")
+    return _collect(a, b, rows)
+
+
+def question(a: str, b: str) -> str:
+    """The name of the answers committed for comparing ``a`` and ``b``, either way round (kept.committed):
+    an op set's contribution holds both backends' sides, and ``_collect`` reads it the same in either order."""
+    return "compare-" + "-".join(sorted((a, b)))
+
+
+def judged(a: str, b: str, coverage_dir: str, paths: list[str], modes=None, fork: bool | None = None) -> dict:
+    """path -> (mode, ``_contrast``) of each op set ``paths`` judged on ``a`` and ``b``, None for an op set of
+    a mode not in ``modes``. The coverage files are read once by the first op set, before a forked child
+    (``fork``: None decides by the idle cores, False never) judges some of the rest."""
+    from opcov import forked
+
     read = gaps.reader()
     pool: dict = {}
     listings: dict = {}
-    kept = Kept(f"compare-{a}-{b}", coverage_dir, paths) if cache else None
 
     def one(path: str):
         doc = opset.load(path)
@@ -146,20 +173,24 @@ def compare(
             verdicts[backend] = (judge.judge(doc, cov), cov.torch)
         return (doc["mode"], _contrast(a, b, doc, verdicts, {}))
 
-    done = kept.reuse(modes) if kept is not None else {}
-    todo = [p for p in paths if p not in done]
-    if todo:
-        with activity(f"judging {len(todo)} op sets on {a} and {b}"), judge.bulk():
-            done[todo[0]] = one(todo[0])  # reads the coverage files here, so that a forked child has them already
-            if fork is None:
-                fork = len(todo) >= 200 and forked.spare_core()
-            done.update(zip(todo[1:], forked.split_map(one, todo[1:], fork=fork and forked.can_fork())))
-        if kept is not None:
-            kept.save(done, lambda contrast: [s for used, _torch in contrast[3].values() for s in used])
-    rows = [done[p][1] for p in paths if done[p][1] is not None and not (modes and done[p][0] not in modes)]
-    if not rows:
-        raise UsageError(f"no op sets for mode {', '.join(modes or ())} under {layout.models_dir(coverage_dir)}")
-    return _collect(a, b, rows)
+    done = {}
+    with activity(f"judging {len(paths)} op sets on {a} and {b}"), judge.bulk():
+        done[paths[0]] = one(paths[0])  # reads the coverage files here, so that a forked child has them already
+        if fork is None:
+            fork = len(paths) >= 200 and forked.spare_core()
+        done.update(zip(paths[1:], forked.split_map(one, paths[1:], fork=fork and forked.can_fork())))
+    return done
+
+
+def sources(contrast) -> list[str]:
+    """The coverage files a contribution (``_contrast``) rests on, both backends'."""
+    return [s for used, _torch in contrast[3].values() for s in used]
+
+
+def relocate(contrast, fn) -> list:
+    """The contribution with ``fn`` applied to each of its source paths."""
+    name, mode, opset_torch, meta, rows = contrast
+    return [name, mode, opset_torch, {k: [[fn(s) for s in used], torch] for k, (used, torch) in meta.items()}, rows]
 
 
 def from_verdicts(a: str, b: str, judged, memo: dict | None = None) -> Comparison:

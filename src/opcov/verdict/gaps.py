@@ -13,7 +13,7 @@ from opcov.activity import activity
 from opcov.errors import UsageError
 from opcov.store import layout, lineyaml, opset
 from opcov.verdict import check, judge
-from opcov.verdict.kept import Kept
+from opcov.verdict.kept import Kept, committed
 
 
 def tally(judged) -> list[dict]:
@@ -72,28 +72,22 @@ def rank(backend: str, coverage_dir: str, modes=None, cache: bool = True) -> lis
     inputs' calls, as check's verdicts judge them (opset.as_given), on the op set recorded on the backend
     itself where the model has one (check.own_path), as check judges it. What each op set contributes is
     kept between runs in the user's cache folder (kept.Kept, as compare keeps its own) while nothing it
-    rests on changed: a run after one that changed nothing reads no op set; ``cache=False`` neither
-    reads nor writes it."""
+    rests on changed: a run after one that changed nothing reads no op set; a first run reads what the
+    answers committed with the data hold (kept.committed) where they are fresh. ``cache=False`` reads
+    and writes neither: every op set is judged."""
     files = layout.model_files(coverage_dir)
     if not files:
         raise UsageError(f"no model op sets under {coverage_dir}/models/: trace some with 'opcov zoo trace'")
-    kept = Kept(f"gaps-{backend}", coverage_dir, files) if cache else None
+    kept = Kept(question(backend), coverage_dir, files) if cache else None
     done = kept.reuse(modes) if kept is not None else {}
     todo = [p for p in files if p not in done]
+    if todo and cache:
+        done.update(committed(question(backend), coverage_dir, todo, relocate))
+        todo = [p for p in files if p not in done]
     if todo:
-        read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
-        with activity(f"judging {len(todo)} op sets on {backend}"), judge.bulk():
-            for path in todo:
-                doc = opset.load(path)
-                if modes and doc["mode"] not in modes:
-                    done[path] = (doc["mode"], None)
-                    continue
-                own = (check.own_path(doc, backend, coverage_dir) or (None, doc))[1]
-                cov = judge.share(judge.coverage_for(own, backend, coverage_dir, read=read, listings=listings), pool)
-                v = judge.judge(opset.as_given(own), cov)
-                done[path] = (doc["mode"], [doc["model"]["name"], list(v.sources), blocking(v)])
+        done.update(judged(backend, coverage_dir, todo, modes))
         if kept is not None:
-            kept.save(done, lambda contribution: contribution[1])
+            kept.save(done, sources)
     rows = [
         (c[0], mode, c[2])
         for mode, c in (done[p] for p in files)
@@ -103,6 +97,39 @@ def rank(backend: str, coverage_dir: str, modes=None, cache: bool = True) -> lis
     for e in ranked:
         e["models"] = [f"{m} ({mode})" for m, mode in e["models"]]
     return ranked
+
+
+def question(backend: str) -> str:
+    """The name of gaps' answers for ``backend`` (kept.Kept, kept.committed)."""
+    return f"gaps-{backend}"
+
+
+def judged(backend: str, coverage_dir: str, paths: list[str], modes=None) -> dict:
+    """path -> (mode, contribution) of each op set ``paths`` judged on ``backend``: [model, the coverage
+    files the verdict rests on, ``blocking``], or None for an op set of a mode not in ``modes``."""
+    done: dict[str, tuple] = {}
+    read, pool, listings = reader(), dict[Any, Any](), dict[Any, Any]()
+    with activity(f"judging {len(paths)} op sets on {backend}"), judge.bulk():
+        for path in paths:
+            doc = opset.load(path)
+            if modes and doc["mode"] not in modes:
+                done[path] = (doc["mode"], None)
+                continue
+            own = (check.own_path(doc, backend, coverage_dir) or (None, doc))[1]
+            cov = judge.share(judge.coverage_for(own, backend, coverage_dir, read=read, listings=listings), pool)
+            v = judge.judge(opset.as_given(own), cov)
+            done[path] = (doc["mode"], [doc["model"]["name"], list(v.sources), blocking(v)])
+    return done
+
+
+def sources(contribution) -> list[str]:
+    """The coverage files a contribution rests on."""
+    return contribution[1]
+
+
+def relocate(contribution, fn) -> list:
+    """The contribution with ``fn`` applied to each of its source paths."""
+    return [contribution[0], [fn(s) for s in contribution[1]], contribution[2]]
 
 
 def render(ranked: list[dict], backend: str, top: int, fmt: str = "text") -> str:

@@ -2,7 +2,9 @@
 
 ``compare`` and ``gaps`` read and judge every op set of the zoo (~1,500 files; ~10 s of CPU here, most of
 it parsing and checking the files): a run after one that changed nothing reads each op set's small
-contribution back instead. Kept apart from both so that neither imports the other for it.
+contribution back instead. Kept apart from both so that neither imports the other for it. A first run
+reads the contributions committed with the data instead (``committed``, opcov.store.answers), where they
+are fresh.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+
+from opcov.store import answers
+from opcov.store.parsed import code_hash
 
 
 class Kept:
@@ -79,14 +84,36 @@ def _stat(path: str) -> list:
     return [path, st.st_size, st.st_mtime_ns, st.st_ino]
 
 
-def code_hash() -> str:
-    """opcov's own source: a changed judge judges again."""
-    h = hashlib.sha256()
-    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/opcov
-    for root, dirs, files in os.walk(top):
-        dirs.sort()
-        for f in sorted(files):
-            if f.endswith(".py"):
-                with open(os.path.join(root, f), "rb") as fh:
-                    h.update(f.encode() + b"\0" + fh.read())
-    return h.hexdigest()
+def committed(question: str, coverage_dir: str, paths: list[str], relocate) -> dict:
+    """path -> (mode, contribution) of the op sets ``paths`` that the answers committed with the data hold
+    for ``question`` (opcov.store.answers), where those are fresh for ``coverage_dir``; {} else.
+    ``relocate(contribution, fn)``: the contribution with ``fn`` applied to each source path in it (kept
+    from the coverage folder, joined to ``coverage_dir`` here)."""
+    opsets = answers.read(coverage_dir, question)
+    if not opsets:
+        return {}
+    out = {}
+    for p in paths:
+        entry = opsets.get(os.path.relpath(p, coverage_dir))
+        if isinstance(entry, list) and len(entry) == 2 and entry[1] is not None:
+            out[p] = (entry[0], relocate(entry[1], lambda rel: os.path.join(coverage_dir, rel)))
+    return out
+
+
+def to_commit(done: dict, coverage_dir: str, relocate, sources) -> dict | None:
+    """``done`` (path -> (mode, contribution), every op set judged) as ``committed`` reads it back: paths
+    from the coverage folder; None where a contribution rests on a file outside it (``sources``, as for
+    ``Kept.save``) or an op set was skipped."""
+    root = os.path.realpath(coverage_dir) + os.sep
+    out = {}
+    for p, (mode, contribution) in sorted(done.items()):
+        if contribution is None:
+            return None
+        for source in sources(contribution):
+            if not (os.path.isfile(source) and os.path.realpath(source).startswith(root)):
+                return None
+        out[os.path.relpath(p, coverage_dir)] = [
+            mode,
+            relocate(contribution, lambda s: os.path.relpath(s, coverage_dir)),
+        ]
+    return out
