@@ -35,6 +35,11 @@ GOOD = '[[backend]]\nname = "acme"\ndevice_type = "acme"\ndispatch_key = "Privat
         ("nomodule.toml", GOOD.replace('module = "acme_torch"\n', ""), "names the module that registers it"),
         ("kind.toml", GOOD + '[backend.fallback]\nkind = "sometimes"\n', "fallback.kind"),
         ("deny.toml", GOOD + '[backend.compile]\nbackend = "x"\ndeny = "abc"\n', "compile.deny"),
+        ("part.toml", GOOD + '[backend.compile]\nbackend = "x"\npartitioner = "mine"\n', "compile.partitioner"),
+        ("lower.toml", GOOD + '[backend.compile]\nbackend = "x"\nlowering = "magic"\n', "compile.lowering"),
+        ("rnotes.toml", GOOD + '[backend.compile]\nbackend = "x"\nrecipe_notes = "a"\n', "compile.recipe_notes"),
+        ("own.toml", GOOD + 'own_kernels = [["aten::k"]]\n', "own_kernels is a list of [kernel, generic op]"),
+        ("lazy.toml", GOOD + '[backend.lazy]\nwhat = "x"\n', "unknown field(s) lazy"),
     ],
 )
 def test_a_hostile_records_file_is_one_line_naming_it(tmp_path, monkeypatch, name, text, says):

@@ -99,7 +99,9 @@ def test_tpu_table_is_read_from_the_wheel():
     # and a later test file in the same worker (test_reality) registers its own backend there
     if importlib.util.find_spec("torch_tpu") is None:
         pytest.skip("torch_tpu is not installed")
-    ops, version = compiled.tpu_table()
+    from opcov import backends
+
+    ops, version = compiled.package_table(backends.get_backend("tpu"))
     assert ops == ("aten::masked_fill.Tensor", "aten::masked_fill_.Tensor")
     assert version.startswith("0.")
 
@@ -125,7 +127,7 @@ def test_unknown_compile_backend_is_one_line(opcov):
     proc = opcov("trace", "nn-lstm", "--path", "compile", "--compile-backend", "neuron")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        "opcov: error: --compile-backend 'neuron': expected one of tpu, inductor, openxla, aot_eager (comma-separated)"
+        "opcov: error: --compile-backend 'neuron': expected one of inductor, openxla, tpu, aot_eager (comma-separated)"
     ]
 
 

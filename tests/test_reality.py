@@ -51,10 +51,10 @@ def test_probe_sees_what_registration_cannot(tmp_path):
     assert bert.problems == ["aten::native_layer_norm"] and "planted error" in bert.detail
 
 
-def test_tpu_shaped_backend_is_judged_at_its_own_kernels(tmp_path):
+def test_vendor_shaped_backend_is_judged_at_its_own_kernels(tmp_path):
     """Kernels for what TorchTPU registers (linear, silu_backward, ... with their autograd kernels), fallback
     off: the verdict judges tpu's own linear, not mm/t, and agrees with the run, forward and backward."""
-    out = run(tmp_path, "tpu-shaped", ["llama", "mixtral"], ["training"])
+    out = run(tmp_path, "vendor-shaped", ["llama", "mixtral"], ["training"])
     llama = out[("llama", "training")]
     assert (llama.predicted, llama.actual) == ("runs", "ran"), llama
     # bfloat16 mixtral: tpu's own linear rounds the router logits otherwise than CPU's decomposition, so a
@@ -67,7 +67,7 @@ def test_tpu_shaped_backend_is_judged_at_its_own_kernels(tmp_path):
 
 def test_an_overriding_kernel_that_raises_is_caught(tmp_path):
     """tpu's own linear raises: only judging linear itself (probed) can see it; its decomposition is fine."""
-    out = run(tmp_path, "tpu-raising-linear", ["gpt2"], ["inference"], probe=True)
+    out = run(tmp_path, "vendor-raising-linear", ["gpt2"], ["inference"], probe=True)
     gpt2 = out[("gpt2", "inference")]
     assert (gpt2.predicted, gpt2.actual) == ("fails", "raised") and "planted error in aten::linear" in gpt2.detail
     assert gpt2.problems == ["aten::linear"]
@@ -76,7 +76,7 @@ def test_an_overriding_kernel_that_raises_is_caught(tmp_path):
 def test_an_op_only_a_data_dependent_branch_calls_is_judged(tmp_path):
     """Without aten::all, transformers' host-side "is the mask all ones?" check raises; only the op set's
     real-valued run (seen=real) has the op, so the verdict can say fails."""
-    out = run(tmp_path, "tpu-no-mask-check", ["llama"], ["inference"])
+    out = run(tmp_path, "vendor-no-mask-check", ["llama"], ["inference"])
     llama = out[("llama", "inference")]
     assert (llama.predicted, llama.actual) == ("fails", "raised") and "aten::all" in llama.problems
 

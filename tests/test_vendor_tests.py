@@ -177,8 +177,9 @@ def test_the_shapes_the_real_tests_have_are_read():
 def test_the_models_and_collectives_the_real_tests_run_are_read():
     """The model-coverage and distributed tests, in the shapes the real files have: the models a test
     method is parameterized with (a commented-out entry is no model the tests run), and each collective
-    call with the test methods that hand its function to the launcher, and the reduce ops they give it."""
-    found = vendortests.read(REAL_SHAPES)
+    call with the test methods that hand its function to the launcher, and the reduce ops they give it; the
+    backend's own namespace of ops (torch.ops.torch_tpu) is the one its record names."""
+    found = vendortests.read(REAL_SHAPES, "tpu")
     models = {(m["module"], m["test"]): m for m in found["models"]}
     llama = models[("meta-llama/Llama-3.2-1B", "test_hf_transformers_training")]
     assert (llama["provider"], llama["size"], llama["mode"]) == ("transformers", "SMALL", "training")

@@ -58,6 +58,43 @@ class Compile:
     scanned: bool = True
     probed: bool = False
     deny: tuple[tuple[str, str], ...] = ()
+    # Its recipe, as opcov traces a compiled op set for it (opcov.tracing.compiled): the decomposition table
+    # AOTAutograd applies ('' none; 'inductor' Inductor's; 'MODULE:NAME' a table the backend's package keeps,
+    # read in a child process), its partitioner ('default' or 'min_cut'), whether inference input mutations
+    # stay in the graph, whether its attention takes SDPA's math path, where the compile backend lives, and
+    # what the recipe leaves out of the real compiler.
+    table: str = ""
+    partitioner: str = "default"
+    keep_input_mutations: bool = True
+    math_sdpa: bool = False
+    source: str = ""  # '{ops}' in it: the table's ops
+    recipe_notes: tuple[str, ...] = ()
+    # What its compiler does with an AOT graph's node (opcov.scan.compiled): 'inductor' (Inductor's lowerings
+    # and fallbacks), 'cpu_partition' (a node without a lowering is partitioned out to run on the CPU, as its
+    # eager fallback runs it), 'eager' (each node through the backend's eager kernels); ``lowering_note`` says so.
+    lowering: str = "eager"
+    lowering_note: str = ""
+    # Refuses dynamic=True and takes bounded dynamism only (mark_dynamic with min and max): a serve trace says
+    # what that does to a dynamic KV cache's decode steps.
+    bounded_dynamism: bool = False
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A backend that records ops into a graph and runs them only when the graph is synchronised, its CPU
+    fallback counted per op (PyTorch/XLA). The probe (opcov.probe.lazy) ends every device step with the
+    record's ``sync``, so that a lowering or compile error is the step's own, and reads what fell back there
+    with ``fell_back``; a new graph compiles, so a group keeps at most ``samples`` samples (the environment
+    variable OPCOV_<NAME>_MAX_SAMPLES overrides it); ``host_reads``: overloads that read a value to the host
+    through the fallback's kernel (a sync, not a missing lowering); ``storage``: False where its tensors have
+    none (aliasing is then judged by views); ``what``: its name in notes."""
+
+    what: str
+    samples: int = 3
+    host_reads: tuple[str, ...] = ()
+    storage: bool = True
+    clear: Callable[[], None] | None = field(default=None, repr=False)  # forget what fell back so far
+    fell_back: Callable[[], list] | None = field(default=None, repr=False)  # overloads through the fallback since
 
 
 @dataclass(frozen=True)
@@ -108,6 +145,10 @@ class Backend:
     # (op, why) of each call its Python patch takes before the dispatcher and raises on (opcov.verdict.resolve)
     raises_above: tuple[tuple[str, str], ...] = ()
     precision_setting: str = ""  # its own matmul precision setting, as a low-precision pass's fix names it
+    # (kernel, generic op) of the ATen kernels made for this device type, which ATen's composites call only there
+    # (opcov.branches.foreign): another device's graph holding one is judged as the generic op it stands for
+    own_kernels: tuple[tuple[str, str], ...] = ()
+    lazy: Lazy | None = field(default=None, repr=False)  # runs ops when a graph is synchronised (probe.lazy)
     build_flag: str = ""  # torch.backends.<flag>.is_built(): its kernels exist only in builds with them
     # Live code the backend brings; each is given torch (never called where the backend is not loaded).
     in_build: Callable[[], bool] | None = field(default=None, repr=False)  # without importing torch
@@ -242,6 +283,18 @@ def _xla_reset() -> None:
     met.clear_all()
 
 
+def _xla_clear_counters() -> None:
+    import torch_xla.debug.metrics as met
+
+    met.clear_counters()
+
+
+def _xla_fell_back() -> list:
+    import torch_xla.debug.metrics as met
+
+    return [str(op) for op in met.executed_fallback_ops()]
+
+
 def _neuron_counts(host_reads) -> dict:
     torch_neuronx = importlib.import_module("torch_neuronx")  # TorchNeuron's API, from its documentation
 
@@ -275,6 +328,18 @@ _TPU_COMPILE_DENY = (
     ("aten::multinomial", "random op"),
     ("aten::native_dropout", "random op"),
 )
+# Inductor, torch's own compiler (cpu's and cuda's torch.compile backend).
+_INDUCTOR = Compile(
+    "inductor",
+    table="inductor",
+    partitioner="min_cut",
+    source="torch._inductor.decomposition.select_decomp_table(), min_cut_rematerialization_partition",
+    recipe_notes=(
+        "Inductor's own graph passes (pattern rewrites such as fused attention, joint-graph "
+        "passes) are not applied: the graphs are AOTAutograd's with Inductor's decomposition table",
+    ),
+    lowering="inductor",
+)
 _MPS_FALLBACK = (
     ("present", True),
     ("kind", "cpu"),
@@ -293,8 +358,13 @@ BUILTIN = (
         "cpu",
         "CPU",
         note="the reference every probe compares with",
-        compile=Compile("inductor", probed=True),
+        compile=replace(_INDUCTOR, probed=True),
         runs_here=RunsHere(None, "cpu", "CPU itself (eager)"),
+        # CPU's flash kernel, which scaled_dot_product_attention picks per device at run time (_fused_sdp_choice)
+        own_kernels=(
+            ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::scaled_dot_product_attention"),
+            ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "aten::scaled_dot_product_attention"),
+        ),
         reference=True,
         control=True,
         probe_note="harness self-test: a cpu probe runs the device side on CPU too, so it tests opcov's "
@@ -317,7 +387,7 @@ BUILTIN = (
         setup="a CUDA build of torch: in a fresh virtual environment, pip install opcov torch==2.13.0 (the "
         "package registry's Linux wheel is a CUDA build); it imports without a GPU, so the registered scan "
         "needs none; the probe runs on an NVIDIA GPU",
-        compile=Compile("inductor"),
+        compile=_INDUCTOR,
         build_flag="cuda",
         in_build=_cuda_in_build,
         read_settings=_cuda_settings,
@@ -333,6 +403,7 @@ BUILTIN = (
         fallback=Fallback("cpu", None, "PYTORCH_ENABLE_MPS_FALLBACK=1"),
         declared=Declared(_MPS_FALLBACK, os.path.join("testing", "_internal", "common_mps.py")),
         build_flag="mps",
+        own_kernels=(("aten::_scaled_dot_product_attention_math_for_mps", "aten::scaled_dot_product_attention"),),
         in_build=_on_macos,
         read_settings=_mps_settings,
     ),
@@ -347,7 +418,25 @@ BUILTIN = (
         "pip install opcov torch==2.9.0 torch-xla==2.9.0; PJRT_DEVICE=CPU runs it on the CPU, so both the "
         "scan and the probe work without an accelerator",
         fallback=Fallback("cpu", True),  # torch_xla's aten_fallback.cpp: no switch turns it off
-        compile=Compile("openxla", probed=True),
+        compile=Compile(
+            "openxla",
+            probed=True,
+            math_sdpa=True,
+            source="torch._dynamo.backends.torchxla.openxla: aot_autograd with no decomposition table, default "
+            "partitioner",
+            recipe_notes=("scaled_dot_product_attention traced on its math path, which xla takes",),
+            lowering="cpu_partition",
+            lowering_note="openxla: the Dynamo bridge traces the graph on XLA tensors; ops with no XLA lowering are "
+            "partitioned out to run on CPU, as the eager CPU fallback runs them",
+        ),
+        lazy=Lazy(
+            "PyTorch/XLA",
+            samples=3,
+            host_reads=("aten::_local_scalar_dense",),
+            storage=False,
+            clear=_xla_clear_counters,
+            fell_back=_xla_fell_back,
+        ),
         runs_here=RunsHere(
             "torch_xla",
             "xla",
@@ -380,7 +469,25 @@ BUILTIN = (
         note="TorchTPU, native eager backend for Google TPUs",
         setup="pip install 'opcov[tpu]' (torch-tpu and libtpu); the scan needs no TPU, the probe runs on a TPU VM",
         fallback=Fallback("cpu", None, "torch_tpu: its CPU fallback setting"),
-        compile=Compile("tpu", deny=_TPU_COMPILE_DENY),
+        compile=Compile(
+            "tpu",
+            deny=_TPU_COMPILE_DENY,
+            table="torch_tpu._internal.compile._backend:_TPU_DECOMPOSITIONS",
+            partitioner="min_cut",
+            keep_input_mutations=False,
+            math_sdpa=True,
+            source="torch_tpu._internal.compile._backend: aot_autograd(decompositions=_TPU_DECOMPOSITIONS ({ops}), "
+            "partition_fn=min_cut_rematerialization_partition, keep_inference_input_mutations=False)",
+            recipe_notes=(
+                "TorchTPU's own FX passes before AOTAutograd (fold_gqa, detect_causal_mask, ...) are not "
+                "applied: the graphs are what AOTAutograd makes of Dynamo's graph with its table",
+                "scaled_dot_product_attention traced on its math path, which TorchTPU takes (no fused kernel of its own)",
+            ),
+            lowering_note="TorchTPU compiles each node of the functional graph through its eager kernels: eager "
+            "coverage, with CPU-fallback ops as compile errors and its tests' compile-only deny list as expected "
+            "failures",
+            bounded_dynamism=True,
+        ),
         vendor="TorchTPU",
         vendor_tests="tests/ops_test.py of a TorchTPU source checkout",
         python_patches="torch_tpu also patches Python above the dispatcher (F.max_pool*d routed to tpu:: "
@@ -428,6 +535,7 @@ _TEXT_MAX = 4096  # characters in one text field (the longest built-in, a setup 
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")  # what importlib imports
 _PACKAGE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._\-]*")  # a distribution's name, as package metadata has it
 _FALLBACK_KINDS = ("cpu", "error", "unknown")
+_CHOICES = {"partitioner": ("default", "min_cut"), "lowering": ("inductor", "cpu_partition", "eager")}  # compile's
 
 
 def _value_problem(key: str, value, annotation: str) -> str | None:
@@ -473,11 +581,19 @@ def _section(where: str, key: str, value):
     values = dict(_checked(f"{where}: {key}", cls, value))
     if key == "fallback" and values.get("kind", "unknown") not in _FALLBACK_KINDS:
         raise DataError(f"{where}: fallback.kind {values['kind']!r} is not one of {', '.join(_FALLBACK_KINDS)}")
+    for name, allowed in _CHOICES.items():
+        if key == "compile" and name in values and values[name] not in allowed:
+            raise DataError(f"{where}: compile.{name} {values[name]!r} is not one of {', '.join(allowed)}")
     if key == "compile" and "deny" in values:
         deny = values["deny"]
         if not (isinstance(deny, list) and all(_is_pair(p) for p in deny)):
             raise DataError(f"{where}: compile.deny is a list of [op, why] pairs of text")
         values["deny"] = tuple(tuple(p) for p in deny)
+    if key == "compile" and "recipe_notes" in values:
+        notes = values["recipe_notes"]
+        if not (isinstance(notes, list) and all(isinstance(n, str) for n in notes)):
+            raise DataError(f"{where}: compile.recipe_notes is a list of text")
+        values["recipe_notes"] = tuple(notes)
     if key == "declared" and "fallback" in values:  # a table in the file, (key, value) pairs in the record
         fb = values["fallback"]
         if not (isinstance(fb, dict) and all(isinstance(v, (str, bool, int, float)) for v in fb.values())):
@@ -516,11 +632,12 @@ def _record(where: str, entry) -> Backend:
     for key in _SECTIONS:
         if key in values:
             values[key] = _section(where, key, values[key])
-    if "raises_above" in values:
-        pairs = values["raises_above"]
-        if not (isinstance(pairs, list) and all(_is_pair(p) for p in pairs)):
-            raise DataError(f"{where}: raises_above is a list of [op, why] pairs of text")
-        values["raises_above"] = tuple(tuple(p) for p in pairs)
+    for key, pair in (("raises_above", "[op, why]"), ("own_kernels", "[kernel, generic op]")):
+        if key in values:
+            pairs = values[key]
+            if not (isinstance(pairs, list) and all(_is_pair(p) for p in pairs)):
+                raise DataError(f"{where}: {key} is a list of {pair} pairs of text")
+            values[key] = tuple(tuple(p) for p in pairs)
     return Backend(**values)
 
 
@@ -673,6 +790,21 @@ def record(name: str) -> Backend | None:
 def with_record(attribute: str) -> list[Backend]:
     """The known backends whose record sets ``attribute`` (a field or hook that is not empty)."""
     return [b for b in known_backends() if getattr(b, attribute)]
+
+
+def compile_recipes() -> dict[str, Backend]:
+    """Each torch.compile backend opcov traces op sets for (its ``--compile-backend`` name), with the first
+    known backend whose record holds its recipe."""
+    out: dict[str, Backend] = {}
+    for b in known_backends():
+        if b.compile and b.compile.traced:
+            out.setdefault(b.compile.backend, b)
+    return out
+
+
+def own_kernels() -> dict[str, tuple[str, str]]:
+    """Each ATen kernel made for one device type: (that device type, the generic op it stands for)."""
+    return {k: (b.device_type, op) for b in known_backends() for k, op in b.own_kernels}
 
 
 def for_device(device_type: str) -> Backend | None:

@@ -15,6 +15,8 @@ verdict walks the one the judged backend's dispatch key takes (``family``). Torc
 
 from __future__ import annotations
 
+from opcov import backends
+
 PREFIX = "device-branch:"
 FUSED, GENERIC = "fused", "generic"
 FUSED_KEYS = frozenset({"CUDA", "XPU", "PrivateUse1"})  # the dispatch keys whose devices take the fused cells
@@ -78,15 +80,11 @@ _ADAPTERS = {"_lstm_cell": _lstm_cell, "_gru_cell": _gru_cell}
 # device (torch.compile's AOT graph on CPU) holds them where another device's graph holds its own choice.
 # scaled_dot_product_attention picks its kernel per device at run time (_fused_sdp_choice: CPU's flash
 # kernel; CUDA's flash, efficient or cudnn kernel; the math path), so on another device such a call is
-# judged as the generic op it stands for, whose coverage record says how that device reaches it.
-DEVICE_KERNELS = {
-    "aten::_scaled_dot_product_flash_attention_for_cpu": ("cpu", "aten::scaled_dot_product_attention"),
-    "aten::_scaled_dot_product_flash_attention_for_cpu_backward": ("cpu", "aten::scaled_dot_product_attention"),
-    "aten::_scaled_dot_product_attention_math_for_mps": ("mps", "aten::scaled_dot_product_attention"),
-}
+# judged as the generic op it stands for, whose coverage record says how that device reaches it. Each
+# backend's record lists the kernels made for it (``own_kernels``).
 
 
 def foreign(op: str, device_type: str) -> str | None:
     """The generic op that ``op`` stands for where it is another device type's own kernel, else None."""
-    made_for = DEVICE_KERNELS.get(op)
+    made_for = backends.own_kernels().get(op)
     return made_for[1] if made_for and made_for[0] != device_type else None

@@ -320,7 +320,7 @@ def _nothing(pattern: str, names, index) -> str:
     target = pynames.expand(pattern) if index and "." in pattern else pattern
     return (
         f"no op or Python name matches {pattern!r}{suggest.did_you_mean(target, choices)}; "
-        "try a shorter name or a regular expression ('opcov ops softmax -b tpu')"
+        "try a shorter name or a regular expression ('opcov ops softmax -b BACKEND')"
     )
 
 

@@ -358,7 +358,7 @@ def run_expect(args) -> int:
     inputs = vendortests.inputs(args.vendor_tests)
     within = None if args.out else args.into
     output.check_output(out, kind=output.VENDOR, inputs=inputs, within=within)
-    found = vendortests.read(args.vendor_tests)  # first: it says which files a checkout lacks
+    found = vendortests.read(args.vendor_tests, args.backend)  # first: it says which files a checkout lacks
     source = vendortests.source_of(
         args.vendor_tests, args.repo, args.commit, args.vendor_source or (), args.vendor_note
     )

@@ -9,7 +9,7 @@ run in a Python with torch_xla; PJRT_DEVICE=CPU is its CPU client), its inputs o
 * ``pass`` / ``pass_low_precision``: the compiled values match eager's (``probe.compare.judge``);
 * ``mismatch``: they do not (shape, dtype or values);
 * on xla, ``fallback`` also where a node of the compiled graph ran through PyTorch/XLA's CPU fallback
-  (its counters, as the eager probe reads them: opcov.probe.xla), with the ops' names;
+  (its counters, as the eager probe reads them: opcov.probe.lazy), with the ops' names;
 * ``fallback``: Dynamo broke the graph (``fullgraph=True`` raises): the op runs eagerly there, with why;
 * ``error``: compiling or running the compiled code raised; ``timeout``: a sample took over ``timeout`` s;
 * ``not_comparable``: random or tie-breaking ops (their values differ legitimately), shape and dtype checked;
@@ -38,7 +38,7 @@ import time
 from opcov import backends, provenance, vocab
 from opcov.catalog import build_catalog
 from opcov.errors import UsageError, cause_line
-from opcov.probe import cases, compare, xla
+from opcov.probe import cases, compare, lazy
 from opcov.probe.record import Calls, recording
 from opcov.probe.results import NOTED, failed_text
 from opcov.sources import opinfo
@@ -304,7 +304,7 @@ def _compiled_together(torch, batch: list, timeout: float, backend: str = BACKEN
         case["status"] = verdict.get("status", "pass")
         if verdict.get("why"):
             case["why"] = str(verdict["why"])[:200]
-        if fallen and case["status"] in xla.RAN:
+        if fallen and case["status"] in lazy.RAN:
             case.update(status="fallback", why=f"ran through the CPU fallback: {', '.join(fallen)}"[:200])
 
 
@@ -314,8 +314,8 @@ class _FellBack(Exception):
 
 def _fallbacks(device_type: str):
     """A function giving the ops that ran through the device's CPU fallback since this call (read as the
-    eager probe reads them: opcov.probe.xla), or none off xla."""
-    return xla.fallback_reader() if device_type == xla.DEVICE_TYPE else lambda: []
+    eager probe reads them: opcov.probe.lazy), or none off a lazy backend."""
+    return lazy.fallback_reader(device_type)
 
 
 def _cloned(torch, tree, device=None):
@@ -496,8 +496,17 @@ def _functional(name: str) -> str:
     return f"{ns}::{base[:-1]}{dot}{overload}"
 
 
-def _xla_device() -> str:
-    return f"xla: PJRT_DEVICE={os.environ.get('PJRT_DEVICE', '?')} on {platform.machine()}"
+def _device_text(device_type: str) -> str:
+    """What the provenance says the probe ran on: the machine, and the settings the backend's record reads."""
+    if device_type == "cpu":
+        return f"cpu: {platform.machine()}"
+    rec = backends.for_device(device_type)
+    said = ""
+    if rec is not None and rec.read_settings is not None:
+        from opcov.torchenv import import_torch
+
+        said = ", ".join(f"{k}={v}" for k, v in rec.read_settings(import_torch()).items())
+    return f"{device_type}: on {platform.machine()}" + (f" ({said})" if said else "")
 
 
 def _badness(status: str) -> int:
@@ -565,10 +574,11 @@ def _document(
             "with its own eager value; a graph that fails is split in halves down to a sample compiled alone, so "
             "an error, graph break or timeout is its own sample's"
         )
-    if device_type == "xla":
+    rec = lazy.record_for(device_type)
+    if rec is not None and rec.lazy is not None:
         notes.append(
-            "a case whose compiled graph ran a node through PyTorch/XLA's CPU fallback (its counters) is 'fallback', "
-            "with the ops' names"
+            f"a case whose compiled graph ran a node through {rec.lazy.what}'s CPU fallback (its counters) is "
+            "'fallback', with the ops' names"
         )
     if stopped:
         notes.append(f"{stopped} OpInfo x dtype group(s) not run (time limit): continue with --resume")
@@ -582,7 +592,7 @@ def _document(
             "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S+00:00"),
             "command": command or f"opcov probe {backend} --path compile",
             "host": provenance.host(),
-            "device": f"cpu: {platform.machine()}" if device_type == "cpu" else _xla_device(),
+            "device": _device_text(device_type),
             "mode": f"compile ({compile_backend})",
             "notes": notes,
         },

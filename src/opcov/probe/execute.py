@@ -21,7 +21,7 @@ import time
 
 from opcov.catalog import overload_name
 from opcov.dtypes import call_dtype
-from opcov.probe import FAILURES, xla
+from opcov.probe import FAILURES, lazy
 from opcov.probe.caserecord import REFERENCE, CaseRecord
 from opcov.probe.compare import family_of, identical, judge
 from opcov.probe.record import Calls, Captured, Spot, _dtypes, capturing, recording, seeded_random, spotting
@@ -101,7 +101,7 @@ def aliasing(torch, inputs, outputs) -> list:
     """
 
     def sid(t):
-        if (key := xla.alias_key(t)) is not None:  # XLA tensors have no storage
+        if (key := lazy.alias_key(t)) is not None:  # XLA tensors have no storage
             return key
         try:
             return t.untyped_storage()._cdata
@@ -139,7 +139,7 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     import torch
 
     why = first_line(exc)
-    xla.forget()  # what fell back in the failed step is not the next step's
+    lazy.forget()  # what fell back in the failed step is not the next step's
     if isinstance(exc, torch.OutOfMemoryError):
         return "error", f"out of memory: {why}"
     text = str(exc)
@@ -184,7 +184,7 @@ class Executor:
             self._sync = torch.cpu.synchronize
         else:
             self._sync = getattr(getattr(torch, device_type, None), "synchronize", None)
-        self._sync = xla.sync_for(device_type, self._sync)  # xla: the lazy graph's sync
+        self._sync = lazy.sync_for(device_type, self._sync)  # xla: the lazy graph's sync
 
     def seed(self, seed: int) -> None:
         """Seed the RNGs a case can draw from: on cpu and meta the CPU generator alone (see
@@ -362,7 +362,7 @@ class Executor:
             if problem:
                 rec.fwd.update(status="mismatch", why=problem)
         _keep_outputs(rec.fwd, verdict, fn, dev_out)
-        xla.mark(rec.fwd)  # xla: a step that ran through the CPU fallback is 'fallback'
+        lazy.mark(rec.fwd)  # xla: a step that ran through the CPU fallback is 'fallback'
         self.localize_if_needed(rec.aten, rec.fwd, fn, sample, seed)
         if (
             sample.tier is None
@@ -411,7 +411,7 @@ class Executor:
                 verdict["why"] = f"out=: {verdict['why']}"
             verdict.pop("outputs", None)  # the out= tensor's index is no output of the op's own call
             part.update(verdict)
-        xla.mark(part)
+        lazy.mark(part)
         self.localize_if_needed(aten, part, fn, sample, seed, out_like=cpu_out)
         return part
 
@@ -607,7 +607,7 @@ class Executor:
         if left_out:
             bwd["outputs_without_grad"] = left_out  # output indices the device's autograd does not differentiate
         bwd.update(verdict)
-        xla.mark(bwd)
+        lazy.mark(bwd)
 
 
 def _grad_tensor(torch, t) -> bool:

@@ -15,7 +15,7 @@ import time
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
 from opcov.errors import OpcovError
-from opcov.probe import cases, disposition, plan, replay, results, schemacases, xla
+from opcov.probe import cases, disposition, lazy, plan, replay, results, schemacases
 from opcov.probe.compare import CPU_MARGIN, SCALED_FAMILIES, TOLERANCES, USABLE
 from opcov.probe.journal import Journal, journal_path
 from opcov.probe.ledger import Ledger, ledger_path, version_key
@@ -288,7 +288,7 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
         )
     if backend.probe_note:  # cpu's harness self-test, meta's shapes only: the record says
         notes.insert(0, backend.probe_note)
-    notes += xla.provenance_notes(backend.name)
+    notes += lazy.provenance_notes(backend)
     if settings.get("traces_on"):
         notes.append(
             f"replayed calls recorded on {backend.name} itself too: for "

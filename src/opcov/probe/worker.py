@@ -15,7 +15,7 @@ import os
 import sys
 import traceback
 
-from opcov.probe import xla
+from opcov.probe import lazy
 from opcov.probe.cases import host_free, load_group
 from opcov.probe.execute import Executor, first_line
 from opcov.probe.flight import Flight
@@ -72,7 +72,7 @@ class Worker:
         if self.flight is not None:
             self.flight.write({"generating": group["id"]}, float(self.config.get("group_timeout") or 120.0))
         try:
-            loaded = xla.cap(load_group(group), self.executor.device_type, group["source"])  # xla: <= 3 samples
+            loaded = lazy.cap(load_group(group), self.executor.device_type, group["source"])  # xla: <= 3 samples
         except Exception as exc:  # noqa: BLE001 - an OpInfo that cannot make samples
             self.send("group_error", group["id"], f"sample generation failed: {first_line(exc)}")
             return

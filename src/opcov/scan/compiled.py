@@ -136,12 +136,14 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
     torch_version = str(torch.__version__)
     eager_path, eager_doc = _eager(coverage_dir, backend, torch_version)
     compiler = BACKENDS[backend]
+    spec = _backends.get_backend(backend).compile
+    lowering = spec.lowering if spec else "eager"
     notes = [
         "compile path: what the backend's torch.compile compiler accepts for each op of the AOT graphs "
         "(opcov trace --path compile); a record is a claim, not proof",
         f"built on the eager registered data {os.path.basename(eager_path)}",
     ]
-    if compiler == "inductor":
+    if lowering == "inductor":
         lowered, fallbacks = inductor_tables(torch)
         probed = layout.pick(layout.snapshots(coverage_dir, backend)["probed"], torch_version)
         ran = _ran(data.load(probed)) if probed else frozenset()
@@ -158,18 +160,12 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
                 f"the eager data is torch {eager_doc['provenance'].get('torch')}'s, Inductor's tables torch "
                 f"{torch_version}'s"
             )
-    elif compiler == "openxla":
+    elif lowering == "cpu_partition":  # a node without a lowering runs on the CPU, as the eager fallback runs it
         ops = {n: {**r, **NOT_BACKWARD} for n, r in sorted(eager_doc["ops"].items())}
-        notes.append(
-            "openxla: the Dynamo bridge traces the graph on XLA tensors; ops with no XLA lowering are partitioned "
-            "out to run on CPU, as the eager CPU fallback runs them"
-        )
-    else:
+    else:  # each node through the backend's eager kernels
         ops = eager_kernel_records(eager_doc["ops"], _backends.get_backend(backend))
-        notes.append(
-            "TorchTPU compiles each node of the functional graph through its eager kernels: eager coverage, "
-            "with CPU-fallback ops as compile errors and its tests' compile-only deny list as expected failures"
-        )
+    if spec and spec.lowering_note:
+        notes.append(spec.lowering_note)
     prov = eager_doc["provenance"]
     backend_rec = dict(eager_doc["backend"])
     doc = {
@@ -185,7 +181,7 @@ def scan(backend: str, coverage_dir: str = layout.DEFAULT_COVERAGE, command: str
             "device": "none: read from the compiler's tables and the eager registered data",
             "mode": f"compile ({compiler})",
             "settings": dict(prov.get("settings") or {}),
-            "fallback": dict(prov.get("fallback") or {}) if compiler == "openxla" else {"present": False},
+            "fallback": dict(prov.get("fallback") or {}) if lowering == "cpu_partition" else {"present": False},
             "notes": notes,
         },
         "summary": _summary(ops),

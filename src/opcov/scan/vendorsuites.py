@@ -19,7 +19,6 @@ import os
 MODEL_FOLDER = "tests/compile"
 MODEL_PREFIX = "model_coverage_"  # tests/compile/model_coverage_hf_test.py, ..._timm_test.py
 DISTRIBUTED_FOLDER = "tests/distributed"
-DISTRIBUTED_OPS = "torch.ops.torch_tpu"  # the backend's own distributed ops (experimental_send, ...)
 # torch.distributed's collective and point-to-point calls, each with the c10d op it dispatches (None: a call
 # made of others, e.g. broadcast_object_list pickles and broadcasts); process-group set-up is not one
 COLLECTIVES = {
@@ -162,16 +161,17 @@ def _units(tree: ast.Module) -> list:
     return out
 
 
-def _call(node, aliases: set) -> tuple[str, str] | None:
+def _call(node, aliases: set, own_ops: str = "") -> tuple[str, str] | None:
     """(api, name) of a collective call: ``torch.distributed.all_reduce(...)`` -> ('torch.distributed',
-    'all_reduce'); a ``torch.ops.torch_tpu`` op -> ('torch.ops.torch_tpu', its name); else None."""
+    'all_reduce'); an op of the backend's own namespace ``own_ops`` (``torch.ops.torch_tpu``: its own
+    distributed ops, experimental_send...) -> (that namespace, its name); else None."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
         return None
     base = ast.unparse(node.func.value)
     if base in aliases and node.func.attr in COLLECTIVES:
         return "torch.distributed", node.func.attr
-    if base == DISTRIBUTED_OPS:
-        return DISTRIBUTED_OPS, node.func.attr
+    if own_ops and base == own_ops:
+        return own_ops, node.func.attr
     return None
 
 
@@ -188,7 +188,7 @@ def _given(node, name: str, tests: list, runs: list) -> set[str]:
     return _reduce_ops(op) if op is not None else set()
 
 
-def collectives(trees: dict) -> list[dict]:
+def collectives(trees: dict, own_ops: str = "") -> list[dict]:
     """One entry per collective call in the distributed tests: the call, its c10d op, file, line and
     function, the test methods that run it (a test method itself, or those naming its function), and
     the reduce ops it is given."""
@@ -200,11 +200,11 @@ def collectives(trees: dict) -> list[dict]:
             named = {t.name for t in tests if any(isinstance(n, ast.Name) and n.id == unit.name for n in ast.walk(t))}
             runs = [unit.name] if unit in tests else sorted(named)
             for node in ast.walk(unit):
-                got = _call(node, aliases)
+                got = _call(node, aliases, own_ops)
                 if got is None:
                     continue
                 api, name = got
-                c10d = COLLECTIVES.get(name) if api != DISTRIBUTED_OPS else None
+                c10d = COLLECTIVES.get(name) if api != own_ops else None
                 entry = {"collective": name, "api": api, "c10d": c10d, "file": rel, "line": node.lineno}
                 entry.update(function=unit.name, tests=runs)
                 given = _given(node, name, tests, runs)

@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 
+from opcov import backends
 from opcov.errors import UsageError
 from opcov.scan import vendorsuites
 
@@ -134,7 +135,7 @@ def _source(path: str) -> str:
                 )
             raw = f.read(MAX_SOURCE_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read ({exc.strerror}); is this a TorchTPU source checkout?") from None
+        raise UsageError(f"{path}: cannot read ({exc.strerror}); is this the backend's source checkout?") from None
     if len(raw) > MAX_SOURCE_BYTES:
         raise UsageError(f"{path}: over the {MAX_SOURCE_BYTES:,} bytes opcov reads in one test file; not read")
     try:
@@ -513,17 +514,18 @@ def _owner(tree: ast.Module, scope, var: str) -> bool:
     return True
 
 
-def read(checkout: str) -> dict:
-    """The expectations in a TorchTPU checkout: per OpInfo (name, with '.variant'), its test method and
-    line, excluded dtypes, whether its gradient and bounded dynamism are checked, whether it is skipped;
-    the deny lists; the models its model-coverage tests run and the collectives its distributed tests call
-    (opcov.scan.vendorsuites), where the checkout has those files; and what was not understood. A
-    UsageError (one line) when the files are not there or not parseable."""
+def read(checkout: str, backend: str = "") -> dict:
+    """The expectations in a source checkout of ``backend`` (a backend whose record names its ``vendor_tests``,
+    laid out as TorchTPU's are): per OpInfo (name, with '.variant'), its test method and line, excluded dtypes,
+    whether its gradient and bounded dynamism are checked, whether it is skipped; the deny lists; the models its
+    model-coverage tests run and the collectives its distributed tests call (opcov.scan.vendorsuites), where the
+    checkout has those files; and what was not understood. A UsageError (one line) when the files are not there
+    or not parseable."""
+    rec = backends.record(backend) if backend else None
+    whose = f"a {rec.vendor or rec.name} source checkout" if rec else "the backend's source checkout"
     for rel in TEST_FILES:
         if not os.path.isfile(os.path.join(checkout, rel)):
-            raise UsageError(
-                f"{checkout}: no {rel}; give a TorchTPU source checkout (its tests/ folder holds the op tests)"
-            )
+            raise UsageError(f"{checkout}: no {rel}; give {whose} (its tests/ folder holds the op tests)")
     ev = _Eval()
     suites = vendorsuites.files(checkout)
     rels = [r for r in files_read(checkout) if r not in suites and r != "tests/ops_test.py"] + ["tests/ops_test.py"]
@@ -540,7 +542,8 @@ def read(checkout: str) -> dict:
         {r: t for r, t in more.items() if r.startswith(vendorsuites.MODEL_FOLDER)}, not_understood
     )
     collectives = vendorsuites.collectives(
-        {r: t for r, t in more.items() if r.startswith(vendorsuites.DISTRIBUTED_FOLDER)}
+        {r: t for r, t in more.items() if r.startswith(vendorsuites.DISTRIBUTED_FOLDER)},
+        own_ops=f"torch.ops.{rec.module.split('.')[0]}" if rec and rec.module else "",
     )
     return {
         "opinfos": dict(sorted(opinfos.items())),

@@ -18,8 +18,8 @@ computation of a kernel the test backend plants as working (``harness``: CPU lac
 say int ``histc``, so the backend could not be what it claims; the run tested nothing).  Each real run is a child
 process, since PrivateUse1 can be claimed once per process.
 
-The TorchTPU-shaped backends plant kernels for exactly the overloads TorchTPU registers
-(``coverage/tpu/``), the CompositeImplicitAutograd ones it overrides (``linear``,
+The vendor-shaped backends plant kernels for exactly the overloads a real PrivateUse1 backend registers
+(the first whose registered data is bundled: TorchTPU's, ``coverage/tpu/``), the CompositeImplicitAutograd ones it overrides (``linear``,
 ``silu_backward``, ``cross_entropy_loss``...) included, with autograd kernels where TorchTPU has
 them and its CPU fallback off, less what the test backend cannot compute (ops CPU lacks, views:
 see ``_kernels_for``). They test that a verdict judges what the backend's dispatcher really runs:
@@ -69,20 +69,23 @@ def _unplantable() -> set:
     }
 
 
-def _tpu_registered() -> dict:
-    """The bundled TorchTPU registered data's ops (the newest snapshot)."""
+def _shape_source() -> tuple[str, dict]:
+    """(name, ops) of the backend the vendor-shaped test backends copy: the first PrivateUse1 backend opcov
+    knows whose registered data is bundled (its newest snapshot)."""
+    from opcov import backends
     from opcov.store import data
 
-    files = layout.snapshots(BUNDLED, "tpu")["registered"]
-    if not files:
-        raise UsageError(f"no TorchTPU registered data under {BUNDLED}/tpu/ to shape a backend after")
-    return data.load(files[-1])["ops"]
+    for b in backends.known_backends():
+        files = layout.snapshots(BUNDLED, b.name)["registered"] if b.dispatch_key == "PrivateUse1" else []
+        if files:
+            return b.name, data.load(files[-1])["ops"]
+    raise UsageError(f"no PrivateUse1 backend's registered data under {BUNDLED}/ to shape a backend after")
 
 
-def _tpu_shaped(raising=(), missing=()) -> dict:
-    """A backend shaped like TorchTPU: its own kernels, its autograd kernels, its CPU fallback off;
-    ``raising`` kernels raise, ``missing`` ones are not registered."""
-    reg = _tpu_registered()
+def _vendor_shaped(raising=(), missing=()) -> dict:
+    """A backend shaped like a real PrivateUse1 backend (the bundled one: TorchTPU): its own kernels, its autograd
+    kernels, its CPU fallback off; ``raising`` kernels raise, ``missing`` ones are not registered."""
+    _, reg = _shape_source()
     kernels = _kernels_for(op for op, r in reg.items() if r.get("fwd") == "kernel" and op not in missing)
     kernels.update({op: "raise" for op in raising})
     autograd = sorted(
@@ -111,12 +114,13 @@ SPECS = {
     },
     # a kernel registered but wrong (the model runs and gives wrong numbers)
     "wrong-addmm": lambda ops: {"name": BACKEND, "fallback": "cpu", "kernels": {"aten::addmm": "large_error"}},
-    # TorchTPU's shape (see the module docstring): runs its own linear, silu_backward, ... never their decompositions
-    "tpu-shaped": lambda ops: _tpu_shaped(),
+    # a real PrivateUse1 backend's shape (see the module docstring): runs its own linear, silu_backward, ... never
+    # their decompositions
+    "vendor-shaped": lambda ops: _vendor_shaped(),
     # the same with its overriding linear raising: only judging linear itself can see it
-    "tpu-raising-linear": lambda ops: _tpu_shaped(raising=("aten::linear",)),
+    "vendor-raising-linear": lambda ops: _vendor_shaped(raising=("aten::linear",)),
     # the same without aten::all, which only transformers' host-side "is the mask all ones?" check calls
-    "tpu-no-mask-check": lambda ops: _tpu_shaped(missing=("aten::all", "aten::all.all_out")),
+    "vendor-no-mask-check": lambda ops: _vendor_shaped(missing=("aten::all", "aten::all.all_out")),
 }
 
 

@@ -11,14 +11,14 @@ backend lower each node. So this records, for one inference call or one training
 * Dynamo's graphs and each graph break with its reason, the user file:line and the construct
   (Dynamo's own ``graph_breaks`` log, the one ``TORCH_LOGS=graph_breaks`` prints);
 * the ATen ops of the AOT forward and backward graphs after the named backend's decomposition
-  table and partitioner (``RECIPES``), per dtype key with shapes, as a call tree: one ``call`` node
+  table and partitioner (its record's recipe), per dtype key with shapes, as a call tree: one ``call`` node
   per Dynamo graph, its ops as ``kernel`` nodes below it.
 
 No device and no weights: parameters and inputs are fake tensors (``FakeTensorMode``), Dynamo and
 AOTAutograd trace them as they trace real ones, and the compiled graphs are run node by node
 on the fake tensors (nothing is lowered). The tables are read from where each backend keeps them:
-TorchTPU's from its wheel (``torch_tpu._internal.compile._backend``, read in a child process:
-see ``tpu_table``), Inductor's from ``torch._inductor.decomposition``; openxla (core torch's
+a backend package's own from its wheel (TorchTPU's ``torch_tpu._internal.compile._backend``, read in a child
+process: see ``package_table``), Inductor's from ``torch._inductor.decomposition``; openxla (core torch's
 ``torch._dynamo.backends.torchxla``) and aot_eager decompose nothing beyond AOTAutograd's own. What
 a recipe leaves out of the real backend (TorchTPU's and Inductor's own FX passes before and after
 AOT, Inductor's pattern rewrites) is said in the op set's notes. Dynamo runs once for all the
@@ -39,8 +39,8 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 
+from opcov import backends, provenance
 from opcov import dtypes as _dtypes
-from opcov import provenance
 from opcov.errors import OpcovError, UsageError
 from opcov.sources.step import default_loss
 from opcov.store import opset
@@ -50,8 +50,19 @@ from opcov.tracing import calltree
 from opcov.tracing.trace import Options, _move_inputs, _shape, _unique_params
 from opcov.version import __version__
 
-RECIPES = ("tpu", "inductor", "openxla", "aot_eager")
+# A compile backend that is no device's own: AOTAutograd alone, what torch.compile's debugging backend runs.
+GENERIC = {
+    "aot_eager": backends.Compile(
+        "aot_eager",
+        source="torch._dynamo.backends.debugging: aot_autograd with no decomposition table, default partitioner",
+    )
+}
 GRAPH_BREAKS_LOGGER = "torch._dynamo.symbolic_convert.__graph_breaks"  # TORCH_LOGS=graph_breaks
+
+
+def recipe_names() -> tuple[str, ...]:
+    """Every ``--compile-backend`` opcov traces for: each backend record's compile backend, then the generic ones."""
+    return (*backends.compile_recipes(), *GENERIC)
 
 
 @dataclass
@@ -66,106 +77,96 @@ class Recipe:
     version: str  # the package version the table comes from
     notes: tuple = ()
     # The device's scaled_dot_product_attention takes the math path (its _fused_sdp_choice is not CPU's:
-    # tpu's and xla's run the CompositeImplicit math decomposition), so AOTAutograd traces it so on cpu tensors.
+    # the record says so), so AOTAutograd traces it so on cpu tensors.
     math_sdpa: bool = False
+    # Its compile backend refuses dynamic=True and takes bounded dynamism only: the backend that says so
+    bounded_dynamism_of: str = ""
 
 
 def recipe(torch, name: str) -> Recipe:
-    """The recipe of compile backend ``name``; a one-line UsageError when unknown or not installed."""
+    """The recipe of compile backend ``name``, as the backend record holding it says (opcov.backends.Compile);
+    a one-line UsageError when unknown or not installed."""
     from torch._functorch.partitioners import default_partition, min_cut_rematerialization_partition
 
-    if name == "tpu":
-        from torch._decomp import get_decompositions
-
-        ops, version = tpu_table()
-        return Recipe(
-            "tpu",
-            dict(get_decompositions([_overload(torch, op) for op in ops])),
-            min_cut_rematerialization_partition,
-            False,
-            "torch_tpu._internal.compile._backend: aot_autograd(decompositions=_TPU_DECOMPOSITIONS "
-            f"({', '.join(ops)}), partition_fn=min_cut_rematerialization_partition, "
-            "keep_inference_input_mutations=False)",
-            f"torch_tpu {version}",
-            (
-                "TorchTPU's own FX passes before AOTAutograd (fold_gqa, detect_causal_mask, ...) are not "
-                "applied: the graphs are what AOTAutograd makes of Dynamo's graph with its table",
-                "scaled_dot_product_attention traced on its math path, which TorchTPU takes (no fused kernel of its own)",
-            ),
-            math_sdpa=True,
-        )
-    if name == "inductor":
+    holder = backends.compile_recipes().get(name)
+    spec = holder.compile if holder is not None else GENERIC.get(name)
+    if spec is None:
+        raise UsageError(f"--compile-backend {name!r}: expected one of {', '.join(recipe_names())}")
+    version, source = f"torch {torch.__version__}", spec.source
+    if spec.table == "inductor":
         from torch._inductor.decomposition import select_decomp_table
 
-        return Recipe(
-            "inductor",
-            dict(select_decomp_table()),
-            min_cut_rematerialization_partition,
-            True,
-            "torch._inductor.decomposition.select_decomp_table(), min_cut_rematerialization_partition",
-            f"torch {torch.__version__}",
-            (
-                "Inductor's own graph passes (pattern rewrites such as fused attention, joint-graph "
-                "passes) are not applied: the graphs are AOTAutograd's with Inductor's decomposition table",
-            ),
-        )
-    if name in ("openxla", "aot_eager"):
-        where = "torch._dynamo.backends.torchxla.openxla" if name == "openxla" else "torch._dynamo.backends.debugging"
-        return Recipe(
-            name,
-            {},
-            default_partition,
-            True,
-            f"{where}: aot_autograd with no decomposition table, default partitioner",
-            f"torch {torch.__version__}",
-            ("scaled_dot_product_attention traced on its math path, which xla takes",) if name == "openxla" else (),
-            math_sdpa=name == "openxla",
-        )
-    raise UsageError(f"--compile-backend {name!r}: expected one of {', '.join(RECIPES)}")
+        table = dict(select_decomp_table())
+    elif spec.table:
+        from torch._decomp import get_decompositions
+
+        ops, pkg_version = package_table(holder)  # type: ignore[arg-type]  # a package's table: a record's
+        table = dict(get_decompositions([_overload(torch, op) for op in ops]))
+        version = f"{holder.package} {pkg_version}"  # type: ignore[union-attr]
+        source = source.replace("{ops}", ", ".join(ops))
+    else:
+        table = {}
+    return Recipe(
+        name,
+        table,
+        min_cut_rematerialization_partition if spec.partitioner == "min_cut" else default_partition,
+        spec.keep_input_mutations,
+        source,
+        version,
+        spec.recipe_notes,
+        math_sdpa=spec.math_sdpa,
+        bounded_dynamism_of=holder.vendor or holder.name if holder is not None and spec.bounded_dynamism else "",
+    )
 
 
-_TPU_SCRIPT = """
-import json, torch, torch_tpu
-from torch_tpu._internal.compile import _backend
-table = getattr(_backend, "_TPU_DECOMPOSITIONS", None)
-ops = sorted(op.name() for op in table) if isinstance(table, dict) else None
+_TABLE_SCRIPT = """
+import importlib, json, sys, torch
 from importlib.metadata import version
-print("OPCOV-TPU-TABLE " + json.dumps({"ops": ops, "version": version("torch_tpu")}))
+module, _, name = sys.argv[1].partition(":")
+importlib.import_module(sys.argv[2])
+table = getattr(importlib.import_module(module), name, None)
+ops = sorted(op.name() for op in table) if isinstance(table, dict) else None
+print("OPCOV-TABLE " + json.dumps({"ops": ops, "version": version(sys.argv[3])}))
 """
 
 
-@functools.lru_cache(maxsize=1)
-def tpu_table() -> tuple[tuple, str]:
-    """The ops TorchTPU's compile backend decomposes (``_TPU_DECOMPOSITIONS``) and torch_tpu's version,
-    read from the installed wheel in a child process: importing torch_tpu does not start the TPU, but
-    a Dynamo run in a process that has it imported does (and that aborts the process), so the tracer
-    never imports it. A UsageError when torch_tpu is not installed or keeps no such table."""
+@functools.lru_cache(maxsize=4)
+def package_table(holder: backends.Backend) -> tuple[tuple, str]:
+    """The ops the decomposition table a backend's package keeps (its record's ``compile.table``,
+    MODULE:NAME) decomposes, and the package's version, read from the installed wheel in a child process:
+    importing a backend such as torch_tpu does not start its device, but a Dynamo run in a process that has
+    it imported does (and that aborts the process), so the tracer never imports it. A UsageError when the
+    package is not installed or keeps no such table."""
     import importlib.util
     import json
     import subprocess
     import sys
 
-    if importlib.util.find_spec("torch_tpu") is None:
+    spec = holder.compile
+    if spec is None or not holder.module:
+        raise UsageError(f"backend {holder.name!r}: a compile table is read from the module its record names")
+    flag = f"--compile-backend {spec.backend}"
+    if importlib.util.find_spec(holder.module.split(".")[0]) is None:
+        others = [n for n in recipe_names() if n != spec.backend]
         raise UsageError(
-            "--compile-backend tpu: torch_tpu is not installed here; install torch-tpu, "
-            f"or pick one of {', '.join(r for r in RECIPES if r != 'tpu')}"
+            f"{flag}: {holder.module} is not installed here; install {holder.package or holder.module}, "
+            f"or pick one of {', '.join(others)}"
         )
     env = {**os.environ, "TORCH_DEVICE_BACKEND_AUTOLOAD": "0"}
+    argv = [sys.executable, "-c", _TABLE_SCRIPT, spec.table, holder.module, holder.package or holder.module]
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", _TPU_SCRIPT], capture_output=True, text=True, timeout=300, env=env, check=False
-        )
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env, check=False)
     except subprocess.TimeoutExpired:
-        raise UsageError("--compile-backend tpu: reading torch_tpu's decomposition table took over 300 s") from None
-    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("OPCOV-TPU-TABLE ")), None)
+        raise UsageError(f"{flag}: reading {holder.module}'s decomposition table took over 300 s") from None
+    line = next((ln for ln in done.stdout.splitlines() if ln.startswith("OPCOV-TABLE ")), None)
     if line is None:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-        raise UsageError(f"--compile-backend tpu: cannot read torch_tpu's decomposition table ({tail})")
+        raise UsageError(f"{flag}: cannot read {holder.module}'s decomposition table ({tail})")
     found = json.loads(line.split(" ", 1)[1])
     if found["ops"] is None:
         raise UsageError(
-            f"--compile-backend tpu: torch_tpu {found['version']} keeps no _TPU_DECOMPOSITIONS table where "
-            "opcov reads it (torch_tpu._internal.compile._backend)"
+            f"{flag}: {holder.package} {found['version']} keeps no decomposition table where opcov reads it "
+            f"({spec.table})"
         )
     return tuple(found["ops"]), found["version"]
 
@@ -611,7 +612,7 @@ def serve_notes(cap: Capture, rec: Recipe) -> list[str]:
             f"serve: even with a static cache a decode step recompiled ({len(grown['static'])} after the first): "
             "the model's code reads a length as a Python number, so each step is a new graph"
         )
-    if rec.name == "tpu" and grown["dynamic"]:
+    if rec.bounded_dynamism_of and grown["dynamic"]:
         if "dynamic-bounded" in cap.refused:
             bounded = (
                 "marking its length dynamic with bounds was refused (the model's code specializes that length: "
@@ -625,7 +626,7 @@ def serve_notes(cap: Capture, rec: Recipe) -> list[str]:
         else:
             bounded = f"with its length marked dynamic with bounds, still {len(grown['dynamic-bounded'])}"
         notes.append(
-            "tpu: TorchTPU's compile backend refuses dynamic=True (NotImplementedError) and takes bounded "
+            f"{rec.name}: {rec.bounded_dynamism_of}'s compile backend refuses dynamic=True (NotImplementedError) and takes bounded "
             "dynamism only (torch._dynamo.mark_dynamic with min and max): a dynamic cache recompiled at every "
             f"decode step here ({len(grown['dynamic'])} after the first), as its length grows; {bounded}; a "
             f"static cache recompiled {len(grown['static'])} time(s) after the first decode step"
@@ -801,9 +802,10 @@ def trace_compiled(
 def parse_backends(text) -> tuple[str, ...]:
     """``--compile-backend`` values (repeatable, comma lists) as recipe names; UsageError on an unknown one."""
     names = [n.strip() for part in (text or ["inductor"]) for n in part.split(",") if n.strip()]
+    known = recipe_names()
     for n in names:
-        if n not in RECIPES:
-            raise UsageError(f"--compile-backend {n!r}: expected one of {', '.join(RECIPES)} (comma-separated)")
+        if n not in known:
+            raise UsageError(f"--compile-backend {n!r}: expected one of {', '.join(known)} (comma-separated)")
     return tuple(dict.fromkeys(names)) or ("inductor",)
 
 

@@ -876,7 +876,7 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
     if opts.autocast and opts.accelerator and stand_in:
         notes.append(
             "autocast: CUDA's autocast policy applied on the stand-in device (core torch has no "
-            "AutocastPrivateUse1 policy; a backend brings its own, torch_tpu does, and it may differ)"
+            "AutocastPrivateUse1 policy; a backend may bring its own, and it may differ)"
         )
     elif opts.autocast and opts.accelerator:
         notes.append(f"autocast: the CPU's autocast policy (traced on cpu); the {opts.device} policy may differ")

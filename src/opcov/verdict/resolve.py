@@ -34,7 +34,7 @@ import functools
 import os
 from dataclasses import dataclass, field
 
-from opcov import branches
+from opcov import backends, branches
 from opcov.backends import RECORDS_ENV, get_backend
 from opcov.backends import record as get_record
 from opcov.errors import UsageError
@@ -60,7 +60,8 @@ def needed_ops(doc: dict) -> list[str]:
     """The ops to read from coverage data to resolve and judge ``doc``: its calls, its tree's composite
     ops (does the backend have its own kernel?) and schema 1 parents."""
     names = set(doc["ops"])
-    names |= {branches.DEVICE_KERNELS[op][1] for op in names if op in branches.DEVICE_KERNELS}
+    own = backends.own_kernels()
+    names |= {own[op][1] for op in names if op in own}
     names |= {node.op for node in opset.nodes(doc) if node.kind == COMPOSITE}
     names |= {p for p in doc.get("parents") or {} if "::" in p}
     return sorted(names)
@@ -139,7 +140,7 @@ def resolve(doc: dict, cov) -> Resolved:
     calls, own, shared, stood = walk
     notes = [_note(cov, *key, *rec) for key, rec in sorted(own.items())]
     notes += [
-        f"{op} is {branches.DEVICE_KERNELS[op][0]}'s own kernel (the op set was traced there); on {cov.backend} "
+        f"{op} is {backends.own_kernels()[op][0]}'s own kernel (the op set was traced there); on {cov.backend} "
         f"the call is its own choice of {generic}, judged as that"
         for op, generic in sorted(stood.items())
     ]
@@ -203,7 +204,7 @@ class _Walk:
     def visit(self, node) -> None:
         if node.kind == KERNEL:
             generic = branches.foreign(node.op, self.device)
-            if generic:  # another device's own kernel (opcov.branches.DEVICE_KERNELS)
+            if generic:  # another device's own kernel (its record's own_kernels)
                 self.stood[node.op] = generic
                 node = node._replace(op=generic)
             self.calls.append(node)  # a Node has a Call's fields (a Call each was a tenth of judging)

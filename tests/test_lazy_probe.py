@@ -1,12 +1,14 @@
-"""PyTorch/XLA's probe rules (opcov.probe.xla) without torch_xla: the sample cap, the fallback status
-and where it is filed, aliasing off xla, and how check judges a probed fallback cell. The real runs
-are scripts/envs/xla-data.sh's (they need the multi-GB .envs/xla)."""
+"""A lazy backend's probe rules (opcov.probe.lazy; PyTorch/XLA's record) without torch_xla: the sample cap,
+the fallback status and where it is filed, the hooks off a lazy device, a new backend made lazy by its record
+alone, and how check judges a probed fallback cell. The real runs are scripts/envs/xla-data.sh's (they need the
+multi-GB .envs/xla)."""
 
 from __future__ import annotations
 
 import pytest
 
-from opcov.probe import xla
+from opcov import backends
+from opcov.probe import lazy
 from opcov.probe.caserecord import CaseRecord
 from opcov.probe.results import build_ops
 from opcov.probe.sample import Loaded, Sample
@@ -17,10 +19,10 @@ def active(monkeypatch):
     """xla's state as a worker on xla has it, with ``fell`` ops read at the last sync."""
 
     def set_fell(fell):
-        monkeypatch.setitem(xla._state, "active", True)
-        monkeypatch.setitem(xla._state, "fell", list(fell))
+        monkeypatch.setitem(lazy._state, "active", backends.get_backend("xla").lazy)
+        monkeypatch.setitem(lazy._state, "fell", list(fell))
 
-    monkeypatch.setattr(xla, "forget", lambda: xla._state.update(fell=[]))  # no torch_xla to clear
+    monkeypatch.setattr(lazy, "forget", lambda: lazy._state.update(fell=[]))  # no torch_xla to clear
     return set_fell
 
 
@@ -34,40 +36,77 @@ def _loaded(n, tiers=()):
 
 
 def test_cap_keeps_three_plain_samples_and_every_tier_on_xla_only(monkeypatch):
-    monkeypatch.delenv(xla.MAX_SAMPLES_ENV, raising=False)
-    capped = xla.cap(_loaded(7, ("special",)), "xla", "mul")
+    monkeypatch.delenv("OPCOV_XLA_MAX_SAMPLES", raising=False)
+    capped = lazy.cap(_loaded(7, ("special",)), "xla", "mul")
     assert [s.input for s in capped.samples] == [0, 1, 2, 99]
-    assert len(xla.cap(_loaded(7), "cpu", "mul").samples) == 7
-    assert len(xla.cap(_loaded(7), "xla", "trace.llama").samples) == 7  # each call is another op
-    monkeypatch.setenv(xla.MAX_SAMPLES_ENV, "5")
-    assert len(xla.cap(_loaded(7), "xla", "mul").samples) == 5
-    monkeypatch.setenv(xla.MAX_SAMPLES_ENV, "zero")
+    assert len(lazy.cap(_loaded(7), "cpu", "mul").samples) == 7
+    assert len(lazy.cap(_loaded(7), "xla", "trace.llama").samples) == 7  # each call is another op
+    monkeypatch.setenv("OPCOV_XLA_MAX_SAMPLES", "5")
+    assert len(lazy.cap(_loaded(7), "xla", "mul").samples) == 5
+    monkeypatch.setenv("OPCOV_XLA_MAX_SAMPLES", "zero")
     with pytest.raises(ValueError, match="OPCOV_XLA_MAX_SAMPLES"):
-        xla.max_samples()
+        lazy.max_samples(backends.get_backend("xla"))
 
 
 def test_a_pass_with_a_fallback_becomes_fallback_and_a_failure_stays(active):
     active(["aten::nonzero"])
     part = {"status": "pass", "ops": []}
-    xla.mark(part)
+    lazy.mark(part)
     assert part["status"] == "fallback" and part["fallback"] == ["aten::nonzero"]
     assert "aten::nonzero" in part["why"] and "values pass" in part["why"]
     active(["aten::median"])
     bad = {"status": "mismatch", "why": "values differ"}
-    xla.mark(bad)
+    lazy.mark(bad)
     assert bad["status"] == "mismatch" and bad["fallback"] == ["aten::median"]
     active([])
     ok = {"status": "pass"}
-    xla.mark(ok)
+    lazy.mark(ok)
     assert ok == {"status": "pass"}
 
 
 def test_off_xla_the_hooks_do_nothing(monkeypatch):
-    monkeypatch.setitem(xla._state, "active", False)
+    monkeypatch.setitem(lazy._state, "active", None)
     part = {"status": "pass"}
-    xla.mark(part)
+    lazy.mark(part)
     assert part == {"status": "pass"}
-    assert xla.sync_for("cpu", "default") == "default"
+    assert lazy.sync_for("cpu", "default") == "default"
+    assert lazy.fallback_reader("cpu")() == []
+
+
+def test_a_backend_is_lazy_by_its_record_alone(monkeypatch):
+    """A backend opcov does not ship, whose record has a ``lazy`` section, gets the sync, the fallback counts,
+    the sample cap and the notes, with nothing else named anywhere."""
+    counts = {"fell": ["aten::_helper", "aten::host_read"], "cleared": 0, "synced": 0}
+
+    def clear():
+        counts["cleared"] += 1
+
+    rec = backends.Backend(
+        "lazydev",
+        "lazydev",
+        "PrivateUse1",
+        module="lazydev_module",
+        sync=lambda torch: counts.update(synced=counts["synced"] + 1),
+        lazy=backends.Lazy(
+            "LazyDev", samples=2, host_reads=("aten::host_read",), clear=clear, fell_back=lambda: counts["fell"]
+        ),
+    )
+    monkeypatch.setattr(backends, "_REGISTERED", [rec])
+    monkeypatch.setitem(lazy._state, "active", None)
+    sync = lazy.sync_for("lazydev", "default")
+    assert sync != "default" and lazy.record_for("lazydev") is not None
+    sync()
+    assert counts["synced"] == 1 and lazy._state["fell"] == ["aten::_helper"]  # the host read left out
+    part = {"status": "pass"}
+    lazy.mark(part)
+    assert part["status"] == "fallback" and "LazyDev's CPU fallback (aten::_helper)" in part["why"]
+    monkeypatch.delenv("OPCOV_LAZYDEV_MAX_SAMPLES", raising=False)
+    assert len(lazy.cap(_loaded(7), "lazydev", "mul").samples) == 2
+    notes = " ".join(lazy.provenance_notes(rec))
+    assert "LazyDev: at most 2 samples" in notes and "OPCOV_LAZYDEV_MAX_SAMPLES" in notes
+    assert "no storage" not in notes  # its record keeps storage
+    assert lazy.alias_key(object()) is None
+    monkeypatch.setitem(lazy._state, "active", None)
 
 
 def test_a_fallback_is_filed_under_the_op_it_is_about_and_the_fallen_back_op_only():
