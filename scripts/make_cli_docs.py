@@ -88,8 +88,9 @@ _ENDS = {"|", ">", ">>", "2>&1", "<"}
 
 def _code_regions(text: str):
     """(line number, code, fenced) for each line of a fenced block (continued lines joined) and each
-    inline code span elsewhere (a span may cross a line break)."""
-    fenced = False
+    inline code span elsewhere (a span may cross a line break). In a ``console`` block only the command
+    lines (after a ``$`` prompt) are code: the rest is what they printed."""
+    fenced = console = False
     pending, start = "", 0
     prose: list[str] = []
     prose_start = 1
@@ -98,9 +99,12 @@ def _code_regions(text: str):
             if not fenced:
                 yield from _spans("\n".join(prose), prose_start)
             fenced, prose, prose_start = not fenced, [], n + 1
+            console = fenced and line.strip().endswith("console")
             continue
         if not fenced:
             prose.append(line)
+            continue
+        if console and not pending and not line.startswith("$ "):
             continue
         if not pending:
             start = n

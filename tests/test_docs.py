@@ -115,3 +115,32 @@ def test_the_documentation_builds_without_a_warning(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert (tmp_path / "html" / "cli.html").is_file()
     assert 'href="../index.html"' in (tmp_path / "html" / "index.html").read_text(encoding="utf-8")
+
+
+def test_the_samples_in_readme_and_the_docs_are_what_the_commands_print_now():
+    """Every sample block (``<!-- begin sample: ARGS | N -->``) in README.md and docs/*.md is the real output of
+    ``opcov ARGS`` on the bundled data (scripts/make_doc_samples.py writes them); README and the getting-started
+    page hold at least one each."""
+    spec = importlib.util.spec_from_file_location("samples", os.path.join(ROOT, "scripts", "make_doc_samples.py"))
+    samples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(samples)
+    for page in ("README.md", os.path.join("docs", "getting-started.md")):
+        with open(os.path.join(ROOT, page), encoding="utf-8") as f:
+            assert samples.BLOCK.search(f.read()), f"{page} shows no sample block"
+    stale = []
+    for page in samples.PAGES:
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        if samples.refreshed(text) != text:
+            stale.append(os.path.relpath(page, ROOT))
+    assert not stale, f"stale samples in {stale}: run python scripts/make_doc_samples.py and commit"
+
+
+def test_check_md_lists_every_verdict_and_evidence_word():
+    """docs/check.md's tables name every verdict word and every level a verdict may rest on."""
+    from opcov import vocab
+
+    with open(os.path.join(ROOT, "docs", "check.md"), encoding="utf-8") as f:
+        rows = {line.split("|")[1].strip().strip("`") for line in f if line.startswith("| `")}
+    missing = sorted(set(vocab.VERDICTS) - rows) + sorted(set(vocab.VERDICT_LEVELS) - rows)
+    assert not missing, f"docs/check.md's tables lack {missing}"
