@@ -2,10 +2,10 @@
 op set under coverage/models/ contributes to ``opcov gaps BACKEND`` for every backend with data, and to
 ``opcov compare A B`` for every pair of them, so that a first run of either judges nothing.
 
-Each answer holds the SHA-256 of every data file and of every opcov module loaded while it was judged, and
-is read only where those are the same bytes, so run this after changing the data or opcov's judging code
-and commit coverage/answers/ with the change (from a clean checkout: the hashes are of the files as they
-are). ``--check`` judges nothing: it lists the answers that are stale or missing and exits 1 if any are.
+Each answer holds the names of the data files, the SHA-256 of each one its judging opened and of each opcov
+module it loaded, and is read only where those are the same, so run this after changing the data or opcov's
+judging code and commit coverage/answers/ with the change (from a clean checkout: the hashes are of the
+files as they are; ``--check`` says which are stale). ``--check`` judges nothing: it lists the answers that are stale or missing and exits 1 if any are.
 
 Usage: python scripts/make_answers.py [--coverage DIR] [--check] [--only QUESTION ...]
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -33,30 +34,41 @@ def questions(coverage_dir: str) -> list[tuple[str, tuple]]:
 
 
 def make(coverage_dir: str, only=None) -> int:
-    files = layout.model_files(coverage_dir)
-    made: dict[str, dict] = {}
-    for name, backends in questions(coverage_dir):
-        if only and name not in only:
-            continue
-        if len(backends) == 1:
-            done, module = gaps.judged(backends[0], coverage_dir, files), gaps
-        else:
-            done, module = compare.judged(*backends, coverage_dir, files), compare
-        opsets = kept.to_commit(done, coverage_dir, module.relocate, module.sources)
-        if opsets is None:
-            print(f"{name}: rests on data outside {coverage_dir}; not kept")
-            continue
-        made[name] = opsets
-        print(f"{name}: {len(opsets)} op sets")
-    modules = answers.loaded_modules()  # every opcov module the judging above loaded
+    """Each answer made in a process of its own (``one``), so that every file its judging opens is seen
+    (an earlier question's in-process memos would hide the reads); obsolete answers removed."""
+    names = [name for name, _ in questions(coverage_dir) if not only or name in only]
+    for name in names:
+        proc = subprocess.run([sys.executable, __file__, "--coverage", coverage_dir, "--one", name])
+        if proc.returncode:
+            return proc.returncode
     folder = os.path.join(coverage_dir, answers.FOLDER)
-    for old in sorted(os.listdir(folder)) if os.path.isdir(folder) and not only else []:
-        if old.endswith(".json.gz") and old[: -len(".json.gz")] not in made:
+    wanted = {name for name, _ in questions(coverage_dir)}
+    for old in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if old.endswith(".json.gz") and old[: -len(".json.gz")] not in wanted:
             os.remove(os.path.join(folder, old))
             print(f"removed {old}: no longer made")
-    for name, opsets in made.items():
-        output.write_atomic(answers.path_for(coverage_dir, name), answers.dumps(coverage_dir, name, opsets, modules))
-    print(f"wrote {len(made)} answers to {folder}/ (resting on {len(modules)} opcov modules)")
+    return 0
+
+
+def one(coverage_dir: str, name: str) -> int:
+    """Judge every op set for the question ``name`` in this process and write its answers, resting on the
+    files the judging opened (every op set among them) and the opcov modules it loaded."""
+    backends = dict(questions(coverage_dir))[name]
+    files = layout.model_files(coverage_dir)
+    with answers.opened(coverage_dir) as seen:
+        if len(backends) == 1:
+            done, module = gaps.judged(backends[0], coverage_dir, files), gaps
+        else:  # never forked: a child's reads would go unseen
+            done, module = compare.judged(*backends, coverage_dir, files, fork=False), compare
+    opsets = kept.to_commit(done, coverage_dir, module.relocate, module.sources)
+    if opsets is None:
+        print(f"{name}: rests on data outside {coverage_dir}; not kept")
+        return 0
+    inputs = sorted(seen | {os.path.relpath(p, coverage_dir) for p in files})
+    modules = answers.loaded_modules()
+    blob = answers.dumps(coverage_dir, name, opsets, inputs, modules)
+    output.write_atomic(answers.path_for(coverage_dir, name), blob)
+    print(f"{name}: {len(opsets)} op sets, resting on {len(inputs)} data files and {len(modules)} opcov modules")
     return 0
 
 
@@ -74,7 +86,10 @@ def main() -> int:
     ap.add_argument(
         "--only", action="append", metavar="QUESTION", help="make only this answer (gaps-tpu, compare-cuda-tpu)"
     )
+    ap.add_argument("--one", metavar="QUESTION", help=argparse.SUPPRESS)  # make() runs each answer so
     args = ap.parse_args()
+    if args.one:
+        return one(args.coverage, args.one)
     return check(args.coverage) if args.check else make(args.coverage, args.only)
 
 

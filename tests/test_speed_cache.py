@@ -14,11 +14,11 @@ import sys
 
 import pytest
 from conftest import ROOT, run_opcov
-from test_check import fwd, model
+from test_check import TORCH, fwd, model, probed
 from test_compare import two as _two  # noqa: F401 - a fixture, here named '_two'
 
 from opcov.errors import DataError
-from opcov.store import answers, lineyaml, opset, parsed
+from opcov.store import answers, data, lineyaml, opset, parsed
 from opcov.verdict import compare, gaps
 
 MAKE = os.path.join(ROOT, "scripts", "make_answers.py")
@@ -147,6 +147,11 @@ def test_committed_answers_give_the_judged_answer_without_reading_an_op_set(two,
 def test_stale_or_corrupt_answers_are_judged_past(two, tmp_path, monkeypatch):
     make_answers(two)
     assert subprocess.run([sys.executable, MAKE, "--coverage", two, "--check"]).returncode == 0
+    probe = os.path.join(two, "two", f"probed-torch-{TORCH}-fakepkg-1.0.yaml")
+    data.save(probed("two", {"aten::mm": {"float32": {"fwd": "error", "why": "RuntimeError: x"}}}), probe)
+    assert answers.fresh(two, "gaps-one")  # backend two's data: never read to judge one
+    assert not answers.fresh(two, "gaps-two") and not answers.fresh(two, "compare-one-two")
+    make_answers(two)
     path = os.path.join(two, "models", "m2", "inference.yaml")
     opset.save(model({"aten::mm": fwd()}, mode="inference", name="m2"), path)  # m2 no longer needs aten::gone
     assert not answers.fresh(two, "compare-one-two")
@@ -171,11 +176,15 @@ def test_answers_rest_on_the_code_that_made_them(tmp_path, monkeypatch):
     (cov / answers.FOLDER).mkdir(parents=True)
     (cov / "data.txt").write_text("data")
     with open(answers.path_for(str(cov), "gaps-x"), "wb") as f:
-        f.write(answers.dumps(str(cov), "gaps-x", {"models/m/training.yaml": ["training", []]}, ["judge.py"]))
-    assert answers.read(str(cov), "gaps-x") == {"models/m/training.yaml": ["training", []]}
+        opsets = {"models/m/training.yaml": ["training", []]}
+        f.write(answers.dumps(str(cov), "gaps-x", opsets, ["data.txt"], ["judge.py"]))
+    assert answers.read(str(cov), "gaps-x") == opsets
     (package / "judge.py").write_text("RULE = 2\n")
     assert answers.read(str(cov), "gaps-x") is None
     (package / "judge.py").write_text("RULE = 1\n")
+    (cov / "unread.txt").write_text("a file more: what a judgment reads may change")
+    assert answers.read(str(cov), "gaps-x") is None
+    (cov / "unread.txt").unlink()
     (cov / "data.txt").write_text("Data")
     assert answers.read(str(cov), "gaps-x") is None
 

@@ -4,15 +4,18 @@
 user's cache folder (opcov.verdict.kept) makes a second run fast, not a first. So what each op set
 contributes to each question ('gaps-tpu', 'compare-cuda-tpu') is made once from the bundled data by
 ``scripts/make_answers.py`` and kept in ``coverage/answers/<question>.json.gz``, with what it rests on:
-the SHA-256 of every file under the coverage folder (but this folder) and of every opcov module
-that was loaded while it was judged. A reader uses it only where all of these are the same bytes now
-(~0.15 s to hash the bundled data), so an edited op set, coverage file or judge is judged again, never
-answered from an old index; where it is stale, missing or unreadable the answer is judged as before.
-Source paths are kept relative to the coverage folder and joined to the one read.
+the names of every file under the coverage folder (but this folder: a file added or removed may change
+what a judgment reads), the SHA-256 of each file the judging opened (``opened``: op sets, the
+backends' coverage files, whatever else it read) and of each opcov module it loaded. A reader uses it
+only where all of these are the same now (~0.1 s to hash the files), so an edited op set, coverage file
+or judge is judged again, never answered from an old index, while another backend's new data leaves
+it fresh; where it is stale, missing or unreadable the answer is judged as before. Source paths are
+kept relative to the coverage folder and joined to the one read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -27,31 +30,65 @@ def path_for(coverage_dir: str, question: str) -> str:
     return os.path.join(coverage_dir, FOLDER, f"{question}.json.gz")
 
 
-def data_digest(coverage_dir: str) -> str:
-    """SHA-256 over every file under the coverage folder but ``FOLDER``: each one's path from the folder
-    and the SHA-256 of its bytes."""
-    h = hashlib.sha256()
+def listing(coverage_dir: str) -> list[str]:
+    """Every file under the coverage folder but ``FOLDER``, as paths from it, sorted."""
+    out = []
     for root, dirs, files in os.walk(coverage_dir):
-        dirs.sort()
         if root == coverage_dir:
             dirs[:] = [d for d in dirs if d != FOLDER]
-        for f in sorted(files):
-            path = os.path.join(root, f)
-            with open(path, "rb") as fh:
-                h.update(os.path.relpath(path, coverage_dir).encode() + b"\0" + hashlib.sha256(fh.read()).digest())
-    return h.hexdigest()
+        out += [os.path.relpath(os.path.join(root, f), coverage_dir) for f in files]
+    return sorted(out)
 
 
-def code_digest(modules: list[str]) -> str | None:
-    """SHA-256 over opcov's module files ``modules`` (paths from the package folder); None where one is missing."""
+def _digest(top: str, rels: list[str]) -> str | None:
+    """SHA-256 over each file ``rels`` under ``top``: its path and the SHA-256 of its bytes; None where one
+    cannot be read."""
     h = hashlib.sha256()
-    for rel in modules:
+    for rel in rels:
+        if not isinstance(rel, str) or os.path.isabs(rel) or ".." in rel.replace("\\", "/").split("/"):
+            return None  # never a file outside ``top``
         try:
-            with open(os.path.join(PACKAGE, rel), "rb") as fh:
+            with open(os.path.join(top, rel), "rb") as fh:
                 h.update(rel.encode() + b"\0" + hashlib.sha256(fh.read()).digest())
         except OSError:
             return None
     return h.hexdigest()
+
+
+def data_digest(coverage_dir: str, read: list[str]) -> str | None:
+    """SHA-256 over the coverage folder's file names and the bytes of the files ``read`` (paths from it)."""
+    inner = _digest(coverage_dir, read)
+    names = hashlib.sha256("\0".join(listing(coverage_dir)).encode()).hexdigest()
+    return None if inner is None else hashlib.sha256(f"{names} {inner}".encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def opened(coverage_dir: str):
+    """Within: the set it yields gathers every file under ``coverage_dir`` this process opens (Python's
+    audit events see every open, os.open included), as paths from it. An audit hook stays for the life
+    of the process: a process that makes answers, not one that answers."""
+    import sys
+
+    root = os.path.realpath(coverage_dir) + os.sep
+    seen: set[str] = set()
+    state = {"on": True}
+
+    def hook(event, args):
+        if state["on"] and event == "open" and isinstance(args[0], (str, bytes, os.PathLike)):
+            real = os.path.realpath(os.fsdecode(args[0]))
+            if real.startswith(root) and os.path.isfile(real):
+                seen.add(os.path.relpath(real, root))
+
+    sys.addaudithook(hook)
+    try:
+        yield seen
+    finally:
+        state["on"] = False
+
+
+def code_digest(modules: list[str]) -> str | None:
+    """SHA-256 over opcov's module files ``modules`` (paths from the package folder); None where one is missing."""
+    return _digest(PACKAGE, modules)
 
 
 def loaded_modules() -> list[str]:
@@ -78,7 +115,7 @@ def read(coverage_dir: str, question: str) -> dict | None:
         modules, opsets = doc["code"]["modules"], doc["opsets"]
         if not isinstance(opsets, dict) or code_digest(modules) != doc["code"]["sha256"]:
             return None
-        if data_digest(coverage_dir) != doc["data"]:
+        if data_digest(coverage_dir, doc["data"]["read"]) != doc["data"]["sha256"]:
             return None
     except (OSError, EOFError, ValueError, KeyError, TypeError):
         return None
@@ -89,13 +126,14 @@ def fresh(coverage_dir: str, question: str) -> bool:
     return read(coverage_dir, question) is not None
 
 
-def dumps(coverage_dir: str, question: str, opsets: dict, modules: list[str]) -> bytes:
-    """The index of ``question`` (``opsets`` as ``read`` gives them), resting on the coverage folder's
-    files as they are now and on ``modules``; deterministic (gzip without a time stamp)."""
+def dumps(coverage_dir: str, question: str, opsets: dict, inputs: list[str], modules: list[str]) -> bytes:
+    """The index of ``question`` (``opsets`` as ``read`` gives them), resting on the coverage folder's file
+    names and the files ``inputs`` (paths from it) as they are now, and on ``modules``; deterministic (gzip
+    without a time stamp)."""
     doc = {
         "format": FORMAT,
         "question": question,
-        "data": data_digest(coverage_dir),
+        "data": {"read": sorted(inputs), "sha256": data_digest(coverage_dir, sorted(inputs))},
         "code": {"modules": modules, "sha256": code_digest(modules)},
         "made_by": "python scripts/make_answers.py",
         "opsets": opsets,
