@@ -58,10 +58,11 @@ def wall(cmd, n=7, env=None, kept=True):
 def answers_line() -> str:
     """Whether the committed answers were fresh for the tree measured (a first gaps/compare reads them)."""
     from opcov.store import answers
+    from opcov.verdict.kept import backends_key
 
-    cov = os.path.join(ROOT, "coverage")
+    cov, key = os.path.join(ROOT, "coverage"), backends_key()
     names = ("gaps-tpu", "compare-" + "-".join(sorted(("tpu", "cuda"))))
-    state = ", ".join(f"{n} {'fresh' if answers.fresh(cov, n) else 'stale or missing'}" for n in names)
+    state = ", ".join(f"{n} {'fresh' if answers.fresh(cov, n, key) else 'stale or missing'}" for n in names)
     return f"Committed answers (coverage/answers/) when measured: {state}."
 
 

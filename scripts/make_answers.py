@@ -66,14 +66,15 @@ def one(coverage_dir: str, name: str) -> int:
         return 0
     inputs = sorted(seen | {os.path.relpath(p, coverage_dir) for p in files})
     modules = answers.loaded_modules()
-    blob = answers.dumps(coverage_dir, name, opsets, inputs, modules)
+    blob = answers.dumps(coverage_dir, name, opsets, inputs, modules, kept.backends_key())
     output.write_atomic(answers.path_for(coverage_dir, name), blob)
     print(f"{name}: {len(opsets)} op sets, resting on {len(inputs)} data files and {len(modules)} opcov modules")
     return 0
 
 
 def check(coverage_dir: str) -> int:
-    stale = [name for name, _ in questions(coverage_dir) if not answers.fresh(coverage_dir, name)]
+    key = kept.backends_key()
+    stale = [name for name, _ in questions(coverage_dir) if not answers.fresh(coverage_dir, name, key)]
     for name in stale:
         print(f"{answers.path_for(coverage_dir, name)}: stale or missing; run python scripts/make_answers.py")
     return 1 if stale else 0

@@ -14,14 +14,16 @@ import sys
 
 import pytest
 from conftest import ROOT, run_opcov
+from test_backend_records import GOOD
 from test_check import TORCH, fwd, model, probed
 from test_compare import two as _two  # noqa: F401 - a fixture, here named '_two'
 
 from opcov.errors import DataError
 from opcov.store import answers, data, lineyaml, opset, parsed
-from opcov.verdict import compare, gaps
+from opcov.verdict import compare, gaps, kept
 
 MAKE = os.path.join(ROOT, "scripts", "make_answers.py")
+KEY = kept.backends_key()
 
 
 @pytest.fixture(autouse=True)
@@ -149,12 +151,12 @@ def test_stale_or_corrupt_answers_are_judged_past(two, tmp_path, monkeypatch):
     assert subprocess.run([sys.executable, MAKE, "--coverage", two, "--check"]).returncode == 0
     probe = os.path.join(two, "two", f"probed-torch-{TORCH}-fakepkg-1.0.yaml")
     data.save(probed("two", {"aten::mm": {"float32": {"fwd": "error", "why": "RuntimeError: x"}}}), probe)
-    assert answers.fresh(two, "gaps-one")  # backend two's data: never read to judge one
-    assert not answers.fresh(two, "gaps-two") and not answers.fresh(two, "compare-one-two")
+    assert answers.fresh(two, "gaps-one", KEY)  # backend two's data: never read to judge one
+    assert not answers.fresh(two, "gaps-two", KEY) and not answers.fresh(two, "compare-one-two", KEY)
     make_answers(two)
     path = os.path.join(two, "models", "m2", "inference.yaml")
     opset.save(model({"aten::mm": fwd()}, mode="inference", name="m2"), path)  # m2 no longer needs aten::gone
-    assert not answers.fresh(two, "compare-one-two")
+    assert not answers.fresh(two, "compare-one-two", KEY)
     assert subprocess.run([sys.executable, MAKE, "--coverage", two, "--check"], capture_output=True).returncode == 1
     assert compare.as_dict(compare.compare("one", "two", two)) == compare.as_dict(
         compare.compare("one", "two", two, cache=False)
@@ -177,16 +179,30 @@ def test_answers_rest_on_the_code_that_made_them(tmp_path, monkeypatch):
     (cov / "data.txt").write_text("data")
     with open(answers.path_for(str(cov), "gaps-x"), "wb") as f:
         opsets = {"models/m/training.yaml": ["training", []]}
-        f.write(answers.dumps(str(cov), "gaps-x", opsets, ["data.txt"], ["judge.py"]))
-    assert answers.read(str(cov), "gaps-x") == opsets
+        f.write(answers.dumps(str(cov), "gaps-x", opsets, ["data.txt"], ["judge.py"], "backends"))
+    assert answers.read(str(cov), "gaps-x", "backends") == opsets
+    assert answers.read(str(cov), "gaps-x", "other backends") is None
     (package / "judge.py").write_text("RULE = 2\n")
-    assert answers.read(str(cov), "gaps-x") is None
+    assert answers.read(str(cov), "gaps-x", "backends") is None
     (package / "judge.py").write_text("RULE = 1\n")
     (cov / "unread.txt").write_text("a file more: what a judgment reads may change")
-    assert answers.read(str(cov), "gaps-x") is None
+    assert answers.read(str(cov), "gaps-x", "backends") is None
     (cov / "unread.txt").unlink()
     (cov / "data.txt").write_text("Data")
-    assert answers.read(str(cov), "gaps-x") is None
+    assert answers.read(str(cov), "gaps-x", "backends") is None
+
+
+def test_answers_made_with_other_backends_known_are_judged_past(two, tmp_path, monkeypatch):
+    """A backend record or an installed plugin is part of what a judgment rests on."""
+    make_answers(two)
+    records = tmp_path / "acme.toml"
+    records.write_text(GOOD)
+    monkeypatch.setenv("OPCOV_BACKEND_RECORDS", str(records))
+    assert not answers.fresh(two, "gaps-one", kept.backends_key())
+    read = []
+    load = opset.load
+    monkeypatch.setattr(opset, "load", lambda p: read.append(p) or load(p))
+    assert gaps.rank("one", two) == gaps.rank("one", two, cache=False) and read
 
 
 def test_the_bundled_answers_are_fresh():

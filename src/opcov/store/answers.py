@@ -7,7 +7,8 @@ contributes to each question ('gaps-tpu', 'compare-cuda-tpu') is made once from 
 the names of every file under the coverage folder (but this folder: a file added or removed may change
 what a judgment reads), the SHA-256 of each file the judging opened (``opened``: op sets, the
 backends' coverage files, whatever else it read) and of each opcov module it loaded. A reader uses it
-only where all of these are the same now (~0.1 s to hash the files), so an edited op set, coverage file
+only where all of these are the same now (~0.1 s to hash the files), and the backends known to the
+process (built-ins, records, installed plugins) are those it was made with, so an edited op set, coverage file
 or judge is judged again, never answered from an old index, while another backend's new data leaves
 it fresh; where it is stale, missing or unreadable the answer is judged as before. Source paths are
 kept relative to the coverage folder and joined to the one read.
@@ -104,13 +105,16 @@ def loaded_modules() -> list[str]:
     return sorted(out)
 
 
-def read(coverage_dir: str, question: str) -> dict | None:
+def read(coverage_dir: str, question: str, backends: str) -> dict | None:
     """{op set path from the coverage folder: [mode, contribution]} of ``question``, where its index is
-    there, readable and fresh (the same data and code bytes it was made from); else None."""
+    there, readable and fresh (the same data and code bytes it was made from, and the same ``backends``:
+    a digest of the backends known to this process); else None."""
     try:
         with gzip.open(path_for(coverage_dir, question), "rt", encoding="utf-8") as f:
             doc = json.load(f)
         if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("question") != question:
+            return None
+        if doc.get("backends") != backends:
             return None
         modules, opsets = doc["code"]["modules"], doc["opsets"]
         if not isinstance(opsets, dict) or code_digest(modules) != doc["code"]["sha256"]:
@@ -122,17 +126,20 @@ def read(coverage_dir: str, question: str) -> dict | None:
     return opsets
 
 
-def fresh(coverage_dir: str, question: str) -> bool:
-    return read(coverage_dir, question) is not None
+def fresh(coverage_dir: str, question: str, backends: str) -> bool:
+    return read(coverage_dir, question, backends) is not None
 
 
-def dumps(coverage_dir: str, question: str, opsets: dict, inputs: list[str], modules: list[str]) -> bytes:
+def dumps(
+    coverage_dir: str, question: str, opsets: dict, inputs: list[str], modules: list[str], backends: str
+) -> bytes:
     """The index of ``question`` (``opsets`` as ``read`` gives them), resting on the coverage folder's file
-    names and the files ``inputs`` (paths from it) as they are now, and on ``modules``; deterministic (gzip
-    without a time stamp)."""
+    names and the files ``inputs`` (paths from it) as they are now, on ``modules`` and on ``backends``;
+    deterministic (gzip without a time stamp)."""
     doc = {
         "format": FORMAT,
         "question": question,
+        "backends": backends,
         "data": {"read": sorted(inputs), "sha256": data_digest(coverage_dir, sorted(inputs))},
         "code": {"modules": modules, "sha256": code_digest(modules)},
         "made_by": "python scripts/make_answers.py",

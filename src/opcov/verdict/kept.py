@@ -23,7 +23,8 @@ class Kept:
     inode); every other file under the coverage folder (coverage files, observed runs, op sets recorded on
     a backend: whatever a judgment may read), and opcov's source. A contribution that rests on something
     outside the coverage folder (a live scan of an installed backend with no data there) is not kept.
-    A contribution of None is an op set an earlier ``--mode`` skipped."""
+    A contribution of None is an op set an earlier ``--mode`` skipped. The backends known (``backends_key``)
+    are part of the key too."""
 
     def __init__(self, name: str, coverage_dir: str, paths: list[str]):
         self.paths = paths
@@ -34,7 +35,8 @@ class Kept:
         for root, dirs, files in os.walk(coverage_dir):
             dirs.sort()
             others += [os.path.join(root, f) for f in sorted(files) if os.path.join(root, f) not in opsets]
-        self.key = hashlib.sha256(json.dumps([code_hash(), [_stat(p) for p in others]]).encode()).hexdigest()
+        key = [code_hash(), backends_key(), [_stat(p) for p in others]]
+        self.key = hashlib.sha256(json.dumps(key).encode()).hexdigest()
         self.stats = {p: _stat(p) for p in paths}
 
     def reuse(self, modes) -> dict:
@@ -89,7 +91,7 @@ def committed(question: str, coverage_dir: str, paths: list[str], relocate) -> d
     for ``question`` (opcov.store.answers), where those are fresh for ``coverage_dir``; {} else.
     ``relocate(contribution, fn)``: the contribution with ``fn`` applied to each source path in it (kept
     from the coverage folder, joined to ``coverage_dir`` here)."""
-    opsets = answers.read(coverage_dir, question)
+    opsets = answers.read(coverage_dir, question, backends_key())
     if not opsets:
         return {}
     out = {}
@@ -117,3 +119,11 @@ def to_commit(done: dict, coverage_dir: str, relocate, sources) -> dict | None:
             relocate(contribution, lambda s: os.path.relpath(s, coverage_dir)),
         ]
     return out
+
+
+def backends_key() -> str:
+    """A digest of the backends this process knows (built-ins, records, installed plugins' entry points):
+    a judgment rests on them (each one's own kernels, whose data is whose), so what is kept does too."""
+    from opcov.backends import known_backends
+
+    return hashlib.sha256(repr(known_backends()).encode()).hexdigest()
