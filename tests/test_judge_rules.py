@@ -404,3 +404,30 @@ def test_reach_words_name_the_cause_and_keep_other_text():
     assert vocab.reach_words("backward reach unresolved: RuntimeError: x", "forward") == ""
     assert vocab.reach_words("torch._inductor.lowering: lowering") == "torch._inductor.lowering: lowering"
     assert vocab.reach_words(None) == ""
+
+
+def _fell_back_slot(*failed, cases):
+    from opcov.store import cells
+
+    return cells.ProbedSlot(status="fallback", failed=tuple(failed), ran=(), cases=cases, fails=0, case="c|f|0")
+
+
+@pytest.mark.parametrize(
+    "failed,call",
+    [
+        # nonzero fell back on a 0-d and a 1-d input; the model's call is 2-d (a data-dependent op)
+        (("fallback nonzero|int64|0 int64:0d;", "fallback nonzero|int64|1 int64:1;"), "int64:2!nc;"),
+        # an upsampling fell back at a fractional scale; the model's call has a whole one (a resize op)
+        (("fallback up|float32|0 float32:4;scale=frac",), "float32:4;scale=int"),
+    ],
+)
+def test_a_cell_whose_every_case_fell_back_on_other_classes_is_no_run_for_the_call(failed, call):
+    """Every case of the cell went through the CPU fallback, none of them like the model's call: nothing ran
+    on the device with any arguments, so the call is unknown, never a pass (a fallback is not counted in a
+    cell's ``fails``); with one case more that ran clean, the other classes' fallbacks are a note."""
+    from opcov.verdict import signature
+
+    judged = signature.by_class(_fell_back_slot(*failed, cases=len(failed)), (call,))
+    assert judged is not None and judged[0] == "unknown" and "fell back" in judged[2], judged
+    judged = signature.by_class(_fell_back_slot(*failed, cases=len(failed) + 1), (call,))
+    assert judged is not None and judged[0] == "pass", judged

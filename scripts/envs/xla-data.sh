@@ -8,7 +8,8 @@
 #   scripts/envs/xla-data.sh ondevice # op sets recorded on xla itself (coverage/models/M/on/xla-MODE.yaml)
 #   scripts/envs/xla-data.sh onreprobe # xla's own-path ops, with the calls those op sets' steps make on xla
 #   scripts/envs/xla-data.sh nnreplay # the plain torch.nn tuning set's own calls, replayed and merged in
-#   scripts/envs/xla-data.sh          # all six
+#   scripts/envs/xla-data.sh classes  # the ops whose failing cells predate signature classes, probed again
+#   scripts/envs/xla-data.sh          # all seven
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -114,6 +115,21 @@ nnreplay() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The ops whose non-passing cells name no signature class (written before the probe recorded classes:
+# scripts/envs/xla_unclassed_ops.py lists them): such a cell counts against every call of its op, whatever its
+# arguments (a 0-d input's failure against a 4-d call). Probed again, with the calls of the curated zoo and
+# of the nn tuning set replayed (as 'reprobe' and 'nnreplay' gave them), and their cells replaced.
+classes() {
+    local ops factories zoo
+    ops=$(.venv/bin/python scripts/envs/xla_unclassed_ops.py "$PROBED")
+    [ -n "$ops" ] || { echo "every non-passing cell of $PROBED names its classes"; return; }
+    factories=$(.venv/bin/python -c "import sys; sys.path.insert(0, 'scripts/reality'); import $NN_SET as m; print(','.join('$NN_SET:' + n for n in m.MODELS))")
+    zoo=$(.venv/bin/python -c "import sys; sys.path.insert(0, 'src'); from opcov.probe.replay import zoo_names; print(','.join(zoo_names()))")
+    PYTHONPATH=scripts/reality shard classes --ops "$ops" --traces "$zoo,$factories" --timeout 120
+    "$OPCOV" merge --replace "$PROBED" "$WORK/classes.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -121,6 +137,7 @@ case "${1:-all}" in
     ondevice) ondevice ;;
     onreprobe) onreprobe ;;
     nnreplay) nnreplay ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|all]" >&2; exit 2 ;;
+    classes) classes ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|all]" >&2; exit 2 ;;
 esac

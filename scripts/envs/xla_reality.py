@@ -50,6 +50,19 @@ REAL_LABEL = {"ran": "ran, matched CPU", "wrong": "ran, wrong values", "raised":
 VERDICTS = ("runs", "runs_with_fallback", "runs_with_value_note", "unknown", "fails")
 BEGIN = "<!-- xla-reality: begin (written by scripts/envs/xla_reality.py; edits here are replaced) -->"
 END = "<!-- xla-reality: end -->"
+# --modes serve has a section of its own
+SERVE_BEGIN = (
+    "<!-- xla-serve-reality: begin (written by scripts/envs/xla_reality.py --modes serve; edits here are replaced) -->"
+)
+SERVE_END = "<!-- xla-serve-reality: end -->"
+SERVE_INTRO = (
+    "Each curated decoder with a serve op set ran transformers' `generate` on the xla device as serve mode traces "
+    "it (`opcov.tracing.serve.RUNS`: a static and a dynamic KV cache, greedy and sampling, an 8-token prompt, 4 "
+    "new tokens), with the weights of a CPU run of the same calls: a greedy run's tokens must equal CPU's and each "
+    "step's logits be within tolerance, a sampling run (its draws come from each device's own generator) must give "
+    "tokens of the same shape. The verdict is `opcov check MODEL -b xla --mode serve` from coverage data, and "
+    "agrees as below."
+)
 
 CHILD = r"""
 import copy, json, sys
@@ -63,13 +76,14 @@ name, mode, phase, store = sys.argv[1], sys.argv[2], sys.argv[4], sys.argv[5]
 AS_IS = sys.argv[6] == "1"
 HOST_READS = set(json.loads(sys.argv[3]))
 training = mode == "training"
+serving = mode == "serve"
 LR = 1e-3
 entry = next(e for e in zoo.ZOO if e.name == name)
 dtype = getattr(torch, entry.dtype)
 
 def build():
     torch.manual_seed(0)
-    return models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
+    return models.build(entry.spec, models.Sizes(), mode="inference" if serving else mode, real=True, zoo_entry=entry)
 
 def move(x, where):
     if isinstance(x, torch.Tensor):
@@ -99,6 +113,29 @@ def step(model, where, inputs, sync=None):
         sync()
     return [(n, t.detach().cpu().clone()) for n, t in got]
 
+def generate(model, where, inputs, sync=None):
+    # (named values) of serve mode's generate runs (opcov.tracing.serve.RUNS: static and dynamic KV cache, greedy
+    # and sampling): a greedy run's tokens and each step's logits; a sampling run's tokens' shape alone (its draws
+    # come from the device's own random generator)
+    from opcov.tracing import serve
+    model.eval()
+    got = []
+    with torch.no_grad():
+        for i, run in enumerate(serve.RUNS):
+            torch.manual_seed(i)
+            out = model.generate(**move(inputs, where), **run.kwargs(), return_dict_in_generate=True, output_logits=True)
+            if sync:
+                sync()
+            if run.sample:
+                got.append((f"{run.name}: tokens' shape", torch.tensor(list(out.sequences.shape))))
+                continue
+            got.append((f"{run.name}: tokens", out.sequences))
+            got += [(f"{run.name}: logits of step {j}", t) for j, t in enumerate(out.logits)]
+    return [(n, t.detach().cpu().clone()) for n, t in got]
+
+if serving:
+    step = generate
+
 def line(exc):
     return (type(exc).__name__ + ": " + (str(exc).strip().splitlines() or [""])[0])[:300]
 
@@ -116,7 +153,11 @@ if phase == "cpu":  # 1. The CPU reference, in a process that never imports torc
     built = build()
     orig = built.model.to(dtype)
     no_rnn_dropout(orig)
-    variants = input_variants(torch, built)
+    if serving:  # the prompt serve mode traces with (opcov.tracing.serve.prompt_inputs)
+        from opcov.tracing import serve
+        variants = [("given", serve.prompt_inputs(torch, built.inputs, getattr(built.model, "config", None)))]
+    else:
+        variants = input_variants(torch, built)
     dropout_off()
     want = []
     for variant, inputs in variants:
@@ -320,26 +361,32 @@ def summary(rows: list) -> dict:
     return {"total": total, "agree": agree, "unknown": unknown, "false_runs": false_runs}
 
 
-def section(rows: list, command: str, seconds: float, skipped=()) -> str:
+def section(rows: list, command: str, seconds: float, skipped=(), serve: bool = False) -> str:
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from docs_page import stamp
 
     s = summary(rows)
     pct = (lambda n: f"{100 * n / s['total']:.0f}%") if s["total"] else (lambda n: "-")
+    intro = (
+        "Each curated zoo model in each mode ran on the xla device (forward; in training also the loss's "
+        "backward and one AdamW step) and every value it produced (outputs, loss, gradients, parameters after "
+        "the step) was compared with a CPU run of the same weights; the verdict is `opcov check MODEL -b xla "
+        "--mode MODE` from coverage data (where a committed observed run decides check's verdict, the verdict "
+        "from coverage data it keeps as `predicted`)."
+    )
     lines = [
-        BEGIN,
-        "## PyTorch/XLA: verdicts against real runs",
+        SERVE_BEGIN if serve else BEGIN,
+        "## PyTorch/XLA: serve verdicts against real generate runs"
+        if serve
+        else "## PyTorch/XLA: verdicts against real runs",
         "",
         # the stamp every measuring script writes (benchmarks/docs_page.py: command, date, versions, machine)
         stamp(command, ("torch", "torch_xla", "transformers")) + "  ",
         f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')} (XLA's CPU client); real runs "
         f"{sum(float(r['real'].get('seconds') or 0) for r in rows):.0f} s in all (this pass {seconds:.0f} s)",
         "",
-        "Each curated zoo model in each mode ran on the xla device (forward; in training also the loss's "
-        "backward and one AdamW step) and every value it produced (outputs, loss, gradients, parameters after "
-        "the step) was compared with a CPU run of the same weights; the verdict is `opcov check MODEL -b xla "
-        "--mode MODE` from coverage data (where a committed observed run decides check's verdict, the verdict "
-        "from coverage data it keeps as `predicted`). A verdict agrees when `runs` meets a run that matched CPU with no op through the CPU "
+        (SERVE_INTRO if serve else intro)
+        + " A verdict agrees when `runs` meets a run that matched CPU with no op through the CPU "
         "fallback, `runs_with_fallback` one that matched CPU, `runs_with_value_note` one that ran (matched or "
         "not), `fails` one that raised; `unknown` agrees with nothing.",
         "",
@@ -365,17 +412,17 @@ def section(rows: list, command: str, seconds: float, skipped=()) -> str:
         fb = f"; fell back: {', '.join(real['fallback'])}" if real.get("fallback") else ""
         detail = f"{real['actual']}: {real['detail']}{fb}".replace("|", "\\|")
         lines.append(f"| {r['model']} | {r['mode']} | {r['verdict']} | {detail} | {'yes' if r['agree'] else 'no'} |")
-    lines.append(END)
+    lines.append(SERVE_END if serve else END)
     return "\n".join(lines) + "\n"
 
 
-def write_docs(path: str, text: str) -> None:
+def write_docs(path: str, text: str, begin: str = BEGIN, end: str = END) -> None:
     """Replace this script's section of ``path`` (between its markers) with ``text``; append it when the
     page has none; other sections are left as they are."""
     old = open(path).read() if os.path.exists(path) else "# Accuracy\n\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1].lstrip("\n")
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        tail = rest.split(end, 1)[1].lstrip("\n")
         new = head + text.rstrip("\n") + "\n" + ("\n" + tail if tail else "")
     else:
         new = old.rstrip("\n") + "\n\n" + text
@@ -393,7 +440,12 @@ def curated() -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default="", help="comma-separated zoo names (default: the curated zoo)")
-    p.add_argument("--modes", default="inference,training")
+    p.add_argument(
+        "--modes",
+        default="inference,training",
+        help="inference, training, or serve alone (generate's runs; the decoders with a serve op set, a section "
+        "of its own)",
+    )
     p.add_argument("--coverage", default=os.path.join(ROOT, "coverage"))
     p.add_argument("--timeout", type=int, default=900, help="seconds per real run (default: %(default)s)")
     p.add_argument(
@@ -422,6 +474,10 @@ def main() -> None:
     rows, skipped = [], []
     start = time.time()
     models = [m for m in args.models.split(",") if m] or curated()
+    if args.modes == "serve":  # the decoders serve mode traced
+        models = [m for m in models if os.path.exists(os.path.join(args.coverage, "models", m, "serve.yaml"))]
+    elif "serve" in args.modes.split(","):
+        p.error("--modes serve is a run of its own (its section and results file apart)")
     for model in models:
         for mode in [m for m in args.modes.split(",") if m]:
             t0 = time.time()
@@ -452,7 +508,9 @@ def main() -> None:
         command = "python scripts/envs/xla_reality.py " + " ".join(
             a if not a.startswith(ROOT) else os.path.relpath(a, ROOT) for a in sys.argv[1:]
         )
-        write_docs(args.write_docs, section(rows, command, time.time() - start, skipped))
+        serve = args.modes == "serve"
+        text = section(rows, command, time.time() - start, skipped, serve=serve)
+        write_docs(args.write_docs, text, *((SERVE_BEGIN, SERVE_END) if serve else (BEGIN, END)))
 
 
 if __name__ == "__main__":
