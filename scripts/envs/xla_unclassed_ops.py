@@ -1,4 +1,4 @@
-"""Print a regular expression of the ops whose probed cells on a backend say something other than a pass but
+r"""Print a regular expression of the ops whose probed cells on a backend say something other than a pass but
 name no signature class (``failed``/``ran``): cells written before the probe recorded classes. Such a cell
 counts against every call of its op, whatever the call's arguments (a 0-d input's failure against a 4-d
 call), so scripts/envs/xla-data.sh's ``classes`` stage probes those ops again and replaces their cells.
