@@ -93,3 +93,16 @@ def test_traces_takes_a_factory_and_names_its_cases_as_trace_names_the_model(ops
     assert any("dilation=2x2" in sig for sig in cell["ran"]), cell  # the class of the call that ran
     bad = run_opcov("probe", "cpu", "--traces", "notamodel", "--out", str(tmp_path / "x.yaml"))
     assert bad.returncode == 2 and "neither a zoo model nor a factory" in bad.stderr
+
+
+def test_a_serve_op_sets_own_calls_are_generates():
+    """Replaying a serve op set (``probe --opsets .../serve.yaml``, ``check --mode serve --replay``) captures the
+    calls of generate's runs, as serve mode traced them: greedy's argmax and sampling's topk and multinomial,
+    which no forward or training step makes (a serve op set was once replayed as a training step)."""
+    import re
+
+    from opcov.probe import replay
+
+    calls = replay.capture("gpt2", only=re.compile(r"^aten::(argmax|topk|multinomial)$"), modes=("serve",))
+    assert {func.name() for func, *_ in calls} >= {"aten::argmax", "aten::topk", "aten::multinomial"}
+    assert not replay.capture("gpt2", only=re.compile(r"^aten::(argmax|topk|multinomial)$"), modes=("inference",))

@@ -9,7 +9,8 @@
 #   scripts/envs/xla-data.sh onreprobe # xla's own-path ops, with the calls those op sets' steps make on xla
 #   scripts/envs/xla-data.sh nnreplay # the plain torch.nn tuning set's own calls, replayed and merged in
 #   scripts/envs/xla-data.sh classes  # the ops whose failing cells predate signature classes, probed again
-#   scripts/envs/xla-data.sh          # all seven
+#   scripts/envs/xla-data.sh servereplay # the curated decoders' serve calls of generate's own ops, replayed
+#   scripts/envs/xla-data.sh          # all eight
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -130,6 +131,18 @@ classes() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The curated decoders' serve op sets (coverage/models/M/serve.yaml): their own calls of the ops generate adds to
+# a forward (scripts/envs/serve_only_ops.py: token selection, the KV cache's bookkeeping, stopping checks),
+# replayed on xla as generate makes them (opcov.sources.generate) and merged in, as 'nnreplay' is.
+servereplay() {
+    local files ops
+    files=$(find coverage/models -name serve.yaml | sort | paste -sd,)
+    ops=$(.venv/bin/python scripts/envs/serve_only_ops.py)
+    shard servereplay --opsets "$files" --ops "$ops" --timeout 300
+    "$OPCOV" merge "$PROBED" "$WORK/servereplay.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -138,6 +151,7 @@ case "${1:-all}" in
     onreprobe) onreprobe ;;
     nnreplay) nnreplay ;;
     classes) classes ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|all]" >&2; exit 2 ;;
+    servereplay) servereplay ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|all]" >&2; exit 2 ;;
 esac

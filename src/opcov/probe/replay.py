@@ -31,7 +31,7 @@ from opcov.dtypes import call_dtype, dtype_name
 from opcov.errors import UsageError
 from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, op_call
-from opcov.sources import models, zoo
+from opcov.sources import generate, models, zoo
 from opcov.sources.step import as_torch_modules, default_loss, input_variants
 from opcov.store import layout, opset
 
@@ -206,7 +206,7 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
         runs += [(mode, dev, frozenset(ops)) for mode, ops in sorted(on["modes"].items())]
     for mode, dev, ops in runs:
         torch.manual_seed(0)
-        built = models.build(spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
+        built = models.build(spec, models.Sizes(), mode=_build_mode(mode), real=True, zoo_entry=entry)
         model = built.model.to(want)
         if dev is not None:
             model = model.to(dev)
@@ -215,6 +215,10 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
         else:  # CPU's steps run torch's modules, where the backend's import replaced one (torch_xla's nn.GRU)
             as_torch_modules(torch, model)
         model.train(mode == "training")
+        if mode == "serve":  # generate's runs, as serve mode traces them (opcov.sources.generate)
+            with Capture(dev, ops):
+                _serve(torch, model, built, conv, dev)
+            continue
         for _, inputs in input_variants(torch, built):
             inputs = pytree.tree_map(conv, inputs)
             if dev is not None:
@@ -236,6 +240,27 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
                 torch.optim.AdamW(params, lr=1e-3, foreach=True).step()
             model.zero_grad(set_to_none=True)
     return calls
+
+
+def _build_mode(mode: str) -> str:
+    """The mode a model is built for: a served model is built as for inference (its prompt made from those inputs)."""
+    return "inference" if mode == "serve" else mode
+
+
+def _serve(torch, model, built, conv, dev) -> None:
+    """A serve op set's step: transformers' ``generate`` on the prompt, once per run of serve mode (KV caches,
+    greedy and sampling), each seeded as the tracer seeds it."""
+    import torch.utils._pytree as pytree
+
+    prompt = generate.prompt_inputs(torch, built.inputs, getattr(model, "config", None))
+    prompt = pytree.tree_map(conv, prompt)
+    if dev is not None:
+        prompt = pytree.tree_map(lambda t: t.to(dev) if isinstance(t, torch.Tensor) else t, prompt)
+    model.eval()
+    with torch.no_grad():
+        for i, run in enumerate(generate.RUNS):
+            torch.manual_seed(i)
+            model.generate(**prompt, **run.kwargs())
 
 
 def load(group: dict):

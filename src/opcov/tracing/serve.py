@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from dataclasses import dataclass
 
 from opcov.errors import UsageError
+from opcov.sources.generate import NEW_TOKENS, PROMPT, RUNS, TOP_K, Run, prompt_inputs  # noqa: F401 - re-exported
 from opcov.store.opset import CALL, SERVE_PHASES
 
 # The curated zoo's decoders whose serve op sets the zoo holds (coverage/models/NAME/serve.yaml, made by
@@ -53,43 +53,11 @@ ZOO = (
     "bloom",
     "mamba",
 )
-PROMPT = 8  # prompt tokens per sequence
-NEW_TOKENS = 4  # tokens generated: one from the prefill, then NEW_TOKENS - 1 decode steps
-TOP_K = 4  # sampling keeps the TOP_K most likely tokens (so topk is called)
 PREFILL, DECODE = SERVE_PHASES
 GENERATE = "generate:"  # a run's root call node: generate:<run name>
 MODEL = "generate:model"  # the model's forward inside a run
 CACHE_UPDATE = "generate:cache-update"  # the KV cache's update inside the model's forward
 NONE_DTYPE = "none"  # a call node's dtype key (opcov.dtypes.NONE)
-
-
-@dataclass(frozen=True)
-class Run:
-    """One generate call: which KV cache, and how the next token is chosen."""
-
-    cache: str  # static | dynamic
-    sample: bool  # sampling with top_k, else greedy
-
-    @property
-    def name(self) -> str:
-        return f"{self.cache}-{'sample' if self.sample else 'greedy'}"
-
-    def kwargs(self) -> dict:
-        """generate()'s arguments for this run (the prompt aside)."""
-        out: dict = {"max_new_tokens": NEW_TOKENS, "do_sample": self.sample, "num_beams": 1, "use_cache": True}
-        if self.sample:
-            out.update(top_k=TOP_K, top_p=1.0, temperature=1.0)
-        if self.cache == "static":
-            out["cache_implementation"] = "static"
-        return out
-
-    def args_text(self) -> str:
-        """The run's root node's ``args=``."""
-        picks = f"do_sample=True, top_k={TOP_K}" if self.sample else "do_sample=False (greedy: argmax)"
-        return f"cache={self.cache}, {picks}, prompt={PROMPT}, max_new_tokens={NEW_TOKENS}"
-
-
-RUNS = (Run("static", False), Run("static", True), Run("dynamic", False), Run("dynamic", True))
 
 
 def check_model(model) -> None:
@@ -115,19 +83,6 @@ def prepare(torch, built) -> None:
     built.inputs = prompt_inputs(torch, built.inputs, getattr(built.model, "config", None))
     ids = built.inputs["input_ids"]
     built.config = {**built.config, "batch": int(ids.shape[0]), "seq": int(ids.shape[1])}
-
-
-def prompt_inputs(torch, inputs, config) -> dict:
-    """The prompt: ``input_ids`` of PROMPT tokens per sequence (the built inputs' first tokens, as many
-    sequences as they have) and an all-ones ``attention_mask``."""
-    ids = inputs.get("input_ids") if isinstance(inputs, dict) else None
-    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
-        vocab = int(getattr(config, "vocab_size", 0) or 256)
-        ids = torch.randint(0, vocab, (2, PROMPT))
-    if ids.shape[1] < PROMPT:
-        ids = ids.repeat(1, -(-PROMPT // ids.shape[1]))
-    ids = ids[:, :PROMPT].contiguous()
-    return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
 
 
 def header(steps: dict) -> dict:
