@@ -106,3 +106,11 @@ def test_a_serve_op_sets_own_calls_are_generates():
     calls = replay.capture("gpt2", only=re.compile(r"^aten::(argmax|topk|multinomial)$"), modes=("serve",))
     assert {func.name() for func, *_ in calls} >= {"aten::argmax", "aten::topk", "aten::multinomial"}
     assert not replay.capture("gpt2", only=re.compile(r"^aten::(argmax|topk|multinomial)$"), modes=("inference",))
+
+
+def test_calls_only_needs_calls_to_replay():
+    """--calls-only runs the replayed calls alone; without --traces or --opsets it is one line saying so."""
+    proc = run_opcov("probe", "cpu", "--calls-only", "--ops", "^aten::mm$", "--out", "x.yaml")
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "opcov: error: --calls-only runs replayed calls alone: name them with --traces or --opsets"
+    ], proc.stderr

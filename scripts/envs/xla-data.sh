@@ -138,7 +138,7 @@ servereplay() {
     local files ops
     files=$(find coverage/models -name serve.yaml | sort | paste -sd,)
     ops=$(.venv/bin/python scripts/envs/serve_only_ops.py)
-    shard servereplay --opsets "$files" --ops "$ops" --timeout 300
+    shard servereplay --opsets "$files" --ops "$ops" --calls-only --timeout 300
     "$OPCOV" merge "$PROBED" "$WORK/servereplay.yaml" --out "$WORK/merged.yaml"
     mv "$WORK/merged.yaml" "$PROBED"
 }

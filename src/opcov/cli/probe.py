@@ -47,7 +47,7 @@ def add_probe(sub) -> None:
 
 
 def _case_options(pr) -> None:
-    """--traces, --opsets, --resume, --tiers, --all-samples, --exhaustive, --no-schema, --manifest and --out."""
+    """--traces, --opsets, --resume, --tiers, --all-samples, --exhaustive, --calls-only, --no-schema, --manifest and --out."""
     pr.add_argument(
         "--traces",
         metavar="MODELS",
@@ -80,6 +80,12 @@ def _case_options(pr) -> None:
         action="store_true",
         help="run every case of a group (OpInfo x dtype) even after one crashed or timed out "
         "(default: the rest are recorded as not run after it)",
+    )
+    pr.add_argument(
+        "--calls-only",
+        action="store_true",
+        help="with --traces or --opsets: run the replayed calls alone, no OpInfo, canary or schema case (--ops then "
+        "selects which calls), so that merging the file adds no second count of cases already merged",
     )
     pr.add_argument(
         "--no-schema",
@@ -144,6 +150,8 @@ def run_probe(args) -> int:
             re.compile(args.ops)
         except re.error as exc:
             raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
+    if args.calls_only and not traces:
+        raise UsageError("--calls-only runs replayed calls alone: name them with --traces or --opsets")
     backend = get_backend(args.backend, args.import_module)
     from opcov.probe.manifest import load as load_manifest
 
@@ -178,6 +186,7 @@ def run_probe(args) -> int:
         exhaustive=args.exhaustive,
         tiers=tiers,
         schema=args.schema,
+        calls_only=args.calls_only,
         manifest=manifest,
         all_samples=args.all_samples,
         times=args.times,

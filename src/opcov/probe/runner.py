@@ -48,6 +48,7 @@ def probe(
     exhaustive=False,
     tiers=(),
     schema=True,
+    calls_only=False,
     manifest=None,
     all_samples=False,
     times=None,
@@ -60,7 +61,7 @@ def probe(
     ``exhaustive``: run every case of a group after one crashed or timed out (by default the rest
     are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
     gets one harder case of (``all_samples``: one per sample the tier changes). ``schema``: also cases made from the schemas of functional overloads
-    (probe.schemacases). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
+    (probe.schemacases); ``calls_only``: the replayed calls' groups alone. ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
     claimed or not, ops it rules out given the disposition ``excluded``. ``shard`` (I, N): part I of
     the plan balanced by the recorded group times of ``times`` (default: the times sidecar of the
     backend's default probed file; probe.plan); each group's time is written to ``<out>.times.json``."""
@@ -91,6 +92,8 @@ def probe(
             schema=schema,
             all_samples=all_samples,
         )
+        if calls_only:  # the replayed calls alone (--calls-only): no OpInfo, canary or schema group
+            groups = [g for g in groups if g.source.startswith(replay.TRACE_PREFIX)]
         times_file = times if times is not None else plan.default_times(backend)
         groups = plan.pick(groups, plan.load_times(times_file, required=times is not None), shard)
         settings = {
@@ -110,6 +113,8 @@ def probe(
         }
         if all_samples:  # only when set: a journal from before the option resumes as it was
             settings["all_samples"] = True
+        if calls_only:  # as all_samples
+            settings["calls_only"] = True
         traces_on = {g.source[len(replay.TRACE_PREFIX) :]: [m for m, _ in g.on] for g in groups if g.on}
         if traces_on:  # only when some: as all_samples
             settings["traces_on"] = dict(sorted(traces_on.items()))
