@@ -47,6 +47,22 @@ def test_a_class_names_the_selectors_that_are_not_defaults():
     assert sigclass.of_call(aten.abs.default, (z,), {}, torch.Tensor) == "complex64:1!rg;"
 
 
+def test_a_slice_past_its_dimension_is_its_own_class():
+    """CPU clamps a slice's bounds to the dimension; a backend that checks them raises (PyTorch/XLA on a start
+    before -size: a sliding-window KV cache's ``keys[:, :, -4095:]`` on 9 positions). Python's ``x[a:]`` (an
+    end of sys.maxsize) is no bound; a slice within its dimension keeps the plain class."""
+    import sys
+
+    sl = aten.slice.Tensor
+    x = torch.zeros(2, 4, 9, 16)
+    assert sigclass.of_call(sl, (x, 2, -4095, sys.maxsize), {}, torch.Tensor) == "float32:4;bounds=under"
+    assert sigclass.of_call(sl, (x, 2, -4, sys.maxsize), {}, torch.Tensor) == "float32:4;"
+    assert sigclass.of_call(sl, (x, 2, 0, 100), {}, torch.Tensor) == "float32:4;bounds=over"
+    assert sigclass.of_call(sl, (x, -1, -100, 100), {}, torch.Tensor) == "float32:4;bounds=over/under"
+    assert sigclass.of_call(sl, (torch.zeros(30, 2), 0, -20, None), {}, torch.Tensor) == "float32:2;"
+    assert not sigclass.same_path("float32:4;", "float32:4;bounds=under")
+
+
 def test_same_path_compares_the_kind_of_each_selector_both_sides_know():
     call = "float32:1,float32:2,float32:2;"
     assert not sigclass.same_path("float32:1,float32:2,float32:2;beta=0.2,alpha=0.6", call)  # an older case
@@ -89,6 +105,25 @@ FACTORIES = textwrap.dedent(
     def up_frac():
         torch.manual_seed(0)
         return Up(1.5), (torch.randn(1, 2, 4, 4),)
+
+    class LastFrames(nn.Module):
+        # An audio head that pools the last `window` frames of a clip (all of it when the clip is shorter).
+
+        def __init__(self, window):
+            super().__init__()
+            self.window = window
+            self.proj = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.proj(x[:, -self.window:].mean(1))
+
+    def tail_short_clip():
+        torch.manual_seed(0)
+        return LastFrames(32), (torch.randn(2, 10, 4),)
+
+    def tail_long_clip():
+        torch.manual_seed(0)
+        return LastFrames(8), (torch.randn(2, 10, 4),)
     """
 )
 
@@ -99,7 +134,7 @@ def traced(tmp_path_factory):
     root = tmp_path_factory.mktemp("sig")
     (root / "sigmodels.py").write_text(FACTORIES)
     out = {}
-    for name in ("linear", "up_int", "up_frac"):
+    for name in ("linear", "up_int", "up_frac", "tail_short_clip", "tail_long_clip"):
         path = root / "opsets" / name / "inference.yaml"
         r = run_opcov("trace", f"sigmodels:{name}", "--mode", "inference", "--out", str(path), PYTHONPATH=str(root))
         assert r.returncode == 0, r.stdout + r.stderr
@@ -159,6 +194,26 @@ def test_a_pass_only_with_other_arguments_leaves_the_call_unverified(tmp_path, t
     assert by_frac[op]["outcome"] == "unknown" and "unverified for these arguments" in by_frac[op]["findings"][0]["why"]
     older = {k: v for k, v in cell.items() if k != "ran"}
     assert _judge(tmp_path, traced["up_frac"], {op: {"float32": older}})[op]["outcome"] == "ok"
+
+
+def test_a_slice_that_raised_only_past_its_dimension_counts_only_there(tmp_path, traced):
+    """A slice that raised only when its start lay before -size (a KV cache's window on a short prompt, here a
+    plain audio head's last frames of a clip shorter than the window) fails that model; the same head on a clip
+    longer than its window runs."""
+    op = "aten::slice.Tensor"
+    cell = {
+        "fwd": "error",
+        "cases": 5,
+        "fails": 1,
+        "case": "trace.m|float32|0",
+        "why": "RuntimeError: Value out of range",
+        "failed": ["error trace.m|float32|0 float32:3;bounds=under"],
+        "ran": ["float32:3;", "float32:2;"],
+    }
+    short = _judge(tmp_path, traced["tail_short_clip"], {op: {"float32": cell}})
+    long = _judge(tmp_path, traced["tail_long_clip"], {op: {"float32": cell}})
+    assert short[op]["outcome"] == "fails", short[op]
+    assert long[op]["outcome"] == "ok", long[op]
 
 
 def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():

@@ -57,7 +57,7 @@ SERVE_BEGIN = (
 SERVE_END = "<!-- xla-serve-reality: end -->"
 SERVE_INTRO = (
     "Each curated decoder with a serve op set ran transformers' `generate` on the xla device as serve mode traces "
-    "it (`opcov.tracing.serve.RUNS`: a static and a dynamic KV cache, greedy and sampling, an 8-token prompt, 4 "
+    "it (`opcov.sources.generate.RUNS`: a static and a dynamic KV cache, greedy and sampling, an 8-token prompt, 4 "
     "new tokens), with the weights of a CPU run of the same calls: a greedy run's tokens must equal CPU's and each "
     "step's logits be within tolerance, a sampling run (its draws come from each device's own generator) must give "
     "tokens of the same shape. The verdict is `opcov check MODEL -b xla --mode serve` from coverage data, and "
@@ -114,10 +114,10 @@ def step(model, where, inputs, sync=None):
     return [(n, t.detach().cpu().clone()) for n, t in got]
 
 def generate(model, where, inputs, sync=None):
-    # (named values) of serve mode's generate runs (opcov.tracing.serve.RUNS: static and dynamic KV cache, greedy
-    # and sampling): a greedy run's tokens and each step's logits; a sampling run's tokens' shape alone (its draws
-    # come from the device's own random generator)
-    from opcov.tracing import serve
+    # (named values) of serve mode's generate runs (opcov.sources.generate.RUNS: static and dynamic KV cache,
+    # greedy and sampling): a greedy run's tokens and each step's logits; a sampling run's tokens' shape alone (its
+    # draws come from the device's own random generator)
+    from opcov.sources import generate as serve
     model.eval()
     got = []
     with torch.no_grad():
@@ -153,8 +153,8 @@ if phase == "cpu":  # 1. The CPU reference, in a process that never imports torc
     built = build()
     orig = built.model.to(dtype)
     no_rnn_dropout(orig)
-    if serving:  # the prompt serve mode traces with (opcov.tracing.serve.prompt_inputs)
-        from opcov.tracing import serve
+    if serving:  # the prompt serve mode traces with (opcov.sources.generate.prompt_inputs)
+        from opcov.sources import generate as serve
         variants = [("given", serve.prompt_inputs(torch, built.inputs, getattr(built.model, "config", None)))]
     else:
         variants = input_variants(torch, built)

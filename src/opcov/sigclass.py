@@ -15,8 +15,11 @@ The text is ``TENSORS;SELECTORS``:
 - SELECTORS: the non-tensor arguments whose value differs from the schema's default, as
   ``name=value`` (lists as ``2x2``, ``()`` when empty), sorted, plus two derived from sizes:
   ``bins=uneven`` (adaptive pooling whose input does not divide into its output) and
-  ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number). Arguments that
-  only size or place the result (``size``, ``dtype``, ``device``, ...) are left out.
+  ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number), and
+  ``bounds=under`` / ``bounds=over`` / ``bounds=over/under`` (a slice whose start or end lies before
+  ``-size`` or beyond ``size`` of its dimension: CPU clamps it, a backend that checks its bounds raises;
+  an end of ``sys.maxsize``, Python's ``x[a:]``, is no bound). Arguments that only size or place the
+  result (``size``, ``dtype``, ``device``, ...) are left out.
 
 An older text has no ';' or only ``alpha``/``beta`` after it: then only those two are known, and every
 other selector is unknown on that side (a finding is never dropped on a guess). A text written here
@@ -150,15 +153,42 @@ def _spatial(tensor, n: int) -> list[int]:
     return [int(s) for s in tensor.shape[-n:]] if n and tensor.dim() >= n else []
 
 
+SLICES = frozenset({"slice", "slice_copy", "slice_scatter"})  # ops that clamp start/end to the dimension
+_NO_END = 2**62  # an end at or above this is 'to the end' (torch passes sys.maxsize for x[a:])
+
+
+def _slice_bounds(first, named: dict) -> str | None:
+    """``over``, ``under`` or ``over/under`` where a slice's start or end lies past its dimension."""
+    dim = named.get("dim", 0)
+    if not isinstance(dim, int) or first.dim() == 0 or not -first.dim() <= dim < first.dim():
+        return None
+    size = int(first.shape[dim])
+    sides = set()
+    for key in ("start", "end"):
+        bound = named.get(key)
+        if not isinstance(bound, int) or isinstance(bound, bool) or bound >= _NO_END:
+            continue
+        if bound < -size:
+            sides.add("under")
+        elif bound > size:
+            sides.add("over")
+    return "/".join(sorted(sides)) or None
+
+
 def derived(op_name: str, tensors: list, named: dict) -> list[str]:
     """Selectors that hang on sizes: ``bins=uneven`` for adaptive pooling, ``scale=frac|int`` for
-    resizing. ``named``: the call's arguments by schema name."""
+    resizing, ``bounds=...`` for a slice past its dimension. ``named``: the call's arguments by schema
+    name."""
     base = op_name.split("::", 1)[-1].split(".", 1)[0]
     out: list[str] = []
     first = tensors[0] if tensors else None
     if first is None:
         return out
-    if "adaptive_" in base and "backward" not in base:
+    if base in SLICES:
+        bounds = _slice_bounds(first, named)
+        if bounds:
+            out.append(f"bounds={bounds}")
+    elif "adaptive_" in base and "backward" not in base:
         size = named.get("output_size")
         if isinstance(size, (list, tuple)) and size:
             ins = _spatial(first, len(size))
