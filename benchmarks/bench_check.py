@@ -112,6 +112,8 @@ def main():
         llama = ["check", "llama", "-b", "tpu"]
         runs.append(("`opcov check llama -b tpu` (both modes)", llama, 7, "0.3 s CPU", True))
         runs.append(("`opcov check llama -b tpu` (both modes), first run (nothing kept)", llama, 7, "", False))
+        typo = ["check", "lama", "-b", "tpu"]  # exit 2 with "did you mean 'llama'", torch never imported
+        runs.append(("`opcov check lama -b tpu` (a misspelt model: did you mean)", typo, 7, "0.3 s CPU", True))
     for backends in (["tpu"], ["tpu", "cpu", "meta"]):
         flags = [a for b in backends for a in ("-b", b)]
         shown = f"`opcov check {rel} {' '.join(flags)}` ({n_ops} ops)"

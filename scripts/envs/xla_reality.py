@@ -14,6 +14,9 @@ variant the op set was traced with is stepped on the xla device with dropout off
 with the CPU's (a step that raises there raised; --as-is steps it first as a user runs it, dropout on). PyTorch/XLA's own fallback counters
 (torch_xla.debug.metrics) name the ops that ran on the CPU.
 
+With --device cpu the second run is this Python's CPU again (the main venv will do: no torch_xla), judged
+with ``-b cpu``: CPU is the reference, so that measures whether the cpu verdicts claim what a real run does.
+
 The real outcome is one of
 
     ran      every value within tolerance of CPU (|xla - cpu| <= 1e-3 + 1e-3 * max|cpu| per tensor)
@@ -55,6 +58,20 @@ SERVE_BEGIN = (
     "<!-- xla-serve-reality: begin (written by scripts/envs/xla_reality.py --modes serve; edits here are replaced) -->"
 )
 SERVE_END = "<!-- xla-serve-reality: end -->"
+
+
+def markers(device: str, serve: bool) -> tuple[str, str]:
+    """The begin and end markers of the section a run writes (each device and serve apart)."""
+    if device == "xla":
+        return (SERVE_BEGIN, SERVE_END) if serve else (BEGIN, END)
+    what = f"{device}-serve-reality" if serve else f"{device}-reality"
+    how = f"--device {device}" + (" --modes serve" if serve else "")
+    return (
+        f"<!-- {what}: begin (written by scripts/envs/xla_reality.py {how}; edits here are replaced) -->",
+        f"<!-- {what}: end -->",
+    )
+
+
 SERVE_INTRO = (
     "Each curated decoder with a serve op set ran transformers' `generate` on the xla device as serve mode traces "
     "it (`opcov.sources.generate.RUNS`: a static and a dynamic KV cache, greedy and sampling, an 8-token prompt, 4 "
@@ -166,10 +183,21 @@ if phase == "cpu":  # 1. The CPU reference, in a process that never imports torc
     torch.save({"state": orig.state_dict(), "variants": variants, "want": want}, store)
     sys.exit(0)
 
-# 2. The xla run, with a model built as a user's script builds it (after the import), the CPU's weights.
-import torch_xla
-import torch_xla.debug.metrics as met
-dev = torch_xla.device()
+# 2. The device's run, with a model built as a user's script builds it (after the import), the CPU's weights.
+if phase == "xla":
+    import torch_xla
+    import torch_xla.debug.metrics as met
+    dev, sync = torch_xla.device(), torch_xla.sync
+
+    def fell():
+        return sorted(set(met.executed_fallback_ops()) - HOST_READS)
+
+    met.clear_counters()
+else:  # --device cpu: the reference device itself, in a second process (no fallback to count)
+    dev, sync = torch.device("cpu"), None
+
+    def fell():
+        return []
 ref = torch.load(store, weights_only=False)
 variants, want = ref["variants"], ref["want"]
 model = build().model.to(dtype)
@@ -181,20 +209,16 @@ def on_xla():
         m.tie_weights()
     return m
 
-def fell():
-    return sorted(set(met.executed_fallback_ops()) - HOST_READS)
-
 def report(**kw):
     kw.setdefault("fallback", fell())
     print(json.dumps(kw))
     sys.exit(0)
 
-met.clear_counters()
 if AS_IS:  # first as the user runs it, dropout on: does it raise?
     for variant, inputs in variants:
         try:
             torch.manual_seed(1)
-            step(on_xla(), dev, inputs, torch_xla.sync)
+            step(on_xla(), dev, inputs, sync)
         except Exception as exc:
             report(actual="raised", detail=f"{variant}: {line(exc)}")
 dropout_off()
@@ -203,7 +227,7 @@ worst, where, got_all = 0.0, "", []
 for variant, inputs in variants:
     try:
         torch.manual_seed(2)
-        got_all.append(step(on_xla(), dev, inputs, torch_xla.sync))
+        got_all.append(step(on_xla(), dev, inputs, sync))
     except Exception as exc:
         report(actual="raised", detail=f"{variant}, dropout off: {line(exc)}")
 fallback = fell()
@@ -238,8 +262,8 @@ report(actual=actual, fallback=fallback, values=n,
 """
 
 
-def run_for_real(model: str, mode: str, timeout: int, as_is: bool = False) -> dict:
-    """The real outcome of one (model, mode): the CPU reference in one child, the xla run in another."""
+def run_for_real(model: str, mode: str, timeout: int, as_is: bool = False, device: str = "xla") -> dict:
+    """The real outcome of one (model, mode): the CPU reference in one child, the device's run in another."""
     env = dict(
         os.environ,
         PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"),
@@ -249,7 +273,7 @@ def run_for_real(model: str, mode: str, timeout: int, as_is: bool = False) -> di
     t0 = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         store = os.path.join(tmp, "cpu.pt")
-        for phase in ("cpu", "xla"):
+        for phase in ("cpu", "xla" if device == "xla" else "again"):
             try:
                 r = subprocess.run(
                     [sys.executable, "-c", CHILD, model, mode, json.dumps(sorted(HOST_READS)), phase, store]
@@ -274,8 +298,8 @@ def run_for_real(model: str, mode: str, timeout: int, as_is: bool = False) -> di
     return out
 
 
-def verdict(model: str, mode: str, coverage: str) -> tuple[str, str]:
-    """(verdict word, what it says) of ``opcov check MODEL -b xla --mode MODE --format json``."""
+def verdict(model: str, mode: str, coverage: str, backend: str = "xla") -> tuple[str, str]:
+    """(verdict word, what it says) of ``opcov check MODEL -b BACKEND --mode MODE --format json``."""
     r = subprocess.run(
         # --no-replay: the verdict from the committed data (the zoo's own calls are in it, replayed by the
         # probe's --traces); a replay here would judge the model by a second run on the device
@@ -286,7 +310,7 @@ def verdict(model: str, mode: str, coverage: str) -> tuple[str, str]:
             "check",
             model,
             "-b",
-            "xla",
+            backend,
             "--mode",
             mode,
             "--coverage",
@@ -361,7 +385,14 @@ def summary(rows: list) -> dict:
     return {"total": total, "agree": agree, "unknown": unknown, "false_runs": false_runs}
 
 
-def section(rows: list, command: str, seconds: float, skipped=(), serve: bool = False) -> str:
+CPU_INTRO = (
+    "CPU is opcov's reference device: the second run is this Python's CPU again, in a process of its own, with "
+    "the first run's weights, so this measures whether the verdicts on cpu claim what a real run does (no "
+    "`fails` or `unknown` for a model that runs, no `runs` for one that raises), not a device's values."
+)
+
+
+def section(rows: list, command: str, seconds: float, skipped=(), serve: bool = False, device: str = "xla") -> str:
     sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
     from docs_page import stamp
 
@@ -374,19 +405,28 @@ def section(rows: list, command: str, seconds: float, skipped=(), serve: bool = 
         "--mode MODE` from coverage data (where a committed observed run decides check's verdict, the verdict "
         "from coverage data it keeps as `predicted`)."
     )
+    begin, end = markers(device, serve)
+    title = "PyTorch/XLA" if device == "xla" else device.upper() if device == "cpu" else device
+    where = (
+        f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')} (XLA's CPU client); "
+        if device == "xla"
+        else "This machine's CPU (no torch_xla); "
+    )
+    body = SERVE_INTRO if serve else intro
+    if device != "xla":
+        body = body.replace("the xla device", "the CPU").replace("-b xla", f"-b {device}") + " " + CPU_INTRO
     lines = [
-        SERVE_BEGIN if serve else BEGIN,
-        "## PyTorch/XLA: serve verdicts against real generate runs"
+        begin,
+        f"## {title}: serve verdicts against real generate runs"
         if serve
-        else "## PyTorch/XLA: verdicts against real runs",
+        else f"## {title}: verdicts against real runs",
         "",
         # the stamp every measuring script writes (benchmarks/docs_page.py: command, date, versions, machine)
-        stamp(command, ("torch", "torch_xla", "transformers")) + "  ",
-        f"PJRT_DEVICE={os.environ.get('PJRT_DEVICE', 'CPU')} (XLA's CPU client); real runs "
+        stamp(command, ("torch", "torch_xla", "transformers") if device == "xla" else ("torch", "transformers")) + "  ",
+        f"{where}real runs "
         f"{sum(float(r['real'].get('seconds') or 0) for r in rows):.0f} s in all (this pass {seconds:.0f} s)",
         "",
-        (SERVE_INTRO if serve else intro)
-        + " A verdict agrees when `runs` meets a run that matched CPU with no op through the CPU "
+        body + " A verdict agrees when `runs` meets a run that matched CPU with no op through the CPU "
         "fallback, `runs_with_fallback` one that matched CPU, `runs_with_value_note` one that ran (matched or "
         "not), `fails` one that raised; `unknown` agrees with nothing.",
         "",
@@ -412,7 +452,7 @@ def section(rows: list, command: str, seconds: float, skipped=(), serve: bool = 
         fb = f"; fell back: {', '.join(real['fallback'])}" if real.get("fallback") else ""
         detail = f"{real['actual']}: {real['detail']}{fb}".replace("|", "\\|")
         lines.append(f"| {r['model']} | {r['mode']} | {r['verdict']} | {detail} | {'yes' if r['agree'] else 'no'} |")
-    lines.append(SERVE_END if serve else END)
+    lines.append(end)
     return "\n".join(lines) + "\n"
 
 
@@ -447,6 +487,13 @@ def main() -> None:
         "of its own)",
     )
     p.add_argument("--coverage", default=os.path.join(ROOT, "coverage"))
+    p.add_argument(
+        "--device",
+        choices=("xla", "cpu"),
+        default="xla",
+        help="where the second run goes: xla (PyTorch/XLA, judged -b xla) or cpu (this Python's CPU again, "
+        "judged -b cpu; runs without torch_xla)",
+    )
     p.add_argument("--timeout", type=int, default=900, help="seconds per real run (default: %(default)s)")
     p.add_argument(
         "--results",
@@ -485,12 +532,12 @@ def main() -> None:
             if args.saved_only and key not in saved:
                 skipped.append(key)
                 continue
-            real = saved.get(key) or run_for_real(model, mode, args.timeout, args.as_is)
+            real = saved.get(key) or run_for_real(model, mode, args.timeout, args.as_is, args.device)
             if args.results and key not in saved:
                 saved[key] = real
                 with open(args.results, "w") as f:
                     json.dump(saved, f, indent=1, sort_keys=True)
-            v, says = verdict(model, mode, args.coverage)
+            v, says = verdict(model, mode, args.coverage, args.device)
             row = {"model": model, "mode": mode, "verdict": v, "says": says, "real": real, "agree": agrees(v, real)}
             rows.append(row)
             fb = f"; fell back: {', '.join(real['fallback'])}" if real.get("fallback") else ""
@@ -509,8 +556,8 @@ def main() -> None:
             a if not a.startswith(ROOT) else os.path.relpath(a, ROOT) for a in sys.argv[1:]
         )
         serve = args.modes == "serve"
-        text = section(rows, command, time.time() - start, skipped, serve=serve)
-        write_docs(args.write_docs, text, *((SERVE_BEGIN, SERVE_END) if serve else (BEGIN, END)))
+        text = section(rows, command, time.time() - start, skipped, serve=serve, device=args.device)
+        write_docs(args.write_docs, text, *markers(args.device, serve))
 
 
 if __name__ == "__main__":
