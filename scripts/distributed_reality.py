@@ -240,8 +240,10 @@ def table(rows: list, started: str) -> str:
         )
     lines += [
         "",
-        "What this does not measure: a device other than CPU (TorchTPU's process group cannot be run here),",
-        "world sizes above 2, and TorchTPU's own collectives: those verdicts rest on registrations and are said so.",
+        "What this does not measure: a device other than CPU (TorchTPU's process group cannot be run here;",
+        "PyTorch/XLA's CPU client, the only xla device here, has no collectives: they hang or raise,",
+        "github.com/pytorch/xla/issues/5005 and /9089), world sizes above 2, and TorchTPU's own collectives:",
+        "those verdicts rest on registrations and are said so.",
     ]
     return "\n".join(lines)
 
