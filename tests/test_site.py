@@ -625,6 +625,7 @@ def test_no_page_uses_emoji_that_need_an_emoji_font(versioned):
 
 def test_controls_are_not_compared(tmp_path):
     """cpu and meta are the references, not targets: no compare page pairs them."""
+    from opcov.site import judged
     from opcov.site import model as sitemodel
     from opcov.store import data
 
@@ -637,7 +638,7 @@ def test_controls_are_not_compared(tmp_path):
         data.save(doc, path)
     site = sitemodel.load_site(cov)
     assert [b.name for b in site.backends if b.control] == ["cpu"]
-    assert render.comparisons(site, sitemodel.judge_models(site)) == []
+    assert render.comparisons(site, judged.judge_site(site)) == []
     files = render.build(site)
     assert (
         not [f for f in files if f.startswith("compare/")]
@@ -731,6 +732,44 @@ def test_a_split_render_writes_the_serial_site(small, tmp_path):
         f.write("from an older render")
     again = render.render_site(cov, b, parallel=True)
     assert again["written"] == 0 and again["removed"] == 1 and tree(b) == tree(a)
+
+
+def test_a_render_from_the_cache_is_the_render_without_it(tmp_path, monkeypatch):
+    """opcov site keeps each data file's document and every verdict in the user's cache folder
+    (opcov.site.kept): a second render of unchanged data judges nothing and writes the site a render
+    without the cache writes; after a coverage file changes, the verdicts are judged again (and the site
+    is again the uncached one), and an unchanged file's document is still reused."""
+    from opcov.site import judged, kept
+    from opcov.store import data
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    cov = make_paths_coverage(tmp_path)
+    plain = str(tmp_path / "plain")
+    render.render_site(cov, plain, cache=False)
+    assert not os.path.exists(tmp_path / "xdg")  # cache=False keeps nothing
+    first, second = str(tmp_path / "first"), str(tmp_path / "second")
+    render.render_site(cov, first)
+    assert kept.Kept(cov).verdicts() is not None
+
+    def judge_nothing(site):
+        raise AssertionError("judged again")
+
+    with monkeypatch.context() as m:
+        m.setattr(judged, "judge_site", judge_nothing)
+        render.render_site(cov, second)
+    assert tree(first) == tree(second) == tree(plain)
+
+    path = os.path.join(cov, "alpha", f"registered-torch-{TORCH}-alpha_pkg-1.0.yaml")
+    doc = data.load(path)
+    doc["ops"]["aten::relu"] = dict(doc["ops"]["aten::mm"])  # relu gets a kernel: tiny's verdicts change
+    os.remove(path)
+    data.save(doc, path)
+    store = kept.Kept(cov)
+    assert store.verdicts() is None and store.doc("models/tiny/training.yaml") is not None
+    assert store.doc(os.path.relpath(path, cov)) is None
+    render.render_site(cov, second)
+    render.render_site(cov, plain, cache=False)
+    assert tree(second) == tree(plain) != tree(first)
 
 
 def test_a_build_splits_only_where_a_core_is_idle_now(monkeypatch):

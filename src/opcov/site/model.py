@@ -215,12 +215,14 @@ def _read(path: str, rel: str):
 
 
 @judge.bulk()  # every coverage and op-set file held at once: see judge.bulk
-def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
+def load_site(coverage_dir: str, parallel: bool | None = None, kept=None) -> Site:
     """Read every coverage and op-set file under ``coverage_dir``; DataError names the bad file.
 
     ``parallel``: share the files with a forked child, item by item (opcov.forked; documents are quick to
     pickle back, parsing is not). None: where there are PARALLEL_FILES or more and forked.spare_core();
-    False: never. The site is the same either way, and so is the error raised."""
+    False: never. The site is the same either way, and so is the error raised. ``kept``: an
+    opcov.site.kept.Kept, whose documents are used where their files are unchanged, and which keeps
+    those read now."""
     from opcov import forked
 
     coverage_dir = str(coverage_dir)  # the site shows this folder's data alone (no layout.FoundCoverage fallback)
@@ -243,9 +245,16 @@ def load_site(coverage_dir: str, parallel: bool | None = None) -> Site:
     ]
     paths = [(p, os.path.relpath(p, coverage_dir).replace(os.sep, "/")) for p in files]
     compile_snaps: dict[str, list] = {}
+    read = {rel: kept.doc(rel) for _, rel in paths} if kept is not None else {}
+    todo = [(p, rel) for p, rel in paths if read.get(rel) is None]
     if parallel is None:
-        parallel = len(paths) >= PARALLEL_FILES and forked.spare_core()
-    docs = forked.split_map(lambda p: _read(*p), paths, fork=parallel and forked.can_fork())
+        parallel = len(todo) >= PARALLEL_FILES and forked.spare_core()
+    read.update(
+        zip((rel for _, rel in todo), forked.split_map(lambda p: _read(*p), todo, fork=parallel and forked.can_fork()))
+    )
+    if kept is not None:
+        kept.keep_docs({rel: doc for rel, doc in read.items() if not isinstance(doc, Exception)})
+    docs = [read[rel] for _, rel in paths]
     compiled_sets = []  # (folder, (compile backend, mode), (rel, document or the DataError reading it))
     for (path, rel), doc in zip(paths, docs):
         folder, sub, stem = (rel.split("/") + ["", "", ""])[1:4]

@@ -21,6 +21,7 @@ from markupsafe import Markup, escape
 
 from opcov import vocab
 from opcov.formats import LABELS
+from opcov.site import judged
 from opcov.site import model as sitemodel
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
 from opcov.store import opset, output, vendor
@@ -313,78 +314,48 @@ OUTCOME_CSS = {**{o: w.css for o, w in vocab.OUTCOMES.items()}, vocab.NOT_JUDGED
 
 
 def verdict_view(v) -> dict:
-    """One model x mode x backend verdict, shaped for the model page: the verdict word and its css (a run
-    on a claim is not shown as proof), the level it rests on (a vocab Word) and how the verdict names it."""
-    problems = []
-    problem_ops = [r for r in v.ops if r.outcome in vocab.PROBLEMS]
-    for r in problem_ops:
-        problems.append(
-            {
-                "op": r.op,
-                "outcome": r.outcome,
-                "css": OUTCOME_CSS.get(r.outcome, "unknown"),
-                "calls": r.calls,
-                "phases": sorted(r.phases),
-                "ev": vocab.evidence_word(r.evidence),
-                "findings": [
-                    {
-                        "direction": f.direction,
-                        "dtype": f.dtype,
-                        "outcome": f.outcome,
-                        "css": OUTCOME_CSS.get(f.outcome, "unknown"),
-                        "evidence": f.evidence,
-                        "why": f.why,
-                        "fix": f.fix,
-                    }
-                    for f in r.problems()
-                ],
-                "flags": list(r.flags),
-            }
-        )
+    """One model x mode x backend verdict (a judged.Verdict), shaped for the model page: the verdict word and
+    its css (a run on a claim is not shown as proof), the level it rests on (a vocab Word) and how the verdict
+    names it."""
+    problems = [
+        {
+            "op": p["op"],
+            "outcome": p["outcome"],
+            "css": OUTCOME_CSS.get(p["outcome"], "unknown"),
+            "calls": p["calls"],
+            "phases": p["phases"],
+            "ev": vocab.evidence_word(p["evidence"]),
+            "findings": [{**f, "css": OUTCOME_CSS.get(f["outcome"], "unknown")} for f in p["findings"]],
+            "flags": p["flags"],
+        }
+        for p in v.problems
+    ]
     out = said_view(v)
     out.update(
-        counts=v.counts(),
+        counts=v.counts,
         notes=list(v.notes),
         sources=list(v.sources),
         problems=problems,
-        problem_ops=problem_ops,
-        variant=getattr(v, "variant", ""),
-        variants=variant_views(v),
+        api_problems=[{k: p[k] for k in ("op", "outcome", "evidence", "calls", "findings")} for p in v.problems],
+        variant=v.variant,
+        variants=[{**o, "said": said_words(o["verdict"], o["evidence"])} for o in v.variants],
     )
     return out
 
 
 def said_view(v) -> dict:
-    """A verdict word and the evidence it rests on, as _said_html shows them (any verdict with ``verdict``
-    and ``evidence``: an eager BackendVerdict, a compiled one)."""
+    """said_words of any verdict with ``verdict`` and ``evidence`` (a judged.Verdict, a judged.Compiled)."""
+    return said_words(v.verdict, v.evidence)
+
+
+def said_words(verdict: str, evidence: str) -> dict:
+    """A verdict word and the evidence it rests on, as _said_html shows them."""
     return {
-        "verdict": v.verdict,
-        "css": vocab.verdict_css(v.verdict, v.evidence),
-        "ev": vocab.evidence_word(v.evidence),
-        "ev_said": vocab.evidence_said(v.verdict, v.evidence),
+        "verdict": verdict,
+        "css": vocab.verdict_css(verdict, evidence),
+        "ev": vocab.evidence_word(evidence),
+        "ev_said": vocab.evidence_said(verdict, evidence),
     }
-
-
-def variant_views(v) -> list:
-    """Each input variant other than the one ``v`` leads with (the given inputs), in 'opcov check's words:
-    its verdict (said_view), its label and the ops that decide it (reports.variant_line after the verdict)."""
-    from opcov.verdict import reports
-
-    out = []
-    for name, other in (getattr(v, "variants", None) or {}).items():
-        label = reports.variant_label(name)
-        line = reports.variant_line(other, v)
-        head = f"{other.says()} with {label}"
-        out.append(
-            {
-                "name": name,
-                "label": label,
-                "said": said_view(other),
-                "rest": line[len(head) :] if line.startswith(head) else f": {line}",
-                "deciding": reports.deciding(other, v),
-            }
-        )
-    return out
 
 
 def all_modes(keys) -> list[str]:
@@ -1007,8 +978,8 @@ def _op_observed_html(root: str, model_links: dict, op: str, runs: list) -> Mark
 
 
 def compile_view(cv) -> dict:
-    """One CompiledVerdict shaped for a model page: its word and evidence, graph breaks, why, the compiled
-    graphs' verdict (verdict_view: counts, notes, problems) and the eager verdict at the breaks."""
+    """One compiled verdict (a judged.Compiled) shaped for a model page: its word and evidence, graph breaks,
+    why, the compiled graphs' verdict (verdict_view: counts, notes, problems) and the eager verdict at the breaks."""
     out = said_view(cv)
     out.update(
         backend=cv.backend,
@@ -1019,11 +990,11 @@ def compile_view(cv) -> dict:
         why=cv.why,
         notes=list(cv.notes),
         outcome=cv.outcome,
-        observed=cv.observed["summary"] if cv.observed else "",
-        observed_file=cv.observed["file"] if cv.observed else "",
+        observed=cv.observed,
+        observed_file=cv.observed_file,
         graphs=verdict_view(cv.graphs) if cv.graphs is not None else None,
-        eager=said_view(cv.eager) if cv.eager is not None else None,
-        eager_problems=len([r for r in cv.eager.ops if r.outcome in vocab.PROBLEMS]) if cv.eager else 0,
+        eager=said_words(*cv.eager) if cv.eager is not None else None,
+        eager_problems=cv.eager_problems,
     )
     return out
 
@@ -1114,14 +1085,12 @@ def _compile_section_html(root: str, model: str, mode: str, name: str, entry, op
     return "".join(out)
 
 
-def gaps(site: Site, backend, verdicts: dict) -> dict:
-    """Ops that block zoo models on this backend (ranked by opcov.verdict.gaps.tally, as 'opcov gaps' ranks them),
+def gaps(site: Site, backend, verdicts: judged.Judged) -> dict:
+    """Ops that block zoo models on this backend (ranked as 'opcov gaps' ranks them: judged.gaps_ranked),
     and core ATen ops not registered, each split in two: the backend's gaps (an op fails; no kernel, or
     the fallback only) and what opcov could not tell (an unknown outcome; a composite whose reach opcov
     could not record, such as "Expected a value of type 'Tensor'...": opcov's failure, not the backend's)."""
-    from opcov.verdict.gaps import tally
-
-    ranked = tally((model, mode, v) for (model, mode, bname), v in sorted(verdicts.items()) if bname == backend.name)
+    ranked = judged.gaps_ranked(verdicts, backend.name)
     for e in ranked:
         e["css"] = OUTCOME_CSS[e["outcome"]]
     snap = backend.registered
@@ -1392,9 +1361,10 @@ def _op_files(env, site: Site, links: dict) -> dict:
     return files
 
 
-def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict | None = None) -> list:
-    """One model's page, its JSON and its badge per backend: [(path, bytes)]. ``compiled``:
-    judge_compiled_models' verdicts (the page's compile path)."""
+def _model_files(env, site: Site, links: dict, judgments: judged.Judged, m) -> list:
+    """One model's page, its JSON and its badge per backend: [(path, bytes)], from the site's verdicts (the
+    compiled ones make the page's compile path)."""
+    verdicts, compiled = judgments.eager, judgments.compiled
     out, badges = [], {}
     for b in site.backends:
         vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in opset.MODES if (m.name, mode, b.name) in verdicts]
@@ -1433,7 +1403,7 @@ def _model_files(env, site: Site, links: dict, verdicts: dict, m, compiled: dict
             }
         )
     observed = [observed_view(*site.observed[k]) for k in sorted(site.observed) if k[1] == m.name]
-    compile_modes = model_compile(site, m, compiled or {}, root, links)
+    compile_modes = model_compile(site, m, compiled, root, links)
     href = links["models"][m.name]
     out += [
         (
@@ -1509,12 +1479,15 @@ def build(site: Site, parallel: bool | None = None, guide: bool = False) -> dict
     the judging, and the model pages shared item by item between parent and child. None: where the site has at least
     PARALLEL_PAGES op and model pages and forked.spare_core(); False: never. The files are the same
     either way. ``guide``: the user guide is at docs/index.html beside the pages (every page links to it)."""
-    files, _ = _build_split(site, parallel, None, guide)
+    files, _, _ = _build_split(site, parallel, None, guide)
     return files
 
 
-def _build_split(site: Site, parallel: bool | None, into: _Folder | None, guide: bool = False) -> tuple[dict, list]:
-    """(files, [what was written]): build's work; with ``into``, the op and model pages with their JSON
+def _build_split(
+    site: Site, parallel: bool | None, into: _Folder | None, guide: bool = False, judgments=None
+) -> tuple[dict, list, judged.Judged]:
+    """(files, [what was written], the verdicts shown): build's work, on ``judgments`` (judged.Judged: kept
+    from an earlier build) or on the site judged now; with ``into``, the op and model pages with their JSON
     and badges (all but ~100 files) are written there by whoever made them, the forked child beside
     the parent's own work, and left out of ``files`` (file creation is most of a cold write, and two
     processes create files about twice as fast as one)."""
@@ -1535,42 +1508,36 @@ def _build_split(site: Site, parallel: bool | None, into: _Folder | None, guide:
     else:
         op_files = forked.Later(lambda: into.write(_op_files(env, site, links)), fork=parallel)
     try:
-        return _build(site, env, links, op_files, parallel, into)
+        return _build(site, env, links, op_files, parallel, into, judgments)
     finally:
         op_files.cancel()
 
 
-def _build(site: Site, env, links: dict, op_files, parallel: bool, into: _Folder | None) -> tuple[dict, list]:
+def _build(
+    site: Site, env, links: dict, op_files, parallel: bool, into: _Folder | None, judgments
+) -> tuple[dict, list, judged.Judged]:
     """build's body, with the op pages' files to come from ``op_files`` (a forked.Later): their bytes,
     or what _Folder.write wrote of them. With ``into``, the model pages too are written by whoever
     makes them."""
     from opcov import forked
 
-    verdicts = sitemodel.judge_models(site)
-    compiled = sitemodel.judge_compiled_models(site)
+    verdicts = judgments if judgments is not None else judged.judge_site(site)
     # The model pages need only the verdicts: the child's half starts now, beside the comparisons and
     # the pages below (and the op pages' child, which is ending by then).
     make: Any
     if into is None:
-        make = lambda m: _model_files(env, site, links, verdicts, m, compiled)  # noqa: E731
+        make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
     else:
-        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m, compiled)))  # noqa: E731
+        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m)))  # noqa: E731
     model_files = forked.Split(make, site.models, fork=parallel)
     try:
-        return _build_rest(site, env, links, op_files, model_files, verdicts, into, compiled)
+        return (*_build_rest(site, env, links, op_files, model_files, verdicts, into), verdicts)
     finally:
         model_files.cancel()
 
 
 def _build_rest(
-    site: Site,
-    env,
-    links: dict,
-    op_files,
-    model_files,
-    verdicts: dict,
-    into: _Folder | None,
-    compiled: dict | None = None,
+    site: Site, env, links: dict, op_files, model_files, verdicts: judged.Judged, into: _Folder | None
 ) -> tuple[dict, list]:
     """_build's pages after the judging, the op and model pages to come from ``op_files`` (a
     forked.Later) and ``model_files`` (a forked.Split)."""
@@ -1605,7 +1572,7 @@ def _build_rest(
             files[f"api/badges/{stem}.json"] = _json(shields(label, value, colour))
             entry["badges"].append((f"badges/{stem}.svg", f"{label} {value}", f"api/badges/{stem}.json"))
     for entry in backends:
-        entry["models"] = model_rows(verdicts, entry["b"].name)
+        entry["models"] = model_rows(verdicts.eager, entry["b"].name)
         entry["vendor"] = vendor_view(site, entry["b"].name)
     empty = no_data_views(site, links)
     for e in empty:
@@ -1625,7 +1592,7 @@ def _build_rest(
         probe_status=PROBE_STATUS,
     )
     page("search.html", "search.html", title="Search")
-    index = models_index(site, verdicts, links, compiled)
+    index = models_index(site, verdicts.eager, links, verdicts.compiled)
     page(
         "models.html",
         "models.html",
@@ -1950,16 +1917,7 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
                     "counts": e["graphs"]["counts"],
                     "sources": e["graphs"]["sources"],
                     "notes": e["graphs"]["notes"],
-                    "problems": [
-                        {
-                            "op": r.op,
-                            "outcome": r.outcome,
-                            "evidence": r.evidence,
-                            "calls": r.calls,
-                            "findings": [dict(f.__dict__) for f in r.problems()],
-                        }
-                        for r in e["graphs"]["problem_ops"]
-                    ],
+                    "problems": e["graphs"]["api_problems"],
                 }
                 if e["graphs"]
                 else None,
@@ -1986,16 +1944,7 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
                     }
                     for o in pb["v"]["variants"]
                 },
-                "problems": [
-                    {
-                        "op": r.op,
-                        "outcome": r.outcome,
-                        "evidence": r.evidence,
-                        "calls": r.calls,
-                        "findings": [dict(f.__dict__) for f in r.problems()],
-                    }
-                    for r in pb["v"]["problem_ops"]
-                ],
+                "problems": pb["v"]["api_problems"],
             }
         out["modes"][md["mode"]] = {
             "op_set": f"coverage/{md['path']}",
@@ -2150,15 +2099,22 @@ def _finish(folder: _Folder, files: dict, done: list) -> dict:
     }
 
 
-def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, hold: list | None = None) -> dict:
+def render_site(
+    coverage_dir: str, out_dir: str, parallel: bool | None = None, hold: list | None = None, cache: bool = True
+) -> dict:
     """Load the data, build every page, write them; returns counts for the CLI to print. The op pages
     are written as they are made (by the forked child, where the build splits: see _build_split).
     ``hold``: a list the loaded site is appended to, so that the caller decides when its millions of
     objects go (the CLI leaves them to the process's exit: freeing them one by one took ~0.7 s), and
-    they are frozen out of the garbage collector's walks (judge.bulk's ``kept``)."""
+    they are frozen out of the garbage collector's walks (judge.bulk's ``kept``). ``cache``: parse and judge
+    only what changed since the last build of this coverage folder (opcov.site.kept); False reads and keeps
+    nothing."""
+    from opcov.site import kept
+
     output.check_writable_dir(out_dir, marker=MARKER, allow=(DOCS,))  # before the slow part
     with judge.bulk(kept=hold is not None):  # one pause from loading to the last write: see judge.bulk
-        site = sitemodel.load_site(coverage_dir, parallel=parallel)
+        store = kept.Kept(coverage_dir) if cache else None
+        site = sitemodel.load_site(coverage_dir, parallel=parallel, kept=store)
         if hold is not None:
             hold.append(site)
         folder = _Folder(out_dir)
@@ -2169,8 +2125,11 @@ def render_site(coverage_dir: str, out_dir: str, parallel: bool | None = None, h
             output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
             folder.existing.add(MARKER)
         guide = os.path.isfile(os.path.join(out_dir, DOCS, "index.html"))  # built first (scripts/run.sh)
-        files, done = _build_split(site, parallel, folder, guide)
+        files, done, verdicts = _build_split(site, parallel, folder, guide, store.verdicts() if store else None)
         stats = _finish(folder, files, done)
+        if store is not None:
+            store.keep_verdicts(verdicts)
+            store.save()
     stats["written"] += marked
     stats.update(
         ops=len(site.ops), backends=len(site.backends), models=len(site.models), catalog_note=site.catalog_note
@@ -2255,25 +2214,12 @@ def models_index(site: Site, verdicts: dict, links: dict, compiled: dict | None 
 # ---------------------------------------------------------------- backends side by side
 
 
-def comparisons(site: Site, verdicts: dict) -> list:
+def comparisons(site: Site, verdicts: judged.Judged) -> list:
     """One opcov.verdict.compare.Comparison per pair of non-control backends (by name), made from the
-    verdicts the site shows as 'opcov compare A B --models zoo' makes them (compare.from_verdicts); an op
+    verdicts the site shows as 'opcov compare A B --models zoo' makes them (judged.comparison); an op
     set is compared where both backends have data to judge it."""
-    from opcov.verdict import compare
-
     names = [b.name for b in site.backends if not b.control]
-    out: list = []
-    memo: dict = {}
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            judged = (
-                (doc, {x: (verdicts[(m.name, mode, x)], site.data_torch[(m.name, mode, x)]) for x in (a, b)})
-                for m in site.models
-                for mode, (_, doc) in sorted(m.modes.items())
-                if (m.name, mode, a) in verdicts and (m.name, mode, b) in verdicts and not is_site_key(mode)
-            )
-            out.append(compare.from_verdicts(a, b, judged, memo))
-    return out
+    return [judged.comparison(verdicts, a, b) for i, a in enumerate(names) for b in names[i + 1 :]]
 
 
 MODELS_SHOWN = 12  # models named per difference on a compare page; the rest behind a disclosure
