@@ -313,13 +313,18 @@ SPARSE_MODEL = textwrap.dedent(
 
 
 def test_a_real_sparse_model_runs_on_cpu_and_fails_where_no_sparse_kernel_exists(tmp_path):
+    """Traced as a user traces it (no --device): fake tensors cannot size the sparse matmul, the computing
+    stand-in has no sparse kernels, so it is traced with real values on CPU itself, and the op set says so."""
     (tmp_path / "graphmodel.py").write_text(SPARSE_MODEL)
     out = tmp_path / "graph-training.yaml"
     env = {"PYTHONPATH": SRC + os.pathsep + str(tmp_path)}  # the factory's module, beside opcov's own
-    r = run_opcov("trace", "graphmodel:build", "--mode", "training", "--on", "cpu", "--out", str(out), **env)
+    r = run_opcov("trace", "graphmodel:build", "--mode", "training", "--out", str(out), **env)
     assert r.returncode == 0, r.stdout + r.stderr
-    sigs = " ".join(getattr(n, "sig", "") for n in opset.nodes(opset.load(str(out))))
+    doc = opset.load(str(out))
+    sigs = " ".join(getattr(n, "sig", "") for n in opset.nodes(doc))
     assert "!sparse" in sigs  # the adjacency's layout reached the op set
+    assert any("the computing stand-in has no sparse kernels" in n for n in doc["provenance"]["notes"])
+    assert "--device cpu --real" in doc["provenance"]["command"]  # the line that traces it again
     cpu = run_opcov("check", str(out), "-b", "cpu", "--format", "json")
     verdicts = json.loads(cpu.stdout)["verdicts"]
     assert cpu.returncode == 0 and verdicts[0]["verdict"] == "runs", cpu.stdout + cpu.stderr

@@ -37,6 +37,7 @@ import os
 import sys
 
 from opcov import children, vocab
+from opcov.errors import UsageError
 from opcov.sources import models
 from opcov.sources.step import input_variants
 from opcov.store import opset
@@ -115,6 +116,9 @@ def with_real_branches(
         result.real_job = job
     else:  # repaired as the zoo's are, so `opcov trace X` and `opcov zoo trace` make the same runs
         job, answer, repairs = repaired_branch_runs(job)
+        layout = stand_in_layout(answer[1]) if answer and not cpu else None
+        if layout:  # fake tensors lose a sparse or quantized layout: the fake trace would judge dense calls
+            raise LayoutError(layout, answer[1])
         merge_real_branches(result, job, answer=answer, repairs=repairs)
     return result
 
@@ -196,8 +200,6 @@ def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: st
     on the computing stand-in (not on CPU, whose own kernels an accelerator never runs), in this
     process if its PrivateUse1 device is that stand-in (the zoo's real-valued workers), else in a
     child process. Text models run with their inputs as built and with a padded attention mask, merged."""
-    from opcov.errors import UsageError
-
     job = {
         "kind": "trace",
         "model": model,
@@ -211,8 +213,30 @@ def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: st
         return OpSet(_child(job)["doc"])
     result, failure = run_job(job)
     if failure:
+        if stand_in_layout(failure):
+            raise LayoutError(stand_in_layout(failure), failure)
         raise UsageError(f"{model}: the real-valued trace on the computing stand-in failed: {failure}")
     return OpSet(result["doc"])
+
+
+class LayoutError(UsageError):
+    """The computing stand-in has no kernels for a layout the model uses (``layout``: 'sparse', 'quantized'):
+    its PrivateUse1 device registers strided kernels alone, so such a model is traced on CPU itself."""
+
+    def __init__(self, layout: str, failure: str):
+        super().__init__(f"the computing stand-in has no {layout} kernels: {failure}")
+        self.layout, self.failure = layout, failure
+
+
+def stand_in_layout(failure: str) -> str | None:
+    """'sparse' or 'quantized' where ``failure`` is the stand-in's missing kernel for that layout's dispatch key
+    (``Could not run ... from the 'Sparse<stand-in>' backend``), else None."""
+    from opcov.tracing.target import NAME
+
+    for key, layout in (("Sparse", "sparse"), ("SparseCsr", "sparse"), ("Quantized", "quantized")):
+        if f"from the '{key}{NAME}' backend" in failure:
+            return layout
+    return None
 
 
 def computing_here() -> bool:

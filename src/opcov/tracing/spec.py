@@ -65,7 +65,7 @@ def trace_spec(
                 "--real with --autocast: the computing stand-in that real values run on has no "
                 "autocast policy; leave out --autocast, or trace on CPU with --device cpu"
             )
-        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+        return _real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
     # a model to serve is built as for inference; its prompt is made from the inputs built (serve.prepare)
     build_mode = "inference" if mode == "serve" else mode
     built = models.build(entry.spec if entry else model, sizes, mode=build_mode, real=real, zoo_entry=entry)
@@ -107,24 +107,49 @@ def trace_spec(
         # the op set says why. The zoo's runner (defer_real) schedules that itself.
         if "--real" not in str(exc) or defer_real or autocast or device == "cpu":
             raise
-        retried = realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+        retried = _real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
         retried.doc["provenance"].setdefault("notes", []).append(
             f"traced with real values (as --real): fake tensors could not trace it ({ladder.one_line(exc, 160)})"
         )
         return retried
     result.doc["model"].update(built.facets)
-    return realtrace.with_real_branches(
-        result,
-        model,
-        built=built,
-        sizes=sizes,
-        mode=mode,
-        dtype=dtype,
-        autocast=autocast,
-        device=device,
-        optimizer=optimizer,
-        defer=defer_real,
+    try:
+        return realtrace.with_real_branches(
+            result,
+            model,
+            built=built,
+            sizes=sizes,
+            mode=mode,
+            dtype=dtype,
+            autocast=autocast,
+            device=device,
+            optimizer=optimizer,
+            defer=defer_real,
+        )
+    except realtrace.LayoutError as exc:
+        return _on_cpu(model, exc, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+
+
+def _real(model: str, *, sizes, mode: str, dtype, optimizer: str, out) -> OpSet:
+    """The real-valued trace on the computing stand-in, or on CPU for a layout it cannot hold (``_on_cpu``)."""
+    try:
+        return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+    except realtrace.LayoutError as exc:
+        return _on_cpu(model, exc, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+
+
+def _on_cpu(model: str, exc, *, sizes, mode: str, dtype, optimizer: str, out) -> OpSet:
+    """A model whose tensors take a layout the computing stand-in has no kernels for (sparse, quantized: its
+    device registers strided kernels alone; fake tensors lose the layout) traced with real values on CPU
+    itself, the op set saying why (its own device-type branches are CPU's then)."""
+    on_cpu = trace_spec(
+        model, mode=mode, dtype=dtype, device="cpu", optimizer=optimizer, real=True, sizes=sizes, out=out
     )
+    on_cpu.doc["provenance"].setdefault("notes", []).append(
+        f"traced on CPU itself, with real values: the computing stand-in has no {exc.layout} kernels "
+        f"({ladder.one_line(exc.failure, 160)})"
+    )
+    return on_cpu
 
 
 # ---------------------------------------------------------------- the zoo
