@@ -7,10 +7,11 @@ gets on xla where torch_xla is installed, with the replayed file kept and reused
 """
 
 import json
+import os
 import textwrap
 
 import pytest
-from conftest import run_opcov
+from conftest import ROOT, run_opcov
 
 from opcov.store import data
 
@@ -106,6 +107,26 @@ def test_a_serve_op_sets_own_calls_are_generates():
     calls = replay.capture("gpt2", only=re.compile(r"^aten::(argmax|topk|multinomial)$"), modes=("serve",))
     assert {func.name() for func, *_ in calls} >= {"aten::argmax", "aten::topk", "aten::multinomial"}
     assert not replay.capture("gpt2", only=re.compile(r"^aten::(argmax|topk|multinomial)$"), modes=("inference",))
+
+
+def test_a_zoo_op_sets_replay_builds_the_model_as_the_zoo_traced_it(monkeypatch):
+    """``probe --opsets coverage/models/mistral/serve.yaml`` names the model by its zoo spec (hf:mistral); the
+    replay must still build it from the zoo entry (its tiny config), not at the default config's full size (7 B
+    real-valued parameters on CPU, which stalled every such group until its worker was killed)."""
+    from opcov.probe import replay
+    from opcov.sources import models, zoo
+
+    built = []
+
+    def build(spec, sizes, **kw):
+        built.append((spec, kw.get("zoo_entry")))
+        raise RuntimeError("built")
+
+    monkeypatch.setattr(models, "build", build)
+    target = replay.opset_targets([os.path.join(ROOT, "coverage", "models", "mistral", "serve.yaml")])[0]
+    with pytest.raises(RuntimeError, match="built"):
+        replay.capture(target.name, spec=target.spec, dtype=target.dtype, modes=target.modes)
+    assert built == [("hf:mistral", zoo.BY_NAME["mistral"])]
 
 
 def test_calls_only_needs_calls_to_replay():

@@ -131,7 +131,11 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    entry = zoo.BY_NAME.get(name) if not spec else None
+    entry = zoo.BY_NAME.get(name)
+    if spec and entry is not None and spec != entry.spec:
+        entry = None  # a factory or another model under a zoo name: built from its own spec alone
+    # else the zoo entry's sizes and config, as its op set was traced (without them a zoo decoder was built at
+    # its default config's full size: mistral's 7 B parameters, real-valued, on CPU)
     spec = spec or entry.spec  # type: ignore[union-attr]
     want = getattr(torch, dtype or entry.dtype)  # type: ignore[union-attr]
     seen: dict = {}
