@@ -200,6 +200,36 @@ def test_a_models_own_replayed_calls_outrank_opinfo_cases(tmp_path, cov):
     assert r.returncode == 1 and f["outcome"] == "fails" and "own calls" in f["why"] and "boom" in f["why"]
 
 
+def test_a_models_own_replayed_failure_counts_only_against_its_calls_of_that_class(tmp_path, cov):
+    """A model's own calls replayed in one mode failed in a class its other op set never calls (gemma2's serve
+    replay: a sliding-window cache's slice past its dimension, which its inference op set does not make; here
+    cumsum on a 0-d tensor): the op set whose calls are of other classes is judged by them (it runs), the one
+    that makes the failing call fails on the model's own call."""
+    _probe(
+        cov,
+        {
+            "aten::cumsum": {
+                "float32": {
+                    "fwd": "error",
+                    "cases": 9,
+                    "fails": 1,
+                    "case": "trace.llama|float32|3",
+                    "why": "RuntimeError: Value out of range",
+                    "failed": ["error trace.llama|float32|3 float32:0d;"],
+                    "ran": ["float32:2;"],
+                    "traced": {"llama": "error"},
+                }
+            }
+        },
+    )
+    two_d = save_model(tmp_path, {"aten::cumsum": _call(shape="[2, 16]")}, mode="inference", name="llama")
+    r, v, f = _one(two_d, cov)
+    assert r.returncode == 0 and f["outcome"] == "ok" and "own calls" not in f["why"], f
+    zero_d = save_model(tmp_path, {"aten::cumsum": _call(shape="[]")}, mode="training", name="llama")
+    r, v, f = _one(zero_d, cov)
+    assert r.returncode == 1 and f["outcome"] == "fails" and "own calls" in f["why"], f
+
+
 def test_probe_cells_keep_failing_cases_with_their_signature_class_and_traced_models():
     """Folding case records into cells keeps each failing case's signature class (of the call to the op it
     is filed under) and each replayed model's worst status; a fallback is filed under the op the backend's

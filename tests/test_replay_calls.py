@@ -129,6 +129,30 @@ def test_a_zoo_op_sets_replay_builds_the_model_as_the_zoo_traced_it(monkeypatch)
     assert built == [("hf:mistral", zoo.BY_NAME["mistral"])]
 
 
+def test_a_replayed_call_that_raised_inside_its_op_counts_against_the_op_the_model_called():
+    """PyTorch/XLA's slice raised in its own slice_copy (an overload no op set holds) on a sliding-window
+    cache's out-of-range slice. An OpInfo case is filed under the overload that raised alone; a model's own
+    call replayed is filed under the op it called too, with the call's class, so the model's verdict sees it."""
+    from opcov.probe.caserecord import CaseRecord
+    from opcov.probe.results import entries
+
+    def case(cid, source):
+        rec = CaseRecord.start(cid, {"id": f"{source}|float32", "source": source, "dtype": "float32"}, ["aten::slice"])
+        rec.fwd = {
+            "ops": [["aten::slice.Tensor", "float32"], ["aten::slice_copy.Tensor", "float32"]],
+            "sigs": ["float32:4;bounds=under", "float32:4;"],
+            "status": "error",
+            "why": "RuntimeError: Value out of range",
+            "raised": ["aten::slice_copy.Tensor", "float32"],
+        }
+        return {op: e for op, _, slot, e in entries(rec) if slot == "fwd"}
+
+    replayed = case("trace.mistral|float32|85", "trace.mistral")
+    assert set(replayed) == {"aten::slice.Tensor", "aten::slice_copy.Tensor"}
+    assert "float32:4;bounds=under" in replayed["aten::slice.Tensor"]["failed"][0]
+    assert set(case("slice|float32|0", "slice")) == {"aten::slice_copy.Tensor"}
+
+
 def test_calls_only_needs_calls_to_replay():
     """--calls-only runs the replayed calls alone; without --traces or --opsets it is one line saying so."""
     proc = run_opcov("probe", "cpu", "--calls-only", "--ops", "^aten::mm$", "--out", "x.yaml")

@@ -4,7 +4,9 @@ Attribution (``blame``): a passing case (or one whose values were not comparable
 reference failed) is evidence for every overload it dispatched. A failing case is filed only
 under the overload it is blamed on:
 
-- ``raised_in``: the device raised inside this overload (seen by the dispatch mode);
+- ``raised_in``: the device raised inside this overload (seen by the dispatch mode); for a model's own
+  call replayed (a ``trace.`` case) also under the op it called, which raised for the model whatever
+  overload inside it raised (PyTorch/XLA's slice raises in its own slice_copy, an op no op set holds);
 - ``opinfo``: the overload the OpInfo names (``aten::<aten_name>``) was dispatched;
 - ``sole``: the case dispatched only this overload;
 - ``ambiguous``: none of the above; every dispatched overload carries the failure.
@@ -51,9 +53,9 @@ def _base(name: str) -> str:
     return name.split(".", 1)[0] if "." in name.split("::", 1)[1] else name
 
 
-def _blame(aten, part: dict, ops: list) -> tuple[list, str | None]:
+def _blame(aten, part: dict, ops: list, replayed: bool = False) -> tuple[list, str | None]:
     """The (op, dtype key) pairs a result is filed under, and how they were chosen; ``aten``: the
-    base names the case is about (``CaseRecord.aten``)."""
+    base names the case is about (``CaseRecord.aten``); ``replayed``: a model's own call (a trace case)."""
     status = part.get("status")
     if status == "fallback":  # ran, with these overloads through the CPU fallback (probe.xla)
         # The backend's own counters name what fell back: that op, or (for a backward slot, filed under
@@ -69,6 +71,9 @@ def _blame(aten, part: dict, ops: list) -> tuple[list, str | None]:
         return ops, None
     raised = part.get("raised")
     if raised and raised[0]:
+        called = [p for p in ops if replayed and _base(p[0]) in set(aten) and tuple(p) != tuple(raised)]
+        if called:
+            return [tuple(raised), *called], "raised_in: the device raised in this overload, in a model's own call"
         return [tuple(raised)], "raised_in: the device raised in this overload"
     named = [p for p in ops if _base(p[0]) in set(aten)]
     if named:
@@ -180,8 +185,9 @@ def entries(rec: CaseRecord):
     to its tier's slot."""
     fwd = rec.fwd or {}
     fops = [tuple(p) for p in fwd.get("ops", ())]
+    replayed = rec.source.startswith(TRACE)
     if "status" in fwd:
-        targets, how = _blame(rec.aten, fwd, fops)
+        targets, how = _blame(rec.aten, fwd, fops, replayed)
         for op, dk in targets:
             yield op, dk, rec.tier or "fwd", _entry(rec, fwd, how, _sig(fwd, (op, dk)), op)
     out = rec.out  # the same call with out=: evidence for the .out overload it dispatched

@@ -530,7 +530,7 @@ def _from_own_calls(cov: Coverage, req: _Req) -> Finding | None:
     ======================================  ==========================================
     """
     slot = _ran(req)
-    own = signature.own_calls(slot, req.model) if slot else None
+    own = signature.own_calls(slot, req.model, req.shapes) if slot else None
     if slot is None or own is None:
         return None
     if own[0] == "mismatch":

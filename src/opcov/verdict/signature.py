@@ -199,14 +199,20 @@ def all_unread(slot, reads, keep=lambda status, case: True) -> frozenset | None:
     return outs if found else None
 
 
-def own_calls(slot, model: str) -> tuple | None:
+def own_calls(slot, model: str, shapes: tuple = ()) -> tuple | None:
     """(status, case, why) of ``model``'s own calls replayed on the device for this cell, when the probe
-    replayed them (``traced``); else None."""
+    replayed them (``traced``); else None. Also None where every failing item of the model names a class and
+    none is the class of a call of ``shapes`` (this op set's calls): the model's other calls failed (another
+    mode's, as a serve replay's sliding-window slice past its dimension), not these."""
     traced = slot.traced if isinstance(slot.traced, dict) else None
     if not model or not traced or model not in traced:
         return None
     status = str(traced[model])
     prefix = f"trace.{model}|"
+    mine = [sig for s, c, sig in map(_parse, slot.failed or ()) if c.startswith(prefix)]
+    if shapes and mine and not cut(slot) and all(is_class(sig) for sig in mine):
+        if not any(matches(sig, shape) for sig in mine for shape in shapes):
+            return None
     case = next((c for s, c, _ in map(_parse, slot.failed or ()) if s == status and c.startswith(prefix)), "")
     why = slot.why if case and case == slot.case else ""
     return status, case, why or ""
