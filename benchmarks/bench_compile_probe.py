@@ -1,20 +1,24 @@
-"""Compile-probe speed: `opcov probe cpu --path compile --core --jobs 2` on this machine, whole or a slice.
+"""Compile-probe speed and depth: `opcov probe cpu --path compile --core --jobs 2` on this machine, whole or a slice.
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python benchmarks/bench_compile_probe.py [--jobs 2]
-        [--time-limit S | --ops REGEX] [--warm]
+        [--time-limit S | --ops REGEX] [--dtypes D,D] [--directions forward,backward] [--tiers T,T|all|none]
+        [--warm] [--out coverage/cpu/compile/probed-torch-<version>.yaml]
 
-Runs the command into a temporary file, wall clock from launch to exit, and counts the OpInfo x dtype
-groups and cases it ran out of those the core-ATen selection holds. ``--time-limit`` passes the probe's
-own limit (it starts no group after S seconds), so a slice is measured exactly as a user's interrupted
-run would be; the figure for the whole selection is then an estimate from the slice's rate, and the page
-says so. ``--ops`` measures a fixed slice instead (the core OpInfos matching REGEX), the same work on every
-run. Besides the wall clock, the CPU time of the probe and all it started (workers, the C++ compiler) is
-measured: on a machine that other work loads, wall time says more of the load than of the probe. The
-whole selection with the machine to itself is then estimated as the groups' CPU time (the probe reports
-its workers'), scaled to the whole selection and shared by the cores it may use (``--jobs``, at most the
-machine's), plus the start and writing, counted whole. Inductor keeps compiled kernels in a cache folder: by default the run gets an empty one of its
-own (what a first probe on a machine costs); ``--warm`` keeps the machine's. The load average before
-and after is printed and written, since other work on the machine slows every compile.
+Runs the command into a temporary file (or ``--out``: the probed file the data is, written where the
+probe's own command writes it), wall clock from launch to exit, and counts the OpInfo x dtype groups and
+cases it ran out of those the core-ATen selection holds, with its depth: the dtypes (by default the eager
+probe's), the directions (forward and backward) and the input tiers, and the cases of each kind.
+``--time-limit`` passes the probe's own limit (it starts no group after S seconds), so a slice is measured
+exactly as a user's interrupted run would be; the figure for the whole selection is then an estimate from
+the slice's rate, and the page says so. ``--ops`` measures a fixed slice instead (the core OpInfos matching
+REGEX), the same work on every run. Besides the wall clock, the CPU time of the probe and all it started
+(workers, the C++ compiler) is measured: on a machine that other work loads, wall time says more of the
+load than of the probe. The whole selection with the machine to itself is then estimated as the groups'
+CPU time (the probe reports its workers'), scaled to the whole selection and shared by the cores it may
+use (``--jobs``, at most the machine's), plus the start and writing, counted whole. Inductor keeps
+compiled kernels in a cache folder: by default the run gets an empty one of its own (what a first probe
+on a machine costs); ``--warm`` keeps the machine's. The load average before and after is printed and
+written, since other work on the machine slows every compile.
 
 Prints figures and rewrites the 'compile-probe' section of docs/performance.md; asserts nothing.
 """
@@ -43,12 +47,37 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _core_groups() -> int:
-    """The OpInfo x dtype groups of the whole core selection (float32), as the probe counts them."""
-    code = "from opcov.probe import compiled; print(len(compiled._groups(True, None, ('float32',))))"
+def _core_groups(dtypes: str | None) -> int:
+    """The OpInfo x dtype groups of the whole core selection at ``dtypes`` (None: the probe's default), as
+    the probe counts them."""
+    code = (
+        "from opcov.probe import compiled, KNOWN_DTYPES; from opcov.probe.cases import parse_dtypes; "
+        f"print(len(compiled._groups(True, None, parse_dtypes({dtypes!r}, KNOWN_DTYPES))))"
+    )
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
     return int(out.stdout.strip().splitlines()[-1])
+
+
+def _depth(args) -> tuple[str, str, str]:
+    """The dtypes, directions and input tiers the run has, in words (the probe's defaults where not given)."""
+    from opcov.probe import KNOWN_DTYPES
+    from opcov.probe.cases import parse_directions, parse_dtypes, parse_tiers
+
+    dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
+    directions = parse_directions(args.directions)
+    tiers = parse_tiers(args.tiers) if "forward" in directions else ()
+    return ", ".join(dtypes), " and ".join(directions), ", ".join(tiers) or "none"
+
+
+def _command(args, out: str) -> list[str]:
+    cmd = [sys.executable, "-m", "opcov", "probe", "cpu", "--path", "compile", "--core"]
+    cmd += ["--jobs", str(args.jobs), "--samples", str(args.samples), "--out", out]
+    for flag in ("time_limit", "ops", "dtypes", "directions", "tiers"):
+        value = getattr(args, flag)
+        if value:
+            cmd += ["--" + flag.replace("_", "-"), str(value)]
+    return cmd
 
 
 def main() -> None:
@@ -57,18 +86,17 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=2)
     ap.add_argument("--time-limit", type=float, help="start no group after this many seconds (a measured slice)")
     ap.add_argument("--ops", help="a fixed slice: the core OpInfos matching this regular expression")
+    ap.add_argument("--dtypes", help="as the probe's (default: the eager probe's dtypes)")
+    ap.add_argument("--directions", help="as the probe's (default: forward,backward)")
+    ap.add_argument("--tiers", help="as the probe's (default: all)")
     ap.add_argument("--warm", action="store_true", help="keep the machine's Inductor cache (default: an empty one)")
+    ap.add_argument("--out", help="keep the probed file here (default: a temporary file)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
         if not args.warm:
             env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor-cache")
-        cmd = [sys.executable, "-m", "opcov", "probe", "cpu", "--path", "compile", "--core"]
-        cmd += ["--jobs", str(args.jobs), "--samples", str(args.samples), "--out", os.path.join(tmp, "p.yaml")]
-        if args.time_limit:
-            cmd += ["--time-limit", str(args.time_limit)]
-        if args.ops:
-            cmd += ["--ops", args.ops]
+        cmd = _command(args, args.out or os.path.join(tmp, "p.yaml"))
         load0 = os.getloadavg()
         t0 = time.perf_counter()
         cpu0 = _children_cpu()
@@ -79,21 +107,38 @@ def main() -> None:
         if proc.returncode != 0:
             sys.exit(f"opcov probe --path compile failed: {proc.stderr[-2000:]}")
         progress = re.findall(r"^\[(\d+)/(\d+)\] \S+ \S+: (\S+)", proc.stdout, re.M)
-        wrote = re.search(r"(\d+) cases in (\d+) groups, (\d+) s this run \((\d+) CPU s in workers", proc.stdout)
+        wrote = re.search(
+            r"(\d+) cases in (\d+) groups, (\d+) s this run \((\d+) CPU s in workers on \d+ groups\); "
+            r"forward (\d+), backward (\d+), tiers (\d+) cases",
+            proc.stdout,
+        )
         if not progress or not wrote:
             sys.exit(f"cannot read the probe's output:\n{proc.stdout[-2000:]}")
     groups, cases = int(wrote.group(2)), int(wrote.group(1))
-    total = _core_groups() if args.ops else int(progress[0][1])
+    kinds = {"forward": int(wrote.group(5)), "backward": int(wrote.group(6)), "input tiers": int(wrote.group(7))}
+    total = _core_groups(args.dtypes) if args.ops else int(progress[0][1])
+    _report(args, cmd, (groups, total, cases, kinds), (wall, cpu, float(wrote.group(4))), (load0, load1))
+
+
+def _report(args, cmd: list, counts: tuple, times: tuple, loads: tuple) -> None:
+    """Print the figures and rewrite the page's section."""
+    groups, total, cases, kinds = counts
+    wall, cpu, in_workers = times  # in the workers: compiling the groups; the rest (start, imports, writing) is fixed
+    load0, load1 = loads
     whole = groups == total
     rate = wall / groups
     cores = min(args.jobs, os.cpu_count() or 1)
-    in_workers = float(wrote.group(4))  # compiling the groups; the rest (start, imports, writing) is fixed
     fixed = max(0.0, cpu - in_workers)
     alone_total = fixed + in_workers / groups * total / cores  # the fixed part counted as if serial
-    print(f"ran: {' '.join(cmd[1:3] + ['probe', 'cpu', '--path', 'compile', '--core', '--jobs', str(args.jobs)])}")
+    dtypes, directions, tiers = _depth(args)
+    at = cmd.index("--out")
+    shown = " ".join(["opcov"] + cmd[3:at] + (cmd[at : at + 2] if args.out else []) + cmd[at + 2 :])
+    print(f"ran: {shown}")
+    print(f"depth: dtypes {dtypes}; {directions}; input tiers {tiers}")
     print(
-        f"{groups} of {total} groups ({cases} cases) in {wall:.0f} s, {rate:.1f} s a group; "
-        f"load average {load0[0]:.1f} before, {load1[0]:.1f} after"
+        f"{groups} of {total} groups ({cases} cases: "
+        + ", ".join(f"{k} {v}" for k, v in kinds.items())
+        + f") in {wall:.0f} s, {rate:.1f} s a group; load average {load0[0]:.1f} before, {load1[0]:.1f} after"
     )
     print(
         f"CPU time {cpu:.0f} s (probe, workers, C++ compiler): {in_workers:.0f} s compiling the groups "
@@ -105,12 +150,15 @@ def main() -> None:
     from docs_page import PERFORMANCE, command_line, markdown_table, write_section
 
     rows = [
+        ["dtypes", dtypes],
+        ["directions", directions],
+        ["input tiers (one harder case per group and tier, forward)", tiers],
         [
             "OpInfo x dtype groups run",
             f"{groups} of {total}" + ("" if whole else f" (a slice: {'--ops' if args.ops else '--time-limit'})"),
         ],
-        ["cases (samples) run", str(cases)],
-        ["wall clock, launch to exit", f"{wall:.0f} s"],
+        ["cases run", f"{cases}: " + ", ".join(f"{k} {v}" for k, v in kinds.items())],
+        ["wall clock, launch to exit", f"{wall:.0f} s ({wall / 60:.1f} min)"],
         ["per group", f"{rate:.1f} s"],
         [
             "whole core selection, at the measured load",
@@ -130,10 +178,9 @@ def main() -> None:
         ["goal", "30 min, --jobs 2"],
     ]
     note = (
-        f"`opcov probe cpu --path compile --core --jobs {args.jobs} --samples {args.samples}`"
-        + (f" `--time-limit {args.time_limit:g}`" if args.time_limit else "")
-        + (f" `--ops '{args.ops}'` ({groups} of the {total} core groups)" if args.ops else "")
-        + f", float32, Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}; "
+        f"`{shown}`"
+        + (f" ({groups} of the {total} core groups)" if args.ops else "")
+        + f", Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}; "
         f"load average {load0[0]:.1f} before and {load1[0]:.1f} after (the machine is shared)."
     )
     write_section(

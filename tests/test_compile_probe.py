@@ -2,7 +2,9 @@
 
 import os
 
-from opcov.probe import compiled
+import pytest
+
+from opcov.probe import compiled, compiled_run
 from opcov.store import data
 
 
@@ -35,7 +37,7 @@ def test_a_real_opinfo_compiles_and_matches_eager_as_given_and_with_transposed_s
     """Each sample is compiled as given and again with its tensors' last two dims laid out transposed
     (the same values): a compiled graph sees the strides its own ops make, and composites pick their path
     by them. The variant's class says non-contiguous ('!nc'), so the verdict can tell them apart."""
-    rec = compiled.run_group(("mm", "float32", 1, 300))
+    rec = compiled_run.run_group(("mm", "float32", 1, 300))
     given, transposed = rec["cases"]
     assert given["i"] == 0 and transposed["i"] == "0t"
     for case in (given, transposed):
@@ -48,12 +50,12 @@ def test_a_layout_variant_keeps_the_values_and_is_made_only_where_strides_can_di
     import torch
 
     x = torch.arange(24.0).reshape(2, 3, 4)
-    ((i, fn, (laid, scalar)),) = compiled._transposed(torch, torch.mul, (x, 2.0), 3)
+    ((i, fn, (laid, scalar)),) = compiled_run._transposed(torch, torch.mul, (x, 2.0), 3)
     assert i == "3t" and scalar == 2.0 and torch.equal(laid, x) and not laid.is_contiguous()
     assert torch.equal(fn(x, 2.0), x * 2)  # the compiled function makes the layout itself, from any input
     sparse = torch.eye(3).to_sparse_csr()
     for nothing in [(torch.ones(5),), (torch.ones(4, 1),), (torch.ones(0, 3),), (1.0,), (sparse,)]:
-        assert compiled._transposed(torch, torch.mul, nothing, 0) == []
+        assert compiled_run._transposed(torch, torch.mul, nothing, 0) == []
 
 
 def test_a_worker_pays_inductors_start_before_its_first_case_and_compiles_in_process(tmp_path):
@@ -65,9 +67,9 @@ def test_a_worker_pays_inductors_start_before_its_first_case_and_compiles_in_pro
     import sys
 
     code = (
-        "import sys, json, time; from opcov.probe import compiled; compiled._worker_init(); "
+        "import sys, json, time; from opcov.probe import compiled_run; compiled_run._worker_init(); "
         "import torch; from torch._inductor import config; warmed = 'torch._inductor.codecache' in sys.modules; "
-        "t = time.time(); rec = compiled.run_group(('mul', 'float32', 1, 300)); "
+        "t = time.time(); rec = compiled_run.run_group(('mul', 'float32', 1, 300)); "
         "print(json.dumps([config.compile_threads, warmed, rec['cases'][0]['status'], time.time() - t]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_COMPILE_THREADS"}
@@ -81,7 +83,7 @@ def test_a_worker_pays_inductors_start_before_its_first_case_and_compiles_in_pro
 def test_groups_compiled_together_file_a_graph_break_under_its_own_sample_only():
     """Several groups are compiled as one graph (one C++ build); item's graph break fails that graph, which
     is split until item is compiled alone: mul still passes, and item alone is the fallback."""
-    spent, recs = compiled._timed_batch(([("mul", "float32"), ("item", "float32")], 1, 300))
+    spent, recs = compiled_run._timed_batch(([("mul", "float32"), ("item", "float32")], 1, 300))
     assert spent > 0  # the CPU seconds the benchmark extrapolates per group (the C++ build's included)
     assert [r["group"] for r in recs] == ["mul", "item"]
     (mul,), (item,) = (r["cases"] for r in recs)  # their first samples are 0-d: no layout variant
@@ -218,11 +220,14 @@ def test_openxla_compiles_opinfo_samples_on_the_xla_device(tmp_path):
         pytest.skip(f"no Python with PyTorch/XLA at {XLA_PYTHON} (OPCOV_XLA_PYTHON)")
     out = tmp_path / "compile-xla.yaml"
     ops = "^(add|nonzero|nn.functional.adaptive_avg_pool1d)$"
-    r = run_xla("probe", "xla", "--path", "compile", "--ops", ops, "--samples", "5", "--out", str(out), timeout=600)
+    args = ("--ops", ops, "--samples", "5", "--dtypes", "float32", "--out", str(out))
+    r = run_xla("probe", "xla", "--path", "compile", *args, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
     doc = load_yaml(str(out))
     assert doc["provenance"]["mode"] == "compile (openxla)" and doc["backend"]["name"] == "xla"
-    assert doc["ops"]["aten::add.Tensor"]["float32"]["fwd"] == "pass"
+    add = doc["ops"]["aten::add.Tensor"]["float32"]
+    assert add["fwd"] == "pass" and add["bwd"] == "pass", add  # its gradients through openxla's backward graph
+    assert add["special"] == "pass" and "noncontig" not in add  # an XLA tensor has no strides: no layout tier
     nonzero = doc["ops"]["aten::nonzero"]["float32"]
     assert nonzero["fwd"] == "fallback" and "graph break" in nonzero["why"]
     # the fifth sample pools to size 1; laid out transposed, ATen runs as_strided_ there, which openxla
@@ -243,3 +248,184 @@ def test_the_classes_of_cases_that_ran_are_kept_beside_the_failing_ones():
     cell = _doc(done)["ops"]["aten::addmm"]["float32"]
     assert cell["ran"] == ["float32:2,float32:2,float32:2"]
     assert cell["failed"] == ["fallback addmm|float32|0 float32:2,float32:2,float32:2;beta=0.2,alpha=0.6"]
+
+
+# ---------------------------------------------------------------- backward and input tiers
+
+BACKWARD = compiled_run.Depth(backward=True, tiers=("special", "noncontig", "empty"))
+CPU = {"name": "cpu", "device_type": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def sin_run():
+    """sin at float32, one sample, with its backward and input tiers, compiled by Inductor in this process
+    (one forward graph and one forward-and-backward graph): its record, and the probed document of it."""
+    (rec,) = compiled_run.run_batch(([("sin", "float32")], 1, 300, "cpu", BACKWARD))
+    doc = compiled._document({("sin", "float32"): rec}, CPU, "c", 1, 0, "2.13.0+cpu", depth=BACKWARD)
+    return rec, doc
+
+
+def _slot(rec, slot):
+    return [c for c in rec["cases"] if c.get("slot") == slot]
+
+
+def test_a_samples_backward_is_compiled_and_filed_as_the_eager_probe_files_it(sin_run):
+    """sin's gradient through Inductor's compiled backward graph, against eager CPU's: filed under sin's
+    bwd, and under the fwd of the ops eager's backward dispatched (cos, mul), which a compiled training op
+    set's backward graph names and 'check --path compile' judges as ops."""
+    rec, doc = sin_run
+    (back,) = _slot(rec, "bwd")
+    assert back["i"] == 0 and back["status"] in ("pass", "pass_low_precision"), back
+    assert {"aten::cos", "aten::mul.Tensor"} <= {b[0] for b in back["bops"]}
+    sin = doc["ops"]["aten::sin"]["float32"]
+    assert sin["fwd"] == "pass" and sin["bwd"] == back["status"] and sin["bwd_case"] == "sin|float32|0"
+    cos = doc["ops"]["aten::cos"]["float32"]
+    assert cos["fwd"] == back["status"] and cos["case"] == "sin|float32|0" and "bwd" not in cos
+    assert doc["summary"]["cases"]["backward"] == 1 and doc["summary"]["cells_bwd"] == {back["status"]: 1}
+    assert any(n.startswith("backward: where the OpInfo differentiates") for n in doc["provenance"]["notes"])
+    assert not data.validate(doc, "probed.yaml")
+    assert not {"ref", "_run", "_grad", "mode"} & set(back)  # journal records hold JSON only
+
+
+def test_input_tiers_are_compiled_and_filed_under_their_keys(sin_run):
+    """One harder case per tier (NaN/inf, strides from outside the graph, an empty input), each compiled with
+    its inputs as made and filed under the tier's key of the plain cases' cell, as the eager probe's are."""
+    from opcov.store.cells import ProbedCell
+
+    rec, doc = sin_run
+    assert {c["i"] for c in rec["cases"] if c.get("slot") not in (None, "bwd")} == {"special", "noncontig", "empty"}
+    cell = doc["ops"]["aten::sin"]["float32"]
+    for tier in ("special", "noncontig", "empty"):
+        assert cell[tier] == "pass" and cell[f"{tier}_cases"] == 1, (tier, cell)
+        assert f"{tier}_case" not in cell  # a passing tier keeps its counts alone
+    assert ProbedCell.from_dict(cell).extra["special"].status == "pass"
+    assert doc["summary"]["cells_tiers"]["special"] == {"pass": 1}
+
+
+def test_a_real_compiled_backward_that_differs_from_eager_is_a_backward_mismatch():
+    """native_group_norm's gradient in float16 through Inductor's compiled backward graph (torch 2.13) is 1%
+    off eager CPU's, which is within 1e-4 of float64's: a backward mismatch filed under bwd, its forward
+    (compiled for inference, and the training graph's forward) a pass."""
+    import torch
+
+    if not torch.__version__.startswith("2.13."):
+        pytest.skip(f"measured on torch 2.13's Inductor; this is torch {torch.__version__}")
+    depth = compiled_run.Depth(backward=True)
+    (rec,) = compiled_run.run_batch(([("native_group_norm", "float16")], 1, 300, "cpu", depth))
+    fwd = rec["cases"][0]  # as given (eager CPU refuses its transposed layout: no reference)
+    (back,) = _slot(rec, "bwd")
+    assert fwd["i"] == 0 and fwd["status"] == "pass" and back["status"] == "mismatch", rec
+    assert "values differ" in back["why"] and "float64 reference" in back["why"]
+    doc = compiled._document({("native_group_norm", "float16"): rec}, CPU, "c", 1, 0, "2.13.0+cpu", depth=depth)
+    cell = doc["ops"]["aten::native_group_norm"]["float16"]
+    assert cell["fwd"] == "pass" and cell["bwd"] == "mismatch" and cell["bwd_case"] == "native_group_norm|float16|0"
+    assert all(c.get("fwd") != "mismatch" for by in doc["ops"].values() for c in by.values())  # nothing else
+
+
+def _wrong_backward():
+    """A planted compiler bug: AOTAutograd's graphs run as traced, every gradient of the backward graph
+    made 1.5 times too large."""
+    import torch
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    def backward(gm, example):
+        def run(*args):
+            return [g * 1.5 if isinstance(g, torch.Tensor) else g for g in gm(*args)]
+
+        return make_boxed_func(run)
+
+    return aot_autograd(fw_compiler=lambda gm, example: make_boxed_func(gm), bw_compiler=backward)
+
+
+def test_a_wrong_compiled_backward_is_a_backward_mismatch_and_not_the_backward_ops_fault(monkeypatch):
+    """The forward graph is right and the backward graph wrong: sin's forward passes, its backward is a
+    mismatch under bwd, and the ops eager's backward ran (cos, mul) get nothing from it."""
+    monkeypatch.setitem(compiled_run.TARGETS, "cpu", (_wrong_backward(), "cpu"))
+    depth = compiled_run.Depth(backward=True)
+    (rec,) = compiled_run.run_batch(([("sin", "float32")], 1, 300, "cpu", depth))
+    (back,) = _slot(rec, "bwd")
+    assert back["status"] == "mismatch" and "values differ" in back["why"], back
+    monkeypatch.undo()
+    doc = compiled._document({("sin", "float32"): rec}, CPU, "c", 1, 0, "2.13.0+cpu", depth=depth)
+    sin = doc["ops"]["aten::sin"]["float32"]
+    assert sin["fwd"] == "pass" and sin["bwd"] == "mismatch" and sin["bwd_fails"] == 1
+    assert sin["bwd_failed"] == [f"mismatch sin|float32|0 {back['sigs'][0]}"] and back["sigs"][0].startswith(
+        "float32:2"
+    )
+    assert "aten::cos" not in doc["ops"] and doc["summary"]["cells_bwd"] == {"mismatch": 1}
+
+
+def test_a_lowering_error_in_the_backward_is_also_the_lowered_ops_own():
+    """Inductor names the node it could not lower ('target: aten.cos.default'): as the eager probe's
+    'raised_in', that backward op's fwd gets the error beside the forward op's bwd; another failure is
+    the forward op's backward alone."""
+    case = {"i": 0, "slot": "bwd", "ops": [["aten::sin", "float32"]], "sigs": ["float32:2"]}
+    case["bops"] = [["aten::cos", "float32", "float32:2"], ["aten::mul.Tensor", "float32", "float32:2,float32:2"]]
+    exc = RuntimeError("LoweringException: AssertionError: \n  target: aten.cos.default\n  args[0]: TensorBox")
+    compiled_run._failed(case, exc, 60)
+    assert case["status"] == "error" and case["raised"] == "aten::cos"
+    ops = _doc(_groups(sin=[_case(0, "pass", [("aten::sin", "float32")], ["float32:2"]), case]))["ops"]
+    assert ops["aten::sin"]["float32"]["bwd"] == "error" and ops["aten::cos"]["float32"]["fwd"] == "error"
+    assert "aten::mul.Tensor" not in ops
+
+
+def test_a_case_compiled_again_alone_is_matched_by_its_slot():
+    """A group's forward and backward cases share their sample's index: the run alone folds each into its
+    own slot's case."""
+    op = [("aten::sin", "float32")]
+    back = dict(_case(0, "error", op, why="RuntimeError: first"), slot="bwd")
+    rec = {"group": "sin", "dtype": "float32", "cases": [_case(0, "pass", op), back]}
+    alone = {
+        "group": "sin",
+        "dtype": "float32",
+        "cases": [_case(0, "error", op), dict(_case(0, "pass", op), slot="bwd")],
+    }
+    compiled.merge_alone(rec, alone)
+    assert [c["status"] for c in rec["cases"]] == ["pass", "flaky"]
+
+
+def test_check_on_the_compile_path_judges_a_backward_graphs_op_by_the_backward_cases(sin_run, tmp_path):
+    """A compiled training op set's backward graph runs cos (sin's derivative): 'opcov check --path compile'
+    judges it on the probed cell sin's backward case filed, not only on the compiler's registration."""
+    import shutil
+
+    from test_compile_verdict import compiled_doc
+
+    from opcov.store import layout, opset
+    from opcov.verdict import compiled as verdict
+
+    _, doc = sin_run
+    folder = tmp_path / "cpu" / "compile"
+    folder.mkdir(parents=True)
+    name = "registered-torch-2.13.0+cpu.yaml"
+    shutil.copy(os.path.join(layout.DEFAULT_COVERAGE, "cpu", "compile", name), folder / name)
+    data.save(doc, str(folder / "probed-torch-2.13.0+cpu.yaml"))
+    rows = [
+        {"id": 1, "phase": "forward", "kind": "call", "op": "dynamo.graph.0", "dtype": "float32", "calls": 1},
+        {"id": 2, "parent": 1, "phase": "forward", "kind": "kernel", "op": "aten::sin", "dtype": "float32", "calls": 1},
+        {"id": 3, "phase": "backward", "kind": "call", "op": "dynamo.graph.0", "dtype": "float32", "calls": 1},
+        {
+            "id": 4,
+            "parent": 3,
+            "phase": "backward",
+            "kind": "kernel",
+            "op": "aten::cos",
+            "dtype": "float32",
+            "calls": 1,
+        },
+    ]
+    model = compiled_doc("sin-net", breaks=0)  # a compiled training op set: a forward and a backward graph
+    model["compile"]["backend"] = "inductor"
+    model["calltree"] = [opset.node_text(r) for r in rows]
+    model["ops"] = {
+        "aten::sin": {"forward": {"float32": {"calls": 1}}},
+        "aten::cos": {"backward": {"float32": {"calls": 1}}},
+    }
+    path = tmp_path / "sin-net.yaml"
+    opset.save(model, str(path))
+    cv = verdict.judge_compiled(str(path), opset.load(str(path)), "cpu", str(tmp_path), None)
+    found = {r.op: r for r in cv.graphs.ops}
+    (cos,) = found["aten::cos"].findings
+    assert cos.evidence == "probed" and cos.outcome == "ok", cos
+    assert cv.verdict == "runs" and cv.evidence == "probed"

@@ -109,7 +109,8 @@ def _compile_options(pr) -> None:
         pr,
         "compile (cpu, xla): compile OpInfo samples with Inductor on this CPU (cpu) or openxla on PyTorch/XLA "
         "(xla, in a Python with torch_xla) and compare with eager CPU, recording compile errors, graph breaks, CPU "
-        "fallbacks and value mismatches (coverage/<backend>/compile/probed-...yaml; --core, --ops, --dtypes, --jobs, "
+        "fallbacks and value mismatches, forward and backward, with the input tiers "
+        "(coverage/<backend>/compile/probed-...yaml; --core, --ops, --dtypes, --directions, --tiers, --jobs, "
         "--timeout, --resume, --out apply)",
     )
     pr.add_argument(
@@ -204,7 +205,7 @@ def _compiled(args) -> int:
     """'opcov probe cpu|xla --path compile': probe.compiled (Inductor on CPU, openxla on xla; against eager CPU)."""
     from opcov.probe import KNOWN_DTYPES
     from opcov.probe import compiled as cprobe
-    from opcov.probe.cases import parse_dtypes
+    from opcov.probe.cases import parse_directions, parse_dtypes, parse_tiers
     from opcov.scan.registered import command_line
     from opcov.store import data
 
@@ -214,7 +215,10 @@ def _compiled(args) -> int:
         )
     if args.jobs < 1 or args.samples < 1:
         raise UsageError("--jobs and --samples must be at least 1")
-    dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES) if args.dtypes else ("float32",)
+    dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
+    # as the eager probe: the backward where the OpInfo differentiates at the dtype, the tiers with the forward
+    directions = parse_directions(args.directions)
+    depth = cprobe.Depth("backward" in directions, parse_tiers(args.tiers) if "forward" in directions else ())
     import torch
 
     package = None
@@ -248,12 +252,21 @@ def _compiled(args) -> int:
         command=command_line(),
         limit=args.time_limit,
         backend=args.backend,
+        depth=depth,
     )
     data.save(doc, out)
+    summary = doc["summary"]
     print(
         f"wrote {out}: {figures['cases_run']} cases in {figures['groups']} groups, {figures['wall_s']:.0f} s this run "
         f"({figures['worker_cpu_s']:.0f} CPU s in workers on {figures['groups_run']} groups); "
-        + ", ".join(f"{k} {v}" for k, v in doc["summary"]["cells"].items())
+        + ", ".join(f"{k} {v}" for k, v in figures["cases"].items())
+        + " cases; forward cells: "
+        + ", ".join(f"{k} {v}" for k, v in summary["cells"].items())
+        + (
+            "; backward cells: " + ", ".join(f"{k} {v}" for k, v in summary["cells_bwd"].items())
+            if "cells_bwd" in summary
+            else ""
+        )
         + (f"; {figures['not_started']} groups not started (--resume goes on)" if figures["not_started"] else "")
     )
     return EXIT_OK

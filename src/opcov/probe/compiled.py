@@ -16,14 +16,24 @@ run in a Python with torch_xla; PJRT_DEVICE=CPU is its CPU client), its inputs o
 * ``flaky``: it raised in a worker that had compiled other graphs, and ran when compiled again alone
   in a fresh process (``_again_alone``).
 
-A case's status is filed under the recorded overloads of the OpInfo's own op (its aten names), per
-dtype key, forward only: the compiled backward graph's ops are judged by these forward probes. Cases
-run in worker processes (``jobs``), several OpInfo x dtype groups at a time compiled as one graph
-(``TOGETHER``; the C++ build of Inductor's kernels was nine tenths of a sample's time, one build per
-sample), each output compared with its own eager value and a failing graph split down to the sample
+It runs at the eager probe's depth (opcov.probe.compiled_run, in the workers): every dtype the eager
+probe runs (``--dtypes``), each sample as given and laid out transposed inside the graph; where the
+OpInfo differentiates at the dtype, its backward (opcov.probe.compiled_grad: the forward compiled with
+inputs that require grad, differentiated through the compiled backward graph, the gradients compared with
+eager CPU's; ``--directions``); and one harder case per input tier (``--tiers``, opcov.probe.tiers). A
+result is compared against float64's where it differs from eager's, as the eager probe's are.
+
+A forward case's status is filed under the recorded overloads of the OpInfo's own op (its aten names),
+per dtype key (``_blamed``), an input tier's under the tier's key of the same cells; a backward case's,
+as the eager probe files one, under the ``bwd`` of those overloads and, where it ran, under the ``fwd`` of
+the overloads eager CPU's backward dispatched (``_filed``): a compiled training op set's backward graph
+names such ops, and ``opcov check --path compile`` judges each as an op. Cases run in worker processes
+(``jobs``), several OpInfo x dtype groups at a time compiled as one graph (``TOGETHER``; the C++ build of
+Inductor's kernels was nine tenths of a sample's time, one build per sample), their backward cases as
+another, each result compared with its own eager value and a failing graph split down to the sample
 that fails; each finished group is appended to a journal beside the output, so an interrupted probe
-continues with ``resume``. The file is a probed
-snapshot (docs/DATA.md) under coverage/cpu/compile/, read by ``opcov check --path compile``.
+continues with ``resume``. The file is a probed snapshot (docs/DATA.md) under
+coverage/<backend>/compile/, read by ``opcov check --path compile``.
 """
 
 from __future__ import annotations
@@ -37,39 +47,21 @@ import time
 
 from opcov import backends, provenance, vocab
 from opcov.catalog import build_catalog
-from opcov.errors import UsageError, cause_line
-from opcov.probe import cases, compare, lazy
-from opcov.probe.record import Calls, recording
+from opcov.errors import UsageError
+from opcov.probe import DEFAULT_DTYPES, KNOWN_DTYPES, cases, compiled_run, lazy
 from opcov.probe.results import NOTED, failed_text
 from opcov.sources import opinfo
-from opcov.store.cells import MAX_FAILED
+from opcov.store.cells import MAX_FAILED, SLOTS
 from opcov.version import __version__
 
-BACKEND = backends.REFERENCE
-# backend -> (torch.compile backend, device type of the compiled run's inputs): the records' compile.probed
-TARGETS = {b.name: (b.compile.backend, b.device_type) for b in backends.BUILTIN if b.compile and b.compile.probed}
-TOGETHER = 8  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
-RANDOM_OR_TIES = (
-    "rand",
-    "bernoulli",
-    "dropout",
-    "multinomial",
-    "normal",
-    "uniform",
-    "sort",
-    "topk",
-    "max",
-    "min",
-    "median",
-    "mode",
-    "kthvalue",
-    "unique",
-    "argmax",
-    "argmin",
-    "scatter",
-    "index_put",
-    "empty",
+# the worker's side (opcov.probe.compiled_run): what it compiles for each backend, and how deep
+BACKEND, TARGETS, Depth, FORWARD_ONLY = (
+    compiled_run.BACKEND,
+    compiled_run.TARGETS,
+    compiled_run.Depth,
+    compiled_run.FORWARD_ONLY,
 )
+TOGETHER = 16  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
 
 
 def journal_path(out: str) -> str:
@@ -92,247 +84,6 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
     return out
 
 
-def _device(torch, backend: str):
-    return backends.get_backend(backend).device(torch)
-
-
-def _worker_init(backend: str = BACKEND):
-    """Each worker compiles one thing at a time (the probe's workers, --jobs, are its parallelism; Inductor's
-    own pool of compile subprocesses, one per core, in each worker only adds processes to start and feed),
-    and pays Inductor's imports and first compile here, before any case: charged to a worker's first sample,
-    they made its 60 s limit a false timeout ('add', 'InductorError: TimeoutError: over 60 s')."""
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
-    import logging
-
-    import torch
-
-    logging.getLogger("torch._dynamo").setLevel(logging.CRITICAL)
-    logging.getLogger("torch._inductor").setLevel(logging.CRITICAL)
-    compile_backend, _ = TARGETS[backend]
-    x = torch.ones(2, device=_device(torch, backend))
-    torch.compile(lambda x: x + 1, backend=compile_backend, fullgraph=True, dynamic=False)(x)
-    torch._dynamo.reset()
-
-
-def run_group(task) -> dict:
-    """One OpInfo at one dtype: up to ``samples`` samples, each eager then compiled (in a worker)."""
-    oid, dtype, samples, timeout, *backend = task
-    return run_batch(([(oid, dtype)], samples, timeout, *backend))[0]
-
-
-def run_batch(task) -> list[dict]:
-    """Several OpInfo x dtype groups (in a worker): each sample run eagerly, then every sample that ran
-    compiled together as one graph (``_compiled_together``); a record per group, as ``run_group``'s."""
-    import signal
-
-    import torch
-
-    groups, samples, timeout, *rest = task
-    backend = rest[0] if rest else BACKEND
-
-    def alarm(signum, frame):
-        raise TimeoutError(f"over {timeout:g} s")
-
-    signal.signal(signal.SIGALRM, alarm)
-    records, ready = [], []
-    try:
-        for oid, dtype in groups:
-            op = opinfo.opinfos()[oid]
-            bases = {n.split("::", 1)[1] for n in cases.aten_names(op)}
-            rec = {"group": oid, "dtype": dtype, "cases": []}
-            records.append(rec)
-            it = opinfo.opinfo_samples(op, getattr(torch, dtype), False)
-            for i in range(samples):
-                try:
-                    sample = next(it)
-                except StopIteration:
-                    break
-                except Exception as exc:  # noqa: BLE001 - the OpInfo cannot make samples here
-                    rec["cases"].append({"i": i, "status": "no_reference", "why": f"samples: {_first(exc)}", "ops": []})
-                    break
-                given = (sample.input, *sample.args)
-                for i_, fn, args in [(i, op.op, given), *_transposed(torch, op.op, given, i)]:
-                    case = _eager(torch, op, args, sample.kwargs, i_, bases)
-                    rec["cases"].append(case)
-                    if "ref" in case:
-                        case["_run"] = (fn, args, sample.kwargs, dtype)
-                        ready.append(case)
-        _compiled_together(torch, ready, timeout, backend)
-    finally:
-        signal.alarm(0)
-    for rec in records:
-        for case in rec["cases"]:
-            case.pop("ref", None), case.pop("_run", None), case.pop("mode", None)
-    return records
-
-
-def _timed_batch(task) -> tuple[float, list[dict]]:
-    """run_batch's records with the CPU seconds the worker spent on them (its own and its C++ builds'):
-    the per-group cost the benchmark extrapolates, apart from each run's fixed start."""
-    import resource
-
-    def cpu() -> float:
-        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-    before = cpu()
-    records = run_batch(task)
-    return cpu() - before, records
-
-
-def _transposed(torch, fn, args: tuple, i: int) -> list:
-    """The sample's layout variant, where it has one: [(case id, the fn to compile, args)], each tensor argument of
-    two or more dims whose last two are over 1 given transposed strides (the same values), or [].
-
-    Why: a compiled graph sees the strides its own ops make (``x.transpose(1, 2)`` feeding a pool), and
-    ATen's composites choose their path by them: ``adaptive_avg_pool1d(x.transpose(1, 2), 1)`` runs
-    ``as_strided_`` for a channels-last-like input, which openxla cannot compile ("Expected XLA tensor",
-    Swin's classifier head), while the same values contiguous compile. A device's inputs come in
-    contiguous (an XLA tensor has no strides), so the compiled variant makes the layout inside the graph
-    (``_laid_out``); its eager reference gets the transposed tensors themselves. Case id: ``<i>t``."""
-    laid = tuple(_transpose(torch, a) for a in args)
-    if all(a is b for a, b in zip(laid, args)):
-        return []
-    return [(f"{i}t", _laid_out(fn), laid)]
-
-
-def _transpose(torch, t):
-    """``t`` with its last two dims' strides swapped (same shape and values), or ``t`` where that changes
-    nothing (a non-tensor, a sparse one, under two dims, a last dim or the one before it of size 0 or 1)."""
-    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.dim() < 2 or min(t.shape[-2:]) < 2:
-        return t  # a sparse or nested tensor has no strides to lay out
-    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
-
-
-def _laid_out(fn):
-    """``fn`` with its tensor arguments given transposed strides first, inside whatever calls it (so
-    inside a compiled graph); on arguments that already have them, a copy with the same layout."""
-
-    def call(*args, **kwargs):
-        import torch
-
-        return fn(*(_transpose(torch, a) for a in args), **kwargs)
-
-    call.__name__ = f"{getattr(fn, '__name__', 'op')}_transposed"
-    return call
-
-
-def _eager(torch, op, args, kwargs, i, bases) -> dict:
-    """A case's eager CPU run: its reference value (``ref``), the overloads it dispatched that are the
-    OpInfo's own, and how its values compare (``mode``); or no_reference when eager refuses it. A layout
-    variant's ``args`` come laid out already, so only the op's own calls are recorded."""
-    calls = Calls()
-    try:
-        with recording(calls):
-            ref = op.op(*args, **kwargs)
-    except Exception as exc:  # noqa: BLE001 - eager itself refuses the sample
-        return {"i": i, "status": "no_reference", "why": f"eager cpu: {_first(exc)}", "ops": []}
-    every = sorted({(name, key, sig) for (name, key), sig in zip(calls.pairs(), calls.sig_list())})
-    own = [c for c in every if _base(c[0]) in bases]
-    other = [c for c in every if _base(c[0]) not in bases]
-    mode = "not_comparable" if calls.seeded_random or any(b.startswith(RANDOM_OR_TIES) for b in bases) else "values"
-    # ops: (name, dtype key) pairs; sigs: each one's signature class, so that a failure is held only
-    # against a model's calls of that class (opcov.verdict.signature), as the eager probe's are; other:
-    # the ops the sample ran beside its own (F.embedding's max_norm runs embedding_renorm_), see _blamed
-    return {
-        "i": i,
-        "ops": [[n, k] for n, k, _ in own],
-        "sigs": [sig for _, _, sig in own],
-        "other": [[n, k, sig] for n, k, sig in other],
-        "ref": ref,
-        "mode": mode,
-    }
-
-
-def _base(name: str) -> str:
-    return name.split("::", 1)[1].split(".")[0]
-
-
-def _compiled_together(torch, batch: list, timeout: float, backend: str = BACKEND) -> None:
-    """Compile the eager-run cases of ``batch`` as one graph (one Inductor compile, one C++ build, where
-    each case alone cost one: the C++ build was nine tenths of a case) and compare each output with its
-    own eager value. A graph that fails to compile or run is split in halves, down to a case compiled
-    alone, so an error, graph break or timeout is filed under the case that has it and under no other.
-    Sets each case's status (and why)."""
-    import signal
-
-    if not batch:
-        return
-    fns = [c["_run"][0] for c in batch]
-
-    def together(inputs):
-        return [f(*a, **k) for f, (a, k) in zip(fns, inputs)]
-
-    torch._dynamo.reset()
-    compile_backend, device_type = TARGETS[backend]
-    compiled = torch.compile(together, backend=compile_backend, fullgraph=True, dynamic=False)
-    fell = _fallbacks(device_type)
-    signal.alarm(int(max(1, timeout * (1 + (len(batch) - 1) / 4))))  # a case's limit, and a quarter per other case
-    try:
-        if device_type == "cpu":
-            inputs = [(_cloned(torch, c["_run"][1]), c["_run"][2]) for c in batch]
-        else:  # a sample the device cannot hold (a sparse tensor) is its own case's error
-            device = _device(torch, backend)
-            inputs = [(_cloned(torch, c["_run"][1], device), _cloned(torch, c["_run"][2], device)) for c in batch]
-        got = compiled(inputs)
-        if device_type != "cpu":
-            got = _cloned(torch, got, torch.device("cpu"))  # runs the graph: its errors are the compile's
-        fallen = fell()
-        if fallen and len(batch) > 1:  # which case fell back: split, as for an error
-            raise _FellBack(fallen)
-    except Exception as exc:  # noqa: BLE001 - every compile failure is data
-        signal.alarm(0)
-        if len(batch) > 1:
-            half = len(batch) // 2
-            _compiled_together(torch, batch[:half], timeout, backend)
-            _compiled_together(torch, batch[half:], timeout, backend)
-            return
-        (case,) = batch
-        name = type(exc).__name__
-        if isinstance(exc, TimeoutError) or "TimeoutError: over" in str(exc):  # Inductor wraps the alarm's
-            case.update(status="timeout", why=f"over {timeout:g} s")
-        elif name in ("Unsupported", "UserError") or "graph break" in str(exc).lower():
-            case.update(status="fallback", why=f"graph break: {_first(exc)}; runs eagerly")
-        else:
-            case.update(status="error", why=f"{name}: {_first(exc)}")
-        return
-    finally:
-        signal.alarm(0)
-    for case, value in zip(batch, got):
-        verdict = compare.judge(value, case["ref"], None, dtype=case["_run"][3], mode=case["mode"])
-        case["status"] = verdict.get("status", "pass")
-        if verdict.get("why"):
-            case["why"] = str(verdict["why"])[:200]
-        if fallen and case["status"] in lazy.RAN:
-            case.update(status="fallback", why=f"ran through the CPU fallback: {', '.join(fallen)}"[:200])
-
-
-class _FellBack(Exception):
-    """A graph of several cases in which some node ran through the CPU fallback: split to find whose."""
-
-
-def _fallbacks(device_type: str):
-    """A function giving the ops that ran through the device's CPU fallback since this call (read as the
-    eager probe reads them: opcov.probe.lazy), or none off a lazy backend."""
-    return lazy.fallback_reader(device_type)
-
-
-def _cloned(torch, tree, device=None):
-    """Fresh copies of the tensors in ``tree`` (on ``device`` where given)."""
-    if isinstance(tree, torch.Tensor):
-        return tree.detach().clone() if device is None else tree.detach().to(device)
-    if isinstance(tree, (list, tuple)):
-        return type(tree)(_cloned(torch, t, device) for t in tree)
-    if isinstance(tree, dict):
-        return {k: _cloned(torch, v, device) for k, v in tree.items()}
-    return tree
-
-
-def _first(exc) -> str:
-    return (cause_line(exc) or type(exc).__name__)[:200]
-
-
 def probe(
     *,
     out: str,
@@ -347,10 +98,12 @@ def probe(
     limit: float | None = None,
     together: int = TOGETHER,
     backend: str = BACKEND,
+    depth: Depth = FORWARD_ONLY,
 ) -> tuple[dict, dict]:
     """Run the compile probe and return (the probed document, figures); the journal keeps finished groups.
     ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on).
-    ``together``: OpInfo x dtype groups a worker compiles as one graph (``_compiled_together``)."""
+    ``together``: OpInfo x dtype groups a worker compiles as one graph (``compiled_run._compiled_together``).
+    ``depth``: each group's backward and input tiers besides its samples' forward (``compiled_run.Depth``)."""
     import multiprocessing
 
     from opcov.store import data, layout
@@ -366,7 +119,8 @@ def probe(
                 rec = json.loads(line)
                 done[rec["group"], rec["dtype"]] = rec
     todo = [(g, d) for g, d in groups if (g, d) not in done]
-    batches = [(todo[i : i + together], samples, timeout, backend) for i in range(0, len(todo), max(1, together))]
+    step = max(1, together)
+    batches = [(todo[i : i + step], samples, timeout, backend, depth) for i in range(0, len(todo), step)]
     start = time.monotonic()
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     stopped = 0
@@ -374,11 +128,11 @@ def probe(
     if todo:
         ctx = multiprocessing.get_context("spawn")
         with (
-            ctx.Pool(jobs, initializer=_worker_init, initargs=(backend,), maxtasksperchild=20) as pool,
+            ctx.Pool(jobs, initializer=compiled_run._worker_init, initargs=(backend,), maxtasksperchild=20) as pool,
             open(journal, "a") as jf,
         ):
             n = 0
-            for spent, recs in pool.imap_unordered(_timed_batch, batches):
+            for spent, recs in pool.imap_unordered(compiled_run._timed_batch, batches):
                 worker_cpu += spent
                 for rec in recs:
                     n += 1
@@ -392,15 +146,16 @@ def probe(
                     pool.terminate()
                     break
     if not stopped:
-        _again_alone(done, samples, timeout, backend, jobs, journal)
+        _again_alone(done, (samples, timeout, backend, depth), jobs, journal)
     wall = time.monotonic() - start
     import torch
 
     eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, backend)["registered"], str(torch.__version__))
     backend_rec = data.load(eager)["backend"] if eager else {"name": backend, "device_type": TARGETS[backend][1]}
-    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together, backend)
-    cases_run = sum(len(r["cases"]) for r in done.values())
-    figures = {"wall_s": wall, "groups": len(done), "cases_run": cases_run, "not_started": stopped}
+    doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together, backend, depth)
+    by_slot = case_counts(done)
+    figures = {"wall_s": wall, "groups": len(done), "cases_run": sum(by_slot.values()), "not_started": stopped}
+    figures["cases"] = by_slot
     figures.update(groups_run=len(done) - (len(groups) - len(todo)), worker_cpu_s=worker_cpu)
     return doc, figures
 
@@ -408,12 +163,13 @@ def probe(
 AGAIN = ("error", "timeout")  # statuses whose group is compiled again alone, in a fresh worker
 
 
-def _again_alone(done: dict, samples: int, timeout: float, backend: str, jobs: int, journal: str) -> None:
+def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
     """Compile each group that had an error or timeout again, alone in a fresh worker process: a worker
     that has compiled many graphs can fail on the next for reasons of its own (PyTorch/XLA's computation
     cache: "Failed to get computation by hash", "Execution supplied 5 buffers but compiled program
     expected 4"). A case that then runs is ``flaky`` (the first error is kept in its why); one that fails
-    again keeps the second run's status. Each group is compiled alone once (``alone`` in its record)."""
+    again keeps the second run's status. Each group is compiled alone once (``alone`` in its record).
+    ``task``: (samples, timeout, backend, depth), as the first run's."""
     import multiprocessing
 
     again = [
@@ -425,12 +181,12 @@ def _again_alone(done: dict, samples: int, timeout: float, backend: str, jobs: i
         return
     print(f"compiling {len(again)} group(s) with an error or timeout again, each alone in a fresh process", flush=True)
     ctx = multiprocessing.get_context("spawn")
-    tasks = [([key], samples, timeout, backend) for key in again]
+    tasks = [([key], *task) for key in again]
     with (
-        ctx.Pool(jobs, initializer=_worker_init, initargs=(backend,), maxtasksperchild=1) as pool,
+        ctx.Pool(jobs, initializer=compiled_run._worker_init, initargs=(task[2],), maxtasksperchild=1) as pool,
         open(journal, "a") as jf,
     ):
-        for _spent, recs in pool.imap_unordered(_timed_batch, tasks):
+        for _spent, recs in pool.imap_unordered(compiled_run._timed_batch, tasks):
             for alone in recs:
                 rec = done[alone["group"], alone["dtype"]]
                 merge_alone(rec, alone)
@@ -441,9 +197,9 @@ def _again_alone(done: dict, samples: int, timeout: float, backend: str, jobs: i
 def merge_alone(rec: dict, alone: dict) -> None:
     """Fold a group's run alone into its first record: each case that raised or timed out the first time
     is ``flaky`` where it ran alone (the first error kept in its why), else takes the second run's status."""
-    by_i = {c["i"]: c for c in alone["cases"]}
+    by_i = {(c.get("slot"), c["i"]): c for c in alone["cases"]}
     for case in rec["cases"]:
-        second = by_i.get(case["i"])
+        second = by_i.get((case.get("slot"), case["i"]))
         if case["status"] not in AGAIN or second is None:
             continue
         if second["status"] in vocab.PROBED_RAN:
@@ -484,7 +240,7 @@ def _blamed(case: dict, cases: list) -> list[tuple[str, str, str]]:
 
 
 def _in_place(name: str) -> bool:
-    base = _base(name)
+    base = compiled_run.base_name(name)
     return base.endswith("_") and not base.startswith("__")
 
 
@@ -513,66 +269,121 @@ def _badness(status: str) -> int:
     return -vocab.PROBED_RANK.get(status, len(vocab.PROBED_RANK))
 
 
-def _document(
-    done: dict,
-    backend_rec: dict,
-    command: str,
-    samples: int,
-    stopped: int,
-    torch_version: str,
-    together: int = 1,
-    backend: str = BACKEND,
-) -> dict:
-    cells: dict = {}
-    for (group, dtype), rec in sorted(done.items()):
+_STATUS_KEYS = tuple(key for key, _ in SLOTS.values())  # fwd, bwd, then each input tier
+_PREFIX = dict(SLOTS.values())  # a slot's status key -> the prefix of its evidence keys
+
+
+def _filed(case: dict, plain: list) -> list[tuple[str, str, str, str]]:
+    """(op, dtype key, signature class, slot) that a case's result is filed under. A forward case or an
+    input tier's: ``_blamed`` (``plain``: its group's forward cases). A backward case, as the eager probe
+    files one (opcov.probe.results): the ``bwd`` of the OpInfo's own forward overloads; where it ran, the
+    ``fwd`` of every overload eager CPU's backward dispatched (``bops``), where the compiler raised lowering
+    one of them (``raised``), of that one, and where it fell back, of those the counters name; any other
+    failure is the forward op's backward, not theirs."""
+    slot = case.get("slot", "fwd")
+    if slot != "bwd":
+        return [(n, k, sig, slot) for n, k, sig in _blamed(case, plain)]
+    sigs = case.get("sigs") or [""] * len(case["ops"])
+    out = [(n, k, sig, "bwd") for (n, k), sig in zip(case["ops"], sigs)]
+    bops = [tuple(b) for b in case.get("bops") or ()]
+    if case.get("status") in vocab.PROBED_RAN:
+        out += [(n, k, sig, "fwd") for n, k, sig in bops]
+    elif case.get("raised"):  # the compiler raised on this op of the backward graph: its own failure too
+        out += [(n, k, sig, "fwd") for n, k, sig in bops if n == case["raised"]]
+    elif case.get("status") == "fallback":
+        fell = {f.split(".", 1)[0] for f in case.get("fell") or ()}
+        out += [(n, k, sig, "fwd") for n, k, sig in bops if n.split(".", 1)[0] in fell]
+    return out
+
+
+def _add(entry: dict, case: dict, case_id: str, sig: str) -> None:
+    """Count one case into a slot's entry: the worst status first (its case, why, error and tolerance), the
+    failing cases with their class (``failed``), the classes of those that ran (``ran``)."""
+    status = case["status"]
+    entry["cases"] += 1
+    if status in vocab.PROBED_FAILURES or status == "fallback":
+        entry["fails"] += 1
+    if status in NOTED and len(entry.setdefault("failed", [])) < MAX_FAILED:
+        entry["failed"].append(failed_text(status, case_id, sig))
+    ran = entry.setdefault("ran", [])
+    if status in vocab.PROBED_RAN and sig and sig not in ran and len(ran) < MAX_FAILED:
+        ran.append(sig)
+    if "status" not in entry or _badness(status) > _badness(entry["status"]):
+        entry.update(status=status, case=case_id)
+        for k in ("why", "err", "tol"):
+            if case.get(k) is not None:
+                entry[k] = case[k]
+            else:
+                entry.pop(k, None)
+
+
+def _flat(cell: dict) -> dict:
+    """A cell as the probed file holds it (opcov.store.cells): each slot's status under its key and its
+    evidence under the slot's prefix; a passing input tier keeps its counts alone, as the eager probe's."""
+    out: dict = {}
+    for key in _STATUS_KEYS:
+        entry = cell.get(key)
+        if entry is None:
+            continue
+        out[key] = entry["status"]
+        brief = key not in ("fwd", "bwd") and entry["status"] == "pass"
+        for k in ("case", "why", "err", "tol", "cases", "fails", "failed", "ran"):
+            value = entry.get(k)
+            if value and not (brief and k != "cases"):
+                out[_PREFIX[key] + k] = value
+    out["samples"] = sorted(cell["samples"])[:5]
+    return out
+
+
+def case_counts(done: dict) -> dict:
+    """Cases run, by kind: forward (the samples as given and laid out transposed), backward, input tiers."""
+    out = {"forward": 0, "backward": 0, "tiers": 0}
+    for rec in done.values():
         for case in rec["cases"]:
-            for name, key, sig in _blamed(case, rec["cases"]):
-                cell = cells.setdefault(name, {}).setdefault(key, {"cases": 0, "fails": 0, "samples": set()})
-                cell["cases"] += 1
-                cell["samples"].add(group)
-                status = case["status"]
-                if status in vocab.PROBED_FAILURES or status == "fallback":
-                    cell["fails"] += 1
-                if status in NOTED and len(cell.setdefault("failed", [])) < MAX_FAILED:
-                    cell["failed"].append(failed_text(status, f"{group}|{dtype}|{case['i']}", sig))
-                ran = cell.setdefault("ran", [])
-                if status in vocab.PROBED_RAN and sig and sig not in ran and len(ran) < MAX_FAILED:
-                    ran.append(sig)
-                if "fwd" not in cell or _badness(status) > _badness(cell["fwd"]):
-                    cell["fwd"] = status
-                    cell["case"] = f"{group}|{dtype}|{case['i']}"
-                    if case.get("why"):
-                        cell["why"] = case["why"]
-                    else:
-                        cell.pop("why", None)
-    ops = {}
-    for name, by_key in sorted(cells.items()):
-        ops[name] = {}
-        for key, cell in sorted(by_key.items()):
-            cell["samples"] = sorted(cell["samples"])[:5]
-            if not cell["fails"]:
-                cell.pop("fails")
-            for k in ("failed", "ran"):
-                if not cell.get(k):
-                    cell.pop(k, None)
-            ops[name][key] = cell
-    counts: dict = {}
-    for by_key in ops.values():
-        for cell in by_key.values():
-            counts[cell["fwd"]] = counts.get(cell["fwd"], 0) + 1
+            slot = case.get("slot", "fwd")
+            out["forward" if slot == "fwd" else "backward" if slot == "bwd" else "tiers"] += 1
+    return out
+
+
+def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, depth: Depth) -> list[str]:
+    """What the probed file's provenance says the probe did."""
     compile_backend, device_type = TARGETS[backend]
     where = "on CPU" if device_type == "cpu" else f"on {device_type} (inputs there, outputs read back)"
+    ran = {d for _, d in done}
+    order = DEFAULT_DTYPES + tuple(d for d in KNOWN_DTYPES if d not in DEFAULT_DTYPES)
+    dtypes = [d for d in order if d in ran] + sorted(ran - set(order))
     notes = [
         f"compile path: OpInfo samples compiled with {compile_backend} (fullgraph=True, dynamic=False) {where} "
-        "and compared with eager CPU; forward only; a graph break is recorded as 'fallback' (the op runs eagerly "
-        "there)",
-        f"up to {samples} sample(s) per OpInfo and dtype; a case is filed under the OpInfo's own recorded overloads",
+        "and compared with eager CPU, against a float64 reference where they differ (as the eager probe judges); "
+        "a graph break is recorded as 'fallback' (the op runs eagerly there)",
+        f"up to {samples} sample(s) per OpInfo and dtype ({', '.join(dtypes) or 'none'}); a case is filed under "
+        "the OpInfo's own recorded overloads",
     ]
+    if depth.backward:
+        notes.append(
+            "backward: where the OpInfo differentiates at the dtype, each sample's forward compiled with inputs "
+            "that require grad and differentiated through the compiled backward graph (torch.autograd.grad, "
+            "seeded output gradients), the gradients compared with eager CPU's; filed under the bwd of the "
+            "OpInfo's own overloads, and where it ran under the fwd of the overloads eager CPU's backward dispatched"
+        )
+    else:
+        notes.append("forward only")
+    tiers = compiled_run.tiers_on(depth.tiers, backend)
+    if tiers:
+        notes.append(
+            f"input tiers: one harder case per OpInfo x dtype for each of {', '.join(tiers)}, forward only, "
+            "filed under the tier's key"
+            + (
+                ""
+                if tiers == tuple(depth.tiers)
+                else "; the layout tiers are not run here: an XLA tensor has no strides"
+            )
+        )
     if together > 1:
         notes.append(
-            f"the samples of up to {together} OpInfo x dtype groups are compiled as one graph, each output compared "
-            "with its own eager value; a graph that fails is split in halves down to a sample compiled alone, so "
-            "an error, graph break or timeout is its own sample's"
+            f"the samples of up to {together} OpInfo x dtype groups are compiled as one graph (their backward "
+            "cases as another), each output compared with its own eager value; a graph that fails is split in "
+            "halves down to a sample compiled alone, so an error, graph break or timeout is its own sample's"
         )
     rec = lazy.record_for(device_type)
     if rec is not None and rec.lazy is not None:
@@ -582,6 +393,48 @@ def _document(
         )
     if stopped:
         notes.append(f"{stopped} OpInfo x dtype group(s) not run (time limit): continue with --resume")
+    return notes
+
+
+def _document(
+    done: dict,
+    backend_rec: dict,
+    command: str,
+    samples: int,
+    stopped: int,
+    torch_version: str,
+    together: int = 1,
+    backend: str = BACKEND,
+    depth: Depth = FORWARD_ONLY,
+) -> dict:
+    cells: dict = {}
+    for (group, dtype), rec in sorted(done.items()):
+        plain = [c for c in rec["cases"] if "slot" not in c]
+        for case in rec["cases"]:
+            for name, key, sig, slot in _filed(case, plain):
+                cell = cells.setdefault(name, {}).setdefault(key, {"samples": set()})
+                cell["samples"].add(group)
+                _add(cell.setdefault(slot, {"cases": 0, "fails": 0}), case, f"{group}|{dtype}|{case['i']}", sig)
+    ops: dict = {}
+    counts: dict = {}
+    for name, by_key in sorted(cells.items()):
+        for key, cell in sorted(by_key.items()):
+            if "fwd" not in cell:
+                continue  # a cell only a tier or a backward reached: kept beside the plain cases only, as eager's
+            flat = _flat(cell)
+            ops.setdefault(name, {})[key] = flat
+            for slot in _STATUS_KEYS:
+                if slot in flat:
+                    by = counts.setdefault(slot, {})
+                    by[flat[slot]] = by.get(flat[slot], 0) + 1
+    summary = {"groups": len(done), "cells": dict(sorted(counts.pop("fwd", {}).items()))}
+    if "bwd" in counts:
+        summary["cells_bwd"] = dict(sorted(counts.pop("bwd").items()))
+    if counts:
+        summary["cells_tiers"] = {t: dict(sorted(counts[t].items())) for t in _STATUS_KEYS if t in counts}
+    summary["cases"] = case_counts(done)
+    compile_backend, device_type = TARGETS[backend]
+    notes = _notes(done, samples, stopped, together, backend, depth)
     return {
         "schema_version": 1,
         "evidence": "probed",
@@ -596,6 +449,6 @@ def _document(
             "mode": f"compile ({compile_backend})",
             "notes": notes,
         },
-        "summary": {"groups": len(done), "cells": dict(sorted(counts.items()))},
+        "summary": summary,
         "ops": ops,
     }
