@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -30,6 +31,51 @@ def run_opcov(*args, timeout=600, **env):
         timeout=timeout,
         cwd=ROOT,
     )
+
+
+def _warn_to_stderr(message, category, filename, lineno, file=None, line=None):
+    sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def opcov_here(*args, cwd=ROOT, **env):
+    """``opcov ARGS`` through ``opcov.cli.main`` in this process, as ``run_opcov`` runs it in a child: the
+    exit code and what it wrote to standard output and error (an exception it lets out as a child's
+    traceback and exit 1; warnings shown as a fresh interpreter shows them), in ``cwd`` with ``env`` set.
+    For a test of what a command says and writes; a test of the process itself (signals, crashes,
+    children, imports, PYTHONPATH) runs it in a child. Saves the child's interpreter and imports."""
+    import contextlib
+    import io
+    import traceback
+
+    from opcov import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    os.environ.update({k: v for k, v in env.items() if v is not None})
+    sys.argv = [os.path.join(SRC, "opcov", "__main__.py"), *map(str, args)]  # as 'python -m opcov' sets it
+    try:
+        os.chdir(cwd)
+        with warnings.catch_warnings(), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            warnings.resetwarnings()  # a fresh interpreter's filters (pytest records warnings instead)
+            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+                warnings.simplefilter("ignore", category)
+            warnings.showwarning = _warn_to_stderr
+            try:
+                code = cli.main(sys.argv[1:])
+            except SystemExit as exc:  # argparse's usage errors, --help and --version
+                code = exc.code or 0 if exc.code is None or isinstance(exc.code, int) else 1
+                if code == 1 and not isinstance(exc.code, int):
+                    print(exc.code, file=sys.stderr)  # as the interpreter prints a message it exits with
+            except Exception:  # noqa: BLE001 - a child would print it and exit 1
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    done = subprocess.CompletedProcess(["opcov", *args], code, out.getvalue(), err.getvalue())
+    return done
 
 
 # A Python with PyTorch/XLA (scripts/envs/xla.sh makes .envs/xla; OPCOV_XLA_PYTHON names another): the
@@ -192,10 +238,12 @@ def check_verdict(path, backend) -> dict:
 
 
 def load_yaml(path):
+    """The document PyYAML's safe loader reads, with libyaml's parser where PyYAML has it (the same
+    document; the pure-Python parser took ~10 s of CPU on the bundled cpu probed file, libyaml's ~2 s)."""
     import yaml
 
     with open(path) as f:
-        return yaml.safe_load(f)
+        return yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def dumps(obj):
