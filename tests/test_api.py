@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here, run_opcov
 from test_check import TORCH, fwd, kernel, model, registered
 
 import opcov
@@ -33,7 +33,7 @@ def as_json(verdicts, model_description):
 
 
 def test_check_answers_what_check_json_prints():
-    r = run_opcov("check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--coverage", COVERAGE, "--format", "json")
+    r = opcov_here("check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--coverage", COVERAGE, "--format", "json")
     assert r.returncode == 1, r.stderr
     verdicts, described = api.check_model("wav2vec2", ["tpu", "cpu"], coverage=COVERAGE)
     assert as_json(verdicts, described) == r.stdout

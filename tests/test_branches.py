@@ -7,7 +7,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import check_verdict, run_opcov, trace_factories
+from conftest import check_verdict, opcov_here, trace_factories
 
 FACTORIES = textwrap.dedent(
     """
@@ -99,7 +99,7 @@ def test_a_compiled_graph_traced_on_cpu_is_judged_on_each_devices_own_attention(
     (_scaled_dot_product_flash_attention_for_cpu, and its backward in training), which CUDA never calls:
     its sdpa picks flash, efficient or cudnn at run time. Judged on it, cuda said 'fails' for every
     transformer; on cuda the call is judged as scaled_dot_product_attention, with a note; cpu keeps its own."""
-    proc = run_opcov("check", model, "-b", "cuda", "-b", "cpu", "--path", "compile", "--format", "json")
+    proc = opcov_here("check", model, "-b", "cuda", "-b", "cpu", "--path", "compile", "--format", "json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     verdicts = json.loads(proc.stdout)
     assert verdicts, proc.stdout

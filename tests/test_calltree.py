@@ -8,7 +8,7 @@ Torch-free: the trees here are made by hand, and the zoo's committed ones are re
 import json
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here
 from test_check import TORCH, kernel, model, probed, registered
 
 from opcov.store import data, opset
@@ -189,7 +189,7 @@ def test_saved_tree_reads_back_and_lints_clean(tmp_path):
     assert text.index("calltree:") < text.index("\nops:")
     doc = opset.load(str(path))
     assert [n.op for n in opset.nodes(doc)] == [n[3] for n in TREE]
-    r = run_opcov("lint", str(path))
+    r = opcov_here("lint", str(path))
     assert r.returncode == 0, r.stdout
 
 
@@ -220,7 +220,7 @@ def test_lint_names_the_node_and_line_of_a_bad_tree(tmp_path, change, expect):
     change(doc["calltree"])
     path = tmp_path / "bad.yaml"
     path.write_text(opset.dumps(doc))
-    r = run_opcov("lint", str(path))
+    r = opcov_here("lint", str(path))
     assert r.returncode != 0 and expect in r.stdout, r.stdout
     problems = opset.validate(doc, str(path))
     assert problems and problems[0].line is not None
@@ -252,7 +252,7 @@ def judged(tmp_path, backend_ops, probe=None, tree=TREE, ops=OPS):
         data.save(probed(ops=probe), str(cov / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
     path = tmp_path / "m.yaml"
     opset.save(tree_doc(tree, ops), str(path))
-    r = run_opcov("check", str(path), "-b", "fake", "--coverage", str(cov), "--format", "json")
+    r = opcov_here("check", str(path), "-b", "fake", "--coverage", str(cov), "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     v = json.loads(r.stdout)["verdicts"][0]
     return v["verdict"], {o["op"]: o["outcome"] for o in v["ops"]}, v["notes"]
@@ -331,7 +331,7 @@ def test_probed_evidence_judges_a_composite_only_where_registration_is_silent(tm
 
 
 def test_llama_on_tpu_is_judged_at_tpus_own_kernels():
-    r = run_opcov("check", "llama", "-b", "tpu", "-b", "cpu", "--mode", "training", "--format", "json")
+    r = opcov_here("check", "llama", "-b", "tpu", "-b", "cpu", "--mode", "training", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     by = {v["backend"]: v for v in json.loads(r.stdout)["verdicts"]}
     tpu = {o["op"] for o in by["tpu"]["ops"]}

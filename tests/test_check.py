@@ -5,7 +5,7 @@ import os
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here
 
 from opcov.store import data, opset
 
@@ -108,7 +108,7 @@ def save_model(tmp_path, ops, **kw):
 
 
 def check(path, cov, *extra):
-    return run_opcov("check", path, "--backend", "fake", "--coverage", str(cov), *extra)
+    return opcov_here("check", path, "--backend", "fake", "--coverage", str(cov), *extra)
 
 
 def test_registered_kernels_run_and_report_registered_only(tmp_path, cov):
@@ -271,7 +271,7 @@ def test_several_backends_side_by_side(tmp_path, cov):
         str(cov / "other" / f"registered-torch-{TORCH}.yaml"),
     )
     path = save_model(tmp_path, {"aten::mm": fwd(), "aten::gone": fwd()})
-    r = run_opcov("check", path, "-b", "fake", "-b", "other", "--coverage", str(cov))
+    r = opcov_here("check", path, "-b", "fake", "-b", "other", "--coverage", str(cov))
     assert r.returncode == 1  # one backend failing fails the gate
     rows = [line.split() for line in r.stdout.splitlines()[2:5]]
     assert rows[1][:3] == ["fake", "training", "fails"] and rows[2][:3] == ["other", "training", "runs"]
@@ -279,7 +279,7 @@ def test_several_backends_side_by_side(tmp_path, cov):
 
 def test_bad_input_is_one_line(tmp_path, cov):
     path = save_model(tmp_path, {"aten::mm": fwd()})
-    r = run_opcov("check", path, "--backend", "nodata", "--coverage", str(cov))
+    r = opcov_here("check", path, "--backend", "nodata", "--coverage", str(cov))
     assert r.returncode == 2 and "opcov scan nodata" in r.stderr and "Traceback" not in r.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text(open(path).read().replace("schema_version: 1", "schema_version: 7"))
@@ -310,7 +310,7 @@ def test_check_reads_the_bundled_tpu_data(tmp_path):
         tmp_path,
         {"aten::mm": fwd(dtype="bfloat16"), "aten::_scaled_dot_product_flash_attention_for_cpu": fwd(dtype="bfloat16")},
     )
-    r = run_opcov("check", path, "-b", "tpu", "--format", "json")
+    r = opcov_here("check", path, "-b", "tpu", "--format", "json")
     assert r.returncode == 1
     v = json.loads(r.stdout)["verdicts"][0]
     ops = {o["op"]: o["outcome"] for o in v["ops"]}
@@ -332,14 +332,14 @@ def test_diff_finds_regressions_and_keeps_evidence_changes_apart(tmp_path):
     a, b = tmp_path / "old.yaml", tmp_path / "new.yaml"
     data.save(old, str(a))
     data.save(new, str(b))
-    r = run_opcov("diff", str(a), str(b), "--fail-on-regression")
+    r = opcov_here("diff", str(a), str(b), "--fail-on-regression")
     assert r.returncode == 1
     assert "aten::mm fwd: registered -> fallback" in r.stdout
     assert "1 regression(s)" in r.stdout and "aten::x fwd: registered -> unresolved (not a quality change)" in r.stdout
-    assert run_opcov("diff", str(b), str(a), "--fail-on-regression").returncode == 0
+    assert opcov_here("diff", str(b), str(a), "--fail-on-regression").returncode == 0
     p = tmp_path / "probed.yaml"
     data.save(probed(ops={"aten::mm": {"float32": {"fwd": "pass"}}}), str(p))
-    r = run_opcov("diff", str(a), str(p), "--fail-on-regression")
+    r = opcov_here("diff", str(a), str(p), "--fail-on-regression")
     assert r.returncode == 0 and "evidence kind changed" in r.stdout
 
 
@@ -351,14 +351,14 @@ def test_diff_keeps_ops_of_one_torch_release_apart(tmp_path):
     a, b = tmp_path / "old.yaml", tmp_path / "new.yaml"
     data.save(old, str(a))
     data.save(new, str(b))
-    r = run_opcov("diff", str(a), str(b), "--fail-on-regression", "--format", "json")
+    r = opcov_here("diff", str(a), str(b), "--fail-on-regression", "--format", "json")
     assert r.returncode == 0, r.stdout
     out = json.loads(r.stdout)
     assert out["regressions"] == [] and out["removed"] == [] and out["added"] == []
     assert "aten::empty.names: only in torch 2.9.0's op set" in out["apart"]
     assert "aten::new_op: only in torch 2.13.0's op set" in out["apart"]
     data.save(registered(ops={"aten::mm": kernel()}, torch="2.9.0"), str(b))
-    r = run_opcov("diff", str(a), str(b), "--fail-on-regression")
+    r = opcov_here("diff", str(a), str(b), "--fail-on-regression")
     assert r.returncode == 1 and "aten::empty.names fwd: registered -> absent" in r.stdout
 
 
@@ -370,7 +370,7 @@ def test_diff_probed_cells_per_dtype(tmp_path):
     data.save(
         probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "mismatch"}, "bfloat16": {"fwd": "pass"}}}), str(b)
     )
-    r = run_opcov("diff", str(a), str(b), "--fail-on-regression", "--format", "json")
+    r = opcov_here("diff", str(a), str(b), "--fail-on-regression", "--format", "json")
     assert r.returncode == 1
     assert json.loads(r.stdout)["regressions"] == [
         {"op": "aten::mm", "where": "float32 bwd", "old": "pass", "new": "mismatch"}
@@ -378,7 +378,7 @@ def test_diff_probed_cells_per_dtype(tmp_path):
     newer = probed(ops={"aten::mm": {"float32": {"fwd": "pass", "bwd": "mismatch"}}})
     newer["provenance"]["opcov"] = "9.9.9"
     data.save(newer, str(b))
-    r = run_opcov("diff", str(a), str(b))
+    r = opcov_here("diff", str(a), str(b))
     assert "made by opcov" in r.stdout and "9.9.9" in r.stdout  # a method change is named, not hidden
 
 
@@ -386,7 +386,7 @@ def test_diff_refuses_another_backend(tmp_path):
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     data.save(registered("one"), str(a))
     data.save(registered("two"), str(b))
-    r = run_opcov("diff", str(a), str(b))
+    r = opcov_here("diff", str(a), str(b))
     assert r.returncode == 2 and "diff compares snapshots of one backend" in r.stderr
 
 
@@ -424,11 +424,11 @@ def test_gaps_rank_ops_by_models_blocked(tmp_path, cov):
         ("m3", {"aten::mm": fwd()}),
     ):
         opset.save(model(ops, name=name), str(cov / "models" / name / "training.yaml"))
-    r = run_opcov("gaps", "fake", "--coverage", str(cov), "--format", "json")
+    r = opcov_here("gaps", "fake", "--coverage", str(cov), "--format", "json")
     assert r.returncode == 0, r.stderr
     ranked = json.loads(r.stdout)
     assert [(e["op"], len(e["models"])) for e in ranked] == [("aten::gone", 2), ("aten::cholesky", 1)]
     assert ranked[0]["models"] == ["m1 (training)", "m2 (training)"] and ranked[0]["model_count"] == 2
     # check finds a zoo model by name under coverage/models/
-    assert run_opcov("check", "m3", "-b", "fake", "--coverage", str(cov)).returncode == 0
+    assert opcov_here("check", "m3", "-b", "fake", "--coverage", str(cov)).returncode == 0
     assert os.path.isdir(cov / "models" / "m1")

@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here
 from test_check import TORCH, fwd, kernel, model, probed, registered
 
 from opcov.store import data, layout, opset
@@ -107,7 +107,7 @@ def test_models_and_modes_narrow_it(two):
 
 
 def test_cli_text_and_json(two):
-    r = run_opcov("compare", "one", "two", "--coverage", two)
+    r = opcov_here("compare", "one", "two", "--coverage", two)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith("opcov compare one two: 4 model op set(s) of 3 model(s)")
@@ -119,7 +119,7 @@ def test_cli_text_and_json(two):
     text = r.stdout
     assert text.index("measured (probed on both backends)") < text.index("aten::mm") < text.index("two lacks")
     assert "a claim (registered, unverified on at least one side)" in text
-    j = run_opcov("compare", "one", "two", "--coverage", two, "--format", "json")
+    j = opcov_here("compare", "one", "two", "--coverage", two, "--format", "json")
     out = json.loads(j.stdout)
     assert out["a"] == "one" and out["b"] == "two" and out["opsets"] == 4 and out["models"] == 3
     assert [e["op"] for e in out["lacks"]["one"]] == ["aten::gone", "aten::mm"]
@@ -134,7 +134,7 @@ def test_usage_errors_are_one_line(two):
         (("one", "nosuch"), "nosuch"),
         (("one", "two", "--models", "m9"), "no op sets for m9"),
     ):
-        r = run_opcov("compare", *args, "--coverage", two)
+        r = opcov_here("compare", *args, "--coverage", two)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
 
 
@@ -148,7 +148,7 @@ def test_bundled_tpu_against_cpu_agrees_with_check():
     ]
     listed = {(d.lacking, d.op) for ds in result.lacks.values() for d in ds}
     assert ("tpu", "aten::_weight_norm_interface_backward") in listed  # tpu's gap in wav2vec2 training
-    r = run_opcov(
+    r = opcov_here(
         "check", "wav2vec2", "-b", "tpu", "-b", "cpu", "--mode", "training", "--format", "json", "--coverage", BUNDLED
     )
     by = {v["backend"]: {o["op"]: o["outcome"] for o in v["ops"]} for v in json.loads(r.stdout)["verdicts"]}
@@ -169,7 +169,7 @@ def test_cuda_data_pairs_with_cpu_traced_op_sets():
     assert files and all(layout.same_torch(os.path.basename(f).split("-")[2], "2.13.0+cpu") for f in files)
     assert layout.pick(files + ["coverage/cuda/registered-torch-2.12.0+cu126.yaml"], "2.13.0+cpu") == files[-1]
     assert layout.same_torch("2.13.0", "2.13.0+cpu") and not layout.same_torch("2.13.1+cpu", "2.13.0+cpu")
-    r = run_opcov("check", "llama", "-b", "cuda", "--format", "json", "--coverage", BUNDLED)
+    r = opcov_here("check", "llama", "-b", "cuda", "--format", "json", "--coverage", BUNDLED)
     assert r.returncode == 0, r.stderr
     for v in json.loads(r.stdout)["verdicts"]:
         assert v["sources"] == files[-1:] and not any("versions" in n or "torch 2.13.0+cu" in n for n in v["notes"])
@@ -177,7 +177,7 @@ def test_cuda_data_pairs_with_cpu_traced_op_sets():
 
 
 def test_compare_tpu_cuda_on_bundled_data():
-    r = run_opcov("compare", "tpu", "cuda", "--models", "wav2vec2,nn-lstm", "--coverage", BUNDLED)
+    r = opcov_here("compare", "tpu", "cuda", "--models", "wav2vec2,nn-lstm", "--coverage", BUNDLED)
     assert r.returncode == 0, r.stderr
     assert "tpu lacks what cuda has" in r.stdout and "aten::_weight_norm_interface_backward" in r.stdout
 
@@ -185,7 +185,7 @@ def test_compare_tpu_cuda_on_bundled_data():
 def test_cuda_convolutions_route_to_cudnn_and_native_kernels():
     """On CUDA, ATen's _convolution picks cuDNN or a native CUDA kernel, never the overrideable stub
     meta tensors show: every convnet in the zoo is judged on those kernels, not left unknown."""
-    r = run_opcov("check", "nn-convnet", "-b", "cuda", "--format", "json", "--coverage", BUNDLED)
+    r = opcov_here("check", "nn-convnet", "-b", "cuda", "--format", "json", "--coverage", BUNDLED)
     assert r.returncode == 0, r.stderr
     for v in json.loads(r.stdout)["verdicts"]:
         assert v["counts"]["unknown"] == 0, v

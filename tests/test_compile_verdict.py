@@ -6,6 +6,7 @@ import os
 import shutil
 
 import pytest
+from conftest import opcov_here
 
 from opcov.store import layout, opset
 from opcov.verdict import compiled
@@ -66,8 +67,8 @@ def cov(tmp_path):
     return str(root)
 
 
-def test_graph_breaks_come_first_then_the_compiled_ops_on_compile_coverage(cov, opcov):
-    proc = opcov("check", "nn-lstm", "-b", "tpu", "--path", "compile", "--coverage", cov)
+def test_graph_breaks_come_first_then_the_compiled_ops_on_compile_coverage(cov):
+    proc = opcov_here("check", "nn-lstm", "-b", "tpu", "--path", "compile", "--coverage", cov)
     assert proc.returncode == 1, proc.stderr  # _aminmax only runs through tpu's CPU fallback: a compile error
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("tpu training (compile path, tpu): fails (registered evidence)")
@@ -79,8 +80,8 @@ def test_graph_breaks_come_first_then_the_compiled_ops_on_compile_coverage(cov, 
     assert "compile error" in lines[graphs + 1]
 
 
-def test_compile_verdict_as_json_and_with_eager(cov, opcov):
-    proc = opcov("check", "nn-lstm", "-b", "tpu", "--path", "eager,compile", "--coverage", cov, "--format", "json")
+def test_compile_verdict_as_json_and_with_eager(cov):
+    proc = opcov_here("check", "nn-lstm", "-b", "tpu", "--path", "eager,compile", "--coverage", cov, "--format", "json")
     eager_part, _, compile_part = proc.stdout.partition("\n[\n")
     (v,) = json.loads("[\n" + compile_part)
     assert v["verdict"] == "fails" and v["evidence"] == "registered" and v["path"] == "compile"
@@ -98,26 +99,26 @@ def test_a_model_dynamo_could_not_finish_is_unknown_with_why(cov):
     assert v.verdict == "unknown" and "data-dependent" in v.why and v.says() != "runs"
 
 
-def test_no_compile_coverage_or_op_set_is_one_line(cov, opcov):
+def test_no_compile_coverage_or_op_set_is_one_line(cov):
     shutil.rmtree(os.path.join(cov, "tpu", "compile"))
-    proc = opcov("check", "nn-lstm", "-b", "tpu", "--path", "compile", "--coverage", cov)
+    proc = opcov_here("check", "nn-lstm", "-b", "tpu", "--path", "compile", "--coverage", cov)
     assert proc.returncode == 2 and "opcov scan tpu --path compile" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    proc = opcov("check", "llama", "-b", "tpu", "--path", "compile", "--coverage", cov)
+    proc = opcov_here("check", "llama", "-b", "tpu", "--path", "compile", "--coverage", cov)
     assert proc.returncode == 2 and "--path compile --compile-backend tpu" in proc.stderr
 
 
-def test_a_model_folder_or_its_compile_folder_reads_as_the_models_op_sets(cov, opcov, tmp_path):
+def test_a_model_folder_or_its_compile_folder_reads_as_the_models_op_sets(cov, tmp_path):
     """'check DIR/compile --path compile' judges the model's compiled op sets (it read 'compile' as a model's
     name); DIR/compile on the eager path is the model's eager op sets; a folder a user filled with 'opcov trace
     --path compile --out' is read by each file's compile backend, never judged on eager coverage."""
     folder = os.path.join(cov, "models", "nn-lstm")
     for named in (folder, os.path.join(folder, "compile"), os.path.join(folder, "compile") + os.sep):
-        proc = opcov("check", named, "-b", "tpu", "--path", "compile", "--coverage", cov)
+        proc = opcov_here("check", named, "-b", "tpu", "--path", "compile", "--coverage", cov)
         assert proc.returncode == 1, (named, proc.stderr)  # _aminmax fails on tpu's compile coverage
         assert proc.stdout.startswith("tpu training (compile path, tpu): fails"), (named, proc.stdout)
         assert "nn-lstm/compile/tpu-training.yaml]" in proc.stdout.splitlines()[0]
-    eager = opcov("check", os.path.join(folder, "compile"), "-b", "tpu", "--coverage", cov, "--format", "json")
+    eager = opcov_here("check", os.path.join(folder, "compile"), "-b", "tpu", "--coverage", cov, "--format", "json")
     assert eager.returncode in (0, 1), eager.stderr
     assert json.loads(eager.stdout)["model"]["opsets"] == [os.path.join(folder, "training.yaml")]
     mine = tmp_path / "opsets"
@@ -126,20 +127,20 @@ def test_a_model_folder_or_its_compile_folder_reads_as_the_models_op_sets(cov, o
     other = compiled_doc()
     other["compile"]["backend"] = "openxla"
     opset.save(other, str(mine / "a.yaml"))  # another compile backend's: not tpu's to judge
-    proc = opcov("check", str(mine), "-b", "tpu", "--path", "compile", "--coverage", cov)
+    proc = opcov_here("check", str(mine), "-b", "tpu", "--path", "compile", "--coverage", cov)
     said = [ln for ln in proc.stdout.splitlines() if not ln.startswith(" ")]
     assert proc.returncode == 1 and said == [
         f"tpu training (compile path, tpu): fails (registered evidence)  [{mine / 'b.yaml'}]"
     ]
-    proc = opcov("check", str(mine), "-b", "tpu", "--coverage", cov)
+    proc = opcov_here("check", str(mine), "-b", "tpu", "--coverage", cov)
     assert proc.returncode == 2 and "holds compiled op sets only" in proc.stderr and "--path compile" in proc.stderr
     os.remove(mine / "b.yaml")
-    proc = opcov("check", str(mine), "-b", "tpu", "--path", "compile", "--coverage", cov)
+    proc = opcov_here("check", str(mine), "-b", "tpu", "--path", "compile", "--coverage", cov)
     assert proc.returncode == 2 and f"no compiled op set for tpu (the compile backend of tpu) in {mine}/" in proc.stderr
 
 
-def test_gaps_rank_compile_blockers_and_graph_breaks(cov, opcov):
-    proc = opcov("gaps", "tpu", "--path", "compile", "--coverage", cov)
+def test_gaps_rank_compile_blockers_and_graph_breaks(cov):
+    proc = opcov_here("gaps", "tpu", "--path", "compile", "--coverage", cov)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "1  Data-dependent branching  (nn-lstm training)" in out
@@ -170,8 +171,8 @@ def cpu_cov(tmp_path):
     return str(root)
 
 
-def test_a_model_dynamo_compiled_no_graph_of_is_judged_at_its_breaks(cpu_cov, opcov):
-    proc = opcov("check", "nn-lstm", "-b", "cpu", "--path", "compile", "--coverage", cpu_cov)
+def test_a_model_dynamo_compiled_no_graph_of_is_judged_at_its_breaks(cpu_cov):
+    proc = opcov_here("check", "nn-lstm", "-b", "cpu", "--path", "compile", "--coverage", cpu_cov)
     assert proc.returncode in (0, 1) and "no ops" not in proc.stderr, proc.stderr  # was refused as an empty op set
     assert "1 graph break(s)" in proc.stdout and "no compiled graph" in proc.stdout
     assert "compiled graphs (compile coverage)" not in proc.stdout  # no empty 'runs' for graphs that do not exist
@@ -200,13 +201,13 @@ def test_the_breaks_are_judged_on_the_eager_op_set_recorded_on_the_backend_itsel
     assert layout.compiled_opset_files(folder) == [os.path.join(folder, "compile", "inductor-inference.yaml")]
 
 
-def test_gaps_rank_the_break_of_a_model_with_no_compiled_graph(cpu_cov, opcov):
-    proc = opcov("gaps", "cpu", "--path", "compile", "--coverage", cpu_cov)
+def test_gaps_rank_the_break_of_a_model_with_no_compiled_graph(cpu_cov):
+    proc = opcov_here("gaps", "cpu", "--path", "compile", "--coverage", cpu_cov)
     assert proc.returncode == 0, proc.stderr  # was: 'no ops' for the bundled nn-lstm/nn-gru, gaps exited 2
     assert "1  Attempted to wrap RNN, GRU, or LSTM  (nn-lstm inference)" in proc.stdout
 
 
-def test_a_module_the_backend_replaces_with_its_own_python_leaves_the_compile_verdict_unknown(tmp_path, opcov):
+def test_a_module_the_backend_replaces_with_its_own_python_leaves_the_compile_verdict_unknown(tmp_path):
     """PyTorch/XLA replaces nn.GRU with a scan-based GRU of its own Python. Eagerly it runs; under
     torch.compile Dynamo compiles that Python as a frame of its own (it skips only torch's modules at the
     break), and a real openxla compile of nn-gru raises. The compiled op set was traced with torch's GRU, so
@@ -227,7 +228,7 @@ def test_a_module_the_backend_replaces_with_its_own_python_leaves_the_compile_ve
     assert v.verdict == "unknown", v.says()
     assert v.replaced == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]
     assert v.eager is not None and v.eager.verdict == "runs_with_value_note"  # the eager rule alone said it runs
-    proc = opcov("check", "nn-gru", "-b", "xla", "--path", "compile", "--coverage", str(root), "--format", "json")
+    proc = opcov_here("check", "nn-gru", "-b", "xla", "--path", "compile", "--coverage", str(root), "--format", "json")
     (said,) = json.loads(proc.stdout)
     assert said["verdict"] == "unknown" and "Dynamo compiles that Python" in said["why"]
     assert said["replaced_modules"] == ["torch.nn.GRU by torch_xla.experimental.gru.GRU"]

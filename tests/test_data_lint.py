@@ -4,7 +4,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.errors import DataError
 from opcov.store import data
@@ -87,7 +87,7 @@ def test_lint_reports_every_problem_in_one_run(tmp_path):
     text = path.read_text().replace("fwd: kernel", "fwd: kernal").replace("res: fallback", "res: maybe")
     text = text.replace("aten::mm:", "aten::not_an_op:")
     path.write_text(text)
-    proc = run_opcov("lint", str(path))
+    proc = opcov_here("lint", str(path))
     assert proc.returncode == 1
     out = proc.stdout
     assert "fwd is 'kernal'" in out and "res is 'maybe'" in out
@@ -113,13 +113,13 @@ def test_lint_counts_ops_of_another_torch_as_a_note_but_warns_on_the_same_torch(
         data.save(doc, str(path))
         return str(path)
 
-    other = run_opcov("lint", write("other", "2.9.0+cu128"))
+    other = opcov_here("lint", write("other", "2.9.0+cu128"))
     assert other.returncode == 0, other.stdout + other.stderr
     assert "0 warning(s)" in other.stdout and "myext::" not in other.stdout
     assert "note: 1 file(s) made with another torch build" in other.stdout
-    listed = run_opcov("lint", "--notes", write("listed", "2.9.0+cu128"))
+    listed = opcov_here("lint", "--notes", write("listed", "2.9.0+cu128"))
     assert "info: 1 myext:: op(s) unknown to this torch" in listed.stdout and "0 warning(s)" in listed.stdout
-    same = run_opcov("lint", write("same", str(torch.__version__)))
+    same = opcov_here("lint", write("same", str(torch.__version__)))
     assert "warning: 1 myext:: op(s) unknown to this torch" in same.stdout and "1 warning(s)" in same.stdout
 
 
@@ -132,13 +132,13 @@ def test_bundled_coverage_lints_clean():
         if d != "models" and os.path.isdir(os.path.join(BUNDLED, d))
     ]
     models = [os.path.join(BUNDLED, "models", m) for m in ("bert", "llama", "mixtral", "nn-lstm", "whisper")]
-    proc = run_opcov("lint", *backends, *models)
+    proc = opcov_here("lint", *backends, *models)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert " 0 error(s), 0 warning(s)" in proc.stdout
 
 
 def test_summary_of_bundled_data_says_unverified_and_eager():
-    proc = run_opcov("summary", BUNDLED)
+    proc = opcov_here("summary", BUNDLED)
     assert proc.returncode == 0, proc.stderr
     assert "registered, unverified" in proc.stdout
     assert "eager mode only" in proc.stdout
@@ -146,11 +146,11 @@ def test_summary_of_bundled_data_says_unverified_and_eager():
 
 
 def test_usage_errors_are_one_line_with_exit_2(tmp_path):
-    proc = run_opcov("summary", str(tmp_path / "nope"))
+    proc = opcov_here("summary", str(tmp_path / "nope"))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "no such file" in proc.stderr
     bad = tmp_path / "bad.yaml"
     bad.write_text("- just\n- a list\n")
-    proc = run_opcov("summary", str(bad))
+    proc = opcov_here("summary", str(bad))
     assert proc.returncode == 2 and "top level must be a mapping" in proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -191,7 +191,7 @@ def test_lint_on_a_folder_finds_misplaced_files(tmp_path):
     data.save(dict(doc, backend=dict(doc["backend"], name="tpu")), str(root / "tpu" / "tpu-data.yaml"))  # renamed
     data.save(doc, str(root / "cpu.yaml"))  # directly in the coverage folder
     (root / "meta" / "registered-torch-2.13.0.yaml").mkdir(parents=True)  # a folder where a file belongs
-    proc = run_opcov("lint", "--no-catalog", str(root))
+    proc = opcov_here("lint", "--no-catalog", str(root))
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     found = {
         line.split(": error: ")[0].removeprefix(str(root) + "/"): line
@@ -218,10 +218,10 @@ def test_a_folder_of_runs_is_not_taken_for_a_coverage_folder(tmp_path):
     runs = tmp_path / "runs"
     data.save(doc, str(runs / "a" / "registered-torch-2.13.0+cpu.yaml"))
     data.save(doc, str(runs / "b" / "mine.yaml"))
-    proc = run_opcov("lint", "--no-catalog", str(runs / "b" / "mine.yaml"))
+    proc = opcov_here("lint", "--no-catalog", str(runs / "b" / "mine.yaml"))
     assert proc.returncode == 0 and "0 error(s)" in proc.stdout, proc.stdout + proc.stderr
     (runs / "models").mkdir()  # now it is laid out as a coverage folder, and mine.yaml is not read there
-    proc = run_opcov("lint", "--no-catalog", str(runs / "b" / "mine.yaml"))
+    proc = opcov_here("lint", "--no-catalog", str(runs / "b" / "mine.yaml"))
     assert proc.returncode == 1 and "not a snapshot name" in proc.stdout, proc.stdout
 
 
@@ -232,7 +232,7 @@ def test_a_folder_where_a_file_is_expected_stops_site_and_check(tmp_path):
     site = run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site"))
     assert site.returncode == 2 and site.stderr.count("\n") == 1, site.stderr
     assert f"{folder}: a folder, where a data file is expected" in site.stderr
-    check = run_opcov("check", str(root / "models" / "tiny"), "-b", "tpu", "--coverage", str(root))
+    check = opcov_here("check", str(root / "models" / "tiny"), "-b", "tpu", "--coverage", str(root))
     assert check.returncode == 2 and check.stderr.count("\n") == 1, check.stderr
     assert f"{folder}: error: a folder, where a data file is expected" in check.stderr
 
@@ -243,11 +243,11 @@ def test_check_says_it_ignored_a_renamed_coverage_file(tmp_path):
     renamed = root / "cpu" / "cpu-data.yaml"
     (root / "cpu" / "registered-torch-2.13.0+cpu.yaml").rename(renamed)
     model = str(root / "models" / "tiny")
-    alone = run_opcov("check", model, "-b", "cpu", "--coverage", str(root))
+    alone = opcov_here("check", model, "-b", "cpu", "--coverage", str(root))
     assert alone.returncode == 2 and alone.stderr.count("\n") == 1 and "scanning" not in alone.stderr, alone.stderr
     assert f"{renamed}: not a snapshot name" in alone.stderr and "so cpu has no data opcov reads" in alone.stderr
     data.save(doc, str(root / "cpu" / "registered-torch-2.13.0+cpu.yaml"))
-    beside = run_opcov("check", model, "-b", "cpu", "--coverage", str(root))
+    beside = opcov_here("check", model, "-b", "cpu", "--coverage", str(root))
     assert beside.returncode == 0, beside.stderr
     assert f"ignored {renamed}: not a snapshot name" in beside.stdout, beside.stdout
     site = run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site"))
@@ -259,9 +259,9 @@ def test_summary_of_a_file_with_an_empty_or_no_summary(tmp_path):
     empty, missing = loose(tmp_path) / "empty.yaml", loose(tmp_path) / "missing.yaml"
     data.save(small_doc(), str(empty))
     data.save({k: v for k, v in small_doc().items() if k != "summary"}, str(missing))
-    assert run_opcov("lint", "--no-catalog", str(empty), str(missing)).returncode == 0
+    assert opcov_here("lint", "--no-catalog", str(empty), str(missing)).returncode == 0
     for path in (empty, missing):
-        table = run_opcov("summary", str(path))
+        table = opcov_here("summary", str(path))
         assert table.returncode == 0 and "no summary counts in this file" in table.stdout, table.stderr
-        as_json = run_opcov("summary", "--format", "json", str(path))
+        as_json = opcov_here("summary", "--format", "json", str(path))
         assert as_json.returncode == 0 and json.loads(as_json.stdout)[str(path)]["summary"] == {}, as_json.stderr

@@ -2,11 +2,12 @@
 answer as lint (whole or refused); names never become paths; bounded memory (docs/data-safety.md)."""
 
 import hashlib
+import json
 import os
 import shutil
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.errors import UsageError
 from opcov.store import output
@@ -53,7 +54,7 @@ def copies(tmp_path):
 def test_check_output_is_not_its_op_set(copies):
     tmp, opset, cov, _ = copies
     before = digest(opset)
-    proc = run_opcov("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(opset))
+    proc = opcov_here("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(opset))
     one_line_error(proc, "also an input")
     assert digest(opset) == before
 
@@ -65,7 +66,7 @@ def test_check_output_through_a_link_to_its_input_is_refused(copies):
     os.link(opset, hard)
     before = digest(opset)
     one_line_error(
-        run_opcov("check", str(tmp / "alias.yaml"), "-b", "tpu", "--coverage", str(cov), "-o", str(hard)),
+        opcov_here("check", str(tmp / "alias.yaml"), "-b", "tpu", "--coverage", str(cov), "-o", str(hard)),
         "also an input",
     )
     assert digest(opset) == before
@@ -76,14 +77,14 @@ def test_check_output_is_not_a_coverage_file_or_manifest(copies):
     (registered,) = (p for p in (cov / "tpu").iterdir() if p.name.startswith("registered-"))  # beside compile/
     before = digest(registered)
     one_line_error(
-        run_opcov("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(registered)),
+        opcov_here("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(registered)),
         "a coverage file is already there",
     )
     assert digest(registered) == before
     manifest = tmp / "manifest.yaml"
     manifest.write_text("backend: tpu\n")
     one_line_error(
-        run_opcov(
+        opcov_here(
             "check", str(opset), "-b", "tpu", "--coverage", str(cov), "--manifest", str(manifest), "-o", str(manifest)
         ),
         "manifest.yaml",
@@ -96,14 +97,14 @@ def test_check_output_over_a_foreign_file_is_refused_and_its_own_report_replaced
     mine = tmp / "notes.md"
     mine.write_text("# my notes\n")
     one_line_error(
-        run_opcov("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(mine)),
+        opcov_here("check", str(opset), "-b", "tpu", "--coverage", str(cov), "-o", str(mine)),
         "a file opcov did not write",
     )
     assert mine.read_text() == "# my notes\n"
     for fmt in ("text", "markdown", "json", "junit", "github"):
         report = tmp / f"report.{fmt}"
         for _ in range(2):  # the second run replaces the first's report
-            proc = run_opcov(
+            proc = opcov_here(
                 "check", str(opset), "-b", "tpu", "--coverage", str(cov), "--format", fmt, "-o", str(report)
             )
             assert proc.returncode in (0, 1), (fmt, proc.stderr)
@@ -113,15 +114,15 @@ def test_check_output_over_a_foreign_file_is_refused_and_its_own_report_replaced
 def test_merge_refuses_an_input_as_output_and_another_kind(copies):
     tmp, opset, cov, probed = copies
     before = digest(probed)
-    one_line_error(run_opcov("merge", str(probed), "--out", str(probed)), "also an input")
+    one_line_error(opcov_here("merge", str(probed), "--out", str(probed)), "also an input")
     assert digest(probed) == before
-    one_line_error(run_opcov("merge", str(probed), "--out", str(opset)), "an op-set file is already there")
+    one_line_error(opcov_here("merge", str(probed), "--out", str(opset)), "an op-set file is already there")
 
 
 def test_trace_of_a_saved_op_set_onto_itself_is_refused(copies):
     tmp, opset, cov, probed = copies
     before = digest(opset)
-    one_line_error(run_opcov("trace", str(opset), "--out", str(opset)), "also an input")
+    one_line_error(opcov_here("trace", str(opset), "--out", str(opset)), "also an input")
     assert digest(opset) == before
 
 
@@ -243,17 +244,17 @@ def test_commands_refuse_a_damaged_coverage_file(copies, case):
         ("summary", str(registered)),
         ("compare", "tpu", "cpu", "--coverage", str(cov), "--models", "llama"),
     ):
-        proc = run_opcov(*args)
+        proc = opcov_here(*args)
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.returncode, proc.stderr[-800:])
         assert str(registered.name) in proc.stderr, (args, proc.stderr)
-    proc = run_opcov("lint", "--no-catalog", str(registered))
+    proc = opcov_here("lint", "--no-catalog", str(registered))
     assert proc.returncode == 1 and " 0 error(s)" not in proc.stdout, proc.stdout
 
 
 def test_merge_refuses_one_file_twice(copies, tmp_path):
     tmp, opset, cov, probed = copies
     os.symlink(probed, tmp / "again.yaml")
-    one_line_error(run_opcov("merge", str(probed), str(tmp / "again.yaml"), "--out", str(tmp / "m.yaml")), "twice")
+    one_line_error(opcov_here("merge", str(probed), str(tmp / "again.yaml"), "--out", str(tmp / "m.yaml")), "twice")
     assert not (tmp / "m.yaml").exists()
 
 
@@ -293,7 +294,7 @@ def test_an_unreadable_backend_folder_stops_site_and_lint(copies):
     os.chmod(cov / "tpu", 0)
     try:
         one_line_error(run_opcov("site", "--coverage", str(cov), "--out", str(tmp / "site")), "cannot read")
-        one_line_error(run_opcov("lint", "--no-catalog", str(cov)), "cannot read")
+        one_line_error(opcov_here("lint", "--no-catalog", str(cov)), "cannot read")
     finally:
         os.chmod(cov / "tpu", 0o755)
 
@@ -323,10 +324,10 @@ def test_a_deep_tree_or_a_huge_count_is_refused_by_lint_and_check(copies, depth,
     tmp, opset_path, cov, _ = copies
     path = cov / "models" / "llama" / "training.yaml"
     _deep_opset(path, depth, digits)
-    lint = run_opcov("lint", "--no-catalog", str(path))
+    lint = opcov_here("lint", "--no-catalog", str(path))
     assert lint.returncode == 1 and words in lint.stdout, lint.stdout[-1000:]
     for args in (("check", str(path), "-b", "tpu", "--coverage", str(cov)), ("gaps", "tpu", "--coverage", str(cov))):
-        one_line_error(run_opcov(*args), words)
+        one_line_error(opcov_here(*args), words)
 
 
 def test_standard_output_full_or_closed_is_one_line():
@@ -355,8 +356,8 @@ def test_a_backend_name_that_is_a_path_is_refused(copies):
     """'check -b tpu/../cpu' read cpu's data as a backend's (gaps and ops refused it already)."""
     tmp, opset, cov, _ = copies
     for name in ("tpu/../cpu", "..", "../tpu"):
-        one_line_error(run_opcov("check", str(opset), "-b", name, "--coverage", str(cov)), "not a plain name")
-        proc = run_opcov("gaps", name, "--coverage", str(cov))
+        one_line_error(opcov_here("check", str(opset), "-b", name, "--coverage", str(cov)), "not a plain name")
+        proc = opcov_here("gaps", name, "--coverage", str(cov))
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-500:]
 
 
@@ -393,7 +394,9 @@ def test_the_site_writes_an_op_named_dot_dot_inside_ops(copies):
     proc = run_opcov("site", "--coverage", str(cov), "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-1500:]
     written = {os.path.relpath(os.path.join(r, f), out) for r, _, fs in os.walk(out) for f in fs}
-    assert "ops/_./index.html" in written and "api/ops/_./index.json" in written
+    assert "ops/_./index.html" in written and "index.html" in written and "api/ops/tpu.json" in written
+    with open(out / "api" / "ops.json", encoding="utf-8") as f:
+        assert json.load(f)["ops"]["..::index"]["page"] == "ops/_./index.html#index"
     assert int(proc.stdout.split(": ", 1)[1].split(" files")[0]) == len(written)
 
 
@@ -417,7 +420,7 @@ def test_the_site_writes_an_op_named_dot_dot_inside_ops(copies):
     ],
 )
 def test_bad_arguments_are_one_line(args, words):
-    one_line_error(run_opcov(*args, timeout=120), words)
+    one_line_error(opcov_here(*args), words)
 
 
 def test_the_python_api_refuses_bad_arguments_in_one_line():
@@ -578,7 +581,7 @@ def test_a_huge_value_is_refused_with_its_line_before_any_parse(tmp_path):
     path.write_text(_restamp(body.replace(first, long, 1)), encoding="utf-8")
     line = 1 + _restamp(body).split("\nops:\n", 1)[0].count("\n") + 2
     for args in (("summary", str(path)), ("lint", "--no-catalog", str(path))):
-        proc = run_opcov(*args)
+        proc = opcov_here(*args)
         assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
         assert f"big.yaml:{line}:" in proc.stdout + proc.stderr and "KiB" in proc.stdout + proc.stderr, proc.stderr
 
@@ -603,7 +606,7 @@ def test_an_op_set_with_no_ops_is_refused_not_judged_runs(copies):
     doc = data.load(LLAMA, opset.validate)
     doc.update(ops={}, calltree=[], summary={"distinct_ops": 0})
     path.write_text(opset.dumps(doc), encoding="utf-8")
-    one_line_error(run_opcov("check", str(path), "-b", "tpu", "--coverage", str(cov)), "no ops")
+    one_line_error(opcov_here("check", str(path), "-b", "tpu", "--coverage", str(cov)), "no ops")
 
 
 def test_a_forked_site_helper_ends_with_its_parent(tmp_path):

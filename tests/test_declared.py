@@ -7,7 +7,7 @@ import shutil
 from types import SimpleNamespace
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here, run_opcov
 from test_check import TORCH, fwd, kernel, registered, save_model
 
 from opcov import backends, vocab
@@ -263,7 +263,7 @@ def mps_cov(tmp_path):
 
 def _check(tmp_path, cov, ops, *extra):
     path = save_model(tmp_path, ops, mode="inference")
-    return run_opcov("check", path, "-b", "mps", "--coverage", str(cov), "--format", "json", *extra)
+    return opcov_here("check", path, "-b", "mps", "--coverage", str(cov), "--format", "json", *extra)
 
 
 def test_declared_runs_says_so_and_fails_a_registered_gate(tmp_path, mps_cov):
@@ -271,7 +271,7 @@ def test_declared_runs_says_so_and_fails_a_registered_gate(tmp_path, mps_cov):
     assert out.returncode == 0, out.stderr
     v = json.loads(out.stdout)["verdicts"][0]
     assert (v["verdict"], v["evidence"]) == ("runs", "declared")
-    text = run_opcov(
+    text = opcov_here(
         "check", save_model(tmp_path, {"aten::mm": fwd()}, mode="inference"), "-b", "mps", "--coverage", str(mps_cov)
     ).stdout
     assert "RUNS (declared in native_functions.yaml, unverified)" in text
@@ -320,7 +320,7 @@ def test_lint_accepts_declared_data_and_refuses_a_bad_note(tmp_path, mps_cov):
 
 
 def test_the_committed_mps_data_on_a_zoo_model():
-    out = run_opcov("check", "llama", "-b", "mps", "--coverage", os.path.join(REPO, "coverage"), "--format", "json")
+    out = opcov_here("check", "llama", "-b", "mps", "--coverage", os.path.join(REPO, "coverage"), "--format", "json")
     assert out.returncode == 0, out.stderr
     for v in json.loads(out.stdout)["verdicts"]:
         assert (v["verdict"], v["evidence"]) == ("runs", "declared")
@@ -344,16 +344,16 @@ def test_check_and_compare_mark_ops_the_backends_torch_lacks(tmp_path):
     )
     ops = {"aten::mm": fwd(), "aten::brand_new_op": fwd()}
     path = save_model(tmp_path, ops, mode="inference")
-    out = run_opcov("check", path, "-b", "old", "--coverage", str(root), "--format", "json")
+    out = opcov_here("check", path, "-b", "old", "--coverage", str(root), "--format", "json")
     why = {o["op"]: o["findings"][0]["why"] for o in json.loads(out.stdout)["verdicts"][0]["ops"]}
     assert why["aten::brand_new_op"].startswith("does not exist in torch 2.9.0, the torch of the old data")
     assert "versions differ" in why["aten::brand_new_op"]
     # compare reads the zoo under the coverage folder: one model there
     os.makedirs(root / "models" / "tiny")
     shutil.copy(path, root / "models" / "tiny" / "inference.yaml")
-    text = run_opcov("compare", "old", "new", "--coverage", str(root)).stdout
+    text = opcov_here("compare", "old", "new", "--coverage", str(root)).stdout
     assert "aten::brand_new_op  old: unknown (no such op in torch 2.9.0), new: runs" in text, text
-    got = json.loads(run_opcov("compare", "old", "new", "--coverage", str(root), "--format", "json").stdout)
+    got = json.loads(opcov_here("compare", "old", "new", "--coverage", str(root), "--format", "json").stdout)
     assert [d["absent"] for d in got["lacks"]["old"]] == [True]
 
 

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 import yaml
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.store import distributed, opset, parallel
 
@@ -112,7 +112,7 @@ def test_data_parallel_traces_record_their_collectives_by_phase(sharded, tmp_pat
 
 def test_an_op_without_a_sharding_strategy_fails_on_every_backend(sharded):
     _, _, path = sharded
-    r = run_opcov("check", path, "-b", "tpu", "-b", "cpu", "--format", "json")
+    r = opcov_here("check", path, "-b", "tpu", "-b", "cpu", "--format", "json")
     assert r.returncode == 1, r.stderr  # the gate: it fails
     report = json.loads(r.stdout)
     for v in report["verdicts"]:
@@ -125,15 +125,15 @@ def test_an_op_without_a_sharding_strategy_fails_on_every_backend(sharded):
 
 
 def test_check_answers_for_the_zoo_step_by_name_with_named_ops_and_evidence():
-    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "training", "--parallel", "fsdp2", "--world-size", "8")
+    r = opcov_here("check", "llama", "-b", "tpu", "--mode", "training", "--parallel", "fsdp2", "--world-size", "8")
     assert r.returncode == 0, r.stderr
     assert "training, fsdp2 x8" in r.stdout and "registered" in r.stdout
     # the collectives and DTensor's optimizer ops are named, with where each judgement comes from
     assert "aten::_foreach_addcdiv_.ScalarList" in r.stdout and "dtensor-torch-2.13.0+cpu.json" in r.stdout
     assert "'tpu_dist'" in r.stdout and "cannot be read without the device" in r.stdout
-    r = run_opcov("check", "llama", "-b", "tpu", "--parallel", "fsdp2", "--world-size", "3")
+    r = opcov_here("check", "llama", "-b", "tpu", "--parallel", "fsdp2", "--world-size", "3")
     assert r.returncode == 2 and "there is: " in r.stderr and "fsdp2-8" in r.stderr and "\n" not in r.stderr.strip()
-    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "serve", "--parallel", "tp")
+    r = opcov_here("check", "llama", "-b", "tpu", "--mode", "serve", "--parallel", "tp")
     assert r.returncode == 2 and "training step" in r.stderr
 
 
@@ -143,10 +143,10 @@ def test_the_gate_fails_on_unknown_when_dtensor_data_for_the_torch_is_missing(tm
     shutil.copytree(os.path.join(COVERAGE, "tpu"), cov / "tpu")
     shutil.copytree(os.path.join(COVERAGE, "models", "llama", "parallel"), cov / "models" / "llama" / "parallel")
     args = ("check", "llama", "-b", "tpu", "--parallel", "fsdp2", "--coverage", str(cov))
-    r = run_opcov(*args)
+    r = opcov_here(*args)
     assert r.returncode == 0, r.stderr  # unknown is reported, not failed, by default
     assert "no DTensor data for torch 2.13.0+cpu" in r.stdout
-    r = run_opcov(*args, "--fail-on", "unknown")
+    r = opcov_here(*args, "--fail-on", "unknown")
     assert r.returncode == 1 and "unknown" in r.stderr
 
 
@@ -160,7 +160,7 @@ def test_a_collective_the_process_group_raises_on_fails(tmp_path):
     assert tree != doc["calltree"]
     path = str(tmp_path / "fsdp2-8.yaml")
     opset.save({**doc, "calltree": tree}, path)
-    r = run_opcov("check", path, "-b", "cpu", "--coverage", str(cov), "--format", "json")
+    r = opcov_here("check", path, "-b", "cpu", "--coverage", str(cov), "--format", "json")
     assert r.returncode == 1, r.stderr
     v = json.loads(r.stdout)["verdicts"][0]
     failing = [o for o in v["ops"] if o["outcome"] == "fails"]
@@ -171,7 +171,7 @@ def test_a_collective_the_process_group_raises_on_fails(tmp_path):
 
 
 def test_lint_takes_the_parallel_header_and_refuses_a_malformed_one(tmp_path):
-    r = run_opcov("lint", os.path.join(COVERAGE, "models", "llama"), os.path.join(COVERAGE, "distributed"))
+    r = opcov_here("lint", os.path.join(COVERAGE, "models", "llama"), os.path.join(COVERAGE, "distributed"))
     assert r.returncode == 0, r.stdout + r.stderr
     folder = tmp_path / "models" / "llama" / "parallel"
     folder.mkdir(parents=True)
@@ -184,11 +184,11 @@ def test_lint_takes_the_parallel_header_and_refuses_a_malformed_one(tmp_path):
     ):
         path = folder / name
         path.write_text(yaml.safe_dump({**raw, "parallel": {**raw["parallel"], **bad}}))
-        r = run_opcov("lint", str(path))
+        r = opcov_here("lint", str(path))
         assert r.returncode == 1
         lines = [line for line in r.stdout.splitlines() if said in line]
         assert lines and lines[0].startswith(f"{path}:"), r.stdout
-        r = run_opcov("check", str(path), "-b", "tpu")
+        r = opcov_here("check", str(path), "-b", "tpu")
         assert r.returncode == 2 and said in r.stderr and "Traceback" not in r.stderr
 
 

@@ -11,7 +11,7 @@ import re
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import bundled_slice, run_opcov
+from conftest import bundled_slice, opcov_here
 from test_check import TORCH, check, cov, fwd, kernel, probed, registered, save_model  # noqa: F401 (cov: a fixture)
 
 from opcov import vocab
@@ -20,7 +20,7 @@ from opcov.verdict import judge
 
 
 def verdicts(*argv):
-    r = run_opcov("check", *argv, "--format", "json")
+    r = opcov_here("check", *argv, "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     return {(v["backend"], v["mode"]): v for v in json.loads(r.stdout)["verdicts"]}
 
@@ -108,7 +108,7 @@ def test_bundled_tpu_is_registered_only_and_cpu_probed():
 
 
 def test_text_says_the_level():
-    r = run_opcov("check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
+    r = opcov_here("check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
     assert r.returncode == 0, r.stderr
     assert "tpu (inference): RUNS (registered, unverified): " in r.stdout
     assert "cpu (inference): RUNS: " in r.stdout
@@ -116,23 +116,23 @@ def test_text_says_the_level():
     assert table[0][2:4] == ["verdict", "evidence"]
     assert table[1][:4] == ["tpu", "inference", "runs", "registered"]
     assert table[2][:4] == ["cpu", "inference", "runs", "probed"]
-    meta = run_opcov("check", "llama", "-b", "meta", "--mode", "inference").stdout
+    meta = opcov_here("check", "llama", "-b", "meta", "--mode", "inference").stdout
     assert "????" not in meta and re.search(
         r"^  UNKNOWN  aten::_to_copy  x\d+ \(forward; probed evidence\)$", meta, re.M
     )
 
 
 def test_a_missing_kernel_on_registered_evidence_still_fails_and_names_it():
-    r = run_opcov("check", "wav2vec2", "-b", "tpu", "--mode", "training", "--format", "json")
+    r = opcov_here("check", "wav2vec2", "-b", "tpu", "--mode", "training", "--format", "json")
     assert r.returncode == 1
     v = json.loads(r.stdout)["verdicts"][0]
     assert (v["verdict"], v["evidence"]) == ("fails", "registered")
-    text = run_opcov("check", "wav2vec2", "-b", "tpu", "--mode", "training").stdout
+    text = opcov_here("check", "wav2vec2", "-b", "tpu", "--mode", "training").stdout
     assert "tpu (training): FAILS (registered evidence): " in text
 
 
 def test_markdown_gives_a_registered_run_its_own_icon():
-    md = run_opcov(
+    md = opcov_here(
         "check", "nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference", "--format", "markdown"
     ).stdout
     rows = {
@@ -148,7 +148,7 @@ def test_markdown_gives_a_registered_run_its_own_icon():
 
 def test_junit_and_github_show_the_level():
     args = ("nn-convnet", "-b", "tpu", "-b", "cpu", "--mode", "inference")
-    root = ET.fromstring(run_opcov("check", *args, "--format", "junit").stdout)
+    root = ET.fromstring(opcov_here("check", *args, "--format", "junit").stdout)
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     tpu = suites["nn-convnet.tpu.inference"]
     props = {p.get("name"): p.get("value") for p in tpu.iter("property")}
@@ -158,7 +158,7 @@ def test_junit_and_github_show_the_level():
     assert {c.find("system-out").text for c in suites["nn-convnet.cpu.inference"].iter("testcase")} == {
         "evidence: probed"
     }
-    gh = run_opcov("check", *args, "--format", "github").stdout
+    gh = opcov_here("check", *args, "--format", "github").stdout
     assert "::notice title=opcov nn-convnet on tpu (inference)%3A runs (registered%2C unverified)::" in gh
     assert "::notice title=opcov nn-convnet on cpu (inference)%3A runs::" in gh
 
@@ -167,18 +167,18 @@ def test_junit_and_github_show_the_level():
 
 
 def test_require_probed_fails_on_registered_claims_and_passes_on_probed_runs():
-    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "probed")
+    r = opcov_here("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "probed")
     assert r.returncode == 1
     assert (
         "opcov: gate failed: tpu (inference): runs (registered, unverified): rests on registered, weaker "
         "than the probed evidence required"
     ) in r.stderr
-    assert run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "registered").returncode == 0
-    assert run_opcov("check", "llama", "-b", "tpu", "--mode", "inference").returncode == 0  # no level asked
-    r = run_opcov("check", "nn-convnet", "-b", "cpu", "--mode", "inference", "--require", "probed")
+    assert opcov_here("check", "llama", "-b", "tpu", "--mode", "inference", "--require", "registered").returncode == 0
+    assert opcov_here("check", "llama", "-b", "tpu", "--mode", "inference").returncode == 0  # no level asked
+    r = opcov_here("check", "nn-convnet", "-b", "cpu", "--mode", "inference", "--require", "probed")
     assert r.returncode == 0 and r.stderr == ""
     # cpu training rests partly on registered claims (ops its probe has no cell for)
-    assert run_opcov("check", "llama", "-b", "cpu", "--mode", "training", "--require", "probed").returncode == 1
+    assert opcov_here("check", "llama", "-b", "cpu", "--mode", "training", "--require", "probed").returncode == 1
 
 
 def test_fail_on_takes_a_comma_list_and_strict_is_its_alias(tmp_path, cov):  # noqa: F811
@@ -229,7 +229,7 @@ def test_an_unknown_level_or_outcome_is_a_one_line_usage_error(tmp_path, cov, fl
 
 
 def test_help_says_what_each_gate_does():
-    out = " ".join(run_opcov("check", "--help").stdout.split())
+    out = " ".join(opcov_here("check", "--help").stdout.split())
     assert (
         "--require LEVEL also fail the gate when anything a verdict rests on was judged from evidence "
         "weaker than LEVEL (observed > probed > registered > declared)" in out

@@ -12,7 +12,7 @@ import re
 import shutil
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.errors import DataError, OpcovError
 from opcov.store import data, lineyaml, opset
@@ -212,10 +212,10 @@ def assert_linted(proc, where, words):
 
 def test_the_base_folder_passes_every_command(base, tmp_path):
     cov, model = str(base / COV), str(base / MODEL)
-    assert run_opcov("lint", "--no-catalog", cov, model).returncode == 0
-    assert run_opcov("summary", "--format", "json", cov).returncode == 0
-    assert run_opcov("check", model, "-b", "cpu", "--coverage", str(base)).returncode == 0
-    assert run_opcov("diff", cov, cov).returncode == 0
+    assert opcov_here("lint", "--no-catalog", cov, model).returncode == 0
+    assert opcov_here("summary", "--format", "json", cov).returncode == 0
+    assert opcov_here("check", model, "-b", "cpu", "--coverage", str(base)).returncode == 0
+    assert opcov_here("diff", cov, cov).returncode == 0
     proc = run_opcov("site", "--coverage", str(base), "--out", str(tmp_path / "site"))
     assert proc.returncode == 0, proc.stderr
 
@@ -225,10 +225,10 @@ def test_bad_coverage_file_through_every_command(base, tmp_path, case):
     root, path, where = make_bad(base, tmp_path, case)
     words = CASES[case][3]
     good, model = str(base / COV), str(root / MODEL)
-    assert_linted(run_opcov("lint", "--no-catalog", str(path)), where, words)
-    assert_refused(run_opcov("summary", str(path)), where, words)
-    assert_refused(run_opcov("check", model, "-b", "cpu", "--coverage", str(root)), where, words)
-    assert_refused(run_opcov("diff", str(path), good), where, words)
+    assert_linted(opcov_here("lint", "--no-catalog", str(path)), where, words)
+    assert_refused(opcov_here("summary", str(path)), where, words)
+    assert_refused(opcov_here("check", model, "-b", "cpu", "--coverage", str(root)), where, words)
+    assert_refused(opcov_here("diff", str(path), good), where, words)
     assert_refused(run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site")), where, words)
 
 
@@ -236,8 +236,8 @@ def test_bad_coverage_file_through_every_command(base, tmp_path, case):
 def test_bad_op_set_through_every_command(base, tmp_path, case):
     root, path, where = make_bad(base, tmp_path, case)
     words = CASES[case][3]
-    assert_linted(run_opcov("lint", "--no-catalog", str(path)), where, words)
-    assert_refused(run_opcov("check", str(path), "-b", "cpu", "--coverage", str(root)), where, words)
+    assert_linted(opcov_here("lint", "--no-catalog", str(path)), where, words)
+    assert_refused(opcov_here("check", str(path), "-b", "cpu", "--coverage", str(root)), where, words)
     assert_refused(run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site")), where, words)
 
 

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here, run_opcov
 
 from opcov.errors import DataError
 from opcov.store import data, lineyaml, opset
@@ -241,18 +241,18 @@ def _timed(time, fn):
 def test_every_command_refuses_an_altered_coverage_file(base, tmp_path, case):
     root, path = copy_with(base, tmp_path, ALTERED[case][0])
     model = str(root / MODEL)
-    lint = run_opcov("lint", "--no-catalog", str(path))
+    lint = opcov_here("lint", "--no-catalog", str(path))
     assert lint.returncode == 1 and f"{path}: error: not as opcov wrote it" in lint.stdout, lint.stdout
-    refused(run_opcov("summary", str(path)), path)
-    refused(run_opcov("check", model, "-b", "cpu", "--coverage", str(root)), path)
-    refused(run_opcov("diff", str(path), str(base / COV)), path)
+    refused(opcov_here("summary", str(path)), path)
+    refused(opcov_here("check", model, "-b", "cpu", "--coverage", str(root)), path)
+    refused(opcov_here("diff", str(path), str(base / COV)), path)
     refused(run_opcov("site", "--coverage", str(root), "--out", str(tmp_path / "site")), path)
 
 
 def test_check_refuses_an_altered_op_set(base, tmp_path):
     root, path = copy_with(base, tmp_path, cut_lines(1), MODEL)
     refused(
-        run_opcov("check", str(path), "-b", "cpu", "--coverage", str(root)),
+        opcov_here("check", str(path), "-b", "cpu", "--coverage", str(root)),
         path,
         "regenerate it with: opcov trace tiny",
     )
@@ -260,9 +260,9 @@ def test_check_refuses_an_altered_op_set(base, tmp_path):
 
 def test_intact_files_pass_every_command(base, tmp_path):
     cov, model = str(base / COV), str(base / MODEL)
-    lint = run_opcov("lint", "--no-catalog", cov, model)
+    lint = opcov_here("lint", "--no-catalog", cov, model)
     assert lint.returncode == 0 and "0 error(s), 0 warning(s)" in lint.stdout, lint.stdout
-    check = run_opcov("check", model, "-b", "cpu", "--coverage", str(base))
+    check = opcov_here("check", model, "-b", "cpu", "--coverage", str(base))
     assert check.returncode == 0 and "not in the coverage data" not in check.stdout, check.stdout
 
 

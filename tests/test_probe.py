@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, WORKING, WORKING_OPS, child_env, load_yaml, run_opcov
+from conftest import ROOT, WORKING, WORKING_OPS, child_env, load_yaml, opcov_here, run_opcov
 
 PB = ["--import", "opcov.sources.pybackend"]
 
@@ -95,10 +95,10 @@ def test_each_planted_behaviour_lands_in_its_status(planted):
 
 def test_probed_file_lints_clean_and_summarizes(planted):
     out, doc, _ = planted
-    lint = run_opcov("lint", out)
+    lint = opcov_here("lint", out)
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert "0 error(s)" in lint.stdout
-    summ = run_opcov("summary", out)
+    summ = opcov_here("summary", out)
     assert summ.returncode == 0, summ.stderr
     assert "probed evidence" in summ.stdout and "skipped (no case reached it)" in summ.stdout
     assert "pass_low_precision" in summ.stdout
@@ -251,12 +251,12 @@ def test_shards_merged_equal_the_whole_run(tmp_path, whole):
         assert doc["provenance"]["probe"]["shard"] == f"{i}/2"
         parts.append(out)
     merged = str(tmp_path / "merged.yaml")
-    proc = run_opcov("merge", *parts, "--out", merged)
+    proc = opcov_here("merge", *parts, "--out", merged)
     assert proc.returncode == 0, proc.stderr
     doc = load_yaml(merged)
     assert _comparable(doc) == _comparable(whole[1])
     assert len(doc["provenance"]["merged_from"]) == 2
-    assert run_opcov("lint", "--no-catalog", merged).returncode == 0
+    assert opcov_here("lint", "--no-catalog", merged).returncode == 0
 
 
 def test_merge_refuses_mismatched_inputs(tmp_path, whole):
@@ -272,12 +272,12 @@ def test_merge_refuses_mismatched_inputs(tmp_path, whole):
         change(doc)
         other = str(tmp_path / "other.yaml")
         data.save(doc, other)
-        proc = run_opcov("merge", whole[0], other, "--out", str(tmp_path / "m.yaml"))
+        proc = opcov_here("merge", whole[0], other, "--out", str(tmp_path / "m.yaml"))
         assert proc.returncode == 2, what
         assert f"cannot merge {other}" in proc.stderr and what in proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1
     reg = os.path.join(ROOT, "coverage", "cpu", "registered-torch-2.13.0+cpu.yaml")
-    proc = run_opcov("merge", whole[0], reg, "--out", str(tmp_path / "m.yaml"))
+    proc = opcov_here("merge", whole[0], reg, "--out", str(tmp_path / "m.yaml"))
     assert proc.returncode == 2 and "probed files only" in proc.stderr
 
 
@@ -297,7 +297,7 @@ def test_a_selective_reprobe_replaces_only_the_ops_it_selected(tmp_path, whole):
     path = str(tmp_path / "later.yaml")
     data.save(later, path)
     merged = str(tmp_path / "merged.yaml")
-    proc = run_opcov("merge", "--replace", whole[0], path, "--out", merged)
+    proc = opcov_here("merge", "--replace", whole[0], path, "--out", merged)
     assert proc.returncode == 0, proc.stderr
     ops = load_yaml(merged)["ops"]
     assert ops[chosen]["float32"]["cases"] == 777
@@ -317,7 +317,7 @@ def test_a_selective_reprobe_replaces_only_the_ops_it_selected(tmp_path, whole):
     ],
 )
 def test_bad_arguments_give_one_line_and_exit_2(args, message):
-    proc = run_opcov("probe", "cpu", *args)
+    proc = opcov_here("probe", "cpu", *args)
     assert proc.returncode == 2
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 

@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from conftest import load_yaml, run_opcov
+from conftest import load_yaml, opcov_here, run_opcov
 
 PB = ["--import", "opcov.sources.pybackend"]
 
@@ -148,12 +148,12 @@ def test_every_unprobed_overload_has_a_reason_and_summary_shows_them(tmp_path):
     assert ops["aten::__and__.Tensor"] == {"skipped": "no_source"}
     s = doc["summary"]["aten"]
     assert sum(s["skipped_by"].values()) == s["skipped"] == s["overloads"] - s["probed"]
-    summ = run_opcov("summary", out)
+    summ = opcov_here("summary", out)
     assert summ.returncode == 0, summ.stderr
     assert "  variant " in summ.stdout and SKIP_REASONS["variant"].label in summ.stdout
     rows = [ln.split()[2] for ln in summ.stdout.splitlines() if ln.startswith("aten overloads    ")]
     assert rows == [SKIP_REASONS[w].short.split()[0] for w in SKIP_REASONS if w in s["skipped_by"]]  # in order
-    assert run_opcov("lint", out).returncode == 0
+    assert opcov_here("lint", out).returncode == 0
 
 
 def test_merged_shards_keep_the_best_explained_reason():
@@ -319,7 +319,7 @@ def test_each_harder_input_failure_lands_in_its_own_tier(tiered):
     tiers = doc["summary"]["aten"]["cells_tiers"]
     assert tiers["channels_last"] == {"error": 1} and tiers["special"]["mismatch"] == 1
     assert doc["provenance"]["probe"]["tiers"] == ["special", "noncontig", "channels_last", "empty"]
-    assert run_opcov("lint", out).returncode == 0
+    assert opcov_here("lint", out).returncode == 0
 
 
 def test_tier_cells_read_back_as_extra_slots(tiered):
@@ -454,7 +454,7 @@ def test_schema_cases_reach_overloads_no_opinfo_is_about(schema_run):
     claims = doc["summary"]["claims"]
     assert claims["claimed_failing"] == 1 and claims["claimed_ok"] >= 1 and claims["unclaimed_ok"] >= 1, claims
     assert doc["provenance"]["probe"]["manifest"]["claims"] == 2
-    assert run_opcov("lint", out).returncode == 0
+    assert opcov_here("lint", out).returncode == 0
 
 
 def test_schema_inputs_follow_argument_names():

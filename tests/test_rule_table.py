@@ -18,7 +18,7 @@ Rows about a probed value mismatch are kept apart (MISMATCH) so that the rule fo
 import json
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here, run_opcov
 from test_check import TORCH, kernel, probed, registered, save_model
 
 from opcov.store import data
@@ -249,7 +249,7 @@ def test_plain_runs_only_when_every_requirement_was_probed(tmp_path):
     # one requirement on a claim: the verdict rests on the weakest evidence
     assert (lambda v: (v["verdict"], v["evidence"]))(_check(both, cov, ["fake"])[1]["fake"]) == ("runs", "registered")
     assert (lambda v: (v["verdict"], v["evidence"]))(_check(only_a, cov, ["fake"])[1]["fake"]) == ("runs", "probed")
-    assert "RUNS (registered, unverified)" in run_opcov("check", both, "-b", "fake", "--coverage", str(cov)).stdout
+    assert "RUNS (registered, unverified)" in opcov_here("check", both, "-b", "fake", "--coverage", str(cov)).stdout
 
 
 # ---------------------------------------------------------------- the backward, in training

@@ -5,7 +5,7 @@ import json
 from xml.etree import ElementTree as ET
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here
 from test_check import TORCH, kernel, registered, tree_opset
 
 from opcov.store import data, opset
@@ -47,7 +47,7 @@ def save(tmp_path, nodes, name="masked.yaml"):
 
 
 def check(path, cov, *extra):
-    return run_opcov("check", path, "--backend", "fake", "--coverage", str(cov), *extra)
+    return opcov_here("check", path, "--backend", "fake", "--coverage", str(cov), *extra)
 
 
 # ---------------------------------------------------------------- the node grammar
@@ -74,7 +74,7 @@ def test_lint_refuses_a_variant_outside_the_vocabulary_or_unsorted(tmp_path, var
     doc["calltree"][1] = doc["calltree"][1].replace("variant=padded_mask", "variant=" + ",".join(variants))
     path = tmp_path / "bad.yaml"
     path.write_text(data.dumps(doc))
-    r = run_opcov("lint", str(path), "--no-catalog")
+    r = opcov_here("lint", str(path), "--no-catalog")
     assert r.returncode == 1 and said in r.stdout, r.stdout + r.stderr
     assert "calltree node 2" in r.stdout
 
