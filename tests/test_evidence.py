@@ -268,9 +268,10 @@ def test_the_site_shows_registered_runs_as_claims(bundled_site):
         '<h4 id="inference-cpu">cpu: <span class="st ok">runs</span> <span class="ev probed">'
         "(\u25cf probed)</span></h4>" in convnet
     )
-    badge = _site("badges/llama-tpu.svg")
-    assert 'fill="#1565c0"' in badge and "#2e7d32" not in badge  # the claim's blue, not the probed green
-    assert "\u25cb inference runs (registered, unverified); training runs (registered, unverified)" in badge
+    badge = _site("badges/models/llama.svg")  # a row per backend
+    tpu = re.search(r'<g transform="translate\(0 \d+\)">((?:(?!</g></g>).)*>llama on tpu<.*?)</g></g>', badge).group(1)
+    assert 'fill="#1565c0"' in tpu and "#2e7d32" not in tpu  # the claim's blue, not the probed green
+    assert "\u25cb inference runs (registered, unverified); training runs (registered, unverified)" in tpu
     index = re.sub(r"<[^>]+>", " ", _site("index.html"))
     # tpu's model runs are all claims: none counts as shown to run
     assert re.search(r"tpu\s+inference\s+0\.0%\s+\(0 of (\d+)\)\s+\u25cb \1 registered, unverified", index)

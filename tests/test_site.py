@@ -101,16 +101,17 @@ def test_op_page_shows_registered_and_probed_evidence(small):
     assert "core" in page
     assert "kernel at alpha/kernels.cc:12" in page
     assert "float32 ✓ pass ✓ pass" in page and "bfloat16 ≠ mismatch ✗ error" in page
-    assert "max error (abs, rel): 1e-06, 2e-05" in page and "why: max error 0.5 > tol" in page
-    assert "cases: 3" in page
-    # how each backend's data was made is said once, on its page, which the op page's sections link
-    assert "(how it was made: alpha's page)" in said(read(out, "ops/aten/mm.html"))
-    assert "each backend's page names its data's versions" in page
+    # the probe's evidence where a dtype does not pass (why, error); a dtype that passes every check is named
+    assert "alpha: every check passes in float32; dtype forward backward evidence bfloat16" in page
+    assert "why: max error 0.5 > tol" in page and "max error (abs, rel): 1e-06" not in page
+    # how each backend's data was made is said once, on its page, which the op page's answers link
+    assert '<a href="../../backends/alpha.html">alpha</a>' in read(out, "ops/aten/mm.html")
+    assert "each backend's page names its data" in page
     alpha = text_of(read(out, "backends/alpha.html"))
     assert "reproduce opcov scan alpha" in alpha and "reproduce with opcov probe alpha" in alpha
-    assert "tiny (inference): forward float32 ×4" in page
+    assert "1 model (2 op sets), calling it in float32 ×8 tiny" in page  # tiny's calls: on its page, per mode
     relu = text_of(read(out, "ops/aten/relu.html"))
-    assert "Skipped: random op (values compared not at all, only shapes): no case reached it" in relu
+    assert "alpha: skipped: random op (values compared not at all, only shapes): no case reached it" in relu
 
 
 def test_data_is_escaped(small):
@@ -152,15 +153,21 @@ def test_model_page_gives_verdicts_with_reasons(small):
 
 
 def test_badges_name_their_evidence(small):
+    """A backend's badges, and a model's badge (one SVG per model, a row per backend), name their evidence
+    and take its colour: a claim's blue, never a probed pass's green."""
     _, out = small
-    badges = {f: read(out, f"badges/{f}") for f in os.listdir(os.path.join(out, "badges"))}
+    badges = {f: read(out, f"badges/{f}") for f in ("alpha.svg", "alpha-probed.svg", "beta.svg", "models/tiny.svg")}
     assert "<title>alpha: core ATen ○ 50.0% registered</title>" in badges["alpha.svg"]
     assert "<title>alpha: core ATen ● 50.0% probed pass</title>" in badges["alpha-probed.svg"]
-    beta = badges["tiny-beta.svg"]
+    rows = re.findall(r'<g transform="translate\(0 \d+\)">(.*?)</g></g>', badges["models/tiny.svg"])
+    beta = next(r for r in rows if ">tiny on beta<" in r)
     assert "○ inference runs (registered, unverified); training runs (registered, unverified)" in beta
-    assert 'fill="#1565c0"' in beta and "#2e7d32" not in beta  # a claim's blue, never a probed pass's green
+    assert 'fill="#1565c0"' in beta and "#2e7d32" not in badges["models/tiny.svg"]
+    assert len(rows) == 2 and 'fill="#b3261e"' in next(r for r in rows if ">tiny on alpha<" in r)  # fails: red
     assert 'fill="#1565c0"' in badges["beta.svg"]  # 100% registered is a claim too
     assert all(re.search(r"registered|probed", b) for b in badges.values())
+    assert os.listdir(os.path.join(out, "badges", "models")) == ["tiny.svg"]
+    assert "<code>badges/models/tiny.svg</code>" in read(out, "models/tiny.html")
 
 
 def test_about_page_explains_the_ladder(small):
@@ -192,22 +199,44 @@ def test_matrix_data_encodes_every_op(small):
 def crawl(out) -> tuple[list[str], list[str], int]:
     """(non-local links, broken links, links checked) of every page of the site in ``out``: each href
     and src of its HTML pages (the guide's own pages under docs/ left to Sphinx) that names a relative
-    path must name a file or folder that is there."""
+    path must name a file or folder that is there, and a link to an anchor ('#add.Tensor', on that page or
+    another) an element of that id there. So must every op's place that the matrix and the search box
+    link to (their JSON names the ops placed otherwise than render.default_op_href, which matrix.js and
+    search.js follow)."""
+    pages = {
+        rel: blob.decode()
+        for rel, blob in tree(out).items()
+        if rel.endswith(".html") and rel.split(os.sep)[0] != "docs"
+    }
+    ids = {rel: {html_mod.unescape(i) for i in re.findall(r' id="([^"]*)"', text)} for rel, text in pages.items()}
     nonlocal_, broken, checked = [], [], 0
-    for rel, blob in tree(out).items():
-        if not rel.endswith(".html") or rel.split(os.sep)[0] == "docs":
-            continue
-        for link in re.findall(r'(?:href|src)="([^"]*)"', blob.decode()):
+
+    def check(rel, link):
+        target, _, anchor = html_mod.unescape(link.split("?", 1)[0]).partition("#")
+        path = os.path.normpath(os.path.join(os.path.dirname(rel), target)) if target else rel
+        state = "=" in anchor  # a page's state in its address (the matrix's filters), not an element
+        if not os.path.exists(os.path.join(out, path)) or (anchor and not state and anchor not in ids.get(path, ())):
+            broken.append(f"{rel}: {link}")
+
+    for rel, text in pages.items():
+        for link in re.findall(r'(?:href|src)="([^"]*)"', text):
             if link == "data:,":  # the empty favicon, so browsers do not ask for /favicon.ico
                 continue
             if re.match(r"^[a-z]+:|^//", link):
                 nonlocal_.append(f"{rel}: {link}")
                 continue
-            target = html_mod.unescape(link.split("#", 1)[0].split("?", 1)[0])
-            if target:
-                if not os.path.exists(os.path.normpath(os.path.join(out, os.path.dirname(rel), target))):
-                    broken.append(f"{rel}: {link}")
+            if link:
+                check(rel, link)
                 checked += 1
+    if "matrix.html" in pages:
+        matrix = json.loads(
+            re.search(
+                r'<script id="matrix-data" type="application/json">(.*?)</script>', pages["matrix.html"], re.S
+            ).group(1)
+        )
+        for row in matrix["ops"]:
+            check("matrix.html", matrix["hrefs"].get(row[0]) or render.default_op_href(row[0]))
+            checked += 1
     return nonlocal_, broken, checked
 
 
@@ -307,8 +336,8 @@ def test_stale_pages_are_removed(tmp_path):
     os.remove(os.path.join(cov, "models", "tiny", "inference.yaml"))
     stats = render.render_site(cov, out)
     assert not os.path.exists(os.path.join(out, "models"))
-    assert not os.path.exists(os.path.join(out, "badges", "tiny-alpha.svg"))
-    assert stats["removed"] == 4  # the model page, its JSON and its two badges
+    assert not os.path.exists(os.path.join(out, "badges", "models", "tiny.svg"))
+    assert stats["removed"] == 2  # the model page and its badge
     assert "No model op sets" in read(out, "index.html")
 
 
@@ -368,24 +397,22 @@ def search_data(out):
 def test_op_page_answers_per_backend_before_the_details(small):
     _, out = small
     page = said(read(out, "ops/aten/mm.html"))
-    answer = page[page.index("Does it run?") : page.index("Details")]
+    answer = page[page.index("Does it run?") : page.index("Registered evidence")]
+    # each backend's answer (its torch named where it is not the zoo's); a backend with no probe at all says
+    # so on its page, not in every answer
     assert (
-        "alpha (torch 2.13.0+cpu): ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
+        "alpha: ◑ passes in 1 of 2 dtypes probed (mismatch: bfloat16); backward: "
         "◑ passes in 1 of 2 dtypes probed (error: bfloat16)"
     ) in answer
-    assert (
-        "beta (torch 2.13.0+cpu): ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified; "
-        "no probe"
-    ) in answer
-    # the grid: probed cells per dtype; beta's registered claims span every dtype, marked dtype-blind
-    assert (
-        "float32 ✓ pass ✓ pass ○ registered any dtype (dtype-blind) ○ registered any dtype (dtype-blind) "
-        "bfloat16 ≠ mismatch ✗ error"
-    ) in answer
+    assert "beta: ○ registered own kernel, unverified; backward: ○ registered derivative formula, unverified " in answer
+    # the grid: a backend's probed cells per dtype; beta's claims are its answer, the same in every dtype
+    assert "dtype alpha fwd bwd float32 ✓ pass ✓ pass bfloat16 ≠ mismatch ✗ error" in answer
+    assert "per dtype where probed (the other answers hold in every dtype)" in answer
+    assert "beta torch" not in answer
     assert "Python: torch.Tensor.mm, torch.mm" in page[: page.index("Does it run?")]
     relu = said(read(out, "ops/aten/relu.html"))
     assert (
-        "alpha (torch 2.13.0+cpu): ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
+        "alpha: ✗ no kernel; backward: ✗ backward not implemented; the probe skipped it "
         "(random op (values compared not at all, only shapes): no case reached it)"
     ) in relu
     # no backend probed it: no dtype grid, the answers above are the claims, dtype-blind
@@ -397,14 +424,15 @@ def test_op_page_answers_per_backend_before_the_details(small):
         "composite op calls is unknown: none of the sample inputs the scan made could run it"
     ) in weird
     assert "RuntimeError" not in weird  # the scan's exception is the JSON's detail, not the page's words
-    answer = json.loads(read(out, "api/ops/aten/weird.json"))
-    assert "RuntimeError: shape" in json.dumps(answer) and "which kernels this composite op calls" in json.dumps(answer)
+    answer = json.loads(read(out, "api/ops/alpha.json"))["ops"]["aten::weird"]
+    assert "RuntimeError: shape" in answer["detail"]["forward"]
+    assert "which kernels this composite op calls" in answer["why"]["forward"]
 
 
 def test_registered_claims_are_never_shown_as_probed_passes(small):
     _, out = small
     mm = read(out, "ops/aten/mm.html")
-    assert re.search(r'<td class="st registered"[^>]*>○ registered<br><span class="muted">any dtype', mm)
+    assert '<span class="st registered">○ registered own kernel, unverified</span>' in mm
     assert '<td class="st ok">○' not in mm and not re.search(r'class="st ok"[^>]*>[^<]*registered', mm)
     d = json.loads(
         re.search(
@@ -460,38 +488,39 @@ def test_a_known_backend_without_data_has_a_row_a_page_and_a_search_entry(small)
 
 
 def test_api_gives_the_numbers_the_pages_show(small):
+    from opcov.site import judged
     from opcov.site import model as sitemodel
 
     cov, out = small
     index = json.loads(read(out, "api/index.json"))
-    assert (
-        index["ops"]["aten::mm"] == "api/ops/aten/mm.json" and index["backends"]["alpha"] == "api/backends/alpha.json"
-    )
-    assert index["models"] == {"tiny": "api/models/tiny.json"}
+    assert index["ops"] == "api/ops.json" and index["backends"]["alpha"] == "api/backends/alpha.json"
+    assert index["op_answers"] == {"alpha": "api/ops/alpha.json", "beta": "api/ops/beta.json"}
+    assert index["models"] == "api/models.json"
     assert set(index["shields"]) == {"alpha", "alpha-probed", "beta"}
-    mm = json.loads(read(out, index["ops"]["aten::mm"]))
-    alpha = mm["backends"]["alpha"]
-    assert alpha["forward"]["dtypes"] == {"float32": "pass", "bfloat16": "mismatch"}
-    assert alpha["forward"]["support"] == "S" and alpha["forward"]["evidence"] == "probed"
-    assert alpha["says"] in said(read(out, "ops/aten/mm.html")).replace("◑ ", "")  # the page's sentence, word for word
-    assert mm["backends"]["beta"]["forward"] == {
-        "support": "R",
-        "evidence": "registered",
-        "res": "registered",
-        "path": "kernel",
-        "says": "registered own kernel, unverified",
-    }
-    assert alpha["probed"]["float32"]["cases"] == 3 and mm["python_names"] == ["torch.Tensor.mm", "torch.mm"]
+    ops = json.loads(read(out, index["ops"]))
+    mm = ops["ops"]["aten::mm"]
+    assert mm["page"] == "ops/aten/mm.html#mm" and mm["python_names"] == ["torch.Tensor.mm", "torch.mm"]
+    assert mm["models"] == {"tiny": ["inference", "training"]} and ops["answers"] == index["op_answers"]
+    alpha = json.loads(read(out, index["op_answers"]["alpha"]))
+    assert alpha["sources"] == [
+        f"coverage/alpha/{kind}-torch-{TORCH}-alpha_pkg-1.0.yaml" for kind in ("registered", "probed")
+    ]
+    answer = alpha["ops"]["aten::mm"]  # the page's answer, as letters (site.model.SUPPORT) and statuses
+    assert answer["support"] == "SS" and answer["evidence"] == "probed" and answer["probe"] == "probed"
+    assert answer["dtypes"]["forward"] == {"float32": "pass", "bfloat16": "mismatch"}
+    beta = json.loads(read(out, index["op_answers"]["beta"]))["ops"]["aten::mm"]
+    assert beta == {"support": "RR", "evidence": "registered"}  # beta has no probe: no 'probe' word
     site = sitemodel.load_site(cov)
-    verdicts = sitemodel.judge_models(site)
-    tiny = json.loads(read(out, index["models"]["tiny"]))
+    verdicts = judged.judge_site(site).eager
+    tiny = json.loads(read(out, index["models"]))["models"]["tiny"]
+    assert tiny["page"] == "models/tiny.html"
     for mode, m in tiny["modes"].items():
         for b, v in m["backends"].items():
             assert (v["verdict"], v["evidence"]) == (
                 verdicts[("tiny", mode, b)].verdict,
                 verdicts[("tiny", mode, b)].evidence,
             )
-    assert {p["op"] for p in tiny["modes"]["training"]["backends"]["alpha"]["problems"]} >= {"aten::relu"}
+    assert {p[0] for p in tiny["modes"]["training"]["backends"]["alpha"]["problems"]} >= {"aten::relu"}
     backend = json.loads(read(out, index["backends"]["alpha"]))
     assert backend["registered"]["core"]["forward"]["registered"] == 1
     assert [g["op"] for g in backend["gaps"]["backend"]][:1] == ["aten::add.Tensor"]
@@ -538,19 +567,19 @@ def test_an_op_absent_from_a_backends_torch_reads_not_in_torch(versioned):
     reads "not in torch X" there, never "missing" or "no data"; an op absent from a backend's data of the
     same torch as the others is still "no data"."""
     _, out = versioned
+    # an answer names the torch of a backend's data where it is not the zoo's (2.13.0+cpu here)
     relu = said(read(out, "ops/aten/relu.html"))
     assert "gamma (torch 2.9.0): ∅ not in torch 2.9.0 (the op does not exist in that release)" in relu
-    assert "beta (torch 2.13.0+cpu): ○ registered own kernel" in relu
-    assert "∅ not in torch 2.9.0: the op does not exist in the torch of this backend's data" in relu
+    assert "beta: ○ registered own kernel" in relu
     old = said(read(out, "ops/aten/old_op.html"))
-    assert "alpha (torch 2.13.0+cpu): ∅ not in torch 2.13.0+cpu" in old
+    assert "alpha, beta: ∅ not in torch 2.13.0+cpu (the op does not exist in that release)" in old
     weird = said(read(out, "ops/aten/weird.html"))
-    assert "beta (torch 2.13.0+cpu): · not in this backend's data" in weird  # alpha's data of its torch has it
+    assert "beta: · not in this backend's data" in weird  # alpha's data of its torch has it
     assert "gamma (torch 2.9.0): ∅ not in torch 2.9.0" in weird
-    sym = said(read(out, "ops/aten/sym_size.int.html"))  # in gamma's 2.9 data and alpha's: beta just lacks it
-    assert "beta (torch 2.13.0+cpu): · not in this backend's data" in sym and "not in torch" not in sym
-    api = json.loads(read(out, "api/ops/aten/relu.json"))["backends"]["gamma"]
-    assert api["forward"]["support"] == "A" and api["says"].startswith("not in torch 2.9.0")
+    sym = said(read(out, "ops/aten/sym_size.html"))  # in gamma's 2.9 data and alpha's: beta just lacks it
+    assert "beta: · not in this backend's data" in sym and "not in torch" not in sym
+    api = json.loads(read(out, "api/ops/gamma.json"))["ops"]["aten::relu"]
+    assert api["support"] == "AA" and api["evidence"] == "none"
     html = read(out, "matrix.html")
     d = json.loads(re.search(r'<script id="matrix-data" type="application/json">(.*?)</script>', html, re.S).group(1))
     assert [(b["name"], b["torch"]) for b in d["backends"]] == [
@@ -897,94 +926,47 @@ def test_op_page_rows_written_in_python_are_what_the_jinja_loops_wrote():
         'class="ev-detail">{{ c.extra }}</td></tr>\n{% endfor %}'
     )
     assert render._probed_rows_html(cells) == probed.render(cells=cells)
-    user = env.from_string('<li><a href="{{ root }}{{ href }}">{{ model }}</a> ({{ mode }}): ')
-    assert render._user_item("../../", f"models/{odd}.html", odd, "training") == user.render(
-        root="../../", href=f"models/{odd}.html", model=odd, mode="training"
+    user = env.from_string('<a href="{{ root }}{{ href }}">{{ model }}</a>')
+    assert render._user_item("../../", f"models/{odd}.html", odd) == user.render(
+        root="../../", href=f"models/{odd}.html", model=odd
     )
 
 
-def test_op_page_answers_and_registered_rows_written_in_python_are_what_op_html_wrote():
-    # render.py writes an op page's answer list, registered table and grid header itself (speed): the bytes
-    # op.html's loops wrote before, escaping included, for every kind of row
+def test_op_page_answers_and_registered_facts_escape_and_group_backends():
+    """An op section's answers and registered facts, written in Python (speed): what Jinja's autoescape would
+    write of hostile names, and one line per distinct answer or fact naming every backend that gives it."""
     from types import SimpleNamespace as NS
 
-    env, odd = render.environment(), "<a & 'b' \"c\">"
-    view = render._BackendView(
-        NS(name=odd, torch=odd),
-        None,
-        None,
-        None,
-        "",
-        None,
-        f"../../backends/{render.escape(odd)}.html",
-        f'<a href="../../backends/{render.escape(odd)}.html">{render.escape(odd)}</a>',
+    from markupsafe import escape
+
+    odd = "<a & 'b' \"c\">"
+
+    def view(name, probed=True, torch=""):
+        return render._BackendView(
+            NS(name=name), None, object() if probed else None, None, torch, f"../../backends/{escape(name)}.html"
+        )
+
+    def answer(name, css):
+        return NS(backend=name, segments=lambda: [(NS(word=NS(css=css, icon=odd)), odd), (None, "; no probe")])
+
+    views = [view(odd, torch=odd), view("b", probed=False), view("c", probed=False)]
+    html = render._answers_html(views, [answer(odd, odd), answer("b", "ok"), answer("c", "ok")])
+    e = escape(odd)
+    assert html == (
+        f'<li><a href="../../backends/{e}.html">{e}</a> <span class="muted">(torch {e})</span>: '
+        f'<span class="st {e}">{e} {e}</span>; no probe</li>\n'  # a backend with a probe says what it did
+        f'<li><a href="../../backends/b.html">b</a>, <a href="../../backends/c.html">c</a>: '
+        f'<span class="st ok">{e} {e}</span></li>\n'
     )
-    links = {"backends": {odd: f"backends/{odd}.html"}, "ops": {"aten::mm": f"ops/aten/{odd}.html"}}
-    answer = NS(backend=odd, torch="", parts=[NS(css=odd, icon=odd, text=odd), NS(css="", icon="", text=odd)])
-    item = env.from_string(
-        '{% for a in answers %}<li><a href="{{ root }}{{ links.backends[a.backend] }}"><strong>{{ a.backend }}</strong>'
-        '</a> <span class="muted">(torch {{ a.torch or "?" }})</span>: {% for p in a.parts %}{% if p.css %}<span '
-        'class="st {{ p.css }}"><span aria-hidden="true">{{ p.icon }}</span> {{ p.text }}</span>{% else %}'
-        "{{ p.text }}{% endif %}{% endfor %}</li>\n{% endfor %}"
+    links = {"aten::mm": f"ops/aten/{odd}.html#mm"}
+    rec = {"res": "unresolved", "bwd_res": "registered", "src": odd, "via": ["aten::mm", odd], "why": odd}
+    facts = render._reg_rows_html(views, [rec, dict(rec, src="k.cc:1"), None], "../../", links, {})
+    assert facts == (
+        f"<li>{e}: kernel at <code>{e}</code></li>\n"
+        f'<li>{e}, b: reaches <a href="../../ops/aten/{e}.html#mm">aten::mm</a>, {e}</li>\n'
+        f'<li>{e}, b: <span class="muted">opcov could not resolve it (the backend is not to blame): {e}</span></li>\n'
+        "<li>b: kernel at <code>k.cc:1</code></li>\n"
     )
-    assert render._answer_item(view, answer) == item.render(root="../../", links=links, answers=[answer])
-    reg = NS(
-        fwd=odd,
-        bwd=None,
-        res=render.Cell(odd, "unresolved", odd, odd),
-        bwd_res=render.reg_cell("registered"),
-        via=["aten::mm", odd],
-        bwd_via=[odd],
-        src=odd,
-        bwd_src=None,
-        why=odd,
-        versions=odd,
-        command=odd,
-    )
-    rows = [
-        NS(backend=odd, reg=reg, absent=""),
-        NS(backend=odd, reg=None, absent=odd),
-        NS(backend=odd, reg=None, absent=""),
-        NS(backend=odd, reg=NS(**{**reg.__dict__, "why": None, "via": []}), absent=""),
-    ]
-    table = env.from_string(
-        '{% for r in rows %}<tr><th scope="row"><a href="{{ root }}{{ links.backends[r.backend] }}">{{ r.backend }}</a>'
-        '</th>\n{% if r.reg %}{% set g = r.reg %}<td class="st {{ g.res.css }}">{{ g.res.icon }} {{ g.res.title }}<br>'
-        '<span class="muted">path: {{ g.fwd }}</span></td><td class="st {{ g.bwd_res.css }}">{{ g.bwd_res.icon }} '
-        '{{ g.bwd_res.title }}<br><span class="muted">path: {{ g.bwd }}</span></td>\n<td>{% if g.src %}kernel at <code>'
-        "{{ g.src }}</code><br>{% endif %}{% if g.bwd_src %}backward kernel at <code>{{ g.bwd_src }}</code><br>"
-        '{% endif %}{% if g.via %}reaches {% for v in g.via %}{% if v in links.ops %}<a href="{{ root }}'
-        '{{ links.ops[v] }}">{{ v }}</a>{% else %}{{ v }}{% endif %}{% if not loop.last %}, {% endif %}{% endfor %}'
-        '<br>{% endif %}{% if g.bwd_via %}backward reaches {% for v in g.bwd_via %}{% if v in links.ops %}<a href="'
-        '{{ root }}{{ links.ops[v] }}">{{ v }}</a>{% else %}{{ v }}{% endif %}{% if not loop.last %}, {% endif %}'
-        '{% endfor %}<br>{% endif %}{% if g.why %}<span class="muted">{% if g.res.text == "unresolved" or '
-        'g.bwd_res.text == "unresolved" %}opcov could not resolve it (the backend is not to blame): {% endif %}'
-        "{{ g.why }}</span><br>{% endif %}</td>\n{% elif r.absent %}"
-        '<td colspan="3" class="st na">{{ support.A.icon }} not in torch '
-        "{{ r.absent }}: the op does not exist in the torch of this backend's data (a registered scan lists every op "
-        'its torch defines)</td>\n{% else %}<td colspan="3">not in this backend\'s data</td>{% endif %}</tr>\n'
-        "{% endfor %}"
-    )
-    memo = {}
-    assert "".join(render._reg_row(view, r, "../../", links["ops"], memo) for r in rows) == table.render(
-        root="../../", links=links, rows=rows
-    )
-    # backends whose claim reads the same share a row, named together in its header
-    other = view._replace(head='<a href="../../backends/b.html">b</a>')
-    shared = render._reg_rows_html([view, other, other], [rows[2], rows[2], rows[0]], "../../", links["ops"], memo)
-    first, second = (
-        render._reg_row(view, rows[2], "../../", links["ops"], memo),
-        render._reg_row(other, rows[0], "../../", links["ops"], memo),
-    )
-    assert shared == first.replace(view.head, f"{view.head}, {other.head}", 1) + second
-    grid = render.dtype_grid([NS(backend=odd, directions=[]), NS(backend="b", directions=[])], [odd, ""], memo)
-    head = env.from_string(
-        '<tr><th scope="col" rowspan="2">dtype</th>{% for b in g.backends %}<th scope="colgroup" colspan="2">{{ b }}'
-        '{% if g.torch[loop.index0] %} <span class="ver">torch {{ g.torch[loop.index0] }}</span>{% endif %}</th>'
-        '{% endfor %}</tr>\n<tr>{% for b in g.backends %}<th scope="col">fwd</th><th scope="col">bwd</th>{% endfor %}'
-        "</tr>"
-    )
-    assert grid.head == head.render(g=grid)
 
 
 def test_the_pages_escaping_is_markupsafes():
@@ -1012,8 +994,9 @@ def test_the_pages_escaping_is_markupsafes():
 
 
 def test_model_page_sections_written_in_python_are_what_model_html_wrote():
-    # render.py writes a model page's verdict per backend and mode (speed): the bytes model.html's loop and
-    # its said macro wrote, escaping included, with and without badge, notes, problems and unjudged ops
+    # render.py writes a model page's verdict per backend and mode (speed): the bytes a model.html loop and
+    # its said macro would write, escaping included, with and without data files, notes, problems and unjudged
+    # ops (a count of 0 is left out, but ok's; the data files where they are not the backend's usual ones)
     from types import SimpleNamespace as NS
 
     env, odd = render.environment(), "<a & 'b' \"c\">"
@@ -1023,20 +1006,19 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
     )
     loop = env.from_string(
         said + '{% for pb in m.backends %}{% set v = pb.v %}\n<details class="verdict"><summary><h4 id="{{ m.mode }}-'
-        '{{ pb.b.name }}">{{ pb.b.name }}: {{ said(v) }}</h4></summary>\n{% if pb.badge %}<p><img src="{{ root }}{{ pb.badge[0] }}" alt="{{ pb.badge[1] }}"> '
-        "<code>{{ pb.badge[0] }}</code></p>{% endif %}\n<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): "
+        '{{ pb.b.name }}">{{ pb.b.name }}: {{ said(v) }}</h4></summary>\n'
+        "<p>{{ v.counts.ops }} ops judged ({{ v.counts.calls }} calls): "
         "{{ v.counts.ok }} ok ({{ v.counts.ok_probed }} probed, {{ v.counts.ok_registered }} registered), "
         "{{ v.counts.fallback }} on the fallback, {{ v.counts.fails }} fail, {{ v.counts.unknown }} unknown"
-        "{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}. Data: {% for s in v.sources %}"
-        "<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}.</p>\n{% if v.variants %}<p>The verdict above is for {{ labels[v.variant] }}. Each input variant opcov "
-        "added is judged apart (<code>opcov check --variants all</code> gates on them too):</p>\n"
-        '<ul class="variants">{% for o in v.variants %}<li>{{ said(o.said) }} with {{ o.label }}{{ o.rest }}</li>'
-        '{% endfor %}</ul>\n{% endif %}{% if v.notes %}<ul class="notes">'
+        "{% if v.counts.not_judged %}, {{ v.counts.not_judged }} not judged{% endif %}{% if v.sources %}; data: "
+        "{% for s in v.sources %}<code>{{ s }}</code>{% if not loop.last %}, {% endif %}{% endfor %}{% endif %}.</p>\n"
+        '{% if v.variants %}<ul class="variants">{% for o in v.variants %}<li>{{ said(o.said) }} with {{ o.label }}'
+        '{{ o.rest }}</li>{% endfor %}</ul>\n{% endif %}{% if v.notes %}<ul class="notes">'
         '{% for n in v.notes %}<li>{{ n }}</li>{% endfor %}</ul>{% endif %}\n{% if v.problems %}\n<div class="scroll">'
         "<table>\n<caption>Problem ops of {{ model.name }} ({{ m.mode }}) on {{ pb.b.name }}, worst first</caption>\n"
         '<thead><tr><th scope="col">op</th><th scope="col">outcome</th><th scope="col">evidence</th><th scope="col">'
         'calls</th><th scope="col">why (direction, dtype, evidence)</th></tr></thead>\n<tbody>{{ pb.problems_html }}'
-        "</tbody>\n</table></div>\n{% else %}<p>No problem ops.</p>{% endif %}</details>\n{% endfor %}\n"
+        "</tbody>\n</table></div>\n{% endif %}</details>\n{% endfor %}\n"
     )
     table = env.from_string(said + "{% for pb in m.backends %}[{{ said(pb.v) }}]{% endfor %}")
     counts = {k: 3 for k in ("ops", "calls", "ok", "ok_probed", "ok_registered", "fallback", "fails", "unknown")}
@@ -1049,7 +1031,7 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
             "ev": word,
             "ev_said": odd,
             "counts": {**counts, "not_judged": i % 2},
-            "sources": [odd, "b.yaml"][: 1 + i % 2],
+            "sources": [odd, "b.yaml"][: i % 3],
             "notes": [odd] * (i // 2),
             "problems": [1] if i in (1, 2) else [],
             "variant": "given",
@@ -1058,12 +1040,7 @@ def test_model_page_sections_written_in_python_are_what_model_html_wrote():
             ]
             * (i % 3),
         }
-        pb = {
-            "b": NS(name=odd),
-            "v": v,
-            "badge": (odd, odd) if i % 3 == 0 else None,
-            "problems_html": render.Markup("<tr>rows</tr>"),
-        }
+        pb = {"b": NS(name=odd), "v": v, "problems_html": render.Markup("<tr>rows</tr>")}
         pb["said"] = render.Markup(render._said_html(v))
         pb["html"] = render._verdict_section_html("../", odd, odd, pb)
         backends.append(pb)
@@ -1141,10 +1118,10 @@ def test_model_page_switches_between_eager_and_compiled_and_lists_graph_breaks_f
     assert "opcov check tiny -b xla --mode training --path compile" in xla
     # the eager verdicts are in their own section, as before
     assert "xla: runs (○ registered, unverified)" in section(page, "eager", "compile")
-    api = json.loads(read(out, "api/models/tiny.json"))
+    api = json.loads(read(out, "api/models.json"))["models"]["tiny"]
     got = api["compile"]["training"]["backends"]["xla"]
     assert (got["verdict"], got["evidence"], got["compile_backend"]) == ("fails", "registered", "openxla")
-    assert got["graph_breaks"][0]["where"] == "tiny/net.py:42" and got["graphs"]["problems"][0]["op"] == "aten::relu"
+    assert got["graph_breaks"][0]["where"] == "tiny/net.py:42" and got["problems"][0][:2] == ["aten::relu", "fails"]
     # a model without compiled op sets has no switch
     assert 'class="paths"' not in read(out, "models/masked.html")
 
@@ -1163,7 +1140,9 @@ def test_matrix_has_a_compile_column_per_backend_with_compile_coverage(paths):
     # and each op page says what the compilers accept, as a claim
     relu = said(read(out, "ops/aten/relu.html"))
     assert "Compile path" in relu and "xla: ✗ missing (registered evidence)" in relu
-    assert "xla: ○ registered, unverified coverage/xla/compile/" in said(read(out, "ops/aten/mm.html"))
+    mm = said(read(out, "ops/aten/mm.html"))
+    assert "xla: ○ registered, unverified" in mm and "each backend's page names its data, its compile coverage" in mm
+    assert "coverage/xla/compile/registered-torch-" in text_of(read(out, "backends/xla.html"))
 
 
 def test_model_index_has_a_compile_column_per_backend_with_compile_coverage(paths):
@@ -1194,9 +1173,9 @@ def test_model_page_leads_with_the_given_inputs_and_judges_each_variant_apart(pa
     assert "xla runs (○ registered, unverified) with a padded attention mask: fails (○ registered evidence)" in table
     xla = section(page, "inference-xla")
     assert xla.startswith("xla: runs (○ registered, unverified)")
-    assert "The verdict above is for the given inputs." in xla
+    assert "each input variant opcov added (a padded attention mask) is judged apart below it" in text_of(page)
     assert "fails (○ registered evidence) with a padded attention mask: aten::bitwise_and.Tensor bool: no kernel" in xla
-    api = json.loads(read(out, "api/models/masked.json"))["modes"]["inference"]["backends"]["xla"]
+    api = json.loads(read(out, "api/models.json"))["models"]["masked"]["modes"]["inference"]["backends"]["xla"]
     assert api["verdict"] == "runs" and api["variant"] == "given"
     assert api["variants"]["padded_mask"]["verdict"] == "fails"
     assert api["variants"]["padded_mask"]["deciding"] == ["aten::bitwise_and.Tensor bool: no kernel"]
@@ -1215,16 +1194,17 @@ def test_observed_runs_and_contributed_evidence_are_named_with_source_and_date(p
     xla = section(page, "training-xla")
     assert "observed: this model's training step ran on xla:0" in xla and "does NOT agree" in xla
     assert "coverage/observed/xla/tiny.training.json" in xla and os.sep + "tmp" not in page
-    add = said(read(out, "ops/aten/add.Tensor.html"))
+    add = said(read(out, "ops/aten/add.html"))
     assert "xla: dispatched by tiny (training), float32 ×2 ran through the CPU fallback; ran, values match CPU" in add
     assert "(observed on xla, torch_xla 2.9.0, 2026-12-02)" in add
-    assert "No observed run in the data dispatched this op." in text_of(read(out, "ops/aten/relu.html"))
+    relu = text_of(read(out, "ops/aten/relu.html"))  # no observed run dispatched it: no section (the page says so)
+    assert "Observed on the device" not in relu and "Observed on the device" in text_of(read(out, "ops/aten/add.html"))
     mm = text_of(read(out, "ops/aten/mm.html"))
-    assert "Contributed evidence: probed evidence contributed by Acme lab on 2026-12-01" in mm
-    api = json.loads(read(out, "api/ops/aten/add.Tensor.json"))
+    assert "alpha: contributed evidence: probed evidence contributed by Acme lab on 2026-12-01" in mm
+    api = json.loads(read(out, "api/ops.json"))["ops"]["aten::add.Tensor"]
     assert api["observed"][0]["fallback"] is True and api["observed"][0]["source"].endswith("2026-12-02")
-    assert json.loads(read(out, "api/ops/aten/mm.json"))["backends"]["alpha"]["contributed"]
-    assert json.loads(read(out, "api/models/tiny.json"))["observed"][0]["source"] == (
+    assert json.loads(read(out, "api/ops/alpha.json"))["contributed"]
+    assert json.loads(read(out, "api/models.json"))["models"]["tiny"]["observed"][0]["source"] == (
         "observed on xla, torch_xla 2.9.0, 2026-12-02"
     )
 
@@ -1262,7 +1242,7 @@ def test_a_compiled_run_on_the_device_decides_the_model_pages_compile_verdict(tm
     xla = section(page, "compile-training-xla")
     assert "observed: this model's training step compiled with openxla raised on xla:0" in xla
     assert "RuntimeError: Expected XLA tensor" in xla and "coverage/observed/xla/compile/tiny.training.json" in xla
-    got = json.loads(read(out, "api/models/tiny.json"))["compile"]["training"]["backends"]["xla"]
+    got = json.loads(read(out, "api/models.json"))["models"]["tiny"]["compile"]["training"]["backends"]["xla"]
     assert (got["verdict"], got["evidence"]) == ("fails", "observed") and got["observed"].startswith("observed: ")
     assert "xla: runs (○ registered, unverified)" in section(page, "eager", "compile")
 

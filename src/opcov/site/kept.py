@@ -9,10 +9,12 @@ of its bytes: an entry cut short or corrupt is read as none):
 
 * a document is reused while its file's size, modification time and inode are those it was parsed from
   (as opcov.verdict.kept keeps compare's and gaps' judgments); a file that failed to parse is never kept,
-  so every error still comes from the parse, naming its file and line;
-* the verdicts are reused only while every file under the coverage folder, opcov's own source, the Python
-  version and the backends known (records, plugins) are those they were judged with; else all are judged
-  again.
+  so every error still comes from the parse, naming its file and line. What only judging reads of an op set
+  (its call tree, its calls' shapes and classes: most of its bytes) is kept apart, read only to judge;
+* the verdicts are reused only while every data file under the coverage folder (YAML, JSON, TSV: not
+  ``answers/``, which the site never reads, nor a probe's journal of a run in progress), opcov's own
+  source, the Python version and the backends known (records, plugins) are those they were judged with;
+  else all are judged again.
 
 The site is the same either way (a test renders both). ``opcov site --no-cache`` reads and keeps nothing.
 """
@@ -27,8 +29,10 @@ import os
 import sys
 
 from opcov.site import judged
+from opcov.store import answers, layout
 
 FOLDER = "site"
+DATA_SUFFIXES = (".yaml", ".json", ".tsv")  # what coverage data is kept in (docs/DATA.md): the files a build reads
 KEEP = 8  # coverage folders kept; past it the least recently written go (a test run renders many)
 _MAGIC = b"opcov-site-1\n"
 
@@ -52,25 +56,34 @@ class Kept:
         self.code = [code_hash(), list(sys.version_info[:2])]
         files = {}
         for root, dirs, names in os.walk(coverage_dir):
+            if root == coverage_dir:  # the answers committed for gaps and compare: the site never reads them
+                dirs[:] = [d for d in dirs if d != answers.FOLDER]
             dirs.sort()
             for n in sorted(names):
+                if not n.endswith(DATA_SUFFIXES):  # a probe's journal of a run in progress, a file being written
+                    continue
                 p = os.path.join(root, n)
                 with contextlib.suppress(OSError):
                     files[os.path.relpath(p, coverage_dir).replace(os.sep, "/")] = _stat(p)
         self.files = files
         key = json.dumps([self.code, backends_key(), sorted(files.items())])
         self.key = hashlib.sha256(key.encode()).hexdigest()
-        self._docs: dict = {}  # rel -> [stat, document], as kept
+        self._docs: dict = {}  # rel -> [stat, document], as kept, op sets without their call trees
         self._docs_blob = b""  # the documents to keep, marshalled
+        self._trees_blob = b""  # rel -> what judging reads of an op set (_judging), marshalled: read only to judge
+        self._trees: dict | None = None
         self._judged = None  # the plain verdicts kept for self.key
         self._dirty = False
+        self._verdicts = None  # self._judged as a judged.Judged
         held = self._read()
         if held is not None and held[0] == self.code:
-            self._docs_blob = held[1]
             with contextlib.suppress(ValueError, EOFError, TypeError):
-                self._docs = marshal.loads(held[1])
+                self._docs_blob, self._trees_blob = held[1]
+                self._docs = marshal.loads(self._docs_blob)
             if held[2] == self.key:
-                self._judged = held[3]
+                with contextlib.suppress(ValueError, TypeError):  # another layout of the records: judged again
+                    self._verdicts = judged.from_plain(held[3])
+                    self._judged = held[3]
 
     def _read(self):
         """The entry's [code, documents, key, verdicts], or None where it is missing, corrupt or another layout."""
@@ -85,9 +98,23 @@ class Kept:
 
     def doc(self, rel: str):
         """The document kept for data file ``rel`` (a path from the coverage folder, with '/') while the
-        file is as it was parsed; else None."""
+        file is as it was parsed; else None. Where the verdicts are kept too (nothing will judge), an op set
+        comes as the pages read it: no call tree, and of each call record its count alone."""
         entry = self._docs.get(rel)
-        return entry[1] if entry is not None and entry[0] == self.files.get(rel) else None
+        if entry is None or entry[0] != self.files.get(rel):
+            return None
+        if self._judged is None and rel in self._judging():
+            return {**entry[1], **self._judging()[rel]}
+        return entry[1]
+
+    def _judging(self) -> dict:
+        """rel -> what judging reads of an op set beyond what the pages do (its call tree, its whole ops)."""
+        if self._trees is None:
+            try:
+                self._trees = marshal.loads(self._trees_blob) if self._trees_blob else {}
+            except (ValueError, EOFError, TypeError):
+                self._trees = {}
+        return self._trees
 
     def keep_docs(self, docs: dict) -> None:
         """Keep ``docs`` (rel -> document, each read without error) for the next build, marshalled now (before
@@ -95,20 +122,22 @@ class Kept:
         fresh = {rel: [self.files[rel], doc] for rel, doc in docs.items() if rel in self.files}
         if fresh.keys() == self._docs.keys() and all(self._docs[r][0] == fresh[r][0] for r in fresh):
             return  # every one came from here
+        light, judging = {}, {}
+        for rel, (st, doc) in fresh.items():
+            if layout.in_models(rel) and isinstance(doc.get("ops"), dict):  # an op set
+                judging[rel] = {k: doc[k] for k in ("calltree", "ops") if k in doc}
+                doc = {k: v for k, v in doc.items() if k != "calltree"} | {"ops": _counts_only(doc["ops"])}
+            light[rel] = [st, doc]
         try:
-            self._docs_blob = marshal.dumps(fresh)
+            self._docs_blob, self._trees_blob = marshal.dumps(light), marshal.dumps(judging)
         except ValueError:  # not plain data: nothing kept
+            self._docs_blob = self._trees_blob = b""
             return
         self._dirty = True
 
     def verdicts(self) -> judged.Judged | None:
         """The verdicts kept for the folder as it is now, or None."""
-        if self._judged is None:
-            return None
-        try:
-            return judged.from_plain(self._judged)
-        except (TypeError, ValueError):  # another layout of the records
-            return None
+        return self._verdicts
 
     def keep_verdicts(self, verdicts: judged.Judged) -> None:
         if self._judged is None:
@@ -123,7 +152,7 @@ class Kept:
         from opcov.store import output
 
         try:
-            payload = marshal.dumps([self.code, self._docs_blob, self.key, self._judged])
+            payload = marshal.dumps([self.code, [self._docs_blob, self._trees_blob], self.key, self._judged])
         except ValueError:
             return
         try:
@@ -132,6 +161,21 @@ class Kept:
             return
         self._dirty = False
         _prune(os.path.dirname(self.path))
+
+
+def _counts_only(ops: dict) -> dict:
+    """An op set's ``ops`` as the pages read them: op -> phase -> dtype -> {calls} (not shapes, classes, reads)."""
+    return {
+        op: {
+            phase: {d: {"calls": c["calls"]} for d, c in cells.items() if isinstance(c, dict) and "calls" in c}
+            if isinstance(cells, dict)
+            else cells
+            for phase, cells in rec.items()
+        }
+        if isinstance(rec, dict)
+        else rec
+        for op, rec in ops.items()
+    }
 
 
 def _prune(folder: str) -> None:

@@ -24,7 +24,7 @@ from opcov.formats import LABELS
 from opcov.site import judged
 from opcov.site import model as sitemodel
 from opcov.site.model import PROBE_GROUPS, REG_ORDER, Site, share
-from opcov.store import opset, output, vendor
+from opcov.store import layout, opset, output, vendor
 from opcov.store.cells import skip_reason
 from opcov.store.parallel import is_site_key
 from opcov.verdict import judge
@@ -72,9 +72,11 @@ PROBE_CODES = tuple(PROBE_GROUPS)  # index in this tuple, as one character (see 
 _HTML_SPECIAL = re.compile(r"[&<>'\"]").search
 
 
+@lru_cache(maxsize=1 << 16, typed=True)  # typed: a Markup and a str of the same text escape apart
 def _esc(value) -> str:
     """markupsafe's escape(value) as str, for the HTML written here with f-strings: a value with nothing
-    to escape (most: op, dtype and backend names) is not wrapped in Markup (~1.3M values a build)."""
+    to escape (most: op, dtype and backend names) is not wrapped in Markup (~1.3M values a build, most of
+    them the same few thousand)."""
     if hasattr(value, "__html__"):
         return str(value.__html__())
     text = value if type(value) is str else str(value)
@@ -98,11 +100,6 @@ def _safe(name: str, full: str | None = None) -> str:
     return f"{stem[: MAX_STEM - 13]}-{digest}"
 
 
-def _badge_stem(model: str, backend: str) -> str:
-    """'model-backend', within MAX_STEM bytes as a whole."""
-    return _safe(f"{_safe(model)}-{_safe(backend)}", f"{model}\0{backend}")
-
-
 def unique_paths(names, folder: str, stem) -> dict:
     """name -> relative page path; names that differ only in case get a suffix (case-insensitive disks)."""
     out: dict = {}
@@ -115,9 +112,46 @@ def unique_paths(names, folder: str, stem) -> dict:
     return out
 
 
+def op_family(rest: str) -> str:
+    """The name an op's page is filed under, from its name after the namespace: 'add_.Tensor' -> 'add'. An op's
+    overloads, in-place and out forms share one page (aten::add.Tensor, aten::add.out, aten::add_.Scalar), each
+    its own section, so a reader finds them together and the site is ~1,900 pages, not ~3,800."""
+    base = rest.split(".", 1)[0]
+    return base[:-1] if len(base) > 1 and base.endswith("_") and not base.endswith("__") else base
+
+
 def op_stem(name: str) -> str:
+    """The page of op ``name`` under ops/, without '.html': '<namespace>/<family>' as portable file names."""
     ns, _, rest = name.partition("::")
-    return f"{_safe(ns)}/{_safe(rest)}"
+    return f"{_safe(ns)}/{_safe(op_family(rest))}"
+
+
+# ids an op page holds besides its ops' sections (base.html): an op's anchor is never one of them
+PAGE_IDS = frozenset({"main", "site-q", "site-q-help", "site-q-results"})
+
+
+def op_links(names) -> dict:
+    """op name -> its section on its page, 'ops/<namespace>/<family>.html#<name after the namespace>' (the
+    anchor as a portable name, unique on its page; pages as unique_paths makes them)."""
+    stems = {name: op_stem(name) for name in names}
+    paths = unique_paths(set(stems.values()), "ops", lambda stem: stem)  # a page per family, not per op
+    pages = {name: paths[stem] for name, stem in stems.items()}
+    out: dict = {}
+    taken: dict = {}
+    for name in sorted(names):
+        anchor = _safe(name.partition("::")[2], name)
+        used = taken.setdefault(pages[name], set(PAGE_IDS))
+        while anchor in used:
+            anchor += "~"
+        used.add(anchor)
+        out[name] = f"{pages[name]}#{anchor}"
+    return out
+
+
+def default_op_href(name: str) -> str:
+    """An op's place as matrix.js and search.js make it without being told (their ``hrefs`` list the others)."""
+    ns, _, rest = name.partition("::")
+    return f"ops/{ns}/{op_family(rest)}.html#{rest}"
 
 
 def reg_label(status: str, fallback_enabled) -> str:
@@ -401,10 +435,8 @@ class _BackendView(NamedTuple):
     reg: sitemodel.Snapshot | None  # its registered (or declared) Snapshot
     probed: sitemodel.Snapshot | None
     fb: bool | None  # its CPU fallback enabled?
-    reg_versions: str
-    reg_command: object
-    href: str  # its page from the op pages' folder, escaped
-    head: str  # its link as the registered table's row header shows it (escaped)
+    torch: str  # its data's torch where that is not the zoo's release (an answer names it), else ''
+    href: str  # its page from the op pages' folder, escaped (an op's answers link it; the lines below name it)
 
 
 def backend_views(site: Site, links: dict, root: str = "../../") -> list[_BackendView]:
@@ -419,10 +451,8 @@ def backend_views(site: Site, links: dict, root: str = "../../") -> list[_Backen
                 reg,
                 probed,
                 _fallback_enabled(reg),
-                reg.versions if reg else "",
-                reg.prov.get("command") if reg else None,
+                b.torch if b.prefer and not layout.same_torch(b.torch, b.prefer) else "",
                 href,
-                f'<a href="{href}">{_esc(b.name)}</a>',
             )
         )
     return out
@@ -437,71 +467,128 @@ def op_page(
     memo: dict | None = None,
     observed: dict | None = None,
 ) -> dict:
-    """One op's evidence per backend (namespaces, not dicts: ~3,700 pages, and attribute lookups are
-    what Jinja does fastest). ``views``: backend_views(site, links), and ``memo``, a dict kept over the
-    build's op pages, save working out again what every page shares. ``observed``: observed_by_op(site)."""
-    from html import escape as html_escape  # the evidence lines' escaping (markupsafe's writes quotes otherwise)
-
+    """One op's section of its page (``html``) and what the API says of it (``api``: the answers, ``index``:
+    what does not depend on a backend). ``views``: backend_views(site, links), and ``memo``, a dict kept over
+    the build's op pages, save working out again what every page shares. ``observed``: observed_by_op(site)."""
     views = views if views is not None else backend_views(site, links)
     memo = memo if memo is not None else {}
     meta = site.catalog.get(name, {})
-    rows = []
+    page, _, anchor = links["ops"][name].partition("#")
+    root = "../" * page.count("/")
+    rows: list = []  # each backend's registered record of the op, or None
+    probed: dict = {}  # what the probe found -> the backends it found it on
     for v in views:
-        b = v.b
-        reg = v.reg.ops.get(name) if v.reg else None
-        row = NS(backend=b.name, reg=None, probe=None, absent=b.torch if name in site.absent.get(b.name, ()) else "")
-        if reg is not None:
-            row.reg = NS(
-                fwd=reg.get("fwd"),
-                res=reg_cell(reg.get("res"), v.fb),
-                bwd=reg.get("bwd"),
-                bwd_res=reg_cell(reg.get("bwd_res"), v.fb),
-                via=reg.get("via") or [],
-                bwd_via=reg.get("bwd_via") or [],
-                src=reg.get("src"),
-                bwd_src=reg.get("bwd_src"),
-                why=vocab.reach_words(reg.get("why")),  # in words; the op's JSON keeps the scan's raw record
-                versions=v.reg_versions,
-                command=v.reg_command,
-            )
+        rows.append(v.reg.ops.get(name) if v.reg else None)
         if v.probed and name in v.probed.ops:
-            rec = v.probed.ops[name]
-            cells = []
-            for dtype, cell in v.probed.cells(name).items():
-                extra = Markup(
-                    "<br>".join(
-                        f"{html_escape(_key_label(slot, k))}: <code>{html_escape(_text(val))}</code>"
-                        for slot, k, val in cell.evidence()
-                    )
-                )
-                cells.append(
-                    NS(
-                        dtype=dtype,
-                        fwd=probe_cell(cell.forward.status),
-                        bwd=probe_cell(cell.backward.status),
-                        extra=extra,
-                    )
-                )
-            row.probe = NS(
-                skip=skip_reason(rec),
-                cells=cells,
-                snap=v.probed.path,
-                html=_probed_rows_html(cells),
-                versions=v.probed.versions,
-                command=v.probed.prov.get("command"),
-                contributed=contributed_words(v.probed.prov),
-            )
-        rows.append(row)
+            probed.setdefault(_probed_said(v, name), []).append(_esc(v.b.name))
     users = []
-    root = "../" * links["ops"][name].count("/")
     model_links = links["models"]
     for model, mode in site.users.get(name, []):
         rec = site.model(model).modes[mode][1]["ops"][name]
         phases = [(p, sorted(rec[p].items())) for p in ("forward", "backward", "optimizer") if rec.get(p)]
-        users.append(
-            {"model": model, "mode": mode, "href": model_links[model], "phases": phases, "calls": _calls_html(phases)}
+        users.append({"model": model, "mode": mode, "href": model_links[model], "calls": _dtype_calls(phases)})
+    if observed is None:
+        observed = observed_by_op(site)
+    runs = observed.get(name, [])
+    python = site.python_of.get(name, [])
+    tags = meta.get("tags")
+    out = [f'<section class="op" id="{_esc(anchor)}">\n<h2><code>{_esc(name)}</code></h2>\n']
+    if python:
+        out.append(
+            '<p class="pynames">Python: '
+            + ", ".join(f"<code>{_esc(p)}</code>" for p in python[:8])
+            + (f' <span class="muted">and {len(python) - 8} more</span>' if len(python) > 8 else "")
+            + "</p>\n"
         )
-    compile_items = []
+    if meta.get("schema"):
+        out.append(f'<p class="schema"><code>{_esc(meta["schema"])}</code></p>\n')
+    if tags is None:
+        out.append(f'<p class="muted">Schema and tags unknown: {_esc(site.catalog_note)}.</p>\n')
+    elif tags:
+        out.append(
+            "<p>Tags: "
+            + " ".join(f'<span class="tag">{_esc(t)}</span>' for t in tags)
+            + (" (core ATen IR)" if "core" in tags else "")
+            + "</p>\n"
+        )
+    out.append('<h3>Does it run?</h3>\n<ul class="answers">\n' + _answers_html(views, answers) + "</ul>\n")
+    grid = dtype_grid(answers, [v.torch for v in views], memo)  # a torch named where it is not the zoo's
+    if grid.probed:
+        out.append(
+            f'<div class="scroll"><table class="grid">\n<caption>{_esc(name)} per dtype where probed'
+            + ("" if len(grid.backends) == len(views) else " (the other answers hold in every dtype)")
+            + "</caption>\n"
+            f"<thead>{grid.head}</thead>\n<tbody>{grid.html}</tbody>\n</table></div>\n"
+        )
+    else:
+        out.append(
+            "<p>No backend probed it: the answers above are registered claims only, the same in every dtype "
+            "(dtype-blind).</p>\n"
+        )
+    reg = _reg_rows_html(views, rows, root, links["ops"], memo, page)
+    if reg:
+        out.append(f'<h3>Registered evidence</h3>\n<ul class="answers">\n{reg}</ul>\n')
+    out.append(_compile_items(views, name))
+    out.append(_vendor_items(site, views, name, memo))
+    if probed:
+        out.append(
+            '<h3>Probed evidence</h3>\n<ul class="probed">\n'
+            + "".join(f"<li>{', '.join(heads)}: {said}</li>\n" for said, heads in probed.items())
+            + "".join(_contributed_items(v, memo) for v in views if v.probed and name in v.probed.ops)
+            + "</ul>\n"
+        )
+    else:
+        out.append("<p>No probed evidence for this op yet.</p>\n")
+    if runs:  # the page says once where the observed runs are: none of them dispatched an op without this
+        out.append(
+            "<h3>Observed on the device</h3>\n<p>Model steps really run on a backend (<code>opcov run</code>) that "
+            f'dispatched this op:</p>\n<ul class="observed">\n{_op_observed_html(root, model_links, name, runs)}</ul>\n'
+        )
+    out.append("<h3>Models that use it</h3>\n")
+    out.append(_users_html(root, users) if users else "<p>No zoo model in the data uses it.</p>")
+    out.append("\n</section>\n")
+    return {
+        "html": Markup("".join(out)),
+        "api": answers,
+        "index": {
+            "page": links["ops"][name],
+            "schema": meta.get("schema"),
+            "tags": tags,
+            "python_names": python,
+            "models": _modes_by_model(users),
+            "observed": [_observed_api(name, o, calls, dtypes) for o, calls, dtypes in runs],
+        },
+    }
+
+
+def _modes_by_model(users: list) -> dict:
+    """model -> the modes whose op sets call an op (an op page's users)."""
+    out: dict = {}
+    for u in users:
+        out.setdefault(u["model"], []).append(u["mode"])
+    return out
+
+
+def _observed_api(name: str, o: NS, calls: int, dtypes: list) -> dict:
+    """One observed run that dispatched op ``name``, as the op JSON gives it."""
+    return {
+        "backend": o.backend,
+        "model": o.model,
+        "mode": o.mode,
+        "calls": calls,
+        "dtypes": dtypes,
+        "fallback": name in o.fallback,
+        "outcome": o.outcome,
+        "source": o.source,
+        "file": o.path,
+        "contributed": o.contributed,
+    }
+
+
+def _compile_items(views: list, name: str) -> str:
+    """An op section's compile path: per backend with compile coverage, what its compiler accepts (a claim);
+    backends whose records read the same share a line."""
+    items: dict[str, list[str]] = {}
     for v in views:
         snap = v.b.compile.registered if v.b.compile else None
         if snap is None:
@@ -513,139 +600,183 @@ def op_page(
             if crec and crec.get("res") == "registered" and snap.evidence == "registered"
             else f" ({snap.evidence} evidence)"
         )  # reg_cell's words say "registered, unverified" themselves
-        why = (vocab.reach_words(crec.get("why")) or str(crec.get("src") or "")) if crec else ""
-        compile_items.append(
-            f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: <span class="st {_esc(c.css)}">'
-            f'<span aria-hidden="true">{_esc(c.icon)}</span> {_esc(c.title)}</span>{_esc(said)}'
-            + (f'<br><span class="muted">{_esc(why)}</span>' if why else "")
-            + f' <span class="muted"><code>coverage/{_esc(snap.path)}</code></span></li>\n'
+        # a claim that the compiler lowers the op is said without where (its file has it); the rest say why
+        why = "" if said == "" else (vocab.reach_words(crec.get("why")) or str(crec.get("src") or "")) if crec else ""
+        line = (
+            f'<span class="st {_esc(c.css)}">{_esc(c.icon)} {_esc(c.title)}</span>'
+            + _esc(said)
+            + (f' <span class="muted">({_esc(why)})</span>' if why else "")
         )
-    vendor_items = []
-    for v in views:  # what the backend's own tests expect (opcov expect): an expectation, never judged from
+        items.setdefault(line, []).append(_esc(v.b.name))
+    if not items:
+        return ""
+    return (
+        '<h3>Compile path (<code>torch.compile</code>)</h3>\n<ul class="answers">\n'
+        + "".join(f"<li>{', '.join(b)}: {line}</li>\n" for line, b in items.items())
+        + "</ul>\n"
+    )
+
+
+def _vendor_items(site: Site, views: list, name: str, memo: dict) -> str:
+    """An op section's list of what the backends' own tests expect (opcov expect): never judged from."""
+    items = []
+    for v in views:
         key = ("vendor expectations", site.coverage_dir, v.b.name)
         if key not in memo:
             memo[key] = vendor.find(site.coverage_dir, v.b.name)
         vdoc = memo[key]
         for item in (vdoc or {}).get("ops", {}).get(name, []):
-            vendor_items.append(
-                f'<li><a href="{v.href}"><strong>{_esc(v.b.name)}</strong></a>: '
+            items.append(
+                f"<li>{_esc(v.b.name)}: "
                 f'{_esc(vendor.said(vdoc, item))} <span class="muted"><code>coverage/'
                 f"{_esc(vendor.FOLDER)}/{_esc(v.b.name)}/"
                 f"{_esc(os.path.basename(vendor.path_for('', v.b.name)))}</code></span></li>\n"
             )
-    if observed is None:
-        observed = observed_by_op(site)
-    runs = observed.get(name, [])
-    return {
-        "name": name,
-        "schema": meta.get("schema"),
-        "tags": meta.get("tags"),
-        "rows": rows,
-        "users": users,
-        "observed_any": bool(site.observed),
-        "observed": runs,
-        "compile_html": Markup("".join(compile_items)),
-        "vendor_html": Markup("".join(vendor_items)),
-        "observed_html": _op_observed_html(root, model_links, name, runs),
-        "users_html": _users_html(root, users),
-        "answers_html": Markup("".join(_answer_item(v, answer_view(a, v.b.torch)) for a, v in zip(answers, views))),
-        "reg_html": _reg_rows_html(views, rows, root, links["ops"], memo),
-        "core": "core" in (meta.get("tags") or ()),
-        "grid": dtype_grid(answers, [v.b.torch for v in views], memo),
-        "python": site.python_of.get(name, []),
-        "api": answers,
-    }
+    if not items:
+        return ""
+    return (
+        "<h3>What the backend's own tests expect</h3>\n<p class=\"muted\">Read from the backend's own op tests "
+        "(<code>opcov expect</code>) without running them, and mapped to aten overloads through the CPU probe's "
+        "OpInfo samples: an expectation, not a result; no verdict is judged from it.</p>\n"
+        '<ul class="answers">\n' + "".join(items) + "</ul>\n"
+    )
+
+
+def _contributed_items(v: _BackendView, memo: dict) -> str:
+    """Who contributed a backend's probed evidence (opcov ingest), for each op section that shows it."""
+    key = ("contributed", v.b.name)
+    if key not in memo:
+        prov = v.probed.prov if v.probed else {}
+        memo[key] = "".join(
+            f"<li>{_esc(v.b.name)}: contributed evidence: {_esc(c)}</li>\n" for c in contributed_words(prov)
+        )
+    return memo[key]
+
+
+def _probed_said(v: _BackendView, name: str) -> str:
+    """What one backend's probe found of an op beyond the dtype grid's statuses (its page names its file):
+    'every check passes in every dtype probed' (the special, non-contiguous and empty inputs' too), else the
+    dtypes where every check passed by name and each other dtype's statuses with the evidence the file holds
+    (why, case, error, tolerance)."""
+    from html import escape as html_escape  # the evidence lines' escaping (markupsafe's writes quotes otherwise)
+
+    snap = v.probed
+    if snap is None:
+        return ""
+    skip = skip_reason(snap.ops[name])
+    if skip is not None:
+        return f"skipped: {_esc(skip)}"
+    clean, rows = [], []
+    for dtype, cell in snap.cells(name).items():
+        if all(s == "pass" for _, s in cell.statuses()):
+            clean.append(dtype)
+            continue
+        extra = Markup(
+            "<br>".join(
+                f"{html_escape(_key_label(slot, k))}: <code>{html_escape(_text(val))}</code>"
+                for slot, k, val in cell.evidence()
+            )
+        )
+        rows.append(
+            NS(dtype=dtype, fwd=probe_cell(cell.forward.status), bwd=probe_cell(cell.backward.status), extra=extra)
+        )
+    if not rows:
+        return "every check passes in every dtype probed"
+    return (
+        (f"every check passes in {_esc(', '.join(sitemodel.dtype_order(clean)))}; " if clean else "")
+        + '<div class="scroll"><table>\n<thead><tr><th scope="col">dtype</th><th scope="col">forward</th>'
+        '<th scope="col">backward</th><th scope="col">evidence</th></tr></thead>\n'
+        f"<tbody>{_probed_rows_html(rows)}</tbody></table></div>"
+    )
 
 
 # An op page's answer list and registered table, written here (as op.html wrote them, escaped as its
 # autoescape escapes): through Jinja, their loops over backends and reached ops were most of the op pages' time.
 
 
-def _answer_item(v: _BackendView, a: NS) -> str:
-    parts = "".join(
-        f'<span class="st {_esc(p.css)}"><span aria-hidden="true">{_esc(p.icon)}</span> {_esc(p.text)}</span>'
-        if p.css
-        else _esc(p.text)
-        for p in a.parts
-    )
-    return (
-        f'<li><a href="{v.href}"><strong>{_esc(a.backend)}</strong></a> <span class="muted">(torch '
-        f"{_esc(a.torch or '?')})</span>: {parts}</li>\n"
-    )
+def _answers_html(views: list, answers: list) -> str:
+    """An op's answer per backend, one line per distinct answer naming every backend that gives it (cuda and
+    tpu register the same kernel): each direction's words with its support's icon and class. 'no probe' (a
+    backend that has no probe at all) is left to the backend's page."""
+    lines: dict[str, list[str]] = {}
+    for v, a in zip(views, answers):
+        parts = "".join(
+            f'<span class="st {_esc(css)}">{_esc(icon)} {_esc(text)}</span>' if css else _esc(text)
+            for text, css, icon in _answer_parts(a)
+            if v.probed is not None or text != "; no probe"
+        )
+        torch = f' <span class="muted">(torch {_esc(v.torch)})</span>' if v.torch else ""
+        lines.setdefault(parts, []).append(f'<a href="{v.href}">{_esc(a.backend)}</a>{torch}')
+    return "".join(f"<li>{', '.join(heads)}: {parts}</li>\n" for parts, heads in lines.items())
 
 
-def _reached(root: str, op_links: dict, via, memo: dict) -> str:
-    """'a, b' of reached ops, each linked where it has a page (the same list recurs on many pages)."""
-    key = (root, tuple(via))
+def _answer_parts(a) -> list[tuple[str, str, str]]:
+    """(text, css, icon) of each part of an OpAnswer's sentence: a direction's words with its support's class
+    and icon, or a joint ('; backward: ') with none."""
+    return [(text, d.word.css, d.word.icon) if d else (text, "", "") for d, text in a.segments()]
+
+
+def _reached(root: str, op_links: dict, via, memo: dict, page: str = "") -> str:
+    """'a, b' of reached ops, each linked where it has a page (an op on ``page`` by its anchor alone; the same
+    list recurs on many pages)."""
+    key = (root, tuple(via), page)
     html = memo.get(key)
     if html is None:
         html = memo[key] = ", ".join(
-            f'<a href="{_esc(root)}{_esc(op_links[x])}">{_esc(x)}</a>' if x in op_links else _esc(x) for x in via
+            f'<a href="{_esc(_link_from(root, page, op_links[x]))}">{_esc(x)}</a>' if x in op_links else _esc(x)
+            for x in via
         )
     return html
 
 
-def _reg_rows_html(views: list, rows: list, root: str, op_links: dict, memo: dict) -> Markup:
-    """The registered table's body: one row per distinct claim, its header naming every backend that makes it
-    (cpu, cuda, mps and tpu reach aten::abs.out alike; most ops are in no backend's data but one or two)."""
+def _link_from(root: str, page: str, target: str) -> str:
+    """``target`` (a path from the site's root, maybe with '#anchor') as a link from ``page``."""
+    path, hashed, anchor = target.partition("#")
+    return f"#{anchor}" if hashed and path == page else f"{root}{target}"
+
+
+def _reg_rows_html(views: list, rows: list, root: str, op_links: dict, memo: dict, page: str = "") -> Markup:
+    """The registered evidence beyond each backend's answer (which words its claim): one line per fact,
+    naming every backend whose record says it (cpu, cuda, mps and tpu reach aten::abs.out alike; most backends'
+    backwards reach the same ops): where its kernels are, what it reaches, why opcov could not resolve it.
+    '' where no backend's record says more."""
     groups: dict[str, list[str]] = {}
     for v, r in zip(views, rows):
-        groups.setdefault(_reg_cells(r, root, op_links, memo), []).append(v.head)
-    return Markup("".join(f'<tr><th scope="row">{", ".join(heads)}</th>\n{cells}' for cells, heads in groups.items()))
+        for fact in _reg_details(r, root, op_links, memo, page):
+            groups.setdefault(fact, []).append(_esc(v.b.name))
+    return Markup("".join(f"<li>{', '.join(heads)}: {fact}</li>\n" for fact, heads in groups.items()))
 
 
-def _reg_row(v: _BackendView, r: NS, root: str, op_links: dict, memo: dict) -> str:
-    return f'<tr><th scope="row">{v.head}</th>\n{_reg_cells(r, root, op_links, memo)}'
-
-
-def _reg_cells(r: NS, root: str, op_links: dict, memo: dict) -> str:
-    """A registered row after its header: the claim's forward and backward paths and its details."""
-    head = ""
-    g = r.reg
-    if g is None:
-        if r.absent:
-            return (
-                f'{head}<td colspan="3" class="st na">{_esc(sitemodel.SUPPORT["A"].icon)} not in torch '
-                f"{_esc(r.absent)}: the op does not exist in the torch of this backend's data (a registered "
-                "scan lists every op its torch defines)</td>\n</tr>\n"
-            )
-        return f'{head}<td colspan="3">not in this backend\'s data</td></tr>\n'
+def _reg_details(rec: dict | None, root: str, op_links: dict, memo: dict, page: str = "") -> list[str]:
+    """What a backend's registered record of an op (``rec``; None: it has none) says beyond its answer, fact by
+    fact: its kernels' sources, the ops its composite and backward reach (linked), why opcov could not resolve
+    it (in words; the scan's raw record is the JSON's detail)."""
+    if rec is None:
+        return []
     details = []
-    if g.src:
-        details.append(f"kernel at <code>{_esc(g.src)}</code><br>")
-    if g.bwd_src:
-        details.append(f"backward kernel at <code>{_esc(g.bwd_src)}</code><br>")
-    if g.via:
-        details.append(f"reaches {_reached(root, op_links, g.via, memo)}<br>")
-    if g.bwd_via:
-        details.append(f"backward reaches {_reached(root, op_links, g.bwd_via, memo)}<br>")
-    if g.why:
-        blame = (
-            "opcov could not resolve it (the backend is not to blame): "
-            if g.res.text == "unresolved" or g.bwd_res.text == "unresolved"
-            else ""
-        )
-        details.append(f'<span class="muted">{blame}{_esc(g.why)}</span><br>')
-    return (
-        f'{head}<td class="st {_esc(g.res.css)}">{_esc(g.res.icon)} {_esc(g.res.title)}<br><span class="muted">'
-        f'path: {_esc(g.fwd)}</span></td><td class="st {_esc(g.bwd_res.css)}">{_esc(g.bwd_res.icon)} '
-        f'{_esc(g.bwd_res.title)}<br><span class="muted">path: {_esc(g.bwd)}</span></td>\n<td>{"".join(details)}'
-        "</td>\n</tr>\n"
-    )
+    if rec.get("src"):
+        details.append(f"kernel at <code>{_esc(rec['src'])}</code>")
+    if rec.get("bwd_src"):
+        details.append(f"backward kernel at <code>{_esc(rec['bwd_src'])}</code>")
+    if rec.get("via"):
+        details.append(f"reaches {_reached(root, op_links, rec['via'], memo, page)}")
+    if rec.get("bwd_via"):
+        details.append(f"backward reaches {_reached(root, op_links, rec['bwd_via'], memo, page)}")
+    why = vocab.reach_words(rec.get("why"))
+    if why:
+        unresolved = "unresolved" in (rec.get("res"), rec.get("bwd_res"))
+        blame = "opcov could not resolve it (the backend is not to blame): " if unresolved else ""
+        details.append(f'<span class="muted">{blame}{_esc(why)}</span>')
+    return details
 
 
-def _calls_html(phases) -> str:
-    """'forward float32 &times;3, bfloat16 &times;1; backward ...' (escaped: Markup): a user's line on an op
-    page, made here rather than in the template (an op such as aten::mm has a line per zoo op set)."""
-    return Markup(
-        "; ".join(_escaped(phase) + " " + ", ".join(_times(d, c["calls"]) for d, c in cells) for phase, cells in phases)
-    )
-
-
-@lru_cache(maxsize=1 << 12)
-def _escaped(text) -> str:
-    """_esc(text), once per text (phase and dtype names recur on every op page)."""
-    return _esc(text)
+def _dtype_calls(phases) -> dict:
+    """dtype -> calls of an op in an op set, its phases (forward, backward, optimizer) together."""
+    calls: dict = {}
+    for _phase, cells in phases:
+        for d, c in cells:
+            calls[d] = calls.get(d, 0) + int(c["calls"])
+    return calls
 
 
 @lru_cache(maxsize=1 << 14)
@@ -654,21 +785,15 @@ def _times(dtype, calls) -> str:
     return f"{_esc(dtype)} \u00d7{_esc(calls)}"
 
 
-def answer_view(a, torch: str = "") -> NS:
-    """One backend's answer line, in parts: each direction's words with its support's icon and class."""
-    return NS(
-        backend=a.backend,
-        torch=torch,
-        sentence=a.sentence(),
-        parts=[NS(text=text, css=d.word.css if d else "", icon=d.word.icon if d else "") for d, text in a.segments()],
-    )
-
-
 def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
     """The dtype x direction grid of one op: one row per dtype any backend probed it in (else one 'any
-    dtype' row); per backend a forward and a backward column. A probed direction has a cell per dtype;
-    a registered one a single cell over every row, marked dtype-blind (a registration says nothing of dtypes).
-    ``head``: its header rows (the same on every op page of a build: kept in ``memo``)."""
+    dtype' row); per backend that probed it a forward and a backward column (a backend with claims alone is
+    answered above the grid, the same in every dtype). A probed direction has a cell per dtype; a registered
+    one a single cell over every row, marked dtype-blind (a registration says nothing of dtypes).
+    ``head``: its header rows (the same on many op pages of a build: kept in ``memo``)."""
+    torch = list(torch) or [""] * len(answers)
+    shown = [i for i, a in enumerate(answers) if any(x.evidence == "probed" for x in a.directions)]
+    answers, torch = [answers[i] for i in shown], [torch[i] for i in shown]
     dtypes = sitemodel.dtype_order(d for a in answers for x in a.directions for d in x.dtypes)
     keys: list[str | None] = list(dtypes) or [None]
     rows = [NS(dtype=d, cells=[]) for d in keys]
@@ -683,7 +808,7 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
                             icon=c.icon,
                             text=c.text,
                             css=c.css,
-                            title=f"{a.backend} {x.direction}, {row.dtype}: probed, {c.title}",
+                            title="",
                             span=1,
                             note="",
                         )
@@ -697,10 +822,10 @@ def dtype_grid(answers, torch=(), memo: dict | None = None) -> NS:
                         css=w.css,
                         span=len(rows),
                         note="any dtype (dtype-blind)" if x.code not in ("-", "N", "A") else "",
-                        title=f"{a.backend} {x.direction}: {x.phrase()}",
+                        title="",
                     )
                 )
-    backends, torch = [a.backend for a in answers], list(torch) or [""] * len(answers)
+    backends = [a.backend for a in answers]
     key = ("grid head", tuple(backends), tuple(torch))
     head = (memo or {}).get(key)
     if head is None:
@@ -765,35 +890,74 @@ USERS_OPEN = 12  # models an op page lists unfolded; more are folded under a lin
 
 
 def _users_html(root: str, users: list) -> Markup:
-    """An op page's models that use it: a line per model, each mode's calls after the first ('tiny
-    (inference): forward float32 \u00d74 \u00b7 (training): ...'), under a summary that counts them, open
-    up to USERS_OPEN models (aten::mm has a line per zoo model)."""
-    lines: list[str] = []
-    last = None
+    """An op page's models that use it: how many, with the calls of all their op sets per dtype, then each
+    model linked, open up to USERS_OPEN models (aten::mm is in most of the zoo; the calls per mode are on each
+    model's page)."""
+    models: dict = {}
+    calls: dict = {}
     for u in users:
-        if u["model"] == last:
-            lines[-1] += f" \u00b7 ({_esc(u['mode'])}): {u['calls']}"
-        else:
-            lines.append(f"{_user_item(root, u['href'], u['model'], u['mode'])}{u['calls']}")
-        last = u["model"]
-    folded = " open" if len(lines) <= USERS_OPEN else ""
+        models.setdefault(u["model"], u["href"])
+        for d, n in u["calls"].items():
+            calls[d] = calls.get(d, 0) + n
+    folded = " open" if len(models) <= USERS_OPEN else ""
     return Markup(
-        f"<details{folded}><summary>{len(lines)} model{'s' * (len(lines) != 1)} ({len(users)} op set"
-        f"{'s' * (len(users) != 1)})</summary>\n<ul>" + "".join(f"{line}</li>\n" for line in lines) + "</ul></details>"
+        f"<details{folded}><summary>{len(models)} model{'s' * (len(models) != 1)} ({len(users)} op set"
+        f"{'s' * (len(users) != 1)}), calling it in "
+        + ", ".join(_times(d, calls[d]) for d in sitemodel.dtype_order(calls))
+        + "</summary>\n<p>"
+        + ", ".join(_user_item(root, href, model) for model, href in models.items())
+        + "</p></details>"
     )
 
 
 @lru_cache(maxsize=1 << 14)
-def _user_item(root: str, href: str, model: str, mode: str) -> str:
-    """A user line's start, up to its calls (the same on every op page the op set uses)."""
-    return f'<li><a href="{_esc(root)}{_esc(href)}">{_esc(model)}</a> ({_esc(mode)}): '
+def _user_item(root: str, href: str, model: str) -> str:
+    """A model linked (the same on every op page the model uses)."""
+    return f'<a href="{_esc(root)}{_esc(href)}">{_esc(model)}</a>'
 
 
-@lru_cache(maxsize=1 << 14)
-def _op_item(root: str, op: str, href: str | None) -> str:
-    """One op of a model page's list of its op set's ops (the same on every model page that lists it)."""
-    name = _esc(op)
-    return f'<li><a href="{_esc(root)}{_esc(href)}">{name}</a></li>' if href is not None else f"<li>{name}</li>"
+def _verdict_rows_html(root: str, links: dict, backends: list, modes: list, anchor: str) -> Markup:
+    """A model page's verdict table body: a row per backend (with compile coverage: ``anchor`` 'compile-'), a
+    cell per mode linking its section (``modes``: the page's eager modes, or model_compile's)."""
+    by = {(md["mode"], pb["b"].name): pb for md in modes for pb in md["backends"]}
+    rows = []
+    for b in backends:
+        cells = [by.get((md["mode"], b.name)) for md in modes]
+        if anchor and not any(cells):
+            continue  # no compile coverage: not judged on that path
+        rows.append(
+            f'<tr><th scope="row"><a href="{_esc(root)}{_esc(links["backends"][b.name])}">{_esc(b.name)}</a></th>'
+            + "".join(
+                f'<td><a href="#{anchor}{_esc(md["mode"])}-{_esc(b.name)}">{pb["said"]}</a>{pb.get("variants_said", "")}</td>'
+                if pb
+                else "<td>no data</td>"
+                for md, pb in zip(modes, cells)
+            )
+            + "</tr>\n"
+        )
+    return Markup("".join(rows))
+
+
+def _model_ops_html(sets: list) -> Markup:
+    """A model page's list of every op its op sets call, once each (names: the problem ops above link their
+    pages, and search finds any), an op that some mode does not call followed by the modes that do: ``sets``
+    [(mode, op set document)]."""
+    modes_of: dict = {}
+    for mode, doc in sets:
+        for op in doc["ops"]:
+            modes_of.setdefault(op, []).append(mode)
+    return Markup(
+        "".join(
+            f"<li>{_esc(op)}"
+            + (
+                f' <span class="muted">({_esc(", ".join(modes_of[op]))})</span>'
+                if len(modes_of[op]) < len(sets)
+                else ""
+            )
+            + "</li>"
+            for op in sorted(modes_of)
+        )
+    )
 
 
 def _problem_rows_html(root: str, op_links: dict, problems: list) -> Markup:
@@ -834,16 +998,9 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
     v, name = pb["v"], _esc(pb["b"].name)
     c = v["counts"]
     out = [f'<details class="verdict"><summary><h4 id="{_esc(mode)}-{name}">{name}: {pb["said"]}</h4></summary>\n']
-    if pb["badge"]:
-        src = _esc(pb["badge"][0])
-        out.append(f'<p><img src="{_esc(root)}{src}" alt="{_esc(pb["badge"][1])}"> <code>{src}</code></p>')
     out.append(
-        f"<p>{c['ops']} ops judged ({c['calls']} calls): {c['ok']} ok ({c['ok_probed']} probed, "
-        f"{c['ok_registered']} registered), {c['fallback']} on the fallback, {c['fails']} fail, "
-        f"{c['unknown']} unknown"
-        + (f", {c['not_judged']} not judged" if c["not_judged"] else "")
-        + ". Data: "
-        + ", ".join(f"<code>{_esc(src)}</code>" for src in v["sources"])
+        f"<p>{_counts_said(c)}"
+        + ("; data: " + ", ".join(f"<code>{_esc(src)}</code>" for src in v["sources"]) if v["sources"] else "")
         + ".</p>\n"
     )
     if v["variants"]:
@@ -857,20 +1014,36 @@ def _verdict_section_html(root: str, model: str, mode: str, pb: dict) -> Markup:
             '<th scope="col">evidence</th><th scope="col">calls</th><th scope="col">why (direction, dtype, '
             f"evidence)</th></tr></thead>\n<tbody>{pb['problems_html']}</tbody>\n</table></div>\n"
         )
-    else:
-        out.append("<p>No problem ops.</p>")
-    out.append("</details>\n")
+    out.append("</details>\n")  # no table: no problem op (the counts above say so too)
     return Markup("".join(out))
 
 
-def _variants_html(v: dict) -> str:
-    """The other input variants of a verdict (verdict_view's), each apart: its verdict and deciding ops."""
-    from opcov.verdict import reports
-
-    lead = reports.variant_label(v["variant"])
+def _counts_said(c: dict) -> str:
+    """'17 ops judged (137 calls): 16 ok (9 probed, 7 registered), 1 fail': a verdict's counts, those that are 0
+    left out (but ok)."""
+    ok = ", ".join(f"{c[k]} {w}" for k, w in (("ok_probed", "probed"), ("ok_registered", "registered")) if c[k])
+    rest = [
+        f"{c[k]} {w}"
+        for k, w in (
+            ("fallback", "on the fallback"),
+            ("fails", "fail"),
+            ("unknown", "unknown"),
+            ("not_judged", "not judged"),
+        )
+        if c.get(k)
+    ]
     return (
-        f"<p>The verdict above is for {_esc(lead)}. Each input variant opcov added is judged apart "
-        '(<code>opcov check --variants all</code> gates on them too):</p>\n<ul class="variants">'
+        f"{c['ops']} ops judged ({c['calls']} calls): {c['ok']} ok"
+        + (f" ({ok})" if ok else "")
+        + "".join(f", {r}" for r in rest)
+    )
+
+
+def _variants_html(v: dict) -> str:
+    """The other input variants of a verdict (verdict_view's), each apart: its verdict and deciding ops (the
+    page says once that the verdict above them is the given inputs')."""
+    return (
+        '<ul class="variants">'
         + "".join(f"<li>{_said_html(o['said'])} with {_esc(o['label'])}{_esc(o['rest'])}</li>" for o in v["variants"])
         + "</ul>\n"
     )
@@ -1219,7 +1392,7 @@ def matrix_data(site: Site, links: dict) -> dict:
         if probed:
             row.append(probed)
         rows.append(row)
-    odd = {n: p for n, p in links["ops"].items() if p != "ops/{}/{}.html".format(*n.split("::", 1))}
+    odd = {n: p for n, p in links["ops"].items() if p != default_op_href(n)}
     return {
         "compile": compile_columns(site),
         "backends": [
@@ -1311,6 +1484,7 @@ def environment():
         lstrip_blocks=True,
         keep_trailing_newline=True,
         undefined=jinja2.StrictUndefined,
+        auto_reload=False,  # the templates do not change while a site is built (each lookup stat'ed them)
     )
     env.filters["pct"] = lambda v: f"{v:.0f}%"
     env.globals.update(ladder=ladder(), no_evidence=vocab.NO_EVIDENCE, support=sitemodel.SUPPORT)
@@ -1341,38 +1515,122 @@ def _render(env, site: Site, links: dict, path: str, template: str, **ctx) -> by
 
 
 def _op_files(env, site: Site, links: dict) -> dict:
-    """The op pages, their JSON and the search index (everything that needs the ops' answers, and no
+    """The op pages, the ops' JSON and the search index (everything that needs the ops' answers, and no
     verdict): path -> bytes."""
     answers = {
         name: [sitemodel.op_answer(b, name, name in site.absent.get(b.name, ())) for b in site.backends]
         for name in site.ops
     }
     files = {}
-    op_tpl = env.get_template("op.html")
+    # op.html rendered once around markers, each page's title, heading and sections put in their place
+    shell = env.get_template("op.html").render(
+        root="../../",
+        links=links,
+        site=site,
+        title=_MARK_TITLE,
+        head=Markup(_MARK_HEAD),
+        sections=Markup(_MARK_SECTIONS),
+        compiled=any(b.compile for b in site.backends),
+    )
     views, memo, observed = backend_views(site, links), dict[Any, Any](), observed_by_op(site)
+    pages: dict[str, list] = {}
     for name in site.ops:
-        path = links["ops"][name]
-        op = op_page(site, name, links, answers[name], views, memo, observed)
-        files[path] = op_tpl.render(
-            root="../../", links=links, site=site, title=name, op=op, api_path=api_path(path)
-        ).encode("utf-8")
-        files[api_path(path)] = _json(op_api(site, name, op, path))
+        pages.setdefault(links["ops"][name].partition("#")[0], []).append(name)
+    per_backend: dict[str, dict] = {b.name: {} for b in site.backends}
+    index = {}
+    for path, names in pages.items():
+        sections = []
+        for name in names:
+            op = op_page(site, name, links, answers[name], views, memo, observed)
+            sections.append(op["html"])
+            index[name] = op["index"]
+            for a, b in zip(op["api"], site.backends):
+                per_backend[b.name][name] = _answer_api(a, b.probed is not None)
+        ns, _, rest = names[0].partition("::")
+        files[path] = _op_page_html(
+            shell, f"{ns}::{op_family(rest)}", [(n, links["ops"][n].partition("#")[2]) for n in names], sections
+        )
+    for b in site.backends:
+        files[ops_api_path(links, b.name)] = _json(
+            {
+                "api": API_VERSION,
+                "backend": b.name,
+                "sources": [f"coverage/{s.path}" for s in (b.registered, b.probed) if s],
+                "contributed": contributed_words(b.probed.prov) if b.probed else [],
+                "ops": per_backend[b.name],
+            }
+        )
+    files[OPS_API] = _json(
+        {
+            "api": API_VERSION,
+            "answers": {b.name: ops_api_path(links, b.name) for b in site.backends},
+            "ops": index,
+        }
+    )
     files["assets/search-index.js"] = search_index(site, links, answers)
     return files
 
 
-def _model_files(env, site: Site, links: dict, judgments: judged.Judged, m) -> list:
-    """One model's page, its JSON and its badge per backend: [(path, bytes)], from the site's verdicts (the
-    compiled ones make the page's compile path)."""
+def _answer_api(a, probed: bool) -> dict:
+    """One backend's answer for an op in api/ops/BACKEND.json (the op page words it): a support letter per
+    direction (``support``: forward then backward), the evidence, each probed direction's status per dtype, and
+    why a record could not be resolved (in words, and the scan's raw ``detail``). ``probe`` (what the probe did
+    with the op) only for a backend with a probe."""
+    out: dict = {"support": a.forward.code + a.backward.code, "evidence": a.evidence}
+    if probed:
+        out["probe"] = a.probe
+    for d in a.directions:
+        if d.dtypes:
+            out.setdefault("dtypes", {})[d.direction] = d.dtypes
+        if d.why:
+            words = out.setdefault("why", {})[d.direction] = vocab.reach_words(d.why)
+            if words != d.why:  # the scan's raw record, where the words are made from it
+                out.setdefault("detail", {})[d.direction] = d.why
+    if a.dispatch:
+        out["dispatches_to"] = a.dispatch
+    return out
+
+
+_MARK_TITLE, _MARK_HEAD, _MARK_SECTIONS = "\x00title\x00", "\x00head\x00", "\x00sections\x00"
+
+
+def _op_page_html(shell: str, title: str, toc: list, sections: list) -> bytes:
+    """One op page from the op.html ``shell``: its title, its heading with the ops on it ([(name, anchor)]), its
+    sections (the markers are plain text: escaping leaves them as they are, and no name holds a NUL)."""
+    head = f"<h1><code>{_esc(title)}</code>" + (f' <span class="muted">({len(toc)} ops)</span>' if len(toc) > 1 else "")
+    head += "</h1>"
+    if len(toc) > 1:
+        head += (
+            '\n<nav aria-label="Ops on this page"><ul class="cols">'
+            + "".join(f'<li><a href="#{_esc(anchor)}">{_esc(name)}</a></li>' for name, anchor in toc)
+            + "</ul></nav>"
+        )
+    page = shell.replace(_MARK_TITLE, _esc(title)).replace(_MARK_HEAD, head)
+    return page.replace(_MARK_SECTIONS, "".join(sections)).encode("utf-8")
+
+
+OPS_API = "api/ops.json"  # every op's page, schema, tags, Python names, models and observed runs
+
+
+def ops_api_path(links: dict, backend: str) -> str:
+    """api/ops/<backend>.json: each op's answer on the backend (the JSON of its page's file name)."""
+    return f"api/ops/{links['backends'][backend][len('backends/') : -len('.html')]}.json"
+
+
+def _model_files(env, site: Site, links: dict, judgments: judged.Judged, m, constant: dict) -> tuple[list, dict]:
+    """One model's page and badge, [(path, bytes)], and its entry in api/models.json, from the site's verdicts
+    (the compiled ones make the page's compile path). ``constant``: constant_notes(judgments), said once on
+    the page, not in each section."""
     verdicts, compiled = judgments.eager, judgments.compiled
-    out, badges = [], {}
+    out, rows = [], []
     for b in site.backends:
         vs = [(mode, verdicts[(m.name, mode, b.name)]) for mode in opset.MODES if (m.name, mode, b.name) in verdicts]
         if vs:
-            value, colour = model_badge(vs)
-            path = f"badges/{_badge_stem(m.name, b.name)}.svg"
-            out.append((path, _badge(env, f"{m.name} on {b.name}", value, colour)))
-            badges[b.name] = (path, f"{m.name} on {b.name}: {value}")
+            rows.append((f"{m.name} on {b.name}", *model_badge(vs)))
+    badge_file = None
+    if rows:
+        badge_file = f"badges/{links['models'][m.name]}"[: -len(".html")] + ".svg"
+        out.append((badge_file, _badges(rows)))
     modes, root = [], "../" * links["models"][m.name].count("/")
     for mode in all_modes(m.modes):
         path, doc = m.modes[mode]
@@ -1380,10 +1638,12 @@ def _model_files(env, site: Site, links: dict, judgments: judged.Judged, m) -> l
         for b in site.backends:
             if (m.name, mode, b.name) in verdicts:
                 v = verdict_view(verdicts[(m.name, mode, b.name)])
+                v["notes"] = [n for n in v["notes"] if n not in constant[b.name][0]]
+                if v["sources"] == constant[b.name][1]:
+                    v["sources"] = []  # said once, above the sections
                 pb = {
                     "b": b,
                     "v": v,
-                    "badge": None,  # once per backend, at the page's end (model.html)
                     "problems_html": _problem_rows_html(root, links["ops"], v["problems"]),
                 }
                 pb["said"] = Markup(_said_html(v))
@@ -1399,7 +1659,6 @@ def _model_files(env, site: Site, links: dict, judgments: judged.Judged, m) -> l
                 "doc": doc,
                 "backends": per_backend,
                 "shared_notes": shared,
-                "ops_html": Markup("".join(_op_item(root, op, links["ops"].get(op)) for op in sorted(doc["ops"]))),
             }
         )
     observed = [observed_view(*site.observed[k]) for k in sorted(site.observed) if k[1] == m.name]
@@ -1417,14 +1676,51 @@ def _model_files(env, site: Site, links: dict, judgments: judged.Judged, m) -> l
                 title=f"Model {m.name}",
                 model=m,
                 modes=modes,
-                api_path=api_path(href),
+                api_path=MODELS_API,
                 compile_modes=compile_modes,
                 observed_html=Markup("".join(_observed_item_html(o) for o in observed)),
-                badges=[badges[b.name] for b in site.backends if b.name in badges],
+                badge=badge_file,
+                ops_html=_model_ops_html([(md["mode"], md["doc"]) for md in modes]),
+                eager_rows=_verdict_rows_html(root, links, site.backends, modes, ""),
+                compile_rows=_verdict_rows_html(root, links, site.backends, compile_modes, "compile-"),
+                site_notes=_page_notes(
+                    constant,
+                    [
+                        b.name
+                        for b in site.backends
+                        if any(b.name == pb["b"].name for md in modes for pb in md["backends"])
+                    ],
+                ),
             ),
         ),
-        (api_path(href), _json(model_api(m, modes, verdicts, compile_modes, observed))),
     ]
+    return out, model_api(m, modes, verdicts, compile_modes, observed, href)
+
+
+def constant_notes(verdicts: judged.Judged) -> dict:
+    """backend -> (the notes every eager verdict of it has, about its data: "no probe data for cuda: ...", in
+    their order; the data files most of its verdicts rest on): a model page says them once, each section only
+    what is its own (an observed run adds its file, a model recorded on the backend its op set)."""
+    notes: dict = {}
+    sources: dict = {}
+    for (_, _, backend), v in sorted(verdicts.eager.items()):
+        notes[backend] = list(v.notes) if backend not in notes else [n for n in notes[backend] if n in v.notes]
+        counts = sources.setdefault(backend, Counter())
+        counts[tuple(v.sources)] += 1
+    return {b: (notes[b], list(min(sources[b], key=lambda s: (-sources[b][s], s)))) for b in notes}
+
+
+def _page_notes(constant: dict, backends: list) -> list:
+    """[(backend, its notes)] of ``constant`` (constant_notes) for a page's ``backends`` that have any, a note
+    every one of them has said once first ('every backend')."""
+    if not backends:
+        return []
+    common = [n for n in constant[backends[0]][0] if all(n in constant[b][0] for b in backends)]
+    out = [("every backend", common)] if common and len(backends) > 1 else []
+    for b in backends:
+        own = [n for n in constant[b][0] if n not in common or len(backends) == 1]
+        if own:
+            out.append((b, own))
     return out
 
 
@@ -1493,13 +1789,14 @@ def _build_split(
     processes create files about twice as fast as one)."""
     from opcov import forked
 
-    if parallel is None:
-        parallel = len(site.ops) + len(site.models) >= PARALLEL_PAGES and forked.spare_core()
+    if parallel is None:  # from kept verdicts a build is a few seconds of pages: a child's copied memory costs
+        # more CPU than it saves (~1.5 s of ~9 here), so only a build that judges splits
+        parallel = judgments is None and len(site.ops) + len(site.models) >= PARALLEL_PAGES and forked.spare_core()
     parallel = parallel and forked.can_fork()
     env = environment()
     env.globals["guide"] = guide  # the navigation's "Docs" link: only to a guide that is there
     links = {
-        "ops": unique_paths(site.ops, "ops", op_stem),
+        "ops": op_links(site.ops),
         "backends": unique_paths([b.name for b in site.backends + site.no_data], "backends", _safe),
         "models": unique_paths([m.name for m in site.models], "models", _safe),
     }
@@ -1522,13 +1819,14 @@ def _build(
     from opcov import forked
 
     verdicts = judgments if judgments is not None else judged.judge_site(site)
+    constant = constant_notes(verdicts)
+
     # The model pages need only the verdicts: the child's half starts now, beside the comparisons and
     # the pages below (and the op pages' child, which is ending by then).
-    make: Any
-    if into is None:
-        make = lambda m: _model_files(env, site, links, verdicts, m)  # noqa: E731
-    else:
-        make = lambda m: into.write(dict(_model_files(env, site, links, verdicts, m)))  # noqa: E731
+    def make(m):
+        pages, entry = _model_files(env, site, links, verdicts, m, constant)
+        return (pages if into is None else into.write(dict(pages))), entry
+
     model_files = forked.Split(make, site.models, fork=parallel)
     try:
         return (*_build_rest(site, env, links, op_files, model_files, verdicts, into), verdicts)
@@ -1643,20 +1941,20 @@ def _build_rest(
         api["backends"][b.name] = entry["api"]
         api["badges"].update({path.rsplit("/", 1)[-1][:-4]: shield for path, _, shield in entry["badges"]})
     done = []  # what was written already (with ``into``)
-    for pages in model_files.result():
+    models_api = {}
+    for m, (pages, entry) in zip(site.models, model_files.result()):
         if into is None:
             files.update(pages)
         else:
             done.append(pages)
-    for m in site.models:
-        api["models"][m.name] = api_path(links["models"][m.name])
+        models_api[m.name] = entry
+    files[MODELS_API] = _json({"api": API_VERSION, "models": models_api})
     ops_done = op_files.result()
     if isinstance(ops_done, _Written):
         done.append(ops_done)
     else:
         files.update(ops_done)
-    for name in site.ops:
-        api["ops"][name] = api_path(links["ops"][name])
+    api["ops"] = {b.name: ops_api_path(links, b.name) for b in site.backends}
     files["api/index.json"] = _json(api_index(site, api))
     for asset in ASSETS:
         with open(os.path.join(TEMPLATES, asset), "rb") as f:
@@ -1755,44 +2053,6 @@ def _json(obj) -> bytes:
     return (json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
 
 
-def op_api(site: Site, name: str, op: dict, path: str) -> dict:
-    """One op: per backend the answer the page gives (support letter, evidence, words, per-dtype statuses)
-    and the records the data holds."""
-    out = {
-        "api": API_VERSION,
-        "op": name,
-        "page": path,
-        "schema": op["schema"],
-        "tags": op["tags"],
-        "python_names": op["python"],
-        "models": [[u["model"], u["mode"]] for u in op["users"]],
-        "backends": {},
-        "observed": [
-            {
-                "backend": o.backend,
-                "model": o.model,
-                "mode": o.mode,
-                "calls": calls,
-                "dtypes": dtypes,
-                "fallback": name in o.fallback,
-                "outcome": o.outcome,
-                "source": o.source,
-                "file": o.path,
-                "contributed": o.contributed,
-            }
-            for o, calls, dtypes in op["observed"]
-        ],
-    }
-    for a, b in zip(op["api"], site.backends):
-        entry = a.as_dict()
-        entry["registered"] = b.registered.ops.get(name) if b.registered else None
-        entry["probed"] = b.probed.ops.get(name) if b.probed else None
-        entry["sources"] = [f"coverage/{s.path}" for s in (b.registered, b.probed) if s]
-        entry["contributed"] = contributed_words(b.probed.prov) if b.probed else []
-        out["backends"][a.backend] = entry
-    return out
-
-
 def vendor_view(site: Site, backend: str) -> dict | None:
     """What the backend page says of the backend's own tests (opcov.store.vendor.summary), with the data
     file's path; None where opcov holds none. Expectations: the site never judges from them."""
@@ -1872,25 +2132,20 @@ def _gap(e: dict) -> dict:
     }
 
 
-def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None, observed: list | None = None) -> dict:
-    """One model: per mode and backend the verdict as 'opcov check --format json' words it (verdict,
-    evidence, counts, sources, notes, the other input variants), with its problem ops; the compile path's
-    verdicts ('opcov check --path compile'); the observed runs of the model."""
-    out = {"api": API_VERSION, "model": m.name, "modes": {}, "compile": {}, "observed": []}
-    for o in observed or ():
+MODELS_API = "api/models.json"  # every model's verdicts, in short (its page has the reasons)
+
+
+def model_api(m, modes: list, verdicts: dict, compile_modes: list, observed: list, page: str) -> dict:
+    """One model's entry in api/models.json: per mode and backend the verdict as 'opcov check' words it
+    (verdict, evidence, says, counts, the other input variants' verdicts) and its problem ops ([op, outcome,
+    evidence, calls]); the compile path's verdicts; the observed runs of the model. Each reason, note and data
+    file is on the model's page (and in 'opcov check MODEL -b BACKEND --format json')."""
+    out: dict = {"page": page, "modes": {}, "compile": {}, "observed": []}
+    for o in observed:
         out["observed"].append(
-            {
-                "backend": o.backend,
-                "mode": o.mode,
-                "source": o.source,
-                "outcome": o.outcome,
-                "says": o.summary,
-                "file": o.path,
-                "command": o.command,
-                "contributed": o.contributed,
-            }
+            {"backend": o.backend, "mode": o.mode, "outcome": o.outcome, "source": o.source, "file": o.path}
         )
-    for cm in compile_modes or ():
+    for cm in compile_modes:
         per: dict = {}
         for pb in cm["backends"]:
             e = pb["entry"]
@@ -1902,25 +2157,12 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
                 "evidence": e["ev"].name,
                 "says": vocab.verdict_words(e["verdict"], e["ev"].name),
                 "compile_backend": e["compile_backend"],
-                "opset": e["path"],
-                "outcome": e["outcome"],
                 "graph_breaks": e["breaks"],
-                "why": e["why"],
-                "notes": e["notes"],
-                "observed": e["observed"] or None,
-                "eager_at_breaks": {"verdict": e["eager"]["verdict"], "evidence": e["eager"]["ev"].name}
-                if e["eager"]
-                else None,
-                "graphs": {
-                    "verdict": e["graphs"]["verdict"],
-                    "evidence": e["graphs"]["ev"].name,
-                    "counts": e["graphs"]["counts"],
-                    "sources": e["graphs"]["sources"],
-                    "notes": e["graphs"]["notes"],
-                    "problems": e["graphs"]["api_problems"],
-                }
-                if e["graphs"]
-                else None,
+                **({"observed": e["observed"]} if e["observed"] else {}),
+                "problems": [
+                    [p["op"], p["outcome"], p["evidence"], p["calls"]]
+                    for p in (e["graphs"] or {}).get("api_problems", ())
+                ],
             }
         out["compile"][cm["mode"]] = {"op_sets": cm["opsets"], "backends": per}
     for md in modes:
@@ -1930,21 +2172,19 @@ def model_api(m, modes: list, verdicts: dict, compile_modes: list | None = None,
             per[pb["b"].name] = {
                 "verdict": v.verdict,
                 "evidence": v.evidence,
-                "says": vocab.verdict_words(v.verdict, v.evidence),
-                "counts": pb["v"]["counts"],  # verdict_view's: counted once per verdict
-                "sources": list(v.sources),
-                "notes": list(v.notes),
-                "variant": v.variant or None,
-                "variants": {
-                    o["name"]: {
-                        "label": o["label"],
-                        "verdict": o["said"]["verdict"],
-                        "evidence": o["said"]["ev"].name,
-                        "deciding": o["deciding"],
+                "counts": {k: n for k, n in pb["v"]["counts"].items() if n},  # a count left out is 0
+                **(
+                    {
+                        "variant": v.variant,
+                        "variants": {
+                            o["name"]: {"verdict": o["verdict"], "evidence": o["evidence"], "deciding": o["deciding"]}
+                            for o in v.variants
+                        },
                     }
-                    for o in pb["v"]["variants"]
-                },
-                "problems": pb["v"]["api_problems"],
+                    if v.variants
+                    else {}
+                ),
+                "problems": [[p["op"], p["outcome"], p["evidence"], p["calls"]] for p in v.problems],
             }
         out["modes"][md["mode"]] = {
             "op_set": f"coverage/{md['path']}",
@@ -1960,8 +2200,9 @@ def api_index(site: Site, api: dict) -> dict:
         "api": API_VERSION,
         "what": "opcov coverage data as JSON; see docs/DATA.md (the site's JSON)",
         "backends": api["backends"],
-        "models": api["models"],
-        "ops": api["ops"],
+        "models": MODELS_API,
+        "ops": OPS_API,
+        "op_answers": api["ops"],
         "shields": api["badges"],
         "compare": api["compare"],
         "support": {k: {"label": w.label, "short": w.short, "icon": w.icon} for k, w in sitemodel.SUPPORT.items()},
@@ -1982,7 +2223,7 @@ def search_index(site: Site, links: dict, answers: dict) -> bytes:
     data = {
         "backends": [b.name for b in site.backends],
         "ops": [[name, "".join(a.forward.code + a.backward.code for a in answers[name])] for name in site.ops],
-        "hrefs": {n: p for n, p in links["ops"].items() if p != "ops/{}/{}.html".format(*n.split("::", 1))},
+        "hrefs": {n: p for n, p in links["ops"].items() if p != default_op_href(n)},
         "py": py,
         "prefixes": [list(p) for p in pynames.PREFIXES],
         "homes": list(pynames.BARE_HOMES),
@@ -2013,6 +2254,28 @@ def traced_note(site: Site) -> str:
 
 def _badge(env, label: str, value: str, colour: str) -> bytes:
     return env.get_template("badge.svg").render(**badge(label, value, colour)).encode("utf-8")
+
+
+def _badges(rows: list) -> bytes:
+    """One SVG of several badges, a row each, their labels as wide as the widest: [(label, value, colour)]
+    (a model's verdict per backend: one file per model, not one per model and backend). Written here, not
+    from a template: one per model."""
+    lw = max(_text_width(label) for label, _, _ in rows)
+    vws = [_text_width(value) for _, value, _ in rows]
+    title = _esc("; ".join(f"{label}: {value}" for label, value, _ in rows))
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{lw + max(vws)}" height="{22 * len(rows) - 2}" role="img" '
+        f'aria-label="{title}">\n<title>{title}</title>\n<g font-family="Verdana,DejaVu Sans,sans-serif" '
+        'font-size="11" text-anchor="middle">\n'
+    ]
+    for i, ((label, value, colour), vw) in enumerate(zip(rows, vws)):
+        out.append(
+            f'<g transform="translate(0 {22 * i})"><rect width="{lw}" height="20" fill="#555"/><rect x="{lw}" '
+            f'width="{vw}" height="20" fill="{_esc(colour)}"/><g fill="#fff"><text x="{lw / 2}" y="14">'
+            f'{_esc(label)}</text><text x="{lw + vw / 2}" y="14">{_esc(value)}</text></g></g>\n'
+        )
+    out.append("</g>\n</svg>\n")
+    return "".join(out).encode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -45,10 +45,13 @@
   }
 
   function esc(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/"/g, "&quot;"); }
+  /* An op's section on its page: ops/NS/FAMILY.html#NAME, its overloads, in-place and out forms sharing a
+     page (opcov.site.render.default_op_href; D.hrefs lists the ops placed otherwise). */
   function href(name) {
     if (D.hrefs[name]) return D.hrefs[name];
-    var i = name.indexOf("::");
-    return "ops/" + name.slice(0, i) + "/" + name.slice(i + 2) + ".html";
+    var i = name.indexOf("::"), rest = name.slice(i + 2), base = rest.split(".")[0];
+    if (base.length > 1 && /_$/.test(base) && !/__$/.test(base)) base = base.slice(0, -1);
+    return "ops/" + name.slice(0, i) + "/" + base + ".html#" + rest;
   }
 
   /* One cell: [status filter key, icon, text, css class, title, support letter]. */

@@ -94,9 +94,11 @@
       return (b[0].toLowerCase() === lq) - (a[0].toLowerCase() === lq) || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0);
     });
   }
+  /* Op i's section on its page (as matrix.js's href; D.hrefs lists the ops placed otherwise). */
   function href(i) {
-    var op = D.ops[i][0], k = op.indexOf("::");
-    return root + (D.hrefs[op] || "ops/" + op.slice(0, k) + "/" + op.slice(k + 2) + ".html");
+    var op = D.ops[i][0], k = op.indexOf("::"), rest = op.slice(k + 2), base = rest.split(".")[0];
+    if (base.length > 1 && /_$/.test(base) && !/__$/.test(base)) base = base.slice(0, -1);
+    return root + (D.hrefs[op] || "ops/" + op.slice(0, k) + "/" + base + ".html#" + rest);
   }
   function esc(s) { return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/"/g, "&quot;"); }
   /* One backend's mark for op i: icon and backend name, the class of its forward's support letter. */
@@ -111,8 +113,21 @@
   }
 
   /* ---- the header box: a list of the best results under it; Enter opens the chosen one */
+  /* The box's combobox parts are made here, not written into every page (~1,900 op pages): its help, its
+     list of results and the ARIA that ties them to the input. */
+  function parts(form, input) {
+    var attrs = {spellcheck: "false", "aria-describedby": "site-q-help", "aria-controls": "site-q-results",
+                 "aria-expanded": "false", "aria-autocomplete": "list", role: "combobox"};
+    Object.keys(attrs).forEach(function (k) { input.setAttribute(k, attrs[k]); });
+    form.insertAdjacentHTML("beforeend",
+      "<span id=\"site-q-help\" class=\"sr\">Exact matches first; arrow keys choose a result, Enter opens it.</span>" +
+      "<div class=\"results\" hidden><div id=\"site-q-results\" role=\"listbox\" aria-label=\"Search results\"></div>" +
+      "<p class=\"all\"></p></div>");
+  }
   function box(form) {
-    var input = form.querySelector("input[type=search]"), panel = form.querySelector(".results");
+    var input = form.querySelector("input[type=search]");
+    if (!form.querySelector(".results")) parts(form, input);
+    var panel = form.querySelector(".results");
     var list = panel.querySelector("[role=listbox]"), all = panel.querySelector(".all"), active = 0, items = [];
     function hide() { panel.hidden = true; input.setAttribute("aria-expanded", "false"); }
     function show() {
