@@ -88,7 +88,8 @@ def build_figures(coverage: str, out: str, runs: int = 3, parallel: bool | None 
     stats = render.write(files, os.path.join(out, "apart"))
     t3 = time.perf_counter()
     print(
-        f"  the same apart: load data {t1 - t0:.2f} s, build every page in memory {t2 - t1:.2f} s, write them "
+        f"  a first build apart (no cache): load data {t1 - t0:.2f} s, judge and build every page in memory "
+        f"{t2 - t1:.2f} s, write them "
         f"from one process {t3 - t2:.2f} s (file creation: its time varies with the disk, several-fold here)"
     )
     wall, _, _, said = _program(coverage, os.path.join(out, "run0"))
