@@ -18,8 +18,10 @@ def table_lines(rows, headers, indent: str = "") -> list[str]:
     return [fmt.format(*r).rstrip() for r in [headers, ["-" * w for w in widths]] + rows]
 
 
-def table(rows, headers, out=sys.stdout) -> None:
-    """A left-aligned text table; the last column is not padded."""
+def table(rows, headers, out=None) -> None:
+    """A left-aligned text table; the last column is not padded. ``out`` (default: standard output as it
+    is when called, so a caller that redirects it, as the tests' in-process runs do, gets the table)."""
+    out = sys.stdout if out is None else out
     for line in table_lines(rows, headers):
         print(line, file=out)
 
