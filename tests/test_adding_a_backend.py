@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here, run_opcov
 from test_check import TORCH, kernel, model, registered
 
 from opcov import backends
@@ -73,21 +73,21 @@ def test_a_bad_record_is_one_line_naming_the_file(tmp_path, monkeypatch):
 
 
 def test_opcov_backends_lists_it(added):
-    r = run_opcov("backends", "--format", "json", OPCOV_BACKEND_RECORDS=added[0])
+    r = opcov_here("backends", "--format", "json", OPCOV_BACKEND_RECORDS=added[0])
     assert r.returncode == 0, r.stderr
     row = {b["name"]: b for b in json.loads(r.stdout)}["acme"]
     assert row["note"] == "Acme NPU, described by a record in a test's folder"
     assert row["commands"] == ["opcov scan acme --import acme_torch", "opcov probe acme --import acme_torch"]
-    r = run_opcov("backends", OPCOV_BACKEND_RECORDS=added[0])
+    r = opcov_here("backends", OPCOV_BACKEND_RECORDS=added[0])
     assert "acme" in r.stdout and "pip install acme-torch" in r.stdout  # not installed here: how to make its data
 
 
 def test_check_judges_it_with_its_record(added):
     records, cov, path = added
-    r = run_opcov("check", path, "-b", "acme", "--coverage", cov, OPCOV_BACKEND_RECORDS=records)
+    r = opcov_here("check", path, "-b", "acme", "--coverage", cov, OPCOV_BACKEND_RECORDS=records)
     assert r.returncode == 1, r.stdout + r.stderr  # cholesky reaches only a disabled fallback
     assert "FAIL     aten::cholesky" in r.stdout and f"fix: {FIX}" in r.stdout
-    bare = run_opcov("check", path, "-b", "acme", "--coverage", cov)  # its data alone: judged, no switch to name
+    bare = opcov_here("check", path, "-b", "acme", "--coverage", cov)  # its data alone: judged, no switch to name
     assert bare.returncode == 1 and FIX not in bare.stdout and "fix: enable the CPU fallback: " in bare.stdout
 
 

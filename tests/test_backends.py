@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from conftest import child_env, run_opcov
+from conftest import child_env, opcov_here, run_opcov
 
 
 def test_listing_imports_neither_torch_nor_backends():
@@ -22,7 +22,7 @@ def test_listing_imports_neither_torch_nor_backends():
 def test_json_lists_installed_versions():
     import importlib.metadata as md
 
-    rows = {r["name"]: r for r in json.loads(run_opcov("backends", "--format", "json").stdout)}
+    rows = {r["name"]: r for r in json.loads(opcov_here("backends", "--format", "json").stdout)}
     assert rows["cpu"]["installed"] == md.version("torch")
     assert rows["neuron"]["installed"] is None
 

@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, load_yaml, run_opcov
+from conftest import ROOT, load_yaml, opcov_here
 
 XLA = os.path.join(ROOT, "coverage", "xla")
 PROBED = "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"
@@ -31,7 +31,7 @@ def made(tmp_path_factory):
     """A bundle of the bundled xla probe, made 'on the contributor's machine'."""
     tmp = tmp_path_factory.mktemp("bundle")
     out = str(tmp / "xla.opcov-bundle.json.gz")
-    proc = run_opcov("bundle", os.path.join(XLA, PROBED), "--source", "XLA team", "--out", out)
+    proc = opcov_here("bundle", os.path.join(XLA, PROBED), "--source", "XLA team", "--out", out)
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -52,7 +52,7 @@ def cov(tmp_path):
 
 
 def test_a_bundle_ingests_with_its_source_and_date(made, cov):
-    proc = run_opcov("ingest", made, "--coverage", cov)
+    proc = opcov_here("ingest", made, "--coverage", cov)
     assert proc.returncode == 0, proc.stderr
     assert "contributed by XLA team on " in proc.stdout
     target = os.path.join(cov, "xla", PROBED)
@@ -60,8 +60,8 @@ def test_a_bundle_ingests_with_its_source_and_date(made, cov):
     assert new["ops"] == orig["ops"] and new["summary"] == orig["summary"]  # the data arrived whole
     (c,) = new["provenance"]["contributed"]
     assert c["source"] == "XLA team" and len(c["date"]) == 10 and len(c["sha256"]) == 64
-    assert run_opcov("lint", "--no-catalog", target).returncode == 0
-    again = run_opcov("ingest", made, "--coverage", cov)  # the same bundle twice is refused
+    assert opcov_here("lint", "--no-catalog", target).returncode == 0
+    again = opcov_here("ingest", made, "--coverage", cov)  # the same bundle twice is refused
     assert again.returncode == 2 and "already in" in again.stderr
 
 
@@ -123,7 +123,7 @@ def test_a_bad_bundle_is_one_line_and_changes_nothing(made, cov, tmp_path, name,
     bad = str(tmp_path / "bad.json.gz")
     make(made, bad)
     before = _tree(cov)
-    proc = run_opcov("ingest", bad, "--coverage", cov)
+    proc = opcov_here("ingest", bad, "--coverage", cov)
     assert proc.returncode == 2, (name, proc.stdout, proc.stderr)
     assert says in proc.stderr, (name, proc.stderr)
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
@@ -131,7 +131,7 @@ def test_a_bad_bundle_is_one_line_and_changes_nothing(made, cov, tmp_path, name,
 
 
 def test_a_second_contribution_merges_and_prints_the_diff(made, cov, tmp_path):
-    assert run_opcov("ingest", made, "--coverage", cov).returncode == 0
+    assert opcov_here("ingest", made, "--coverage", cov).returncode == 0
     target = os.path.join(cov, "xla", PROBED)
     # a second machine's run of the same versions, where one cell failed
     doc = load_yaml(target)
@@ -150,8 +150,8 @@ def test_a_second_contribution_merges_and_prints_the_diff(made, cov, tmp_path):
     data.save(odoc, other)
     assert src  # the bundled file itself is untouched
     b2 = str(tmp_path / "b2.json.gz")
-    assert run_opcov("bundle", other, "--source", "lab B", "--out", b2).returncode == 0
-    proc = run_opcov("ingest", b2, "--coverage", cov)
+    assert opcov_here("bundle", other, "--source", "lab B", "--out", b2).returncode == 0
+    proc = opcov_here("ingest", b2, "--coverage", cov)
     assert proc.returncode == 0, proc.stderr
     assert op in proc.stdout  # the diff names the cell that changed
     merged = load_yaml(target)
@@ -188,7 +188,7 @@ def test_a_bundle_for_a_backend_that_is_no_backend_here_writes_nothing(made, cov
     bad = str(tmp_path / "bad.json.gz")
     _rewrite(made, bad, lambda b: _retarget(b, backend))
     before, beside = _tree(cov), sorted(os.listdir(os.path.dirname(cov)))
-    proc = run_opcov("ingest", bad, "--coverage", cov)
+    proc = opcov_here("ingest", bad, "--coverage", cov)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert _tree(cov) == before and sorted(os.listdir(os.path.dirname(cov))) == beside
@@ -209,7 +209,7 @@ def test_a_bundle_with_an_op_outside_the_release_is_foreign(made, cov, tmp_path)
 
     _rewrite(made, bad, change)
     before = _tree(cov)
-    proc = run_opcov("ingest", bad, "--coverage", cov)
+    proc = opcov_here("ingest", bad, "--coverage", cov)
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and _tree(cov) == before
     assert "op aten::not_an_op_in_torch is not in torch 2.9.0+cu128's catalogue" in proc.stderr
@@ -222,7 +222,7 @@ OBSERVED = os.path.join(ROOT, "coverage", "observed", "xla", "gpt2.inference.jso
 def made_observed(tmp_path_factory):
     """A bundle of a committed observed run ('opcov run gpt2 -b xla'), made on the contributor's machine."""
     out = str(tmp_path_factory.mktemp("obundle") / "gpt2.opcov-bundle.json.gz")
-    proc = run_opcov("bundle", OBSERVED, "--source", "TPU lab", "--out", out)
+    proc = opcov_here("bundle", OBSERVED, "--source", "TPU lab", "--out", out)
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -230,7 +230,7 @@ def made_observed(tmp_path_factory):
 def test_an_observed_run_bundle_ingests_where_check_reads_it(made_observed, cov):
     """The run arrives whole at coverage/observed/BACKEND/MODEL.MODE.json, names its contributor, and
     check's observed evidence names the source."""
-    proc = run_opcov("ingest", made_observed, "--coverage", cov)
+    proc = opcov_here("ingest", made_observed, "--coverage", cov)
     assert proc.returncode == 0, proc.stderr
     target = os.path.join(cov, "observed", "xla", "gpt2.inference.json")
     assert f"into {target}" in proc.stdout and "is new: ran" in proc.stdout
@@ -241,20 +241,20 @@ def test_an_observed_run_bundle_ingests_where_check_reads_it(made_observed, cov)
     from opcov.verdict import observed
 
     assert observed.record(new, target)["source"] == "TPU lab"
-    again = run_opcov("ingest", made_observed, "--coverage", cov)
+    again = opcov_here("ingest", made_observed, "--coverage", cov)
     assert again.returncode == 2 and "already in" in again.stderr
 
 
 def test_a_second_observed_run_replaces_the_first_and_says_what_changed(made_observed, cov, tmp_path):
-    assert run_opcov("ingest", made_observed, "--coverage", cov).returncode == 0
+    assert opcov_here("ingest", made_observed, "--coverage", cov).returncode == 0
     doc = json.load(open(OBSERVED))
     doc["result"] = {"ran": False, "error": "aten::addmm: no kernel"}
     doc["provenance"]["created"] = "2026-12-04T00:00:00+00:00"
     other = str(tmp_path / "gpt2.inference.json")
     open(other, "w").write(json.dumps(doc))
     b2 = str(tmp_path / "b2.json.gz")
-    assert run_opcov("bundle", other, "--source", "lab B", "--out", b2).returncode == 0
-    proc = run_opcov("ingest", b2, "--coverage", cov)
+    assert opcov_here("bundle", other, "--source", "lab B", "--out", b2).returncode == 0
+    proc = opcov_here("ingest", b2, "--coverage", cov)
     assert proc.returncode == 0, proc.stderr
     assert "result: ran -> raised: aten::addmm: no kernel" in proc.stdout
     target = os.path.join(cov, "observed", "xla", "gpt2.inference.json")
@@ -285,7 +285,7 @@ def test_a_bad_observed_bundle_is_one_line_and_changes_nothing(made_observed, co
     bad = str(tmp_path / "bad.json.gz")
     _rewrite(made_observed, bad, change)
     before = _tree(cov)
-    proc = run_opcov("ingest", bad, "--coverage", cov)
+    proc = opcov_here("ingest", bad, "--coverage", cov)
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert _tree(cov) == before

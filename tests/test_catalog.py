@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here
 
 
 @pytest.fixture(scope="module")
@@ -71,17 +71,17 @@ def test_catalogue_is_reproducible_after_other_imports(catalog):
 
 
 def test_ops_command_filters_and_formats():
-    proc = run_opcov("ops", "^aten::add", "--core", "--format", "json")
+    proc = opcov_here("ops", "^aten::add", "--core", "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     names = [o["name"] for o in doc["ops"]]
     assert "aten::add.Tensor" in names
     assert all(n.startswith("aten::add") and "core" in o["tags"] for n, o in zip(names, doc["ops"]))
-    proc = run_opcov("ops", "--namespace", "prims", "--tag", "pointwise")
+    proc = opcov_here("ops", "--namespace", "prims", "--tag", "pointwise")
     assert proc.returncode == 0 and "prims::abs " in proc.stdout
 
 
 def test_ops_bad_pattern_is_one_line():
-    proc = run_opcov("ops", "add(")
+    proc = opcov_here("ops", "add(")
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "bad pattern" in proc.stderr

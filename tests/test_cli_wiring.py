@@ -5,7 +5,7 @@ import json
 
 import pytest
 import yaml
-from conftest import run_opcov
+from conftest import opcov_here, run_opcov
 from test_check import TORCH, kernel, model, registered
 
 from opcov.store import data, opset
@@ -36,12 +36,12 @@ def test_check_fails_on_an_unclaimed_dtype_only_when_asked(tmp_path):
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text("manifest: 1\nbackend: fake\nclaims:\n  aten::mm: [bfloat16]\n")
     base = ("check", str(path), "-b", "fake", "--coverage", str(cov), "--manifest", str(manifest))
-    assert run_opcov(*base).returncode == 0  # runs; the manifest alone does not fail the gate
-    r = run_opcov(*base, "--fail-on", "unclaimed")
+    assert opcov_here(*base).returncode == 0  # runs; the manifest alone does not fail the gate
+    r = opcov_here(*base, "--fail-on", "unclaimed")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "not claimed by the manifest: aten::mm float32" in r.stderr and "Traceback" not in r.stderr
     manifest.write_text("manifest: 1\nbackend: fake\nclaims:\n  aten::mm: [float32]\n")
-    assert run_opcov(*base, "--fail-on", "unclaimed").returncode == 0
+    assert opcov_here(*base, "--fail-on", "unclaimed").returncode == 0
 
 
 def test_check_fail_on_unclaimed_without_a_manifest_says_what_it_needs(tmp_path):
@@ -49,7 +49,7 @@ def test_check_fail_on_unclaimed_without_a_manifest_says_what_it_needs(tmp_path)
     _save_backend(cov, "fake", {"aten::mm": kernel()})
     path = tmp_path / "tiny.yaml"
     opset.save(model({"aten::mm": {"forward": _call()}}, mode="inference"), str(path))
-    r = run_opcov("check", str(path), "-b", "fake", "--coverage", str(cov), "--fail-on", "unclaimed")
+    r = opcov_here("check", str(path), "-b", "fake", "--coverage", str(cov), "--fail-on", "unclaimed")
     assert r.returncode != 0 and "--manifest" in r.stderr and "Traceback" not in r.stderr
 
 
@@ -75,10 +75,10 @@ def zoo(tmp_path_factory):
 
 
 def test_gaps_top_limits_the_text_listing(zoo):
-    full = run_opcov("gaps", "b", "--coverage", str(zoo))
+    full = opcov_here("gaps", "b", "--coverage", str(zoo))
     assert full.returncode == 0, full.stderr
     assert "aten::sub.Tensor" in full.stdout and "aten::mul.Tensor" in full.stdout
-    r = run_opcov("gaps", "b", "--coverage", str(zoo), "--top", "1", "--mode", "inference")
+    r = opcov_here("gaps", "b", "--coverage", str(zoo), "--top", "1", "--mode", "inference")
     assert r.returncode == 0, r.stderr
     assert "aten::sub.Tensor" in r.stdout  # blocks 3 models: first
     assert "aten::mul.Tensor" not in r.stdout
@@ -86,14 +86,14 @@ def test_gaps_top_limits_the_text_listing(zoo):
 
 
 def test_gaps_top_limits_json_too(zoo):
-    r = run_opcov("gaps", "b", "--coverage", str(zoo), "--top", "1", "--format", "json")
+    r = opcov_here("gaps", "b", "--coverage", str(zoo), "--top", "1", "--format", "json")
     assert r.returncode == 0, r.stderr
     assert len(json.loads(r.stdout)) == 1
 
 
 def test_compare_mode_judges_only_that_modes_op_sets(zoo):
     def lacking(mode):
-        r = run_opcov("compare", "a", "b", "--coverage", str(zoo), "--mode", mode, "--format", "json")
+        r = opcov_here("compare", "a", "b", "--coverage", str(zoo), "--mode", mode, "--format", "json")
         assert r.returncode == 0, r.stderr
         out = json.loads(r.stdout)
         assert out["opsets"] == (1 if mode == "training" else 3), out
@@ -111,8 +111,8 @@ def test_ops_format_yaml_is_the_json_answer(tmp_path):
     cov = tmp_path / "coverage"
     _save_backend(cov, "fake", {"aten::mm": kernel(), "aten::sub.Tensor": MISSING})
     base = ("ops", "aten::mm", "-b", "fake", "--coverage", str(cov))
-    as_json = run_opcov(*base, "--format", "json")
-    as_yaml = run_opcov(*base, "--format", "yaml")
+    as_json = opcov_here(*base, "--format", "json")
+    as_yaml = opcov_here(*base, "--format", "yaml")
     assert as_json.returncode == 0 and as_yaml.returncode == 0, as_json.stderr + as_yaml.stderr
     assert yaml.safe_load(as_yaml.stdout) == json.loads(as_json.stdout)
     assert "aten::mm" in as_yaml.stdout and not as_yaml.stdout.lstrip().startswith("{")

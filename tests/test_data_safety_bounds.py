@@ -16,7 +16,7 @@ import sys
 import zlib
 
 import pytest
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here
 from test_bundle import xla_coverage
 from test_data_safety import one_line_error
 from test_data_safety_writers import _tree
@@ -60,7 +60,7 @@ def run_measured(*args, timeout=300):
 def made(tmp_path_factory):
     t = tmp_path_factory.mktemp("bounds")
     out = str(t / "xla.gz")
-    assert run_opcov("bundle", os.path.join(XLA, PROBED), "--source", "lab", "--out", out).returncode == 0
+    assert opcov_here("bundle", os.path.join(XLA, PROBED), "--source", "lab", "--out", out).returncode == 0
     return out
 
 
@@ -172,7 +172,7 @@ def test_every_field_is_checked_before_the_first_byte_is_written(made, tmp_path,
 def test_good_times_arrive_with_the_snapshot(made, tmp_path, cov):
     good = tmp_path / "good.gz"
     _edited(made, good, lambda b: b.update(times={"aten::abs|float32": 1.5}))
-    proc = run_opcov("ingest", str(good), "--coverage", str(cov))
+    proc = opcov_here("ingest", str(good), "--coverage", str(cov))
     assert proc.returncode == 0, proc.stderr
     times = json.load(open(cov / "xla" / (PROBED + ".times.json")))
     assert times["groups"] == {"aten::abs|float32": 1.5}

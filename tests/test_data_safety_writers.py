@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here, run_opcov
 from test_data_safety import digest, one_line_error
 
 from opcov.cli import build_parser
@@ -44,6 +44,13 @@ def output_options() -> set[tuple[str, str]]:
             if set(a.option_strings) & (FILE_FLAGS | FOLDER_FLAGS) or a.dest in FOLDER_DESTS:
                 found.add((name, max(a.option_strings, key=len)))
     return found
+
+
+def _opcov(*argv):
+    """``opcov ARGV`` in this process for the commands that read and write files only; those that start
+    workers, children or a forked helper (scan, probe, trace, run, zoo trace, site) in a child."""
+    here = argv[0] in ("check", "merge", "plan", "bundle", "ingest", "expect") or argv[:2] == ("zoo", "merge")
+    return opcov_here(*argv) if here else run_opcov(*argv)
 
 
 def _tree(folder) -> dict:
@@ -76,7 +83,7 @@ def world(tmp_path_factory):
     for i in (1, 2):
         (t / f"table{i}.tsv").write_text(f"# shard {i}\nmodel\tmode\toutcome\tseconds\n")
     for src, name in ((os.path.join(XLA, PROBED), "probed.gz"), (OBSERVED, "observed.gz")):
-        proc = run_opcov("bundle", src, "--source", "lab", "--out", str(t / name))
+        proc = opcov_here("bundle", src, "--source", "lab", "--out", str(t / name))
         assert proc.returncode == 0, proc.stderr
     return t
 
@@ -167,7 +174,7 @@ def test_an_output_that_is_an_input_is_refused(world, command, flag):
         if command in ("site", "check"):  # the site's folder, or the replayed calls' folder, named as the coverage
             argv, inputs = _argv(world, command, flag, str(world / "coverage"))
             before = _tree(world / "coverage")
-            one_line_error(run_opcov(*argv))
+            one_line_error(_opcov(*argv))
             assert _tree(world / "coverage") == before
         elif command == "ingest":
             cov = world / "ingest-input"
@@ -177,7 +184,7 @@ def test_an_output_that_is_an_input_is_refused(world, command, flag):
             argv, _ = _argv(world, command, flag, str(cov))
             argv[1] = str(inside)
             before = digest(inside)
-            one_line_error(run_opcov(*argv), "also an input")
+            one_line_error(_opcov(*argv), "also an input")
             assert digest(inside) == before
         else:
             pytest.skip(f"{command} {flag}: its folder holds none of its inputs (the folder and link cases apply)")
@@ -190,7 +197,7 @@ def test_an_output_that_is_an_input_is_refused(world, command, flag):
             continue
         argv, _ = _argv(world, command, flag, source)
         before = digest(source)
-        one_line_error(run_opcov(*argv))
+        one_line_error(_opcov(*argv))
         assert digest(source) == before, (command, source)
 
 
@@ -206,7 +213,7 @@ def test_an_output_that_is_a_folder_is_refused(world, tmp_path, command, flag):
         (target / "mine.txt").write_text("mine\n")
     argv, _ = _argv(world, command, flag, str(target))
     before = _tree(tmp_path)
-    one_line_error(run_opcov(*argv))
+    one_line_error(_opcov(*argv))
     assert _tree(tmp_path) == before
 
 
@@ -237,7 +244,7 @@ def test_an_output_through_a_link_out_of_its_folder_is_refused(world, tmp_path, 
         os.symlink(elsewhere / "kept.txt", out)
     argv, _ = _argv(world, command, flag, str(out))
     before = _tree(elsewhere)
-    proc = run_opcov(*argv)
+    proc = _opcov(*argv)
     one_line_error(proc)
     assert "link" in proc.stderr, proc.stderr
     assert _tree(elsewhere) == before
@@ -250,18 +257,18 @@ def test_bundle_plan_and_expect_never_write_over_what_they_read(world, tmp_path)
     probed = tmp_path / PROBED
     shutil.copy(world / PROBED, probed)
     before = digest(probed)
-    one_line_error(run_opcov("bundle", str(probed), "--source", "me", "--out", str(probed)), "also an input")
+    one_line_error(opcov_here("bundle", str(probed), "--source", "me", "--out", str(probed)), "also an input")
     assert digest(probed) == before
     times = tmp_path / "t.json"
     times.write_text('{"groups": {"a": 1}}')
     one_line_error(
-        run_opcov("plan", "cpu", "--shards", "2", "--times", str(times), "--out", str(times)), "also an input"
+        opcov_here("plan", "cpu", "--shards", "2", "--times", str(times), "--out", str(times)), "also an input"
     )
     assert times.read_text() == '{"groups": {"a": 1}}'
     shutil.copytree(VENDOR, tmp_path / "V")
     source = tmp_path / "V" / "tests" / "ops_test.py"
     before = digest(source)
-    proc = run_opcov(
+    proc = opcov_here(
         "expect", "tpu", "--vendor-tests", str(tmp_path / "V"), "--commit", "abc1234", "--out", str(source)
     )
     one_line_error(proc, "also an input")
@@ -274,12 +281,12 @@ def test_check_path_compile_never_writes_over_its_op_set(tmp_path):
     compiled = tmp_path / "inductor-inference.yaml"
     shutil.copy(os.path.join(ROOT, "coverage", "models", "llama", "compile", "inductor-inference.yaml"), compiled)
     before = digest(compiled)
-    one_line_error(run_opcov("check", str(compiled), "-b", "cpu", "--path", "compile", "-o", str(compiled)), "input")
+    one_line_error(opcov_here("check", str(compiled), "-b", "cpu", "--path", "compile", "-o", str(compiled)), "input")
     assert digest(compiled) == before
     report = tmp_path / "report.txt"
     for fmt in ("text", "json"):
         for _ in range(2):
-            proc = run_opcov(
+            proc = opcov_here(
                 "check", str(compiled), "-b", "cpu", "--path", "compile", "--format", fmt, "-o", str(report)
             )
             assert proc.returncode in (0, 1) and "opcov: error" not in proc.stderr, proc.stderr
@@ -329,16 +336,16 @@ def test_an_output_of_another_kind_is_refused(world, tmp_path):
     mine = tmp_path / "notes.md"
     mine.write_text("# notes\n")
     one_line_error(
-        run_opcov("bundle", str(world / PROBED), "--source", "me", "--out", str(mine)), "a file opcov did not write"
+        opcov_here("bundle", str(world / PROBED), "--source", "me", "--out", str(mine)), "a file opcov did not write"
     )
     one_line_error(
-        run_opcov("bundle", str(world / PROBED), "--source", "me", "--out", str(world / "llama.yaml")),
+        opcov_here("bundle", str(world / PROBED), "--source", "me", "--out", str(world / "llama.yaml")),
         "an op-set file is already there",
     )
     assert mine.read_text() == "# notes\n"
     out = tmp_path / "b.gz"
     for _ in range(2):  # its own bundle is replaced
-        assert run_opcov("bundle", str(world / PROBED), "--source", "me", "--out", str(out)).returncode == 0
+        assert opcov_here("bundle", str(world / PROBED), "--source", "me", "--out", str(out)).returncode == 0
     assert output.what_is(out.read_bytes()) == output.BUNDLE
 
 
@@ -389,7 +396,7 @@ def test_a_name_in_a_bundle_that_is_no_name_is_refused_before_anything_is_writte
     bad = str(tmp_path / "bad.gz")
     _bundle(str(world / "observed.gz"), bad, _observed(field, value, name))
     before, around = _tree(tmp_path), sorted(os.listdir(os.path.dirname(tmp_path)))
-    one_line_error(run_opcov("ingest", bad, "--coverage", str(cov)), says)
+    one_line_error(opcov_here("ingest", bad, "--coverage", str(cov)), says)
     assert _tree(tmp_path) == before and sorted(os.listdir(os.path.dirname(tmp_path))) == around
 
 
@@ -400,7 +407,7 @@ def test_bundle_refuses_an_observed_run_whose_names_ingest_would_refuse(tmp_path
     run = tmp_path / "run.json"
     run.write_text(json.dumps(doc))
     out = tmp_path / "b.gz"
-    one_line_error(run_opcov("bundle", str(run), "--source", "lab", "--out", str(out)), "model.name '../x' holds")
+    one_line_error(opcov_here("bundle", str(run), "--source", "lab", "--out", str(out)), "model.name '../x' holds")
     assert not out.exists()
 
 
@@ -412,7 +419,7 @@ def test_a_probed_bundle_names_a_snapshot_through_layout(world, tmp_path):
     ):
         bad = str(tmp_path / "bad.gz")
         _bundle(str(world / "probed.gz"), bad, lambda b, n=name: b.update(name=n))
-        one_line_error(run_opcov("ingest", bad, "--coverage", str(world / "coverage")), says)
+        one_line_error(opcov_here("ingest", bad, "--coverage", str(world / "coverage")), says)
 
 
 def test_names_are_checked_in_one_place():
@@ -461,7 +468,7 @@ def test_lint_refuses_file_names_opcov_would_never_write_and_links(world, tmp_pa
     (cov / "observed" / "xla").mkdir(parents=True)
     shutil.copy(OBSERVED, cov / "observed" / "xla" / "gp\nt2.inference.json")
     os.symlink(tmp_path, cov / "observed" / "cpu")
-    proc = run_opcov("lint", "--no-catalog", str(cov))
+    proc = opcov_here("lint", "--no-catalog", str(cov))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "gp\\nt2.inference.json: error: file name holds a line break" in proc.stdout
     assert "observed/cpu: error: a symbolic link" in proc.stdout
@@ -485,7 +492,7 @@ def _contributions(tmp_path, world) -> tuple[str, str]:
         folder.mkdir()
         data.save(d, str(folder / PROBED))
         out = str(tmp_path / f"b{i}.gz")
-        assert run_opcov("bundle", str(folder / PROBED), "--source", f"lab{i}", "--out", out).returncode == 0
+        assert opcov_here("bundle", str(folder / PROBED), "--source", f"lab{i}", "--out", out).returncode == 0
         bundles.append(out)
     return bundles[0], bundles[1]
 

@@ -2,7 +2,7 @@
 the command line or from data is shown escaped (cli.common.one_line), never acted on (docs/data-safety.md)."""
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here
 from test_data_safety import one_line_error
 
 
@@ -16,11 +16,11 @@ from test_data_safety import one_line_error
 )
 def test_a_name_with_a_line_break_or_an_escape_is_one_line_shown_escaped(argv, shown):
     """'opcov gaps' of a backend named 'tpu<newline>cpu' printed its error on two lines."""
-    proc = run_opcov(*argv)
+    proc = opcov_here(*argv)
     one_line_error(proc, shown)
     assert "\x1b" not in proc.stderr and "\u202e" not in proc.stderr
 
 
 def test_trace_on_nothing_is_refused_not_taken_for_no_on():
     """'opcov trace llama --on=' traced llama on the stand-in as if --on were not given."""
-    one_line_error(run_opcov("trace", "llama", "--on="), "--on names the backend")
+    one_line_error(opcov_here("trace", "llama", "--on="), "--on names the backend")

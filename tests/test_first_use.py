@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here
 
 from opcov import torchenv
 from opcov.errors import UsageError
@@ -52,7 +52,7 @@ def test_the_pinned_torch_is_the_bundled_datas():
 
 
 def test_backends_points_to_commands_a_wheel_user_can_run():
-    r = run_opcov("backends")
+    r = opcov_here("backends")
     assert r.returncode == 0, r.stderr
     assert "scripts/" not in r.stdout and ".envs/" not in r.stdout, r.stdout
     assert "pip install opcov torch==2.13.0" in " ".join(r.stdout.split())
@@ -60,7 +60,7 @@ def test_backends_points_to_commands_a_wheel_user_can_run():
 
 def test_ops_limit_caps_the_list_without_a_backend():
     pytest.importorskip("torch")
-    r = run_opcov("ops", "add", "--limit", "3")
+    r = opcov_here("ops", "add", "--limit", "3")
     assert r.returncode == 0, r.stderr
     rows = [line for line in r.stdout.splitlines() if line.startswith("aten::")]
     assert len(rows) == 3, r.stdout

@@ -6,7 +6,7 @@ import os
 import textwrap
 
 import pytest
-from conftest import ROOT, SRC, run_opcov
+from conftest import ROOT, SRC, opcov_here, run_opcov
 from test_check import TORCH, kernel, registered, tree_opset
 
 from opcov.scan import layouts as scan_layouts
@@ -217,11 +217,11 @@ def test_check_reads_the_layout_fields_from_files(tmp_path):
     data.save(xlaish(), str(root / "xlaish" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
     path = tmp_path / "sparse-inference.yaml"
     opset.save(tree_opset([FACTORY, node("aten::mm", "float32:2!sparse,float32:2;", n=2)]), str(path))
-    r = run_opcov("check", str(path), "-b", "xlaish", "--coverage", str(root), "--format", "json")
+    r = opcov_here("check", str(path), "-b", "xlaish", "--coverage", str(root), "--format", "json")
     assert r.returncode == 1, r.stdout + r.stderr
     ops = {o["op"]: o for o in json.loads(r.stdout)["verdicts"][0]["ops"]}
     assert ops["aten::_sparse_coo_tensor_with_dims_and_tensors"]["outcome"] == "fails"
-    assert run_opcov("lint", str(root)).returncode == 0
+    assert opcov_here("lint", str(root)).returncode == 0
 
 
 # ---------------------------------------------------------------- the scan
@@ -325,14 +325,14 @@ def test_a_real_sparse_model_runs_on_cpu_and_fails_where_no_sparse_kernel_exists
     assert "!sparse" in sigs  # the adjacency's layout reached the op set
     assert any("the computing stand-in has no sparse kernels" in n for n in doc["provenance"]["notes"])
     assert "--device cpu --real" in doc["provenance"]["command"]  # the line that traces it again
-    cpu = run_opcov("check", str(out), "-b", "cpu", "--format", "json")
+    cpu = opcov_here("check", str(out), "-b", "cpu", "--format", "json")
     verdicts = json.loads(cpu.stdout)["verdicts"]
     assert cpu.returncode == 0 and verdicts[0]["verdict"] == "runs", cpu.stdout + cpu.stderr
     root = tmp_path / "coverage"
     doc = xlaish()
     doc["ops"].update({"aten::_sparse_addmm": composite(), "aten::addmm": kernel()})
     data.save(doc, str(root / "xlaish" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"))
-    r = run_opcov("check", str(out), "-b", "xlaish", "--coverage", str(root), "--format", "json")
+    r = opcov_here("check", str(out), "-b", "xlaish", "--coverage", str(root), "--format", "json")
     assert r.returncode == 1, r.stdout + r.stderr
     ops = {o["op"]: o for o in json.loads(r.stdout)["verdicts"][0]["ops"]}
     assert ops["aten::_sparse_addmm"]["outcome"] == "fails"

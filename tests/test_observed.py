@@ -9,7 +9,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, needs_xla, run_opcov, run_xla
+from conftest import ROOT, needs_xla, opcov_here, run_opcov, run_xla
 
 from opcov.store import observed as files
 from opcov.verdict import observed
@@ -63,7 +63,7 @@ def _cov_with_run(tmp_path, doc, mode="training"):
 
 
 def _check(cov, *extra, mode="training"):
-    proc = run_opcov("check", MODEL, "-b", "cpu", "--mode", mode, "--coverage", str(cov), "--format", "json", *extra)
+    proc = opcov_here("check", MODEL, "-b", "cpu", "--mode", mode, "--coverage", str(cov), "--format", "json", *extra)
     assert proc.returncode in (0, 1), proc.stderr[-2000:]
     return proc.returncode, json.loads(proc.stdout)["verdicts"][0]
 
@@ -88,7 +88,7 @@ def test_an_observed_run_decides_the_verdict_with_what_it_saw(tmp_path):
     assert o["ops_run"] == len(run["ops"]) and o["calls"] > 0
     assert o["predicted"]["verdict"] in ("runs", "runs_with_fallback", "runs_with_value_note", "fails", "unknown")
     assert v["notes"][0].startswith("observed: this model's training step ran on") and target in v["sources"]
-    assert run_opcov("lint", str(cov / "observed")).returncode == 0
+    assert opcov_here("lint", str(cov / "observed")).returncode == 0
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_a_failed_run_that_does_not_say_why_is_refused_by_lint(tmp_path):
     run = json.load(open(XLA_RUN))
     run["result"] = {"ran": False}
     cov, _ = _cov_with_run(tmp_path, run)
-    bad = run_opcov("lint", str(cov / "observed"))
+    bad = opcov_here("lint", str(cov / "observed"))
     assert bad.returncode != 0 and "must say why" in bad.stdout + bad.stderr
 
 
@@ -136,7 +136,7 @@ def test_check_judges_a_backend_on_the_op_set_recorded_on_its_own_device(tmp_pat
     cov = tmp_path / "coverage"
     shutil.copytree(os.path.join(ROOT, "coverage", "xla"), cov / "xla")
     shutil.copytree(os.path.join(ROOT, "coverage", "models", MODEL), cov / "models" / MODEL)
-    proc = run_opcov("check", MODEL, "-b", "xla", "--mode", "inference", "--coverage", str(cov), "--format", "json")
+    proc = opcov_here("check", MODEL, "-b", "xla", "--mode", "inference", "--coverage", str(cov), "--format", "json")
     v = json.loads(proc.stdout)["verdicts"][0]
     ops = {r["op"] for r in v["ops"]}
     assert "aten::_thnn_fused_lstm_cell" not in ops and "aten::addmm" in ops
@@ -145,7 +145,7 @@ def test_check_judges_a_backend_on_the_op_set_recorded_on_its_own_device(tmp_pat
     # without it: the stand-in's op set, which keeps both device branches of the LSTM cell; xla is judged
     # on the generic one (torch's own decomposition: its sigmoid and tanh), never on the fused kernel
     shutil.rmtree(cov / "models" / MODEL / "on")
-    proc = run_opcov("check", MODEL, "-b", "xla", "--mode", "inference", "--coverage", str(cov), "--format", "json")
+    proc = opcov_here("check", MODEL, "-b", "xla", "--mode", "inference", "--coverage", str(cov), "--format", "json")
     ops = {r["op"] for r in json.loads(proc.stdout)["verdicts"][0]["ops"]}
     assert "aten::_thnn_fused_lstm_cell" not in ops and {"aten::sigmoid", "aten::tanh"} <= ops, ops
 

@@ -11,7 +11,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, needs_xla, run_opcov, run_xla
+from conftest import ROOT, needs_xla, opcov_here, run_opcov, run_xla
 
 from opcov.store import observed as files
 
@@ -32,7 +32,7 @@ def cov_run(tmp_path_factory):
 
 
 def _check(cov, *extra):
-    return run_opcov(
+    return opcov_here(
         "check", MODEL, "-b", "cpu", "--path", "compile", "--mode", "inference", "--coverage", str(cov), *extra
     )
 
@@ -131,11 +131,11 @@ def test_a_compiled_run_travels_in_a_bundle_to_the_compile_folder(cov_run, tmp_p
     side, where it lands beside the compiled op sets' runs (observed/<backend>/compile/), not the eager run."""
     cov, path, _ = cov_run
     bundle = tmp_path / "run.opcov-bundle.json.gz"
-    r = run_opcov("bundle", path, "--source", "a test", "--out", str(bundle))
+    r = opcov_here("bundle", path, "--source", "a test", "--out", str(bundle))
     assert r.returncode == 0, r.stderr[-2000:]
     theirs = tmp_path / "coverage"
     shutil.copytree(os.path.join(ROOT, "coverage", "cpu"), theirs / "cpu")
-    r = run_opcov("ingest", str(bundle), "--coverage", str(theirs))
+    r = opcov_here("ingest", str(bundle), "--coverage", str(theirs))
     assert r.returncode == 0, r.stderr[-2000:]
     landed = files.path_for(str(theirs), "cpu", MODEL, "inference", "compile")
     assert json.load(open(landed))["compile"]["backend"] == "inductor"

@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, load_yaml, needs_xla, run_opcov, run_xla
+from conftest import ROOT, load_yaml, needs_xla, opcov_here, run_opcov, run_xla
 
 from opcov.store import opset
 
@@ -33,7 +33,7 @@ def test_on_cpu_records_the_cpus_own_path(tmp_path):
     assert not any(op.startswith("aten::_thnn_fused_lstm_cell") for op in doc["ops"])
     assert all(n.variants == ("given",) for n in opset.nodes(doc))
     assert not opset.validate(doc, str(out))
-    v = json.loads(run_opcov("check", str(out), "-b", "cpu", "--format", "json").stdout)["verdicts"][0]
+    v = json.loads(opcov_here("check", str(out), "-b", "cpu", "--format", "json").stdout)["verdicts"][0]
     assert "recorded on cpu itself (opcov trace --on cpu): cpu's own path" in v["notes"]
 
 
@@ -117,7 +117,7 @@ def test_on_xla_a_training_step_keeps_grad_and_its_own_backwards_reads(tmp_path)
     assert loss and all(n.grad for n in loss) and {n.reads for n in loss} == {(0,)}
     backward = [n for n in opset.nodes(doc) if n.op == "aten::nll_loss_backward"]
     assert backward and all(n.issued_by in {n.id for n in loss} for n in backward)
-    v = json.loads(run_opcov("check", str(out), "-b", "xla", "--format", "json").stdout)["verdicts"][0]
+    v = json.loads(opcov_here("check", str(out), "-b", "xla", "--format", "json").stdout)["verdicts"][0]
     assert not any("nll_loss_forward" in str(note) for note in v["value_notes"]), v["value_notes"]
 
 
@@ -133,7 +133,7 @@ def test_on_xla_records_a_transformers_model_per_input_variant(tmp_path):
     assert {n.variants for n in tree} == {("given",), ("padded_mask",), ("given", "padded_mask")}
     assert "aten::bmm" in kids(doc, "aten::scaled_dot_product_attention")
     assert not any(op.startswith("aten::_scaled_dot_product_flash") for op in doc["ops"])
-    v = json.loads(run_opcov("check", str(out), "-b", "xla", "-b", "tpu", "--format", "json").stdout)["verdicts"]
+    v = json.loads(opcov_here("check", str(out), "-b", "xla", "-b", "tpu", "--format", "json").stdout)["verdicts"]
     assert v[0]["variant"] == "given" and set(v[0]["variants"]) == {"padded_mask"}
     assert "recorded on xla itself (opcov trace --on xla): xla's own path" in v[0]["notes"]
     assert "recorded on xla itself (opcov trace --on xla): xla's own path, which tpu's may not be" in v[1]["notes"]
@@ -144,7 +144,7 @@ def test_on_xla_records_a_transformers_model_per_input_variant(tmp_path):
 
 
 def check_json(*args):
-    r = run_opcov("check", *args, "--format", "json")
+    r = opcov_here("check", *args, "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     return json.loads(r.stdout)["verdicts"]
 
@@ -187,7 +187,7 @@ def test_a_modules_replacement_by_the_backend_is_not_a_plain_runs():
     assert v["verdict"] == "runs_with_value_note", v["says"]
     assert "python:torch_xla.experimental.gru.GRU" in op_names(v)
     assert not any("gru_cell" in op for op in op_names(v))
-    r = run_opcov("check", "nn-gru", "-b", "xla", "--mode", "training", "--fail-on", "value_note")
+    r = opcov_here("check", "nn-gru", "-b", "xla", "--mode", "training", "--fail-on", "value_note")
     assert r.returncode == 1 and "torch_xla.experimental.gru.GRU" in r.stdout
 
 

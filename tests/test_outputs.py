@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here, run_opcov
 from sitefixture import make_coverage
 
 from opcov.errors import UsageError
@@ -164,8 +164,8 @@ def test_merge_check_trace_and_zoo_refuse_unwritable_outputs_at_once(spot):
     even exist): one line, exit 2, and nothing written anywhere."""
     work, target = spot
     for path, words in bad_outputs(work):
-        one_line_error(run_opcov("merge", str(work / "missing.yaml"), "--out", path), words)
-        one_line_error(run_opcov("check", LLAMA, "-b", "cpu", "-o", path), words)
+        one_line_error(opcov_here("merge", str(work / "missing.yaml"), "--out", path), words)
+        one_line_error(opcov_here("check", LLAMA, "-b", "cpu", "-o", path), words)
         one_line_error(run_opcov("trace", "nn:convnet", "--out", path), words)
     one_line_error(run_opcov("zoo", "trace", "--only", "llama", "--root", str(work / "afile")), "not a folder")
     assert listing(work) == ["adir", "afile", "link"] and listing(work / "adir") == []
@@ -174,7 +174,7 @@ def test_merge_check_trace_and_zoo_refuse_unwritable_outputs_at_once(spot):
 
 def test_check_output_is_written_atomically(tmp_path):
     out = tmp_path / "report.json"
-    proc = run_opcov("check", LLAMA, "-b", "cpu", "--format", "json", "-o", str(out))
+    proc = opcov_here("check", LLAMA, "-b", "cpu", "--format", "json", "-o", str(out))
     assert proc.returncode in (0, 1), proc.stderr
     json.loads(out.read_text())
     assert listing(tmp_path) == ["report.json"]

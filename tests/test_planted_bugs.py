@@ -16,7 +16,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here
 from test_compile_verdict import compiled_doc, cov  # noqa: F401 - cov: the fixture, used by name
 
 from opcov import vocab
@@ -116,7 +116,7 @@ PROBED = "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
     out = str(tmp_path_factory.mktemp("bundle") / "xla.opcov-bundle.json.gz")
-    proc = run_opcov("bundle", os.path.join(XLA, PROBED), "--source", "XLA team", "--out", out)
+    proc = opcov_here("bundle", os.path.join(XLA, PROBED), "--source", "XLA team", "--out", out)
     assert proc.returncode == 0, proc.stderr
     return out
 
@@ -149,7 +149,7 @@ def test_a_bundle_tampered_at_the_same_length_is_refused_at_the_hash(made, tmp_p
     (folder / "xla").mkdir(parents=True)
     shutil.copy(os.path.join(XLA, "registered-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"), folder / "xla")
     before = sorted(os.listdir(folder / "xla"))
-    proc = run_opcov("ingest", str(bad), "--coverage", str(folder))
+    proc = opcov_here("ingest", str(bad), "--coverage", str(folder))
     assert proc.returncode == 2 and "content hash" in proc.stderr, proc.stderr
     assert sorted(os.listdir(folder / "xla")) == before
 
@@ -165,7 +165,7 @@ def test_the_same_tamper_with_the_hash_redone_is_accepted(made, tmp_path):
     folder = tmp_path / "coverage"
     (folder / "xla").mkdir(parents=True)
     shutil.copy(os.path.join(XLA, "registered-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"), folder / "xla")
-    proc = run_opcov("ingest", str(ok), "--coverage", str(folder))
+    proc = opcov_here("ingest", str(ok), "--coverage", str(folder))
     assert proc.returncode == 0, proc.stderr
 
 

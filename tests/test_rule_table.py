@@ -18,7 +18,7 @@ Rows about a probed value mismatch are kept apart (MISMATCH) so that the rule fo
 import json
 
 import pytest
-from conftest import opcov_here, run_opcov
+from conftest import opcov_here
 from test_check import TORCH, kernel, probed, registered, save_model
 
 from opcov.store import data
@@ -34,7 +34,7 @@ def _check(path, cov, backends, *extra):
     args = ["check", str(path), "--coverage", str(cov), "--format", "json", *extra]
     for b in backends:
         args += ["--backend", b]
-    r = run_opcov(*args)
+    r = opcov_here(*args)
     assert r.returncode in (0, 1), r.stdout + r.stderr
     return r, {v["backend"]: v for v in json.loads(r.stdout)["verdicts"]}
 

@@ -6,7 +6,7 @@ import json
 import os
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.errors import UsageError
 from opcov.store import opset
@@ -109,7 +109,7 @@ def test_the_two_families_differ_where_their_code_does(served):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_check_names_the_serving_ops_with_evidence(served, name):
     path, _ = served[name]
-    r = run_opcov("check", path, "-b", "tpu", "--mode", "serve", "--format", "json")
+    r = opcov_here("check", path, "-b", "tpu", "--mode", "serve", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     report = json.loads(r.stdout)
     v = next(v for v in report["verdicts"] if v["backend"] == "tpu")
@@ -130,7 +130,7 @@ def test_check_names_the_serving_ops_with_evidence(served, name):
 
 def test_check_text_report_says_serve(served):
     path, _ = served["llama"]
-    r = run_opcov("check", path, "-b", "tpu")
+    r = opcov_here("check", path, "-b", "tpu")
     assert r.returncode in (0, 1), r.stderr
     assert "tpu (serve):" in r.stdout
     assert "note: serve decode, the KV cache's update:" in r.stdout
@@ -214,7 +214,7 @@ def test_the_zoo_holds_a_serve_op_set_per_curated_decoder(name):
 
 
 def test_check_a_zoo_decoder_by_name_in_serve_mode():
-    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "serve")
+    r = opcov_here("check", "llama", "-b", "tpu", "--mode", "serve")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "tpu (serve):" in r.stdout and "note: serve decode, the KV cache's update:" in r.stdout
     assert "aten::index_copy_" in r.stdout and "aten::multinomial" in r.stdout
@@ -243,7 +243,7 @@ def test_compiled_decode_step_names_its_recompilations_and_tpus_rule(tmp_path):
     assert "aten::index_copy" in doc["ops"]  # the static cache's update, functional in the AOT graph
     finding = next(n for n in rec["serve"] if n.startswith("tpu:"))
     assert "bounded dynamism" in finding and "dynamic=True" in finding and "share one graph" in finding
-    r = run_opcov("check", out, "-b", "tpu", "--path", "compile")
+    r = opcov_here("check", out, "-b", "tpu", "--path", "compile")
     assert "bounded dynamism" in r.stdout and "serve, static cache: 1 recompilation" in r.stdout
 
 
@@ -257,6 +257,6 @@ def test_the_zoo_holds_each_decoders_compiled_decode_step_for_tpu(name):
 
 
 def test_check_a_zoo_decoders_compiled_decode_step_by_name():
-    r = run_opcov("check", "llama", "-b", "tpu", "--mode", "serve", "--path", "compile")
+    r = opcov_here("check", "llama", "-b", "tpu", "--mode", "serve", "--path", "compile")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert "tpu serve (compile path, tpu)" in r.stdout and "bounded dynamism" in r.stdout

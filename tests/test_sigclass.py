@@ -11,7 +11,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import run_opcov
+from conftest import opcov_here, run_opcov
 from test_check import TORCH, kernel, probed, registered
 
 from opcov import sigclass
@@ -149,7 +149,7 @@ def _judge(tmp_path, path, ops):
         str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"),
     )
     data.save(probed(ops=ops), str(root / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
-    r = run_opcov("check", path, "--backend", "fake", "--coverage", str(root), "--format", "json")
+    r = opcov_here("check", path, "--backend", "fake", "--coverage", str(root), "--format", "json")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     verdict = json.loads(r.stdout)["verdicts"][0]
     return {o["op"]: o for o in verdict["ops"]}

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, child_env, run_opcov
+from conftest import ROOT, child_env, opcov_here, run_opcov
 
 from opcov import activity, cli, suggest, support
 from opcov.scan import pynames
@@ -25,7 +25,7 @@ def index():
 
 
 def ops_json(*args):
-    proc = run_opcov("ops", *args, "--format", "json")
+    proc = opcov_here("ops", *args, "--format", "json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -189,7 +189,7 @@ def test_probed_failures_show_their_status_and_why():
 
 
 def test_nothing_matches_suggests_close_names():
-    proc = run_opcov("ops", "F.geluu", "-b", "tpu")
+    proc = opcov_here("ops", "F.geluu", "-b", "tpu")
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1
     assert "did you mean 'torch.nn.functional.gelu'" in proc.stderr
 
@@ -208,7 +208,7 @@ def test_nothing_matches_suggests_close_names():
     ],
 )  # before tracing: fails at once
 def test_unknown_backend_did_you_mean(argv):
-    proc = run_opcov(*argv)
+    proc = opcov_here(*argv)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "unknown backend 'tpuu' (did you mean 'tpu'?)" in proc.stderr
     assert f"backends with data under {layout.DEFAULT_COVERAGE}/: " in proc.stderr and "cpu, " in proc.stderr
@@ -227,8 +227,8 @@ def test_known_backend_without_data_says_how_to_make_it(tmp_path):
 
 
 def test_summary_backend_is_its_files():
-    by_name = run_opcov("summary", "tpu")
-    by_path = run_opcov("summary", os.path.join("coverage", "tpu"))
+    by_name = opcov_here("summary", "tpu")
+    by_path = opcov_here("summary", os.path.join("coverage", "tpu"))
     assert by_name.returncode == 0, by_name.stderr
     assert by_name.stdout == by_path.stdout and by_name.stdout.startswith("tpu (torch_tpu ")
     assert "\n  file: coverage/tpu/registered-" in by_name.stdout
@@ -279,7 +279,7 @@ def test_activity_spins_on_a_terminal_only(monkeypatch):
 
 
 def test_help_lists_check_and_trace_first_with_examples():
-    proc = run_opcov("--help")
+    proc = opcov_here("--help")
     assert proc.returncode == 0
     listed = proc.stdout.split("{", 1)[1].split("}", 1)[0].split(",")
     assert listed[:2] == ["check", "trace"]
@@ -302,7 +302,7 @@ def test_sdpa_says_which_kernel_each_backend_dispatches_to(tmp_path):
 
     from opcov.site import model as sitemodel
 
-    proc = run_opcov("ops", "scaled_dot_product_attention", "-b", "cpu", "-b", "tpu")
+    proc = opcov_here("ops", "scaled_dot_product_attention", "-b", "cpu", "-b", "tpu")
     assert proc.returncode == 0, proc.stderr
     first = proc.stdout.splitlines()[0]
     assert "cpu: dispatches to aten::_scaled_dot_product_flash_attention_for_cpu" in first
@@ -310,7 +310,7 @@ def test_sdpa_says_which_kernel_each_backend_dispatches_to(tmp_path):
     assert "    cpu: aten::_scaled_dot_product_flash_attention_for_cpu on " in proc.stdout
     tpu = next(ln for ln in proc.stdout.splitlines() if ln.startswith("    tpu: "))
     assert "registered, unverified" in tpu and "_fused_sdp_choice_stub" in tpu
-    as_json = json.loads(run_opcov("ops", "scaled_dot_product_attention", "-b", "cpu", "--format", "json").stdout)
+    as_json = json.loads(opcov_here("ops", "scaled_dot_product_attention", "-b", "cpu", "--format", "json").stdout)
     assert as_json["ops"][0]["dispatches_to"]["cpu"]["evidence"] == "probed"
     cov = tmp_path / "coverage"
     for b in ("cpu", "tpu"):
@@ -326,7 +326,7 @@ def test_sdpa_says_which_kernel_each_backend_dispatches_to(tmp_path):
 
 def test_ops_words_an_unresolved_reach_and_keeps_the_exception_in_the_json():
     """'opcov ops' says why a backward's reach is unknown in words; the scan's exception is the JSON's detail."""
-    proc = run_opcov("ops", "aten::native_layer_norm_backward", "-b", "cpu")
+    proc = opcov_here("ops", "aten::native_layer_norm_backward", "-b", "cpu")
     assert proc.returncode == 0, proc.stderr
     assert "which kernels its backward calls is unknown" in proc.stdout and "RuntimeError" not in proc.stdout
     row = ops_json("aten::native_layer_norm_backward", "-b", "cpu")["ops"][0]

@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.errors import UsageError
 from opcov.scan import vendortests
@@ -54,7 +54,7 @@ def cov(tmp_path_factory):
     for b in ("cpu", "tpu"):
         shutil.copytree(os.path.join(ROOT, "coverage", b), folder / b)
     shutil.copytree(os.path.join(ROOT, "coverage", "models", "nn-convnet"), folder / "models" / "nn-convnet")
-    proc = run_opcov(
+    proc = opcov_here(
         "expect", "tpu", "--vendor-tests", CHECKOUT, "--commit", COMMIT, "--repo", "fixture", "--coverage", str(folder)
     )
     assert proc.returncode == 0, proc.stderr
@@ -74,11 +74,11 @@ def test_expectations_are_stored_per_aten_overload_with_their_source(cov):
 
 
 def test_ops_and_check_show_them_as_expectations(cov):
-    proc = run_opcov("ops", "aten::addmm", "-b", "tpu", "--coverage", str(cov))
+    proc = opcov_here("ops", "aten::addmm", "-b", "tpu", "--coverage", str(cov))
     assert proc.returncode == 0, proc.stderr
     assert "TorchTPU's tests expect: gradient not checked" in proc.stdout
     assert "an expectation, not a result" in proc.stdout and f"fixture@{COMMIT[:12]}" in proc.stdout
-    proc = run_opcov("check", "nn-convnet", "-b", "tpu", "--coverage", str(cov), "--format", "json")
+    proc = opcov_here("check", "nn-convnet", "-b", "tpu", "--coverage", str(cov), "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     (training,) = [v for v in json.loads(proc.stdout)["verdicts"] if v["mode"] == "training"]
     said = [n for n in training["notes"] if "TorchTPU's tests expect" in n]
@@ -90,7 +90,7 @@ def test_a_verdict_shows_only_the_expectations_that_bear_on_the_run():
     """The bundled TorchTPU expectations against llama: kron's test reaching aten::mul.Tensor, values
     checked loosely, and the bounded-dynamism deny list say nothing of whether llama runs eagerly; arange
     with int64 excluded does (llama calls arange at int64). The rest is counted and 'opcov ops' has it."""
-    proc = run_opcov("check", "llama", "-b", "tpu", "--mode", "inference", "--format", "json")
+    proc = opcov_here("check", "llama", "-b", "tpu", "--mode", "inference", "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     notes = json.loads(proc.stdout)["verdicts"][0]["notes"]
     said = [n for n in notes if "tests expect" in n]
@@ -114,7 +114,7 @@ def test_a_verdict_shows_only_the_expectations_that_bear_on_the_run():
 def test_a_sharded_step_says_which_collectives_the_backends_own_tests_call():
     """tpu's process group cannot be read without the device: beside that, the bundled data says which of
     the step's collectives TorchTPU's distributed tests call, with where, as expectations."""
-    proc = run_opcov("check", "llama", "-b", "tpu", "--parallel", "ddp", "--format", "json")
+    proc = opcov_here("check", "llama", "-b", "tpu", "--parallel", "ddp", "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     notes = json.loads(proc.stdout)["verdicts"][0]["notes"]
     (group,) = [n for n in notes if n.startswith("process group:")]
@@ -125,7 +125,7 @@ def test_a_sharded_step_says_which_collectives_the_backends_own_tests_call():
 
 
 def test_a_checkout_that_is_not_git_needs_its_commit(tmp_path):
-    proc = run_opcov("expect", "tpu", "--vendor-tests", CHECKOUT, "--coverage", str(tmp_path / "c"))
+    proc = opcov_here("expect", "tpu", "--vendor-tests", CHECKOUT, "--coverage", str(tmp_path / "c"))
     assert proc.returncode == 2 and "--commit" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
@@ -239,7 +239,7 @@ def test_real_shapes_map_and_show_as_expectations(tmp_path):
     folder = tmp_path / "coverage"
     for b in ("cpu", "tpu"):
         shutil.copytree(os.path.join(ROOT, "coverage", b), folder / b)
-    proc = run_opcov(
+    proc = opcov_here(
         "expect",
         "tpu",
         "--vendor-tests",
@@ -264,12 +264,12 @@ def test_real_shapes_map_and_show_as_expectations(tmp_path):
     assert any(i["kind"] == "check_value" for i in doc["ops"]["aten::div.Tensor"])
     normal = [i for op in doc["ops"] for i in doc["ops"][op] if i["opinfo"] == "normal.out"]
     assert normal and all(i["kind"] == "deny_compile" and i["variant"] == "out" for i in normal)
-    proc = run_opcov("ops", "aten::nonzero", "-b", "tpu", "--coverage", str(folder))
+    proc = opcov_here("ops", "aten::nonzero", "-b", "tpu", "--coverage", str(folder))
     assert proc.returncode == 0, proc.stderr
     line = next(x for x in proc.stdout.splitlines() if "not tested under torch.compile" in x)
     assert f"example.org/copy@{'b' * 12} (a public copy, not verified as the release)" in line
     assert line.endswith("an expectation, not a result)")
-    proc = run_opcov("ops", "aten::addmm", "-b", "tpu", "--coverage", str(folder))
+    proc = opcov_here("ops", "aten::addmm", "-b", "tpu", "--coverage", str(folder))
     assert "left out of the bounded-dynamism run (on require_mark_dynamic_support: addmm op may work" in proc.stdout
     # the models and collectives, each said with its file, line, repository and commit, as expectations
     assert doc["source"]["file_commits"]["tests/compile/model_coverage_hf_test.py"] == "a" * 40  # --vendor-source's
@@ -299,10 +299,10 @@ def test_real_shapes_map_and_show_as_expectations(tmp_path):
 
 def test_a_bad_vendor_source_is_refused_in_one_line(tmp_path):
     for spec, said in (("github.com/x", "expected REPO@COMMIT"), ("tests/x.py=r@abc1234", "not tests/x.py")):
-        proc = run_opcov(
+        proc = opcov_here(
             "expect", "tpu", "--vendor-tests", REAL_SHAPES, "--vendor-source", spec, "--coverage", str(tmp_path / "c")
         )
         assert proc.returncode == 2 and said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "c").exists()  # nothing written
-    proc = run_opcov("expect", "tpu", "--vendor-tests", str(tmp_path / "none"), "--commit", "abc1234")
+    proc = opcov_here("expect", "tpu", "--vendor-tests", str(tmp_path / "none"), "--commit", "abc1234")
     assert proc.returncode == 2 and "no tests/ops_test.py" in proc.stderr
