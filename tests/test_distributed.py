@@ -225,8 +225,9 @@ def test_the_site_shows_each_sharded_step_as_a_mode_of_its_model(tmp_path):
     for style in ("ddp", "fsdp2", "tp"):
         assert f'id="mode-training-{style}-x8"' in page
         assert f"--parallel {style} --world-size 8" in page
-    api = json.loads((out / "api" / "models" / "llama.json").read_text())
+    api = json.loads((out / "api" / "models.json").read_text())["models"]["llama"]
     cpu = api["modes"]["training-fsdp2-x8"]["backends"]["cpu"]
-    assert cpu["verdict"] == "runs" and any(n.startswith("sharded step: fsdp2 over 8 ranks") for n in cpu["notes"])
-    assert any("process group: cpu uses process group 'gloo'" in n for n in cpu["notes"])
+    assert cpu["verdict"] == "runs"  # the notes are on the page (api/models.json keeps verdicts in short)
+    assert "sharded step: fsdp2 over 8 ranks" in page
+    assert "process group: cpu uses process group" in page and "gloo" in page
     assert "training-tp-x8" in (out / "models.html").read_text()
