@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT, child_env, load_yaml
+from conftest import ROOT, child_env, load_yaml, opcov_here
 
 ZOO_DIR = os.path.join(ROOT, "coverage", "models")
 
@@ -422,7 +422,7 @@ def test_local_config_json_and_set_overrides(opcov, tmp_path):
     assert doc["model"]["config"]["seq"] == 8
     assert "aten::embedding" in doc["ops"] and doc["optimizer"] == "none"
     (tmp_path / "bad.json").write_text('{"hidden_size": 3}')
-    r = opcov("trace", str(tmp_path / "bad.json"))
+    r = opcov_here("trace", str(tmp_path / "bad.json"))
     assert r.returncode == 2 and "no 'model_type' key" in r.stderr
 
 
@@ -478,8 +478,8 @@ def test_a_model_fake_tensors_cannot_trace_is_traced_with_real_values(opcov, tmp
         ("llamma", "unknown model type 'llamma'"),
     ],
 )
-def test_bad_model_is_one_line(opcov, tmp_path, model, expect):
-    r = opcov("trace", model, "--out", str(tmp_path / "never.yaml"))
+def test_bad_model_is_one_line(tmp_path, model, expect):
+    r = opcov_here("trace", model, "--out", str(tmp_path / "never.yaml"))
     assert r.returncode == 2
     assert expect in r.stderr and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     if model == "llamma":
@@ -494,12 +494,12 @@ def test_factory_that_raises_is_one_line(opcov, tmp_path):
     assert r.stderr.count("\n") == 1
 
 
-def test_saved_op_set_as_model_and_bad_set_option(opcov, tmp_path):
+def test_saved_op_set_as_model_and_bad_set_option(tmp_path):
     src = os.path.join(ZOO_DIR, "bert", "inference.yaml")
-    r = opcov("trace", src, "--out", str(tmp_path / "copy.yaml"))
+    r = opcov_here("trace", src, "--out", str(tmp_path / "copy.yaml"))
     assert r.returncode == 0, r.stderr
     assert load_yaml(tmp_path / "copy.yaml")["ops"] == load_yaml(src)["ops"]
-    r = opcov("trace", "bert", "--set", "novalue")
+    r = opcov_here("trace", "bert", "--set", "novalue")
     assert r.returncode == 2 and "expected KEY=VALUE" in r.stderr
 
 
@@ -522,7 +522,7 @@ def test_import_opcov_stays_torch_free_and_trace_is_lazy():
 # ---------------------------------------------------------------- the bundled zoo
 
 
-def test_zoo_is_committed_and_lints_clean(opcov):
+def test_zoo_is_committed_and_lints_clean():
     from opcov.sources import zoo
     from opcov.store import opset
     from opcov.tracing.spec import command_line
@@ -541,7 +541,7 @@ def test_zoo_is_committed_and_lints_clean(opcov):
             if mode == "training":
                 assert doc["summary"]["calls"]["backward"] > 0 and doc["summary"]["calls"]["optimizer"] > 0, e.name
     curated = [os.path.join("coverage", "models", e.name) for e in zoo.ZOO]  # the whole zoo: scripts/run.sh
-    r = opcov("lint", *curated)
+    r = opcov_here("lint", *curated)
     assert r.returncode == 0, r.stdout[-2000:]
     from opcov.store import layout
 
@@ -562,8 +562,8 @@ def test_zoo_trace_reproduces_the_committed_files(opcov, tmp_path):
         assert new["ops"] == old["ops"] and new["calltree"] == old["calltree"]
 
 
-def test_zoo_unknown_name_is_a_usage_error(opcov):
-    r = opcov("zoo", "trace", "--only", "nn-convnet,notamodel")
+def test_zoo_unknown_name_is_a_usage_error():
+    r = opcov_here("zoo", "trace", "--only", "nn-convnet,notamodel")
     assert r.returncode == 2 and "not in the zoo: notamodel" in r.stderr
 
 

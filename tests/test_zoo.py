@@ -10,7 +10,7 @@ import json
 import os
 
 import pytest
-from conftest import load_yaml
+from conftest import load_yaml, opcov_here
 
 from opcov.errors import UsageError
 from opcov.sources import tiny
@@ -580,7 +580,7 @@ ROWS[3] = {
 HEADER = {"command": "opcov zoo trace --all", "torch": "t", "transformers": "x", "modes": "inference,training"}
 
 
-def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path, opcov):
+def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path):
     whole = zoorun.table_text(ROWS, HEADER)
     path = tmp_path / "whole.tsv"
     path.write_text(whole)
@@ -597,7 +597,7 @@ def test_table_reads_back_and_shard_tables_merge_into_the_unsharded_one(tmp_path
         )
         parts.append(str(part))
     assert zoorun.merge_tables(parts[::-1]) == whole
-    r = opcov("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
+    r = opcov_here("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "merged.tsv").read_text() == whole
     with pytest.raises(UsageError, match="also in"):
@@ -646,7 +646,7 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
         "--table",
         str(table),
     )
-    r = opcov(*args)  # without --resume the journal is refused, in one line
+    r = opcov_here(*args)  # without --resume the journal is refused, in one line
     assert r.returncode == 2 and "--resume" in r.stderr and r.stderr.count("\n") == 1
     r = opcov(*args, "--resume")
     assert r.returncode == 1, r.stderr  # one model cannot be built
@@ -678,15 +678,17 @@ def test_zoo_run_in_workers_resumes_and_writes_one_line_reasons(opcov, tmp_path)
     r = opcov(*args, "--retry-failed")  # the traced rows are kept, the failure is traced again
     assert r.returncode == 1 and "cannot build 1, traced 3" in r.stderr, r.stderr
     assert table.read_text() == first and not (root / "nn-convnet").exists()
-    r = opcov("zoo", "trace", "--only", "nn-gru", "--mode", "inference", "--root", str(root), "--table", str(table))
+    r = opcov_here(
+        "zoo", "trace", "--only", "nn-gru", "--mode", "inference", "--root", str(root), "--table", str(table)
+    )
     assert r.returncode == 2 and "would replace them" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert table.read_text() == first  # another selection never overwrites a table's outcomes
-    r = opcov(*args[:-2], "--table", str(tmp_path / "none.tsv"), "--retry-failed")
+    r = opcov_here(*args[:-2], "--table", str(tmp_path / "none.tsv"), "--retry-failed")
     assert r.returncode == 2 and "no outcome table to retry" in r.stderr
 
 
-def test_zoo_all_needs_a_selection(opcov):
-    r = opcov("zoo", "trace", "--jobs", "2")
+def test_zoo_all_needs_a_selection():
+    r = opcov_here("zoo", "trace", "--jobs", "2")
     assert r.returncode == 2 and "--all, --sample N or --only NAMES" in r.stderr
 
 
@@ -706,7 +708,7 @@ def test_shard_runs_merge_into_the_table_of_the_unsharded_run(opcov, tmp_path):
         assert zoorun.read_table(part)[0]["shard"] == f"{k}/2"
         parts.append(part)
     assert {row["model"] for p in parts for row in zoorun.read_table(p)[1]} == set(names.split(","))
-    r = opcov("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
+    r = opcov_here("zoo", "merge", *parts, "--table", str(tmp_path / "merged.tsv"))
     assert r.returncode == 0, r.stderr
     whole = (tmp_path / "whole.tsv").read_text()
     assert (tmp_path / "merged.tsv").read_text() == whole and whole.count("\ttraced\t") == 2
