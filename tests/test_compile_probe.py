@@ -429,3 +429,40 @@ def test_check_on_the_compile_path_judges_a_backward_graphs_op_by_the_backward_c
     (cos,) = found["aten::cos"].findings
     assert cos.evidence == "probed" and cos.outcome == "ok", cos
     assert cv.verdict == "runs" and cv.evidence == "probed"
+
+
+def test_a_failing_input_tier_is_the_opinfos_op_even_where_its_sample_ran_more():
+    """Batch norm's NaN/inf tier was made from a sample with running stats, which it updates in place
+    (copy_), unlike the plain samples that ran: the mismatch of its output is batch norm's, not copy_'s."""
+    bn = ("aten::_native_batch_norm_legit", "float32")
+    copy = ("aten::copy_", "float32", "float32:1,float32:1")
+    why = "output 0: NaN/inf positions differ at index (0, 4, 0): 2.63e+38, cpu gives inf"
+    tier = dict(_case("special", "mismatch", [bn], ["float32:3"], [copy], why), slot="special")
+    ops = _doc(_groups(_native_batch_norm_legit=[_case(0, "pass", [bn], ["float32:3"]), tier]))["ops"]
+    cell = ops["aten::_native_batch_norm_legit"]["float32"]
+    assert cell["fwd"] == "pass" and cell["special"] == "mismatch" and cell["special_why"] == why
+    assert "aten::copy_" not in ops
+
+
+def test_an_integer_cases_floating_result_is_judged_at_that_results_dtype():
+    """cosh of an int64 tensor is float32, and Inductor rounds a value one unit in the last place otherwise
+    than eager (74.2099 for 74.21): judged at float32's tolerance, not as an exact integer result."""
+    import torch
+
+    ref = torch.tensor([74.21, 1.0])
+    case = {"ref": ref, "mode": "values", "_dtype": "int64"}
+    compiled_run._judge_case(torch, case, torch.nextafter(ref, torch.zeros(2)), [], "cpu")
+    assert case["status"] == "pass" and case["tol"] == "float32", case
+    assert compiled_run._tolerance_dtype(torch, "int64", (torch.ones(2, dtype=torch.int64),)) == "int64"
+    wrong = {"ref": ref, "mode": "values", "_dtype": "int64"}
+    compiled_run._judge_case(torch, wrong, ref + 0.01, [], "cpu")
+    assert wrong["status"] == "mismatch"
+
+
+def test_a_tier_of_an_opinfo_that_dispatched_none_of_its_own_ops_is_filed_as_its_forward_is():
+    """sparse.mm.reduce breaks the graph in every case (a sparse tensor): its tiers' breaks are not put on
+    the dense ops its samples also ran (zeros, copy_), as its plain cases' are not."""
+    zeros = ("aten::zeros", "float32", "")
+    tier = dict(_case("special", "fallback", [], other=[zeros], why="graph break: Attempted to wrap sparse Tensor"))
+    plain = _case(0, "fallback", [], other=[zeros], why="graph break: Attempted to wrap sparse Tensor")
+    assert _doc(_groups(sparse__mm__reduce=[plain, dict(tier, slot="special")]))["ops"] == {}

@@ -222,8 +222,7 @@ def _blamed(case: dict, cases: list) -> list[tuple[str, str, str]]:
     failure is not theirs. An in-place op is filed under its functional overload too: a compiled graph
     is functional (AOTAutograd turns ``as_strided_`` into ``as_strided``), so a compiled op set names only
     that one, and the finding would reach no model under the in-place name alone."""
-    sigs = case.get("sigs") or [""] * len(case["ops"])  # a journal of an older probe: no classes
-    own = [(n, k, sig) for (n, k), sig in zip(case["ops"], sigs)]
+    own = _own(case)
     if case.get("status") in vocab.PROBED_RAN:
         return own
     ran = {
@@ -237,6 +236,12 @@ def _blamed(case: dict, cases: list) -> list[tuple[str, str, str]]:
     beyond = [(n, k, sig) for n, k, sig in own + [tuple(o) for o in case.get("other") or []] if (n, k) not in ran]
     in_place = [c for c in beyond if _in_place(c[0])]  # ATen's in-place ops: embedding_renorm_
     return in_place + [(_functional(n), k, sig) for n, k, sig in in_place] or beyond or own
+
+
+def _own(case: dict) -> list[tuple[str, str, str]]:
+    """(op, dtype key, signature class) of the OpInfo's own overloads a case dispatched."""
+    sigs = case.get("sigs") or [""] * len(case["ops"])  # a journal of an older probe: no classes
+    return [(n, k, sig) for (n, k), sig in zip(case["ops"], sigs)]
 
 
 def _in_place(name: str) -> bool:
@@ -274,17 +279,20 @@ _PREFIX = dict(SLOTS.values())  # a slot's status key -> the prefix of its evide
 
 
 def _filed(case: dict, plain: list) -> list[tuple[str, str, str, str]]:
-    """(op, dtype key, signature class, slot) that a case's result is filed under. A forward case or an
-    input tier's: ``_blamed`` (``plain``: its group's forward cases). A backward case, as the eager probe
+    """(op, dtype key, signature class, slot) that a case's result is filed under. A forward case:
+    ``_blamed`` (``plain``: its group's forward cases); an input tier's: the OpInfo's own overloads (where
+    it dispatched none, as a forward case). A backward case, as the eager probe
     files one (opcov.probe.results): the ``bwd`` of the OpInfo's own forward overloads; where it ran, the
     ``fwd`` of every overload eager CPU's backward dispatched (``bops``), where the compiler raised lowering
     one of them (``raised``), of that one, and where it fell back, of those the counters name; any other
     failure is the forward op's backward, not theirs."""
     slot = case.get("slot", "fwd")
-    if slot != "bwd":
+    if slot == "fwd":
         return [(n, k, sig, slot) for n, k, sig in _blamed(case, plain)]
-    sigs = case.get("sigs") or [""] * len(case["ops"])
-    out = [(n, k, sig, "bwd") for (n, k), sig in zip(case["ops"], sigs)]
+    if slot != "bwd":  # an input tier's harder sample may be one no plain case ran (batch norm with running
+        # stats, which it updates in place): its failure is the OpInfo's op's, as the eager probe blames one
+        return [(n, k, sig, slot) for n, k, sig in _own(case) or _blamed(case, plain)]
+    out = [(n, k, sig, "bwd") for n, k, sig in _own(case)]
     bops = [tuple(b) for b in case.get("bops") or ()]
     if case.get("status") in vocab.PROBED_RAN:
         out += [(n, k, sig, "fwd") for n, k, sig in bops]
