@@ -37,7 +37,7 @@ def run(extra: list[str]) -> tuple[float, float, str, str]:
         with open(log, "w") as f:
             done = subprocess.run(
                 [os.path.join(ROOT, ".venv", "bin", "python"), "-m", "pytest", "-q", "-n", jobs, "--dist", "loadfile"]
-                + ["--durations=0", "-p", "no:cacheprovider", *extra],
+                + ["--no-loadscope-reorder", "--durations=0", "-p", "no:cacheprovider", *extra],
                 cwd=ROOT,
                 env=env,
                 stdout=f,

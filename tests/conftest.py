@@ -291,3 +291,48 @@ def bundled_slice(root, models=SLICE) -> str:
 
 # a vendor's source checkout in miniature (test_vendor_tests): its *_test.py files are parsed, never run
 collect_ignore = ["data/vendortests"]
+
+
+# The test files whose tests run probes, scans, traces, zoo runs or models in child processes, costliest
+# first (CPU seconds of each file alone, measured here): each test in them is marked 'slow', so that
+# `pytest -m "not slow"` is a quick run without them (CI runs both sets), and they are collected first, so
+# that xdist, which scripts/test.sh tells to schedule whole files in collection order (--dist loadfile
+# --no-loadscope-reorder), starts them first: the last files a worker starts are short, and both finish
+# together. Left to itself xdist starts the files with the most tests first, and these few-test files last.
+SLOW_FILES = (
+    "test_probe.py",
+    "test_compile_probe.py",
+    "test_reality.py",
+    "test_trace.py",
+    "test_probe_depth.py",
+    "test_scan_paths.py",
+    "test_zoo.py",
+    "test_neuron_path.py",
+    "test_run_child.py",
+    "test_data_safety_writers.py",
+    "test_serve.py",
+    "test_distributed.py",
+    "test_data_safety.py",
+    "test_ondevice.py",
+    "test_plan.py",
+    "test_sigclass.py",
+    "test_replay_ondevice.py",
+    "test_branches.py",
+    "test_replay_calls.py",
+    "test_observed.py",
+    "test_patched_above.py",
+    "test_isolation.py",
+    "test_layouts.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    here = os.path.dirname(os.path.abspath(__file__))
+    gone = [name for name in SLOW_FILES if not os.path.exists(os.path.join(here, name))]
+    if gone:
+        raise pytest.UsageError(f"tests/conftest.py: SLOW_FILES names files that are not there: {', '.join(gone)}")
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    for item in items:
+        if item.path.name in rank:
+            item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the other files keep their order
