@@ -9,7 +9,7 @@ import os
 import conftest
 import pytest
 import yaml
-from conftest import load_yaml, run_opcov
+from conftest import load_yaml, opcov_here, run_opcov
 
 from opcov.errors import UsageError
 from opcov.probe import plan
@@ -139,7 +139,7 @@ def test_shards_of_a_balanced_plan_merge_into_the_whole_run(tmp_path, whole_prob
         parts.append(out)
     assert set(json.load(open(plan.times_path(parts[0])))["groups"]) == {heavy}
     merged = str(tmp_path / "merged.yaml")
-    proc = run_opcov("merge", *parts, "--out", merged)
+    proc = opcov_here("merge", *parts, "--out", merged)
     assert proc.returncode == 0, proc.stderr
     assert _after_provenance(merged) == _after_provenance(whole)  # byte-identical summary and ops
     assert set(json.load(open(plan.times_path(merged)))["groups"]) == set(times)  # times for the next plan
