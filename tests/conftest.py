@@ -232,7 +232,7 @@ def trace_factories(root, module: str, source: str, names, mode: str) -> dict:
 
 def check_verdict(path, backend) -> dict:
     """The first verdict of 'opcov check PATH -b BACKEND --no-replay --format json' (exit 0 or 1)."""
-    r = run_opcov("check", str(path), "-b", backend, "--no-replay", "--format", "json")
+    r = opcov_here("check", str(path), "-b", backend, "--no-replay", "--format", "json")
     assert r.returncode in (0, 1), r.stderr
     return json.loads(r.stdout)["verdicts"][0]
 

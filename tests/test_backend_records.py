@@ -6,7 +6,7 @@ file, never a traceback, a hang or a record that quietly changes a backend opcov
 import os
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 from test_data_safety import one_line_error
 
 from opcov import backends
@@ -76,7 +76,7 @@ def test_a_good_record_with_no_data_is_a_row_in_check(tmp_path):
     records = tmp_path / "acme.toml"
     records.write_text(GOOD + 'package = "acme-torch"\nsetup = "pip install acme-torch"\n')
     llama = os.path.join(ROOT, "coverage", "models", "llama", "training.yaml")
-    proc = run_opcov("check", llama, "-b", "acme", "--strict", OPCOV_BACKEND_RECORDS=str(records))
+    proc = opcov_here("check", llama, "-b", "acme", "--strict", OPCOV_BACKEND_RECORDS=str(records))
     assert proc.returncode == 1, proc.stderr
     assert "no data yet" in proc.stdout and "pip install acme-torch" in proc.stdout
     assert "opcov: gate failed: acme (training): no data yet" in proc.stderr

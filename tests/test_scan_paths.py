@@ -6,7 +6,7 @@ Each scan runs in a child process, since PrivateUse1 can be claimed once per pro
 import os
 
 import pytest
-from conftest import SCAN_REACH, dumps, load_yaml, run_scan
+from conftest import SCAN_REACH, dumps, load_yaml, opcov_here, run_scan
 
 SPEC = {
     "kernels": {
@@ -299,7 +299,7 @@ def test_reach_replays_the_zoo_calls_and_binds_opinfo_samples_by_type():
 
 def test_summary_says_why_reach_stays_unresolved(tmp_path):
     """opcov summary counts the ops whose composite reach stays unresolved, by why."""
-    from conftest import ROOT, run_opcov
+    from conftest import ROOT
 
     from opcov.scan import rereach
 
@@ -314,7 +314,7 @@ def test_summary_says_why_reach_stays_unresolved(tmp_path):
         "no input fits: RuntimeError: bad N of N": 1,
     }
     path = os.path.join(ROOT, "coverage", "cuda", "registered-torch-2.13.0+cu130.yaml")
-    r = run_opcov("summary", path)
+    r = opcov_here("summary", path)
     assert r.returncode == 0, r.stderr
     from conftest import load_yaml
 
