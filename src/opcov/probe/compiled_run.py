@@ -332,18 +332,28 @@ def _compiled_together(torch, batch: list, timeout: float, backend: str = BACKEN
         if fallen and len(batch) > 1:  # which case fell back: split, as for an error
             raise _FellBack(fallen)
     except Exception as exc:  # noqa: BLE001 - every compile failure is data
-        signal.alarm(0)
-        if len(batch) > 1:
-            half = len(batch) // 2
-            _compiled_together(torch, batch[:half], timeout, backend)
-            _compiled_together(torch, batch[half:], timeout, backend)
-            return
-        _failed(batch[0], exc, timeout)
-        return
+        failure: dict | None = {}
+        _failed(failure, exc, timeout)
+    else:
+        failure = None
     finally:
         signal.alarm(0)
-    for case, value in zip(batch, got):
-        _judge_case(torch, case, value, fallen, device_type)
+    if failure is None:
+        for case, value in zip(batch, got):
+            _judge_case(torch, case, value, fallen, device_type)
+        return
+    if device_type != "cpu":
+        # The failed graph's tensors, held by the exception's frames, keep the IR that failed: PyTorch/XLA
+        # runs it again at every later graph's sync, and each then fails ("Check failed: tensor_data").
+        import gc
+
+        gc.collect()
+    if len(batch) > 1:  # split only once the exception and its frames are gone
+        half = len(batch) // 2
+        _compiled_together(torch, batch[:half], timeout, backend)
+        _compiled_together(torch, batch[half:], timeout, backend)
+        return
+    batch[0].update(failure)
 
 
 def _run_forward(torch, batch: list, compile_backend: str, device) -> list:
