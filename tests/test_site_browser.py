@@ -437,7 +437,7 @@ def test_no_serious_accessibility_violations(browser, full, small, paths):
             + [
                 (paths, "models/tiny.html#compile"),  # the compiled section, shown
                 (paths, "models/masked.html"),
-                (paths, "ops/aten/add.Tensor.html"),
+                (paths, "ops/aten/add.html"),  # add.Tensor's section on its base op's page
             ]
         ):
             page.goto(url(folder, rel))

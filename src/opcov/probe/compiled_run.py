@@ -30,6 +30,7 @@ from opcov.errors import cause_line
 from opcov.probe import cases, compare, compiled_grad, lazy
 from opcov.probe.record import Calls, recording
 from opcov.probe.results import written_err
+from opcov.probe.sample import Sample
 from opcov.probe.tiers import LAYOUT_TIERS, copy_exact, layout_problem, tier_samples
 from opcov.sources import opinfo
 from opcov.trees import leaves
@@ -197,8 +198,6 @@ def _group_cases(torch, oid: str, dtype: str, samples: int, depth: Depth, backen
             if back is not None:
                 back.update(_dtype=dtype, _fwd=first)
                 out.append(back)
-    from opcov.probe.sample import Sample
-
     wrapped = [Sample(s.input, s.args, s.kwargs, s.output_process_fn_grad) for s in given + more]
     for hard in tier_samples(wrapped, tiers):
         case = _eager(torch, op, (hard.input, *hard.args), hard.kwargs, hard.tier, bases, dtype, exact=True)
