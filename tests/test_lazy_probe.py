@@ -155,3 +155,42 @@ def test_check_judges_a_probed_fallback_cell_runs_with_fallback():
     found = judge.judge_requirement(cov, "aten::nonzero", "float32", "forward", "2.9.0")
     assert (found.outcome, found.evidence) == ("fallback", "probed"), found
     assert "aten::nonzero" in found.why and vocab.PROBED["fallback"].label in found.why
+
+
+def _kept_classes(source):
+    """The path classes of the samples the xla cap keeps of an OpInfo group at float32, in the order they run."""
+    import torch
+
+    from opcov.probe import pick
+    from opcov.probe.cases import load_group
+
+    loaded = load_group({"source": source, "dtype": "float32", "id": f"{source}|float32", "backward": True})
+    plain = [s for s in loaded.samples if s.tier is None]
+    kept = lazy.cap(loaded, "xla", source).samples
+    return plain, [pick.classes(s, loaded.fn, loaded.aten_of(s), torch) for s in kept]
+
+
+def test_the_cap_keeps_one_sample_per_class_the_common_path_first(monkeypatch):
+    """OpInfo lists amax's 0-d samples first: a cap that kept the first three never ran the reduction of a
+    tensor with dimensions that models make, with or without keepdim (xla raised on each 0-d case, and every
+    model's amax came out unknown). The cap keeps a tensor with dimensions first, and both keepdim paths."""
+    monkeypatch.delenv("OPCOV_XLA_MAX_SAMPLES", raising=False)
+    plain, kept = _kept_classes("amax")
+    assert len(plain) > 3 and len(kept) == 3
+    zero_d = [any(z for shape, _ in k for z, _, _ in shape) for k in kept]
+    assert zero_d[:2] == [False, False]  # dimensions first; a 0-d case still runs, last
+    kinds = {kinds for k in kept[:2] for _, kinds in k}
+    assert kinds == {(), (("keepdim", "True"),)}
+
+
+def test_the_cap_runs_a_plain_call_before_an_empty_tensor_or_unusual_arguments(monkeypatch):
+    """A second family: roll's first OpInfo sample is an empty tensor (PyTorch/XLA dies on it with SIGFPE,
+    which stopped the group's later cases), avg_pool3d's second and third set ceil_mode, divisor_override and
+    padding at once. The kept samples start with a non-empty call at default selectors and differ in class."""
+    monkeypatch.delenv("OPCOV_XLA_MAX_SAMPLES", raising=False)
+    for source in ("roll", "nn.functional.avg_pool3d"):
+        _, kept = _kept_classes(source)
+        assert len(kept) == 3 and len(set().union(*kept)) >= 3, source
+        first = next(iter(kept[0]))
+        assert not any(empty or zero for zero, empty, _ in first[0]), source
+        assert all(len(kinds) <= 1 for _, kinds in kept[0]), (source, kept[0])

@@ -10,12 +10,13 @@
 #   scripts/envs/xla-data.sh nnreplay # the plain torch.nn tuning set's own calls, replayed and merged in
 #   scripts/envs/xla-data.sh classes  # the ops whose failing cells predate signature classes, probed again
 #   scripts/envs/xla-data.sh servereplay # the curated decoders' serve calls of generate's own ops, replayed
-#   scripts/envs/xla-data.sh          # all eight
+#   scripts/envs/xla-data.sh picked   # the OpInfo groups whose capped samples now cover other classes
+#   scripts/envs/xla-data.sh          # all nine
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
-# most 3 samples per OpInfo and dtype (OPCOV_XLA_MAX_SAMPLES; PJRT-CPU compiles every graph), no input
-# tiers; and the calls of ten zoo models' training steps replayed one by one (XLA_TRACES). Shards
+# most 3 samples per OpInfo and dtype, one per signature class (OPCOV_XLA_MAX_SAMPLES; PJRT-CPU compiles
+# every graph), no input tiers; and the calls of ten zoo models' training steps replayed one by one (XLA_TRACES). Shards
 # go to .envs/xla-data/ and are kept: a rerun skips a shard whose file exists, and an
 # interrupted one continues with --resume. Each shard's wall time and load average go to its log.
 set -euo pipefail
@@ -143,6 +144,20 @@ servereplay() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The ops whose OpInfo groups keep other samples now that the cap keeps one per signature class, the common
+# path first (opcov.probe.pick; scripts/envs/xla_pick_ops.py lists them, in this venv's torch): their earlier
+# cells hold what the first samples showed (0-d inputs only, for the reductions). Probed again, OpInfo samples
+# only, and merged into their cells (combined: the earlier cases stay true of the arguments they had). With them,
+# the ops whose registered backward is 'lost' and that no case ran: a claim the probe checks.
+picked() {
+    local ops
+    ops=$("$ENV/bin/python" scripts/envs/xla_pick_ops.py "$PROBED" --lost "${PROBED/probed-/registered-}")
+    [ -n "$ops" ] || { echo "no OpInfo group keeps other samples than before"; return; }
+    shard picked --ops "$ops" --no-schema --timeout 120
+    "$OPCOV" merge "$PROBED" "$WORK/picked.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -152,6 +167,7 @@ case "${1:-all}" in
     nnreplay) nnreplay ;;
     classes) classes ;;
     servereplay) servereplay ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|all]" >&2; exit 2 ;;
+    picked) picked ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|all]" >&2; exit 2 ;;
 esac

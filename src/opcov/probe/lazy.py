@@ -8,7 +8,8 @@ CPU fallback, which it counts per ``aten::`` overload; the sync reads and clears
 ran (pass, low precision, not comparable) with ops that fell back is recorded as ``fallback`` with their names
 (``Part.fallback``), never as ``pass``. Where its tensors have no storage (``untyped_storage()`` raises),
 aliasing is judged from ``_is_view()``/``_base`` instead, on both sides. Each new graph compiles, so a group
-keeps at most ``max_samples()`` samples (the record's ``samples``; ``OPCOV_<NAME>_MAX_SAMPLES`` overrides it).
+keeps at most ``max_samples()`` samples (the record's ``samples``; ``OPCOV_<NAME>_MAX_SAMPLES`` overrides it),
+one per signature class, the common path first (opcov.probe.pick).
 
 The hooks are no-ops on every other device: ``probe.execute`` and ``probe.worker`` call them
 unconditionally. The backend's module is imported only once a worker runs on its device.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 
 from opcov import backends
+from opcov.probe import pick
 from opcov.torchenv import import_torch
 
 # Statuses that say a step ran; with a fallback among its ops it becomes ``fallback``.
@@ -137,16 +139,17 @@ def alias_key(t):
 
 
 def cap(loaded, device_type: str, source: str = ""):
-    """On a lazy backend, keep an OpInfo group's first ``max_samples()`` samples (input-tier samples stay: they
-    come after the plain ones, one each). A replayed trace (``trace.<model>``) keeps every call: each of its
-    samples is another op."""
+    """On a lazy backend, keep ``max_samples()`` of an OpInfo group's samples, one per signature class with
+    the common path first (opcov.probe.pick), input-tier samples after them (one each). A replayed trace
+    (``trace.<model>``) keeps every call: each of its samples is another op."""
     rec = record_for(device_type)
     if rec is None or source.startswith("trace."):
         return loaded
     n = max_samples(rec)
     plain = [s for s in loaded.samples if s.tier is None]
     if len(plain) > n:
-        loaded.samples = plain[:n] + [s for s in loaded.samples if s.tier is not None]
+        kept = pick.keep(plain, n, loaded.fn, loaded.aten_of, import_torch())
+        loaded.samples = kept + [s for s in loaded.samples if s.tier is not None]
     return loaded
 
 
@@ -157,8 +160,9 @@ def provenance_notes(backend: backends.Backend) -> list:
         return []
     reads = ", ".join(lazy.host_reads)
     notes = [
-        f"{lazy.what}: at most {max_samples(backend)} samples per OpInfo and dtype ({samples_env(backend)}); "
-        "every device step ends with its sync, so a lowering or compile error is the step's own",
+        f"{lazy.what}: at most {max_samples(backend)} samples per OpInfo and dtype ({samples_env(backend)}), "
+        "one per signature class, the common path first; every device step ends with its sync, so a lowering "
+        "or compile error is the step's own",
         f"{lazy.what}'s CPU fallback is counted per op (read at each sync): a step that ran with an op through it "
         "is 'fallback', naming the ops, never 'pass'" + (f" ({reads}, a host read, is not counted)" if reads else ""),
     ]

@@ -1,0 +1,75 @@
+"""Which of a group's samples a capped probe keeps: one per signature class, the default path first.
+
+Why: where every new graph compiles (PyTorch/XLA), a group keeps a few samples only (opcov.probe.lazy).
+OpInfo lists its samples oddest first for many ops: the first three of ``amax`` are all 0-d, so a probe
+that kept them raised on every case and never ran the 4-d ``keepdim=True`` reduction a model makes, and
+the verdict could only say ``unknown``. A finding speaks for a model's call only when the signature
+classes match (opcov.verdict.signature), so the samples kept should cover as many distinct classes as the
+cap allows, in the order a model is likely to call them: tensors with elements and dimensions, selectors
+at their defaults, before 0-d or empty tensors and unusual arguments. The first case that crashes a
+group stops the cases after it, which is one more reason to run the common path first.
+
+A sample's class is read from the calls it makes when run once on CPU (opcov.probe.record's recorder,
+the classes an op set's ``sig=`` holds): the selectors are the aten schema's, not OpInfo's keywords.
+"""
+
+from __future__ import annotations
+
+from opcov import sigclass
+from opcov.probe.record import Calls, recording
+from opcov.trees import map_leaves
+
+
+def keep(samples: list, n: int, fn, about, torch) -> list:
+    """At most ``n`` of ``samples``: first each that brings a class not yet kept, in ``rank`` order (the
+    common path first), then the rest in that order. The kept ones run in that order."""
+    if len(samples) <= n:
+        return samples
+    keys = [classes(s, fn, about(s), torch) for s in samples]
+    order = sorted(range(len(samples)), key=lambda i: (rank(keys[i]), i))
+    chosen: list[int] = []
+    seen: set = set()
+    for i in order:
+        if keys[i] - seen:
+            chosen.append(i)
+            seen |= keys[i]
+        if len(chosen) == n:
+            return [samples[i] for i in chosen]
+    chosen += [i for i in order if i not in chosen][: n - len(chosen)]
+    return [samples[i] for i in chosen]
+
+
+def classes(sample, fn, bases, torch) -> frozenset:
+    """The path classes (``path``) of the calls ``sample`` makes to the ops it is about (``bases``: aten base
+    names; every call where it makes none, as a Python-level OpInfo's do), run once on CPU on copies of its
+    inputs; empty where it raises."""
+    tensor = torch.Tensor
+    args = map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, (sample.input, sample.args))
+    kwargs = map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, sample.kwargs)
+    calls = Calls()
+    try:
+        with torch.no_grad(), recording(calls):
+            (sample.fn or fn)(args[0], *args[1], **kwargs)
+    except Exception:  # noqa: BLE001 - a sample CPU rejects: no class known, kept last
+        pass
+    named = {b.split("::", 1)[-1] for b in bases}
+    mine = [sig for (op, _), sig in calls.sigs.items() if op.split("::", 1)[-1].split(".", 1)[0] in named]
+    return frozenset(path(s) for s in mine or calls.sigs.values() if s)
+
+
+def path(sig: str) -> tuple:
+    """What of a class picks a backend's path: per tensor, 0-d, empty and layout (ranks above 0 and dtypes
+    are the group's or the probe's spread), and each selector's kind (opcov.sigclass.abstract)."""
+    tensors, selectors = sigclass.parse(sig)
+    shape = tuple((r == 0, "empty" in f, "sparse" in f) for _, r, f in tensors)
+    kinds = tuple(sorted((k, sigclass.abstract(k, v)) for k, v in (selectors or {}).items() if k != "__old__"))
+    return shape, kinds
+
+
+def rank(keys: frozenset) -> tuple:
+    """How unusual a sample's calls are, least first: none known last, then by 0-d or empty tensors, then
+    by the number of selectors away from their defaults."""
+    if not keys:
+        return (2, 0)
+    odd = any(zero or empty for shape, _ in keys for zero, empty, _ in shape)
+    return (int(odd), max(len(kinds) for _, kinds in keys))
