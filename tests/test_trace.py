@@ -721,3 +721,66 @@ def test_a_real_run_that_fails_says_where_it_failed():
     assert "the xla device raised on a real run" in on_xla and "fails on CPU" not in on_xla
     assert "opcov check MODEL -b xla" in on_xla
     assert "--device cpu --real" in str(_explain(torch, exc, opts, "the computing stand-in"))
+
+
+def test_a_backward_kernel_without_a_meta_kernel_is_traced_on_the_stand_in():
+    """A backward kernel with no meta kernel and no decomposition (a margin loss's, fractional max
+    pooling's) is sized by FakeTensorMode running its real kernel on zeros of the fake tensor's device,
+    which the storage-less stand-in cannot make; raised in the backward on the stand-in, that aborted the
+    process. Two families, a loss and a pooling layer: each op set holds the backward kernel, with its
+    argument shapes, and says it was sized on CPU. Where the CPU result cannot be trusted (here: refused),
+    the error is the one-line one, raised once the backward is over, with the process alive to say it."""
+    got = run_child("""
+        import json, torch, opcov
+        from opcov.errors import UsageError
+        from opcov.tracing import cpukernel
+
+        class Margins(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(5, 4)
+
+            def forward(self, x, y, multi):
+                z = self.fc(x)
+                return torch.nn.functional.multi_margin_loss(z, y, p=1, margin=0.5) + \\
+                    torch.nn.functional.multilabel_margin_loss(z, multi)
+
+        class Pool(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = torch.nn.Conv3d(2, 3, 1)
+                self.pool = torch.nn.FractionalMaxPool3d(2, output_size=(2, 2, 2))
+
+            def forward(self, x):
+                return self.pool(self.conv(x)).sum()
+
+        margins = (torch.randn(6, 5), torch.randint(0, 4, (6,)), torch.randint(-1, 4, (6, 4)))
+        out = {}
+        for name, model, inputs in (("margins", Margins(), margins), ("pool", Pool(), (torch.randn(2, 2, 5, 5, 5),))):
+            doc = opcov.trace(model, inputs, mode="training", optimizer="sgd").doc
+            out[name] = {"ops": doc["ops"], "notes": doc["provenance"]["notes"], "on": doc["provenance"]["traced_on"]}
+        cpukernel.shaped_like_arguments = lambda torch, out, arguments: False
+        try:
+            opcov.trace(Margins(), margins, mode="training")
+            out["refused"] = "traced"
+        except UsageError as exc:
+            out["refused"] = str(exc)
+        print(json.dumps(out))
+    """)
+    expect = {
+        "margins": ("aten::multi_margin_loss_backward", "aten::multilabel_margin_loss_backward"),
+        "pool": ("aten::fractional_max_pool3d_backward",),
+    }
+    for name, ops in expect.items():
+        doc = got[name]
+        assert doc["on"].startswith("opcov_accel"), doc["on"]  # the stand-in, not the CPU fallback of the tracer
+        for op in ops:
+            assert set(doc["ops"][op]) == {"backward"}, (op, doc["ops"][op])
+            assert doc["ops"][op]["backward"]["float32"]["calls"] == 1
+            assert any(n.startswith("backward kernels sized by their CPU kernel") and op in n for n in doc["notes"])
+    assert got["pool"]["ops"]["aten::fractional_max_pool3d_backward"]["backward"]["float32"]["shape"].startswith(
+        "[2, 3, 2, 2, 2], [2, 3, 5, 5, 5]"
+    )
+    refused = got["refused"]
+    assert refused.startswith("cannot trace at aten::multi"), refused
+    assert "_backward: NotImplementedError" in refused and "--real" in refused, refused

@@ -56,7 +56,7 @@ from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.sources.step import default_loss, tensors_of
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, PHASES, SCHEMA_VERSION, OpSet, node_text, phase_calls
 from opcov.torchenv import import_torch
-from opcov.tracing import calltree, serve, target
+from opcov.tracing import calltree, cpukernel, serve, target
 from opcov.version import __version__
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -189,8 +189,9 @@ class Recording:
     dropped: Counter = field(default_factory=Counter)  # op (prefixed "host:" when off the device) -> calls
     phase: str = "forward"
     serve_steps: dict = field(default_factory=dict)  # serve mode: generate run -> (forwards, cache class)
-    # a data-dependent op's error in backward, raised once backward is over (see _as_if_all_true)
+    # an error in a backward kernel on the stand-in, raised once backward is over (see _recover)
     deferred: Exception | None = None
+    sized_on_cpu: Counter = field(default_factory=Counter)  # op -> calls sized by its CPU kernel (cpukernel.py)
     last_node: int = -1  # the newest autograd node's sequence number when the last call was seen (_grad)
 
 
@@ -219,6 +220,39 @@ def _as_if_all_true(torch, name: str, args):
     return None
 
 
+def _recover(torch, rec: Recording, func, args, kwargs, exc: Exception, target_type: str):
+    """The outputs of a backward call on fake tensors on the stand-in that raised ``exc``, or ``exc``
+    raised again (forward, CPU, real values). An error raised in a backward kernel on the stand-in would
+    abort the process (torch 2.13, see ``_as_if_all_true`` and cpukernel.py), so the backward goes on:
+
+    * a backward kernel with no meta kernel, whose outputs (gradients: each shaped as an argument) its
+      CPU kernel sizes on zeros as FakeTensorMode does for CPU fake tensors (cpukernel.py): traced so;
+    * any other error: with a stand-in output (every mask value true for a boolean-mask op, else the CPU
+      kernel's on zeros), and ``exc`` is raised once the backward is over (the one-line error, then a
+      trace with real values for a user's model, as for the same error in forward)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    fake = any(isinstance(t, FakeTensor) for t in tensors_of((args, kwargs), torch))
+    if target_type == "cpu" or not fake or rec.phase != "backward":
+        raise exc
+    name = overload_name(func)
+    if type(exc).__name__ == "DynamicOutputShapeException":
+        out = _as_if_all_true(torch, name, args)
+    else:
+        out = cpukernel.run(torch, func, args, kwargs)
+        if (
+            out is not None
+            and cpukernel.fallback_failed(exc, target_type)
+            and cpukernel.shaped_like_arguments(torch, out, (args, kwargs))
+        ):
+            rec.sized_on_cpu[name] += 1
+            return out
+    if out is None:
+        raise exc
+    rec.deferred = rec.deferred or exc  # the first one is the error raised
+    return out
+
+
 def _shape(tensors) -> str:
     """Up to 4 shapes (of tensors, or torch.Size) as text."""
     text = ", ".join(str(list(getattr(t, "shape", t))) for t in tensors[:4])
@@ -242,16 +276,7 @@ def _make_recorder(torch, rec: Recording, target_type: str):
             except Exception as exc:
                 if not hasattr(exc, "opcov_op"):
                     exc.opcov_op = name  # the innermost op that failed, for the one-line error
-                out = (
-                    _as_if_all_true(torch, name, args)
-                    if rec.phase == "backward"
-                    and target_type != "cpu"
-                    and type(exc).__name__ == "DynamicOutputShapeException"
-                    else None
-                )
-                if out is None:
-                    raise
-                rec.deferred = rec.deferred or exc  # the first one is the error raised
+                out = _recover(torch, rec, func, args, kwargs, exc, target_type)
             if func.namespace in NO_KERNEL_NAMESPACES or name in NO_KERNEL_OPS or func._opname.startswith("sym_"):
                 rec.dropped[name] += 1
                 return out
@@ -860,6 +885,12 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
         notes.append(
             "dropped (no tensor on the target device, run by the host): "
             + ", ".join(f"{k} x{v}" for k, v in sorted(host.items(), key=lambda kv: (-kv[1], kv[0])))
+        )
+    if rec.sized_on_cpu:
+        notes.append(
+            "backward kernels sized by their CPU kernel on zero-filled tensors (no meta kernel: "
+            "FakeTensorMode's fallback, run on CPU because the stand-in holds no data): "
+            + ", ".join(f"{k} x{v}" for k, v in sorted(rec.sized_on_cpu.items()))
         )
     if any(n["op"] == "aten::scaled_dot_product_attention" for n in tree) and opts.accelerator:
         took = (
