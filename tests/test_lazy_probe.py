@@ -177,9 +177,9 @@ def test_the_cap_keeps_one_sample_per_class_the_common_path_first(monkeypatch):
     monkeypatch.delenv("OPCOV_XLA_MAX_SAMPLES", raising=False)
     plain, kept = _kept_classes("amax")
     assert len(plain) > 3 and len(kept) == 3
-    zero_d = [any(z for shape, _ in k for z, _, _ in shape) for k in kept]
+    zero_d = [any(z for _, (shape, _) in k for z, _, _ in shape) for k in kept]
     assert zero_d[:2] == [False, False]  # dimensions first; a 0-d case still runs, last
-    kinds = {kinds for k in kept[:2] for _, kinds in k}
+    kinds = {kinds for k in kept[:2] for _, (_, kinds) in k}
     assert kinds == {(), (("keepdim", "True"),)}
 
 
@@ -191,6 +191,23 @@ def test_the_cap_runs_a_plain_call_before_an_empty_tensor_or_unusual_arguments(m
     for source in ("roll", "nn.functional.avg_pool3d"):
         _, kept = _kept_classes(source)
         assert len(kept) == 3 and len(set().union(*kept)) >= 3, source
-        first = next(iter(kept[0]))
-        assert not any(empty or zero for zero, empty, _ in first[0]), source
-        assert all(len(kinds) <= 1 for _, kinds in kept[0]), (source, kept[0])
+        _, (shape, _) = next(iter(kept[0]))
+        assert not any(empty or zero for zero, empty, _ in shape), source
+        assert all(len(kinds) <= 1 for _, (_, kinds) in kept[0]), (source, kept[0])
+
+
+def test_a_kept_samples_case_id_is_its_place_among_the_samples_as_made(monkeypatch):
+    """An id names one sample whatever a cap kept: 'amax|float32|4' is OpInfo's fifth sample in a capped run and in
+    an uncapped one, so cells merged from runs with other caps never give two samples one id."""
+    from opcov.probe.cases import load_group
+    from opcov.probe.sample import case_ids
+
+    monkeypatch.delenv("OPCOV_XLA_MAX_SAMPLES", raising=False)
+    group = {"source": "amax", "dtype": "float32", "id": "amax|float32", "backward": True}
+    whole = load_group(group).samples
+    kept = lazy.cap(load_group(group), "xla", "amax").samples
+    ids = case_ids("amax|float32", kept)
+    assert ids[0] != "amax|float32|0" and len(set(ids)) == len(ids)
+    for cid, sample in zip(ids, kept):
+        same = whole[int(cid.rsplit("|", 1)[1])]
+        assert tuple(same.input.shape) == tuple(sample.input.shape) and same.kwargs == sample.kwargs

@@ -11,7 +11,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import opcov_here, run_opcov
+from conftest import opcov_here, trace_factories
 from test_check import TORCH, kernel, probed, registered
 
 from opcov import sigclass
@@ -61,6 +61,20 @@ def test_a_slice_past_its_dimension_is_its_own_class():
     assert sigclass.of_call(sl, (x, -1, -100, 100), {}, torch.Tensor) == "float32:4;bounds=over/under"
     assert sigclass.of_call(sl, (torch.zeros(30, 2), 0, -20, None), {}, torch.Tensor) == "float32:2;"
     assert not sigclass.same_path("float32:4;", "float32:4;bounds=under")
+
+
+def test_a_count_or_size_of_zero_that_empties_the_result_is_its_own_class():
+    """PyTorch/XLA's repeat raises ('Concatenate expects at least one argument') when a repeat count is 0 and
+    runs every other count; a probe case repeating by 0 must not count against a model's repeat by 2. The same
+    class holds for a second family, a size of 0 given to new_zeros; an input already empty keeps its !empty."""
+    x = torch.zeros(2, 3)
+    assert sigclass.of_call(aten.repeat.default, (x, [2, 1]), {}, torch.Tensor) == "float32:2;"
+    assert sigclass.of_call(aten.repeat.default, (x, [0, 2]), {}, torch.Tensor) == "float32:2;sizes=zero"
+    assert sigclass.of_call(aten.new_zeros.default, (x, [0, 3]), {}, torch.Tensor) == "float32:2;sizes=zero"
+    assert sigclass.of_call(aten.new_zeros.default, (x, [4, 3]), {}, torch.Tensor) == "float32:2;"
+    empty = torch.zeros(0, 3)
+    assert sigclass.of_call(aten.repeat.default, (empty, [0, 2]), {}, torch.Tensor) == "float32:2!empty;"
+    assert not sigclass.same_path("float32:2;sizes=zero", "float32:2;")
 
 
 def test_same_path_compares_the_kind_of_each_selector_both_sides_know():
@@ -130,16 +144,9 @@ FACTORIES = textwrap.dedent(
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    """Op sets of three small models, traced by the real tracer (inference)."""
-    root = tmp_path_factory.mktemp("sig")
-    (root / "sigmodels.py").write_text(FACTORIES)
-    out = {}
-    for name in ("linear", "up_int", "up_frac", "tail_short_clip", "tail_long_clip"):
-        path = root / "opsets" / name / "inference.yaml"
-        r = run_opcov("trace", f"sigmodels:{name}", "--mode", "inference", "--out", str(path), PYTHONPATH=str(root))
-        assert r.returncode == 0, r.stdout + r.stderr
-        out[name] = str(path)
-    return out
+    """Op sets of five small models, traced by the real tracer (inference), in one child."""
+    names = ("linear", "up_int", "up_frac", "tail_short_clip", "tail_long_clip")
+    return trace_factories(tmp_path_factory.mktemp("sig"), "sigmodels", FACTORIES, names, "inference")
 
 
 def _judge(tmp_path, path, ops):

@@ -18,7 +18,8 @@ The text is ``TENSORS;SELECTORS``:
   ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number), and
   ``bounds=under`` / ``bounds=over`` / ``bounds=over/under`` (a slice whose start or end lies before
   ``-size`` or beyond ``size`` of its dimension: CPU clamps it, a backend that checks its bounds raises;
-  an end of ``sys.maxsize``, Python's ``x[a:]``, is no bound). Arguments that only size or place the
+  an end of ``sys.maxsize``, Python's ``x[a:]``, is no bound), and ``sizes=zero`` (a size or repeat
+  count of 0 that empties the result of a tensor with elements). Arguments that only size or place the
   result (``size``, ``dtype``, ``device``, ...) are left out.
 
 An older text has no ';' or only ``alpha``/``beta`` after it: then only those two are known, and every
@@ -177,8 +178,8 @@ def _slice_bounds(first, named: dict) -> str | None:
 
 def derived(op_name: str, tensors: list, named: dict) -> list[str]:
     """Selectors that hang on sizes: ``bins=uneven`` for adaptive pooling, ``scale=frac|int`` for
-    resizing, ``bounds=...`` for a slice past its dimension. ``named``: the call's arguments by schema
-    name."""
+    resizing, ``bounds=...`` for a slice past its dimension, ``sizes=zero`` for an empty result sized from a
+    tensor with elements. ``named``: the call's arguments by schema name."""
     base = op_name.split("::", 1)[-1].split(".", 1)[0]
     out: list[str] = []
     first = tensors[0] if tensors else None
@@ -209,7 +210,23 @@ def derived(op_name: str, tensors: list, named: dict) -> list[str]:
         if ratios:
             whole = all(math.isclose(r, round(r)) and r >= 1 for r in ratios)
             out.append("scale=int" if whole else "scale=frac")
+    if first.numel() and any(_has_zero(named.get(k)) for k in SIZING):
+        out.append("sizes=zero")
     return out
+
+
+# Arguments that size a result: a 0 among them makes an empty result of a tensor with elements (repeat by 0,
+# new_zeros((0, 3))), which a backend may refuse (PyTorch/XLA's repeat raises 'Concatenate expects at least
+# one argument') where every other count runs.
+SIZING = ("repeats", "size", "sizes", "shape")
+
+
+def _has_zero(value) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value == 0
+    return isinstance(value, (list, tuple)) and any(_has_zero(v) for v in value)
 
 
 def of_call(func, args, kwargs, tensor_type) -> str:

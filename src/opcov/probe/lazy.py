@@ -148,6 +148,8 @@ def cap(loaded, device_type: str, source: str = ""):
     n = max_samples(rec)
     plain = [s for s in loaded.samples if s.tier is None]
     if len(plain) > n:
+        for i, sample in enumerate(plain):
+            sample.index = i  # its case id, whichever are kept
         kept = pick.keep(plain, n, loaded.fn, loaded.aten_of, import_torch())
         loaded.samples = kept + [s for s in loaded.samples if s.tier is not None]
     return loaded

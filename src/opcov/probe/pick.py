@@ -40,9 +40,9 @@ def keep(samples: list, n: int, fn, about, torch) -> list:
 
 
 def classes(sample, fn, bases, torch) -> frozenset:
-    """The path classes (``path``) of the calls ``sample`` makes to the ops it is about (``bases``: aten base
+    """(overload, path class) of each call ``sample`` makes to the ops it is about (``bases``: aten base
     names; every call where it makes none, as a Python-level OpInfo's do), run once on CPU on copies of its
-    inputs; empty where it raises."""
+    inputs; empty where it raises. The overload counts: ``mean()`` and ``mean(dim)`` are two paths."""
     tensor = torch.Tensor
     args = map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, (sample.input, sample.args))
     kwargs = map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, sample.kwargs)
@@ -53,8 +53,8 @@ def classes(sample, fn, bases, torch) -> frozenset:
     except Exception:  # noqa: BLE001 - a sample CPU rejects: no class known, kept last
         pass
     named = {b.split("::", 1)[-1] for b in bases}
-    mine = [sig for (op, _), sig in calls.sigs.items() if op.split("::", 1)[-1].split(".", 1)[0] in named]
-    return frozenset(path(s) for s in mine or calls.sigs.values() if s)
+    mine = [(op, sig) for (op, _), sig in calls.sigs.items() if op.split("::", 1)[-1].split(".", 1)[0] in named]
+    return frozenset((op, path(sig)) for op, sig in mine or [(op, s) for (op, _), s in calls.sigs.items()] if sig)
 
 
 def path(sig: str) -> tuple:
@@ -71,5 +71,5 @@ def rank(keys: frozenset) -> tuple:
     by the number of selectors away from their defaults."""
     if not keys:
         return (2, 0)
-    odd = any(zero or empty for shape, _ in keys for zero, empty, _ in shape)
-    return (int(odd), max(len(kinds) for _, kinds in keys))
+    odd = any(zero or empty for _, (shape, _) in keys for zero, empty, _ in shape)
+    return (int(odd), max(len(kinds) for _, (_, kinds) in keys))

@@ -25,6 +25,7 @@ class Sample:
         "device_kw",
         "no_wide",
         "unset",
+        "index",
     )
 
     def __init__(self, input, args, kwargs, output_process_fn_grad=None):
@@ -38,6 +39,7 @@ class Sample:
         self.device_kw = None  # a factory's device argument: set to the device for the device run
         self.no_wide = False  # no float64 reference: widened inputs would change what the call means
         self.unset = False  # CPU's result depends on memory the kernel never wrote: values not compared
+        self.index = None  # its place among the group's samples as made, where a cap kept some (opcov.probe.lazy)
 
 
 def op_call(func, args, kwargs) -> Sample:
@@ -58,7 +60,8 @@ class _Call:
 
 
 def case_ids(group_id: str, samples) -> list[str]:
-    """The ids of a group's cases: ``<group>|<index>`` for a sample as given, ``<group>|<tier>``
+    """The ids of a group's cases: ``<group>|<index>`` for a sample as given (its place among the samples as
+    made, also where a cap kept only some: an id names one sample whatever was kept), ``<group>|<tier>``
     for the first made harder for a tier, ``<group>|<tier>.<n>`` for its n-th (``--all-samples``)."""
     ids, seen = [], {}
     for i, s in enumerate(samples):
@@ -66,7 +69,7 @@ def case_ids(group_id: str, samples) -> list[str]:
             n = seen[s.tier] = seen.get(s.tier, 0) + 1
             ids.append(f"{group_id}|{s.tier}" if n == 1 else f"{group_id}|{s.tier}.{n}")
         else:
-            ids.append(f"{group_id}|{i}")
+            ids.append(f"{group_id}|{i if s.index is None else s.index}")
     return ids
 
 
