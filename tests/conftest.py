@@ -33,6 +33,48 @@ def run_opcov(*args, timeout=600, **env):
     )
 
 
+# Several commands in one child (run_opcov_batch): each through cli.main with sys.argv as 'python -m opcov'
+# sets it, its exit code and output kept apart, as run_opcov would give them; the list goes out as JSON.
+_BATCH = """\
+import contextlib, io, json, os, sys, traceback
+from opcov import cli
+done = []
+for args in json.loads(os.environ["OPCOV_TEST_BATCH"]):
+    out, err = io.StringIO(), io.StringIO()
+    sys.argv = [sys.argv[0], *args]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception:
+            traceback.print_exc()
+            code = 1
+    done.append([code, out.getvalue(), err.getvalue()])
+sys.stdout.write(json.dumps(done))
+"""
+
+
+def run_opcov_batch(commands, timeout=600, **env):
+    """``python -m opcov ARGS`` for each ARGS in ``commands``, one after the other in one fresh process
+    (one interpreter and torch import for them all, as a zoo worker traces model after model): a
+    CompletedProcess for each, in order. For commands that need a child (a trace claims PrivateUse1 for
+    its stand-in device) but not a child each."""
+    commands = [[str(a) for a in args] for args in commands]
+    proc = subprocess.run(
+        [sys.executable, "-c", _BATCH],
+        capture_output=True,
+        text=True,
+        env=child_env(OPCOV_TEST_BATCH=json.dumps(commands), **env),
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return [
+        subprocess.CompletedProcess(["opcov", *args], *done) for args, done in zip(commands, json.loads(proc.stdout))
+    ]
+
+
 def _warn_to_stderr(message, category, filename, lineno, file=None, line=None):
     sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
 
@@ -219,14 +261,15 @@ def whole_probe(shared_tmp) -> str:
 
 def trace_factories(root, module: str, source: str, names, mode: str) -> dict:
     """{name: op-set path} of each factory ``module:name`` (``source`` written to root/module.py), traced by
-    the real 'opcov trace' in ``mode``; a trace that fails fails the test with its output."""
+    the real 'opcov trace' in ``mode``, all in one child; a trace that fails fails the test with its output."""
     (root / f"{module}.py").write_text(source)
-    out = {}
-    for name in names:
-        path = root / name / f"{mode}.yaml"
-        r = run_opcov("trace", f"{module}:{name}", "--mode", mode, "--out", str(path), PYTHONPATH=str(root))
+    out = {name: str(root / name / f"{mode}.yaml") for name in names}
+    commands = [("trace", f"{module}:{name}", "--mode", mode, "--out", path) for name, path in out.items()]
+    # the batch's process traces each factory itself, marked (OPCOV_TRACE_ISOLATED, opcov.cli.trace) as the
+    # child 'opcov trace' runs a factory in, which would import torch once per trace (that child's isolation
+    # is tested in test_data_safety and test_run_child); the op sets are those of separate runs (compared)
+    for r in run_opcov_batch(commands, PYTHONPATH=str(root), OPCOV_TRACE_ISOLATED="1"):
         assert r.returncode == 0, r.stdout + r.stderr
-        out[name] = str(path)
     return out
 
 
