@@ -17,7 +17,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SCAN_REACH, child_env, dumps, load_yaml, run_scan
+from conftest import ROOT, SCAN_REACH, child_env, dumps, load_yaml, opcov_here, run_scan
 
 SPEC = {"name": "neuron", "kernels": {"aten::relu": "pass", "aten::addmm": "pass"}, "fallback": "raise"}
 BACKEND = ["neuron", "--import", "opcov.sources.pybackend"]  # a contributor types --import torch_neuronx
@@ -76,7 +76,18 @@ def test_scan_and_probe_write_under_the_neuron_name(contributed):
 
 def test_check_reads_the_neuron_data(contributed):
     work, _, _ = contributed
-    r = opcov_in(work, "check", MODEL, "-b", "neuron", "--mode", "inference", "--format", "json")
+    r = opcov_here(
+        "check",
+        MODEL,
+        "-b",
+        "neuron",
+        "--mode",
+        "inference",
+        "--format",
+        "json",
+        cwd=work,
+        OPCOV_PYBACKEND_SPEC=dumps(SPEC),
+    )
     assert r.returncode == 1, r.stderr  # convolution and friends have no kernel and the fallback raises
     out = json.loads(r.stdout)
     (v,) = out["verdicts"]
@@ -94,19 +105,13 @@ def test_check_reads_the_neuron_data(contributed):
     conv = ops["aten::convolution"]
     assert conv["outcome"] == "fails" and conv["evidence"] == "registered"
     # the text report says the same and names both files
-    text = opcov_in(work, "check", MODEL, "-b", "neuron", "--mode", "inference")
+    text = opcov_here("check", MODEL, "-b", "neuron", "--mode", "inference", cwd=work, OPCOV_PYBACKEND_SPEC=dumps(SPEC))
     assert text.returncode == 1 and "neuron (inference): FAIL" in text.stdout
     assert "coverage/neuron/registered-torch-" in text.stdout and "coverage/neuron/probed-torch-" in text.stdout
 
 
 def test_backends_says_what_neuron_needs():
-    r = subprocess.run(
-        [sys.executable, "-m", "opcov", "backends", "--format", "json"],
-        capture_output=True,
-        text=True,
-        env=child_env(),
-        cwd=ROOT,
-    )
+    r = opcov_here("backends", "--format", "json")
     rows = {row["name"]: row for row in json.loads(r.stdout)}
     neuron = rows["neuron"]
     assert neuron["package"] == "torch-neuronx" and neuron["dispatch_key"] == "PrivateUse1"
@@ -115,9 +120,7 @@ def test_backends_says_what_neuron_needs():
         "opcov scan neuron --import torch_neuronx",
         "opcov probe neuron --import torch_neuronx",
     ]
-    text = subprocess.run(
-        [sys.executable, "-m", "opcov", "backends"], capture_output=True, text=True, env=child_env(), cwd=ROOT
-    ).stdout
+    text = opcov_here("backends").stdout
     assert (
         "$ opcov scan neuron --import torch_neuronx" in text and "$ opcov probe neuron --import torch_neuronx" in text
     )

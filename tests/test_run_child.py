@@ -8,7 +8,7 @@ import signal
 import time
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 from test_data_safety import one_line_error
 from test_data_safety_children import gone
 
@@ -139,7 +139,7 @@ def test_a_double_forked_daemon_of_a_factory_ends_with_opcov(tmp_path, command):
 
 @pytest.mark.parametrize("value", ["0", "-3", "nan", "inf"])
 def test_run_timeout_must_be_a_positive_number(value):
-    proc = run_opcov("run", "llama", "-b", "cpu", f"--timeout={value}")
+    proc = opcov_here("run", "llama", "-b", "cpu", f"--timeout={value}")
     one_line_error(proc, "--timeout")
 
 
@@ -182,5 +182,5 @@ def test_a_model_named_after_a_double_dash_is_run_in_the_child_with_its_output(t
 
 
 def test_run_of_an_unknown_backend_is_refused_before_any_child_starts():
-    proc = run_opcov("run", "llama", "-b", "nope", timeout=60)
+    proc = opcov_here("run", "llama", "-b", "nope")
     one_line_error(proc, "unknown backend 'nope'")
