@@ -211,3 +211,14 @@ def test_a_kept_samples_case_id_is_its_place_among_the_samples_as_made(monkeypat
     for cid, sample in zip(ids, kept):
         same = whole[int(cid.rsplit("|", 1)[1])]
         assert tuple(same.input.shape) == tuple(sample.input.shape) and same.kwargs == sample.kwargs
+
+
+def test_a_higher_cap_adds_samples_only_for_classes_not_yet_kept(monkeypatch):
+    """With room for 6, amax keeps one sample per class it has (4 here: with and without keepdim, 0-d and not),
+    not 6; mean keeps its 6 paths (mean() and mean(dim), each with and without keepdim, 0-d and not), and
+    gelu, whose 8 samples take 2 paths, keeps 3, for more shapes and values."""
+    monkeypatch.setenv("OPCOV_XLA_MAX_SAMPLES", "6")
+    for source, expect, paths in (("amax", 4, 4), ("mean", 6, 6), ("nn.functional.gelu", 3, 2)):
+        plain, kept = _kept_classes(source)
+        assert len(plain) > 6 and len(kept) == expect, (source, len(kept))
+        assert len(set().union(*kept)) == paths, source

@@ -11,7 +11,8 @@
 #   scripts/envs/xla-data.sh classes  # the ops whose failing cells predate signature classes, probed again
 #   scripts/envs/xla-data.sh servereplay # the curated decoders' serve calls of generate's own ops, replayed
 #   scripts/envs/xla-data.sh picked   # the OpInfo groups whose capped samples now cover other classes
-#   scripts/envs/xla-data.sh          # all nine
+#   scripts/envs/xla-data.sh opinfos  # the OpInfos no case came from yet (ops outside core ATen and the zoo)
+#   scripts/envs/xla-data.sh          # all ten
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -46,7 +47,7 @@ shard() {  # shard NAME ARGS...: one probe run, timed, skipped when its file exi
     [ -f "$out.journal.jsonl" ] && resume=(--resume)
     local t0; t0=$(date +%s)
     echo "== $name: start $(date -u +%FT%TZ), load average $(cut -d' ' -f1-3 /proc/loadavg)" | tee -a "$WORK/times.log"
-    nice "$OPCOV" probe xla "$@" "${COMMON[@]}" "${resume[@]}" --out "$out" > "$WORK/$name.log" 2>&1
+    nice "$OPCOV" probe xla "${COMMON[@]}" "$@" "${resume[@]}" --out "$out" > "$WORK/$name.log" 2>&1  # a stage's own options win
     echo "== $name: done in $(( $(date +%s) - t0 )) s, load average $(cut -d' ' -f1-3 /proc/loadavg)" \
         | tee -a "$WORK/times.log"
 }
@@ -158,6 +159,18 @@ picked() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The OpInfos no case of the probed file comes from (scripts/envs/xla_new_opinfos.py lists their ops): the ops
+# outside core ATen and the zoo's op sets that models beyond the zoo call (elu, cdist, embedding_bag,
+# grid_sampler_2d...), float32, up to 6 samples per group, one per signature class; merged into the cells.
+opinfos() {
+    local ops
+    ops=$(cd scripts/envs && "../../$ENV/bin/python" xla_new_opinfos.py "../../$PROBED")
+    [ -n "$ops" ] || { echo "every OpInfo has a case in $PROBED"; return; }
+    OPCOV_XLA_MAX_SAMPLES=6 shard opinfos --ops "$ops" --no-schema --timeout 120 --dtypes float32
+    "$OPCOV" merge "$PROBED" "$WORK/opinfos.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -168,6 +181,7 @@ case "${1:-all}" in
     classes) classes ;;
     servereplay) servereplay ;;
     picked) picked ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|all]" >&2; exit 2 ;;
+    opinfos) opinfos ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|all]" >&2; exit 2 ;;
 esac

@@ -139,15 +139,15 @@ def alias_key(t):
 
 
 def cap(loaded, device_type: str, source: str = ""):
-    """On a lazy backend, keep ``max_samples()`` of an OpInfo group's samples, one per signature class with
-    the common path first (opcov.probe.pick), input-tier samples after them (one each). A replayed trace
+    """On a lazy backend, keep at most ``max_samples()`` of an OpInfo group's samples, one per signature class
+    with the common path first, at least ``pick.PAD`` (opcov.probe.pick), input-tier samples after them. A replayed trace
     (``trace.<model>``) keeps every call: each of its samples is another op."""
     rec = record_for(device_type)
     if rec is None or source.startswith("trace."):
         return loaded
     n = max_samples(rec)
     plain = [s for s in loaded.samples if s.tier is None]
-    if len(plain) > n:
+    if len(plain) > min(n, pick.PAD):
         for i, sample in enumerate(plain):
             sample.index = i  # its case id, whichever are kept
         kept = pick.keep(plain, n, loaded.fn, loaded.aten_of, import_torch())

@@ -19,23 +19,26 @@ from opcov import sigclass
 from opcov.probe.record import Calls, recording
 from opcov.trees import map_leaves
 
+PAD = 3  # samples kept even where fewer classes are found: more shapes and values for the same path
+
 
 def keep(samples: list, n: int, fn, about, torch) -> list:
-    """At most ``n`` of ``samples``: first each that brings a class not yet kept, in ``rank`` order (the
-    common path first), then the rest in that order. The kept ones run in that order."""
-    if len(samples) <= n:
+    """At most ``n`` of ``samples``: each that brings a class not yet kept (a sample whose class cannot be read
+    counts as its own), in ``rank`` order (the common path first); where that is fewer than ``PAD``, the
+    next ones in that order up to it. The kept ones run in that order."""
+    if len(samples) <= min(n, PAD):
         return samples
     keys = [classes(s, fn, about(s), torch) for s in samples]
     order = sorted(range(len(samples)), key=lambda i: (rank(keys[i]), i))
     chosen: list[int] = []
     seen: set = set()
     for i in order:
-        if keys[i] - seen:
+        if keys[i] - seen or not keys[i]:
             chosen.append(i)
             seen |= keys[i]
         if len(chosen) == n:
             return [samples[i] for i in chosen]
-    chosen += [i for i in order if i not in chosen][: n - len(chosen)]
+    chosen += [i for i in order if i not in chosen][: max(0, min(n, PAD) - len(chosen))]
     return [samples[i] for i in chosen]
 
 

@@ -1,0 +1,47 @@
+r"""Print a regular expression of the aten ops whose OpInfos a lazy backend's probed file holds no case of: the
+ops outside core ATen and the curated zoo's op sets, which the first probe left out (``elu``, ``celu``,
+``cdist``, ``embedding_bag``, ``grid_sampler_2d``, ``affine_grid_generator``, ``nll_loss2d``...). A model
+beyond the zoo calls them, and without a case its call can only be judged from the dispatch table, so
+scripts/envs/xla-data.sh's ``opinfos`` stage probes them and merges the cases in.
+
+Run in the backend's Python (its torch lists the OpInfos).
+
+Usage: python scripts/envs/xla_new_opinfos.py PROBED.yaml   (prints '^(aten::a|aten::b)(\.OVERLOAD)?$', or
+nothing)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src"))
+
+from xla_pick_ops import groups  # noqa: E402
+
+from opcov.store import data  # noqa: E402
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    from opcov.probe.cases import aten_names
+    from opcov.sources.opinfo import opinfos
+
+    probed = {source for source, _ in groups(data.load(argv[0]))}
+    bases: set[str] = set()
+    for oid, op in opinfos().items():
+        if oid in probed:
+            continue
+        names = [n for n in aten_names(op) if "." not in n.split("::", 1)[1]]  # 'aten::nn.functional.x' is no op
+        bases.update(names)
+        print(f"{oid}: {', '.join(names)}", file=sys.stderr)
+    if bases:
+        print("^(" + "|".join(re.escape(b) for b in sorted(bases)) + r")(\.[A-Za-z0-9_]+)?$")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
