@@ -64,6 +64,28 @@ def test_a_records_file_that_is_a_device_a_pipe_or_a_folder_is_never_read(tmp_pa
         backends.known_backends()
 
 
+def test_the_known_backends_follow_a_records_file_and_register_between_calls(tmp_path, monkeypatch):
+    """known_backends is worked out once and kept (a zoo's judging asks for it per op set and backend):
+    a records file named, edited or no longer named, and a record registered, are each seen by the next call."""
+
+    def names():
+        return {b.name for b in backends.known_backends()}
+
+    records = tmp_path / "acme.toml"
+    records.write_text(GOOD)
+    monkeypatch.setattr(backends, "_REGISTERED", [])
+    monkeypatch.setenv(backends.RECORDS_ENV, str(records))
+    assert "acme" in names()
+    records.write_text(GOOD.replace('name = "acme"', 'name = "acme2"'))
+    later = os.stat(records).st_mtime_ns + 1_000_000_000  # a new time, however coarse the file system's clock
+    os.utime(records, ns=(later, later))
+    assert "acme2" in names() and "acme" not in names()
+    monkeypatch.delenv(backends.RECORDS_ENV)
+    assert not {"acme", "acme2"} & names()
+    backends.register(backends.Backend("zeta", "zeta", "PrivateUse1", module="zeta_torch"))
+    assert "zeta" in names() and backends.get_backend("zeta").module == "zeta_torch"
+
+
 def test_every_command_refuses_a_bad_records_file_in_one_line(tmp_path):
     """The parser reads the records (expect's backends): a bad file gave every command a traceback."""
     bad = tmp_path / "bad.toml"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import operator
 import os
 import re
 import stat
@@ -695,14 +696,9 @@ def _toml():
 def records_from(paths: str | None = None) -> list[Backend]:
     """The records in the TOML files ``paths`` names (os.pathsep-separated; default: ``OPCOV_BACKEND_RECORDS``),
     each a ``[[backend]]`` table of the record's data fields (docs/adding-a-backend.md)."""
-    text = os.environ.get(RECORDS_ENV, "") if paths is None else paths
     out: list[Backend] = []
     where: dict[str, str] = {b.name: "built in" for b in BUILTIN}
-    for path in filter(None, text.split(os.pathsep)):
-        try:
-            mtime = os.stat(path).st_mtime
-        except OSError as exc:
-            raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
+    for path, mtime in _records_files(os.environ.get(RECORDS_ENV, "") if paths is None else paths):
         for i, b in enumerate(_records_file(path, mtime)):
             if b.name in where:  # a record never changes opcov's own (cpu is the reference every verdict uses)
                 raise DataError(
@@ -712,6 +708,17 @@ def records_from(paths: str | None = None) -> list[Backend]:
             where[b.name] = f"{path}, backend {i + 1}"
             out.append(b)
     return out
+
+
+def _records_files(text: str) -> tuple[tuple[str, float], ...]:
+    """(path, modification time) of each records file ``text`` names (os.pathsep-separated)."""
+    out = []
+    for path in filter(None, text.split(os.pathsep)):
+        try:
+            out.append((path, os.stat(path).st_mtime))
+        except OSError as exc:
+            raise UsageError(f"{RECORDS_ENV}: cannot read {path} ({exc.strerror or exc})") from None
+    return tuple(out)
 
 
 def _dist_version(dist: str) -> str | None:
@@ -739,9 +746,24 @@ def _entry_point_backends() -> tuple[Backend, ...]:
     return tuple(found)
 
 
+_KNOWN: list = []  # [(the records registered, the records files and their times, known_backends' list)]
+
+
 def known_backends() -> list[Backend]:
     """Built-ins first, then records added (``register``, then ``OPCOV_BACKEND_RECORDS``) and entry-point
-    backends, each not already known under its name (an entry point: nor under its module)."""
+    backends, each not already known under its name (an entry point: nor under its module). Worked out
+    again only when what can change it has changed (judging a zoo asks for it per op set and backend)."""
+    registered, files = tuple(_REGISTERED), _records_files(os.environ.get(RECORDS_ENV, ""))
+    if _KNOWN:
+        was, was_files, known = _KNOWN[0]
+        if was_files == files and len(was) == len(registered) and all(map(operator.is_, was, registered)):
+            return list(known)
+    known = tuple(_known_backends())
+    _KNOWN[:] = [(registered, files, known)]
+    return list(known)
+
+
+def _known_backends() -> list[Backend]:
     out = list(BUILTIN)
     for b in [*_REGISTERED, *records_from()]:
         out = [k for k in out if k.name != b.name] + [b]  # register() may replace a built-in; a file may not

@@ -84,7 +84,7 @@ _ADAPTERS = {"_lstm_cell": _lstm_cell, "_gru_cell": _gru_cell}
 # backend's record lists the kernels made for it (``own_kernels``).
 
 
-def foreign(op: str, device_type: str) -> str | None:
-    """The generic op that ``op`` stands for where it is another device type's own kernel, else None."""
-    made_for = backends.own_kernels().get(op)
-    return made_for[1] if made_for and made_for[0] != device_type else None
+def foreign(ops, device_type: str) -> dict[str, str]:
+    """Each of ``ops`` that is another device type's own kernel, with the generic op it stands for there.
+    Asked once per op set and backend (the records are read once), not per call."""
+    return {k: op for k, (made_for, op) in backends.own_kernels().items() if made_for != device_type and k in ops}

@@ -403,8 +403,12 @@ def model_rows(verdicts: dict, backend: str) -> list[dict]:
     """Per mode, how many zoo models get each verdict on ``backend``; runs split by the evidence they rest
     on (only probed runs count in the share that run: a claim is not proof)."""
     rows = []
+    by_mode: dict = {}  # the backend's verdicts per mode, in one pass (not a sort of the zoo's per mode)
+    for (_, md, bn), v in verdicts.items():  # counted: their order changes nothing
+        if bn == backend:
+            by_mode.setdefault(md, []).append(v)
     for mode in all_modes(md for (_, md, _) in verdicts):
-        vs = [v for (_, md, bn), v in sorted(verdicts.items()) if md == mode and bn == backend]
+        vs = by_mode.get(mode, [])
         if not vs:
             continue
         c = Counter(v.verdict for v in vs)

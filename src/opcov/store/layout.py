@@ -20,6 +20,7 @@ Everything that finds, names or picks a data file asks this module. Torch-free.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -336,8 +337,12 @@ def same_torch(a, b) -> bool:
 def pick(files: list[str], torch_version: str) -> str | None:
     """The snapshot made with the op set's torch version (that build first, else another build of the
     same release: cuda data of 2.13.0 for an op set of 2.13.0+cpu), else the last by name."""
-    if not files:
-        return None
+    return _pick(tuple(files), torch_version) if files else None
+
+
+@functools.lru_cache(maxsize=256)
+def _pick(files: tuple, torch_version: str) -> str | None:
+    """pick, worked out once per listing and version (a zoo asks it for each op set and backend)."""
     made_with = {f: _SNAPSHOT.match(os.path.basename(f)).group("torch") for f in files}  # type: ignore[union-attr]  # snapshots() matched each
     exact = [f for f in files if made_with[f] == torch_version]
     same = [f for f in files if same_torch(made_with[f], torch_version)]

@@ -431,6 +431,7 @@ def for_variant(doc: dict, variant: str) -> dict:
         ops.setdefault(op, {}).setdefault(phase, {})[dtype] = cell
     out = {k: v for k, v in doc.items() if k not in ("calltree", "ops", "summary")}
     out["calltree"] = [text for text, _ in kept]
+    _keep(out["calltree"], [node for _, node in kept])  # its nodes are parsed already: nodes() need not again
     out["ops"] = ops
     out["summary"] = {
         "distinct_ops": len(ops),

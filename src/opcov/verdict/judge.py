@@ -224,6 +224,8 @@ class Coverage:
     # (op, dtype, direction, torch) -> Finding, shared by the Coverages of the same documents (``share``);
     # None: not memoized (a lone check judges each requirement once anyway)
     _judged: dict | None = field(default=None, init=False, repr=False, compare=False)
+    # (op, requirements) -> _relevant's answer, shared as ``_judged`` is (None: not kept)
+    _relevant_memo: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def cells(self, op: str) -> dict[str, ProbedCell]:
         """The op's probed cells by dtype key, parsed once; {} when it was not probed or skipped."""
@@ -376,8 +378,8 @@ def share(cov: Coverage, pool: dict) -> Coverage:
     key = (cov.backend, id(cov.registered), id(cov.probed), id(cov.cpu), tuple(cov.paths))
     entry = pool.get(key)
     if entry is None:
-        entry = pool[key] = ((cov.registered, cov.probed, cov.cpu), cov._cells, {})
-    cov._cells, cov._judged = entry[1], entry[2]
+        entry = pool[key] = ((cov.registered, cov.probed, cov.cpu), cov._cells, {}, {})
+    cov._cells, cov._judged, cov._relevant_memo = entry[1], entry[2], entry[3]
     return cov
 
 
@@ -967,8 +969,8 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
 
 
 def requirements(calls, training: bool) -> list[tuple]:
-    """Per op, in the order the calls first name it: (op, calls, phases, dtypes, [(dtype, direction, shapes,
-    reads)]): what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the
+    """Per op, in the order the calls first name it: (op, calls, phases, dtypes (frozensets, as an OpResult
+    holds them), [(dtype, direction, shapes, reads)]): what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the
     shapes of its calls (their signature class: a probe finding counts only against calls of its class) and,
     for the forward, the outputs any of them had read (``reads=``; None where a call did not record it: a
     value mismatch on an output no call reads is a note). Backends that resolve an op set alike share this
@@ -1006,8 +1008,8 @@ def requirements(calls, training: bool) -> list[tuple]:
         (
             op,
             n,
-            tuple(phases),
-            tuple(dtypes),
+            _frozen(tuple(phases)),
+            _frozen(tuple(dtypes)),
             tuple([(k[2], k[1], tuple(seen[k]), read[op, k[2]] if k[1] == "forward" else None) for k in reqs]),
         )
         for op, n, phases, dtypes, reqs in out.values()
@@ -1049,11 +1051,24 @@ def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
     their classes, the outputs they read only where a failing case names the outputs it differs on, and
     the model only where the cell has its own replayed calls: what else judges a
     requirement does not depend on them, so an op is judged once for all the op sets that need it alike
-    (a zoo judged on every backend shares most judgments)."""
-    cells = cov.cells(op)
+    (a zoo judged on every backend shares most judgments). Worked out once per op and requirements
+    where the Coverage was ``share``d (the zoo's op sets need most ops alike)."""
+    kept = cov._relevant_memo
+    found = kept.get((op, reqs)) if kept is not None else None
+    if found is None:
+        found = _reduced(cov.cells(op), reqs)
+        if kept is not None:
+            kept[(op, reqs)] = found
+    out, replayed = found
+    return out, model if model and model in replayed else ""
+
+
+def _reduced(cells: dict, reqs: tuple) -> tuple:
+    """(_relevant's reqs, the models with their own replayed calls in a cell that ``reqs`` reach)."""
     if not cells:
-        return tuple((dtype, direction, layouts.special(shapes), None) for dtype, direction, shapes, _ in reqs), ""
-    out, who = [], ""
+        return tuple((dtype, direction, layouts.special(shapes), None) for dtype, direction, shapes, _ in reqs), ()
+    out: list = []
+    replayed: set[str] = set()
     for dtype, direction, shapes, reads in reqs:
         cell = cells.get(dtype)
         slot = cell.slot(direction) if cell else None
@@ -1061,10 +1076,10 @@ def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
             shapes = layouts.special(shapes)  # a sparse or quantized call is judged by its layout's key
         if slot is None or not any(" out=" in str(t) for t in slot.failed or ()):
             reads = None  # no mismatch names its outputs: what the calls read changes nothing
-        if slot is not None and model and isinstance(slot.traced, dict) and model in slot.traced:
-            who = model
+        if slot is not None and isinstance(slot.traced, dict):
+            replayed.update(slot.traced)
         out.append((dtype, direction, shapes, reads))
-    return tuple(out), who
+    return tuple(out), frozenset(replayed)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1100,7 +1115,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
             if memo is not None:
                 memo[key] = judged
         findings, flags, outcome, evidence, rank = judged
-        r = OpResult(op, calls, _frozen(phases), _frozen(dtypes), list(findings), list(flags))
+        r = OpResult(op, calls, phases, dtypes, list(findings), list(flags))
         r._memo = (r.findings, len(findings), outcome, evidence)  # _judge_op summarized these findings
         ops.append(((rank, -calls, op), r, outcome, evidence))
     ops.sort(key=lambda row: row[0])

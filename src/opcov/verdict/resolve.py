@@ -67,12 +67,13 @@ def needed_ops(doc: dict) -> list[str]:
     return sorted(names)
 
 
-def own_level(cov, op: str, dtype: str) -> str:
+def own_level(cov, op: str, dtype: str, above: dict | None = None) -> str:
     """Why the backend runs ``op`` itself at ``dtype``, else '': 'above' when its Python patch takes the
     call before the dispatcher (``raised_above``); 'kernel' when it registers its own kernel for it; 'probed' when no registered record says which path the dispatcher takes and the
     probe ran the op at ``dtype``. A registered record that names another path (a composite, an
-    .out variant) wins over a probe: the probe saw OpInfo's inputs, the children are the model's."""
-    if raised_above(cov.backend, op):
+    .out variant) wins over a probe: the probe saw OpInfo's inputs, the children are the model's.
+    ``above``: the backend's ``raises_above`` where the caller read it once for many ops."""
+    if (raises_above(cov.backend) if above is None else above).get(op):
         return "above"
     reg = (cov.registered or {}).get("ops", {}).get(op)
     if isinstance(reg, dict):
@@ -88,7 +89,13 @@ def raised_above(backend: str, op: str) -> str:
     """Why a Python patch that importing ``backend`` installs takes a call of ``op`` before the dispatcher
     and raises (its record's ``raises_above``: torch_xla's nn.GRU on a PackedSequence), else ''. The call
     is judged as one op that fails; no scan or probe of the dispatcher sees it."""
-    return _raises_above(backend, os.environ.get(RECORDS_ENV, "")).get(op, "")
+    return raises_above(backend).get(op, "")
+
+
+def raises_above(backend: str) -> dict:
+    """{op: why} of every call ``backend``'s Python patch raises on (``raised_above``), for the records
+    files named now."""
+    return _raises_above(backend, os.environ.get(RECORDS_ENV, ""))
 
 
 @functools.lru_cache(maxsize=32)
@@ -123,15 +130,18 @@ def resolve(doc: dict, cov) -> Resolved:
     if not doc.get("calltree"):
         return _flat(doc, cov)
     plan = _plan(doc)
-    # The walk asks only whether the backend runs each composite (op, dtype) itself: with the same
-    # answers it makes the same calls, which are worked out once per set of answers.
+    # The walk asks only which branch the backend takes, which of the tree's kernels are another device's
+    # own, and whether the backend runs each composite (op, dtype) itself: with the same answers it makes
+    # the same calls, which are worked out once per set of answers (often shared by several backends).
     branch, device = backend_branch(cov.backend)
-    own = tuple(own_level(cov, op, dtype) for op, dtype in plan.composites)
+    stand = branches.foreign(plan.kernels, device)
+    above = raises_above(cov.backend)
+    own = tuple(own_level(cov, op, dtype, above) for op, dtype in plan.composites)
     autograd = frozenset(op for op in plan.issuers if own_autograd(cov, op))
-    answers = (branch, device, autograd, *own)
+    answers = (branch, tuple(sorted(stand.items())), autograd, *own)
     walk = plan.walks.get(answers)
     if walk is None:
-        walk = _Walk(plan, dict(zip(plan.composites, own)), branch, device, autograd).run()
+        walk = _Walk(plan, dict(zip(plan.composites, own)), branch, stand, autograd).run()
         for other in plan.walks.values():  # another device's walk that made the same calls: its requirements too
             if other[0] == walk[0]:
                 walk = (walk[0], walk[1], other[2], walk[3])
@@ -168,6 +178,7 @@ class _Plan:
             else:
                 self.roots.append(node)
         self.composites = sorted({(node.op, node.dtype) for node in tree if node.kind == COMPOSITE})
+        self.kernels = frozenset(node.op for node in tree if node.kind == KERNEL)
         by_id = {node.id: node for node in tree}
         self.issuers = sorted({by_id[i].op for i in self.issued if i in by_id})  # ops whose backward was traced
         self.walks: dict = {}
@@ -189,8 +200,9 @@ def _plan(doc: dict) -> _Plan:
 class _Walk:
     """One walk of a plan's tree, top down, given which composite (op, dtype) the backend runs itself."""
 
-    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED, device: str = "", autograd=frozenset()):
-        self.plan, self.own_of, self.branch, self.device = plan, own_of, branch, device
+    def __init__(self, plan: _Plan, own_of: dict, branch: str = branches.FUSED, stand=None, autograd=frozenset()):
+        self.plan, self.own_of, self.branch = plan, own_of, branch
+        self.stand = stand or {}  # another device's own kernel -> the generic op it stands for (branches.foreign)
         self.autograd = autograd  # kernel ops whose backward is the backend's own autograd kernel
         self.calls: list = []
         self.own: dict = {}  # (op, phase, reason) -> [calls, {decomposition ops}, grad]
@@ -203,7 +215,7 @@ class _Walk:
 
     def visit(self, node) -> None:
         if node.kind == KERNEL:
-            generic = branches.foreign(node.op, self.device)
+            generic = self.stand.get(node.op)
             if generic:  # another device's own kernel (its record's own_kernels)
                 self.stood[node.op] = generic
                 node = node._replace(op=generic)
