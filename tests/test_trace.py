@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import ROOT, child_env, load_yaml, opcov_here
+from conftest import ROOT, child_env, load_yaml, opcov_here, run_opcov_batch
 
 ZOO_DIR = os.path.join(ROOT, "coverage", "models")
 
@@ -398,8 +398,14 @@ def test_provenance_command_is_the_cli_line_for_the_same_trace(options, sizes):
 # ---------------------------------------------------------------- CLI and bad input
 
 
-def test_local_config_json_and_set_overrides(opcov, tmp_path):
-    cfg = tmp_path / "mybert" / "config.json"
+@pytest.fixture(scope="module")
+def model_traces(tmp_path_factory):
+    """{test: (completed trace, its op set)} of three tests' traces of models opcov builds (a local config,
+    an hf: name, a zoo name), one after another in one child: one torch and transformers import for them
+    all, as a zoo worker traces model after model. The accelerator's first, so that its stand-in device is
+    claimed before autograd first runs, as in a process of its own; CPU's last."""
+    tmp = tmp_path_factory.mktemp("models")
+    cfg = tmp / "mybert" / "config.json"
     cfg.parent.mkdir()
     cfg.write_text(
         json.dumps(
@@ -413,8 +419,20 @@ def test_local_config_json_and_set_overrides(opcov, tmp_path):
             }
         )
     )
-    out = tmp_path / "o.yaml"
-    r = opcov("trace", str(cfg), "--mode", "inference", "--set", "num_hidden_layers=2", "--seq", "8", "--out", str(out))
+    bf16 = ("hf:inkling2_text", "--mode", "inference", "--dtype", "bfloat16", "--set", "num_hidden_layers=2")
+    commands = {
+        "config": ("trace", cfg, "--mode", "inference", "--set", "num_hidden_layers=2", "--seq", "8"),
+        "bfloat16": ("trace", *bf16, "--set", "layer_types=[hybrid_sliding, hybrid]"),
+        "cpu": ("trace", "llama", "--device", "cpu", "--mode", "inference"),
+    }
+    outs = {name: tmp / f"{name}.yaml" for name in commands}
+    runs = run_opcov_batch([(*args, "--out", outs[name]) for name, args in commands.items()])
+    return {name: (r, outs[name]) for name, r in zip(commands, runs)} | {"cfg": cfg}
+
+
+def test_local_config_json_and_set_overrides(model_traces, tmp_path):
+    cfg = model_traces["cfg"]
+    r, out = model_traces["config"]
     assert r.returncode == 0, r.stderr
     doc = load_yaml(out)
     assert doc["model"]["source"] == f"config:{cfg}" and doc["model"]["name"] == "mybert"
@@ -426,7 +444,7 @@ def test_local_config_json_and_set_overrides(opcov, tmp_path):
     assert r.returncode == 2 and "no 'model_type' key" in r.stderr
 
 
-def test_a_model_fake_tensors_cannot_trace_is_traced_with_real_values(opcov, tmp_path):
+def test_a_model_fake_tensors_cannot_trace_is_traced_with_real_values(tmp_path):
     mod = tmp_path / "nzmodel.py"
     mod.write_text(
         textwrap.dedent("""
@@ -445,15 +463,25 @@ def test_a_model_fake_tensors_cannot_trace_is_traced_with_real_values(opcov, tmp
     """)
     )
     env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}"}
+    # the three traces in one process, as the child 'opcov trace' runs a factory in traces it (one torch import)
+    runs = run_opcov_batch(
+        [
+            ("trace", "nzmodel:build", "--out", tmp_path / "a.yaml"),
+            ("trace", "nzmodel:build", "--real", "--out", tmp_path / "b.yaml"),
+            ("trace", "nzmodel:build", "--real", "--device", "cpu", "--out", tmp_path / "c.yaml"),
+        ],
+        OPCOV_TRACE_ISOLATED="1",
+        **env,
+    )
     # fake tensors cannot trace nonzero's data-dependent shape: the trace retries with real values by
     # itself and says why in the op set, so a user need not guess --real
-    r = opcov("trace", "nzmodel:build", "--out", str(tmp_path / "a.yaml"), **env)
+    r = runs[0]
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     doc = load_yaml(tmp_path / "a.yaml")
     assert "aten::nonzero" in doc["ops"] and doc["provenance"]["tracing"] == "real"
     retried = [n for n in doc["provenance"]["notes"] if n.startswith("traced with real values (as --real)")]
     assert retried and "aten::nonzero" in retried[0], doc["provenance"]["notes"]
-    r = opcov("trace", "nzmodel:build", "--real", "--out", str(tmp_path / "b.yaml"), **env)
+    r = runs[1]
     assert r.returncode == 0, r.stderr
     doc = load_yaml(tmp_path / "b.yaml")
     assert "aten::nonzero" in doc["ops"] and doc["provenance"]["tracing"] == "real"
@@ -464,7 +492,7 @@ def test_a_model_fake_tensors_cannot_trace_is_traced_with_real_values(opcov, tmp
     assert "computing PrivateUse1" in doc["provenance"]["traced_on"]
     assert any(" composite aten::linear " in node for node in doc["calltree"])
     assert "aten::_foreach_addcdiv_.ScalarList" in doc["ops"]
-    r = opcov("trace", "nzmodel:build", "--real", "--device", "cpu", "--out", str(tmp_path / "c.yaml"), **env)
+    r = runs[2]
     assert r.returncode == 0, r.stderr
     cpu = load_yaml(tmp_path / "c.yaml")
     assert "aten::nonzero" in cpu["ops"] and not any(op.startswith("aten::_foreach") for op in cpu["ops"])
@@ -617,12 +645,11 @@ def test_a_data_dependent_op_in_backward_is_a_clean_error_not_an_abort():
         assert "--real" in text, text
 
 
-def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
+def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(model_traces):
     """A --device cpu op set, like an accelerator's, holds what a real run adds where the model branches
     on data (transformers' host-side "is the mask all ones?"), run eager on CPU itself: CPU's own sdpa
     kernel on both sides, no stand-in (scripts/zoo_recall.py --device cpu measured the misses without it)."""
-    out = tmp_path / "cpu.yaml"
-    r = opcov("trace", "llama", "--device", "cpu", "--mode", "inference", "--out", str(out))
+    r, out = model_traces["cpu"]
     assert r.returncode == 0, r.stderr
     doc = load_yaml(out)
     notes = doc["provenance"]["notes"]
@@ -636,28 +663,14 @@ def test_a_cpu_target_gets_its_branch_run_eager_on_cpu(opcov, tmp_path):
     assert (doc["provenance"]["target_device"], doc["provenance"]["traced_on"]) == ("cpu", "cpu")
 
 
-def test_a_bfloat16_trace_keeps_in_float32_what_a_bfloat16_checkpoint_load_keeps(opcov, tmp_path):
+def test_a_bfloat16_trace_keeps_in_float32_what_a_bfloat16_checkpoint_load_keeps(model_traces):
     """inkling2's MoE router holds its weight in float32 (``_keep_in_fp32_modules_strict``), as
     ``from_pretrained(dtype=bfloat16)`` loads it, and upcasts its input: the router's matmul is float32
     on any device. A trace that cast every weight to bfloat16 recorded a matmul the loaded model never
     runs, and its real-valued branch run failed (float x bfloat16); now it runs, and both see the
     float32 matmul."""
     pytest.importorskip("transformers")
-    out = tmp_path / "inkling2.yaml"
-    r = opcov(
-        "trace",
-        "hf:inkling2_text",
-        "--mode",
-        "inference",
-        "--dtype",
-        "bfloat16",
-        "--set",
-        "num_hidden_layers=2",
-        "--set",
-        "layer_types=[hybrid_sliding, hybrid]",
-        "--out",
-        str(out),
-    )
+    r, out = model_traces["bfloat16"]
     assert r.returncode == 0, r.stderr
     doc = load_yaml(out)
     notes = doc["provenance"]["notes"]
