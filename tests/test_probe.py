@@ -232,7 +232,7 @@ def test_resume_after_sigkill_equals_uninterrupted(tmp_path, whole):
     parent.wait()
     assert os.path.exists(journal) and not os.path.exists(out), "the run was not interrupted mid-way"
     done = sum(1 for line in open(journal) if '"case"' in line)
-    again = run_opcov(*args, OPCOV_PYBACKEND_SPEC=json.dumps(WORKING))
+    again = opcov_here(*args, OPCOV_PYBACKEND_SPEC=json.dumps(WORKING))  # refused before the backend is imported
     assert again.returncode != 0 and "--resume" in again.stderr  # a journal is never silently dropped
     resumed = run_opcov(*args, "--resume", OPCOV_PYBACKEND_SPEC=json.dumps(WORKING))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -323,7 +323,7 @@ def test_bad_arguments_give_one_line_and_exit_2(args, message):
 
 
 def test_pattern_matching_nothing_is_a_usage_error(tmp_path):
-    proc = run_opcov("probe", "cpu", "--ops", "^no_such_op_xyz$", "--out", str(tmp_path / "x.yaml"))
+    proc = opcov_here("probe", "cpu", "--ops", "^no_such_op_xyz$", "--out", str(tmp_path / "x.yaml"))
     assert proc.returncode == 2 and "no OpInfo case matches" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
 

@@ -11,7 +11,7 @@ import os
 import textwrap
 
 import pytest
-from conftest import ROOT, run_opcov
+from conftest import ROOT, opcov_here, run_opcov
 
 from opcov.store import data
 
@@ -92,7 +92,7 @@ def test_traces_takes_a_factory_and_names_its_cases_as_trace_names_the_model(ops
     cell = data.load(str(out))["ops"]["aten::max_pool2d_with_indices"]["float32"]
     assert cell["traced"] == {"replaymodel.pooled": "pass"}
     assert any("dilation=2x2" in sig for sig in cell["ran"]), cell  # the class of the call that ran
-    bad = run_opcov("probe", "cpu", "--traces", "notamodel", "--out", str(tmp_path / "x.yaml"))
+    bad = opcov_here("probe", "cpu", "--traces", "notamodel", "--out", str(tmp_path / "x.yaml"))
     assert bad.returncode == 2 and "neither a zoo model nor a factory" in bad.stderr
 
 
@@ -155,7 +155,7 @@ def test_a_replayed_call_that_raised_inside_its_op_counts_against_the_op_the_mod
 
 def test_calls_only_needs_calls_to_replay():
     """--calls-only runs the replayed calls alone; without --traces or --opsets it is one line saying so."""
-    proc = run_opcov("probe", "cpu", "--calls-only", "--ops", "^aten::mm$", "--out", "x.yaml")
+    proc = opcov_here("probe", "cpu", "--calls-only", "--ops", "^aten::mm$", "--out", "x.yaml")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "opcov: error: --calls-only runs replayed calls alone: name them with --traces or --opsets"
     ], proc.stderr
