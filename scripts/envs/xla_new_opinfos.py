@@ -6,7 +6,7 @@ scripts/envs/xla-data.sh's ``opinfos`` stage probes them and merges the cases in
 
 Run in the backend's Python (its torch lists the OpInfos).
 
-Usage: python scripts/envs/xla_new_opinfos.py PROBED.yaml   (prints '^(aten::a|aten::b)(\.OVERLOAD)?$', or
+Usage: python scripts/envs/xla_new_opinfos.py PROBED.yaml   (prints '^(OPINFO|OPINFO...)$' of OpInfo ids, or
 nothing)
 """
 
@@ -31,15 +31,11 @@ def main(argv: list[str]) -> int:
     from opcov.sources.opinfo import opinfos
 
     probed = {source for source, _ in groups(data.load(argv[0]))}
-    bases: set[str] = set()
-    for oid, op in opinfos().items():
-        if oid in probed:
-            continue
-        names = [n for n in aten_names(op) if "." not in n.split("::", 1)[1]]  # 'aten::nn.functional.x' is no op
-        bases.update(names)
-        print(f"{oid}: {', '.join(names)}", file=sys.stderr)
-    if bases:
-        print("^(" + "|".join(re.escape(b) for b in sorted(bases)) + r")(\.[A-Za-z0-9_]+)?$")
+    new = sorted(oid for oid in opinfos() if oid not in probed)
+    for oid in new:
+        print(f"{oid}: {', '.join(aten_names(opinfos()[oid]))}", file=sys.stderr)
+    if new:  # the ids themselves: --ops is searched in OpInfo ids ('nn.functional.elu', whose aten_name it is too)
+        print("^(" + "|".join(re.escape(oid) for oid in new) + ")$")
     return 0
 
 
