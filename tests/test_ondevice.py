@@ -50,7 +50,7 @@ def test_on_cpu_records_the_cpus_own_path(tmp_path):
 )
 def test_a_backend_that_cannot_record_here_is_one_line(tmp_path, args, said):
     out = tmp_path / "x.yaml"
-    r = run_opcov("trace", "nn-gru", *args, "--out", str(out))
+    r = opcov_here("trace", "nn-gru", *args, "--out", str(out))
     assert r.returncode == 2 and r.stderr.startswith(said) and r.stderr.count("\n") == 1, r.stderr
     assert not out.exists()  # never the stand-in trace instead
 
@@ -60,7 +60,7 @@ def test_xla_without_torch_xla_says_so_in_one_line(tmp_path):
 
     if importlib.util.find_spec("torch_xla") is not None:
         pytest.skip("torch_xla is installed in this Python")
-    r = run_opcov("trace", "nn-gru", "--on", "xla", "--out", str(tmp_path / "x.yaml"))
+    r = opcov_here("trace", "nn-gru", "--on", "xla", "--out", str(tmp_path / "x.yaml"))
     assert r.returncode == 2
     assert r.stderr.startswith("opcov: error: --on xla: torch_xla is not installed in this Python")
 

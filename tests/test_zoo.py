@@ -515,14 +515,14 @@ def test_codec_and_codebook_inputs_take_the_layout_the_model_runs(build):
     assert shapes(mg)["input_ids"] == (2 * books, 16) and shapes(mg)["labels"] == (2, 16, books)
 
 
-def test_timm_and_torchvision_say_where_they_trace(opcov, tmp_path):
+def test_timm_and_torchvision_say_where_they_trace(tmp_path):
     try:
         import torchvision  # noqa: F401
 
         pytest.skip("torchvision imports here")
     except Exception:  # noqa: BLE001 - the CPU torch's environment: it does not
         pass
-    r = opcov("trace", "timm:resnet18", "--out", str(tmp_path / "t.yaml"))
+    r = opcov_here("trace", "timm:resnet18", "--out", str(tmp_path / "t.yaml"))
     assert r.returncode == 2 and "scripts/envs/vision.sh" in r.stderr and "Traceback" not in r.stderr
     with pytest.raises(UsageError, match="scripts/envs/vision.sh"):
         zoorun.architectures(every=True, libraries=("timm",))
