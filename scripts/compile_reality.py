@@ -1,7 +1,7 @@
 """Compile the curated zoo for real and compare with `opcov check -b cpu|xla --path compile`.
 
 Usage: python scripts/compile_reality.py [--backend inductor|openxla] [--models m1,m2|all]
-           [--modes inference,training] [--timeout S] [--results FILE.jsonl] [--saved-only] [--doc PAGE]
+           [--modes inference,training|serve] [--timeout S] [--results FILE.jsonl] [--saved-only] [--doc PAGE]
 
 ``--backend inductor`` (default) compiles on this CPU and is judged against ``-b cpu``; ``--backend openxla``
 runs in a Python with torch_xla (``PJRT_DEVICE=CPU``) and is judged against ``-b xla``. Each model and mode
@@ -14,6 +14,13 @@ on inductor also farther from eager run in float64 than eager float32 is, ARBITE
 compiled op set (coverage/models/<model>/compile/<backend>-<mode>.yaml). A verdict that runs (in any
 evidence words) agrees with compiled and graph_breaks, one that says values may differ also with
 wrong_values; fails agrees with compile_error; unknown agrees with nothing.
+
+``--modes serve`` (alone; ``all`` models are then the curated decoders) runs transformers' ``generate`` as
+serve mode does (opcov.sources.generate.RUNS), eagerly and then with the model's forward compiled
+(``dynamic=False``, afresh for each run): a greedy run's tokens must equal eager's and each step's logits be
+within tolerance, a sampling run's tokens have eager's shape. It is judged with ``opcov check MODEL -b DEVICE
+--mode serve --path compile`` on the compiled serve op set (<backend>-serve.yaml), and written to the
+``compile-serve-reality-BACKEND`` section.
 
 ``--results`` keeps the real outcomes (JSON lines), so a rerun after new coverage data recomputes the
 verdicts alone; ``--saved-only`` runs nothing. ``--doc`` rewrites that backend's section of the page
@@ -51,12 +58,16 @@ def compare(got: list, ref: list, scales: dict | None = None) -> tuple[float, st
         return f"different values returned: {', '.join(missing[:3])}"
     floors: dict = {}
     for _, kind, b in ref:
-        if b.numel():
+        if b.numel() and kind != "tokens":
             floors[kind] = max(floors.get(kind, 0.0), 1e-2 * float(b.abs().max()))
     worst, where = 0.0, ""
     for (name, kind, a), (_, _, b) in zip(got, ref):
         if a.shape != b.shape:
             return f"{name}: shape {list(a.shape)} vs eager {list(b.shape)}"
+        if kind == "tokens":  # generated token ids (or a sampling run's shape): equal, or wrong
+            if not bool((a == b).all()):
+                return f"{name}: {a.tolist()} vs eager {b.tolist()}"[:200]
+            continue
         if not b.numel():
             continue
         scale = max(float(b.abs().max()), floors.get(kind, 0.0), (scales or {}).get(name, 0.0), 1e-12)
@@ -72,16 +83,20 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
 
     import torch
 
+    from opcov.sources import generate as serve
     from opcov.sources import models, zoo
     from opcov.sources.step import default_loss, output_tensors
     from opcov.tracing import compiled as ctrace
 
     entry = zoo.BY_NAME[name]
     dtype = getattr(torch, entry.dtype)
+    serving = mode == "serve"
 
     def build():
         torch.manual_seed(0)
-        built = models.build(entry.spec, models.Sizes(), mode=mode, real=True, zoo_entry=entry)
+        built = models.build(
+            entry.spec, models.Sizes(), mode="inference" if serving else mode, real=True, zoo_entry=entry
+        )
         model = built.model.to(dtype)
         config = getattr(model, "config", None)
         for key, value in config.to_dict().items() if hasattr(config, "to_dict") else ():
@@ -96,6 +111,8 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
                 if "drop" in key.lower() and isinstance(value, float):
                     setattr(m, key, 0.0)
         model.train(mode == "training")
+        if serving:  # the prompt serve mode traces with
+            return model, serve.prompt_inputs(torch, built.inputs, getattr(model, "config", None))
         return model, built.inputs
 
     def move(x, where, to):
@@ -107,8 +124,35 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
             return type(x)(move(v, where, to) for v in x)
         return x
 
-    def step(m, inputs, where, to=dtype):
+    def generate(m, inputs, where, compile_with=None):
+        """(named values, no scales) of serve mode's generate runs (opcov.sources.generate.RUNS: a static and a
+        dynamic KV cache, greedy and sampling): a greedy run's tokens and each step's logits, a sampling run's
+        tokens' shape (its draws are the device's). With ``compile_with``, the model's forward is compiled with
+        that backend and dynamic=False afresh for each run, as compiled serve mode traces it and as
+        transformers' docs compile generation (``model.forward = torch.compile(model.forward)``); token
+        selection stays eager."""
+        got, forward = [], m.forward
+        m.eval()
+        with torch.no_grad():
+            for i, run in enumerate(serve.RUNS):
+                if compile_with:
+                    torch._dynamo.reset()
+                    m.forward = torch.compile(forward, backend=compile_with, dynamic=False)
+                torch.manual_seed(i)
+                out = m.generate(
+                    **move(inputs, where, dtype), **run.kwargs(), return_dict_in_generate=True, output_logits=True
+                )
+                if run.sample:
+                    got.append((f"{run.name}: tokens' shape", "tokens", torch.tensor(list(out.sequences.shape))))
+                    continue
+                got.append((f"{run.name}: tokens", "tokens", out.sequences))
+                got += [(f"{run.name}: logits of step {j}", "output", t) for j, t in enumerate(out.logits)]
+        return [(n, k, t.detach().cpu() if k == "tokens" else t.detach().float().cpu()) for n, k, t in got], {}
+
+    def step(m, inputs, where, to=dtype, compile_with=None):
         """(named values, their scales): outputs, and in training the loss and every gradient."""
+        if serving:
+            return generate(m, inputs, where, compile_with)
         x = move(inputs, where, to)
         with torch.enable_grad() if mode == "training" else torch.no_grad():
             out = m(**x) if isinstance(x, dict) else m(x) if isinstance(x, torch.Tensor) else m(*x)
@@ -165,12 +209,12 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
         ref, scales = step(copy.deepcopy(model), inputs, "cpu")
         model = copy.deepcopy(model)
     torch._dynamo.reset()
-    compiled_model = torch.compile(model, backend=backend)
+    compiled_model = model if serving else torch.compile(model, backend=backend)  # serve: its forward, per run
     t0 = time.time()
     with ctrace.logged_breaks() as breaks:
         try:
             torch.manual_seed(1)
-            got, _ = step(compiled_model, inputs, where)
+            got, _ = step(compiled_model, inputs, where, compile_with=backend if serving else None)
         except Exception as exc:  # noqa: BLE001 - the compile error is the outcome
             return {"actual": "compile_error", "detail": f"{type(exc).__name__}: {ctrace._first_line(exc)}"[:300]}
     breaks = ctrace.distinct_breaks(breaks)
@@ -268,11 +312,20 @@ def main():
     if args.one:
         print("RESULT " + json.dumps(run_one(*args.one[:2], *(args.one[2:] or ["inductor"]))), flush=True)
         return
+    from opcov.tracing.serve import ZOO as SERVED
+
+    modes = args.modes.split(",")
+    if "serve" in modes and len(modes) > 1:
+        sys.exit("compile_reality: --modes serve goes alone (its figures have a section of their own)")
     names = [e.name for e in zoo.ZOO] if args.models == "all" else args.models.split(",")
     unknown = [n for n in names if n not in zoo.BY_NAME]
     if unknown:
         sys.exit(f"compile_reality: not in the curated zoo: {', '.join(unknown)}")
-    modes = args.modes.split(",")
+    if modes == ["serve"]:
+        if args.models == "all":
+            names = [n for n in names if n in SERVED]
+        elif not_served := [n for n in names if n not in SERVED]:
+            sys.exit(f"compile_reality: no serve mode (not a curated decoder): {', '.join(not_served)}")
     done = {}
     if args.results and os.path.exists(args.results):
         with open(args.results) as f:
@@ -333,7 +386,7 @@ def main():
         wall = sum(r.get("seconds", 0) for r in rows)  # every child, resumed ones too
         write_section(
             args.doc,
-            f"compile-reality-{args.backend}",
+            f"compile-{'serve-' if modes == ['serve'] else ''}reality-{args.backend}",
             section(rows, args.backend, wall),
             command_line(),
             packages=packages,
@@ -358,9 +411,16 @@ def section(rows: list, backend: str, wall: float) -> str:
 
     table = collections.Counter((r["predicted"], r["actual"]) for r in rows)
     models = sorted({r["model"] for r in rows})
+    serving = {r["mode"] for r in rows} == {"serve"}
+    what = (
+        "generate runs (the forward compiled, 4 runs each: static and dynamic KV cache, greedy and sampling)"
+        if serving
+        else "(model, mode) pairs"
+    )
     lines = [
-        f"{len(models)} curated zoo models, {len(rows)} (model, mode) pairs compiled with `{backend}` and judged "
-        f"with `opcov check MODEL -b {DEVICE_OF[backend]} --path compile`; the real runs took {wall:.0f} s in all"
+        f"{len(models)} curated zoo models, {len(rows)} {what} compiled with `{backend}` and judged "
+        f"with `opcov check MODEL -b {DEVICE_OF[backend]}{' --mode serve' if serving else ''} --path compile`; "
+        f"the real runs took {wall:.0f} s in all"
         + (f" ({untimed} runs have no recorded time)." if (untimed := sum("seconds" not in r for r in rows)) else "."),
         "",
         summary_line(rows),

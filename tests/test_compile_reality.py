@@ -128,3 +128,36 @@ def test_a_value_note_that_meets_wrong_values_is_not_a_false_run():
         dict(predicted="runs", actual="wrong_values", agrees=False),
     ]
     assert "'runs' for a model that failed to compile or gave wrong values: 2." in s.summary_line(rows)
+
+
+def test_generated_tokens_must_equal_eagers():
+    """A compiled generate run's greedy tokens are compared exactly, its logits within tolerance."""
+    import torch
+
+    s = _script()
+    tokens = ("static-greedy: tokens", "tokens", torch.tensor([[5, 7, 1]]))
+    logits = ("static-greedy: logits of step 0", "output", torch.ones(1, 8))
+    assert s.compare([tokens, logits], [tokens, logits]) == (0.0, "")
+    other = ("static-greedy: tokens", "tokens", torch.tensor([[5, 7, 2]]))
+    why = s.compare([other, logits], [tokens, logits])
+    assert isinstance(why, str) and why.startswith("static-greedy: tokens: [[5, 7, 2]] vs eager [[5, 7, 1]]")
+
+
+def test_serve_rows_name_the_serve_check():
+    s = _script()
+    rows = [dict(r, mode="serve") for r in _rows()]
+    text = s.section(rows, "openxla", 3.0)
+    assert "`opcov check MODEL -b xla --mode serve --path compile`" in text and "generate runs" in text
+
+
+def test_serve_takes_the_curated_decoders_alone():
+    import subprocess
+    import sys
+
+    script = os.path.join(ROOT, "scripts", "compile_reality.py")
+    for extra, said in (
+        (["--modes", "serve", "--models", "bert"], "no serve mode (not a curated decoder): bert"),
+        (["--modes", "inference,serve"], "--modes serve goes alone"),
+    ):
+        proc = subprocess.run([sys.executable, script, *extra], capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and said in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr

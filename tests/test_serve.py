@@ -260,3 +260,15 @@ def test_check_a_zoo_decoders_compiled_decode_step_by_name():
     r = opcov_here("check", "llama", "-b", "tpu", "--mode", "serve", "--path", "compile")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     assert "tpu serve (compile path, tpu)" in r.stdout and "bounded dynamism" in r.stdout
+
+
+def test_a_missing_compiled_serve_op_set_names_the_trace_that_makes_it(tmp_path):
+    """The suggested command makes the serve op set asked for (trace's default mode is inference)."""
+    import shutil
+
+    folder = tmp_path / "mydecoder" / "compile"
+    folder.mkdir(parents=True)
+    shutil.copy(os.path.join(ZOO_SERVE, "llama", "compile", "inductor-inference.yaml"), folder)
+    r = opcov_here("check", str(tmp_path / "mydecoder"), "-b", "cpu", "--mode", "serve", "--path", "compile")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "make one with 'opcov trace mydecoder --mode serve --path compile --compile-backend inductor'" in r.stderr

@@ -115,10 +115,12 @@ def compiled_opsets(model: str, backend: str, modes, coverage_dir: str) -> list[
             found.append((path, doc))
     if not found:
         name = os.path.basename(os.path.normpath(folder))
+        asked = sorted(set(modes or ()))
+        mode_option = f" --mode {asked[0]}" if len(asked) == 1 else ""  # trace's default mode is inference
         raise UsageError(
             f"no compiled op set for {cb} (the compile backend of {backend}) in {folder}/ or its compile/ folder"
             + (f" for mode {', '.join(modes)}" if modes else "")
-            + f"; make one with 'opcov trace {name} --path compile --compile-backend {cb}'"
+            + f"; make one with 'opcov trace {name}{mode_option} --path compile --compile-backend {cb}'"
         )
     return found
 
