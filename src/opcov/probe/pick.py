@@ -16,8 +16,7 @@ the classes an op set's ``sig=`` holds): the selectors are the aten schema's, no
 from __future__ import annotations
 
 from opcov import sigclass
-from opcov.probe.record import Calls, recording
-from opcov.trees import map_leaves
+from opcov.probe.record import Calls, copied, recording
 
 PAD = 3  # samples kept even where fewer classes are found: more shapes and values for the same path
 
@@ -46,18 +45,17 @@ def classes(sample, fn, bases, torch) -> frozenset:
     """(overload, path class) of each call ``sample`` makes to the ops it is about (``bases``: aten base
     names; every call where it makes none, as a Python-level OpInfo's do), run once on CPU on copies of its
     inputs; empty where it raises. The overload counts: ``mean()`` and ``mean(dim)`` are two paths."""
-    tensor = torch.Tensor
-    args = map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, (sample.input, sample.args))
-    kwargs = map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, sample.kwargs)
+    (first, rest), kwargs = copied((sample.input, sample.args)), copied(sample.kwargs)
     calls = Calls()
     try:
         with torch.no_grad(), recording(calls):
-            (sample.fn or fn)(args[0], *args[1], **kwargs)
+            (sample.fn or fn)(first, *rest, **kwargs)
     except Exception:  # noqa: BLE001 - a sample CPU rejects: no class known, kept last
         pass
     named = {b.split("::", 1)[-1] for b in bases}
-    mine = [(op, sig) for (op, _), sig in calls.sigs.items() if op.split("::", 1)[-1].split(".", 1)[0] in named]
-    return frozenset((op, path(sig)) for op, sig in mine or [(op, s) for (op, _), s in calls.sigs.items()] if sig)
+    made = [(op, sig) for (op, _), sig in calls.sigs.items()]
+    mine = [(op, sig) for op, sig in made if op.split("::", 1)[-1].split(".", 1)[0] in named]
+    return frozenset((op, path(sig)) for op, sig in mine or made if sig)
 
 
 def path(sig: str) -> tuple:

@@ -191,7 +191,8 @@ class Captured:
         self.truncated = False  # the run made more calls than were kept
 
 
-def _copy(tree):
+def copied(tree):
+    """``tree`` with each tensor detached and cloned: arguments a later call cannot change."""
     tensor = _t().Tensor
     return map_leaves(lambda t: t.detach().clone() if isinstance(t, tensor) else t, tree)
 
@@ -200,7 +201,7 @@ def _capture(cap: Captured, func, args, kwargs):
     if len(cap.calls) >= cap.limit:
         cap.truncated = True
         return func(*args, **kwargs)
-    cap.calls.append((func, _copy(args), _copy(kwargs)))
+    cap.calls.append((func, copied(args), copied(kwargs)))
     return func(*args, **kwargs)
 
 
