@@ -8,6 +8,7 @@ selectors (addmm's alpha/beta under Linear; nearest upsampling's scale factor) a
 """
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -77,6 +78,25 @@ def test_a_count_or_size_of_zero_that_empties_the_result_is_its_own_class():
     assert not sigclass.same_path("float32:2;sizes=zero", "float32:2;")
 
 
+def test_a_conversion_names_its_target_dtype():
+    """PyTorch/XLA's _to_copy raises converting to complex32 (OpInfo's chalf) and runs every other target: a
+    conversion's class names its target, and cases converting to other dtypes are other paths. A side that
+    does not name it (an op set traced before) matches; the judge names the model's dtypes there."""
+    x = torch.zeros(2, 3)
+    assert sigclass.of_call(aten._to_copy.default, (x,), {"dtype": torch.complex32}, torch.Tensor) == (
+        "float32:2;to=complex32"
+    )
+    assert sigclass.of_call(aten._to_copy.default, (x,), {}, torch.Tensor) == "float32:2;"
+    assert not sigclass.same_path("float32:2;to=complex32", "float32:2;to=bfloat16")
+    assert sigclass.same_path("float32:2;to=bfloat16", "float32:2;to=bfloat16")
+    assert sigclass.same_path("float32:2;to=complex32", "float32:2;")  # not known on the call's side
+    held = sigclass.with_targets("float32:2;", {"float32", "bfloat16"})
+    assert held == "float32:2;to=bfloat16|float32"
+    assert not sigclass.same_path("float32:2;to=complex32", held)
+    assert sigclass.same_path("float32:2;to=bfloat16", held)
+    assert sigclass.with_targets("float32:2;to=int64", {"float32"}) == "float32:2;to=int64"
+
+
 def test_same_path_compares_the_kind_of_each_selector_both_sides_know():
     call = "float32:1,float32:2,float32:2;"
     assert not sigclass.same_path("float32:1,float32:2,float32:2;beta=0.2,alpha=0.6", call)  # an older case
@@ -138,14 +158,33 @@ FACTORIES = textwrap.dedent(
     def tail_long_clip():
         torch.manual_seed(0)
         return LastFrames(8), (torch.randn(2, 10, 4),)
+
+    class Cast(nn.Module):
+        # A head that hands its features on in another dtype (mixed precision, or class ids as int64).
+
+        def __init__(self, dtype):
+            super().__init__()
+            self.dtype = dtype
+            self.proj = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.proj(x).to(self.dtype) * 2
+
+    def cast_bf16():
+        torch.manual_seed(0)
+        return Cast(torch.bfloat16), (torch.randn(2, 4),)
+
+    def cast_int64():
+        torch.manual_seed(0)
+        return Cast(torch.int64), (torch.randn(2, 4),)
     """
 )
 
 
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory):
-    """Op sets of five small models, traced by the real tracer (inference), in one child."""
-    names = ("linear", "up_int", "up_frac", "tail_short_clip", "tail_long_clip")
+    """Op sets of seven small models, traced by the real tracer (inference), in one child."""
+    names = ("linear", "up_int", "up_frac", "tail_short_clip", "tail_long_clip", "cast_bf16", "cast_int64")
     return trace_factories(tmp_path_factory.mktemp("sig"), "sigmodels", FACTORIES, names, "inference")
 
 
@@ -221,6 +260,28 @@ def test_a_slice_that_raised_only_past_its_dimension_counts_only_there(tmp_path,
     long = _judge(tmp_path, traced["tail_long_clip"], {op: {"float32": cell}})
     assert short[op]["outcome"] == "fails", short[op]
     assert long[op]["outcome"] == "ok", long[op]
+
+
+@pytest.mark.parametrize("older", [False, True], ids=["traced-with-targets", "traced-before-targets"])
+def test_a_conversion_fails_only_a_model_converting_to_that_dtype(tmp_path, traced, older):
+    """_to_copy raised converting to complex32 and to bfloat16: a head casting to bfloat16 fails, one casting to
+    int64 runs. An op set traced before conversions named their target is judged alike: a conversion into a
+    dtype none of the model's calls holds is not one of its conversions."""
+    op = "aten::_to_copy"
+    failed = ["error chalf|float32|0 float32:2;to=complex32", "error bf|float32|1 float32:2;to=bfloat16"]
+    cell = {"fwd": "error", "cases": 6, "fails": 2, "case": "chalf|float32|0", "why": "RuntimeError: x"}
+    verdicts = {}
+    for name in ("cast_bf16", "cast_int64"):
+        path = traced[name]
+        if older:
+            line, _, body = open(path).read().partition("\n")
+            assert ";to=" in body
+            path = str(tmp_path / f"{name}-older.yaml")
+            with open(path, "w") as f:  # as the tracer wrote it before conversions named their target
+                f.write(data.stamped(re.sub(r";to=[a-z0-9]+", ";", body), data.stamp_of(line + "\n" + body).ops))
+        verdicts[name] = _judge(tmp_path, path, {op: {"float32": dict(cell, failed=failed)}})[op]
+    assert verdicts["cast_bf16"]["outcome"] == "fails", verdicts["cast_bf16"]
+    assert verdicts["cast_int64"]["outcome"] == "ok", verdicts["cast_int64"]
 
 
 def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():

@@ -188,6 +188,9 @@ def test_answers_rest_on_the_code_that_made_them(tmp_path, monkeypatch):
     (cov / "unread.txt").write_text("a file more: what a judgment reads may change")
     assert answers.read(str(cov), "gaps-x", "backends") is None
     (cov / "unread.txt").unlink()
+    for working in ("probed.yaml.journal", "probed.journal.jsonl", "probed.yaml.tmp123"):  # a probe's, git-ignored
+        (cov / working).write_text("an interrupted run's file")
+        assert answers.read(str(cov), "gaps-x", "backends") == opsets, working
     (cov / "data.txt").write_text("Data")
     assert answers.read(str(cov), "gaps-x", "backends") is None
 

@@ -18,9 +18,15 @@ The text is ``TENSORS;SELECTORS``:
   ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number), and
   ``bounds=under`` / ``bounds=over`` / ``bounds=over/under`` (a slice whose start or end lies before
   ``-size`` or beyond ``size`` of its dimension: CPU clamps it, a backend that checks its bounds raises;
-  an end of ``sys.maxsize``, Python's ``x[a:]``, is no bound), and ``sizes=zero`` (a size or repeat
-  count of 0 that empties the result of a tensor with elements). Arguments that only size or place the
-  result (``size``, ``dtype``, ``device``, ...) are left out.
+  an end of ``sys.maxsize``, Python's ``x[a:]``, is no bound), ``sizes=zero`` (a size or repeat
+  count of 0 that empties the result of a tensor with elements), and ``to=DTYPE`` (a conversion's target
+  dtype, ``CONVERSIONS``: PyTorch/XLA's ``_to_copy`` raises converting to complex32 and runs every other
+  target). Arguments that only size or place the result (``size``, ``dtype``, ``device``, ...) are left out.
+
+``to`` is compared only where both sides name it, and a side may name several (``to=bfloat16|float32``):
+an op set traced before ``to`` existed does not know its conversions' targets, so the judge names the
+dtypes the model holds (opcov.verdict.judge.requirements): a conversion into a dtype no call of the model
+has is not one of its conversions.
 
 An older text has no ';' or only ``alpha``/``beta`` after it: then only those two are known, and every
 other selector is unknown on that side (a finding is never dropped on a guess). A text written here
@@ -212,7 +218,13 @@ def derived(op_name: str, tensors: list, named: dict) -> list[str]:
             out.append("scale=int" if whole else "scale=frac")
     if first.numel() and any(_has_zero(named.get(k)) for k in SIZING):
         out.append("sizes=zero")
+    if base in CONVERSIONS and named.get("dtype") is not None:
+        out.append(f"to={str(named['dtype']).rsplit('.', 1)[-1]}")
     return out
+
+
+# Ops whose ``dtype`` argument is the dtype they convert to: the target selects the backend's path.
+CONVERSIONS = frozenset({"_to_copy", "to", "_to_dtype"})
 
 
 # Arguments that size a result: a 0 among them makes an empty result of a tensor with elements (repeat by 0,
@@ -347,8 +359,19 @@ def covers(ran_sig: str, call_sig: str) -> bool:
 def _same_selectors(a: dict | None, b: dict | None) -> bool:
     if a is None or b is None:
         return True
-    known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__"}
+    if "to" in a and "to" in b and not set(a["to"].split("|")) & set(b["to"].split("|")):
+        return False  # conversions to different dtypes
+    known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__", "to"}
     return all(abstract(k, a.get(k)) == abstract(k, b.get(k)) for k in known)
+
+
+def with_targets(sig: str, dtypes) -> str:
+    """A conversion's class ``sig`` naming ``dtypes`` as its possible targets (``to=a|b``) where it names
+    none: what the judge knows of an op set's conversions when the trace did not record their target."""
+    tensors, sep, rest = str(sig).partition(";")
+    if not sep or "to" in dict(p.partition("=")[::2] for p in filter(None, rest.split(","))) or not dtypes:
+        return sig
+    return tensors + ";" + ",".join(sorted([*filter(None, rest.split(",")), "to=" + "|".join(sorted(dtypes))]))
 
 
 def selectors(sig: str) -> dict:

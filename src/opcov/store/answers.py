@@ -31,13 +31,22 @@ def path_for(coverage_dir: str, question: str) -> str:
     return os.path.join(coverage_dir, FOLDER, f"{question}.json.gz")
 
 
+# A run's working files, which git ignores and no reader opens: an interrupted probe's journal, a file being
+# written. Listing them would make the committed answers stale in the folder of whoever ran a probe there.
+WORKING = (".journal", ".journal.jsonl")
+
+
+def working(name: str) -> bool:
+    return name.endswith(WORKING) or ".tmp" in name
+
+
 def listing(coverage_dir: str) -> list[str]:
-    """Every file under the coverage folder but ``FOLDER``, as paths from it, sorted."""
+    """Every file under the coverage folder but ``FOLDER`` and a run's working files, as paths from it, sorted."""
     out = []
     for root, dirs, files in os.walk(coverage_dir):
         if root == coverage_dir:
             dirs[:] = [d for d in dirs if d != FOLDER]
-        out += [os.path.relpath(os.path.join(root, f), coverage_dir) for f in files]
+        out += [os.path.relpath(os.path.join(root, f), coverage_dir) for f in files if not working(f)]
     return sorted(out)
 
 

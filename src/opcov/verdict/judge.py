@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from opcov import backends, suggest, vocab
 from opcov.errors import DataError, UsageError
+from opcov.sigclass import CONVERSIONS, with_targets
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, ProbedSlot, record_cells
 from opcov.verdict import contributed, layouts, resolve, signature
@@ -978,9 +979,13 @@ def requirements(calls, training: bool) -> list[tuple]:
     out: dict = {}
     seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     read: dict = {}  # (op, dtype) -> the outputs the forward calls read (None: one did not record it)
+    calls = tuple(calls)
+    held = frozenset(call.dtype for call in calls)  # a conversion's target is one of these (sigclass.to=)
     for call in calls:
         op, phase, dtype = call.op, call.phase, call.dtype
         classes = signature.call_classes(call)
+        if op.split("::", 1)[-1].split(".", 1)[0] in CONVERSIONS:
+            classes = tuple(with_targets(c, held) if signature.is_class(c) else c for c in classes)
         entry = out.get(op)
         if entry is None:
             entry = out[op] = [op, 0, {}, {}, []]
