@@ -97,6 +97,42 @@ def test_a_conversion_names_its_target_dtype():
     assert sigclass.with_targets("float32:2;to=int64", {"float32"}) == "float32:2;to=int64"
 
 
+def test_a_class_names_the_optional_tensors_left_out():
+    """Tensors are named by position, so a batch norm given weight and bias and one given running statistics
+    alone read alike; which optional tensors are absent tells them apart (PyTorch/XLA's batch-norm backward
+    raised on one of them). A second family: a convolution without its bias. A text written before names no
+    ``absent`` and matches either."""
+    x, c = torch.randn(2, 3, 4, 4), torch.ones(3)
+    bn = aten.native_batch_norm.default
+    affine = sigclass.of_call(bn, (x, c, c, None, None, True, 0.1, 1e-5), {}, torch.Tensor)
+    stats = sigclass.of_call(bn, (x, None, None, c, c, True, 0.1, 1e-5), {}, torch.Tensor)
+    assert affine.split(";")[0] == stats.split(";")[0] == "float32:4,float32:1,float32:1"
+    assert "absent=running_mean/running_var" in affine and "absent=bias/weight" in stats
+    assert not sigclass.same_path(affine, stats)
+    assert sigclass.same_path("float32:4,float32:1,float32:1;training=True", stats)
+    w = torch.randn(3, 3, 1, 1)
+    conv = aten.convolution.default
+    plain = sigclass.of_call(conv, (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {}, torch.Tensor)
+    biased = sigclass.of_call(conv, (x, w, c, [1, 1], [0, 0], [1, 1], False, [0, 0], 1), {}, torch.Tensor)
+    assert ";absent=bias," in plain and ";absent=-," in biased
+    assert not sigclass.same_path(plain, biased)
+    assert "absent" not in sigclass.selectors(biased)  # nothing left out is the default
+
+
+def test_adaptive_pooling_backward_names_uneven_bins():
+    """Adaptive pooling whose input does not divide into its output takes another path (PyTorch/XLA falls back):
+    the backward, which has no output_size argument, reads it from its gradient's and input's sizes; the
+    same for the max family."""
+    x = torch.zeros(1, 2, 5, 5)
+    avg = aten._adaptive_avg_pool2d_backward.default
+    assert sigclass.of_call(avg, (torch.zeros(1, 2, 3, 3), x), {}, torch.Tensor).endswith(";bins=uneven")
+    assert sigclass.of_call(avg, (torch.zeros(1, 2, 5, 5), x), {}, torch.Tensor).endswith(";")
+    mx = aten.adaptive_max_pool3d_backward.default
+    x3, idx = torch.zeros(1, 2, 6, 6, 6), torch.zeros(1, 2, 4, 4, 4, dtype=torch.int64)
+    assert "bins=uneven" in sigclass.of_call(mx, (torch.zeros(1, 2, 4, 4, 4), x3, idx), {}, torch.Tensor)
+    assert "bins" not in sigclass.of_call(mx, (torch.zeros(1, 2, 3, 3, 3), x3, idx), {}, torch.Tensor)
+
+
 def test_same_path_compares_the_kind_of_each_selector_both_sides_know():
     call = "float32:1,float32:2,float32:2;"
     assert not sigclass.same_path("float32:1,float32:2,float32:2;beta=0.2,alpha=0.6", call)  # an older case

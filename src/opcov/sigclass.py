@@ -15,7 +15,8 @@ The text is ``TENSORS;SELECTORS``:
 - SELECTORS: the non-tensor arguments whose value differs from the schema's default, as
   ``name=value`` (lists as ``2x2``, ``()`` when empty), sorted, plus two derived from sizes:
   ``bins=uneven`` (adaptive pooling whose input does not divide into its output) and
-  ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number), and
+  ``scale=frac`` / ``scale=int`` (resizing by a ratio that is not / is a whole number; for adaptive
+  pooling's backward, read from its gradient's and input's sizes), and
   ``bounds=under`` / ``bounds=over`` / ``bounds=over/under`` (a slice whose start or end lies before
   ``-size`` or beyond ``size`` of its dimension: CPU clamps it, a backend that checks its bounds raises;
   an end of ``sys.maxsize``, Python's ``x[a:]``, is no bound), ``sizes=zero`` (a size or repeat
@@ -23,10 +24,16 @@ The text is ``TENSORS;SELECTORS``:
   dtype, ``CONVERSIONS``: PyTorch/XLA's ``_to_copy`` raises converting to complex32 and runs every other
   target). Arguments that only size or place the result (``size``, ``dtype``, ``device``, ...) are left out.
 
-``to`` is compared only where both sides name it, and a side may name several (``to=bfloat16|float32``):
-an op set traced before ``to`` existed does not know its conversions' targets, so the judge names the
-dtypes the model holds (opcov.verdict.judge.requirements): a conversion into a dtype no call of the model
-has is not one of its conversions.
+A class also names which optional tensor arguments are absent (``absent=bias/weight``, ``absent=-`` for
+none) for ops that have any: the tensors are listed by position, so a batch norm given weight and bias and
+one given only running statistics both read ``float32:4,float32:1,float32:1``, and they take different
+paths (PyTorch/XLA's batch-norm backward raised on one of them).
+
+``to`` and ``absent`` are compared only where both sides name them (texts written before them do not), and
+``to`` may name several targets (``to=bfloat16|float32``): an op set traced before ``to`` existed does not
+know its conversions' targets, so the judge names the dtypes the model holds
+(opcov.verdict.judge.requirements): a conversion into a dtype no call of the model has is not one of its
+conversions.
 
 An older text has no ';' or only ``alpha``/``beta`` after it: then only those two are known, and every
 other selector is unknown on that side (a finding is never dropped on a guess). A text written here
@@ -201,6 +208,11 @@ def derived(op_name: str, tensors: list, named: dict) -> list[str]:
             ins = _spatial(first, len(size))
             if len(ins) == len(size) and any(int(o) and i % int(o) for i, o in zip(ins, size)):
                 out.append("bins=uneven")
+    elif "adaptive_" in base and len(tensors) > 1:  # backward: (grad_output, self, ...), sized as the output
+        n = 3 if "3d" in base else 2
+        outs, ins = _spatial(first, n), _spatial(tensors[1], n)
+        if len(ins) == len(outs) == n and any(o and i % o for i, o in zip(ins, outs)):
+            out.append("bins=uneven")
     elif base.startswith("upsample_") and "backward" not in base:
         size = named.get("output_size")
         scales = named.get("scale_factors")
@@ -260,8 +272,11 @@ def of_call(func, args, kwargs, tensor_type) -> str:
     text = ",".join(tensor_class(t) for t in tensors[:SIG_TENSORS])
     selectors = []
     named: dict = {}
+    optional: list[str] = []  # the op's Tensor? arguments
     schema = getattr(func, "_schema", None)
     for i, arg in enumerate(getattr(schema, "arguments", ())):
+        if str(arg.type) in ("Tensor?", "Optional[Tensor]"):
+            optional.append(arg.name)
         if i < len(args) and not arg.kwarg_only:
             value = args[i]
         elif arg.name in kwargs:
@@ -277,6 +292,8 @@ def of_call(func, args, kwargs, tensor_type) -> str:
         if shown is not None:
             selectors.append(f"{arg.name}={shown}")
     selectors += derived(func.name(), tensors, named)
+    if optional:
+        selectors.append("absent=" + ("/".join(sorted(a for a in optional if named.get(a) is None)) or "-"))
     return text + ";" + ",".join(sorted(selectors))
 
 
@@ -356,12 +373,17 @@ def covers(ran_sig: str, call_sig: str) -> bool:
     return _same_selectors(ran_s, call_s)
 
 
+BOTH_KNOW = ("to", "absent")  # selectors compared only where both sides name them (older texts do not)
+
+
 def _same_selectors(a: dict | None, b: dict | None) -> bool:
     if a is None or b is None:
         return True
     if "to" in a and "to" in b and not set(a["to"].split("|")) & set(b["to"].split("|")):
         return False  # conversions to different dtypes
-    known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__", "to"}
+    if "absent" in a and "absent" in b and a["absent"] != b["absent"]:
+        return False  # other optional tensors given
+    known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__", *BOTH_KNOW}
     return all(abstract(k, a.get(k)) == abstract(k, b.get(k)) for k in known)
 
 
@@ -375,5 +397,5 @@ def with_targets(sig: str, dtypes) -> str:
 
 
 def selectors(sig: str) -> dict:
-    """The selectors a class names (none for an older text's unknowns)."""
-    return {k: v for k, v in (parse(sig)[1] or {}).items() if k != "__old__"}
+    """The selectors a class names that are not at their defaults (none for an older text's unknowns)."""
+    return {k: v for k, v in (parse(sig)[1] or {}).items() if k != "__old__" and (k, v) != ("absent", "-")}
