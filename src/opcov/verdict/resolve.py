@@ -268,7 +268,7 @@ def _note(cov, op, phase, why, calls, inside, grad) -> str:
         text += {
             "backend_kernel": f"; its backward is {b}'s autograd kernel, not the decomposition's",
             "formula": "; its backward is its derivative formula, not the decomposition's",
-            "lost": f"; {b} has no autograd kernel for it, so its backward is lost",
+            "lost": f"; {b} has no autograd kernel for it, so its backward is whatever its kernel's calls give",
         }.get(str(bwd), "; the backward of the decomposition was not judged either")
     return text
 
