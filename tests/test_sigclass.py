@@ -16,6 +16,8 @@ from conftest import opcov_here, trace_factories
 from test_check import TORCH, kernel, probed, registered
 
 from opcov import sigclass
+from opcov.probe import results
+from opcov.probe.caserecord import CaseRecord
 from opcov.store import data
 from opcov.verdict import signature
 
@@ -318,6 +320,41 @@ def test_a_conversion_fails_only_a_model_converting_to_that_dtype(tmp_path, trac
         verdicts[name] = _judge(tmp_path, path, {op: {"float32": dict(cell, failed=failed)}})[op]
     assert verdicts["cast_bf16"]["outcome"] == "fails", verdicts["cast_bf16"]
     assert verdicts["cast_int64"]["outcome"] == "ok", verdicts["cast_int64"]
+
+
+def test_a_failure_pinned_by_replaying_another_ops_failed_case_is_not_proof():
+    """A composite's failed case (PyTorch/XLA's linalg.cond) is replayed one call at a time to pin the failure;
+    in the process where the case just failed, slice and _linalg_svd raised, and both run when replayed in a fresh
+    process. The probe tags such items, and a failure known only so leaves the model's call unknown; the same
+    failure pinned directly (the OpInfo about the op) fails it."""
+    rec = CaseRecord("linalg.cond|float32|1", "g", "linalg.cond", "float32", ["aten::linalg_cond"])
+    rec.fwd = {
+        "ops": [["aten::_linalg_svd", "float32"], ["aten::slice.Tensor", "float32"], ["aten::div.Tensor", "float32"]],
+        "sigs": ["float32:3;", "float32:2;", "float32:2,float32:2;"],
+        "status": "error",
+        "why": "RuntimeError: Error while lowering",
+        "localized": {"replayed": 3, "failed": [["aten::slice.Tensor", "float32"]]},
+    }
+    [(op, _, _, entry)] = list(results.entries(rec))
+    assert op == "aten::slice.Tensor" and entry["failed"] == ["error linalg.cond|float32|1 float32:2; via=localized"]
+
+
+@pytest.mark.parametrize(
+    "name,op,sig",
+    [
+        ("tail_long_clip", "aten::slice.Tensor", "float32:3;"),
+        ("linear", "aten::addmm", "float32:1,float32:2,float32:2;"),
+    ],
+)
+def test_a_localized_failure_leaves_the_call_unknown(tmp_path, traced, name, op, sig):
+    def cell(tag):
+        item = f"error other.op|float32|1 {sig}{tag}"
+        return {"fwd": "error", "cases": 6, "fails": 1, "case": "other.op|float32|1", "why": "x", "failed": [item]}
+
+    localized = _judge(tmp_path, traced[name], {op: {"float32": cell(" via=localized")}})[op]
+    assert localized["outcome"] == "unknown", localized
+    assert "replayed alone right after a failed case of another op" in localized["findings"][0]["why"]
+    assert _judge(tmp_path, traced[name], {op: {"float32": cell("")}})[op]["outcome"] == "fails"
 
 
 def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():

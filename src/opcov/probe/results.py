@@ -26,6 +26,7 @@ from opcov.catalog import TEST_NAMESPACES
 from opcov.probe import FAILURES, RANK
 from opcov.probe.caserecord import CaseRecord
 from opcov.store.combine import (  # noqa: F401 - the runner and tests read them through results
+    LOCALIZED,
     NOTED,
     TRACE,
     VALUES_EQUAL,
@@ -111,14 +112,18 @@ def _sig(part: dict | None, target) -> str:
     return ""
 
 
-def failed_text(status: str, case: str, sig: str, outputs=None, fell=(), values_equal: bool = False) -> str:
+def failed_text(
+    status: str, case: str, sig: str, outputs=None, fell=(), values_equal: bool = False, localized: bool = False
+) -> str:
     """One ``failed`` item: 'STATUS CASE SIG' (a case id and a signature class hold no spaces), then
     ' fell=OP,OP' for a case that is not ``fallback`` but ran ops through the backend's CPU fallback (a
     mismatch on an output the model may never read hides it otherwise), ' values=equal' for a mismatch
-    that is a dtype only (the values equal CPU's), and ' out=1,2' last, for a mismatch only on those
+    that is a dtype only (the values equal CPU's), ' via=localized' for a failure pinned on the overload by
+    replaying another op's failed case one call at a time, and ' out=1,2' last, for a mismatch only on those
     outputs of the overload (``compare.judge``; the verdict notes it for a model that never reads them)."""
     tail = f" fell={','.join(sorted(set(fell)))}" if fell and status != "fallback" else ""
     tail += f" {VALUES_EQUAL}" if values_equal and status == "mismatch" else ""
+    tail += f" {LOCALIZED}" if localized else ""
     tail += f" out={','.join(str(i) for i in sorted(set(outputs)))}" if outputs else ""
     return f"{status} {case} {sig or '?'}{tail}"
 
@@ -170,8 +175,11 @@ def _entry(rec: CaseRecord, part: dict, blame: str | None, sig: str = "", op: st
     e["unpinned"] = int(_unpinned(e))
     if part["status"] in NOTED:
         outputs = part.get("outputs") if op and part.get("output_of") == op else None
+        localized = (blame or "").startswith("localized")
         e["failed"] = [
-            failed_text(part["status"], rec.case, sig, outputs, part.get("fallback") or (), _values_equal(part))
+            failed_text(
+                part["status"], rec.case, sig, outputs, part.get("fallback") or (), _values_equal(part), localized
+            )
         ]
     elif part["status"] in PROBED_RAN and sig:
         e["ran"] = [sig]  # which paths the cell's passes cover (opcov.verdict.signature.covered)

@@ -89,6 +89,18 @@ def failed_values_equal(text: str) -> bool:
     return VALUES_EQUAL in str(text).split(" ")[3:]
 
 
+LOCALIZED = (
+    "via=localized"  # a ``failed`` item's tag: pinned on its op by replaying another op's case one call at a time
+)
+
+
+def failed_localized(text: str) -> bool:
+    """Whether a ``failed`` item was pinned on its op by replaying, one call at a time, the calls of a case about
+    another op that failed (opcov.probe.results ``localized``): replayed in the process where that case just
+    failed, which on a lazy device may fail calls that run in a fresh one."""
+    return LOCALIZED in str(text).split(" ")[3:]
+
+
 def failed_outputs(text: str) -> str:
     """The ' out=...' part of a ``failed`` item ('' where it names no outputs)."""
     _, sep, rest = str(text).partition(" out=")

@@ -21,6 +21,7 @@ from opcov.store.cells import MAX_FAILED
 from opcov.store.combine import (
     dtype_only,  # noqa: F401 - the judge reads it here
     failed_fell,
+    failed_localized,
     failed_values_equal,
     parse_failed,
 )
@@ -233,6 +234,18 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     like = [
         (text, s, c, sig) for text, (s, c, sig) in zip(failed, items) if any(matches(sig, shape) for shape in shapes)
     ]
+    pinned = [item for item in like if not failed_localized(item[0])]
+    if like and not pinned:  # failures only pinned here by replaying another op's failed case: not proof
+        _, s0, c0, sig0 = like[0]
+        return (
+            "unknown",
+            "",
+            (
+                f"{s0} only when replayed alone right after a failed case of another op (case {c0}, {sig0}), "
+                "where a lazy device may fail calls that run in a fresh process; no case of this op's own failed"
+            ),
+        )
+    like = pinned
     scalar_note = ""
     known = all(is_class(s) for s in shapes)  # the calls' own scalars are recorded: matches compared them
     by_scalars = [item for item in like if slot.ran and not known and scalar_dependent(item[3], slot.ran)]
