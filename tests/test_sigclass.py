@@ -347,13 +347,15 @@ def test_a_failure_pinned_by_replaying_another_ops_failed_case_is_not_proof():
     ],
 )
 def test_a_localized_failure_leaves_the_call_unknown(tmp_path, traced, name, op, sig):
-    def cell(tag):
+    def cell(tag, cases=6):
         item = f"error other.op|float32|1 {sig}{tag}"
-        return {"fwd": "error", "cases": 6, "fails": 1, "case": "other.op|float32|1", "why": "x", "failed": [item]}
+        return {"fwd": "error", "cases": cases, "fails": 1, "case": "other.op|float32|1", "why": "x", "failed": [item]}
 
     localized = _judge(tmp_path, traced[name], {op: {"float32": cell(" via=localized")}})[op]
-    assert localized["outcome"] == "unknown", localized
+    assert localized["outcome"] == "ok", localized  # its other cases ran
     assert "replayed alone right after a failed case of another op" in localized["findings"][0]["why"]
+    alone = _judge(tmp_path, traced[name], {op: {"float32": cell(" via=localized", cases=1)}})[op]
+    assert alone["outcome"] == "unknown", alone  # nothing else ran
     assert _judge(tmp_path, traced[name], {op: {"float32": cell("")}})[op]["outcome"] == "fails"
 
 
@@ -390,6 +392,15 @@ def test_a_failing_list_cut_by_other_models_repeats_still_names_every_class():
         many = combine(many, entry(f"a{i:02d}", f"float32:2;x={i}"))  # more classes than fit
     assert "classes_whole" not in many
     assert cut(record_cells({"float32": {"fwd": "mismatch", "failed": many["failed"]}})["float32"].slot("forward"))
+
+
+def test_which_index_an_argument_names_is_one_path():
+    """An embedding's padding row 0 and row 5 take one path (a probe case with padding_idx=1 covers a model's
+    padding_idx=0); giving none is another. A second family: nll_loss's ignore_index."""
+    assert sigclass.covers("float32:2,int64:2;padding_idx=1", "float32:2,int64:2;padding_idx=0")
+    assert not sigclass.covers("float32:2,int64:2;", "float32:2,int64:2;padding_idx=0")
+    assert sigclass.same_path("float32:2,int64:1;ignore_index=3", "float32:2,int64:1;ignore_index=0")
+    assert not sigclass.same_path("float32:2,int64:1;", "float32:2,int64:1;ignore_index=0")
 
 
 def test_an_amount_of_padding_or_kernel_is_one_path_whatever_its_size():

@@ -322,11 +322,19 @@ def parse(sig: str) -> tuple[tuple, dict | None]:
 AMOUNTS = frozenset({"padding", "output_padding", "kernel_size"})
 
 
+# Arguments that name an index: which one does not pick a path, only whether one is given (an embedding's
+# padding row 0 and row 5 take the same kernel; its default, none, another).
+INDICES = frozenset({"padding_idx", "ignore_index", "blank"})
+
+
 def abstract(name: str, value: str | None) -> str:
     """The kind of a selector's value that decides a path: 'default', a bool or word as is, and for
-    numbers 0 / 1 / -1 / int / frac (per element for lists); for an amount (``AMOUNTS``) 0 or n."""
+    numbers 0 / 1 / -1 / int / frac (per element for lists); for an amount (``AMOUNTS``) 0 or n; for an
+    index (``INDICES``) 'given'."""
     if value is None:
         return "default"
+    if name in INDICES:
+        return "given"
     if name in AMOUNTS:
         try:
             return "/".join(sorted({"0" if float(p) == 0 else "n" for p in value.split("x")}))

@@ -237,14 +237,11 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     pinned = [item for item in like if not failed_localized(item[0])]
     if like and not pinned:  # failures only pinned here by replaying another op's failed case: not proof
         _, s0, c0, sig0 = like[0]
-        return (
-            "unknown",
-            "",
-            (
-                f"{s0} only when replayed alone right after a failed case of another op (case {c0}, {sig0}), "
-                "where a lazy device may fail calls that run in a fresh process; no case of this op's own failed"
-            ),
+        note = (
+            f"{s0} only when replayed alone right after a failed case of another op (case {c0}, {sig0}), "
+            "where a lazy device may fail calls that run in a fresh process"
         )
+        return ("pass", "", note + "; its other cases ran") if _ran_beyond(slot, len(items)) else ("unknown", "", note)
     like = pinned
     scalar_note = ""
     known = all(is_class(s) for s in shapes)  # the calls' own scalars are recorded: matches compared them
@@ -280,10 +277,15 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
         return "pass", "", said
     sigs = ", ".join(dict.fromkeys(f"{sig or '?'} ({s}, case {c})" for s, c, sig in items[:3]))
     note = f"fails only on probe cases unlike this model's calls: {sigs}; this model's calls have {describe(shapes)}"
-    # the cases that ran clean: neither counted in ``fails`` nor named in the (whole) list, where a case through
-    # the CPU fallback is named though ``fails`` does not count it: a cell that only fell back ran nothing
-    fails = slot.fails if isinstance(slot.fails, int) else 0
-    cases = slot.cases if isinstance(slot.cases, int) else 0
-    if cases > max(fails, len(items)):
+    if _ran_beyond(slot, len(items)):
         return "pass", "", note
     return "unknown", "", f"every probe case failed or fell back, none like this model's calls ({note})"
+
+
+def _ran_beyond(slot, named: int) -> bool:
+    """Whether some of the cell's cases ran clean: neither counted in ``fails`` nor among the ``named`` items of
+    its (whole) list, where a case through the CPU fallback is named though ``fails`` does not count it: a cell
+    that only fell back ran nothing."""
+    fails = slot.fails if isinstance(slot.fails, int) else 0
+    cases = slot.cases if isinstance(slot.cases, int) else 0
+    return cases > max(fails, named)
