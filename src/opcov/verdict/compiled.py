@@ -9,7 +9,10 @@ so "runs" still needs probed evidence and a registered claim says so.
 Graph breaks come first: at each the model runs eagerly, so the ops it runs there are judged on eager
 coverage. The compiled op set does not tell which ops those are, so the model's eager op set (a
 superset of them) is judged on eager coverage in their place and the verdict is the worse of the two;
-a model with breaks and no eager op set is unknown there. A model Dynamo could not take to the end
+a model with breaks and no eager op set is unknown there. Where the compile backend runs each graph node through
+the device's eager kernels (openxla, TorchTPU; not Inductor), the model's own calls replayed on the device
+that bear on the graphs' nodes count too (opcov.verdict.replayed: slices past their dimension, and calls
+the replay saw fail). A model Dynamo could not take to the end
 (``compile.outcome: failed``) is unknown, with why; an AOTAutograd failure for the backend's recipe
 is a compile error: fails. Torch-free.
 """
@@ -22,7 +25,7 @@ from dataclasses import dataclass, field
 from opcov import backends, suggest, vocab
 from opcov.errors import UsageError
 from opcov.store import layout, opset
-from opcov.verdict import judge, observed
+from opcov.verdict import judge, observed, replayed
 
 # The compile backend whose recipe (decompositions, partitioner) a device's torch.compile uses by default,
 # where opcov traces op sets for it (opcov.tracing.compiled.RECIPES).
@@ -37,6 +40,7 @@ def _compile_probed(backend: str) -> bool:
 
 
 BREAKS_HEAD = "{n} graph break(s); each runs eagerly: its ops are judged on eager coverage"
+REPLAYED_HEAD = "the compiled graphs' calls as {backend}'s eager kernels ran them (this model's calls, replayed)"
 
 
 @dataclass
@@ -50,6 +54,9 @@ class CompiledVerdict:
     breaks: list  # the op set's graph_breaks records
     graphs: judge.BackendVerdict | None  # judge.BackendVerdict: the compiled graphs' ops on compile coverage
     eager: judge.BackendVerdict | None = None  # judge.BackendVerdict of the eager op set (graph breaks), if any
+    # The model's own calls replayed on the device that bear on the compiled graphs' nodes (opcov.verdict.replayed):
+    # those with a problem, judged on eager coverage, where the compile backend runs nodes through its eager kernels
+    replayed: judge.BackendVerdict | None = None
     outcome: str = "compiled"  # the op set's compile.outcome
     why: str = ""  # why the outcome is not 'compiled', or why a compiled op set leaves the verdict unknown
     notes: list = field(default_factory=list)
@@ -70,7 +77,7 @@ class CompiledVerdict:
             return "unknown"
         if self.outcome == "aot_failed":
             return "fails"
-        parts = [v.verdict for v in (self.graphs, self.eager) if v is not None]
+        parts = [v.verdict for v in (self.graphs, self.eager, self.replayed) if v is not None]
         if (self.breaks and self.eager is None) or self.replaced:
             parts.append("unknown")
         return min(parts, key=judge.VERDICT_ORDER.index) if parts else "unknown"
@@ -81,7 +88,8 @@ class CompiledVerdict:
             return vocab.OBSERVED
         if self.outcome != "compiled":
             return vocab.NO_EVIDENCE.name
-        judged = [(_OUTCOME_OF.get(v.verdict, "unknown"), v.evidence) for v in (self.graphs, self.eager) if v]
+        parts = (self.graphs, self.eager, self.replayed)
+        judged = [(_OUTCOME_OF.get(v.verdict, "unknown"), v.evidence) for v in parts if v]
         return judge.rests_on(judged)
 
     def says(self) -> str:
@@ -172,12 +180,18 @@ def judge_compiled(
         cv.graphs.notes.insert(0, f"compile path ({cv.compile_backend}): the ops of the AOT graphs on compile coverage")
     else:  # Dynamo compiled no graph: the whole model runs eagerly at its breaks
         cv.notes.append("no compiled graph: Dynamo ran the whole model eagerly (see the graph breaks)")
+    on_device = bool(doc.get("ops")) and replayed.covers(backend)  # the graphs' nodes run the device's eager kernels
+    eager_cov = None
+    if eager_doc is not None and (breaks or on_device):
+        eager_cov = shared(judge.coverage_for(eager_doc, backend, coverage_dir, read=read))
+    if on_device and eager_doc is not None and eager_cov is not None:
+        cv.replayed = replayed.judge_replayed(doc, eager_doc, eager_cov)
     cv.replaced = replaced_unseen(doc, eager_doc, backend)
     if cv.replaced:
         what = "; ".join(" with ".join(str(w).split(" by ", 1)) for w in cv.replaced)
         cv.why = REPLACED_NOTE.format(backend=backend, what=what)
-    if breaks and eager_doc is not None:
-        cv.eager = judge.judge(eager_doc, shared(judge.coverage_for(eager_doc, backend, coverage_dir, read=read)))
+    if breaks and eager_doc is not None and eager_cov is not None:
+        cv.eager = judge.judge(eager_doc, eager_cov)
         from opcov.verdict import check  # a module replaced by the backend's Python: judged as eager check does
 
         check.python_replacements(cv.eager, eager_doc)
@@ -283,6 +297,9 @@ def render(verdicts: list[CompiledVerdict], fmt: str = "text") -> str:
         if v.eager is not None:
             lines.append(f"  eagerly at the breaks (eager coverage): {v.eager.says()}")
             lines += [f"    {r.op}: {r.outcome}: {r.findings[0].why}" for r in v.eager.ops if r.problems()][:10]
+        if v.replayed is not None:
+            lines.append(f"  {REPLAYED_HEAD.format(backend=v.backend)}: {v.replayed.says()}")
+            lines += [f"    {r.op} [{f.dtype}]: {f.why}" for r in v.replayed.ops for f in r.problems()][:10]
         if v.graphs is not None:
             c = v.graphs.counts()
             lines.append(
@@ -319,7 +336,7 @@ def _as_json(v: CompiledVerdict) -> dict:
         out["observed"] = v.observed
     if v.why:
         out["why"] = v.why
-    for key, bv in (("graphs", v.graphs), ("eager_at_breaks", v.eager)):
+    for key, bv in (("graphs", v.graphs), ("eager_at_breaks", v.eager), ("replayed", v.replayed)):
         if bv is not None:
             out[key] = {
                 "verdict": bv.verdict,

@@ -1155,6 +1155,25 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     )
 
 
+def judge_calls(calls, cov: Coverage, mode: str, torch_version: str, model: str = "") -> BackendVerdict:
+    """Resolved ``calls`` (some of an op set's, as ``resolve.resolve`` gives them) judged as forward
+    requirements on ``cov``, worst op first, with no notes: evidence a verdict takes beside its own op set's
+    (the compile verdict's calls replayed on the device, opcov.verdict.replayed). ``model``: whose own
+    replayed calls are preferred."""
+    rows = []
+    for op, n, phases, dtypes, reqs in requirements(calls, False):
+        findings = [
+            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model, reads=reads)
+            for dtype, direction, shapes, reads in reqs
+        ]
+        r = OpResult(op, n, phases, dtypes, findings)
+        rows.append(((_OUTCOME_RANK.get(r.outcome, len(OUTCOMES)), -n, op), r))
+    rows.sort(key=lambda row: row[0])
+    ops = [r for _, r in rows]
+    worst, evidence = _summarize([r.judged for r in ops])
+    return BackendVerdict(cov.backend, mode, VERDICTS.get(worst, "runs"), evidence, ops, cov.paths, [])
+
+
 STRICT = ("fallback", "unknown", VALUE_NOTE)  # --strict: --fail-on these
 UNCLAIMED = "unclaimed"  # --fail-on unclaimed: an op or dtype needed that the backend's manifest does not claim
 
