@@ -1,6 +1,8 @@
 """Make the zoo-wide answers committed with the data (coverage/answers/, see opcov.store.answers): what each
 op set under coverage/models/ contributes to ``opcov gaps BACKEND`` for every backend with data, and to
-``opcov compare A B`` for every pair of them, so that a first run of either judges nothing.
+``opcov compare A B`` for every pair of them, so that a first run of either judges nothing; and, for ``opcov
+site``, every data file's document as its pages read it and every verdict they show ('site',
+opcov.site.committed), so that a first build parses and judges nothing.
 
 Each answer holds the names of the data files, the SHA-256 of each one its judging opened and of each opcov
 module it loaded, and is read only where those are the same, so run this after changing the data or opcov's
@@ -21,6 +23,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
 
+from opcov.site import committed  # noqa: E402
 from opcov.store import answers, layout, output  # noqa: E402
 from opcov.verdict import compare, gaps, kept  # noqa: E402
 
@@ -30,7 +33,7 @@ def questions(coverage_dir: str) -> list[tuple[str, tuple]]:
     backends = [b for b in layout.backends_with_data(coverage_dir) if os.path.isdir(os.path.join(coverage_dir, b))]
     out = [(gaps.question(b), (b,)) for b in backends]
     out += [(compare.question(a, b), (a, b)) for a, b in itertools.combinations(backends, 2)]
-    return out
+    return out + [(committed.QUESTION, ())] if backends else out  # the site's documents and verdicts
 
 
 def make(coverage_dir: str, only=None) -> int:
@@ -54,6 +57,10 @@ def one(coverage_dir: str, name: str) -> int:
     """Judge every op set for the question ``name`` in this process and write its answers, resting on the
     files the judging opened (every op set among them) and the opcov modules it loaded."""
     backends = dict(questions(coverage_dir))[name]
+    if name == committed.QUESTION:
+        output.write_atomic(answers.path_for(coverage_dir, name), committed.dumps(coverage_dir))
+        print(f"{name}: every data file's document and every verdict the site shows")
+        return 0
     files = layout.model_files(coverage_dir)
     with answers.opened(coverage_dir) as seen:
         if len(backends) == 1:

@@ -136,6 +136,7 @@ def test_committed_answers_give_the_judged_answer_without_reading_an_op_set(two,
         "compare-one-two.json.gz",
         "gaps-one.json.gz",
         "gaps-two.json.gz",
+        "site.json.gz",
     ]
     judged = compare.as_dict(compare.compare("one", "two", two, cache=False))
     swapped = compare.as_dict(compare.compare("two", "one", two, cache=False))

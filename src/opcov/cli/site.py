@@ -15,7 +15,8 @@ def add_parser(sub) -> None:
         "--no-cache",
         action="store_true",
         help="parse and judge everything, and keep nothing for the next build (by default what did not change "
-        "since the last build of this coverage folder is read back from the user's cache folder)",
+        "since the last build of this coverage folder is read back from the user's cache folder, and a first "
+        "build reads the answer committed with the data, coverage/answers/site.json.gz, where it is fresh)",
     )
 
 

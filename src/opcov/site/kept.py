@@ -126,8 +126,7 @@ class Kept:
         for rel, (st, doc) in fresh.items():
             if layout.in_models(rel) and isinstance(doc.get("ops"), dict):  # an op set
                 judging[rel] = {k: doc[k] for k in ("calltree", "ops") if k in doc}
-                doc = {k: v for k, v in doc.items() if k != "calltree"} | {"ops": _counts_only(doc["ops"])}
-            light[rel] = [st, doc]
+            light[rel] = [st, as_shown(rel, doc)]
         try:
             self._docs_blob, self._trees_blob = marshal.dumps(light), marshal.dumps(judging)
         except ValueError:  # not plain data: nothing kept
@@ -161,6 +160,14 @@ class Kept:
             return
         self._dirty = False
         _prune(os.path.dirname(self.path))
+
+
+def as_shown(rel: str, doc: dict) -> dict:
+    """Data file ``rel``'s document as the pages read it once its verdicts are made: an op set without its
+    call tree, and of each call record its count alone (opcov.site.committed keeps the same)."""
+    if layout.in_models(rel) and isinstance(doc.get("ops"), dict):
+        return {k: v for k, v in doc.items() if k != "calltree"} | {"ops": _counts_only(doc["ops"])}
+    return doc
 
 
 def _counts_only(ops: dict) -> dict:

@@ -605,7 +605,8 @@ def judge_models(site: Site) -> dict:
                     check.python_replacements(v, bdoc)
                 if (b.name, m.name, mode) in observed_at:  # this model really run on the device
                     observed.annotate(v, bdoc, site.coverage_dir)
-                    v.sources = [shown_path(site, p) for p in v.sources]
+                # as the pages name them (a vendor's test results were named by this machine's path)
+                v.sources = [shown_path(site, p) for p in v.sources]
                 site.data_torch[(m.name, mode, b.name)] = cov.torch
     return out
 

@@ -2374,14 +2374,16 @@ def render_site(
     ``hold``: a list the loaded site is appended to, so that the caller decides when its millions of
     objects go (the CLI leaves them to the process's exit: freeing them one by one took ~0.7 s), and
     they are frozen out of the garbage collector's walks (judge.bulk's ``kept``). ``cache``: parse and judge
-    only what changed since the last build of this coverage folder (opcov.site.kept); False reads and keeps
-    nothing."""
-    from opcov.site import kept
+    only what changed since the last build of this coverage folder (opcov.site.kept), and where that holds
+    no verdicts, read the answer committed with the data where it is fresh (opcov.site.committed); False
+    reads and keeps nothing."""
+    from opcov.site import committed, kept
 
     output.check_writable_dir(out_dir, marker=MARKER, allow=(DOCS,))  # before the slow part
     with judge.bulk(kept=hold is not None):  # one pause from loading to the last write: see judge.bulk
         store = kept.Kept(coverage_dir) if cache else None
-        site = sitemodel.load_site(coverage_dir, parallel=parallel, kept=store)
+        seed = committed.read(coverage_dir) if store is not None and store.verdicts() is None else None
+        site = sitemodel.load_site(coverage_dir, parallel=parallel, kept=seed or store)
         if hold is not None:
             hold.append(site)
         folder = _Folder(out_dir)
@@ -2392,9 +2394,10 @@ def render_site(
             output.write_new(os.path.join(out_dir, MARKER), MARKER_TEXT.encode())
             folder.existing.add(MARKER)
         guide = os.path.isfile(os.path.join(out_dir, DOCS, "index.html"))  # built first (scripts/run.sh)
-        files, done, verdicts = _build_split(site, parallel, folder, guide, store.verdicts() if store else None)
+        judgments = seed.verdicts if seed else store.verdicts() if store else None
+        files, done, verdicts = _build_split(site, parallel, folder, guide, judgments)
         stats = _finish(folder, files, done)
-        if store is not None:
+        if store is not None and seed is None:  # the committed answer is read again next time
             store.keep_verdicts(verdicts)
             store.save()
     stats["written"] += marked
