@@ -359,6 +359,63 @@ def test_a_localized_failure_leaves_the_call_unknown(tmp_path, traced, name, op,
     assert _judge(tmp_path, traced[name], {op: {"float32": cell("")}})[op]["outcome"] == "fails"
 
 
+TRAINED = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Tagger(nn.Module):
+        # token ids with a padding row, as a text model's embedding has
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4, padding_idx=0)
+            self.out = nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.out(self.emb(x))
+
+    class Upsampler(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 1)
+
+        def forward(self, x):
+            return F.interpolate(self.conv(x), scale_factor=1.5, mode="nearest")
+
+    def tagger():
+        torch.manual_seed(0)
+        return Tagger(), (torch.tensor([[0, 3, 4], [5, 0, 1]]),)
+
+    def upsampler():
+        torch.manual_seed(0)
+        return Upsampler(), (torch.randn(1, 2, 4, 4),)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "name,op,ran",
+    [
+        ("tagger", "aten::embedding", "float32:2!rg,int64:2;"),
+        ("upsampler", "aten::upsample_nearest2d.vec", "float32:4!rg;scale=int"),
+    ],
+)
+def test_a_backward_probed_on_other_arguments_leaves_it_to_the_backward_kernels(tmp_path, name, op, ran):
+    """A backward slot's classes are its forward call's; the kernels the backward runs (embedding_dense_backward
+    with the padding row, upsample_nearest2d_backward at 1.5) are in the op set's backward phase with their own
+    classes and judged there. So a backward probed only on other arguments does not leave the training call
+    unverified; the forward probed only on other arguments still does."""
+    path = trace_factories(tmp_path, "trained", TRAINED, [name], "training")[name]
+    both = {"fwd": "pass", "cases": 3, "case": "x|float32|0", "ran": [ran]}
+    both.update({"bwd": "pass", "bwd_cases": 3, "bwd_case": "x|float32|0", "bwd_ran": [ran]})
+    judged = _judge(tmp_path, path, {op: {"float32": both}})[op]
+    forward = [f for f in judged["findings"] if f["direction"] == "forward"]
+    backward = [f for f in judged["findings"] if f["direction"] == "backward"]
+    assert forward and forward[0]["outcome"] == "unknown", judged  # the forward: another path than the probe's
+    assert backward and all(f["outcome"] == "ok" for f in backward), judged
+
+
 def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():
     from opcov.probe.results import combine
 

@@ -567,9 +567,17 @@ def _from_call_classes(cov: Coverage, req: _Req) -> Finding | None:
     judged = signature.by_class(slot, req.shapes, req.reads) if slot else None
     if slot is None or judged is None:
         return None
-    if judged[0] == "pass" and signature.uncovered(slot, req.shapes):
+    if judged[0] == "pass" and _uncovered(slot, req):
         judged = ("unknown", "", f"{judged[2]}; the cases that ran had other arguments than this model's")
     return _judge_by_class(req.direction, req.dtype, slot, judged, req.shapes, req.src)
+
+
+def _uncovered(slot, req: _Req) -> tuple:
+    """The model's forward calls whose class no passing case of the slot ran with (signature.uncovered). Not for
+    the backward: a backward slot's classes are its forward call's, a stand-in, while the backward kernels the
+    call's backward runs are in the op set's backward phase with their own classes, judged there (an embedding's
+    backward with a padding row is embedding_dense_backward's call, which the model's replay ran)."""
+    return signature.uncovered(slot, req.shapes) if req.direction == "forward" else ()
 
 
 def _from_probe_status(cov: Coverage, req: _Req) -> Finding | None:
@@ -599,7 +607,7 @@ def _from_probe_status(cov: Coverage, req: _Req) -> Finding | None:
             return _unread_finding(direction, dtype, slot, off, "every probe case that differs", src, fell)
     err, why_line = _err_text(slot.err), f": {slot.why}" if slot.why else ""
     case = "?" if slot.case is None else slot.case
-    missed = signature.uncovered(slot, req.shapes) if status in PROBED_OK else ()
+    missed = _uncovered(slot, req) if status in PROBED_OK else ()
     if missed:  # passed, but never with this model's arguments: unverified for them
         return Finding(
             direction,
