@@ -226,10 +226,10 @@ def traced(tmp_path_factory):
     return trace_factories(tmp_path_factory.mktemp("sig"), "sigmodels", FACTORIES, names, "inference")
 
 
-def _judge(tmp_path, path, ops):
+def _judge(tmp_path, path, ops, static=None):
     root = tmp_path / "coverage"
     data.save(
-        registered(ops={op: kernel() for op in ops}),
+        registered(ops={op: (static or kernel)() for op in ops}, fallback_enabled=static is not None),
         str(root / "fake" / f"registered-torch-{TORCH}-fakepkg-1.0.yaml"),
     )
     data.save(probed(ops=ops), str(root / "fake" / f"probed-torch-{TORCH}-fakepkg-1.0.yaml"))
@@ -414,6 +414,80 @@ def test_a_backward_probed_on_other_arguments_leaves_it_to_the_backward_kernels(
     backward = [f for f in judged["findings"] if f["direction"] == "backward"]
     assert forward and forward[0]["outcome"] == "unknown", judged  # the forward: another path than the probe's
     assert backward and all(f["outcome"] == "ok" for f in backward), judged
+
+
+def test_a_negative_padding_crops_another_path():
+    """PyTorch/XLA's replication pad raises on a negative padding (a crop) and runs positive ones: a probe case
+    padding by -4 is not like a model padding by 1; reflection padding as a second family."""
+    assert not sigclass.same_path("float32:4;padding=-4x5x0x0", "float32:4;padding=1x1x1x1")
+    assert not sigclass.same_path("float32:3;padding=-1x2", "float32:3;padding=2x2")
+    assert sigclass.same_path("float32:3;padding=3x2", "float32:3;padding=2x2")
+    assert sigclass.covers("float32:4;padding=0x2x0x1", "float32:4;padding=1x1x1x1")  # some sides: still a padding
+
+
+def test_a_case_probed_again_with_its_whole_class_replaces_its_older_text():
+    """A probe written before classes named every argument kept 'float32:3,float32:1,...' (no ';'), which matches
+    any arguments; the same case (same id) probed again names training=False. The newer text decides: a batch norm
+    in training mode is not like it. addmm with alpha as a second family."""
+    failed = [
+        "error native_batch_norm|float32|1 float32:3,float32:1,float32:1,float32:1",
+        "error native_batch_norm|float32|1 float32:3!rg,float32:1!rg,float32:1!rg,float32:1;training=False",
+        "error native_batch_norm|float32|2 float32:2,float32:1",
+    ]
+    assert signature.newest(failed) == failed[1:]
+    addmm = [
+        "fallback addmm|float32|0 float32:1,float32:2,float32:2",
+        "fallback addmm|float32|0 float32:1,float32:2,float32:2;alpha=0.6",
+    ]
+    assert signature.newest(addmm) == addmm[1:]
+
+
+@pytest.mark.parametrize(
+    "name,op,ran",
+    [
+        ("linear", "aten::addmm", "float32:1,float32:2,float32:2;"),
+        ("up_int", "aten::upsample_nearest2d.vec", "float32:4;scale=int"),
+    ],
+)
+def test_a_failure_of_unknown_class_does_not_count_where_the_calls_class_ran(tmp_path, traced, name, op, ran):
+    """A failing case whose class the probe could not record (the device raised in an op CPU's path never called)
+    counts against every call, unless a case of the call's own class ran clean: then it was another class."""
+    cell = {
+        "fwd": "error",
+        "cases": 6,
+        "fails": 1,
+        "case": "other|float32|5",
+        "why": "x",
+        "failed": ["error other|float32|5 ?"],
+    }
+    assert _judge(tmp_path, traced[name], {op: {"float32": cell}})[op]["outcome"] == "fails"
+    judged = _judge(tmp_path, traced[name], {op: {"float32": dict(cell, ran=[ran])}})[op]
+    assert judged["outcome"] == "ok", judged
+
+
+@pytest.mark.parametrize(
+    "name,op,ran",
+    [
+        ("linear", "aten::addmm", "float32:1,float32:2,float32:2;alpha=2"),
+        ("tail_long_clip", "aten::slice.Tensor", "float32:3;bounds=under"),
+    ],
+)
+def test_a_call_no_case_had_falls_back_where_the_backend_registers_no_kernel(tmp_path, traced, name, op, ran):
+    """Every probe case fell back, none with the model's arguments: the call is unknown from the probe, but where the
+    backend registers no kernel for the op (only its CPU fallback catches it) every argument falls back, and the
+    verdict says so (PyTorch/XLA's multi_margin_loss, grid_sampler_3d); with a kernel registered it stays unknown."""
+    failed = [f"fallback x|float32|0 {ran}"]
+    cell = {
+        "fwd": "fallback",
+        "cases": 1,
+        "fails": 0,
+        "case": "x|float32|0",
+        "why": "ran through the fallback",
+        "failed": failed,
+    }
+    no_kernel = lambda: {"fwd": "fallback", "res": "fallback", "bwd": "none", "bwd_res": "not_applicable"}  # noqa: E731
+    assert _judge(tmp_path, traced[name], {op: {"float32": cell}}, static=no_kernel)[op]["outcome"] == "fallback"
+    assert _judge(tmp_path, traced[name], {op: {"float32": cell}})[op]["outcome"] == "unknown"
 
 
 def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():

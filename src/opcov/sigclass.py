@@ -329,17 +329,19 @@ INDICES = frozenset({"padding_idx", "ignore_index", "blank"})
 
 def abstract(name: str, value: str | None) -> str:
     """The kind of a selector's value that decides a path: 'default', a bool or word as is, and for
-    numbers 0 / 1 / -1 / int / frac (per element for lists); for an amount (``AMOUNTS``) 0 or n; for an
+    numbers 0 / 1 / -1 / int / frac (per element for lists); for an amount (``AMOUNTS``) 0 (none on any side),
+    n (some) or -n (a crop); for an
     index (``INDICES``) 'given'."""
     if value is None:
         return "default"
     if name in INDICES:
         return "given"
-    if name in AMOUNTS:
+    if name in AMOUNTS:  # none, some (whatever sides), or a crop (a negative padding): three paths
         try:
-            return "/".join(sorted({"0" if float(p) == 0 else "n" for p in value.split("x")}))
+            amounts = [float(p) for p in value.split("x")]
         except ValueError:
             return value
+        return "-n" if any(a < 0 for a in amounts) else "n" if any(amounts) else "0"
     parts = value.split("x") if value not in ("()",) else ["()"]
     kinds = []
     for p in parts:

@@ -507,8 +507,19 @@ def _ranked(cov: Coverage, req: _Req) -> Finding:
     for source in SOURCES:
         found = source(cov, req)
         if found is not None:
-            return found
+            return _no_kernel(cov, req, found) if found.outcome == "unknown" and found.evidence == "probed" else found
     raise AssertionError("the static document always answers")  # pragma: no cover
+
+
+def _no_kernel(cov: Coverage, req: _Req, found: Finding) -> Finding:
+    """A probe that left the call unknown (no case had its arguments) where the static document says the backend
+    registers no kernel at all, only its CPU fallback: then every argument falls back, and that finding stands
+    (PyTorch/XLA's multi_margin_loss, grid_sampler_3d: every probe case fell back, none with the model's
+    arguments). A backend with a kernel stays unknown: which arguments it takes is what the probe found."""
+    static = _from_static(cov, req)
+    if static is None or static.outcome != "fallback":
+        return found
+    return replace(static, why=f"{static.why}; no probe case had this model's arguments ({found.why})")
 
 
 def _ran(req: _Req) -> ProbedSlot | None:

@@ -230,9 +230,13 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     failed = slot.failed
     if status not in NOTED or not failed or cut(slot) or not shapes:
         return None
+    failed = newest(failed)
     items = [_parse(t) for t in failed]
+    ran_alike = _ran_alike(slot, shapes)
     like = [
-        (text, s, c, sig) for text, (s, c, sig) in zip(failed, items) if any(matches(sig, shape) for shape in shapes)
+        (text, s, c, sig)
+        for text, (s, c, sig) in zip(failed, items)
+        if any(matches(sig, shape) for shape in shapes) and not (ran_alike and not sig)
     ]
     pinned = [item for item in like if not failed_localized(item[0])]
     if like and not pinned:  # failures only pinned here by replaying another op's failed case: not proof
@@ -280,6 +284,25 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     if _ran_beyond(slot, len(items)):
         return "pass", "", note
     return "unknown", "", f"every probe case failed or fell back, none like this model's calls ({note})"
+
+
+def newest(failed) -> list:
+    """``failed`` without an item whose case a later probe named again with a whole class (one with ';'): the same
+    case (ids are a sample's place among its OpInfo's samples), known better; a probe written before classes
+    named every argument kept 'float32:3,float32:1,float32:1,float32:1', which matches any arguments."""
+    items = [_parse(t) for t in failed]
+    whole = {c for _, c, sig in items if ";" in sig}
+    return [t for t, (_, c, sig) in zip(failed, items) if ";" in sig or c not in whole]
+
+
+def _ran_alike(slot, shapes: tuple) -> bool:
+    """Whether, for every call of ``shapes`` (each named by its class), a case of the same path ran clean (the
+    slot's ``ran``, kept whole): then a failing case whose class the probe could not record (the device raised
+    in an op CPU's path never called) is of another class, not the model's."""
+    ran = slot.ran
+    if not ran or len(ran) >= MAX_RAN or not shapes or not all(is_class(c) for c in shapes):
+        return False
+    return all(any(same_path(str(r), c) for r in ran) for c in shapes)
 
 
 def _ran_beyond(slot, named: int) -> bool:
