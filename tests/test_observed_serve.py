@@ -115,6 +115,26 @@ def test_tokens_are_compared_exactly_and_logits_within_tolerance():
     assert observe._compare(torch, want, off, "inference")["compared_tensors"] == 1
 
 
+def test_a_compiled_serve_run_decides_the_compile_paths_verdict(tmp_path):
+    """--path compile: generate's runs with the model's forward compiled (Inductor on this CPU), filed under
+    observed/cpu/compile/, deciding 'check --mode serve --path compile' and not the eager verdict."""
+    cov = _coverage(tmp_path)
+    proc = run_opcov("run", MODEL, "-b", "cpu", "--mode", "serve", "--path", "compile", "--coverage", str(cov))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    path = files.path_for(str(cov), "cpu", MODEL, "serve", "compile")
+    doc = files.load(path)
+    assert files.path_of(doc) == "compile" and doc["compile"]["backend"] == "inductor"
+    assert isinstance(doc["compile"]["graph_breaks"], list)
+    assert doc["result"]["values"]["match"] is True and doc["result"]["values"]["compared_tensors"] == VALUES
+    assert "serve run (generate's prefill and decode steps) compiled with inductor ran on cpu" in proc.stdout
+    text = opcov_here("check", MODEL, "-b", "cpu", "--mode", "serve", "--path", "compile", "--coverage", str(cov))
+    assert text.returncode == 0, text.stderr[-2000:]
+    head, said = text.stdout.splitlines()[:2]
+    assert head.startswith("cpu serve (compile path, inductor): runs (observed on the device)")
+    assert said.strip().startswith("observed: this model's serve run") and "agrees with it" in said
+    assert _check(cov)[1]["evidence"] != "observed"  # no eager run: the eager verdict is the data's
+
+
 def test_a_model_without_a_serve_op_set_is_one_line(tmp_path):
     proc = opcov_here("run", "bert", "-b", "cpu", "--mode", "serve", "--out", str(tmp_path / "x.json"))
     err = proc.stderr.strip()

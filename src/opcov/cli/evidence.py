@@ -111,7 +111,9 @@ def add_run(sub) -> None:
     options.add_import(rn, "module that registers the backend")
     options.add_into(rn)
     options.add_path(
-        rn, "eager (default), or compile: the step through torch.compile with the device's compile backend"
+        rn,
+        "eager (default), or compile: the step through torch.compile with the device's compile backend "
+        "(serve: the model's forward, compiled afresh for each generate run)",
     )
     rn.add_argument(
         "--compile-backend",
