@@ -125,29 +125,11 @@ def run_one(name: str, mode: str, backend: str, store: str = "") -> dict:
         return x
 
     def generate(m, inputs, where, compile_with=None):
-        """(named values, no scales) of serve mode's generate runs (opcov.sources.generate.RUNS: a static and a
-        dynamic KV cache, greedy and sampling): a greedy run's tokens and each step's logits, a sampling run's
-        tokens' shape (its draws are the device's). With ``compile_with``, the model's forward is compiled with
-        that backend and dynamic=False afresh for each run, as compiled serve mode traces it and as
-        transformers' docs compile generation (``model.forward = torch.compile(model.forward)``); token
-        selection stays eager."""
-        got, forward = [], m.forward
-        m.eval()
-        with torch.no_grad():
-            for i, run in enumerate(serve.RUNS):
-                if compile_with:
-                    torch._dynamo.reset()
-                    m.forward = torch.compile(forward, backend=compile_with, dynamic=False)
-                torch.manual_seed(i)
-                out = m.generate(
-                    **move(inputs, where, dtype), **run.kwargs(), return_dict_in_generate=True, output_logits=True
-                )
-                if run.sample:
-                    got.append((f"{run.name}: tokens' shape", "tokens", torch.tensor(list(out.sequences.shape))))
-                    continue
-                got.append((f"{run.name}: tokens", "tokens", out.sequences))
-                got += [(f"{run.name}: logits of step {j}", "output", t) for j, t in enumerate(out.logits)]
-        return [(n, k, t.detach().cpu() if k == "tokens" else t.detach().float().cpu()) for n, k, t in got], {}
+        """(named values, no scales) of serve mode's generate runs, as 'opcov run --mode serve' compares them
+        (opcov.sources.generate.run_values: a greedy run's tokens and each step's logits, a sampling run's tokens'
+        shape; with ``compile_with`` the model's forward compiled with dynamic=False afresh for each run)."""
+        got = serve.run_values(torch, m, move(inputs, where, dtype), compile_with=compile_with)
+        return [(n, "tokens", t) if "tokens" in n else (n, "output", t.float()) for n, t in got], {}
 
     def step(m, inputs, where, to=dtype, compile_with=None):
         """(named values, their scales): outputs, and in training the loss and every gradient."""

@@ -131,24 +131,10 @@ def step(model, where, inputs, sync=None):
     return [(n, t.detach().cpu().clone()) for n, t in got]
 
 def generate(model, where, inputs, sync=None):
-    # (named values) of serve mode's generate runs (opcov.sources.generate.RUNS: static and dynamic KV cache,
-    # greedy and sampling): a greedy run's tokens and each step's logits; a sampling run's tokens' shape alone (its
-    # draws come from the device's own random generator)
+    # (named values) of serve mode's generate runs, as 'opcov run --mode serve' compares them
+    # (opcov.sources.generate.run_values: greedy runs' tokens and logits, sampling runs' tokens' shape)
     from opcov.sources import generate as serve
-    model.eval()
-    got = []
-    with torch.no_grad():
-        for i, run in enumerate(serve.RUNS):
-            torch.manual_seed(i)
-            out = model.generate(**move(inputs, where), **run.kwargs(), return_dict_in_generate=True, output_logits=True)
-            if sync:
-                sync()
-            if run.sample:
-                got.append((f"{run.name}: tokens' shape", torch.tensor(list(out.sequences.shape))))
-                continue
-            got.append((f"{run.name}: tokens", out.sequences))
-            got += [(f"{run.name}: logits of step {j}", t) for j, t in enumerate(out.logits)]
-    return [(n, t.detach().cpu().clone()) for n, t in got]
+    return serve.run_values(torch, model, move(inputs, where), sync=sync)
 
 if serving:
     step = generate

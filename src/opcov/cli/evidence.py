@@ -94,17 +94,26 @@ def add_ingest(sub) -> None:
 def add_run(sub) -> None:
     rn = sub.add_parser(
         "run",
-        help="run a model's step for real on a backend's device and save what happened (an observed run)",
+        help="run a model's step (or, to serve, generate's runs) for real on a backend's device and save what "
+        "happened (an observed run)",
     )
     rn.add_argument(
         "model", help="a zoo name ('opcov zoo list'; its tiny config) or module:function returning (model, inputs)"
     )
     rn.add_argument("-b", "--backend", required=True)
-    options.add_mode(rn, options.STEP_MODES, default="training")  # a serve run is not observed yet
+    options.add_mode(
+        rn,
+        default="training",
+        help="training (default): forward, backward and an AdamW step; inference: the forward; serve: "
+        "transformers' generate as serve mode traces it (static and dynamic KV cache, greedy and sampling), "
+        "for a decoder with a serve op set",
+    )
     options.add_import(rn, "module that registers the backend")
     options.add_into(rn)
     options.add_path(
-        rn, "eager (default), or compile: the step through torch.compile with the device's compile backend"
+        rn,
+        "eager (default), or compile: the step through torch.compile with the device's compile backend "
+        "(serve: the model's forward, compiled afresh for each generate run)",
     )
     rn.add_argument(
         "--compile-backend",
@@ -303,6 +312,8 @@ def run_step(args) -> int:
     from opcov.backends import get_backend
 
     get_backend(args.backend, args.import_module)  # an unknown name: one line now, not after a child's start
+    if args.mode == "serve":
+        _check_servable(args.model, args.into)
     doc = _run_in_child(args)
     doc["provenance"]["command"] = command_line()
     out = args.out or observed_files.path_for(
@@ -312,6 +323,29 @@ def run_step(args) -> int:
     print(observed.summary(doc))
     print(f"wrote {out}")
     return EXIT_OK
+
+
+def _check_servable(model: str, coverage_dir: str) -> None:
+    """A zoo model without a serve op set (in the coverage folder or the bundled data) has no serve verdict
+    to hold a run against: one line, before the child builds it. A factory's model is checked there: it
+    must be a decoder that can generate."""
+    import glob
+    import os
+
+    from opcov.sources import zoo
+    from opcov.store import layout
+
+    if model not in zoo.BY_NAME:
+        return
+    folders = [layout.models_dir(c) for c in dict.fromkeys((coverage_dir, layout.bundled_coverage())) if c]
+    if any(os.path.exists(os.path.join(f, model, "serve.yaml")) for f in folders):
+        return
+    served = sorted({os.path.basename(os.path.dirname(p)) for f in folders for p in glob.glob(f"{f}/*/serve.yaml")})
+    raise UsageError(
+        f"{model}: no serve op set ({os.path.join(folders[0], model, 'serve.yaml')}): serve runs a text decoder "
+        + (f"with one ({', '.join(served)}); " if served else "; ")
+        + f"for another decoder, 'opcov trace {model} --mode serve' first"
+    )
 
 
 def _run_in_child(args) -> dict:

@@ -12,7 +12,6 @@ from opcov.errors import EXIT_USAGE
 
 COVERAGE_HELP = "coverage data folder (default: ./coverage when it exists, else the data bundled with opcov)"
 MODES = ("inference", "training", "serve")
-STEP_MODES = ("inference", "training")  # one step of the model (serve is generate's prefill and decode steps)
 PATHS = ("eager", "compile")
 REGISTERS_HELP = "module that registers the backend's kernels (PrivateUse1 backends)"  # --import of scan, probe
 

@@ -1,12 +1,14 @@
 """What serve mode runs: transformers' ``generate`` on a short prompt, once per KV cache kind and token choice.
 
 Why here, below the producers: the tracer records these runs (``opcov.tracing.serve``), the probe replays the
-calls they make (``opcov.probe.replay``: a serve op set's own calls, ``check --replay``), and a reality check
-runs them for real; all three must run the same ones.
+calls they make (``opcov.probe.replay``: a serve op set's own calls, ``check --replay``), and ``opcov run
+--mode serve`` and the reality scripts run them for real (``run_values``); all must run the same ones.
 """
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from dataclasses import dataclass
 
 PROMPT = 8  # prompt tokens per sequence
@@ -54,3 +56,52 @@ def prompt_inputs(torch, inputs, config) -> dict:
         ids = ids.repeat(1, -(-PROMPT // ids.shape[1]))
     ids = ids[:, :PROMPT].contiguous()
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+@contextlib.contextmanager
+def quiet():
+    """transformers' generation warnings (pad token set to eos, flags unused in greedy runs) kept off the
+    terminal while the runs last."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.set_verbosity(level)
+
+
+def run_values(torch, model, prompt: dict, *, compile_with=None, sync=None) -> list:
+    """(label, tensor on CPU) of each of RUNS on ``model`` for ``prompt`` (on the model's device), what a real
+    serve run is compared with CPU by: a greedy run's tokens (equal) and each step's logits (within tolerance);
+    a sampling run's tokens' shape alone (its draws come from each device's own random generator). With
+    ``compile_with``, the model's forward is compiled with that torch.compile backend and dynamic=False afresh
+    for each run, as compiled serve mode traces it and as transformers' docs compile generation
+    (``model.forward = torch.compile(model.forward)``); token selection stays eager. ``sync``: the device's
+    step barrier, called after each run."""
+    got, forward, own = [], model.forward, "forward" in vars(model)
+    model.eval()
+    try:
+        with torch.no_grad(), quiet():
+            for i, run in enumerate(RUNS):
+                if compile_with:
+                    torch._dynamo.reset()
+                    model.forward = torch.compile(forward, backend=compile_with, dynamic=False)
+                torch.manual_seed(i)
+                out = model.generate(**prompt, **run.kwargs(), return_dict_in_generate=True, output_logits=True)
+                if sync:
+                    sync()
+                if run.sample:
+                    got.append((f"{run.name}: tokens' shape", torch.tensor(list(out.sequences.shape))))
+                    continue
+                got.append((f"{run.name}: tokens", out.sequences))
+                got += [(f"{run.name}: logits of step {j}", t) for j, t in enumerate(out.logits)]
+    finally:
+        if own:
+            model.forward = forward
+        elif "forward" in vars(model):  # the class's forward again
+            del model.forward
+    return [(label, t.detach().cpu().clone()) for label, t in got]

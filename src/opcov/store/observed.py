@@ -19,7 +19,7 @@ OPTIONAL = {"compile"}  # a compiled run's record: {"backend", "graph_breaks", .
 COMPILE = "compile"
 
 
-MODES = ("inference", "training")
+MODES = ("inference", "training", "serve")  # serve: generate's runs (opcov run --mode serve)
 
 
 def path_for(coverage_dir: str, backend: str, model: str, mode: str, path: str = "eager") -> str:

@@ -26,6 +26,13 @@ compiled training step. It keeps Dynamo's graph breaks (reason and file:line, as
 compile`` records them) and the same values and backend record; the ops are not recorded one by one (a
 dispatch mode on the stack would change what Dynamo compiles), so a compiled run's error names no op. It
 goes under ``coverage/observed/<backend>/compile/``.
+
+``mode="serve"`` runs what serve mode traces instead of a step: transformers' ``generate`` on the prompt,
+once per KV cache kind and token choice (``opcov.sources.generate.RUNS``, ``run_values``), on CPU and on
+the device, the model built as for inference. A greedy run's tokens must equal CPU's and each step's
+logits be within tolerance; a sampling run's tokens must have CPU's shape (each device draws from its
+own generator). With ``path="compile"`` the model's forward is compiled (dynamic=False, afresh per run)
+and token selection stays eager, as compiled serve mode traces it.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import traceback
 
 from opcov import backends as _backends
 from opcov.errors import OpcovError, UsageError, cause_line
+from opcov.sources import generate as serving
 from opcov.sources.step import as_torch_modules
 from opcov.version import __version__
 
@@ -57,7 +65,19 @@ def _where(exc) -> str:
 
 
 def _build(torch, model: str, mode: str):
-    """(name, model, inputs, dtype name) for a zoo name or ``module:function``."""
+    """(name, model, inputs, dtype name) for a zoo name or ``module:function``; to serve, the model is
+    built as for inference and its inputs are the prompt serve mode traces with (a model that cannot
+    generate: one line)."""
+    name, built, inputs, dtype = _build_step(torch, model, "inference" if mode == "serve" else mode)
+    if mode == "serve":
+        from opcov.tracing import serve
+
+        serve.check_model(built)
+        inputs = serving.prompt_inputs(torch, inputs, getattr(built, "config", None))
+    return name, built, inputs, dtype
+
+
+def _build_step(torch, model: str, mode: str):
     from opcov.sources import models, zoo
 
     if ":" in model and model.split(":", 1)[0].replace(".", "").replace("_", "").isalnum():
@@ -171,7 +191,10 @@ def observe(
             return type(x)(move(v, where) for v in x)
         return x
 
-    def step(m, where, record: bool):
+    def step(m, where, record: bool, compiled: bool = False):
+        if mode == "serve":  # generate's runs; on the compile path, the device's with its forward compiled
+            with Record() if record else contextlib.nullcontext():
+                return serving.run_values(torch, m, move(inputs, where), compile_with=cb if compiled else None), None
         m.train(mode == "training")
         grad = torch.enable_grad() if mode == "training" else torch.no_grad()
         ctx = Record() if record else None
@@ -195,7 +218,9 @@ def observe(
     def compared(out, loss, m) -> dict:
         """label -> tensor: each output, and in training the loss and each parameter's gradient by name
         (matched by label, so the device's and CPU's lists pair up even if their orders differ; a compiled
-        model's names are its original module's)."""
+        model's names are its original module's); to serve, generate's values (run_values)."""
+        if mode == "serve":
+            return dict(out)
         got = {f"output {i}": t for i, t in enumerate(output_tensors(out))}
         if mode == "training":
             got["loss"] = loss
@@ -239,9 +264,9 @@ def observe(
         with _breaks_kept(torch, cb) as breaks:
             try:
                 m = on_device()
-                if cb:
+                if cb and mode != "serve":  # serve compiles the forward generate calls (run_values)
                     m = torch.compile(m, backend=cb)
-                got_out, got_loss = step(m, dev, False)
+                got_out, got_loss = step(m, dev, False, compiled=True)
                 got = compared(got_out, got_loss, m)
                 _sync(torch, backend)
                 got = {k: None if t is None else t.detach().to("cpu") for k, t in got.items()}
@@ -259,28 +284,7 @@ def observe(
         except Exception:  # noqa: BLE001 - the recording names the op that raised; the result is the first step's
             pass
         if got is not None:
-            worst, n, at = 0.0, 0, ""
-            for label, a in want.items():
-                b = got.get(label)
-                if a is None or not a.is_floating_point() or not a.numel():
-                    continue
-                if b is None or a.shape != b.shape:
-                    worst, at = float("inf"), label
-                    break
-                a = a.detach().double()
-                tol = TOLERANCE[0] + TOLERANCE[1] * a.abs().max().item()
-                err = (a - b.double()).abs().nan_to_num(float("inf")).max().item() / tol
-                if err > worst:
-                    worst, at = err, label
-                n += 1
-            result["values"] = {
-                "compared_tensors": n,
-                "max_error_x_tolerance": round(worst, 4) if worst != float("inf") else "shape differs",
-                "worst_at": at,
-                "match": worst <= 1.0,
-                "against": "a CPU run of the same weights and inputs, dropout off; per tensor, "
-                f"tolerance {TOLERANCE[0]:g} + {TOLERANCE[1]:g} x max|cpu|",
-            }
+            result["values"] = _compare(torch, want, got, mode)
     finally:
         F.dropout, F.scaled_dot_product_attention = F_dropout, F_sdpa
     b = {
@@ -293,7 +297,7 @@ def observe(
         "schema_version": 1,
         "evidence": "observed",
         "backend": b,
-        "model": {"name": name, "mode": mode, "dtype": dtype, "source": model},
+        "model": {"name": name, "mode": mode, "dtype": dtype, "source": model, **_serve_record(mode)},
         "provenance": {
             "torch": str(torch.__version__),
             "opcov": __version__,
@@ -333,3 +337,48 @@ def _breaks_kept(torch, compile_backend):
             yield kept
         finally:
             kept += [b.record() for b in ctrace.distinct_breaks(seen)]
+
+
+def _serve_record(mode: str) -> dict:
+    """A serve run's model record: what generate was run with (the runs of opcov.sources.generate)."""
+    if mode != "serve":
+        return {}
+    runs = {run.name: run.args_text() for run in serving.RUNS}
+    return {"serve": {"prompt": serving.PROMPT, "new_tokens": serving.NEW_TOKENS, "runs": runs}}
+
+
+def _compare(torch, want: dict, got: dict, mode: str) -> dict:
+    """The run's values against CPU's (label -> tensor each): a floating tensor within tolerance; in a
+    serve run any other (tokens) equal. The worst in tolerances and where."""
+    worst, n, at, off = 0.0, 0, "", ""
+    for label, a in want.items():
+        b = got.get(label)
+        if a is None or not a.numel() or (mode != "serve" and not a.is_floating_point()):
+            continue
+        if b is None or a.shape != b.shape:
+            worst, at, off = float("inf"), label, "shape differs"
+            break
+        if a.is_floating_point():
+            a = a.detach().double()
+            tol = TOLERANCE[0] + TOLERANCE[1] * a.abs().max().item()
+            err = (a - b.double()).abs().nan_to_num(float("inf")).max().item() / tol
+        else:
+            err = 0.0 if torch.equal(a, b.to(a.dtype)) else float("inf")
+        if err > worst:
+            worst, at, off = err, label, "not equal"
+        n += 1
+    tol = f"tolerance {TOLERANCE[0]:g} + {TOLERANCE[1]:g} x max|cpu|"
+    against = f"a CPU run of the same weights and inputs, dropout off; per tensor, {tol}"
+    if mode == "serve":
+        against = (
+            "a CPU run of the same weights and prompt, generate's runs: a greedy run's tokens equal and each step's "
+            f"logits within {tol}; a sampling run's tokens of the same shape (each device draws from its own "
+            "generator)"
+        )
+    return {
+        "compared_tensors": n,
+        "max_error_x_tolerance": round(worst, 4) if worst != float("inf") else off,
+        "worst_at": at,
+        "match": worst <= 1.0,
+        "against": against,
+    }

@@ -28,10 +28,9 @@ hands this module its call-tree builder and the phase (``rec.tree``, ``rec.phase
 from __future__ import annotations
 
 import contextlib
-import warnings
 
 from opcov.errors import UsageError
-from opcov.sources.generate import NEW_TOKENS, PROMPT, RUNS, TOP_K, Run, prompt_inputs  # noqa: F401 - re-exported
+from opcov.sources.generate import NEW_TOKENS, PROMPT, RUNS, TOP_K, Run, prompt_inputs, quiet  # noqa: F401 - re-exported
 from opcov.store.opset import CALL, SERVE_PHASES
 
 # The curated zoo's decoders whose serve op sets the zoo holds (coverage/models/NAME/serve.yaml, made by
@@ -128,7 +127,7 @@ def run_all(torch, rec, module, state: dict, kwargs: dict, *, close, keep) -> di
     was = module.training
     module.eval()
     try:
-        with torch.no_grad(), _quiet(), _reparametrize_module(module, state, tie_weights=False), _cache_nodes(rec):
+        with torch.no_grad(), quiet(), _reparametrize_module(module, state, tie_weights=False), _cache_nodes(rec):
             for i, run in enumerate(RUNS):
                 torch.manual_seed(i)
                 steps[run.name] = _generate(rec, module, kwargs, run, close, keep)
@@ -211,19 +210,3 @@ def _cache_nodes(rec):
     finally:
         for name, original in originals.items():
             setattr(cache_utils.Cache, name, original)
-
-
-@contextlib.contextmanager
-def _quiet():
-    """transformers' generation warnings (pad token set to eos, flags unused in greedy runs) kept off the
-    terminal while the runs last."""
-    from transformers.utils import logging
-
-    level = logging.get_verbosity()
-    logging.set_verbosity_error()
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logging.set_verbosity(level)

@@ -35,11 +35,7 @@ def _saw(doc: dict) -> str:
         return f"raised {res.get('error')}" + (f" (in {', '.join(raised)})" if raised else "")
     v = res.get("values") or {}
     said = (
-        (
-            "values match CPU"
-            if v.get("match")
-            else f"values differ from CPU ({v.get('max_error_x_tolerance')} x tolerance)"
-        )
+        ("values match CPU" if v.get("match") else f"values differ from CPU ({_how_far(v)})")
         if v
         else "values not compared"
     )
@@ -49,6 +45,15 @@ def _saw(doc: dict) -> str:
     elif fb == []:
         said += "; no op through the CPU fallback"
     return "ran, " + said
+
+
+def _how_far(values: dict) -> str:
+    """How far a run's values are from CPU's: 'N x tolerance', or where a tensor's shape or (a serve run's
+    tokens) its exact values differ, that and which."""
+    err, at = values.get("max_error_x_tolerance"), values.get("worst_at")
+    if isinstance(err, (int, float)):
+        return f"{err} x tolerance" + (f" at {at}" if at else "")
+    return f"{err}: {at}" if at else str(err)
 
 
 def record(doc: dict, path: str) -> dict:
@@ -87,7 +92,9 @@ def summary(doc: dict) -> str:
     when = str(doc["provenance"].get("created", ""))[:10]
     res = doc["result"]
     crec = doc.get(COMPILE)
-    step = f"{mode} step" + (f" compiled with {crec['backend']}" if crec else "")
+    step = ("serve run (generate's prefill and decode steps)" if mode == "serve" else f"{mode} step") + (
+        f" compiled with {crec['backend']}" if crec else ""
+    )
     dispatched = (
         f"{len(crec['graph_breaks'])} graph break(s)" if crec else f"{len(doc.get('ops') or {})} ops dispatched"
     )
@@ -152,7 +159,7 @@ def annotate_compiled(cv, name: str, coverage_dir: str) -> None:
 def _run_for(v, name: str, coverage_dir: str, path: str) -> tuple[dict, str] | None:
     """(the observed run of ``name`` on ``v``'s backend and mode along ``path``, its file), or None; a file
     that cannot be read, or a run of the other path filed there, is a note on ``v`` and not used."""
-    if v.mode not in MODES:  # no run is observed in this mode (serve): the data alone decides
+    if v.mode not in MODES:  # no run is observed in this mode: the data alone decides
         return None
     where = path_for(coverage_dir, v.backend, name, v.mode, path)
     try:
