@@ -744,21 +744,11 @@ def test_probe_trees_walk_as_pytree_does():
 def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
     """PyTorch's own samples: masked.prod's float16 backward is finite on CPU under a Python mode
     (autograd's tensor-subclass formula) and inf without one, as a device runs it; the probe judges
-    the device against the plain formula, so cpu probed against itself passes."""
+    the device against the plain formula, so cpu probed against itself passes. The probe's parent runs in
+    this process (cpu claims no device; its workers are spawned as ever), sparing a child's imports."""
     out = str(tmp_path / "prod.yaml")
-    proc = run_opcov(
-        "probe",
-        "cpu",
-        "--ops",
-        "^masked.prod$",
-        "--dtypes",
-        "float16",
-        "--tiers",
-        "none",
-        "--no-schema",
-        "--out",
-        out,
-        timeout=300,
+    proc = opcov_here(
+        "probe", "cpu", "--ops", "^masked.prod$", "--dtypes", "float16", "--tiers", "none", "--no-schema", "--out", out
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     prod = cell(load_yaml(out), "aten::prod.dim_int", "float16")
@@ -768,25 +758,13 @@ def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
 def test_a_crash_of_cpus_own_reference_is_not_the_devices(tmp_path):
     """PyTorch's own samples: torch 2.13's CPU _segment_reduce segfaults on one empty-tier sample
     (--all-samples). On a device probe the worker dies before the device ran: that case has no
-    reference; it is never a device crash (and the rest of its group is not run after it)."""
+    reference; it is never a device crash (and the rest of its group is not run after it). The probe's
+    parent runs in this process, as above; the worker that dies is its spawned child."""
     out = str(tmp_path / "seg.yaml")
-    proc = run_opcov(
-        "probe",
-        "cpu",
-        "--ops",
-        "^_segment_reduce.lengths$",
-        "--all-samples",
-        "--tiers",
-        "empty",
-        "--dtypes",
-        "float32",
-        "--no-schema",
-        "--directions",
-        "forward",
-        "--out",
-        out,
-        timeout=300,
-    )
+    proc = opcov_here(
+        "probe", "cpu", "--ops", "^_segment_reduce.lengths$", "--all-samples", "--tiers", "empty",
+        "--dtypes", "float32", "--no-schema", "--directions", "forward", "--out", out,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 worker restarts" in proc.stdout + proc.stderr  # the segfault happened
     doc = load_yaml(out)
