@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -284,8 +285,6 @@ def test_merge_refuses_mismatched_inputs(tmp_path, whole):
 def test_a_selective_reprobe_replaces_only_the_ops_it_selected(tmp_path, whole):
     """'opcov merge --replace' of a re-probe made with --ops: the selected ops' cells are the re-probe's,
     the other ops its cases dispatched keep the whole probe's cells (a few cases never replace them)."""
-    import re
-
     from opcov.store import data
 
     base = whole[1]
@@ -326,6 +325,46 @@ def test_pattern_matching_nothing_is_a_usage_error(tmp_path):
     proc = opcov_here("probe", "cpu", "--ops", "^no_such_op_xyz$", "--out", str(tmp_path / "x.yaml"))
     assert proc.returncode == 2 and "no OpInfo case matches" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_parent_selects_groups_from_a_recording_of_the_opinfo_database(tmp_path, monkeypatch):
+    """A probe's parent picks its groups from a recording of which OpInfos exist and the dtypes CPU runs
+    them at (the database costs about 3 s of CPU per process; only the workers run its samples): the
+    groups are those the database gives, a process that has the recording never imports the database,
+    and a recording made from another torch install is made again."""
+    import torch
+
+    from opcov.probe import cases
+    from opcov.sources import opinfo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    pattern, dtypes = "^(mul|masked.prod|nn.functional.softsign|_segment_reduce.lengths)$", ("float16", "int64")
+    groups = cases.select_groups(pattern, dtypes=dtypes, directions=("forward", "backward"), canaries=False)
+    want = []
+    for oid, op in sorted(opinfo.opinfos().items()):
+        if re.search(pattern, oid):
+            fwd, bwd = op.supported_dtypes("cpu"), op.supported_backward_dtypes("cpu") if op.supports_autograd else ()
+            want += [(oid, d, getattr(torch, d) in bwd) for d in dtypes if getattr(torch, d) in fwd]
+    assert [(g.source, g.dtype, g.backward) for g in groups] == want and len(want) >= 5, want
+    assert any(b for *_, b in want) and not all(b for *_, b in want)  # some groups run a backward, some not
+    assert cases.named_bases()["prod"] >= {"masked.prod", "prod"}
+
+    code = (
+        "import sys\nfrom opcov.probe import cases\n"
+        f"print(len(cases.select_groups({pattern!r}, dtypes={dtypes!r}, directions=('forward',), canaries=False)))\n"
+        "print(sorted(cases.list_counts()), 'torch.testing._internal.common_methods_invocations' in sys.modules)\n"
+    )
+    child = subprocess.run(
+        [sys.executable, "-c", code], env=child_env(), capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert child.stdout.splitlines() == [str(len(want)), f"{sorted(opinfo.OPINFO_LISTS)} False"], child.stderr
+
+    path = tmp_path / "opcov" / f"opinfo-index-torch{torch.__version__}.json"
+    other = json.loads(path.read_text())
+    other["key"], other["ops"]["mul"]["cpu"] = "another install", []
+    path.write_text(json.dumps(other))
+    again = cases.select_groups("^mul$", dtypes=("float32",), directions=("forward",), canaries=False)
+    assert [g.id for g in again] == ["mul|float32"]
 
 
 def test_replayed_model_calls_reach_ops_and_gaps_show(tmp_path):
@@ -705,21 +744,11 @@ def test_probe_trees_walk_as_pytree_does():
 def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
     """PyTorch's own samples: masked.prod's float16 backward is finite on CPU under a Python mode
     (autograd's tensor-subclass formula) and inf without one, as a device runs it; the probe judges
-    the device against the plain formula, so cpu probed against itself passes."""
+    the device against the plain formula, so cpu probed against itself passes. The probe's parent runs in
+    this process (cpu claims no device; its workers are spawned as ever), sparing a child's imports."""
     out = str(tmp_path / "prod.yaml")
-    proc = run_opcov(
-        "probe",
-        "cpu",
-        "--ops",
-        "^masked.prod$",
-        "--dtypes",
-        "float16",
-        "--tiers",
-        "none",
-        "--no-schema",
-        "--out",
-        out,
-        timeout=300,
+    proc = opcov_here(
+        "probe", "cpu", "--ops", "^masked.prod$", "--dtypes", "float16", "--tiers", "none", "--no-schema", "--out", out
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     prod = cell(load_yaml(out), "aten::prod.dim_int", "float16")
@@ -729,25 +758,13 @@ def test_a_gradient_is_judged_against_the_cpu_formula_the_device_runs(tmp_path):
 def test_a_crash_of_cpus_own_reference_is_not_the_devices(tmp_path):
     """PyTorch's own samples: torch 2.13's CPU _segment_reduce segfaults on one empty-tier sample
     (--all-samples). On a device probe the worker dies before the device ran: that case has no
-    reference; it is never a device crash (and the rest of its group is not run after it)."""
+    reference; it is never a device crash (and the rest of its group is not run after it). The probe's
+    parent runs in this process, as above; the worker that dies is its spawned child."""
     out = str(tmp_path / "seg.yaml")
-    proc = run_opcov(
-        "probe",
-        "cpu",
-        "--ops",
-        "^_segment_reduce.lengths$",
-        "--all-samples",
-        "--tiers",
-        "empty",
-        "--dtypes",
-        "float32",
-        "--no-schema",
-        "--directions",
-        "forward",
-        "--out",
-        out,
-        timeout=300,
-    )
+    proc = opcov_here(
+        "probe", "cpu", "--ops", "^_segment_reduce.lengths$", "--all-samples", "--tiers", "empty",
+        "--dtypes", "float32", "--no-schema", "--directions", "forward", "--out", out,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "1 worker restarts" in proc.stdout + proc.stderr  # the segfault happened
     doc = load_yaml(out)

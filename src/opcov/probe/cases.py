@@ -16,7 +16,7 @@ from opcov.errors import UsageError
 from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay, schemacases
 from opcov.probe.sample import Loaded, Sample
 from opcov.probe.tiers import TIERS, tier_samples
-from opcov.sources.opinfo import OPINFO_LISTS, opinfo_samples, opinfos, seed_all, seed_of
+from opcov.sources.opinfo import aten_names, opinfo_index, opinfo_samples, opinfos, seed_all, seed_of
 
 CANARY_PREFIX = "canary."
 
@@ -54,26 +54,17 @@ class Group:
         return d
 
 
-def aten_names(op) -> tuple[str, ...]:
-    """The aten base names an OpInfo is about ('aten::mul', its aliases'), for blame."""
-    names = {f"aten::{op.aten_name}", f"aten::{op.name.split('.')[-1]}"}
-    names |= {f"aten::{a.name}" for a in getattr(op, "aliases", ()) or ()}
-    return tuple(sorted(names))
-
-
 def named_bases() -> dict[str, set]:
     """aten base name ('mul') -> the ids of the OpInfos about it."""
     out: dict[str, set] = {}
-    for oid, op in opinfos().items():
-        for name in aten_names(op):
+    for oid, facts in opinfo_index()["ops"].items():
+        for name in facts["aten_names"]:
             out.setdefault(name.split("::", 1)[1], set()).add(oid)
     return out
 
 
 def list_counts() -> dict:
-    from torch.testing._internal import common_methods_invocations as cmi
-
-    return {lst: len(getattr(cmi, lst, ())) for lst in OPINFO_LISTS}
+    return dict(opinfo_index()["lists"])
 
 
 # ---------------------------------------------------------------- canaries (silent narrowing)
@@ -305,18 +296,14 @@ def select_groups(
             raise UsageError(f"bad --ops pattern {pattern!r}: {exc}") from None
     backward = "backward" in directions
     groups = []
-    for oid, op in sorted(opinfos().items()):
-        keys = (oid, f"aten::{op.aten_name}")
+    for oid, op in sorted(opinfo_index()["ops"].items()):  # not the database: the workers load that
+        keys = (oid, f"aten::{op['aten_name']}")
         if rx and not any(rx.search(k) for k in keys):
             continue
-        if core_bases is not None and op.aten_name not in core_bases and op.name not in core_bases:
+        if core_bases is not None and op["aten_name"] not in core_bases and op["name"] not in core_bases:
             continue
-        cpu = {str(d).rsplit(".", 1)[-1] for d in op.supported_dtypes("cpu")}
-        bwd = (
-            {str(d).rsplit(".", 1)[-1] for d in op.supported_backward_dtypes("cpu")}
-            if backward and op.supports_autograd
-            else set()
-        )
+        cpu = set(op["cpu"])
+        bwd = set(op["cpu_backward"]) if backward else set()
         for dt in dtypes:
             if dt in cpu:
                 groups.append(

@@ -48,7 +48,7 @@ import time
 from opcov import backends, provenance, vocab
 from opcov.catalog import build_catalog
 from opcov.errors import UsageError
-from opcov.probe import DEFAULT_DTYPES, KNOWN_DTYPES, cases, compiled_run, lazy
+from opcov.probe import DEFAULT_DTYPES, KNOWN_DTYPES, compiled_run, lazy
 from opcov.probe.results import NOTED, failed_text
 from opcov.sources import opinfo
 from opcov.store.cells import MAX_FAILED, SLOTS
@@ -73,13 +73,13 @@ def _groups(core: bool, pattern: str | None, dtypes) -> list[tuple[str, str]]:
     rx = re.compile(pattern) if pattern else None
     core_bases = {op.base for op in build_catalog().core} if core else None
     out = []
-    for oid, op in sorted(opinfo.opinfos().items()):
-        names = cases.aten_names(op)
+    for oid, op in sorted(opinfo.opinfo_index()["ops"].items()):  # not the database: the workers load that
+        names = op["aten_names"]
         if core_bases is not None and not any(n.split("::", 1)[1] in core_bases for n in names):
             continue
         if rx and not (rx.search(oid) or any(rx.search(n) for n in names)):
             continue
-        supported = {str(d).removeprefix("torch.") for d in op.supported_dtypes("cpu")}
+        supported = set(op["cpu"])
         out += [(oid, d) for d in dtypes if d in supported]
     return out
 

@@ -117,7 +117,11 @@ def main(conn, config: dict, flight_buf=None) -> None:
     except Exception as exc:  # noqa: BLE001
         conn.send(("smoke_failed", first_line(exc)))
         return
-    opinfos()  # load the OpInfo database once, before the first group's timer starts
+    try:
+        opinfos()  # load the OpInfo database once, before the first group's timer starts
+    except Exception as exc:  # noqa: BLE001 - expecttest gone since the parent's OpInfo index was recorded
+        conn.send(("smoke_failed", f"worker start failed: {first_line(exc)}"))
+        return
     conn.send(("ready", describe_device(torch, worker)))
     while True:
         try:
