@@ -534,6 +534,15 @@ def test_which_index_an_argument_names_is_one_path():
     assert not sigclass.same_path("float32:2,int64:1;", "float32:2,int64:1;ignore_index=0")
 
 
+def test_a_scalar_that_only_shapes_an_activations_values_is_no_path():
+    """softshrink's lambd of 0.2 runs the kernel OpInfo's default 0.5 ran, as any leaky_relu slope and any
+    hardtanh bounds do; a pass on one covers the others (arguments that pick a path, as reduction, still count)."""
+    assert sigclass.covers("float32:2;", "float32:2;lambd=0.2")
+    assert sigclass.covers("float32:2;negative_slope=0.01", "float32:2;negative_slope=0.2")
+    assert sigclass.same_path("float32:2;max_val=6,min_val=0", "float32:2;")
+    assert not sigclass.covers("float32:2,int64:1;", "float32:2,int64:1;reduction=0")
+
+
 def test_an_amount_of_padding_or_kernel_is_one_path_whatever_its_size():
     """Replication padding by 4 takes the path padding by 1 took (a pass on one covers the other), and so does
     a conv padded by 2 against one padded by 1; no padding at all is another path, and a dilation of 2 is

@@ -384,6 +384,9 @@ def covers(ran_sig: str, call_sig: str) -> bool:
 
 
 BOTH_KNOW = ("to", "absent")  # selectors compared only where both sides name them (older texts do not)
+# Scalars that only shape an activation's values (its slope, threshold, bounds, scales): every value runs the same
+# kernel, so they are not compared (softshrink's lambd of 0.2 and OpInfo's default 0.5; leaky_relu's slopes).
+VALUES_ONLY = frozenset({"lambd", "negative_slope", "threshold", "min_val", "max_val", "input_scale"})
 
 
 def _same_selectors(a: dict | None, b: dict | None) -> bool:
@@ -394,6 +397,7 @@ def _same_selectors(a: dict | None, b: dict | None) -> bool:
     if "absent" in a and "absent" in b and a["absent"] != b["absent"]:
         return False  # other optional tensors given
     known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__", *BOTH_KNOW}
+    known -= VALUES_ONLY
     return all(abstract(k, a.get(k)) == abstract(k, b.get(k)) for k in known)
 
 
