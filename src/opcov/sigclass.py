@@ -253,8 +253,12 @@ def _has_zero(value) -> bool:
     return isinstance(value, (list, tuple)) and any(_has_zero(v) for v in value)
 
 
-def of_call(func, args, kwargs, tensor_type) -> str:
-    """The class of one live call of OpOverload ``func`` (``tensor_type``: torch.Tensor)."""
+def of_call(func, args, kwargs, tensor_type, both_know: bool = True) -> str:
+    """The class of one live call of OpOverload ``func`` (``tensor_type``: torch.Tensor). ``both_know``: name
+    ``BOTH_KNOW``'s selectors too. The probe names them; the tracer does not yet, so that the committed op sets
+    stay what tracing again makes (opcov zoo trace reproduces them): the judge takes a conversion's targets
+    from the model's dtypes, and ``absent`` picks the probe's samples (opcov.probe.pick) and tells its cases
+    apart until op sets name it."""
     tensors: list = []
 
     def walk(x):
@@ -291,8 +295,8 @@ def of_call(func, args, kwargs, tensor_type) -> str:
         shown = _value_text(value)
         if shown is not None:
             selectors.append(f"{arg.name}={shown}")
-    selectors += derived(func.name(), tensors, named)
-    if optional:
+    selectors += [d for d in derived(func.name(), tensors, named) if both_know or not d.startswith("to=")]
+    if optional and both_know:
         selectors.append("absent=" + ("/".join(sorted(a for a in optional if named.get(a) is None)) or "-"))
     return text + ";" + ",".join(sorted(selectors))
 

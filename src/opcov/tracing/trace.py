@@ -301,7 +301,7 @@ def _make_recorder(torch, rec: Recording, target_type: str):
                 shape=shape,
                 grad=grad,
                 issued_by=issuer,
-                sig=sigclass.of_call(func, args, kwargs, torch.Tensor),
+                sig=sigclass.of_call(func, args, kwargs, torch.Tensor, both_know=False),
             )
             if grad:  # autograd made this call's node just before dispatching it here
                 rec.tree.created_node(torch._C._autograd._get_sequence_nr() - 1, idx)
@@ -342,7 +342,9 @@ def _composite(torch, rec: Recording, dev_type: str, name: str, run, args, kwarg
     """Run one composite call (``run(*args, **kwargs)``) as a call-tree node around what it calls
     (``op``: its OpOverload, whose schema names the arguments of its signature class)."""
     phase = rec.phase
-    sig = sigclass.of_call(op, args, kwargs, torch.Tensor) if op is not None else ""  # before the call mutates
+    sig = (
+        sigclass.of_call(op, args, kwargs, torch.Tensor, both_know=False) if op is not None else ""
+    )  # before it mutates
     idx = rec.tree.open(name, phase, kind, _issuer(torch, rec))
     ins = list(tensors_of(args, torch)) + list(tensors_of(kwargs, torch))
     try:
