@@ -12,7 +12,8 @@
 #   scripts/envs/xla-data.sh servereplay # the curated decoders' serve calls of generate's own ops, replayed
 #   scripts/envs/xla-data.sh picked   # the OpInfo groups whose capped samples now cover other classes
 #   scripts/envs/xla-data.sh opinfos  # the OpInfos no case came from yet (ops outside core ATen and the zoo)
-#   scripts/envs/xla-data.sh          # all ten
+#   scripts/envs/xla-data.sh sweep    # every OpInfo's calls in the argument classes no case had yet
+#   scripts/envs/xla-data.sh          # all eleven
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -171,6 +172,16 @@ opinfos() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# Every OpInfo's argument sweep (opcov.probe.argsweep): the calls its samples make in each class, and with one
+# path-selecting argument changed (a bool flipped, an optional argument left out, another reduction, a number or
+# output size of another kind), in float32, one case per class the probed file holds no case of yet; merged in.
+# A model's call of a class no OpInfo sample took (cdist with p=0.5 and no compute_mode) then has a case of its own.
+sweep() {
+    shard sweep --sweep "$PROBED" --dtypes float32 --timeout 120
+    "$OPCOV" merge "$PROBED" "$WORK/sweep.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -182,6 +193,7 @@ case "${1:-all}" in
     servereplay) servereplay ;;
     picked) picked ;;
     opinfos) opinfos ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|all]" >&2; exit 2 ;;
+    sweep) sweep ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; sweep ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|sweep|all]" >&2; exit 2 ;;
 esac

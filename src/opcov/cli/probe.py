@@ -47,7 +47,8 @@ def add_probe(sub) -> None:
 
 
 def _case_options(pr) -> None:
-    """--traces, --opsets, --resume, --tiers, --all-samples, --exhaustive, --calls-only, --no-schema, --manifest and --out."""
+    """--traces, --opsets, --resume, --tiers, --all-samples, --exhaustive, --calls-only, --no-schema, --sweep,
+    --manifest and --out."""
     pr.add_argument(
         "--traces",
         metavar="MODELS",
@@ -95,6 +96,14 @@ def _case_options(pr) -> None:
         "--ops searched in its overload name 'aten::add.Scalar')",
     )
     pr.add_argument(
+        "--sweep",
+        metavar="PROBED",
+        help="instead of each selected OpInfo's samples, the calls they make with one path-selecting argument "
+        "changed at a time (a bool flipped, an optional argument left out or given, a number of another kind, "
+        "another reduction or output size), one case per class the probed file PROBED holds no case of "
+        "(groups 'sweep.<opinfo>'); no canary or schema case",
+    )
+    pr.add_argument(
         "--manifest",
         metavar="FILE",
         help="the backend's manifest (ops and dtypes it claims, ops it excludes; docs/DATA.md): cells "
@@ -121,6 +130,25 @@ def _compile_options(pr) -> None:
     )
 
 
+def _check_options(args, traces) -> None:
+    """One-line errors for options that cannot run, before any worker starts."""
+    if args.jobs < 1:
+        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout must be positive, not {args.timeout:g}")
+    if args.ops:
+        import re
+
+        try:
+            re.compile(args.ops)
+        except re.error as exc:
+            raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
+    if args.calls_only and not traces:
+        raise UsageError("--calls-only runs replayed calls alone: name them with --traces or --opsets")
+    if args.sweep and not os.path.isfile(args.sweep):
+        raise UsageError(f"--sweep: {args.sweep} is not a file; name the probed file whose classes to leave out")
+
+
 def run_probe(args) -> int:
     from opcov import formats
     from opcov.backends import get_backend
@@ -140,19 +168,7 @@ def run_probe(args) -> int:
 
         traces += tuple(opset_targets([p for text in args.opsets for p in text.split(",") if p]))
     tiers = parse_tiers(args.tiers)
-    if args.jobs < 1:
-        raise UsageError(f"--jobs must be at least 1, not {args.jobs}")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout must be positive, not {args.timeout:g}")
-    if args.ops:
-        import re
-
-        try:
-            re.compile(args.ops)
-        except re.error as exc:
-            raise UsageError(f"bad --ops pattern {args.ops!r}: {exc}") from None
-    if args.calls_only and not traces:
-        raise UsageError("--calls-only runs replayed calls alone: name them with --traces or --opsets")
+    _check_options(args, traces)
     backend = get_backend(args.backend, args.import_module)
     from opcov.probe.manifest import load as load_manifest
 
@@ -190,6 +206,7 @@ def run_probe(args) -> int:
         calls_only=args.calls_only,
         manifest=manifest,
         all_samples=args.all_samples,
+        sweep_of=os.path.abspath(args.sweep) if args.sweep else "",
         times=args.times,
         max_time=args.max_time,
     )

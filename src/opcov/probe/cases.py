@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from opcov.errors import UsageError
-from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, replay, schemacases
+from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, argsweep, replay, schemacases
 from opcov.probe.sample import Loaded, Sample
 from opcov.probe.tiers import TIERS, tier_samples
 from opcov.sources.opinfo import aten_names, opinfo_index, opinfo_samples, opinfos, seed_all, seed_of
@@ -34,6 +34,7 @@ class Group:
     device: str = ""  # the device type those steps run on
     spec: str = ""  # a replayed op set's model (replay.Target): what rebuilds it
     modes: tuple = ()  # and the modes of its op sets (the steps captured); () with spec: both
+    known: str = ""  # a sweep group (probe.argsweep): the probed file whose classes it leaves out
 
     def as_dict(self) -> dict:
         d = {
@@ -51,6 +52,8 @@ class Group:
             d["on"] = {"device": self.device, "modes": {mode: list(ops) for mode, ops in self.on}}
         if self.spec:
             d["spec"], d["modes"] = self.spec, list(self.modes)
+        if self.known:
+            d["known"] = self.known
         return d
 
 
@@ -124,6 +127,8 @@ def load_group(group: dict) -> Loaded:
         return replay.load(group)
     if source.startswith(schemacases.SCHEMA_PREFIX):
         return schemacases.load(group)
+    if source.startswith(argsweep.PREFIX):
+        return argsweep.load(group)
     if source.startswith(CANARY_PREFIX):
         dt, fn, raw = _canaries()[source]
         return Loaded(fn, [Sample(i.clone(), a, k) for i, a, k in raw], (canary_ids()[source][1],), False, True, True)
@@ -280,6 +285,7 @@ def select_groups(
     schema_ops=(),
     all_samples=False,
     ondevice=None,
+    sweep_of: str = "",
 ) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
     ``aten::<aten_name>`` (for a schema case, in the overload's name, ``aten::add.Scalar``);
@@ -287,7 +293,9 @@ def select_groups(
     traced model to what its trace group also runs on the device (``replay.ondevice``); OpInfo groups
     get one harder case per input tier of ``tiers`` (forward only; with ``all_samples`` one per
     sample the tier changes); ``schema_ops`` (overload names,
-    ``probe.schemacases.targets``) get one case each made from their schemas."""
+    ``probe.schemacases.targets``) get one case each made from their schemas. ``sweep_of`` (a probed
+    file): each selected OpInfo's group is its argument sweep instead (probe.argsweep), leaving out the
+    classes that file holds."""
     rx = None
     if pattern:
         try:
@@ -305,7 +313,10 @@ def select_groups(
         cpu = set(op["cpu"])
         bwd = set(op["cpu_backward"]) if backward else set()
         for dt in dtypes:
-            if dt in cpu:
+            if dt in cpu and sweep_of:
+                sid = argsweep.PREFIX + oid
+                groups.append(Group(f"{sid}|{dt}", sid, dt, dt in bwd, known=sweep_of))
+            elif dt in cpu:
                 groups.append(
                     Group(
                         f"{oid}|{dt}",

@@ -19,6 +19,7 @@ import time
 from opcov import children
 from opcov.errors import OpcovError
 from opcov.probe import worker
+from opcov.probe.argsweep import PREFIX as SWEEP_PREFIX
 from opcov.probe.caserecord import REFERENCE, CaseRecord
 from opcov.probe.flight import Flight
 from opcov.probe.journal import Journal
@@ -370,10 +371,14 @@ class Pool:
     def cut_short(self, slot: _Slot, rec: CaseRecord, phase: str) -> bool:
         """No paying twice: after ``rec`` crashed or timed out, record the group's remaining cases as
         not run after it and finish the group. False (the group is continued) with ``exhaustive``,
-        for a replayed trace or a schema group (each of its cases is another op), or when the sample
+        for a replayed trace, a schema or a sweep group (each of its cases is another op or class), or when the sample
         count is unknown."""
         group = slot.group
-        if self.exhaustive or slot.case_ids is None or group["source"].startswith((TRACE_PREFIX, SCHEMA_PREFIX)):
+        if (
+            self.exhaustive
+            or slot.case_ids is None
+            or group["source"].startswith((TRACE_PREFIX, SCHEMA_PREFIX, SWEEP_PREFIX))
+        ):
             return False
         done = self.done_ids.get(group["id"], set())
         for cid in slot.case_ids:

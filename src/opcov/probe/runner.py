@@ -51,6 +51,7 @@ def probe(
     calls_only=False,
     manifest=None,
     all_samples=False,
+    sweep_of="",
     times=None,
     max_time=None,
 ) -> tuple[dict, dict]:
@@ -61,11 +62,13 @@ def probe(
     ``exhaustive``: run every case of a group after one crashed or timed out (by default the rest
     are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
     gets one harder case of (``all_samples``: one per sample the tier changes). ``schema``: also cases made from the schemas of functional overloads
-    (probe.schemacases); ``calls_only``: the replayed calls' groups alone. ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
+    (probe.schemacases); ``calls_only``: the replayed calls' groups alone; ``sweep_of`` (a probed file): the
+    selected OpInfos' argument sweep instead of their samples (probe.argsweep). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
     claimed or not, ops it rules out given the disposition ``excluded``. ``shard`` (I, N): part I of
     the plan balanced by the recorded group times of ``times`` (default: the times sidecar of the
     backend's default probed file; probe.plan); each group's time is written to ``<out>.times.json``."""
     output.check_output(out, kind=output.COVERAGE, evidence="probed", inputs=[getattr(manifest, "path", None)])
+    tiers = () if sweep_of else tiers  # a variant is a class of arguments, not a harder input
     output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
     # this process's own (the backend, the catalogue, the case selection) instead of following them.
@@ -91,6 +94,7 @@ def probe(
             tiers=tiers,
             schema=schema,
             all_samples=all_samples,
+            sweep_of=sweep_of,
         )
         if calls_only:  # the replayed calls alone (--calls-only): no OpInfo, canary or schema group
             groups = [g for g in groups if g.source.startswith(replay.TRACE_PREFIX)]
@@ -115,6 +119,8 @@ def probe(
             settings["all_samples"] = True
         if calls_only:  # as all_samples
             settings["calls_only"] = True
+        if sweep_of:  # as all_samples
+            settings["sweep_of"] = sweep_of
         traces_on = {g.source[len(replay.TRACE_PREFIX) :]: [m for m, _ in g.on] for g in groups if g.on}
         if traces_on:  # only when some: as all_samples
             settings["traces_on"] = dict(sorted(traces_on.items()))
@@ -213,14 +219,14 @@ def probe(
     return doc, figures
 
 
-def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema, all_samples):
+def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema, all_samples, sweep_of=""):
     """(torch, catalogue, op facts, every group of the selection, unsharded): what a probe, and
     'opcov plan' before it, derive the groups from."""
     torch = _backends.load(backend)
     catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
     core_bases = {op.base for op in catalog.core} if core else None
     facts = disposition.intrinsic(torch, catalog)
-    schema_ops = schemacases.targets(torch, catalog, facts) if schema else ()
+    schema_ops = schemacases.targets(torch, catalog, facts) if schema and not sweep_of else ()
     # a traced model recorded on this backend itself: its trace group replays the device's own calls too
     zoo_traces = [n for n in traces if isinstance(n, str)]  # a replayed op set (replay.Target) has no own-path op set
     ondevice = {n: on for n in zoo_traces if (on := replay.ondevice(n, backend.name, backend.device_type))}
@@ -234,6 +240,8 @@ def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema,
         schema_ops=schema_ops,
         all_samples=all_samples,
         ondevice=ondevice,
+        canaries=not sweep_of,
+        sweep_of=sweep_of,
     )
     return torch, catalog, facts, groups
 
@@ -273,7 +281,15 @@ def provenance(torch, backend, catalog, header, device, groups, settings) -> dic
             f"time limit (--max-time) reached: {len(settings['not_run'])} case group(s) not run: "
             + ", ".join(settings["not_run"])
         )
-    if settings["schema"]:
+    if settings.get("sweep_of"):
+        notes.append(
+            "case source: argument sweep (probe.argsweep): each selected OpInfo's calls on CPU with one "
+            "path-selecting argument changed at a time (a bool flipped, an optional argument left out or given, "
+            "a number of another kind, another reduction or output size), one case per signature class that "
+            f"{os.path.basename(settings['sweep_of'])} held no case of, groups 'sweep.<opinfo>'; values "
+            "that OpInfo chose, not a model's: a pass says the kernel agrees with CPU on that class of arguments"
+        )
+    if settings["schema"] and not settings.get("sweep_of"):
         notes.append(
             f"schema cases: one case per functional aten overload at {', '.join(schemacases.SCHEMA_DTYPES)}, "
             "inputs made from its schema (small tensors, integers and shapes chosen by argument name; "

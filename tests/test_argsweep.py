@@ -1,0 +1,93 @@
+"""The argument sweep (``opcov probe --sweep PROBED``): an OpInfo's calls in every class, and with one
+path-selecting argument changed, so that a model's call whose class OpInfo's samples never take still has
+a probe case of its own class (opcov.probe.argsweep)."""
+
+import os
+
+import pytest
+import torch
+from conftest import ROOT, opcov_here
+
+from opcov import sigclass
+from opcov.probe import argsweep, pick
+from opcov.store import data
+
+aten = torch.ops.aten
+
+
+def sweep(opinfo, known=""):
+    """The classes a sweep group of ``opinfo`` at float32 runs, as (op, class) texts."""
+    group = {"source": argsweep.PREFIX + opinfo, "dtype": "float32", "backward": False, "known": known}
+    return [
+        (s.fn.func.name(), sigclass.of_call(s.fn.func, s.input, s.kwargs, torch.Tensor))
+        for s in argsweep.load(group).samples
+    ]
+
+
+def model_class(func, *args):
+    return sigclass.of_call(func, args, {}, torch.Tensor)
+
+
+def covered(cases, op, call_sig):
+    return any(name == op and sigclass.same_path(sig, call_sig) for name, sig in cases)
+
+
+@pytest.mark.parametrize(
+    "opinfo, op, call",
+    [
+        # a distance with a fractional p and no compute_mode: every cdist sample passes compute_mode
+        ("cdist", "aten::_cdist_forward", (aten._cdist_forward.default, torch.rand(2, 3, 4), torch.rand(2, 5, 4), 0.5, None)),
+        # a 2x bilinear upsampling (a whole-number scale): the samples resize 4 to 3 (a fraction)
+        ("nn.functional.interpolate.bilinear", "aten::upsample_bilinear2d",
+         (aten.upsample_bilinear2d.default, torch.rand(1, 2, 4, 4), [8, 8], False)),
+        # a summed 2-d loss with weights: another family, another reduction
+        ("nn.functional.nll_loss", "aten::nll_loss2d_forward",
+         (aten.nll_loss2d_forward.default, torch.rand(2, 3, 4, 4), torch.zeros(2, 4, 4, dtype=torch.long), None, 2, -100)),
+    ],
+)  # fmt: skip
+def test_a_sweep_reaches_a_class_the_capped_samples_miss(opinfo, op, call):
+    sig = model_class(*call)
+    cases = sweep(opinfo)
+    assert covered(cases, op, sig), f"no {op} case of class {sig} among {cases}"
+
+
+def test_classes_the_probed_file_holds_are_left_out(monkeypatch):
+    cases = sweep("cdist")
+    op, sig = next((name, s) for name, s in cases if name == "aten::_cdist_forward" and "p=0.5" in s)
+    monkeypatch.setattr(argsweep, "known_classes", lambda path, dtype: {op: {pick.path(sig)}})
+    again = sweep("cdist", known="probed.yaml")
+    assert again and all(pick.path(s) != pick.path(sig) for name, s in again if name == op)
+
+
+def test_changes_touch_selectors_only():
+    x = torch.rand(1, 2, 4, 4)
+    changed = list(argsweep.changes(torch, aten.upsample_bilinear2d.default, (x, [3, 3], True), {}))
+    made = {model_class(aten.upsample_bilinear2d.default, *a) for a, _ in changed}
+    assert "float32:4;align_corners=False,scale=frac" in made  # align_corners flipped
+    assert "float32:4;align_corners=True,scale=int" in made  # an output size twice the input's
+    # the input tensor is never changed: a sweep varies arguments, not data
+    assert all(a[0] is x for a, _ in changed)
+
+
+def test_a_sweep_probe_writes_the_new_classes_and_names_its_source(tmp_path):
+    # the committed xla probe: its cells name the classes their cases ran
+    known = os.path.join(ROOT, "coverage", "xla", "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml")
+    out = tmp_path / "sweep.yaml"
+    proc = opcov_here("probe", "cpu", "--sweep", known, "--ops", "^cdist$", "--dtypes", "float32", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    before = data.load(known)["ops"]["aten::_cdist_forward"]["float32"]
+    assert before["ran"]
+    doc = data.load(str(out))
+    cell = doc["ops"]["aten::_cdist_forward"]["float32"]
+    assert cell["samples"] == ["sweep.cdist"]
+    assert any("p=0.5" in s and "compute_mode" not in s for s in cell["ran"]), cell["ran"]
+    # nothing the named file already held is run again
+    assert not {pick.path(s) for s in cell["ran"]} & {pick.path(s) for s in before["ran"]}
+    notes = " ".join(doc["provenance"]["notes"])
+    assert "argument sweep" in notes and "schema cases" not in notes
+
+
+def test_a_missing_probed_file_is_one_line(tmp_path):
+    proc = opcov_here("probe", "cpu", "--sweep", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "o.yaml"))
+    assert proc.returncode == 2 and "--sweep:" in proc.stderr and os.path.basename("none.yaml") in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
