@@ -535,6 +535,14 @@ def test_a_scalar_that_only_shapes_an_activations_values_is_no_path():
     assert not sigclass.covers("float32:2,int64:1;", "float32:2,int64:1;reduction=0")
 
 
+def test_which_dimensions_a_transpose_swaps_is_no_path():
+    """A statistics head's in-place transpose of dims 0 and 1 takes the path OpInfo's transpose of 0 and -1 took;
+    a second family, attention's out-of-place transpose of 1 and 2, likewise (``dim`` was never a selector)."""
+    assert sigclass.covers("float32:4!nc;dim0=0,dim1=-1", "float32:4!nc;dim0=1,dim1=2")
+    assert sigclass.same_path("float32:4;dim0=0,dim1=-1", "float32:4;dim1=2")
+    assert not sigclass.same_path("float32:4;dim0=0,dim1=-1", "float32:3;dim1=2")  # ranks still count
+
+
 def test_an_amount_of_padding_or_kernel_is_one_path_whatever_its_size():
     """Replication padding by 4 takes the path padding by 1 took (a pass on one covers the other), and so does
     a conv padded by 2 against one padded by 1; no padding at all is another path, and a dilation of 2 is

@@ -391,6 +391,9 @@ BOTH_KNOW = ("to", "absent")  # selectors compared only where both sides name th
 # Scalars that only shape an activation's values (its slope, threshold, bounds, scales): every value runs the same
 # kernel, so they are not compared (softshrink's lambd of 0.2 and OpInfo's default 0.5; leaky_relu's slopes).
 VALUES_ONLY = frozenset({"lambd", "negative_slope", "threshold", "min_val", "max_val", "input_scale"})
+# Arguments that name a dimension, as ``dim`` does (never a selector): which dimensions a transpose swaps
+# picks no kernel. Compared nowhere, so that op sets that name them stay as traced.
+DIMENSIONS = frozenset({"dim0", "dim1"})
 
 
 def _same_selectors(a: dict | None, b: dict | None) -> bool:
@@ -401,7 +404,7 @@ def _same_selectors(a: dict | None, b: dict | None) -> bool:
     if "absent" in a and "absent" in b and a["absent"] != b["absent"]:
         return False  # other optional tensors given
     known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__", *BOTH_KNOW}
-    known -= VALUES_ONLY
+    known -= VALUES_ONLY | DIMENSIONS
     return all(abstract(k, a.get(k)) == abstract(k, b.get(k)) for k in known)
 
 
