@@ -69,20 +69,41 @@ def test_changes_touch_selectors_only():
     assert all(a[0] is x for a, _ in changed)
 
 
+def test_changes_read_every_kind_of_schema_type():
+    """Optional numbers ('Scalar? p', printed 'Optional[number]'), int lists and optional ints are varied too:
+    a norm's p of 2 becomes 1, 0.5 and none; an average pool gains padding and loses its divisor."""
+    x = torch.rand(4, 8)
+    made = {
+        model_class(aten.norm.ScalarOpt_dim, *a)
+        for a, _ in argsweep.changes(torch, aten.norm.ScalarOpt_dim, (x, 2, [1]), {})
+    }
+    assert {"float32:2;p=1", "float32:2;p=0.5", "float32:2;"} <= made
+    y = torch.rand(1, 2, 6, 6)
+    pool = aten.avg_pool2d.default
+    made = {
+        model_class(pool, *a) for a, _ in argsweep.changes(torch, pool, (y, [2, 2], [2, 2], [0, 0], False, True, 3), {})
+    }
+    assert "float32:4;divisor_override=3,kernel_size=2x2,padding=1x1" in made
+    assert "float32:4;kernel_size=2x2" in made  # the divisor left out
+
+
 def test_a_sweep_probe_writes_the_new_classes_and_names_its_source(tmp_path):
-    # the committed xla probe: its cells name the classes their cases ran
-    known = os.path.join(ROOT, "coverage", "xla", "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml")
+    # a probed file whose cdist cell holds the classes OpInfo's samples take (each passes compute_mode)
+    committed = data.load(os.path.join(ROOT, "coverage", "xla", "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"))
+    cell = dict(committed["ops"]["aten::_cdist_forward"]["float32"])
+    cell["ran"] = [s for s in cell["ran"] if "compute_mode" in s]
+    cell.pop("failed", None)
+    known = str(tmp_path / "known.yaml")
+    data.save({**committed, "ops": {"aten::_cdist_forward": {"float32": cell}}}, known)
     out = tmp_path / "sweep.yaml"
     proc = opcov_here("probe", "cpu", "--sweep", known, "--ops", "^cdist$", "--dtypes", "float32", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    before = data.load(known)["ops"]["aten::_cdist_forward"]["float32"]
-    assert before["ran"]
     doc = data.load(str(out))
-    cell = doc["ops"]["aten::_cdist_forward"]["float32"]
-    assert cell["samples"] == ["sweep.cdist"]
-    assert any("p=0.5" in s and "compute_mode" not in s for s in cell["ran"]), cell["ran"]
+    ran = doc["ops"]["aten::_cdist_forward"]["float32"]
+    assert ran["samples"] == ["sweep.cdist"]
+    assert any("p=0.5" in s and "compute_mode" not in s for s in ran["ran"]), ran["ran"]
     # nothing the named file already held is run again
-    assert not {pick.path(s) for s in cell["ran"]} & {pick.path(s) for s in before["ran"]}
+    assert not {pick.path(s) for s in ran["ran"]} & {pick.path(s) for s in cell["ran"]}
     notes = " ".join(doc["provenance"]["notes"])
     assert "argument sweep" in notes and "schema cases" not in notes
 

@@ -12,8 +12,9 @@
 #   scripts/envs/xla-data.sh servereplay # the curated decoders' serve calls of generate's own ops, replayed
 #   scripts/envs/xla-data.sh picked   # the OpInfo groups whose capped samples now cover other classes
 #   scripts/envs/xla-data.sh opinfos  # the OpInfos no case came from yet (ops outside core ATen and the zoo)
+#   scripts/envs/xla-data.sh intpaths # those OpInfos' int64 and bool cases
 #   scripts/envs/xla-data.sh sweep    # every OpInfo's calls in the argument classes no case had yet
-#   scripts/envs/xla-data.sh          # all eleven
+#   scripts/envs/xla-data.sh          # all twelve
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -172,6 +173,17 @@ opinfos() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The same OpInfos' integer and bool paths: those holding no case at int64 or bool though CPU runs them so
+# (cummax, kthvalue, bitwise shifts... of a model's integer features); up to 6 samples per group; merged in.
+intpaths() {
+    local ops
+    ops=$(cd scripts/envs && "../../$ENV/bin/python" xla_new_opinfos.py "../../$PROBED" --dtypes int64,bool)
+    [ -n "$ops" ] || { echo "every OpInfo has an int64 or bool case in $PROBED"; return; }
+    OPCOV_XLA_MAX_SAMPLES=6 shard intpaths --ops "$ops" --no-schema --timeout 120 --dtypes int64,bool
+    "$OPCOV" merge "$PROBED" "$WORK/intpaths.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 # Every OpInfo's argument sweep (opcov.probe.argsweep): the calls its samples make in each class, and with one
 # path-selecting argument changed (a bool flipped, an optional argument left out, another reduction, a number or
 # output size of another kind), in float32, one case per class the probed file holds no case of yet; merged in.
@@ -193,7 +205,8 @@ case "${1:-all}" in
     servereplay) servereplay ;;
     picked) picked ;;
     opinfos) opinfos ;;
+    intpaths) intpaths ;;
     sweep) sweep ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; sweep ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|sweep|all]" >&2; exit 2 ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|all]" >&2; exit 2 ;;
 esac

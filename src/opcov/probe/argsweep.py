@@ -139,19 +139,22 @@ def _cases(torch, calls: list, known: dict) -> list:
     have: set = set()
     out: list = []
 
-    def add(func, a, k, check: bool) -> bool:
+    def new(func, a, k):
         try:
-            key = pick.path(sigclass.of_call(func, a, k, torch.Tensor))
+            key = (func.name(), pick.path(sigclass.of_call(func, a, k, torch.Tensor)))
         except Exception:  # noqa: BLE001 - no class: nothing to add
-            return False
-        name = func.name()
-        if (name, key) in have or key in known.get(name, ()):
+            return None
+        return None if key in have or key[1] in known.get(key[0], ()) else key
+
+    def add(func, a, k, check: bool) -> bool:
+        if new(func, a, k) is None:
             return False
         runs = _cpu_runs(torch, func, a, k) if check else (a, k)
-        if runs is None:
+        key = new(func, *runs) if runs is not None else None  # CPU may have run it with fewer arguments
+        if key is None:
             return False
-        have.add((name, key))
-        out.append((func, *runs))
+        have.add(key)
+        out.append((func, *runs))  # type: ignore[misc]
         return True
 
     for func, a, k in calls:
@@ -240,22 +243,33 @@ def _sizes(torch, named: dict, current) -> list:
 
 def _others(arg, current, torch) -> list:
     """Values of other kinds than ``current`` for schema argument ``arg``."""
-    kind = str(arg.type).rstrip("?")
-    if _is_tensor_type(arg):  # an optional tensor given: left out
+    kind = _kind_of(arg)
+    if kind == "Tensor":  # an optional tensor given: left out
         return [None] if _optional(arg) and isinstance(current, torch.Tensor) else []
     values: list = []
     if kind == "bool":
         values = [not current] if isinstance(current, bool) else [True, False]
-    elif kind in ("int", "SymInt") and arg.name == "reduction":
+    elif kind == "int" and arg.name == "reduction":
         values = list(REDUCTIONS)
-    elif kind in ("int", "SymInt", "float", "Scalar"):
-        numbers = [n for n in NUMBERS if kind != "int" and kind != "SymInt" or float(n).is_integer()]
+    elif kind in ("int", "float", "Scalar"):
+        numbers = [n for n in NUMBERS if kind != "int" or float(n).is_integer()]
         values = [n for n in numbers if _kind(arg.name, n) != _kind(arg.name, current)]
-    elif kind in ("int[]", "SymInt[]", "float[]") or kind.startswith(("int[", "SymInt[", "float[")):
+    elif kind in ("int[]", "float[]"):
         values = _list_others(arg.name, current)
     if _optional(arg) and current is not None:
         values.append(None)
     return [v for v in values if not _same(v, current)]
+
+
+# Schema type texts (as torch prints them: 'Optional[List[int]]', 'number') -> the kinds this module varies.
+_KINDS = {"number": "Scalar", "SymInt": "int", "List[int]": "int[]", "List[SymInt]": "int[]", "List[float]": "float[]"}
+
+
+def _kind_of(arg) -> str:
+    """'Tensor', 'bool', 'int', 'float', 'Scalar', 'int[]', 'float[]' or another type's own text."""
+    text = str(arg.type)
+    inner = text[len("Optional[") : -1] if _optional(arg) and text.startswith("Optional[") else text.rstrip("?")
+    return _KINDS.get(inner, inner)
 
 
 def _list_others(name: str, current) -> list:
@@ -288,7 +302,7 @@ def _optional(arg) -> bool:
 
 
 def _is_tensor_type(arg) -> bool:
-    return str(arg.type).rstrip("?") in ("Tensor", "Optional[Tensor]")
+    return _kind_of(arg) == "Tensor"
 
 
 def _named(func, args, kwargs) -> dict:
