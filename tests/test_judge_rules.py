@@ -445,10 +445,10 @@ def _fell_back_slot(*failed, cases):
 @pytest.mark.parametrize(
     "failed,call",
     [
-        # nonzero fell back on a 0-d and a 1-d input; the model's call is 2-d (a data-dependent op)
-        (("fallback nonzero|int64|0 int64:0d;", "fallback nonzero|int64|1 int64:1;"), "int64:2!nc;"),
         # an upsampling fell back at a fractional scale; the model's call has a whole one (a resize op)
         (("fallback up|float32|0 float32:4;scale=frac",), "float32:4;scale=int"),
+        # a reduction fell back on a 0-d input only; the model's call is 2-d (a 0-d case says nothing of ranks)
+        (("fallback sum|float32|0 float32:0d;",), "float32:2;"),
     ],
 )
 def test_a_cell_whose_every_case_fell_back_on_other_classes_is_no_run_for_the_call(failed, call):
@@ -461,3 +461,38 @@ def test_a_cell_whose_every_case_fell_back_on_other_classes_is_no_run_for_the_ca
     assert judged is not None and judged[0] == "unknown" and "fell back" in judged[2], judged
     judged = signature.by_class(_fell_back_slot(*failed, cases=len(failed) + 1), (call,))
     assert judged is not None and judged[0] == "pass", judged
+
+
+@pytest.mark.parametrize(
+    "failed,call",
+    [
+        # nonzero fell back on a 1-d input; a routing model's call is 2-d (a data-dependent op)
+        (("fallback nonzero|int64|0 int64:0d;", "fallback nonzero|int64|1 int64:1;"), "int64:2!nc;"),
+        # huber_loss fell back on 1-d inputs with every reduction; a regression head's call is 2-d (a loss)
+        (("fallback huber|float32|0 float32:1!rg,float32:1!rg;reduction=0",), "float32:2,float32:2;reduction=0"),
+    ],
+)
+def test_a_fallback_at_another_rank_with_the_calls_arguments_is_the_calls(failed, call):
+    """Whether an op has a kernel of its own does not hang on the rank: a case of the call's arguments that fell
+    back at another rank (of one dimension or more) decides the call, though another case ran clean; a case
+    of the call's own class that ran clean still outranks it."""
+    from opcov.verdict import signature
+
+    for cases in (len(failed), len(failed) + 1):
+        judged = signature.by_class(_fell_back_slot(*failed, cases=cases), (call,))
+        assert judged is not None and judged[0] == "fallback", judged
+    from opcov.store import cells
+
+    own = cells.ProbedSlot(status="fallback", failed=tuple(failed), ran=(call,), cases=9, fails=0, case="c|f|0")
+    assert signature.by_class(own, (call,))[0] == "pass"
+
+
+def test_an_error_at_another_rank_is_not_the_calls():
+    """Errors stay bound to their rank: a 1-d case that raised says nothing of a 2-d call of the same arguments."""
+    from opcov.store import cells
+    from opcov.verdict import signature
+
+    slot = cells.ProbedSlot(
+        status="error", failed=("error cummax|int64|0 int64:1;",), ran=(), cases=2, fails=1, case="cummax|int64|0"
+    )
+    assert signature.by_class(slot, ("int64:2;",))[0] == "pass"

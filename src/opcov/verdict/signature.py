@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 
-from opcov.sigclass import covers, same_path, selectors
+from opcov.sigclass import covers, parse, same_path, selectors
 from opcov.store.cells import MAX_FAILED
 from opcov.store.combine import (
     dtype_only,  # noqa: F401 - the judge reads it here
@@ -238,6 +238,8 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
         for text, (s, c, sig) in zip(failed, items)
         if any(matches(sig, shape) for shape in shapes) and not (ran_alike and not sig)
     ]
+    if not like and not ran_alike:
+        like = _fell_at_other_ranks(failed, items, shapes)
     pinned = [item for item in like if not failed_localized(item[0])]
     if like and not pinned:  # failures only pinned here by replaying another op's failed case: not proof
         _, s0, c0, sig0 = like[0]
@@ -293,6 +295,25 @@ def newest(failed) -> list:
     items = [_parse(t) for t in failed]
     whole = {c for _, c, sig in items if ";" in sig}
     return [t for t, (_, c, sig) in zip(failed, items) if ";" in sig or c not in whole]
+
+
+def _fell_at_other_ranks(failed, items, shapes: tuple) -> list:
+    """The fallback items whose class is the calls' but for the ranks of their tensors (each of some elements and
+    at least one dimension on both sides), where no case of the calls' own class failed or ran: whether an op
+    has a kernel of its own does not hang on the rank (PyTorch/XLA runs huber_loss and the cumulative
+    minimum through the CPU fallback at every rank probed), and a pass at another rank would otherwise decide
+    alone. Errors and value mismatches stay rank-bound: a 0-d reduction's error says nothing of a 2-d one."""
+    out = []
+    for text, (s, c, sig) in zip(failed, items):
+        if s != "fallback" or not is_class(sig) or any(r < 1 or "empty" in f for _, r, f in parse(sig)[0]):
+            continue
+        if any(is_class(call) and covers(sig, call) and _ranked(call) for call in shapes):
+            out.append((text, s, c, sig))
+    return out
+
+
+def _ranked(call: str) -> bool:
+    return all(r >= 1 and "empty" not in f for _, r, f in parse(call)[0])
 
 
 def _ran_alike(slot, shapes: tuple) -> bool:
