@@ -493,7 +493,7 @@ def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_ca
 
 
 def test_a_failing_list_cut_by_other_models_repeats_still_names_every_class():
-    """31 traced models each mismatching nll_loss_forward's output 1 in one class: the merged list keeps one
+    """More traced models than a list keeps, each mismatching nll_loss_forward's output 1 in one class: the merged list keeps one
     item per class first and is marked whole, so the verdict may still match classes and outputs against a
     model outside the zoo; a list cut with a class left out is not."""
     from opcov.probe.results import combine
@@ -505,14 +505,14 @@ def test_a_failing_list_cut_by_other_models_repeats_still_names_every_class():
                 "failed": [f"mismatch trace.{model}|float32|0 {sig} out=1"]}  # fmt: skip
 
     merged = entry("m00")
-    for i in range(1, 31):
-        merged = combine(merged, entry(f"m{i:02d}"))
+    for i in range(1, MAX_FAILED + 15):
+        merged = combine(merged, entry(f"m{i:03d}"))
     assert len(merged["failed"]) == MAX_FAILED and merged["classes_whole"] is True
     slot = ProbedCell.from_dict({"fwd": "mismatch", "failed": merged["failed"], "classes_whole": True}).slot("forward")
     assert not cut(slot)
     many = entry("a00", "float32:2;x=0")
     for i in range(1, MAX_FAILED + 2):
-        many = combine(many, entry(f"a{i:02d}", f"float32:2;x={i}"))  # more classes than fit
+        many = combine(many, entry(f"a{i:03d}", f"float32:2;x={i}"))  # more classes than fit
     assert "classes_whole" not in many
     assert cut(record_cells({"float32": {"fwd": "mismatch", "failed": many["failed"]}})["float32"].slot("forward"))
 

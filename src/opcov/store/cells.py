@@ -19,8 +19,10 @@ from opcov.vocab import INPUT_TIERS, SKIP_REASONS
 # Slot name -> (its status key, the prefix of its evidence keys) in a cell, in display order: the op
 # run as itself, its backward, then one slot per input tier (its harder case, forward only).
 # Failing cases a slot keeps with their signature class (``failed``): one per status and class, and one per
-# traced model; a slot holding this many may have left some out (the verdict then judges it as a whole).
-MAX_FAILED = 16
+# traced model; a slot holding this many may have left some out (the verdict then judges it as a whole). An
+# argument sweep (opcov.probe.argsweep) names up to 24 classes a group: addmm falls back with every alpha and beta
+# but 1, and a list of 16 cut short left each model's Linear judged by the cell as a whole.
+MAX_FAILED = 64
 SLOTS = {"forward": ("fwd", ""), "backward": ("bwd", "bwd_"), **{t: (t, f"{t}_") for t in INPUT_TIERS}}
 
 

@@ -41,7 +41,7 @@ SLOT_KEYS = (
     "ran",
     "classes_whole",
 )
-MAX_RAN = 32  # signature classes of the cases that ran a cell keeps; a full list may have left some out
+MAX_RAN = 128  # signature classes of the cases that ran a cell keeps; a full list may have left some out
 # Statuses whose case is kept in ``failed`` with its signature class: what the verdict matches against a
 # model's calls (a failure, a value mismatch, a run through the CPU fallback).
 NOTED = frozenset(FAILURES) | {"mismatch", "fallback"}
