@@ -496,3 +496,26 @@ def test_an_error_at_another_rank_is_not_the_calls():
         status="error", failed=("error cummax|int64|0 int64:1;",), ran=(), cases=2, fails=1, case="cummax|int64|0"
     )
     assert signature.by_class(slot, ("int64:2;",))[0] == "pass"
+
+
+def test_a_ran_list_merged_with_older_passes_shows_what_ran_not_what_did_not():
+    """An older probe kept no classes for its passes; a newer one (an argument sweep) ran the model's class. The
+    merged cell keeps the newer list as partial (``ran_part``): a pass of the call's own class outranks an older
+    item that named no arguments (avg_pool2d's old value mismatch matched every call), while a class missing from
+    the list says nothing (another family: a loss whose class the older passes may have run)."""
+    from opcov.store import cells
+    from opcov.store.combine import combine
+    from opcov.verdict import signature
+
+    old = {"status": "mismatch", "case": "pool|float32|0", "cases": 5, "fails": 1, "samples": ["pool"],
+           "failed": ["mismatch pool|float32|0 float32:4"]}  # fmt: skip
+    new = {"status": "pass", "case": "sweep.pool|float32|3", "cases": 2, "fails": 0, "samples": ["sweep.pool"],
+           "ran": ["float32:4!rg;ceil_mode=True,kernel_size=1x3"]}  # fmt: skip
+    merged = combine(old, new)
+    assert merged["ran"] == new["ran"] and merged["ran_part"] is True
+    slot = cells.ProbedSlot(**{k: tuple(v) if isinstance(v, list) else v for k, v in merged.items() if k != "samples"})
+    call = "float32:4;ceil_mode=True,kernel_size=2x2"
+    assert signature.by_class(slot, (call,))[0] == "pass"  # the call's own class ran: the old item is another's
+    assert signature.uncovered(slot, ("float32:2,float32:2;reduction=0",)) == ()  # partial: no absence shown
+    whole = cells.ProbedSlot(status="pass", ran=tuple(new["ran"]), cases=2, fails=0)
+    assert signature.uncovered(whole, ("float32:2,float32:2;reduction=0",)) == ("float32:2,float32:2;reduction=0",)

@@ -514,6 +514,10 @@ def test_a_failing_list_cut_by_other_models_repeats_still_names_every_class():
     for i in range(1, MAX_FAILED + 2):
         many = combine(many, entry(f"a{i:03d}", f"float32:2;x={i}"))  # more classes than fit
     assert "classes_whole" not in many
+    # a file cut at an older, smaller cap stays cut when merged under this one: its mark is kept
+    older = {**entry("o00"), "failed": merged["failed"][:16], "classes_whole": True}
+    again = combine(older, entry("b00", "float32:2,int64:1;reduction=2"))
+    assert len(again["failed"]) == 17 and again["classes_whole"] is True
     assert cut(record_cells({"float32": {"fwd": "mismatch", "failed": many["failed"]}})["float32"].slot("forward"))
 
 

@@ -80,6 +80,7 @@ class ProbedSlot:
     after_crash: int | None = None  # cases not run after a crash or timeout of their group
     failed: tuple | None = None  # 'STATUS CASE SIG' of failing cases, with their signature class
     ran: tuple | None = None  # signature classes of cases that ran (where the probe keeps them)
+    ran_part: bool | None = None  # ``ran`` names some of them only (merged with a file that kept none)
     classes_whole: bool | None = None  # ``failed`` cut at MAX_FAILED still names every failing class
     traced: FrozenDict | None = None  # zoo model -> the worst status of its own replayed calls
 

@@ -39,6 +39,7 @@ SLOT_KEYS = (
     "failed",
     "traced",
     "ran",
+    "ran_part",
     "classes_whole",
 )
 MAX_RAN = 128  # signature classes of the cases that ran a cell keeps; a full list may have left some out
@@ -125,18 +126,25 @@ def combine(a: dict | None, b: dict) -> dict:
     if a is None:
         return dict(b)
     rep = a if _key(a) <= _key(b) else b
-    out = {k: v for k, v in rep.items() if k not in COUNTS + ("samples", "failed", "traced", "ran", "classes_whole")}
+    out = {
+        k: v
+        for k, v in rep.items()
+        if k not in COUNTS + ("samples", "failed", "traced", "ran", "ran_part", "classes_whole")
+    }
     for k in COUNTS:
         out[k] = a.get(k, 0) + b.get(k, 0)
     out["samples"] = sorted(set(a["samples"]) | set(b["samples"]))[:MAX_SAMPLES]
     failed = _merge_failed(a.get("failed", ()), b.get("failed", ()))
     if failed:
         out["failed"] = failed
-        if len(failed) >= MAX_FAILED and classes_whole(a, b, failed):
-            out["classes_whole"] = True  # cut, but only repeats of a class by other traced models
-    ran = _merge_ran(a, b)
+        cut = len(failed) >= MAX_FAILED or a.get("classes_whole") or b.get("classes_whole")
+        if cut and classes_whole(a, b, failed):
+            out["classes_whole"] = True  # cut (here or before), but only repeats of a class by other traced models
+    ran, part = _merge_ran(a, b)
     if ran:
         out["ran"] = ran
+        if part:
+            out["ran_part"] = True
     traced = dict(a.get("traced") or {})
     for model, status in (b.get("traced") or {}).items():
         if model not in traced or RANK[status] < RANK[traced[model]]:
@@ -146,16 +154,16 @@ def combine(a: dict | None, b: dict) -> dict:
     return out
 
 
-def _merge_ran(a: dict, b: dict) -> list | None:
-    """The classes that ran, of two entries: their union (at most MAX_RAN), or None where one entry had
-    cases run without classes kept (an older file): then no list says which paths the passes covered."""
+def _merge_ran(a: dict, b: dict) -> tuple[list, bool]:
+    """The classes that ran, of two entries: their union (at most MAX_RAN), and whether it is partial: one entry
+    had cases run without classes kept (an older file), or was partial itself. A partial list still shows
+    classes that ran (a pass of the model's own class); it cannot show that a class did not."""
 
     def ran_cases(e):
         return e.get("cases", 0) - e.get("fails", 0) - int(e.get("status") in NOTED and not e.get("fails"))
 
-    if any(ran_cases(e) > 0 and not e.get("ran") for e in (a, b)):
-        return None
-    return sorted({*a.get("ran", ()), *b.get("ran", ())})[:MAX_RAN]
+    part = any((ran_cases(e) > 0 and not e.get("ran")) or e.get("ran_part") for e in (a, b))
+    return sorted({*a.get("ran", ()), *b.get("ran", ())})[:MAX_RAN], part
 
 
 def _merge_failed(a, b) -> list:

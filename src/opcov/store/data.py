@@ -51,6 +51,7 @@ _PROBED_SLOT_KEYS = {
     "after_crash": int,
     "failed": list,  # 'STATUS CASE SIG' of failing cases (opcov.probe.results.failed_text)
     "ran": list,  # signature classes of cases that ran: see opcov.verdict.signature
+    "ran_part": bool,  # ``ran`` merged with cases that kept no classes: it shows what ran, not what did not
     "classes_whole": bool,  # a ``failed`` list cut at its cap still names every failing class
     "traced": dict,  # zoo model -> the worst status of its own calls, replayed (trace.<model> cases)
 }

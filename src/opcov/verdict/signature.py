@@ -101,11 +101,12 @@ def all_values_equal(slot, keep) -> bool:
 
 
 def uncovered(slot, shapes: tuple) -> tuple:
-    """The model's call classes that no case of the slot ran with (``ran``, where the probe keeps it whole):
+    """The model's call classes that no case of the slot ran with (``ran``, where the probe keeps it whole, not
+    ``ran_part``):
     a pass on other arguments is no evidence for them (opcov.sigclass.covers). () where the slot keeps no
     list, a list that may be cut short, or calls named by shapes only."""
     ran = slot.ran
-    if not ran or len(ran) >= MAX_RAN:
+    if not ran or slot.ran_part or len(ran) >= MAX_RAN:
         return ()
     return tuple(c for c in shapes if is_class(c) and not any(covers(str(r), c) for r in ran))
 
@@ -236,7 +237,7 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     like = [
         (text, s, c, sig)
         for text, (s, c, sig) in zip(failed, items)
-        if any(matches(sig, shape) for shape in shapes) and not (ran_alike and not sig)
+        if any(matches(sig, shape) for shape in shapes) and not (ran_alike and ";" not in sig)
     ]
     if not like and not ran_alike:
         like = _fell_at_other_ranks(failed, items, shapes)
@@ -319,7 +320,8 @@ def _ranked(call: str) -> bool:
 def _ran_alike(slot, shapes: tuple) -> bool:
     """Whether, for every call of ``shapes`` (each named by its class), a case of the same path ran clean (the
     slot's ``ran``, kept whole): then a failing case whose class the probe could not record (the device raised
-    in an op CPU's path never called) is of another class, not the model's."""
+    in an op CPU's path never called), or recorded before classes named every argument (a text without ';',
+    which matches any arguments), is of another class, not the model's."""
     ran = slot.ran
     if not ran or len(ran) >= MAX_RAN or not shapes or not all(is_class(c) for c in shapes):
         return False
