@@ -98,8 +98,6 @@ def all_values_equal(slot, keep) -> bool:
     return bool(items) and not cut(slot) and all(failed_values_equal(t) for t in items)
 
 
-
-
 def uncovered(slot, shapes: tuple) -> tuple:
     """The model's call classes that no case of the slot ran with (``ran``, where the probe keeps it whole, not
     ``ran_part``):
