@@ -80,7 +80,8 @@ def main(argv: list[str]) -> int:
         f"{len(files)} test files; the ten costliest above hold {sum(s for _, s in files[:10]) / 60:.1f} of the "
         f"{sum(s for _, s in files) / 60:.1f} minutes the tests' durations sum to (two workers run at once). "
         "Browser tests run where chromium is installed (scripts/test.sh installs it as root). "
-        f"Load average {load:.1f} at the start: the suite alone takes about its CPU time over the cores."
+        f"Load average {load:.1f} at the start; other work stretches the wall time, not the CPU time (alone, the "
+        "suite takes about its CPU time over the cores)."
         + (f" Failed: {'; '.join(f.split(' - ')[0] for f in failed)}." if failed else "")
     )
     print(table)
