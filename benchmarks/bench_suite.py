@@ -29,6 +29,9 @@ DURATION = re.compile(r"^(\d+\.\d+)s (setup|call|teardown)\s+(tests/[^:]+)::")
 def run(extra: list[str]) -> tuple[float, float, str, str]:
     """(wall s, CPU s of the run and its children, pytest's last summary line, its output)."""
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
+    # this checkout's opcov in the test process too (its children get it from tests/conftest.py), not an
+    # editable install of another checkout
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(ROOT, "src"), env.get("PYTHONPATH")) if p)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a contributor's checkout runs it
     jobs = env.get("OPCOV_TEST_JOBS", "auto")
     with tempfile.TemporaryDirectory(prefix="opcov-bench-suite-") as tmp:
@@ -61,6 +64,7 @@ def by_file(text: str) -> list[tuple[str, float]]:
 
 
 def main(argv: list[str]) -> int:
+    load = os.getloadavg()[0]  # other work on the machine stretches the wall time, not the CPU time
     wall, cpu, summary, text = run(argv)
     failed = [ln for ln in text.splitlines() if ln.startswith(("FAILED ", "ERROR "))]
     print("\n".join(failed) or "no test failed")  # which, for whoever reads a failing result in the table
@@ -75,7 +79,9 @@ def main(argv: list[str]) -> int:
     note = (
         f"{len(files)} test files; the ten costliest above hold {sum(s for _, s in files[:10]) / 60:.1f} of the "
         f"{sum(s for _, s in files) / 60:.1f} minutes the tests' durations sum to (two workers run at once). "
-        "Browser tests run where chromium is installed (scripts/test.sh installs it as root)."
+        "Browser tests run where chromium is installed (scripts/test.sh installs it as root). "
+        f"Load average {load:.1f} at the start; other work stretches the wall time, not the CPU time (alone, the "
+        "suite takes about its CPU time over the cores)."
         + (f" Failed: {'; '.join(f.split(' - ')[0] for f in failed)}." if failed else "")
     )
     print(table)

@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, needs_xla, opcov_here, run_opcov, run_xla
+from conftest import ROOT, XLA_QUICK_COMPILE, needs_xla, opcov_here, run_opcov, run_xla
 
 from opcov.sources import generate
 from opcov.store import observed as files
@@ -160,7 +160,7 @@ def test_an_xla_serve_run_counts_its_fallbacks_and_decides_check(tmp_path):
     """gpt2's generate runs on PyTorch/XLA's CPU client (a second decoder family; the quickest here): values
     against CPU, and XLA's own counters name what went through its CPU fallback; check -b xla takes the run."""
     cov = _coverage(tmp_path, "xla", "gpt2")
-    r = run_xla("run", "gpt2", "-b", "xla", "--mode", "serve", "--coverage", str(cov), timeout=900)
+    r = run_xla("run", "gpt2", "-b", "xla", "--mode", "serve", "--coverage", str(cov), timeout=900, **XLA_QUICK_COMPILE)
     assert r.returncode == 0, r.stderr[-3000:]
     doc = files.load(files.path_for(str(cov), "xla", "gpt2", "serve"))
     assert doc["result"]["ran"] is True and doc["result"]["values"]["compared_tensors"] == VALUES
