@@ -55,11 +55,12 @@ from opcov.store.cells import MAX_FAILED, SLOTS
 from opcov.version import __version__
 
 # the worker's side (opcov.probe.compiled_run): what it compiles for each backend, and how deep
-BACKEND, TARGETS, Depth, FORWARD_ONLY = (
+BACKEND, TARGETS, Depth, FORWARD_ONLY, Samples = (
     compiled_run.BACKEND,
     compiled_run.TARGETS,
     compiled_run.Depth,
     compiled_run.FORWARD_ONLY,
+    compiled_run.Samples,
 )
 TOGETHER = 16  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
 
@@ -90,7 +91,7 @@ def probe(
     core: bool = True,
     pattern: str | None = None,
     dtypes=("float32",),
-    samples: int = 2,
+    samples: int | Samples = 2,
     jobs: int = 1,
     timeout: float = 120.0,
     resume: bool = False,
@@ -103,7 +104,8 @@ def probe(
     """Run the compile probe and return (the probed document, figures); the journal keeps finished groups.
     ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on).
     ``together``: OpInfo x dtype groups a worker compiles as one graph (``compiled_run._compiled_together``).
-    ``depth``: each group's backward and input tiers besides its samples' forward (``compiled_run.Depth``)."""
+    ``depth``: each group's backward and input tiers besides its samples' forward (``compiled_run.Depth``).
+    ``samples``: per OpInfo and dtype, a count or a ``Samples`` (a count per dtype)."""
     import multiprocessing
 
     from opcov.store import data, layout
@@ -353,7 +355,7 @@ def case_counts(done: dict) -> dict:
     return out
 
 
-def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, depth: Depth) -> list[str]:
+def _notes(done: dict, samples, stopped: int, together: int, backend: str, depth: Depth) -> list[str]:
     """What the probed file's provenance says the probe did."""
     compile_backend, device_type = TARGETS[backend]
     where = "on CPU" if device_type == "cpu" else f"on {device_type} (inputs there, outputs read back)"
@@ -364,8 +366,8 @@ def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, 
         f"compile path: OpInfo samples compiled with {compile_backend} (fullgraph=True, dynamic=False) {where} "
         "and compared with eager CPU, against a float64 reference where they differ (as the eager probe judges); "
         "a graph break is recorded as 'fallback' (the op runs eagerly there)",
-        f"up to {samples} sample(s) per OpInfo and dtype ({', '.join(dtypes) or 'none'}); a case is filed under "
-        "the OpInfo's own recorded overloads",
+        f"up to {_samples_text(samples, dtypes)} sample(s) per OpInfo and dtype ({', '.join(dtypes) or 'none'}); "
+        "a case is filed under the OpInfo's own recorded overloads",
     ]
     if depth.backward:
         notes.append(
@@ -404,11 +406,37 @@ def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, 
     return notes
 
 
+def _samples_text(samples, dtypes: list) -> str:
+    """'2', or '2 (10 at float32)' where a dtype the probe ran had its own count."""
+    if not isinstance(samples, Samples):
+        return str(samples)
+    own = [f"{n} at {d}" for d, n in samples.by_dtype if d in dtypes]
+    return f"{samples.default}" + (f" ({', '.join(own)})" if own else "")
+
+
+def parse_samples(text: str | None, known) -> Samples:
+    """--samples: 'N' (every dtype) or 'N,DTYPE=M,...' (M samples at DTYPE, N at the others)."""
+    default, by = None, {}
+    for part in (p.strip() for p in (text or "2").split(",")):
+        dtype, eq, count = part.rpartition("=")
+        if eq and dtype.strip() not in known:
+            raise UsageError(f"unknown dtype {dtype.strip()!r} in --samples; choose from {', '.join(known)}")
+        if not count.strip().isdigit() or int(count) < 1:
+            raise UsageError(f"--samples {text!r}: give N or N,DTYPE=M (whole numbers from 1)")
+        if eq:
+            by[dtype.strip()] = int(count)
+        elif default is None:
+            default = int(count)
+        else:
+            raise UsageError(f"--samples {text!r}: one count for every dtype, then DTYPE=M for the others")
+    return Samples(2 if default is None else default, tuple(by.items()))
+
+
 def _document(
     done: dict,
     backend_rec: dict,
     command: str,
-    samples: int,
+    samples,
     stopped: int,
     torch_version: str,
     together: int = 1,
