@@ -202,6 +202,18 @@ def test_a_failing_case_keeps_its_signature_class_for_the_verdict():
     assert not matches("float32:0d", "[2, 16, 64]") and matches("float32:0d", "[]")
 
 
+def test_past_the_time_limit_no_group_is_compiled_again_alone_and_the_count_is_returned(tmp_path):
+    """On xla hundreds of groups have an error (bool lowerings) and each compiled again alone pays a fresh
+    worker: --time-limit bounds that pass too, and the probe says how many were left for --resume."""
+    import time
+
+    op = ("aten::cat", "float32")
+    done = _groups(cat=[_case(0, "error", [op], why="x")], add=[_case(0, "pass", [op])])
+    journal = tmp_path / "p.yaml.journal"
+    left = compiled._again_alone(done, (2, 60, "cpu", compiled.FORWARD_ONLY), 1, str(journal), time.monotonic() - 1)
+    assert left == 1 and not journal.exists() and not done["cat", "float32"].get("alone")
+
+
 def test_an_error_that_does_not_repeat_alone_is_flaky_and_one_that_does_is_kept():
     """A worker that has compiled many graphs failed on the next for reasons of its own (PyTorch/XLA's
     computation cache); each such group is compiled again alone in a fresh process."""

@@ -119,7 +119,10 @@ def _compile_options(pr) -> None:
         help="with --path compile: samples per OpInfo and dtype, N or N,DTYPE=M,... (M at DTYPE; default: 2)",
     )
     pr.add_argument(
-        "--time-limit", type=float, default=None, help="with --path compile: start no group after this many seconds"
+        "--time-limit",
+        type=float,
+        default=None,
+        help="with --path compile: start no group, nor compile one again alone, after this many seconds",
     )
 
 
@@ -271,6 +274,11 @@ def _compiled(args) -> int:
             else ""
         )
         + (f"; {figures['not_started']} groups not started (--resume goes on)" if figures["not_started"] else "")
+        + (
+            f"; {figures['not_again']} groups with an error not yet compiled again alone (--resume goes on)"
+            if figures.get("not_again")
+            else ""
+        )
     )
     return EXIT_OK
 

@@ -147,16 +147,24 @@ def probe(
                     stopped = len(todo) - n
                     pool.terminate()
                     break
+    not_again = 0
     if not stopped:
-        _again_alone(done, (samples, timeout, backend, depth), jobs, journal)
+        deadline = start + limit if limit else None
+        not_again = _again_alone(done, (samples, timeout, backend, depth), jobs, journal, deadline)
     wall = time.monotonic() - start
     import torch
 
     eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, backend)["registered"], str(torch.__version__))
     backend_rec = data.load(eager)["backend"] if eager else {"name": backend, "device_type": TARGETS[backend][1]}
     doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together, backend, depth)
+    if not_again:  # their errors may be the worker's own: said, and --resume compiles them again alone
+        doc["provenance"]["notes"].append(
+            f"{not_again} OpInfo x dtype group(s) with an error or timeout not yet compiled again alone (time "
+            "limit): an error there may be the worker's, not the op's; continue with --resume"
+        )
     by_slot = case_counts(done)
     figures = {"wall_s": wall, "groups": len(done), "cases_run": sum(by_slot.values()), "not_started": stopped}
+    figures["not_again"] = not_again
     figures["cases"] = by_slot
     figures.update(groups_run=len(done) - (len(groups) - len(todo)), worker_cpu_s=worker_cpu)
     return doc, figures
@@ -165,13 +173,14 @@ def probe(
 AGAIN = ("error", "timeout")  # statuses whose group is compiled again alone, in a fresh worker
 
 
-def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
+def _again_alone(done: dict, task: tuple, jobs: int, journal: str, deadline: float | None = None) -> int:
     """Compile each group that had an error or timeout again, alone in a fresh worker process: a worker
     that has compiled many graphs can fail on the next for reasons of its own (PyTorch/XLA's computation
     cache: "Failed to get computation by hash", "Execution supplied 5 buffers but compiled program
     expected 4"). A case that then runs is ``flaky`` (the first error is kept in its why); one that fails
     again keeps the second run's status. Each group is compiled alone once (``alone`` in its record).
-    ``task``: (samples, timeout, backend, depth), as the first run's."""
+    ``task``: (samples, timeout, backend, depth), as the first run's. ``deadline`` (time.monotonic()): start
+    none after it, as --time-limit starts no group; returns how many were left to compile again."""
     import multiprocessing
 
     again = [
@@ -180,7 +189,9 @@ def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
         if not rec.get("alone") and any(c["status"] in AGAIN for c in rec["cases"])
     ]
     if not again:
-        return
+        return 0
+    if deadline is not None and time.monotonic() > deadline:
+        return len(again)
     print(f"compiling {len(again)} group(s) with an error or timeout again, each alone in a fresh process", flush=True)
     ctx = multiprocessing.get_context("spawn")
     tasks = [([key], *task) for key in again]
@@ -188,12 +199,18 @@ def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
         ctx.Pool(jobs, initializer=compiled_run._worker_init, initargs=(task[2],), maxtasksperchild=1) as pool,
         open(journal, "a") as jf,
     ):
+        n = 0
         for _spent, recs in pool.imap_unordered(compiled_run._timed_batch, tasks):
             for alone in recs:
+                n += 1
                 rec = done[alone["group"], alone["dtype"]]
                 merge_alone(rec, alone)
                 jf.write(json.dumps(rec) + "\n")
             jf.flush()
+            if deadline is not None and time.monotonic() > deadline:
+                pool.terminate()
+                return len(again) - n
+    return 0
 
 
 def merge_alone(rec: dict, alone: dict) -> None:
