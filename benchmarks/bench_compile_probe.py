@@ -1,8 +1,14 @@
-"""Compile-probe speed and depth: `opcov probe cpu --path compile --core --jobs 2` on this machine, whole or a slice.
+"""Compile-probe speed and depth: `opcov probe cpu|xla --path compile --core --jobs 2` on this machine, whole or a slice.
 
-    TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python benchmarks/bench_compile_probe.py [--jobs 2]
-        [--time-limit S | --ops REGEX] [--dtypes D,D] [--directions forward,backward] [--tiers T,T|all|none]
-        [--warm] [--out coverage/cpu/compile/probed-torch-<version>.yaml]
+    TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python benchmarks/bench_compile_probe.py [--backend cpu|xla]
+        [--jobs 2] [--time-limit S | --ops REGEX] [--dtypes D,D] [--directions forward,backward]
+        [--tiers T,T|all|none] [--warm] [--python PATH] [--out coverage/<backend>/compile/probed-...yaml]
+
+``--backend cpu`` (the default) probes Inductor on this CPU with this Python; ``--backend xla`` probes
+openxla on PyTorch/XLA's CPU client (PJRT_DEVICE=CPU unless set), the probe run by the Python with
+torch_xla (``--python``; by default .envs/xla/bin/python, the venv scripts/envs/xla.sh makes), its depth
+and the whole selection counted by that Python (its torch's OpInfos). On xla the layout input tiers are
+not run (an XLA tensor has no strides), and XLA compiles inside the workers (no C++ compiler to count).
 
 Runs the command into a temporary file (or ``--out``: the probed file the data is, written where the
 probe's own command writes it), wall clock from launch to exit, and counts the OpInfo x dtype groups and
@@ -20,12 +26,14 @@ compiled kernels in a cache folder: by default the run gets an empty one of its 
 on a machine costs); ``--warm`` keeps the machine's. The load average before and after is printed and
 written, since other work on the machine slows every compile.
 
-Prints figures and rewrites the 'compile-probe' section of docs/performance.md; asserts nothing.
+Prints figures and rewrites the 'compile-probe' section of docs/performance.md (xla: 'compile-probe-xla');
+asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -47,31 +55,71 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def _core_groups(dtypes: str | None) -> int:
+def _core_groups(dtypes: str | None, python: str) -> int:
     """The OpInfo x dtype groups of the whole core selection at ``dtypes`` (None: the probe's default), as
-    the probe counts them."""
+    the probe counts them in ``python`` (its torch's OpInfos)."""
     code = (
         "from opcov.probe import compiled, KNOWN_DTYPES; from opcov.probe.cases import parse_dtypes; "
         f"print(len(compiled._groups(True, None, parse_dtypes({dtypes!r}, KNOWN_DTYPES))))"
     )
-    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, cwd=ROOT, env=_env(), check=True)
     return int(out.stdout.strip().splitlines()[-1])
 
 
+def _env() -> dict:
+    """The probe's environment: this tree's opcov; PyTorch/XLA's CPU client unless another is set."""
+    return dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"), PJRT_DEVICE=os.environ.get("PJRT_DEVICE", "CPU"))
+
+
+def _python(args) -> str:
+    """The Python that runs the probe: --python, else this one (cpu) or the xla venv's (xla)."""
+    if args.python:
+        return args.python
+    if args.backend == "cpu":
+        return sys.executable
+    venv = os.path.join(ROOT, ".envs", "xla", "bin", "python")
+    if not os.path.exists(venv):
+        sys.exit(
+            f"--backend xla needs a Python with torch_xla: make {os.path.relpath(venv, ROOT)} with "
+            "scripts/envs/xla.sh, or give --python PATH"
+        )
+    return venv
+
+
+def _versions(python: str, packages: tuple) -> dict:
+    """The versions of ``packages`` and of Python itself ('Python') in ``python`` (the probe's, not
+    necessarily this process's)."""
+    code = (
+        "import json, platform, importlib.metadata as m\n"
+        "def v(p):\n"
+        "    try:\n        return m.version(p)\n"
+        "    except m.PackageNotFoundError:\n        return None\n"
+        f"print(json.dumps({{**{{p: v(p) for p in {list(packages)!r}}}, 'Python': platform.python_version()}}))"
+    )
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def _depth(args) -> tuple[str, str, str]:
-    """The dtypes, directions and input tiers the run has, in words (the probe's defaults where not given)."""
+    """The dtypes, directions and input tiers the run has, in words (the probe's defaults where not given;
+    the tiers the backend runs: no layout tiers on xla)."""
     from opcov.probe import KNOWN_DTYPES
     from opcov.probe.cases import parse_directions, parse_dtypes, parse_tiers
+    from opcov.probe.compiled_run import tiers_on
 
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
     directions = parse_directions(args.directions)
-    tiers = parse_tiers(args.tiers) if "forward" in directions else ()
-    return ", ".join(dtypes), " and ".join(directions), ", ".join(tiers) or "none"
+    asked = parse_tiers(args.tiers) if "forward" in directions else ()
+    tiers = tiers_on(asked, args.backend)
+    left = [t for t in asked if t not in tiers]
+    said = ", ".join(tiers) or "none"
+    if left:
+        said += f" (not {', '.join(left)}: an XLA tensor has no strides)"
+    return ", ".join(dtypes), " and ".join(directions), said
 
 
 def _command(args, out: str) -> list[str]:
-    cmd = [sys.executable, "-m", "opcov", "probe", "cpu", "--path", "compile", "--core"]
+    cmd = [_python(args), "-m", "opcov", "probe", args.backend, "--path", "compile", "--core"]
     cmd += ["--jobs", str(args.jobs), "--samples", str(args.samples), "--out", out]
     for flag in ("time_limit", "ops", "dtypes", "directions", "tiers"):
         value = getattr(args, flag)
@@ -82,8 +130,10 @@ def _command(args, out: str) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", choices=("cpu", "xla"), default="cpu", help="Inductor on CPU, or openxla on xla")
+    ap.add_argument("--python", help="the Python that runs the probe (xla: one with torch_xla; default: .envs/xla)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--samples", type=int, default=2)
+    ap.add_argument("--samples", default="2", help="as the probe's: N, or N,DTYPE=M (M samples at DTYPE)")
     ap.add_argument("--time-limit", type=float, help="start no group after this many seconds (a measured slice)")
     ap.add_argument("--ops", help="a fixed slice: the core OpInfos matching this regular expression")
     ap.add_argument("--dtypes", help="as the probe's (default: the eager probe's dtypes)")
@@ -93,7 +143,7 @@ def main() -> None:
     ap.add_argument("--out", help="keep the probed file here (default: a temporary file)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "src"))
+        env = _env()
         if not args.warm:
             env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(tmp, "inductor-cache")
         cmd = _command(args, args.out or os.path.join(tmp, "p.yaml"))
@@ -116,7 +166,7 @@ def main() -> None:
             sys.exit(f"cannot read the probe's output:\n{proc.stdout[-2000:]}")
     groups, cases = int(wrote.group(2)), int(wrote.group(1))
     kinds = {"forward": int(wrote.group(5)), "backward": int(wrote.group(6)), "input tiers": int(wrote.group(7))}
-    total = _core_groups(args.dtypes) if args.ops else int(progress[0][1])
+    total = _core_groups(args.dtypes, cmd[0]) if args.ops else int(progress[0][1])
     _report(args, cmd, (groups, total, cases, kinds), (wall, cpu, float(wrote.group(4))), (load0, load1))
 
 
@@ -140,17 +190,20 @@ def _report(args, cmd: list, counts: tuple, times: tuple, loads: tuple) -> None:
         + ", ".join(f"{k} {v}" for k, v in kinds.items())
         + f") in {wall:.0f} s, {rate:.1f} s a group; load average {load0[0]:.1f} before, {load1[0]:.1f} after"
     )
+    xla = args.backend == "xla"
+    what = "probe and workers, XLA compiling in them" if xla else "probe, workers, C++ compiler"
     print(
-        f"CPU time {cpu:.0f} s (probe, workers, C++ compiler): {in_workers:.0f} s compiling the groups "
+        f"CPU time {cpu:.0f} s ({what}): {in_workers:.0f} s compiling the groups "
         f"({in_workers / groups:.1f} s a group), {fixed:.0f} s starting and writing"
     )
     if not whole:
         print(f"whole core selection, at this rate: about {rate * total / 60:.0f} min (an estimate)")
     print(f"whole core selection with the machine to itself ({cores} cores): about {alone_total / 60:.0f} min")
-    from docs_page import PERFORMANCE, command_line, markdown_table, write_section
+    from docs_page import PERFORMANCE, command_line, markdown_table, stamp, write_section
 
     rows = [
         ["dtypes", dtypes],
+        ["samples per OpInfo and dtype (each also laid out transposed)", _samples_words(args.samples)],
         ["directions", directions],
         ["input tiers (one harder case per group and tier, forward)", tiers],
         [
@@ -165,7 +218,7 @@ def _report(args, cmd: list, counts: tuple, times: tuple, loads: tuple) -> None:
             f"{wall / 60:.1f} min" if whole else f"about {rate * total / 60:.0f} min (estimated from the slice)",
         ],
         [
-            "CPU time (probe, workers, C++ compiler)",
+            f"CPU time ({what})",
             f"{cpu:.0f} s: {in_workers:.0f} s compiling the groups ({in_workers / groups:.1f} s a group), "
             f"{fixed:.0f} s starting and writing",
         ],
@@ -177,19 +230,37 @@ def _report(args, cmd: list, counts: tuple, times: tuple, loads: tuple) -> None:
         ],
         ["goal", "30 min, --jobs 2"],
     ]
+    if xla:
+        cache = "no persistent XLA cache (each worker compiles its graphs afresh)"
+    else:
+        cache = f"Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}"
     note = (
-        f"`{shown}`"
+        ("`PJRT_DEVICE=" + _env()["PJRT_DEVICE"] + " " if xla else "`")
+        + f"{shown}`"
         + (f" ({groups} of the {total} core groups)" if args.ops else "")
-        + f", Inductor cache {'warm (the machine' + chr(39) + 's)' if args.warm else 'empty (a first run)'}; "
-        f"load average {load0[0]:.1f} before and {load1[0]:.1f} after (the machine is shared)."
+        + f", {cache}; load average {load0[0]:.1f} before and {load1[0]:.1f} after (the machine is shared)."
+        + ("" if whole else " A slice: the whole selection was not run, and its figures are estimates from it.")
     )
+    # the versions of the Python that ran the probe (xla: the torch_xla venv's), not this process's
+    packages = ("torch", "torch_xla") if xla else ("torch",)
+    versions = _versions(cmd[0], packages)
     write_section(
         PERFORMANCE,
-        "compile-probe",
-        markdown_table(["compile probe, cpu Inductor", "value"], rows),
+        "compile-probe-xla" if xla else "compile-probe",
+        markdown_table([f"compile probe, {TITLE[args.backend]}", "value"], rows),
         command_line(),
         note=note,
+        stamp_text=stamp(command_line(), packages, versions=versions),
     )
+
+
+def _samples_words(text: str) -> str:
+    """'2', or '2; 10 at float32' (the probe's --samples N,DTYPE=M)."""
+    default, *own = text.split(",")
+    return "; ".join([default, *(f"{n} at {d}" for d, _, n in (o.partition("=") for o in own))])
+
+
+TITLE = {"cpu": "cpu Inductor", "xla": "xla openxla (PyTorch/XLA's CPU client)"}
 
 
 if __name__ == "__main__":

@@ -50,17 +50,18 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def stamp(command: str, packages: tuple[str, ...] = ("torch",)) -> str:
+def stamp(command: str, packages: tuple[str, ...] = ("torch",), versions: dict | None = None) -> str:
     """One line: the command, the date (UTC), opcov's and the packages' versions, Python, the machine and
-    its load (other work on it slows every figure)."""
+    its load (other work on it slows every figure). ``versions``: the packages' versions where another
+    Python than this one ran the measured work (a venv with torch_xla; 'Python' its version), else read here."""
     from opcov.version import __version__
 
-    versions = [f"opcov {__version__}"]
-    versions += [f"{p} {v}" for p in packages if (v := _version(p))]
-    versions.append(f"Python {platform.python_version()}")
+    said = [f"opcov {__version__}"]
+    said += [f"{p} {v}" for p in packages if (v := versions.get(p) if versions is not None else _version(p))]
+    said.append(f"Python {(versions or {}).get('Python') or platform.python_version()}")
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     return (
-        f"Measured {today} by `{command}`; {', '.join(versions)}; "
+        f"Measured {today} by `{command}`; {', '.join(said)}; "
         f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({platform.platform()}), "
         f"load average {os.getloadavg()[0]:.1f} when written."
     )

@@ -98,6 +98,28 @@ def test_the_probed_file_says_groups_were_compiled_together():
     assert any("up to 8 OpInfo x dtype groups are compiled as one graph" in n for n in doc["provenance"]["notes"])
 
 
+def test_a_dtype_can_run_more_samples_than_the_others_in_one_run():
+    """`--samples 1,float32=2`: the float32 group runs two samples (each also laid out transposed), the
+    float64 group one; the probed file's notes say which dtype had how many."""
+    samples = compiled.parse_samples("1,float32=2", ("float32", "float64"))
+    assert samples.at("float32") == 2 and samples.at("float64") == 1 and str(samples) == "1,float32=2"
+    recs = compiled_run.run_batch(([("mm", "float32"), ("mm", "float64")], samples, 300))
+    ids = {rec["dtype"]: [c["i"] for c in rec["cases"]] for rec in recs}
+    assert ids == {"float32": [0, "0t", 1, "1t"], "float64": [0, "0t"]}
+    done = {(r["group"], r["dtype"]): r for r in recs}
+    doc = compiled._document(done, {"name": "cpu", "device_type": "cpu"}, "c", samples, 0, "2.13.0+cpu")
+    assert "up to 1 (2 at float32) sample(s) per OpInfo and dtype (float32, float64)" in doc["provenance"]["notes"][1]
+
+
+def test_a_bad_samples_option_is_one_line():
+    from opcov.errors import UsageError
+
+    for text, said in [("0", "whole numbers from 1"), ("2,floa32=4", "unknown dtype 'floa32'"), ("2,3", "one count")]:
+        with pytest.raises(UsageError, match=said):
+            compiled.parse_samples(text, ("float32",))
+    assert compiled.parse_samples(None, ("float32",)) == compiled.Samples(2)
+
+
 def _case(i, status, ops, sigs=None, other=(), why=None):
     case = {"i": i, "status": status, "ops": [list(o) for o in ops], "sigs": sigs or [""] * len(ops)}
     case["other"] = [list(o) for o in other]
@@ -178,6 +200,18 @@ def test_a_failing_case_keeps_its_signature_class_for_the_verdict():
     cell = _doc(done)["ops"]["aten::mean.dim"]["float32"]
     assert cell["fwd"] == "error" and cell["failed"] == ["error mean|float32|1 float32:0d"]
     assert not matches("float32:0d", "[2, 16, 64]") and matches("float32:0d", "[]")
+
+
+def test_past_the_time_limit_no_group_is_compiled_again_alone_and_the_count_is_returned(tmp_path):
+    """On xla hundreds of groups have an error (bool lowerings) and each compiled again alone pays a fresh
+    worker: --time-limit bounds that pass too, and the probe says how many were left for --resume."""
+    import time
+
+    op = ("aten::cat", "float32")
+    done = _groups(cat=[_case(0, "error", [op], why="x")], add=[_case(0, "pass", [op])])
+    journal = tmp_path / "p.yaml.journal"
+    left = compiled._again_alone(done, (2, 60, "cpu", compiled.FORWARD_ONLY), 1, str(journal), time.monotonic() - 1)
+    assert left == 1 and not journal.exists() and not done["cat", "float32"].get("alone")
 
 
 def test_an_error_that_does_not_repeat_alone_is_flaky_and_one_that_does_is_kept():

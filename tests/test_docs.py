@@ -97,6 +97,16 @@ def test_a_page_without_the_section_is_refused_and_left_alone(tmp_path):
     assert page.read_text() == "# Accuracy\n"
 
 
+def test_figures_another_python_measured_name_its_versions_not_this_ones():
+    """The xla compile probe runs in the venv with torch_xla while the benchmark runs here: the stamp
+    names the versions of the Python that did the work, and leaves out a package it lacks."""
+    docs_page = _docs_page()
+    versions = {"torch": "0.0.1-theirs", "torch_xla": None, "Python": "3.0.0"}
+    line = docs_page.stamp("python benchmarks/b.py", ("torch", "torch_xla"), versions=versions)
+    assert "torch 0.0.1-theirs" in line and "Python 3.0.0" in line and "torch_xla" not in line
+    assert "torch 0.0.1-theirs" not in docs_page.stamp("python benchmarks/b.py", ("torch",))
+
+
 def test_the_documentation_builds_without_a_warning(tmp_path):
     """What the Pages workflow runs: a missing page, a broken cross-reference or bad Markdown fails it."""
     import subprocess

@@ -123,10 +123,15 @@ def _compile_options(pr) -> None:
         "--timeout, --resume, --out apply)",
     )
     pr.add_argument(
-        "--samples", type=int, default=2, help="with --path compile: samples per OpInfo and dtype (default: 2)"
+        "--samples",
+        default="2",
+        help="with --path compile: samples per OpInfo and dtype, N or N,DTYPE=M,... (M at DTYPE; default: 2)",
     )
     pr.add_argument(
-        "--time-limit", type=float, default=None, help="with --path compile: start no group after this many seconds"
+        "--time-limit",
+        type=float,
+        default=None,
+        help="with --path compile: start no group, nor compile one again alone, after this many seconds",
     )
 
 
@@ -230,8 +235,9 @@ def _compiled(args) -> int:
         raise UsageError(
             f"probe --path compile runs Inductor on this CPU (cpu) or openxla on PyTorch/XLA (xla), not {args.backend!r}"
         )
-    if args.jobs < 1 or args.samples < 1:
-        raise UsageError("--jobs and --samples must be at least 1")
+    if args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    samples = cprobe.parse_samples(args.samples, KNOWN_DTYPES)
     dtypes = parse_dtypes(args.dtypes, KNOWN_DTYPES)
     # as the eager probe: the backward where the OpInfo differentiates at the dtype, the tiers with the forward
     directions = parse_directions(args.directions)
@@ -262,7 +268,7 @@ def _compiled(args) -> int:
         core=args.core,
         pattern=args.ops,
         dtypes=dtypes,
-        samples=args.samples,
+        samples=samples,
         jobs=args.jobs,
         timeout=args.timeout,
         resume=args.resume,
@@ -285,6 +291,11 @@ def _compiled(args) -> int:
             else ""
         )
         + (f"; {figures['not_started']} groups not started (--resume goes on)" if figures["not_started"] else "")
+        + (
+            f"; {figures['not_again']} groups with an error not yet compiled again alone (--resume goes on)"
+            if figures.get("not_again")
+            else ""
+        )
     )
     return EXIT_OK
 

@@ -55,11 +55,12 @@ from opcov.store.cells import MAX_FAILED, SLOTS
 from opcov.version import __version__
 
 # the worker's side (opcov.probe.compiled_run): what it compiles for each backend, and how deep
-BACKEND, TARGETS, Depth, FORWARD_ONLY = (
+BACKEND, TARGETS, Depth, FORWARD_ONLY, Samples = (
     compiled_run.BACKEND,
     compiled_run.TARGETS,
     compiled_run.Depth,
     compiled_run.FORWARD_ONLY,
+    compiled_run.Samples,
 )
 TOGETHER = 16  # OpInfo x dtype groups compiled as one graph: one C++ build where each sample cost one
 
@@ -90,7 +91,7 @@ def probe(
     core: bool = True,
     pattern: str | None = None,
     dtypes=("float32",),
-    samples: int = 2,
+    samples: int | Samples = 2,
     jobs: int = 1,
     timeout: float = 120.0,
     resume: bool = False,
@@ -103,7 +104,8 @@ def probe(
     """Run the compile probe and return (the probed document, figures); the journal keeps finished groups.
     ``limit``: stop starting groups after this many seconds (what was run is written, and --resume goes on).
     ``together``: OpInfo x dtype groups a worker compiles as one graph (``compiled_run._compiled_together``).
-    ``depth``: each group's backward and input tiers besides its samples' forward (``compiled_run.Depth``)."""
+    ``depth``: each group's backward and input tiers besides its samples' forward (``compiled_run.Depth``).
+    ``samples``: per OpInfo and dtype, a count or a ``Samples`` (a count per dtype)."""
     import multiprocessing
 
     from opcov.store import data, layout
@@ -145,16 +147,24 @@ def probe(
                     stopped = len(todo) - n
                     pool.terminate()
                     break
+    not_again = 0
     if not stopped:
-        _again_alone(done, (samples, timeout, backend, depth), jobs, journal)
+        deadline = start + limit if limit else None
+        not_again = _again_alone(done, (samples, timeout, backend, depth), jobs, journal, deadline)
     wall = time.monotonic() - start
     import torch
 
     eager = layout.pick(layout.snapshots(layout.DEFAULT_COVERAGE, backend)["registered"], str(torch.__version__))
     backend_rec = data.load(eager)["backend"] if eager else {"name": backend, "device_type": TARGETS[backend][1]}
     doc = _document(done, backend_rec, command, samples, stopped, str(torch.__version__), together, backend, depth)
+    if not_again:  # their errors may be the worker's own: said, and --resume compiles them again alone
+        doc["provenance"]["notes"].append(
+            f"{not_again} OpInfo x dtype group(s) with an error or timeout not yet compiled again alone (time "
+            "limit): an error there may be the worker's, not the op's; continue with --resume"
+        )
     by_slot = case_counts(done)
     figures = {"wall_s": wall, "groups": len(done), "cases_run": sum(by_slot.values()), "not_started": stopped}
+    figures["not_again"] = not_again
     figures["cases"] = by_slot
     figures.update(groups_run=len(done) - (len(groups) - len(todo)), worker_cpu_s=worker_cpu)
     return doc, figures
@@ -163,13 +173,14 @@ def probe(
 AGAIN = ("error", "timeout")  # statuses whose group is compiled again alone, in a fresh worker
 
 
-def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
+def _again_alone(done: dict, task: tuple, jobs: int, journal: str, deadline: float | None = None) -> int:
     """Compile each group that had an error or timeout again, alone in a fresh worker process: a worker
     that has compiled many graphs can fail on the next for reasons of its own (PyTorch/XLA's computation
     cache: "Failed to get computation by hash", "Execution supplied 5 buffers but compiled program
     expected 4"). A case that then runs is ``flaky`` (the first error is kept in its why); one that fails
     again keeps the second run's status. Each group is compiled alone once (``alone`` in its record).
-    ``task``: (samples, timeout, backend, depth), as the first run's."""
+    ``task``: (samples, timeout, backend, depth), as the first run's. ``deadline`` (time.monotonic()): start
+    none after it, as --time-limit starts no group; returns how many were left to compile again."""
     import multiprocessing
 
     again = [
@@ -178,7 +189,9 @@ def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
         if not rec.get("alone") and any(c["status"] in AGAIN for c in rec["cases"])
     ]
     if not again:
-        return
+        return 0
+    if deadline is not None and time.monotonic() > deadline:
+        return len(again)
     print(f"compiling {len(again)} group(s) with an error or timeout again, each alone in a fresh process", flush=True)
     ctx = multiprocessing.get_context("spawn")
     tasks = [([key], *task) for key in again]
@@ -186,12 +199,18 @@ def _again_alone(done: dict, task: tuple, jobs: int, journal: str) -> None:
         ctx.Pool(jobs, initializer=compiled_run._worker_init, initargs=(task[2],), maxtasksperchild=1) as pool,
         open(journal, "a") as jf,
     ):
+        n = 0
         for _spent, recs in pool.imap_unordered(compiled_run._timed_batch, tasks):
             for alone in recs:
+                n += 1
                 rec = done[alone["group"], alone["dtype"]]
                 merge_alone(rec, alone)
                 jf.write(json.dumps(rec) + "\n")
             jf.flush()
+            if deadline is not None and time.monotonic() > deadline:
+                pool.terminate()
+                return len(again) - n
+    return 0
 
 
 def merge_alone(rec: dict, alone: dict) -> None:
@@ -353,7 +372,7 @@ def case_counts(done: dict) -> dict:
     return out
 
 
-def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, depth: Depth) -> list[str]:
+def _notes(done: dict, samples, stopped: int, together: int, backend: str, depth: Depth) -> list[str]:
     """What the probed file's provenance says the probe did."""
     compile_backend, device_type = TARGETS[backend]
     where = "on CPU" if device_type == "cpu" else f"on {device_type} (inputs there, outputs read back)"
@@ -364,8 +383,8 @@ def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, 
         f"compile path: OpInfo samples compiled with {compile_backend} (fullgraph=True, dynamic=False) {where} "
         "and compared with eager CPU, against a float64 reference where they differ (as the eager probe judges); "
         "a graph break is recorded as 'fallback' (the op runs eagerly there)",
-        f"up to {samples} sample(s) per OpInfo and dtype ({', '.join(dtypes) or 'none'}); a case is filed under "
-        "the OpInfo's own recorded overloads",
+        f"up to {_samples_text(samples, dtypes)} sample(s) per OpInfo and dtype ({', '.join(dtypes) or 'none'}); "
+        "a case is filed under the OpInfo's own recorded overloads",
     ]
     if depth.backward:
         notes.append(
@@ -404,11 +423,37 @@ def _notes(done: dict, samples: int, stopped: int, together: int, backend: str, 
     return notes
 
 
+def _samples_text(samples, dtypes: list) -> str:
+    """'2', or '2 (10 at float32)' where a dtype the probe ran had its own count."""
+    if not isinstance(samples, Samples):
+        return str(samples)
+    own = [f"{n} at {d}" for d, n in samples.by_dtype if d in dtypes]
+    return f"{samples.default}" + (f" ({', '.join(own)})" if own else "")
+
+
+def parse_samples(text: str | None, known) -> Samples:
+    """--samples: 'N' (every dtype) or 'N,DTYPE=M,...' (M samples at DTYPE, N at the others)."""
+    default, by = None, {}
+    for part in (p.strip() for p in (text or "2").split(",")):
+        dtype, eq, count = part.rpartition("=")
+        if eq and dtype.strip() not in known:
+            raise UsageError(f"unknown dtype {dtype.strip()!r} in --samples; choose from {', '.join(known)}")
+        if not count.strip().isdigit() or int(count) < 1:
+            raise UsageError(f"--samples {text!r}: give N or N,DTYPE=M (whole numbers from 1)")
+        if eq:
+            by[dtype.strip()] = int(count)
+        elif default is None:
+            default = int(count)
+        else:
+            raise UsageError(f"--samples {text!r}: one count for every dtype, then DTYPE=M for the others")
+    return Samples(2 if default is None else default, tuple(by.items()))
+
+
 def _document(
     done: dict,
     backend_rec: dict,
     command: str,
-    samples: int,
+    samples,
     stopped: int,
     torch_version: str,
     together: int = 1,

@@ -73,6 +73,31 @@ class Depth:
 
 
 FORWARD_ONLY = Depth()
+
+
+@dataclass(frozen=True)
+class Samples:
+    """How many OpInfo samples a group runs: ``default`` at every dtype, or its dtype's count in ``by_dtype``
+    ((dtype, n) pairs). Why per dtype: openxla fails samples past the first two that models do reach
+    (adaptive_avg_pool1d's fifth, pooled to size 1, runs as_strided_ as Swin's classifier head does;
+    gather's, topk's, squeeze's later samples), so the dtype models run most can be probed with more
+    samples while the others keep the eager probe's depth, in one run."""
+
+    default: int
+    by_dtype: tuple = ()
+
+    def at(self, dtype: str) -> int:
+        return dict(self.by_dtype).get(dtype, self.default)
+
+    def __str__(self) -> str:
+        return ",".join([str(self.default), *(f"{d}={n}" for d, n in self.by_dtype)])
+
+
+def samples_at(samples, dtype: str) -> int:
+    """The samples a group at ``dtype`` runs: ``samples`` a count, or a ``Samples``."""
+    return samples.at(dtype) if isinstance(samples, Samples) else samples
+
+
 _NOT_COMPILED = ("error", "timeout", "fallback")  # a forward case's statuses where its graph did not run
 
 
@@ -109,7 +134,8 @@ def run_group(task) -> dict:
 
 
 def run_batch(task) -> list[dict]:
-    """Several OpInfo x dtype groups (in a worker): ``(groups, samples, timeout[, backend[, depth]])``.
+    """Several OpInfo x dtype groups (in a worker): ``(groups, samples, timeout[, backend[, depth]])``
+    (``samples``: a count, or a ``Samples`` per dtype).
     Each case run eagerly, then the forward cases that ran compiled together as one graph and the backward
     cases as another (``_compiled_together``); a record per group: its cases, each with ``i``, ``status``,
     ``ops`` (and ``slot`` where not ``fwd``)."""
@@ -130,7 +156,7 @@ def run_batch(task) -> list[dict]:
         for oid, dtype in groups:
             rec = {"group": oid, "dtype": dtype, "cases": []}
             records.append(rec)
-            _group_cases(torch, oid, dtype, samples, depth, backend, rec["cases"])
+            _group_cases(torch, oid, dtype, samples_at(samples, dtype), depth, backend, rec["cases"])
             for case in rec["cases"]:
                 if "ref" in case:
                     (backward if case.get("slot") == "bwd" else forward).append(case)
