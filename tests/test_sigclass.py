@@ -482,14 +482,19 @@ def test_a_call_no_case_had_falls_back_where_the_backend_registers_no_kernel(tmp
     assert _judge(tmp_path, traced[name], {op: {"float32": cell}})[op]["outcome"] == "unknown"
 
 
-def test_the_probe_keeps_the_classes_that_ran_and_drops_the_list_when_a_merge_cannot_say():
+def test_the_probe_keeps_the_classes_that_ran_and_marks_the_list_partial_when_a_merge_cannot_say():
+    """Merged with cases that kept no classes (an older file), the list still shows what ran, marked partial:
+    it cannot show that a class did not run (opcov.verdict.signature.uncovered then says nothing)."""
     from opcov.probe.results import combine
 
     a = {"status": "pass", "case": "x|0", "cases": 2, "fails": 0, "samples": ["x"], "ran": ["float32:2;"]}
     b = {"status": "pass", "case": "x|1", "cases": 1, "fails": 0, "samples": ["x"], "ran": ["float32:2;alpha=2"]}
-    assert combine(a, b)["ran"] == ["float32:2;", "float32:2;alpha=2"]
+    both = combine(a, b)
+    assert both["ran"] == ["float32:2;", "float32:2;alpha=2"] and "ran_part" not in both
     older = {"status": "pass", "case": "y|0", "cases": 4, "fails": 0, "samples": ["y"]}
-    assert "ran" not in combine(a, older)
+    merged = combine(a, older)
+    assert merged["ran"] == ["float32:2;"] and merged["ran_part"] is True
+    assert combine(merged, b)["ran_part"] is True  # a partial list stays partial
 
 
 def test_a_failing_list_cut_by_other_models_repeats_still_names_every_class():
