@@ -3,6 +3,7 @@ path-selecting argument changed, so that a model's call whose class OpInfo's sam
 a probe case of its own class (opcov.probe.argsweep)."""
 
 import os
+import shutil
 
 import pytest
 import torch
@@ -111,4 +112,15 @@ def test_a_sweep_probe_writes_the_new_classes_and_names_its_source(tmp_path):
 def test_a_missing_probed_file_is_one_line(tmp_path):
     proc = opcov_here("probe", "cpu", "--sweep", str(tmp_path / "none.yaml"), "--out", str(tmp_path / "o.yaml"))
     assert proc.returncode == 2 and "--sweep:" in proc.stderr and os.path.basename("none.yaml") in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_sweep_file_that_is_not_a_probed_file_or_is_the_output_is_one_line(tmp_path):
+    registered = os.path.join(ROOT, "coverage", "xla", "registered-torch-2.9.0+cu128-torch_xla-2.9.0.yaml")
+    proc = opcov_here("probe", "cpu", "--sweep", registered, "--out", str(tmp_path / "o.yaml"))
+    assert proc.returncode == 2 and "is not a probed file" in proc.stderr
+    known = tmp_path / "known.yaml"  # a probed file, named both as the one to sweep and as the output
+    shutil.copy(os.path.join(ROOT, "coverage", "xla", "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"), known)
+    proc = opcov_here("probe", "cpu", "--sweep", str(known), "--ops", "^cdist$", "--out", str(known))
+    assert proc.returncode == 2 and "never writes over what it reads" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -152,6 +152,11 @@ def _check_options(args, traces) -> None:
         raise UsageError("--calls-only runs replayed calls alone: name them with --traces or --opsets")
     if args.sweep and not os.path.isfile(args.sweep):
         raise UsageError(f"--sweep: {args.sweep} is not a file; name the probed file whose classes to leave out")
+    if args.sweep:
+        from opcov.store import data
+
+        if data.load(args.sweep).get("evidence") != "probed":  # a bad file: data.load's one-line error
+            raise UsageError(f"--sweep: {args.sweep} is not a probed file; name one 'opcov probe' wrote")
 
 
 def run_probe(args) -> int:

@@ -67,7 +67,9 @@ def probe(
     claimed or not, ops it rules out given the disposition ``excluded``. ``shard`` (I, N): part I of
     the plan balanced by the recorded group times of ``times`` (default: the times sidecar of the
     backend's default probed file; probe.plan); each group's time is written to ``<out>.times.json``."""
-    output.check_output(out, kind=output.COVERAGE, evidence="probed", inputs=[getattr(manifest, "path", None)])
+    output.check_output(
+        out, kind=output.COVERAGE, evidence="probed", inputs=[getattr(manifest, "path", None), sweep_of or None]
+    )
     tiers = () if sweep_of else tiers  # a variant is a class of arguments, not a harder input
     output.check_writable_file(journal_path(out))
     # The first worker starts now: its imports, smoke test and OpInfo load (about 3 s) overlap
