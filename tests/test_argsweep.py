@@ -88,6 +88,21 @@ def test_changes_read_every_kind_of_schema_type():
     assert "float32:4;kernel_size=2x2" in made  # the divisor left out
 
 
+def test_enum_codes_take_only_their_codes():
+    """An integer that is an enum's code (embedding_bag's mode, grid_sampler's interpolation and padding modes)
+    is varied over its codes, never to -1 or 0.5: torch 2.9's CPU embedding_bag crashed the sweep's process on
+    mode=-1, so the sweep of nn.functional.embedding_bag ran no case on xla."""
+    bag = aten._embedding_bag.default
+    call = (torch.rand(5, 3), torch.tensor([0, 1, 2, 3]), torch.tensor([0, 2]), False, 1)
+    modes = {argsweep._named(bag, a, k).get("mode") for a, k in argsweep.changes(torch, bag, call, {})}
+    assert modes == {0, 1, 2}
+    grid = aten.grid_sampler_2d.default
+    call = (torch.rand(1, 2, 4, 4), torch.rand(1, 3, 3, 2), 0, 0, False)
+    named = [argsweep._named(grid, a, k) for a, k in argsweep.changes(torch, grid, call, {})]
+    assert {n["interpolation_mode"] for n in named} == {0, 1, 2}
+    assert {n["padding_mode"] for n in named} == {0, 1, 2}
+
+
 def test_a_sweep_probe_writes_the_new_classes_and_names_its_source(tmp_path):
     # a probed file whose cdist cell holds the classes OpInfo's samples take (each passes compute_mode)
     committed = data.load(os.path.join(ROOT, "coverage", "xla", "probed-torch-2.9.0+cu128-torch_xla-2.9.0.yaml"))

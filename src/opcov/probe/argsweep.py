@@ -38,7 +38,10 @@ MAX_CASES = 24  # new classes kept per group: a bound on the cases one OpInfo ad
 MAX_CALLS = 64  # distinct calls copied from a group's samples before others are made from them
 # One value of each kind sigclass.abstract tells apart, for numbers: 0, 1, -1, a whole number, a fraction.
 NUMBERS = (0, 1, -1, 2, 0.5)
-REDUCTIONS = (0, 1, 2)  # none, mean, sum: the kernels' own reduction argument
+CODES = (0, 1, 2)  # an enum code's values (a reduction's none, mean, sum)
+# Integer arguments that are an enum's code (a reduction, embedding_bag's sum/mean/max, grid_sampler's
+# interpolation and padding modes): only their codes, never -1 (torch 2.9's CPU embedding_bag crashes on it).
+ENUM_CODES = frozenset({"reduction", "mode", "interpolation_mode", "padding_mode"})
 # Ops whose CPU kernels crash the process (SIGSEGV) on argument combinations their checks let through (batch
 # norm left without running statistics in eval mode: found by running the sweep of every OpInfo): their calls
 # are kept as the samples made them, never changed.
@@ -249,8 +252,8 @@ def _others(arg, current, torch) -> list:
     values: list = []
     if kind == "bool":
         values = [not current] if isinstance(current, bool) else [True, False]
-    elif kind == "int" and arg.name == "reduction":
-        values = list(REDUCTIONS)
+    elif kind == "int" and arg.name in ENUM_CODES:
+        values = list(CODES)
     elif kind in ("int", "float", "Scalar"):
         numbers = [n for n in NUMBERS if kind != "int" or float(n).is_integer()]
         values = [n for n in numbers if _kind(arg.name, n) != _kind(arg.name, current)]
