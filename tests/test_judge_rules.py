@@ -519,3 +519,30 @@ def test_a_ran_list_merged_with_older_passes_shows_what_ran_not_what_did_not():
     assert signature.uncovered(slot, ("float32:2,float32:2;reduction=0",)) == ()  # partial: no absence shown
     whole = cells.ProbedSlot(status="pass", ran=tuple(new["ran"]), cases=2, fails=0)
     assert signature.uncovered(whole, ("float32:2,float32:2;reduction=0",)) == ("float32:2,float32:2;reduction=0",)
+
+
+@pytest.mark.parametrize(
+    "failed,ran,call",
+    [
+        # a soft-target loss's summed 2-d NLL: its only case of the call's class differed in total_weight
+        ("mismatch ce|float32|6 float32:4!rg,int64:3;absent=weight,reduction=2 out=1",
+         "float32:4!rg,int64:3;absent=weight,reduction=1", "float32:4,int64:3;absent=weight,reduction=2"),
+        # a max over a dimension whose indices (ties) differed: a pooling head reads the values only
+        ("mismatch max|float32|2 float32:3;keepdim=True out=1", "float32:3;keepdim=False", "float32:3;keepdim=True"),
+    ],
+)  # fmt: skip
+def test_a_case_that_differed_only_in_unread_outputs_ran_the_calls_class(failed, ran, call):
+    """A case whose values differed only in outputs the model never reads ran the call's path: the call is not
+    'unverified for these arguments' for want of a clean pass of its class. Where the model reads that output,
+    or the case went through the CPU fallback, it still is."""
+    from opcov.store import cells
+    from opcov.verdict import signature
+
+    slot = cells.ProbedSlot(status="mismatch", failed=(failed,), ran=(ran,), cases=2, fails=1, case="c|float32|0")
+    assert signature.uncovered(slot, (call,), frozenset({0})) == ()
+    assert signature.uncovered(slot, (call,), frozenset({0, 1})) == (call,)
+    assert signature.uncovered(slot, (call,), None) == (call,)
+    through = failed.replace(" out=1", " fell=aten::x out=1")  # the probe writes fell= before out=
+    assert signature.unread(through, frozenset({0})) == frozenset({1})
+    fell = cells.ProbedSlot(status="mismatch", failed=(through,), ran=(ran,), cases=2, fails=1)
+    assert signature.uncovered(fell, (call,), frozenset({0})) == (call,)

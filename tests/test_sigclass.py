@@ -560,3 +560,14 @@ def test_an_amount_of_padding_or_kernel_is_one_path_whatever_its_size():
     assert sigclass.same_path("float32:4,float32:4;padding=1x1", "float32:4,float32:4;padding=2x2")
     assert not sigclass.same_path("float32:4,float32:4;padding=0x0", "float32:4,float32:4;padding=2x2")
     assert not sigclass.same_path("float32:4;dilation=1x1", "float32:4;dilation=2x2")
+
+
+def test_the_name_a_linalg_op_gives_its_error_check_is_no_path():
+    """Every linalg op checks its ``info`` with ``_linalg_check_errors(info, api_name, is_matrix)``, naming itself:
+    a probe case from linalg.inv covers a model's torch.linalg.solve and linalg.cholesky (two families of callers),
+    while whether the info is a matrix's still counts."""
+    case = "int32:0d;api_name=linalg.inv,is_matrix=True"
+    for caller in ("torch.linalg.solve", "linalg.cholesky"):
+        assert sigclass.covers(case, f"int32:0d;api_name={caller},is_matrix=True")
+        assert sigclass.same_path(case, f"int32:0d;api_name={caller},is_matrix=True")
+        assert not sigclass.same_path(case, f"int32:0d;api_name={caller},is_matrix=False")

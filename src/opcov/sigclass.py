@@ -394,6 +394,9 @@ VALUES_ONLY = frozenset({"lambd", "negative_slope", "threshold", "min_val", "max
 # Arguments that name a dimension, as ``dim`` does (never a selector): which dimensions a transpose swaps
 # picks no kernel. Compared nowhere, so that op sets that name them stay as traced.
 DIMENSIONS = frozenset({"dim0", "dim1"})
+# Arguments that only name the caller in an error message (linalg's ``_linalg_check_errors(info, api_name,
+# is_matrix)``, called by every linalg op with its own name): no path. Compared nowhere, as DIMENSIONS.
+LABELS = frozenset({"api_name"})
 
 
 def _same_selectors(a: dict | None, b: dict | None) -> bool:
@@ -404,7 +407,7 @@ def _same_selectors(a: dict | None, b: dict | None) -> bool:
     if "absent" in a and "absent" in b and a["absent"] != b["absent"]:
         return False  # other optional tensors given
     known = set(OLD_SCALARS) if "__old__" in a or "__old__" in b else (set(a) | set(b)) - {"__old__", *BOTH_KNOW}
-    known -= VALUES_ONLY | DIMENSIONS
+    known -= VALUES_ONLY | DIMENSIONS | LABELS
     return all(abstract(k, a.get(k)) == abstract(k, b.get(k)) for k in known)
 
 

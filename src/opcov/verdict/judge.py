@@ -588,7 +588,7 @@ def _uncovered(slot, req: _Req) -> tuple:
     the backward: a backward slot's classes are its forward call's, a stand-in, while the backward kernels the
     call's backward runs are in the op set's backward phase with their own classes, judged there (an embedding's
     backward with a padding row is embedding_dense_backward's call, which the model's replay ran)."""
-    return signature.uncovered(slot, req.shapes) if req.direction == "forward" else ()
+    return signature.uncovered(slot, req.shapes, req.reads) if req.direction == "forward" else ()
 
 
 def _from_probe_status(cov: Coverage, req: _Req) -> Finding | None:

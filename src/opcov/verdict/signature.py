@@ -98,15 +98,25 @@ def all_values_equal(slot, keep) -> bool:
     return bool(items) and not cut(slot) and all(failed_values_equal(t) for t in items)
 
 
-def uncovered(slot, shapes: tuple) -> tuple:
+def uncovered(slot, shapes: tuple, reads: frozenset | None = None) -> tuple:
     """The model's call classes that no case of the slot ran with (``ran``, where the probe keeps it whole, not
     ``ran_part``):
     a pass on other arguments is no evidence for them (opcov.sigclass.covers). () where the slot keeps no
-    list, a list that may be cut short, or calls named by shapes only."""
+    list, a list that may be cut short, or calls named by shapes only. A case whose values differed only in
+    outputs the model never reads (``reads``), with nothing through the CPU fallback, ran its class too: the
+    reads of every multi-output op (a loss's ``total_weight``, a norm's saved statistics) are the model's."""
     ran = slot.ran
     if not ran or slot.ran_part or len(ran) >= MAX_RAN:
         return ()
-    return tuple(c for c in shapes if is_class(c) and not any(covers(str(r), c) for r in ran))
+    also = [
+        sig for text, (_, _, sig) in zip(slot.failed or (), map(_parse, slot.failed or ())) if _ran_unread(text, reads)
+    ]
+    return tuple(c for c in shapes if is_class(c) and not any(covers(str(r), c) for r in (*ran, *also)))
+
+
+def _ran_unread(text, reads) -> bool:
+    """Whether a failing item is a value mismatch only on outputs the model never reads, nothing through the fallback."""
+    return unread(text, reads) is not None and not failed_fell(text)
 
 
 def describe(shapes) -> str:
