@@ -532,3 +532,14 @@ def test_manifest_tells_claimed_failures_from_gaps_and_gates_on_unclaimed(tmp_pa
         path.write_text(text)
         with pytest.raises(UsageError, match=said):
             load(str(path), "opcovtest")
+
+
+def test_a_factory_opinfo_makes_its_result_on_the_probed_device(tmp_path):
+    """A factory OpInfo's samples name the device to make on (triu_indices, eye, full, the signal windows): the
+    case runs with the probed device there, not the CPU the samples were made for. A backend without a
+    triu_indices kernel and no CPU fallback must fail it (it once 'passed', made on CPU: PyTorch/XLA's
+    triu_indices, which falls back, read as running)."""
+    spec = {"kernels": {}, "fallback": "raise"}
+    out, doc, _ = probe(tmp_path, "factory", spec, "--ops", "^triu_indices$", "--dtypes", "int64", "--tiers", "none")
+    cells = doc["ops"]["aten::triu_indices"]  # keyed by the dtype it made, or 'none' where it made nothing
+    assert cells and all(c["fwd"] == "unsupported" for c in cells.values()), cells

@@ -142,6 +142,9 @@ def load_group(group: dict) -> Loaded:
     for sample, leaves in zip(samples, host_leaves(source, op, dtype, group["backward"], len(samples))):
         sample.host_leaves = leaves
     samples += tier_samples(samples, group.get("tiers", ()), bool(group.get("all_samples")))
+    for sample in samples:  # a factory OpInfo (full, eye, triu_indices, the windows) names the device it makes on
+        if "device" in sample.kwargs:
+            sample.device_kw = "device"
     # has_nondeterministic_output: an OpInfo field that torch 2.9 (PyTorch/XLA's) does not have yet
     return Loaded(
         op.op,
