@@ -546,3 +546,37 @@ def test_a_case_that_differed_only_in_unread_outputs_ran_the_calls_class(failed,
     assert signature.unread(through, frozenset({0})) == frozenset({1})
     fell = cells.ProbedSlot(status="mismatch", failed=(through,), ran=(ran,), cases=2, fails=1)
     assert signature.uncovered(fell, (call,), frozenset({0})) == (call,)
+
+
+@pytest.mark.parametrize(
+    "op,call,ran",
+    [
+        # a CTC loss with concatenated (1-d) targets and its blank given: OpInfo's cases had 2-d targets
+        ("aten::_ctc_loss.Tensor", "float32:3,int64:1,int64:1,int64:1;blank=4,zero_infinity=True",
+         "float32:3,int64:1,int64:1,int64:1;blank=4,zero_infinity=True"),
+        # a spatial transformer's sampler backward (another family: a sampler's gradient)
+        ("aten::grid_sampler_2d_backward", "float32:4,float32:4,float32:4!rg;align_corners=False,interpolation_mode=0",
+         "float32:4,float32:4,float32:4!rg;align_corners=False,interpolation_mode=0"),
+    ],
+)  # fmt: skip
+def test_a_pass_of_no_shown_class_yields_to_a_registered_fallback(op, call, ran):
+    """An overload the backend registers to its CPU fallback takes it on every call: a probe pass that no case of
+    the call's own class shows (no ``ran`` list) is another path the probe counted under the overload, so the
+    verdict is the fallback; a case of the call's class that ran clean outranks the registration."""
+    from test_check import tree_opset
+
+    from opcov.verdict import judge
+
+    fell = {"fwd": "fallback", "res": "fallback", "bwd": "none", "bwd_res": "not_applicable", "src": "fallback.cpp:1"}
+    reg = registered(ops={op: fell}, fallback_enabled=True)
+    cell = {"fwd": "mismatch", "cases": 6, "fails": 1, "case": "o|float32|1",
+            "failed": ["mismatch o|float32|1 float32:3!rg,int64:2,int64:1,int64:1; out=0"]}  # fmt: skip
+    tree = [f"1 forward kernel {op} float32 x1 | shape=[2] | sig={call}"]
+
+    def outcome(cell):
+        cov = judge.Coverage("fake", reg, probed(ops={op: {"float32": cell}}), ["registered.yaml", "probed.yaml"])
+        return judge.judge(tree_opset(tree), cov).ops[0].findings[0]
+
+    found = outcome(cell)
+    assert found.outcome == "fallback" and found.evidence == "registered", found
+    assert outcome({**cell, "ran": [ran]}).outcome == "ok"

@@ -507,8 +507,28 @@ def _ranked(cov: Coverage, req: _Req) -> Finding:
     for source in SOURCES:
         found = source(cov, req)
         if found is not None:
-            return _no_kernel(cov, req, found) if found.outcome == "unknown" and found.evidence == "probed" else found
+            if found.evidence == "probed" and found.outcome == "unknown":
+                return _no_kernel(cov, req, found)
+            if found.evidence == "probed" and found.outcome == "ok" and source is not _from_own_calls:
+                return _fallback_registered(cov, req, found)
+            return found
     raise AssertionError("the static document always answers")  # pragma: no cover
+
+
+def _fallback_registered(cov: Coverage, req: _Req, found: Finding) -> Finding:
+    """A probe pass that no case of the call's own class shows (the cell keeps no ``ran`` list, or one without
+    the call's class) where the backend registers the overload itself to its CPU fallback (``fwd: fallback``,
+    not a composite whose path depends on its arguments): the dispatcher sends every call there, so passes
+    the probe counted under the overload ran another path (PyTorch/XLA's ``_ctc_loss.Tensor``, reached only
+    through OpInfo's ``ctc_loss`` with list lengths; ``grid_sampler_2d_backward``). A case of the call's class
+    that ran clean outranks the registration."""
+    rec = (cov.registered or {}).get("ops", {}).get(req.op) or {}
+    if rec.get("fwd") != "fallback" or signature.shown_ran(req.slot, req.shapes):
+        return found
+    static = _from_static(cov, req)
+    if static.outcome != "fallback":
+        return found
+    return replace(static, why=f"{static.why}; no probe case of this model's arguments ran clean ({found.why})")
 
 
 def _no_kernel(cov: Coverage, req: _Req, found: Finding) -> Finding:

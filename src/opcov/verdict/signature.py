@@ -114,6 +114,16 @@ def uncovered(slot, shapes: tuple, reads: frozenset | None = None) -> tuple:
     return tuple(c for c in shapes if is_class(c) and not any(covers(str(r), c) for r in (*ran, *also)))
 
 
+def shown_ran(slot, shapes: tuple) -> bool:
+    """Whether the slot's ``ran`` list (whole or partial) names, for each of the model's call classes, a class
+    covering it; True where the calls keep no class (an older op set: nothing to compare)."""
+    classes = [c for c in shapes if is_class(c)]
+    if not classes:
+        return True
+    ran = (slot.ran or ()) if slot is not None else ()
+    return all(any(covers(str(r), c) for r in ran) for c in classes)
+
+
 def _ran_unread(text, reads) -> bool:
     """Whether a failing item is a value mismatch only on outputs the model never reads, nothing through the fallback."""
     return unread(text, reads) is not None and not failed_fell(text)
