@@ -1,21 +1,25 @@
-"""Sharded training steps against real runs: does 'opcov check OPSET -b cpu' agree with a real 2-process
-gloo step on CPU?
+"""Sharded training steps against real runs: does 'opcov check OPSET -b cpu' agree with a real N-process
+gloo step on CPU (N = 2 and 4)?
 
-For each model and style (DDP, FSDP2, TP) this script
-1. traces the step as rank 0 of 2 on torch's fake process group ('opcov trace MODEL --parallel STYLE
-   --world-size 2'), and judges it on cpu ('opcov check OPSET -b cpu --format json');
-2. runs the same step for real: two processes on a gloo group (a file store), the model built with real
-   weights (the same seed on both ranks, so every rank starts from the same parameters), wrapped as the
+For each world size N, model and style (DDP, FSDP2, TP) this script
+1. traces the step as rank 0 of N on torch's fake process group ('opcov trace MODEL --parallel STYLE
+   --world-size N'), and judges it on cpu ('opcov check OPSET -b cpu --format json');
+2. runs the same step for real: N processes on a gloo group (a file store), the model built with real
+   weights (the same seed on every rank, so every rank starts from the same parameters), wrapped as the
    tracer wraps it (DDP with its built-in hook, fully_shard on every block and the root, the model's own
-   tensor-parallel plan), the same inputs on both ranks, forward, loss, backward and AdamW(foreach=True);
-   a dispatch mode on rank 0 names every c10d op it dispatched with its reduce op;
+   tensor-parallel plan, with the head counts the trace set so that the heads divide by N), the same
+   inputs on every rank, forward, loss, backward and AdamW(foreach=True); a dispatch mode on rank 0 names
+   every c10d op it dispatched with its reduce op;
 3. compares: the step ran or raised; rank 0's parameters after the step against one single-process step
    on the same batch (every rank sees the same batch, so the averaged gradients are that batch's); the
    collectives (c10d op, reduce op) the real run dispatched against those the op set records.
 
 A verdict agrees when it says the step runs (on any evidence) and the real step ran with parameters
-within 1e-5 of the single-process step, or it says fails and the real step raised. With --write-docs
-the table replaces its own section of docs/accuracy.md. Run from the repository root:
+within 1e-5 of the single-process step, or it says fails and the real step raised. A step that cannot be
+traced at a world size (say, a dimension tensor parallelism cannot split) is a row that says why, never
+left out. With --write-docs the tables replace their own section of docs/accuracy.md. On a machine with
+fewer cores than N the ranks share them: gloo's collectives still run, only slower (2 and 4 ranks took
+about 12 minutes on 2 cores). Run from the repository root:
 
     TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python scripts/distributed_reality.py --write-docs
 """
@@ -26,9 +30,12 @@ import argparse
 import datetime as _dt
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
+import textwrap
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "accuracy.md")
@@ -38,7 +45,7 @@ MODELS = ("llama", "gemma")
 STYLES = ("ddp", "fsdp2", "tp")
 # (factory, style): a step that must fail on every device (scripts/reality/sharded_models.py)
 FACTORIES = (("sharded_models:bucketed", "tp"),)
-WORLD = 2
+WORLD_SIZES = (2, 4)
 TOLERANCE = 1e-5
 COMMAND = "TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python scripts/distributed_reality.py --write-docs"
 
@@ -127,15 +134,20 @@ def opcov(*args) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "opcov", *args], capture_output=True, text=True, env=_env(), cwd=ROOT)
 
 
-def trace_and_check(name: str, style: str, folder: str) -> tuple[dict, dict]:
-    """(op set, cpu's verdict as JSON) of the step traced as rank 0 of WORLD."""
-    path = os.path.join(folder, f"{name.replace(':', '_')}-{style}.yaml")
-    r = opcov("trace", name, "--parallel", style, "--world-size", str(WORLD), "--out", path)
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1][:300] if lines else "(no message)"
+
+
+def trace_and_check(name: str, style: str, world: int, folder: str) -> tuple[dict, dict] | str:
+    """(op set, cpu's verdict as JSON) of the step traced as rank 0 of ``world``, or why it could not be traced."""
+    path = os.path.join(folder, f"{name.replace(':', '_')}-{style}-{world}.yaml")
+    r = opcov("trace", name, "--parallel", style, "--world-size", str(world), "--out", path)
     if r.returncode:
-        raise SystemExit(f"tracing {name} {style} failed: {r.stderr.strip().splitlines()[-1]}")
+        return f"not traced: {_last_line(r.stderr)}"
     r = opcov("check", path, "-b", "cpu", "--format", "json")
     if r.returncode not in (0, 1):
-        raise SystemExit(f"checking {name} {style} failed: {r.stderr.strip().splitlines()[-1]}")
+        raise SystemExit(f"checking {name} {style} x{world} failed: {_last_line(r.stderr)}")
     sys.path.insert(0, os.path.join(ROOT, "src"))
     from opcov.store import opset
 
@@ -144,8 +156,6 @@ def trace_and_check(name: str, style: str, folder: str) -> tuple[dict, dict]:
 
 def overrides(doc: dict) -> dict:
     """The config a trace set (--set), read back from its command, so the real run builds the same model."""
-    import shlex
-
     words = shlex.split(doc["provenance"]["command"])
     out = {}
     for i, w in enumerate(words):
@@ -155,23 +165,23 @@ def overrides(doc: dict) -> dict:
     return out
 
 
-def real_step(name: str, style: str, folder: str, config: dict) -> dict:
-    """Rank 0's result of the real 2-process gloo step (RANK_STEP)."""
-    stem = os.path.join(folder, f"{name.replace(':', '_')}-{style}")
+def real_step(name: str, style: str, world: int, folder: str, config: dict) -> dict:
+    """Rank 0's result of the real ``world``-process gloo step (RANK_STEP)."""
+    stem = os.path.join(folder, f"{name.replace(':', '_')}-{style}-{world}")
     store, out = f"{stem}.store", f"{stem}.json"
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", RANK_STEP, str(r), str(WORLD), store, name, style, out, json.dumps(config)],
+            [sys.executable, "-c", RANK_STEP, str(r), str(world), store, name, style, out, json.dumps(config)],
             env=_env(),
             cwd=ROOT,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        for r in range(WORLD)
+        for r in range(world)
     ]
     errs = [p.communicate(timeout=600)[1] for p in procs]
     if not os.path.exists(out):
-        return {"ran": False, "error": (errs[0] or b"").decode(errors="replace").strip().splitlines()[-1:][0][:300]}
+        return {"ran": False, "error": _last_line((errs[0] or b"").decode(errors="replace"))}
     return json.load(open(out))
 
 
@@ -186,15 +196,21 @@ def collectives(doc: dict) -> set:
     return out
 
 
-def row(name: str, style: str, folder: str) -> dict:
-    doc, verdict = trace_and_check(name, style, folder)
-    real = real_step(name, style, folder, overrides(doc))
+def row(name: str, style: str, world: int, folder: str) -> dict:
+    base = {"model": name, "style": style, "world": world}
+    traced_pair = trace_and_check(name, style, world, folder)
+    if isinstance(traced_pair, str):  # cannot be traced at this world size: a row that says why
+        return {**base, "config": {}, "verdict": traced_pair, "real": "not run", "diff": None, "moved": None,
+                "agrees": None, "collectives_match": None, "traced_only": [], "real_only": []}  # fmt: skip
+    doc, verdict = traced_pair
+    config = overrides(doc)
+    real = real_step(name, style, world, folder, config)
     traced, ran = collectives(doc), {tuple(c) for c in real.get("collectives", [])}
     runs = verdict["verdict"] != "fails"
     ok = real.get("ran") and real.get("max_param_diff", 1.0) <= TOLERANCE < real.get("step_moved", 0.0)
     return {
-        "model": name,
-        "style": style,
+        **base,
+        "config": config,
         "verdict": f"{verdict['verdict']} ({verdict['evidence']})",
         "real": "ran" if real.get("ran") else f"raised: {real.get('error')}",
         "diff": real.get("max_param_diff"),
@@ -206,44 +222,76 @@ def row(name: str, style: str, folder: str) -> dict:
     }
 
 
-def table(rows: list, started: str) -> str:
+def summary(rows: list, world: int) -> str:
+    """One world size's figures: verdicts that agree, collectives that match, steps that could not be traced."""
+    mine = [r for r in rows if r["world"] == world]
+    judged = [r for r in mine if r["agrees"] is not None]
+    ran = [r for r in judged if r["real"] == "ran"]
+    untraced = len(mine) - len(judged)
+    return (
+        f"**{world} ranks: {sum(r['agrees'] for r in judged)} of {len(judged)} verdicts agree with the real runs; "
+        f"the collectives match in {sum(r['collectives_match'] for r in ran)} of the {len(ran)} steps that ran"
+        + (f"; {untraced} step(s) could not be traced at this world size (in the table, with why)" if untraced else "")
+        + ".**"
+    )
+
+
+def _cells(r: dict) -> str:
+    style = r["style"] + (f" ({', '.join(f'{k}={v}' for k, v in r['config'].items())})" if r["config"] else "")
+    diff = "-" if r["diff"] is None else f"{r['diff']:.1e} ({r['moved']:.1e})"
+    agrees = "not measured" if r["agrees"] is None else "yes" if r["agrees"] else "no"
+    coll = "-" if r["collectives_match"] is None else "- (the step raised)" if r["real"] != "ran" else "same" if r["collectives_match"] else (
+        f"traced only: {', '.join(f'{o} {x}'.strip() for o, x in r['traced_only']) or '-'}; "
+        f"real only: {', '.join(f'{o} {x}'.strip() for o, x in r['real_only']) or '-'}"
+    )  # fmt: skip
+    return f"| {r['world']} | {r['model']} | {style} | {r['verdict']} | {r['real']} | {diff} | {agrees} | {coll} |"
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=110, break_long_words=False, break_on_hyphens=False)
+
+
+def table(rows: list, started: str, command: str = COMMAND, seconds: float | None = None) -> str:
     import torch
 
-    agree = sum(r["agrees"] for r in rows)
-    ran = [r for r in rows if r["real"] == "ran"]
-    same = sum(r["collectives_match"] for r in ran)
+    worlds = sorted({r["world"] for r in rows})
+    sizes = " and ".join(str(w) for w in worlds)
+    tolerance = f"{TOLERANCE:.0e}".replace("e-0", "e-")
+    took = f" ({seconds:.0f} s wall-clock, traces and real runs)" if seconds else ""
+    intro = (
+        f"Measured {started} with torch {torch.__version__} on this machine's CPU ({os.cpu_count()} cores), by "
+        f"`{command}`{took}. Each model's step is traced as rank 0 of N (N = {sizes}) on torch's fake process "
+        "group and judged on cpu, then run for real by N processes on a gloo group (same weights and batch on "
+        "every rank; with more ranks than cores they share the cores), its parameters after the step compared "
+        f"with one single-process step on that batch (a verdict of runs agrees when they are within {tolerance}), "
+        "and the collectives (c10d op, reduce op) it dispatched compared with the op set's. For tp the tracer "
+        "sets the attention head counts to N where the model's own do not divide by N (shown beside the style); "
+        "the real run builds the model with the same config."
+    )
+    if any(r["model"].startswith("sharded_models:") for r in rows):
+        intro += (
+            " `sharded_models:bucketed` (scripts/reality/sharded_models.py) is a step that must fail: its forward"
+            " sends a sharded weight to searchsorted, which DTensor has no sharding strategy for."
+        )
+    limits = (
+        "What this does not measure: a device other than CPU (TorchTPU's process group cannot be run here; "
+        "PyTorch/XLA's CPU client, the only xla device here, has no collectives: they hang or raise, "
+        f"github.com/pytorch/xla/issues/5005 and /9089), world sizes other than {sizes} (among them 8, the "
+        "world size of the op sets in coverage/models/*/parallel/: those are traced, not run for real here), "
+        "data-parallel ranks that see different batches, and TorchTPU's own collectives: those verdicts rest "
+        "on registrations and are said so."
+    )
     lines = [
         "## Sharded training steps against real gloo runs",
         "",
-        f"Measured {started} with torch {torch.__version__} on this machine's CPU, by `{COMMAND}`. Each model's",
-        f"step is traced as rank 0 of {WORLD} on torch's fake process group and judged on cpu, then run for real",
-        f"by {WORLD} processes on a gloo group (same weights and batch on both ranks), its parameters after the",
-        "step compared with one single-process step on that batch, and the collectives (c10d op, reduce op) it",
-        "dispatched compared with the op set's. `sharded_models:bucketed` (scripts/reality/sharded_models.py)",
-        "is a step that must fail: its forward sends a sharded weight to searchsorted, which DTensor has no",
-        "sharding strategy for.",
+        _wrap(intro),
         "",
-        f"**{agree} of {len(rows)} verdicts agree with the real runs; the collectives match in {same} of the "
-        f"{len(ran)} steps that ran.**",
+        *[summary(rows, w) + "\n" for w in worlds],
+        "| ranks | model | style | verdict on cpu | real N-process gloo step | max parameter difference (the step moved them up to) | agrees | collectives |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *[_cells(r) for r in rows],
         "",
-        "| model | style | verdict on cpu | real 2-process gloo step | max parameter difference (the step moved them up to) | agrees | collectives |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        diff = "-" if r["diff"] is None else f"{r['diff']:.1e} ({r['moved']:.1e})"
-        coll = "- (the step raised)" if r["real"] != "ran" else "same" if r["collectives_match"] else (
-            f"traced only: {', '.join(f'{o} {x}'.strip() for o, x in r['traced_only']) or '-'}; "
-            f"real only: {', '.join(f'{o} {x}'.strip() for o, x in r['real_only']) or '-'}"
-        )  # fmt: skip
-        lines.append(
-            f"| {r['model']} | {r['style']} | {r['verdict']} | {r['real']} | {diff} | {'yes' if r['agrees'] else 'no'} | {coll} |"
-        )
-    lines += [
-        "",
-        "What this does not measure: a device other than CPU (TorchTPU's process group cannot be run here;",
-        "PyTorch/XLA's CPU client, the only xla device here, has no collectives: they hang or raise,",
-        "github.com/pytorch/xla/issues/5005 and /9089), world sizes above 2, and TorchTPU's own collectives:",
-        "those verdicts rest on registrations and are said so.",
+        _wrap(limits),
     ]
     return "\n".join(lines)
 
@@ -264,17 +312,31 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--styles", default=",".join(STYLES))
+    p.add_argument(
+        "--world-size",
+        default=",".join(map(str, WORLD_SIZES)),
+        help="ranks of each real gloo step, comma-separated (default %(default)s)",
+    )
     p.add_argument("--write-docs", action="store_true", help="rewrite its section of docs/accuracy.md")
     args = p.parse_args()
+    try:
+        worlds = [int(w) for w in args.world_size.split(",")]
+    except ValueError:
+        p.error(f"--world-size {args.world_size!r}: expected whole numbers, comma-separated, such as 2,4")
+    if any(w < 2 for w in worlds):
+        p.error(f"--world-size {args.world_size}: a sharded step needs at least 2 ranks")
     started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d")
+    clock = time.monotonic()
     rows = []
     with tempfile.TemporaryDirectory(prefix="opcov-dist-") as folder:
         jobs = [(n, s) for n in args.models.split(",") for s in args.styles.split(",")]
         jobs += list(FACTORIES) if args.models == ",".join(MODELS) else []
-        for name, style in jobs:
-            rows.append(row(name, style, folder))
-            print(json.dumps(rows[-1]), flush=True)
-    text = table(rows, started)
+        for world in worlds:
+            for name, style in jobs:
+                rows.append(row(name, style, world, folder))
+                print(json.dumps(rows[-1]), flush=True)
+    command = COMMAND.split(" --")[0] + "".join(f" {shlex.quote(w)}" for w in sys.argv[1:])  # as it was run
+    text = table(rows, started, command, time.monotonic() - clock)
     print(text)
     if args.write_docs:
         write_docs(text)
