@@ -580,3 +580,33 @@ def test_a_pass_of_no_shown_class_yields_to_a_registered_fallback(op, call, ran)
     found = outcome(cell)
     assert found.outcome == "fallback" and found.evidence == "registered", found
     assert outcome({**cell, "ran": [ran]}).outcome == "ok"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "complex64:4!rg;",  # a spectral model's magnitude of an FFT (4-d spectrum)
+        "complex64:2!rg;",  # a complex linear layer's polar output (another family: complex weights)
+    ],
+)
+def test_a_complex_output_where_cpu_gives_a_real_one_fails_a_step_with_grad(call):
+    """PyTorch/XLA's abs of a complex tensor returns complex64 where CPU returns float32: with grad, autograd raises at
+    the forward ('abs does not support automatic differentiation for outputs with complex dtype'), so the training
+    call fails; the same call without grad (inference) stays a value note, and a real-dtype mismatch is untouched."""
+    from test_check import tree_opset
+
+    from opcov.verdict import judge
+
+    cell = {"fwd": "mismatch", "cases": 3, "fails": 3, "case": "trace.m|float32|2",
+            "why": "output: dtype complex64, cpu gives float32", "failed": [f"mismatch trace.m|float32|2 {call}"]}  # fmt: skip
+
+    def outcome(sig, cell=cell):
+        tree = [f"1 forward kernel aten::abs complex64 x1 | shape=[3, 4] | sig={sig}"]
+        cov = judge.Coverage(
+            "fake", registered(ops={"aten::abs": kernel()}), probed(ops={"aten::abs": {"complex64": cell}}), ["r", "p"]
+        )
+        return judge.judge(tree_opset(tree), cov).ops[0].findings[0].outcome
+
+    assert outcome(call) == "fails"
+    assert outcome(call.replace("!rg", "")) == "value_note"
+    assert outcome(call, {**cell, "why": "output: values differ"}) == "value_note"

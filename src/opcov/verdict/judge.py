@@ -511,8 +511,30 @@ def _ranked(cov: Coverage, req: _Req) -> Finding:
                 return _no_kernel(cov, req, found)
             if found.evidence == "probed" and found.outcome == "ok" and source is not _from_own_calls:
                 return _fallback_registered(cov, req, found)
+            if found.outcome == VALUE_NOTE:
+                return _complex_for_real(req, found)
             return found
     raise AssertionError("the static document always answers")  # pragma: no cover
+
+
+# A probe's text for an output the device gives as complex where CPU gives a real dtype (opcov.probe.compare).
+_COMPLEX_FOR_REAL = re.compile(r"outputs?(?: [0-9]+)?: dtype complex[0-9]+, cpu gives (?:float|bfloat)[0-9]+")
+
+
+def _complex_for_real(req: _Req, found: Finding) -> Finding:
+    """A value note where the device returns a complex output for a complex input and CPU a real one (PyTorch/XLA's
+    ``abs`` of a spectrum), on a call whose input requires grad: autograd refuses an op's complex output where its
+    formula is for a real one ('abs does not support automatic differentiation for outputs with complex dtype'),
+    so the training step raises at that call. Without grad the consumer gets a complex tensor: a value note."""
+    slot = req.slot
+    grad = any(str(c).startswith("complex") and "!rg" in str(c).split(";")[0] for c in req.shapes)
+    if req.direction != "forward" or slot is None or not grad or not _COMPLEX_FOR_REAL.match(str(slot.why or "")):
+        return found
+    why = (
+        f"{req.direction} raises with grad in {req.dtype}: on a probe case like this model's calls the output is complex "
+        f"where CPU's is real ({slot.why}; case {slot.case}), and autograd refuses a complex output for a real formula"
+    )
+    return replace(found, outcome="fails", why=why)
 
 
 def _fallback_registered(cov: Coverage, req: _Req, found: Finding) -> Finding:
