@@ -161,10 +161,13 @@ def fallback_named(verdict: dict) -> list[str]:
     fallback finding. A fallback found on an op's backward is its backward kernel's, which the op set lists
     as an op of its own (its call in the backward phase) and which is named there."""
     return sorted(
-        o["op"]
-        for o in verdict.get("ops", [])
-        if o.get("outcome") == "fallback"
-        and any(f.get("outcome") == "fallback" and f.get("direction") == "forward" for f in o.get("findings", []))
+        {
+            name
+            for o in verdict.get("ops", [])
+            if o.get("outcome") == "fallback"
+            and any(f.get("outcome") == "fallback" and f.get("direction") == "forward" for f in o.get("findings", []))
+            for name in (o.get("fell") or [o["op"]])  # the kernels the counters named, where the verdict has them
+        }
     )
 
 
@@ -362,8 +365,8 @@ nothing through the CPU fallback), `fallback` (matched, with the ops that fell b
 `raised`. `python scripts/nn_accuracy.py --set SET [--on-xla] [--replay] --write-docs` traces each with
 `opcov trace`, judges it with `opcov check -b xla`, and writes one table per set and way below: `runs`
 agrees with `ran`; `runs_with_fallback` with `fallback` when it names exactly the ops that fell back (the
-ops found to run through it themselves; a fallback found on an op's backward is named by its backward kernel's
-own row);
+ops found to run through it themselves, by the kernels the probe's fallback counters named where the verdict has
+them, as its JSON `fell`; a fallback found on an op's backward is named by its backward kernel's own row);
 `runs_with_value_note` with any run that did not raise; `fails` with `raised`; `unknown` and a model not
 traced agree with nothing. Rows per model: `docs/reality/nn-accuracy-SET[-WAY].json`."""
 

@@ -610,3 +610,34 @@ def test_a_complex_output_where_cpu_gives_a_real_one_fails_a_step_with_grad(call
     assert outcome(call) == "fails"
     assert outcome(call.replace("!rg", "")) == "value_note"
     assert outcome(call, {**cell, "why": "output: values differ"}) == "value_note"
+
+
+@pytest.mark.parametrize(
+    "op,dtype,why,kernel_ran",
+    [
+        # a scan head's cummin: PyTorch/XLA's counters name the kernel cummin runs there
+        ("aten::cummin", "float32", "ran through PyTorch/XLA's CPU fallback (aten::_cummin_helper); the values pass",
+         ["aten::_cummin_helper"]),
+        # a log-spaced feature grid (another family: a factory), whose out= variant is what fell back
+        ("aten::logspace", "float32", "ran through PyTorch/XLA's CPU fallback (aten::logspace.out); the values pass",
+         ["aten::logspace.out"]),
+    ],
+)  # fmt: skip
+def test_a_fallback_verdict_names_the_kernel_the_backend_ran(op, dtype, why, kernel_ran):
+    """A fallback's JSON names, beside the op set's op, the ops the backend's fallback counters saw (``fell``): the
+    kernel the backend runs, which a user looks for in its own counters, may be another than the op set names."""
+    from test_check import tree_opset
+
+    from opcov.verdict import judge
+    from opcov.verdict.reports import as_json
+
+    cell = {"fwd": "fallback", "cases": 2, "fails": 0, "case": "c|float32|0", "why": why}
+    tree = [f"1 forward kernel {op} {dtype} x1 | shape=[3, 6]"]
+    cov = judge.Coverage("fake", registered(ops={op: kernel()}), probed(ops={op: {dtype: cell}}), ["r", "p"])
+    doc = tree_opset(tree)
+    out = json.loads(as_json.report([judge.judge(doc, cov)], doc))
+    (found,) = out["verdicts"][0]["ops"]
+    assert found["outcome"] == "fallback" and found["fell"] == kernel_ran, found
+    cell["why"] = "ran through the CPU fallback"  # an older text naming none: the op set's op stands alone
+    cov = judge.Coverage("fake", registered(ops={op: kernel()}), probed(ops={op: {dtype: cell}}), ["r", "p"])
+    assert json.loads(as_json.report([judge.judge(doc, cov)], doc))["verdicts"][0]["ops"][0]["fell"] == []

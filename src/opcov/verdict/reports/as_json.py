@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from opcov.verdict.finding import fell_ops
 from opcov.verdict.reports import deciding, variant_label, variants_said
 
 
@@ -57,6 +58,7 @@ def report(verdicts, model: dict) -> str:
                         "phases": sorted(r.phases),
                         "dtypes": sorted(r.dtypes),
                         "flags": r.flags,
+                        "fell": _fell(r),
                         "findings": [f.__dict__ for f in r.findings],
                     }
                     for r in v.ops
@@ -64,3 +66,12 @@ def report(verdicts, model: dict) -> str:
             }
         )
     return json.dumps(out, indent=2, sort_keys=True) + "\n"
+
+
+def _fell(r) -> list[str]:
+    """The ops the backend's fallback counters named for an op judged ``fallback`` on its forward (the kernel the
+    backend runs may be another than the op set's: cummin's ``_cummin_helper``); [] where none were named."""
+    if r.outcome != "fallback":
+        return []
+    found = (fell_ops(f.why) for f in r.findings if f.outcome == "fallback" and f.direction == "forward")
+    return sorted({op for ops in found for op in ops})
