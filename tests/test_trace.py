@@ -797,3 +797,53 @@ def test_a_backward_kernel_without_a_meta_kernel_is_traced_on_the_stand_in():
     refused = got["refused"]
     assert refused.startswith("cannot trace at aten::multi"), refused
     assert "_backward: NotImplementedError" in refused and "--real" in refused, refused
+
+
+def test_a_model_whose_own_code_fails_under_fake_tensors_or_packs_a_nested_batch_is_traced(tmp_path):
+    """Two ways a plain model stopped the trace with no op to blame: its own code reads values fake tensors do not
+    have (a host-side statistic through numpy), and a TransformerEncoder's inference fast path packs a padded batch
+    as a nested tensor, which the computing stand-in cannot hold. The first is traced again with real values, the
+    second on CPU itself; each op set says why."""
+    (tmp_path / "hostmodels.py").write_text(
+        textwrap.dedent("""
+        import numpy as np
+        import torch
+
+        class HostScale(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+            def forward(self, x):
+                scale = float(np.abs(x.detach().cpu().numpy()).mean()) + 1.0  # a statistic read on the host
+                return self.lin(x) / scale
+
+        def host_scale():
+            return HostScale(), (torch.randn(3, 4),)
+
+        def masked_encoder():
+            torch.manual_seed(0)
+            layer = torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True)
+            enc = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+            mask = torch.zeros(3, 8, dtype=torch.bool)
+            mask[0, 5:] = True
+            mask[1, 3:] = True
+            return enc, (torch.randn(3, 8, 16), None, mask)
+    """)
+    )
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.path.join(ROOT, 'src')}"}
+    runs = run_opcov_batch(
+        [
+            ("trace", "hostmodels:host_scale", "--mode", "inference", "--out", tmp_path / "host.yaml"),
+            ("trace", "hostmodels:masked_encoder", "--mode", "inference", "--out", tmp_path / "nested.yaml"),
+        ],
+        OPCOV_TRACE_ISOLATED="1",
+        **env,
+    )
+    assert runs[0].returncode == 0, runs[0].stderr
+    doc = load_yaml(tmp_path / "host.yaml")
+    assert doc["provenance"]["tracing"] == "real" and "aten::addmm" in doc["ops"]
+    assert any("own code raised under fake tensors" in n for n in doc["provenance"]["notes"]), doc["provenance"]
+    assert runs[1].returncode == 0, runs[1].stderr
+    doc = load_yaml(tmp_path / "nested.yaml")
+    assert "aten::_nested_tensor_from_mask_left_aligned" in doc["ops"] and doc["provenance"]["traced_on"] == "cpu"
+    assert any("no nested kernels" in n for n in doc["provenance"]["notes"]), doc["provenance"]["notes"]

@@ -220,7 +220,7 @@ def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: st
 
 
 class LayoutError(UsageError):
-    """The computing stand-in has no kernels for a layout the model uses (``layout``: 'sparse', 'quantized'):
+    """The computing stand-in has no kernels for a layout the model uses (``layout``: 'sparse', 'quantized', 'nested'):
     its PrivateUse1 device registers strided kernels alone, so such a model is traced on CPU itself."""
 
     def __init__(self, layout: str, failure: str):
@@ -229,13 +229,16 @@ class LayoutError(UsageError):
 
 
 def stand_in_layout(failure: str) -> str | None:
-    """'sparse' or 'quantized' where ``failure`` is the stand-in's missing kernel for that layout's dispatch key
-    (``Could not run ... from the 'Sparse<stand-in>' backend``), else None."""
+    """'sparse', 'quantized' or 'nested' where ``failure`` is the stand-in's missing kernel for that layout's
+    dispatch key (``Could not run ... from the 'Sparse<stand-in>' backend``) or a nested tensor it cannot size,
+    else None."""
     from opcov.tracing.target import NAME
 
     for key, layout in (("Sparse", "sparse"), ("SparseCsr", "sparse"), ("Quantized", "quantized")):
         if f"from the '{key}{NAME}' backend" in failure:
             return layout
+    if "NestedTensorImpl" in failure or f"from the 'NestedTensor{NAME}' backend" in failure:
+        return "nested"  # a TransformerEncoder's inference fast path packs its padded batch as a nested tensor
     return None
 
 

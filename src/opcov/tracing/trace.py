@@ -835,7 +835,12 @@ def _explain(torch, exc, opts, ran_on: str = "cpu"):
             op = f"{m.group(1)}::{m.group(2)}" + (f".{over}" if over and over != "default" else "")
     where = f" at {op}" if op else ""
     if op is None:
-        hint = "the model's own code raised, not an op: check its inputs and config"
+        hint = (
+            "the model's own code raised, not an op: check its inputs and config"
+            if opts.real
+            else "the model's own code raised under fake tensors, not an op: check its inputs and config, "
+            "or trace with --real (small real CPU tensors)"
+        )
     elif opts.real and ran_on == "cpu":
         hint = "the model itself fails on CPU with these inputs; check the inputs and sizes"
     elif opts.real and ran_on == "the computing stand-in":
