@@ -81,3 +81,56 @@ def test_an_unknown_backend_still_fails_in_one_line(traced_here, capsys):
     assert cli.main(["check", "gru.yaml", "-b", "tpuu"]) == 2
     err = capsys.readouterr().err
     assert "did you mean 'tpu'?" in err and "or the bundled data: " in err
+
+
+@pytest.fixture
+def compiled_here(tmp_path, monkeypatch):
+    """A user's folder as cwd after 'opcov trace FACTORY --path compile': ./coverage/models/mine/compile/
+    holds a compiled op set, and nothing else is there (no eager op set, no backend data)."""
+    folder = tmp_path / "coverage" / "models" / "mine" / "compile"
+    folder.mkdir(parents=True)
+    shutil.copy(f"{BUNDLED}/models/nn-convnet/compile/tpu-inference.yaml", folder / "tpu-inference.yaml")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check, "trace_on_the_fly", lambda *a, **k: pytest.fail("traced a zoo model anew"))
+    return tmp_path
+
+
+def test_a_zoo_model_by_name_is_read_from_the_bundled_zoo_not_traced_anew(compiled_here, capsys):
+    """'check nn-gru' where ./coverage/models has no nn-gru judged the bundled op sets (every mode), said once;
+    before, it traced the model on the fly (one mode, and tens of seconds)."""
+    assert cli.main(["check", "nn-gru", "-b", "tpu"]) == 0
+    out, err = capsys.readouterr()
+    assert "tpu      inference  runs" in out and "tpu      training   runs" in out
+    lines = [ln for ln in err.splitlines() if "using the bundled op sets of nn-gru" in ln]
+    assert lines == [f"opcov: ./coverage/models/nn-gru is not there; using the bundled op sets of nn-gru "
+                     f"({BUNDLED}/models/nn-gru)"]  # fmt: skip
+
+
+def test_the_compile_path_reads_the_bundled_compile_coverage(compiled_here, capsys):
+    """'check DIR --path compile' on the user's compiled op set, and on a zoo model by name, where ./coverage
+    has no compile coverage: the bundled compile coverage judges them, said once per backend (before: 'tpu
+    has no compile coverage under coverage/tpu/compile/; make it with opcov scan tpu --path compile')."""
+    assert cli.main(["check", "coverage/models/mine/compile", "-b", "tpu", "--path", "compile"]) == 0
+    out, err = capsys.readouterr()
+    assert "tpu inference (compile path, tpu): runs" in out
+    assert [ln for ln in err.splitlines() if "compile data" in ln] == [
+        f"opcov: ./coverage has no tpu compile data; using the bundled data for it ({BUNDLED}/tpu/compile)"
+    ]
+    assert cli.main(["check", "nn-convnet", "-b", "cuda", "--path", "compile", "--mode", "inference"]) == 0
+    out, err = capsys.readouterr()
+    assert "cuda inference (compile path, inductor): runs" in out and "no cuda compile data" in err
+
+
+def test_gaps_and_compare_read_the_bundled_zoo_where_coverage_holds_no_eager_op_set(compiled_here, capsys):
+    """Before: 'no model op sets under coverage/models/: trace some with opcov zoo trace'."""
+    for argv in (["gaps", "tpu", "--top", "1"], ["compare", "tpu", "cuda", "--models", "nn-gru,nn-lstm"]):
+        assert cli.main(argv) == 0
+        out, err = capsys.readouterr()
+        assert f"opcov: ./coverage/models holds no eager op set; reading the bundled zoo ({BUNDLED}/models)" in err
+    assert "4 model op set(s) of 2 model(s)" in out
+
+
+def test_a_python_name_resolves_with_the_bundled_index(compiled_here, capsys):
+    """'opcov ops F.layer_norm -b tpu' (README's quick start) found no op where ./coverage holds no index."""
+    assert cli.main(["ops", "F.layer_norm", "-b", "tpu"]) == 0
+    assert capsys.readouterr().out.startswith("answer: aten::layer_norm | tpu: forward registered")

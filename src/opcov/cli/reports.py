@@ -7,6 +7,7 @@ import sys
 
 from opcov.cli import options
 from opcov.errors import EXIT_GATE, EXIT_OK
+from opcov.store import layout
 
 
 def add_diff(sub) -> None:
@@ -42,6 +43,7 @@ def run_gaps(args) -> int:
     from opcov.verdict import gaps
 
     suggest.check_backends([args.backend], args.coverage)  # did you mean, before judging any model
+    args.coverage = layout.zoo_coverage(args.coverage)
     if args.path == "compile":
         from opcov.verdict import compiled
 
@@ -75,6 +77,7 @@ def add_compare(sub) -> None:
 def run_compare(args) -> int:
     from opcov.verdict import compare
 
+    args.coverage = layout.zoo_coverage(args.coverage)
     result = compare.compare(args.a, args.b, args.coverage, models=compare.parse_models(args.models), modes=args.mode)
     sys.stdout.write(compare.render(result, args.format))
     return EXIT_OK
