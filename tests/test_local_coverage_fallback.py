@@ -134,3 +134,17 @@ def test_a_python_name_resolves_with_the_bundled_index(compiled_here, capsys):
     """'opcov ops F.layer_norm -b tpu' (README's quick start) found no op where ./coverage holds no index."""
     assert cli.main(["ops", "F.layer_norm", "-b", "tpu"]) == 0
     assert capsys.readouterr().out.startswith("answer: aten::layer_norm | tpu: forward registered")
+
+
+def test_site_renders_the_bundled_data_where_coverage_holds_op_sets_only(compiled_here):
+    """'opcov site' in such a folder said "coverage: no coverage files; create one with 'opcov scan BACKEND'"
+    (README's site command, after a trace). The folder it renders instead (the render itself is test_site's)."""
+    lines: list[str] = []
+    found = layout.read_coverage(None, say=lines.append)
+    assert layout.site_coverage(found) == BUNDLED and layout.site_coverage(found) == BUNDLED
+    assert lines == [f"opcov: ./coverage holds op sets only, no backend's data; rendering the bundled data ({BUNDLED})"]
+    assert layout.site_coverage("coverage") == "coverage"  # named with --coverage: read alone
+    (compiled_here / "coverage" / "tpu").mkdir()
+    for path in layout.snapshots(BUNDLED, "tpu")["registered"]:
+        shutil.copy(path, compiled_here / "coverage" / "tpu")
+    assert layout.site_coverage(layout.read_coverage(None)) == "coverage"  # data of its own: its site

@@ -544,12 +544,7 @@ def zoo_coverage(coverage_dir: str) -> str:
     bundled data where it is a FoundCoverage that holds no eager op set and no backend data of its own (a
     ./coverage that 'opcov trace --path compile' made), said once: such a folder never hides the zoo."""
     bundled = beside_bundled(coverage_dir)
-    if bundled is None or model_files(coverage_dir):
-        return coverage_dir
-    if any(
-        d != MODELS and _PLAIN_NAME.fullmatch(d) and any(_snapshots(coverage_dir, d).values())
-        for d in listdir(coverage_dir)
-    ):
+    if bundled is None or model_files(coverage_dir) or has_own_data(coverage_dir):
         return coverage_dir
     _say_once(
         coverage_dir,
@@ -557,6 +552,28 @@ def zoo_coverage(coverage_dir: str) -> str:
         f"opcov: ./{models_dir(coverage_dir)} holds no eager op set; reading the bundled zoo ({models_dir(bundled)})",
     )
     return bundled
+
+
+def site_coverage(coverage_dir: str) -> str:
+    """The coverage folder 'opcov site' renders: ``coverage_dir``, or the bundled data where it is a
+    FoundCoverage with no backend's data of its own (op sets only, from 'opcov trace'), said once."""
+    bundled = beside_bundled(coverage_dir)
+    if bundled is None or has_own_data(coverage_dir):
+        return coverage_dir
+    _say_once(
+        coverage_dir,
+        "site",
+        f"opcov: ./{coverage_dir} holds op sets only, no backend's data; rendering the bundled data ({bundled})",
+    )
+    return bundled
+
+
+def has_own_data(coverage_dir: str) -> bool:
+    """Whether a backend has a snapshot under ``coverage_dir`` itself (never the bundled data's)."""
+    return any(
+        d != MODELS and _PLAIN_NAME.fullmatch(d) and any(_snapshots(coverage_dir, d).values())
+        for d in listdir(coverage_dir)
+    )
 
 
 def model_files(coverage_dir: str) -> list[str]:
