@@ -62,17 +62,20 @@ def bundled_coverage() -> str | None:
 class FoundCoverage(str):
     """./coverage as ``read_coverage`` found it, the user having named no folder. A backend it has no
     data for (no snapshot and nothing misplaced in its folder: a trace's op sets under models/ are
-    no backend's data) is read from the bundled data instead, said once per backend through ``say``
-    (``snapshots``, ``backends_with_data``): local op sets never hide the data opcov ships with.
+    no backend's data) is read from the bundled data instead, said once per backend through ``say``, or
+    once for all where it has no backend's data at all (``snapshots``, ``_say_fallback``): local op sets
+    never hide the data opcov ships with.
     A folder named with --coverage is a plain str, read alone."""
 
     say: object  # a callable taking the line, or None
     said: set[str]
+    own: bool | None  # whether some backend has data in the folder itself (has_own_data), once asked
 
     def __new__(cls, path: str, say=None):
         self = super().__new__(cls, path)
         self.say = say
         self.said = set()
+        self.own = None
         return self
 
 
@@ -307,12 +310,29 @@ def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     if bundled is None:
         return _snapshots(coverage_dir, backend)
     where = os.path.join(bundled, plain_name(backend))
-    _say_once(
+    _say_fallback(
         coverage_dir,
         backend,
         f"opcov: ./{coverage_dir} has no {backend} data; using the bundled data for {backend} ({where})",
     )
     return _snapshots(bundled, backend)
+
+
+def _say_fallback(coverage_dir: str, key: str, line: str) -> None:
+    """Say that a backend's data (``key``) is read from the bundled data: ``line``, once per key, where
+    ./coverage has some backend's data of its own; where it has none (op sets only, from 'opcov trace'),
+    one line for every backend, eager and compile: a check of three backends says one line, not four."""
+    assert isinstance(coverage_dir, FoundCoverage)
+    if coverage_dir.own is None:
+        coverage_dir.own = has_own_data(coverage_dir)
+    if not coverage_dir.own:
+        bundled = beside_bundled(coverage_dir)
+        line = (
+            f"opcov: ./{coverage_dir} holds op sets only, no backend's data: every backend's is read from the "
+            f"bundled data ({bundled})"
+        )
+        key = "*"
+    _say_once(coverage_dir, key, line)
 
 
 def _say_once(coverage_dir: str, key: str, line: str) -> None:
@@ -514,18 +534,21 @@ def opset_path(name: str, mode: str, root: str | None = None) -> str:
 
 
 def model_folder(model: str, coverage_dir: str) -> str:
-    """The folder of MODEL's op sets: MODEL itself when it is a folder, else coverage_dir/models/MODEL; for
-    a FoundCoverage without that folder, the bundled zoo's MODEL where it has one (said once): a ./coverage
-    made by 'opcov trace' never hides a zoo model (nor makes 'check llama' trace it anew)."""
-    if os.path.isdir(model):
+    """The folder of MODEL's op sets: MODEL itself when it is a folder, else coverage_dir/models/MODEL."""
+    return model if os.path.isdir(model) else os.path.join(models_dir(coverage_dir), model)
+
+
+def zoo_model(model: str, coverage_dir: str) -> str:
+    """MODEL as 'opcov check' names it, or the bundled zoo's folder of that name where ``coverage_dir`` is a
+    FoundCoverage with no such folder (said once): a ./coverage made by 'opcov trace' never hides a zoo model,
+    nor makes 'check llama' trace it anew."""
+    bundled = beside_bundled(coverage_dir)
+    if bundled is None or os.path.exists(model) or not _PLAIN_NAME.fullmatch(model):
         return model
     folder = os.path.join(models_dir(coverage_dir), model)
-    bundled = beside_bundled(coverage_dir)
-    if bundled is None or os.path.isdir(folder) or not _PLAIN_NAME.fullmatch(model):
-        return folder
     theirs = os.path.join(models_dir(bundled), model)
-    if not os.path.isdir(theirs):
-        return folder
+    if os.path.isdir(folder) or not os.path.isdir(theirs):
+        return model
     _say_once(
         coverage_dir,
         f"{MODELS}/{model}",
@@ -698,7 +721,7 @@ def compile_snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     theirs = _compile_snapshots(bundled, backend)
     if any(theirs.values()):
         where = compile_coverage_dir(plain_name(backend), bundled)
-        _say_once(
+        _say_fallback(
             coverage_dir,
             f"{backend}/{COMPILE}",
             f"opcov: ./{coverage_dir} has no {backend} compile data; using the bundled data for it ({where})",
