@@ -109,6 +109,18 @@ def test_a_zoo_model_by_name_is_read_from_the_bundled_zoo_not_traced_anew(compil
                      f"({BUNDLED}/models/nn-gru)"]  # fmt: skip
 
 
+def test_the_answer_is_the_bundled_datas_whole_observed_runs_and_vendor_expectations_too(compiled_here, capsys):
+    """From a ./coverage that a trace made, 'check llama -b tpu -b xla' read the bundled snapshots but not the
+    bundled observed runs or TorchTPU's test expectations: xla said 'probed' where the bundled data says
+    'observed', and tpu's notes lacked its tests' expectations. Now the answer is the one the bundled data gives."""
+    argv = ["check", "llama", "-b", "tpu", "-b", "xla", "--mode", "inference"]
+    assert cli.main(argv) == 0
+    here = capsys.readouterr().out
+    assert cli.main([*argv, "--coverage", BUNDLED]) == 0
+    assert here == capsys.readouterr().out
+    assert "xla      inference  runs     observed" in here and "TorchTPU's tests expect" in here
+
+
 def test_a_misspelt_zoo_name_is_matched_against_the_bundled_zoo_too(compiled_here, monkeypatch, capsys):
     """Without transformers (the base install), the nearest names came from ./coverage/models alone."""
     from opcov import modelnames

@@ -335,6 +335,16 @@ def _say_fallback(coverage_dir: str, key: str, line: str) -> None:
     _say_once(coverage_dir, key, line)
 
 
+def backend_file(coverage_dir: str, backend: str, path: str) -> str:
+    """``path`` (a file of ``backend``'s under ``coverage_dir``: its observed runs, its vendor tests'
+    expectations), or the same file of the bundled data where ``coverage_dir`` is a FoundCoverage with no
+    data for the backend (``snapshots`` reads the bundled data's for it, and says so)."""
+    bundled = _bundled_for(coverage_dir, backend)
+    if bundled is None or os.path.exists(path):
+        return path
+    return os.path.join(bundled, os.path.relpath(path, coverage_dir))
+
+
 def _say_once(coverage_dir: str, key: str, line: str) -> None:
     """``line`` through a FoundCoverage's ``say``, once per ``key`` (a backend, or what else it read from
     the bundled data in its place)."""
