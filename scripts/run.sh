@@ -25,4 +25,4 @@ echo "tpu's data, summarised: $out/summary-tpu.txt"
 # The user guide first (site/docs/), as the Pages workflow publishes it: the site links to it only when it is there.
 .venv/bin/python -m sphinx -q -b html docs site/docs
 .venv/bin/opcov site > "$out/site.txt" # site/ is not committed: rendered here from coverage/ (CI publishes it to GitHub Pages)
-echo "site: $(tail -n 1 "$out/site.txt"); open site/index.html (the guide: site/docs/index.html)"
+echo "$(tail -n 1 "$out/site.txt"); open site/index.html (the guide: site/docs/index.html)"  # "site: N files ..."

@@ -154,3 +154,15 @@ def test_check_md_lists_every_verdict_and_evidence_word():
         rows = {line.split("|")[1].strip().strip("`") for line in f if line.startswith("| `")}
     missing = sorted(set(vocab.VERDICTS) - rows) + sorted(set(vocab.VERDICT_LEVELS) - rows)
     assert not missing, f"docs/check.md's tables lack {missing}"
+
+
+def test_check_md_names_the_word_of_a_backend_without_data(capsys):
+    """The verdict column's word for a backend opcov knows but has no data for (neuron), as check prints it,
+    is in docs/check.md's verdict table: a newcomer who sees it in the table can look it up."""
+    from opcov import cli
+
+    assert cli.main(["check", "nn-convnet", "-b", "neuron", "--mode", "inference"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("neuron "))
+    word = row.split()[2]
+    with open(os.path.join(ROOT, "docs", "check.md"), encoding="utf-8") as f:
+        assert any(line.startswith(f"| `{word}` |") for line in f), f"docs/check.md's verdict table lacks {word}"

@@ -64,7 +64,9 @@ def unknown(model: str, coverage_dir: str) -> str | None:
     if types is not None and (model in types or model.replace("_", "-") in types):
         return None
     models = layout.models_dir(coverage_dir)
-    zoo = set(layout.listdir(models)) if os.path.isdir(models) else set()
+    zoo = set()
+    for folder in (models, layout.models_dir(layout.beside_bundled(coverage_dir) or coverage_dir)):
+        zoo |= set(layout.listdir(folder)) if os.path.isdir(folder) else set()  # a ./coverage hides no zoo name
     near = difflib.get_close_matches(model, sorted(zoo | (types or set())), n=3)
     hint = f"; did you mean {', '.join(near)}?" if near else ""
     if types is None:  # no transformers: a trace could not tell either; a near zoo name is worth saying now

@@ -9,7 +9,7 @@ import sys
 from opcov import vocab
 from opcov.cli import options
 from opcov.errors import EXIT_GATE, EXIT_OK, UsageError
-from opcov.store import output
+from opcov.store import layout, output
 
 
 def add_parser(sub) -> None:
@@ -122,6 +122,7 @@ def run(args) -> int:
 def _run(args) -> int:
     from opcov.verdict import check, judge, reports
 
+    args.model = layout.zoo_model(args.model, args.coverage)  # a zoo name ./coverage lacks: the bundled zoo's
     paths = [p.strip() for p in args.path.split(",") if p.strip()]
     if not paths or set(paths) - {"eager", "compile"}:
         raise UsageError(f"--path {args.path!r}: expected eager, compile or eager,compile")

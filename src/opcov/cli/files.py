@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from opcov.cli import common, options
 from opcov.errors import EXIT_GATE, EXIT_OK, UsageError
@@ -16,7 +17,8 @@ def add_lint(sub) -> None:
     li.add_argument(
         "--no-catalog",
         action="store_true",
-        help="do not check op names against this torch's catalogue (no torch import)",
+        help="do not check op names against this torch's catalogue (no torch import; where torch is not "
+        "installed, lint skips the check and says so)",
     )
     li.add_argument(
         "--notes",
@@ -26,9 +28,20 @@ def add_lint(sub) -> None:
 
 
 def run_lint(args) -> int:
-    from opcov.store.lint import lint_paths
+    import importlib.util
 
-    files, problems = lint_paths(args.paths, check_catalog=not args.no_catalog)
+    from opcov.store.lint import lint_paths
+    from opcov.torchenv import install_command
+
+    catalog = not args.no_catalog
+    if catalog and importlib.util.find_spec("torch") is None:  # the base install: lint is one of its commands
+        catalog = False
+        print(
+            "opcov: torch is not installed: op names are not checked against its catalogue "
+            f"({install_command()} checks them; --no-catalog skips the check without this line)",
+            file=sys.stderr,
+        )
+    files, problems = lint_paths(args.paths, check_catalog=catalog)
     notes = [p for p in problems if p.severity == "info"]
     for p in problems:
         if p.severity != "info" or args.notes:

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from opcov.cli import options
-from opcov.errors import EXIT_GATE, EXIT_OK
+from opcov.errors import EXIT_GATE, EXIT_OK, UsageError
+from opcov.store import layout
 
 
 def add_diff(sub) -> None:
@@ -20,6 +22,13 @@ def add_diff(sub) -> None:
 def run_diff(args) -> int:
     from opcov.verdict import diff
 
+    for path in (args.old, args.new):  # 'opcov diff tpu cuda' said "tpu: error: cannot read: No such file..."
+        if not os.path.exists(path):
+            names = not any(os.path.exists(p) or os.sep in p or layout.is_yaml(p) for p in (args.old, args.new))
+            also = f"; to compare two backends: 'opcov compare {args.old} {args.new}'" if names else ""
+            raise UsageError(
+                f"{path}: no such file; diff compares two snapshot files of one backend (coverage/BACKEND/*.yaml){also}"
+            )
     result = diff.diff_files(args.old, args.new)
     sys.stdout.write(diff.render(result, args.format))
     return EXIT_GATE if args.fail_on_regression and result.regressions else EXIT_OK
@@ -42,6 +51,7 @@ def run_gaps(args) -> int:
     from opcov.verdict import gaps
 
     suggest.check_backends([args.backend], args.coverage)  # did you mean, before judging any model
+    args.coverage = layout.zoo_coverage(args.coverage)
     if args.path == "compile":
         from opcov.verdict import compiled
 
@@ -75,6 +85,7 @@ def add_compare(sub) -> None:
 def run_compare(args) -> int:
     from opcov.verdict import compare
 
+    args.coverage = layout.zoo_coverage(args.coverage)
     result = compare.compare(args.a, args.b, args.coverage, models=compare.parse_models(args.models), modes=args.mode)
     sys.stdout.write(compare.render(result, args.format))
     return EXIT_OK

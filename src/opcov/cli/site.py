@@ -22,7 +22,9 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from opcov.site.render import render_site
+    from opcov.store import layout
 
+    args.coverage = layout.site_coverage(args.coverage)
     with activity(f"rendering {args.out}/ from {args.coverage}/"):
         stats = render_site(args.coverage, args.out, hold=args.held, cache=not args.no_cache)
     print(

@@ -62,17 +62,20 @@ def bundled_coverage() -> str | None:
 class FoundCoverage(str):
     """./coverage as ``read_coverage`` found it, the user having named no folder. A backend it has no
     data for (no snapshot and nothing misplaced in its folder: a trace's op sets under models/ are
-    no backend's data) is read from the bundled data instead, said once per backend through ``say``
-    (``snapshots``, ``backends_with_data``): local op sets never hide the data opcov ships with.
+    no backend's data) is read from the bundled data instead, said once per backend through ``say``, or
+    once for all where it has no backend's data at all (``snapshots``, ``_say_fallback``): local op sets
+    never hide the data opcov ships with.
     A folder named with --coverage is a plain str, read alone."""
 
     say: object  # a callable taking the line, or None
     said: set[str]
+    own: bool | None  # whether some backend has data in the folder itself (has_own_data), once asked
 
     def __new__(cls, path: str, say=None):
         self = super().__new__(cls, path)
         self.say = say
         self.said = set()
+        self.own = None
         return self
 
 
@@ -306,15 +309,50 @@ def snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     bundled = _bundled_for(coverage_dir, backend)
     if bundled is None:
         return _snapshots(coverage_dir, backend)
-    assert isinstance(coverage_dir, FoundCoverage)
-    if backend not in coverage_dir.said:
-        coverage_dir.said.add(backend)
-        if callable(coverage_dir.say):
-            where = os.path.join(bundled, plain_name(backend))
-            coverage_dir.say(
-                f"opcov: ./{coverage_dir} has no {backend} data; using the bundled data for {backend} ({where})"
-            )
+    where = os.path.join(bundled, plain_name(backend))
+    _say_fallback(
+        coverage_dir,
+        backend,
+        f"opcov: ./{coverage_dir} has no {backend} data; using the bundled data for {backend} ({where})",
+    )
     return _snapshots(bundled, backend)
+
+
+def _say_fallback(coverage_dir: str, key: str, line: str) -> None:
+    """Say that a backend's data (``key``) is read from the bundled data: ``line``, once per key, where
+    ./coverage has some backend's data of its own; where it has none (op sets only, from 'opcov trace'),
+    one line for every backend, eager and compile: a check of three backends says one line, not four."""
+    assert isinstance(coverage_dir, FoundCoverage)
+    if coverage_dir.own is None:
+        coverage_dir.own = has_own_data(coverage_dir)
+    if not coverage_dir.own:
+        bundled = beside_bundled(coverage_dir)
+        line = (
+            f"opcov: ./{coverage_dir} holds op sets only, no backend's data: every backend's is read from the "
+            f"bundled data ({bundled})"
+        )
+        key = "*"
+    _say_once(coverage_dir, key, line)
+
+
+def backend_file(coverage_dir: str, backend: str, path: str) -> str:
+    """``path`` (a file of ``backend``'s under ``coverage_dir``: its observed runs, its vendor tests'
+    expectations), or the same file of the bundled data where ``coverage_dir`` is a FoundCoverage with no
+    data for the backend (``snapshots`` reads the bundled data's for it, and says so)."""
+    bundled = _bundled_for(coverage_dir, backend)
+    if bundled is None or os.path.exists(path):
+        return path
+    return os.path.join(bundled, os.path.relpath(path, coverage_dir))
+
+
+def _say_once(coverage_dir: str, key: str, line: str) -> None:
+    """``line`` through a FoundCoverage's ``say``, once per ``key`` (a backend, or what else it read from
+    the bundled data in its place)."""
+    assert isinstance(coverage_dir, FoundCoverage)
+    if key not in coverage_dir.said:
+        coverage_dir.said.add(key)
+        if callable(coverage_dir.say):
+            coverage_dir.say(line)
 
 
 def _snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
@@ -475,6 +513,9 @@ def pick_pynames(coverage_dir: str, torch_version: str) -> str | None:
     """The Python-name index of ``torch_version`` under coverage_dir (that build, else another build of
     the release), else the last by name, else None."""
     found = sorted(f for f in listdir(coverage_dir) if PYNAMES.match(f)) if os.path.isdir(coverage_dir) else []
+    bundled = beside_bundled(coverage_dir)
+    if not found and bundled is not None:  # a ./coverage made by 'opcov trace' holds no index: the bundled one
+        return pick_pynames(bundled, torch_version)
     torch_of = {f: m.group("torch") for f in found if (m := PYNAMES.match(f))}
     exact = [f for f in found if torch_of[f] == torch_version]
     same = [f for f in found if same_torch(torch_of[f], torch_version)]
@@ -507,9 +548,65 @@ def model_folder(model: str, coverage_dir: str) -> str:
     return model if os.path.isdir(model) else os.path.join(models_dir(coverage_dir), model)
 
 
+def zoo_model(model: str, coverage_dir: str) -> str:
+    """MODEL as 'opcov check' names it, or the bundled zoo's folder of that name where ``coverage_dir`` is a
+    FoundCoverage with no such folder (said once): a ./coverage made by 'opcov trace' never hides a zoo model,
+    nor makes 'check llama' trace it anew."""
+    bundled = beside_bundled(coverage_dir)
+    if bundled is None or os.path.exists(model) or not _PLAIN_NAME.fullmatch(model):
+        return model
+    folder = os.path.join(models_dir(coverage_dir), model)
+    theirs = os.path.join(models_dir(bundled), model)
+    if os.path.isdir(folder) or not os.path.isdir(theirs):
+        return model
+    _say_once(
+        coverage_dir,
+        f"{MODELS}/{model}",
+        f"opcov: ./{folder} is not there; using the bundled op sets of {model} ({theirs})",
+    )
+    return theirs
+
+
 def opset_files(folder: str) -> list[str]:
     """The op-set files directly in one model's folder, sorted (one per mode)."""
     return sorted(os.path.join(folder, f) for f in listdir(folder) if is_yaml(f))
+
+
+def zoo_coverage(coverage_dir: str) -> str:
+    """The coverage folder whose models/ a zoo-wide reader (gaps, compare) walks: ``coverage_dir``, or the
+    bundled data where it is a FoundCoverage that holds no eager op set and no backend data of its own (a
+    ./coverage that 'opcov trace --path compile' made), said once: such a folder never hides the zoo."""
+    bundled = beside_bundled(coverage_dir)
+    if bundled is None or model_files(coverage_dir) or has_own_data(coverage_dir):
+        return coverage_dir
+    _say_once(
+        coverage_dir,
+        MODELS,
+        f"opcov: ./{models_dir(coverage_dir)} holds no eager op set; reading the bundled zoo ({models_dir(bundled)})",
+    )
+    return bundled
+
+
+def site_coverage(coverage_dir: str) -> str:
+    """The coverage folder 'opcov site' renders: ``coverage_dir``, or the bundled data where it is a
+    FoundCoverage with no backend's data of its own (op sets only, from 'opcov trace'), said once."""
+    bundled = beside_bundled(coverage_dir)
+    if bundled is None or has_own_data(coverage_dir):
+        return coverage_dir
+    _say_once(
+        coverage_dir,
+        "site",
+        f"opcov: ./{coverage_dir} holds op sets only, no backend's data; rendering the bundled data ({bundled})",
+    )
+    return bundled
+
+
+def has_own_data(coverage_dir: str) -> bool:
+    """Whether a backend has a snapshot under ``coverage_dir`` itself (never the bundled data's)."""
+    return any(
+        d != MODELS and _PLAIN_NAME.fullmatch(d) and any(_snapshots(coverage_dir, d).values())
+        for d in listdir(coverage_dir)
+    )
 
 
 def model_files(coverage_dir: str) -> list[str]:
@@ -625,7 +722,24 @@ def compile_coverage_dir(backend: str, coverage_dir: str = DEFAULT_COVERAGE) -> 
 
 
 def compile_snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
-    """A backend's compile-coverage files by kind (registered, probed, declared)."""
+    """A backend's compile-coverage files by kind (registered, probed, declared); the bundled data's where
+    ``coverage_dir`` is a FoundCoverage with no data of its own for the backend, eager or compile (said once)."""
+    found = _compile_snapshots(coverage_dir, backend)
+    bundled = _bundled_for(coverage_dir, backend)
+    if bundled is None or any(found.values()):
+        return found
+    theirs = _compile_snapshots(bundled, backend)
+    if any(theirs.values()):
+        where = compile_coverage_dir(plain_name(backend), bundled)
+        _say_fallback(
+            coverage_dir,
+            f"{backend}/{COMPILE}",
+            f"opcov: ./{coverage_dir} has no {backend} compile data; using the bundled data for it ({where})",
+        )
+    return theirs
+
+
+def _compile_snapshots(coverage_dir: str, backend: str) -> dict[str, list[str]]:
     folder = compile_coverage_dir(backend, coverage_dir)
     out: dict[str, list[str]] = {k: [] for k in EVIDENCE}
     if os.path.isdir(folder):

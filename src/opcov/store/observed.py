@@ -29,7 +29,7 @@ def path_for(coverage_dir: str, backend: str, model: str, mode: str, path: str =
     if mode not in MODES:
         raise UsageError(f"mode {str(mode)[:40]!r}: an observed run is of {' or '.join(MODES)}")
     folder = os.path.join(coverage_dir, FOLDER, layout.plain_name(backend), *((COMPILE,) if path == COMPILE else ()))
-    return os.path.join(folder, f"{layout.folder_name(model)}.{mode}.json")
+    return layout.backend_file(coverage_dir, backend, os.path.join(folder, f"{layout.folder_name(model)}.{mode}.json"))
 
 
 def path_of(doc: dict) -> str:

@@ -51,7 +51,10 @@ def _who(backend: str) -> str:
 
 
 def path_for(coverage_dir: str, backend: str) -> str:
-    return os.path.join(coverage_dir, FOLDER, backend, f"{_who(backend).lower()}-tests.json")
+    """coverage/vendor/<backend>/<who>-tests.json (the bundled data's for a ./coverage without the backend's data)."""
+    return layout.backend_file(
+        coverage_dir, backend, os.path.join(coverage_dir, FOLDER, backend, f"{_who(backend).lower()}-tests.json")
+    )
 
 
 def _opinfo_map(coverage_dir: str) -> tuple[dict, str]:
