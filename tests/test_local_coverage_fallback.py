@@ -176,3 +176,25 @@ def test_site_renders_the_bundled_data_where_coverage_holds_op_sets_only(compile
     for path in layout.snapshots(BUNDLED, "tpu")["registered"]:
         shutil.copy(path, compiled_here / "coverage" / "tpu")
     assert layout.site_coverage(layout.read_coverage(None)) == "coverage"  # data of its own: its site
+
+
+@pytest.mark.parametrize("where", ["opsets/brk", "coverage/models/nn-gru"])
+def test_graph_breaks_run_the_eager_op_set_beside_the_compiled_one(compiled_here, where, capsys):
+    """A GRU model's compile graph-breaks at its RNN and runs that part eagerly: the eager op set is looked for
+    beside the compiled one (a user's DIR/compile/ sits in DIR, whatever the model's name) before the zoo's, so
+    the breaks are judged (before: 'unknown', no eager op set of a model the zoo lacks), from a folder of the
+    user's own and from a trace-made ./coverage whose zoo name the bundled data also has."""
+    import yaml
+
+    folder = compiled_here / where
+    (folder / "compile").mkdir(parents=True)
+    for rel in ("training.yaml", "compile/inductor-training.yaml"):
+        doc = yaml.safe_load(open(f"{BUNDLED}/models/nn-gru/{rel}"))
+        doc.pop("integrity", None)
+        doc["model"]["name"] = "brk" if where.startswith("opsets") else "nn-gru"
+        (folder / rel).write_text(yaml.safe_dump(doc, sort_keys=False))
+    assert cli.main(["check", f"{where}/compile", "-b", "cuda", "--path", "compile"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "cuda training (compile path, inductor): runs" in out and "eagerly at the breaks (eager coverage): runs" in out
+    )

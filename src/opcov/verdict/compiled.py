@@ -247,17 +247,24 @@ def _worded(verdict, cov: judge.Coverage):
     return verdict
 
 
-def eager_opset_for(doc: dict, coverage_dir: str, backend: str | None = None) -> dict | None:
+def eager_opset_for(doc: dict, coverage_dir: str, backend: str | None = None, near: str = "") -> dict | None:
     """The eager op set of the same model and mode that runs at the graph breaks on ``backend``: the one
     recorded on the backend itself where there is one (coverage/models/<model>/on/<backend>-<mode>.yaml,
     where 'opcov trace --on' writes it), since a composite that asks the
-    device type (an RNN's fused cell) takes the backend's own branch there; else the zoo's stand-in op set."""
+    device type (an RNN's fused cell) takes the backend's own branch there; else the stand-in op set. Looked
+    for beside the compiled op set first (``near``: its path; a user's ``DIR/compile/`` sits in ``DIR``), then
+    under ``coverage_dir``, then in the bundled data where ``coverage_dir`` is a user's folder without it."""
     name = str(doc["model"]["name"]).replace("/", "_")
-    top = layout.models_dir(coverage_dir)
+    here = os.path.dirname(os.path.dirname(os.path.abspath(near))) if near else ""
+    if here and os.path.basename(os.path.dirname(os.path.abspath(near))) != "compile":
+        here = ""
+    tops = [layout.models_dir(c) for c in (coverage_dir, layout.beside_bundled(coverage_dir)) if c]
     paths = []
-    if backend:
-        paths.append(layout.break_opset_path(os.path.join(top, name), backend, doc["mode"]))
-    paths.append(layout.opset_path(name, doc["mode"], top))
+    for folder, top in ([(here, "")] if here else []) + [(os.path.join(top, name), top) for top in tops]:
+        if backend:
+            paths.append(layout.break_opset_path(folder, backend, doc["mode"]))
+        mode = layout.plain_name(doc["mode"], "mode")
+        paths.append(layout.opset_path(name, mode, top) if top else os.path.join(here, f"{mode}.yaml"))
     path = next((p for p in paths if os.path.isfile(p)), None)
     return opset.load(path) if path else None
 
@@ -268,7 +275,7 @@ def check(model: str, backends, modes, coverage_dir: str) -> list[CompiledVerdic
     out = []
     for backend in backends:
         for path, doc in compiled_opsets(model, backend, modes, coverage_dir):
-            cv = judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir, backend))
+            cv = judge_compiled(path, doc, backend, coverage_dir, eager_opset_for(doc, coverage_dir, backend, path))
             observed.annotate_compiled(cv, str(doc["model"]["name"]), coverage_dir)
             out.append(cv)
     return out
