@@ -82,7 +82,12 @@ def test_ops_and_check_show_them_as_expectations(cov):
     assert proc.returncode in (0, 1), proc.stderr
     (training,) = [v for v in json.loads(proc.stdout)["verdicts"] if v["mode"] == "training"]
     said = [n for n in training["notes"] if "TorchTPU's tests expect" in n]
-    assert said and all(n.endswith("an expectation, not a result)") for n in said)
+    assert said and all(f"fixture@{COMMIT[:12]})" in n for n in said)  # each line names its source, short
+    # that they are expectations, and the source's own note, said once before them (not on each of them)
+    (once,) = [n for n in training["notes"] if n.startswith("TorchTPU's test expectations below are read from")]
+    assert once.endswith("expectations, not results") and training["notes"].index(once) < training["notes"].index(
+        said[0]
+    )
     assert training["evidence"] != "vendor_expected"  # never judged from
 
 

@@ -239,13 +239,27 @@ def find(coverage_dir: str, backend: str) -> dict | None:
     return load(p) if os.path.exists(p) else None
 
 
-def source_label(doc: dict, file: str | None = None) -> str:
+def source_label(doc: dict, file: str | None = None, note: bool = True) -> str:
     """'REPO@COMMIT12' of the file an expectation was read from (its own commit where the copy names one per
-    file), with the source's note ('a public copy, not verified as the release') where it has one."""
+    file), with the source's note ('a public copy, not verified as the release') where it has one and ``note``."""
     src = doc["source"]
     commit = (src.get("file_commits") or {}).get(file or "", src.get("commit"))
+    said = f" ({src['note']})" if src.get("note") and note else ""
+    return f"{src.get('repo')}@{str(commit)[:12]}{said}"
+
+
+def source_said(coverage_dir: str, backend: str) -> str:
+    """Once per report, where its expectation lines are short (``short``): where they were read, the source's
+    note, and that they are expectations; '' where the backend has no expectations document."""
+    doc = find(coverage_dir, backend)
+    if doc is None:
+        return ""
+    src = doc["source"]
     note = f" ({src['note']})" if src.get("note") else ""
-    return f"{src.get('repo')}@{str(commit)[:12]}{note}"
+    return (
+        f"{_who(doc['backend'])}'s test expectations below are read from its test sources at {src.get('repo')}{note}, "
+        "without running them: expectations, not results"
+    )
 
 
 def _named(why: str, item: dict) -> str:
@@ -253,8 +267,9 @@ def _named(why: str, item: dict) -> str:
     return why.replace("{op.name}", item["opinfo"]).replace("{op_info.name}", item["opinfo"])
 
 
-def said(doc: dict, item: dict) -> str:
-    """One expectation in words: "TorchTPU's tests expect ... (an expectation, not a result)"."""
+def said(doc: dict, item: dict, short: bool = False) -> str:
+    """One expectation in words: "TorchTPU's tests expect ... (an expectation, not a result)"; ``short``: without
+    the source's note and that last phrase, for a report that says them once (``source_said``)."""
     who = _who(doc["backend"])
     kind = item["kind"]
     deny = kind.startswith("deny")
@@ -277,9 +292,10 @@ def said(doc: dict, item: dict) -> str:
     test = (
         item["test"] if str(item["test"]).startswith(str(item.get("file"))) else f"{item.get('file')}, {item['test']}"
     )
+    tail = "" if short else "; an expectation, not a result"
     return (
         f"{who}'s tests expect: {what}{against} (OpInfo {item['opinfo']}, {test}, "
-        f"{source_label(doc, item.get('file'))}; an expectation, not a result)"
+        f"{source_label(doc, item.get('file'), note=not short)}{tail})"
     )
 
 
@@ -312,7 +328,9 @@ def bears(item: dict, dtypes, backward: bool, path: str) -> bool:
     return kind in ("skipped", "skipped_when", "deny")
 
 
-def for_ops(coverage_dir: str, backend: str, ops, path: str | None = None) -> tuple[dict[str, list[str]], int]:
+def for_ops(
+    coverage_dir: str, backend: str, ops, path: str | None = None, short: bool = False
+) -> tuple[dict[str, list[str]], int]:
     """({op: expectation lines}, how many were left out) for those of ``ops`` the backend's vendor tests say
     something about. ``ops`` is a list of op names (every expectation of each), or, with ``path`` (eager |
     compile), {op: (dtypes called, whether its backward runs)}: only what bears on a verdict there (``bears``)
@@ -325,27 +343,27 @@ def for_ops(coverage_dir: str, backend: str, ops, path: str | None = None) -> tu
     for op in ops:
         for item in doc["ops"].get(op, ()):
             if path is None or (own_test(op, item) and bears(item, ops[op][0], ops[op][1], path)):
-                out.setdefault(op, []).append(said(doc, item))
+                out.setdefault(op, []).append(said(doc, item, short))
             else:
                 left += 1
     return out, left
 
 
-def _where(doc: dict, entries: list) -> str:
+def _where(doc: dict, entries: list, note: bool = True) -> str:
     """'FILE:L1, L2 at REPO@COMMIT; FILE2:L3 at REPO@COMMIT (note)' for entries with file and line: each
     file with the commit it was read at, the source's note once."""
     by: dict[str, list] = {}
     for e in entries:
         by.setdefault(e["file"], []).append(str(e["line"]))
     src = doc["source"]
-    note = f" ({src['note']})" if src.get("note") else ""
+    said = f" ({src['note']})" if src.get("note") and note else ""
     commits = src.get("file_commits") or {}
     return (
         "; ".join(
             f"{f}:{', '.join(ls)} at {src.get('repo')}@{str(commits.get(f, src.get('commit')))[:12]}"
             for f, ls in sorted(by.items())
         )
-        + note
+        + said
     )
 
 
@@ -356,7 +374,7 @@ def _model_groups(entries) -> dict:
     return dict(sorted(out.items()))
 
 
-def models_said(doc: dict, entries=None, like: str = "") -> list[str]:
+def models_said(doc: dict, entries=None, like: str = "", short: bool = False) -> list[str]:
     """One line per model the vendor's model-coverage tests run (``entries``: those of ``doc["models"]``
     to say; ``like``: said after the name), with how (training / inference, through torch.compile), the size the test tags it with, and
     where: file, lines, repository and commit."""
@@ -370,9 +388,9 @@ def models_said(doc: dict, entries=None, like: str = "") -> list[str]:
             else "without torch.compile"
         )
         size = f", tagged {ms[0]['size']}" if ms[0].get("size") else ""
+        tail = ")" if short else "; an expectation, not a result)"
         out.append(
-            f"{who}'s own model tests run {provider} {module}{like} ({modes}, {how}{size}; {_where(doc, ms)}; "
-            "an expectation, not a result)"
+            f"{who}'s own model tests run {provider} {module}{like} ({modes}, {how}{size}; {_where(doc, ms, not short)}{tail}"
         )
     return out
 
@@ -393,12 +411,12 @@ def models_like(doc: dict, name: str) -> list[dict]:
     return out
 
 
-def model_notes(coverage_dir: str, backend: str, name: str) -> list[str]:
+def model_notes(coverage_dir: str, backend: str, name: str, short: bool = False) -> list[str]:
     """check's notes on a model named like one the backend's own model tests run (``models_like``)."""
     doc = find(coverage_dir, backend)
     if doc is None or not models_like(doc, name):
         return []
-    return models_said(doc, models_like(doc, name), f", named like {name} (matched by name, not by config)")
+    return models_said(doc, models_like(doc, name), f", named like {name} (matched by name, not by config)", short)
 
 
 def collectives_by_name(doc: dict) -> dict:

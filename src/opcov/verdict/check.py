@@ -386,7 +386,11 @@ def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, o
         backend,
         {r.op: (r.dtypes, any(f.direction == "backward" for f in r.findings)) for r in v.ops},
         path="eager",
+        short=True,
     )
+    models = vendor.model_notes(coverage_dir, backend, str((doc.get("model") or {}).get("name") or ""), short=True)
+    if expected or models:  # where the short lines below were read, said once
+        v.notes.append(vendor.source_said(coverage_dir, backend))
     if expected or left:
         shown = [f"{op}: {line}" for op, lines in expected.items() for line in lines]
         v.notes += shown[:5]
@@ -397,7 +401,7 @@ def _judge_one(doc: dict, backend: str, coverage_dir: str, own_at: str | None, o
         if said:
             v.notes.append(f"vendor-test expectations: {' and '.join(said)}: opcov ops OP -b {backend}")
         v.sources.append(vendor.path_for(coverage_dir, backend))
-    v.notes += vendor.model_notes(coverage_dir, backend, str((doc.get("model") or {}).get("name") or ""))
+    v.notes += models
     return v
 
 
