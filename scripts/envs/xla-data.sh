@@ -14,7 +14,8 @@
 #   scripts/envs/xla-data.sh opinfos  # the OpInfos no case came from yet (ops outside core ATen and the zoo)
 #   scripts/envs/xla-data.sh intpaths # those OpInfos' int64 and bool cases
 #   scripts/envs/xla-data.sh sweep    # every OpInfo's calls in the argument classes no case had yet
-#   scripts/envs/xla-data.sh          # all twelve
+#   scripts/envs/xla-data.sh factories # the factory OpInfos, made on the device (earlier probes made them on CPU)
+#   scripts/envs/xla-data.sh          # all thirteen
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -194,6 +195,17 @@ sweep() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The factory OpInfos (full, eye, triu_indices, the signal windows: their samples name a device): a probe before
+# the case's device argument was set to the probed device made them on CPU and read them as passes; merged in.
+factories() {
+    local ops
+    ops=$("$ENV/bin/python" scripts/envs/xla_factory_opinfos.py)
+    [ -n "$ops" ] || { echo "no factory OpInfo in this torch"; return; }
+    shard factories --ops "$ops" --no-schema --timeout 120 --dtypes float32,bfloat16,float16,float64,int64,bool
+    "$OPCOV" merge "$PROBED" "$WORK/factories.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -207,6 +219,7 @@ case "${1:-all}" in
     opinfos) opinfos ;;
     intpaths) intpaths ;;
     sweep) sweep ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|all]" >&2; exit 2 ;;
+    factories) factories ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|all]" >&2; exit 2 ;;
 esac
