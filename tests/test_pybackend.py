@@ -63,7 +63,7 @@ def _run(code: str, spec=None) -> subprocess.CompletedProcess:
 
 def _results(code: str, spec=None) -> dict:
     """Run ``code`` (which fills ``res``) and return ``res`` decoded."""
-    proc = _run(textwrap.dedent(code) + "\nprint('RESULT ' + json.dumps(res))\n", spec)
+    proc = _run(textwrap.dedent(code) + "\nprint('RESULT ' + json.dumps(res))\npb.end_process(0)\n", spec)
     assert proc.returncode == 0, proc.stderr
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT ") :])

@@ -31,11 +31,12 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import sys
 import tempfile
 import time
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 import torch.utils._pytree as pytree
@@ -851,6 +852,20 @@ def current_spec() -> dict | None:
 def device() -> torch.device:
     """The ``torch.device`` of the installed backend."""
     return torch.device(_STATE["name"] or DEFAULT_NAME)
+
+
+def end_process(code: int = 0) -> NoReturn:
+    """Flush and end this process without interpreter teardown.
+
+    A process that ran a backward on this backend holds an autograd device thread; if that thread
+    touches Python while the interpreter finalizes, the process aborts after its work is done
+    ("terminate called without an active exception", pytorch/pytorch#38228; seen rarely with torch
+    2.13 under load). A child whose answer is already printed ends here instead, so its exit status
+    says what it did.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def __opcov_settings__() -> dict:

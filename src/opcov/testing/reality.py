@@ -312,7 +312,7 @@ for variant, inputs in variants:
         step(to_device(orig), pb.device(), inputs)
     except Exception as exc:
         print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + first_line(exc)}))
-        sys.exit(0)
+        pb.end_process(0)
 
 def compared(out, loss, model):
     # what a run is judged by: its outputs, and in training its loss and its parameters' gradients
@@ -365,7 +365,7 @@ for variant, inputs in variants:
     except Exception as exc:
         print(json.dumps({"actual": actual_of(exc), "detail": where_it(variant) + "with dropout off: "
                           + first_line(exc)}))
-        sys.exit(0)
+        pb.end_process(0)
     # A 16-bit model: CPU and the device may take different paths (a backend's own kernel for a
     # composite, CPU's decomposition of it), which round differently at a resolution (bfloat16: 2**-8) coarser than the
     # tolerance, so both are measured against a float32 CPU run (float64 has no grouped_mm), as the probe
@@ -398,7 +398,7 @@ for a, b, e in pairs:
     b = b.detach().cpu().to(a.dtype)
     if a.shape != b.shape:
         print(json.dumps({"actual": "wrong", "detail": f"shape {tuple(b.shape)} != {tuple(a.shape)}"}))
-        sys.exit(0)
+        pb.end_process(0)
     if a.is_floating_point() and a.numel():
         if e is not None and e.shape == a.shape:
             e = e.detach()
@@ -415,6 +415,7 @@ replayed = (f"; top-k decisions replayed from the CPU run: {decisions['flips']} 
             "the device" if decisions["of"] else "")
 print(json.dumps({"actual": "ran" if worst <= 1 else "wrong",
                   "detail": f"max error {worst:.3g} x tolerance vs {against}{replayed}"}))
+pb.end_process(0)
 """
 
 
