@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from conftest import load_yaml, opcov_here, run_opcov
+from conftest import ROOT, load_yaml, opcov_here, run_opcov
 
 PB = ["--import", "opcov.sources.pybackend"]
 
@@ -543,3 +543,42 @@ def test_a_factory_opinfo_makes_its_result_on_the_probed_device(tmp_path):
     out, doc, _ = probe(tmp_path, "factory", spec, "--ops", "^triu_indices$", "--dtypes", "int64", "--tiers", "none")
     cells = doc["ops"]["aten::triu_indices"]  # keyed by the dtype it made, or 'none' where it made nothing
     assert cells and all(c["fwd"] == "unsupported" for c in cells.values()), cells
+
+
+FACTORY_MODEL = """
+import torch
+
+def pairs():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 4)
+    x = torch.randn(4, 4)
+
+    class Pairs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = model
+
+        def forward(self, x):  # the upper triangle of a similarity matrix, as a DLRM-style interaction does
+            i, j = torch.triu_indices(4, 4, 1, device=x.device)
+            return self.lin(x)[i, j]
+
+    return Pairs(), (x,)
+"""
+
+
+def test_a_models_own_factory_call_is_replayed_on_the_probed_device(tmp_path):
+    """A model's factory call (``triu_indices(..., device=x.device)``; arange, full and eye alike) reaches the
+    dispatcher with ``device=`` filled in; its replay makes the result on the probed device, as the model's
+    run there does. A backend without the kernel fails the replayed call (it once passed, made on CPU: a
+    DLRM-style model's triu_indices on PyTorch/XLA, which falls back there, read as running)."""
+    (tmp_path / "pairsmodel.py").write_text(FACTORY_MODEL)
+    spec = {"kernels": {}, "fallback": "raise"}
+    out = str(tmp_path / "own.yaml")
+    proc = run_opcov(
+        "probe", "opcovtest", *PB, "--traces", "pairsmodel:pairs", "--ops", r"^trace\.", "--directions", "forward",
+        "--tiers", "none", "--out", out, timeout=600, OPCOV_PYBACKEND_SPEC=json.dumps(spec),
+        PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "src"), str(tmp_path)]),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    cells = load_yaml(out)["ops"]["aten::triu_indices"]
+    assert cells and all(c["traced"] == {"pairsmodel.pairs": "unsupported"} for c in cells.values()), cells

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from opcov.errors import UsageError
 from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, argsweep, replay, schemacases
-from opcov.probe.sample import Loaded, Sample
+from opcov.probe.sample import Loaded, Sample, factory_device_kw
 from opcov.probe.tiers import TIERS, tier_samples
 from opcov.sources.opinfo import aten_names, opinfo_index, opinfo_samples, opinfos, seed_all, seed_of
 
@@ -143,8 +143,7 @@ def load_group(group: dict) -> Loaded:
         sample.host_leaves = leaves
     samples += tier_samples(samples, group.get("tiers", ()), bool(group.get("all_samples")))
     for sample in samples:  # a factory OpInfo (full, eye, triu_indices, the windows) names the device it makes on
-        if "device" in sample.kwargs:
-            sample.device_kw = "device"
+        sample.device_kw = factory_device_kw(sample.kwargs, "cpu")
     # has_nondeterministic_output: an OpInfo field that torch 2.9 (PyTorch/XLA's) does not have yet
     return Loaded(
         op.op,

@@ -30,7 +30,7 @@ from opcov import backends
 from opcov.dtypes import call_dtype, dtype_name
 from opcov.errors import UsageError
 from opcov.probe.record import signature
-from opcov.probe.sample import Loaded, op_call
+from opcov.probe.sample import Loaded, factory_device_kw, op_call
 from opcov.sources import generate, models, zoo
 from opcov.sources.step import as_torch_modules, default_loss, input_variants
 from opcov.store import layout, opset
@@ -184,9 +184,9 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
             if sig in sigs:
                 return
             sigs.add(sig)
-            device_kw = None
-            if self.dev is not None and str(k.get("device", "")).startswith(self.dev.type):
-                k, device_kw = dict(k, device=torch.device("cpu")), "device"  # a factory: made on the device
+            device_kw = factory_device_kw(k, "cpu" if self.dev is None else self.dev.type)
+            if device_kw:  # a factory: copied as made on CPU, made on the device by the replay
+                k = dict(k, device=torch.device("cpu"))
             # a device tensor's copy is a CPU tensor (the replay moves it back), as a CPU step's would be;
             # a forward call keeps which inputs require grad, so the device runs it under its own autograd
             # (its checks, e.g. no complex abs, and the backward it takes: opcov.probe.execute's bwd)

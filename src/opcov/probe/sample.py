@@ -42,6 +42,16 @@ class Sample:
         self.index = None  # its place among the group's samples as made, where a cap kept some (opcov.probe.lazy)
 
 
+def factory_device_kw(kwargs: dict, device_type: str) -> str | None:
+    """``"device"`` where a call is a factory that makes its result on ``device_type``, else None.
+
+    A model's factory (``torch.arange(n, device=x.device)``, ``triu_indices``, ``full``) reaches the
+    dispatcher with ``device=`` filled in, whether the user wrote it or not; a case or replayed call
+    made on the host is made on the device for the device run, as the model run there would make it
+    (a factory the device lacks then shows, rather than passing on CPU)."""
+    return "device" if str(kwargs.get("device") or "").startswith(device_type) else None
+
+
 def op_call(func, args, kwargs) -> Sample:
     """A sample that calls one op overload ``func(*args, **kwargs)`` (a replayed or schema-made call),
     about that op's base name."""
