@@ -247,3 +247,27 @@ def test_trace_exits_1_after_writing_a_compile_that_stopped_and_says_why(tmp_pat
         [sys.executable, "-m", "opcov", "trace", "--help"], capture_output=True, text=True, env=child_env()
     )
     assert "Exit codes: 0 the op set is written" in " ".join(helped.stdout.split())
+
+
+def test_dynamos_own_log_is_kept_off_stderr_unless_verbose(monkeypatch):
+    """'opcov trace --path compile' keeps Dynamo's and Inductor's log lines (a failed frame, a recompile) out
+    of its output, as what they say is recorded in the op set; '--verbose' (OPCOV_VERBOSE in a factory's
+    child) keeps them for a user who wants Dynamo's own words."""
+    import logging
+
+    name = "opcov_test.dynamo_like"
+    monkeypatch.delenv(compiled.VERBOSE_ENV, raising=False)
+    logging.getLogger(name).setLevel(logging.NOTSET)
+    compiled._quiet(name)
+    assert logging.getLogger(name).level == logging.CRITICAL
+    logging.getLogger(name).setLevel(logging.NOTSET)
+    monkeypatch.setenv(compiled.VERBOSE_ENV, "1")
+    compiled._quiet(name)
+    assert logging.getLogger(name).level == logging.NOTSET
+
+
+def test_verbose_without_path_compile_is_one_line():
+    from conftest import opcov_here
+
+    r = opcov_here("trace", "gpt2", "--verbose", "--out", os.devnull)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--verbose goes with --path compile" in r.stderr

@@ -118,6 +118,12 @@ def _output_options(tr) -> None:
         "graphs after the compile backend's decompositions (coverage/models/<model>/compile/"
         "<backend>-<mode>.yaml; --out names the file when one backend is asked)",
     )
+    tr.add_argument(
+        "--verbose",
+        action="store_true",
+        help="with --path compile: keep Dynamo's and Inductor's own log on stderr (by default it is kept out; "
+        "what it says of graph breaks, recompiles and failures is recorded in the op set either way)",
+    )
 
 
 def run(args) -> int:
@@ -128,7 +134,13 @@ def run(args) -> int:
     if args.parallel or args.world_size:
         return _parallel(args)
     if args.path == "compile":
+        if args.verbose:  # read by tracing.compiled here and in a factory's child, which inherits it
+            from opcov.tracing.compiled import VERBOSE_ENV
+
+            os.environ[VERBOSE_ENV] = "1"
         return _compiled(args)
+    if args.verbose:
+        raise UsageError("--verbose goes with --path compile (the eager trace prints no log of its own)")
     if args.compile_backend:
         raise UsageError("--compile-backend goes with --path compile")
 

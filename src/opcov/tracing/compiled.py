@@ -423,17 +423,25 @@ def _fake_copy(torch, module, opts: Options):
     return mod, fake
 
 
+VERBOSE_ENV = "OPCOV_VERBOSE"  # set by 'opcov trace --path compile --verbose'
+
+
+def _quiet(*names: str) -> None:
+    """Keep Dynamo's and Inductor's own log (a failed frame, a recompile) off stderr, unless ``--verbose``
+    asked for it: what it says is recorded in the op set (graph breaks, outcome, failure) and said in one
+    line by 'opcov trace'."""
+    if not os.environ.get(VERBOSE_ENV):
+        for name in names:
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def capture(torch, module, inputs, opts: Options, recipes: list[Recipe], loss=None) -> Capture:
     """Compile ``module``'s forward (and loss, in training) for every recipe at once and run it,
     with its backward in training, on fake tensors (real ones with ``opts.real``)."""
     import torch._dynamo
 
     cap = Capture(trees={r.name: calltree.Builder() for r in recipes})
-    logging.getLogger("torch._subclasses.fake_tensor").setLevel(logging.CRITICAL)
-    # Dynamo's and Inductor's own warnings (a failed frame, a recompile) would reach the user raw: what they
-    # say is recorded in the op set (graph breaks, outcome, failure) and said in one line by 'opcov trace'
-    for name in ("torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    _quiet("torch._subclasses.fake_tensor", "torch._dynamo", "torch._inductor", "torch.fx.experimental.symbolic_shapes")
     mod, fake = _fake_copy(torch, module, opts)
     fake = fake or contextlib.nullcontext()
     with fake:
@@ -479,8 +487,7 @@ def capture_serve(torch, module, inputs, opts: Options, recipes: list[Recipe]) -
 
     serve.check_model(module)
     cap = Capture(trees={r.name: calltree.Builder() for r in recipes})
-    for name in ("torch._subclasses.fake_tensor", "torch._dynamo", "torch._inductor"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    _quiet("torch._subclasses.fake_tensor", "torch._dynamo", "torch._inductor")
     mod, fake = _fake_copy(torch, module, opts)
     mod.eval()
     fake = fake or contextlib.nullcontext()
