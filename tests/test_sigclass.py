@@ -544,6 +544,14 @@ def test_a_scalar_that_only_shapes_an_activations_values_is_no_path():
     assert not sigclass.covers("float32:2,int64:1;", "float32:2,int64:1;reduction=0")
 
 
+def test_the_values_nan_to_num_writes_are_no_path():
+    """A tabular model's nan_to_num(nan=0, posinf=10, neginf=-10) runs the kernel OpInfo's nan=0.5 or its defaults
+    ran: which values replace NaN and the infinities picks no path, as an activation's bounds do not."""
+    assert sigclass.covers("float32:1!rg;nan=0.5", "float32:2;nan=0,neginf=-10,posinf=10")
+    assert sigclass.same_path("float32:2;", "float32:2;posinf=1")
+    assert not sigclass.same_path("float32:1;nan=0", "float32:0d;nan=0")  # ranks still count
+
+
 def test_which_dimensions_a_transpose_swaps_is_no_path():
     """A statistics head's in-place transpose of dims 0 and 1 takes the path OpInfo's transpose of 0 and -1 took;
     a second family, attention's out-of-place transpose of 1 and 2, likewise (``dim`` was never a selector)."""

@@ -388,9 +388,12 @@ def covers(ran_sig: str, call_sig: str) -> bool:
 
 
 BOTH_KNOW = ("to", "absent")  # selectors compared only where both sides name them (older texts do not)
-# Scalars that only shape an activation's values (its slope, threshold, bounds, scales): every value runs the same
-# kernel, so they are not compared (softshrink's lambd of 0.2 and OpInfo's default 0.5; leaky_relu's slopes).
-VALUES_ONLY = frozenset({"lambd", "negative_slope", "threshold", "min_val", "max_val", "input_scale"})
+# Scalars that only shape an activation's values (its slope, threshold, bounds, scales) or are the values written in
+# place of others (nan_to_num's nan, posinf, neginf): every value runs the same kernel, so they are not compared
+# (softshrink's lambd of 0.2 and OpInfo's default 0.5; leaky_relu's slopes; a NaN replaced by 0 or by -1).
+VALUES_ONLY = frozenset(
+    {"lambd", "negative_slope", "threshold", "min_val", "max_val", "input_scale", "nan", "posinf", "neginf"}
+)
 # Arguments that name a dimension, as ``dim`` does (never a selector): which dimensions a transpose swaps
 # picks no kernel. Compared nowhere, so that op sets that name them stay as traced.
 DIMENSIONS = frozenset({"dim0", "dim1"})
