@@ -641,3 +641,43 @@ def test_a_fallback_verdict_names_the_kernel_the_backend_ran(op, dtype, why, ker
     cell["why"] = "ran through the CPU fallback"  # an older text naming none: the op set's op stands alone
     cov = judge.Coverage("fake", registered(ops={op: kernel()}), probed(ops={op: {dtype: cell}}), ["r", "p"])
     assert json.loads(as_json.report([judge.judge(doc, cov)], doc))["verdicts"][0]["ops"][0]["fell"] == []
+
+
+@pytest.mark.parametrize(
+    "op,fell_case_why,call,kernel_ran",
+    [
+        # a distribution head's mvlgamma: PyTorch/XLA runs it as lgamma, which falls back
+        ("aten::mvlgamma", "ran through PyTorch/XLA's CPU fallback (aten::lgamma); the values pass", "float32:2;p=2",
+         ["aten::lgamma"]),
+        # a Gaussian process's cholesky_solve (another family: linalg), through _cholesky_solve_helper
+        ("aten::cholesky_solve", "ran through PyTorch/XLA's CPU fallback (aten::_cholesky_solve_helper); the values "
+         "pass", "float32:2,float32:2;", ["aten::_cholesky_solve_helper"]),
+        # the op fell back itself beside others of that sample's own calls (lu_solve's): the op set's op alone
+        ("aten::linalg_solve_triangular", "ran through PyTorch/XLA's CPU fallback (aten::linalg_lu_solve, "
+         "aten::linalg_solve_triangular, aten::lu_unpack); the values pass", "float32:2,float32:2;upper=True", []),
+    ],
+)  # fmt: skip
+def test_a_fallback_on_a_sibling_case_names_what_the_cells_cases_fell_through(op, fell_case_why, call, kernel_ran):
+    """The case of the model's class that fell back is not the cell's representative, whose text names what the
+    fallback counters saw: where both are samples of one OpInfo and every failing case of the cell fell back, the
+    verdict names those ops (``fell``), not only the op the model called."""
+    from test_check import tree_opset
+
+    from opcov.verdict import judge
+    from opcov.verdict.reports import as_json
+
+    cell = {"fwd": "fallback", "cases": 4, "fails": 2, "case": "o|float32|0", "why": fell_case_why,
+            "failed": ["fallback o|float32|0 float32:0d;", f"fallback o|float32|1 {call}"]}  # fmt: skip
+    tree = [f"1 forward kernel {op} float32 x1 | shape=[3, 3] | sig={call}"]
+    doc = tree_opset(tree)
+
+    def fell(cell):
+        cov = judge.Coverage("fake", registered(ops={op: kernel()}), probed(ops={op: {"float32": cell}}), ["r", "p"])
+        (found,) = json.loads(as_json.report([judge.judge(doc, cov)], doc))["verdicts"][0]["ops"]
+        assert found["outcome"] == "fallback", found
+        return found["fell"]
+
+    assert fell(cell) == kernel_ran
+    other = {**cell, "failed": ["mismatch o|float32|0 float32:0d;", f"fallback o|float32|1 {call}"]}
+    assert fell(other) == []  # not every failing case fell back: the representative's text says nothing of this one
+    assert fell({**cell, "case": "another|float32|0"}) == []  # another OpInfo's sample

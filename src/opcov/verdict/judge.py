@@ -622,7 +622,7 @@ def _from_call_classes(cov: Coverage, req: _Req) -> Finding | None:
         return None
     if judged[0] == "pass" and _uncovered(slot, req):
         judged = ("unknown", "", f"{judged[2]}; the cases that ran had other arguments than this model's")
-    return _judge_by_class(req.direction, req.dtype, slot, judged, req.shapes, req.src)
+    return _judge_by_class(req.direction, req.dtype, slot, judged, req.op, req.src)
 
 
 def _uncovered(slot, req: _Req) -> tuple:
@@ -954,7 +954,25 @@ def _judge_own(
     return Finding(direction, dtype, "fails", "probed", f"{PROBED_FAIL.get(status, status)} ({said}){detail}", src)
 
 
-def _judge_by_class(direction: str, dtype: str, slot, judged: tuple, shapes: tuple, src: str) -> Finding:
+def _fell_alike(status: str, slot, case: str, op: str) -> str:
+    """For a fallback found on a case other than the cell's representative: the ops the backend's fallback
+    counters named for that one, where it is a sample of the same source (OpInfo) and every failing case of the
+    cell fell back (``mvlgamma`` falls back through ``lgamma``, ``cholesky_solve`` through
+    ``_cholesky_solve_helper``), so that a verdict names the ops that fall back, not only the op the model called.
+    Where they include the op itself, the others are that sample's own other calls: nothing is added."""
+    failed = slot.failed or ()
+    if status != "fallback" or slot.status != "fallback" or not slot.why or not failed or not slot.case:
+        return ""
+    if slot.case.split("|")[0] != str(case).split("|")[0]:
+        return ""
+    if not all(str(item).startswith("fallback ") for item in failed):
+        return ""
+    if f"{op}," in slot.why or f"{op})" in slot.why:  # the op fell back itself: the others are that case's own calls
+        return ""
+    return f" (as every failing case of this op here: case {slot.case} {slot.why})"
+
+
+def _judge_by_class(direction: str, dtype: str, slot, judged: tuple, op: str, src: str) -> Finding:
     """A probe cell whose failing cases keep their signature class: only those of the class of the model's
     calls count against it (``signature.by_class``)."""
     status, case, note = judged
@@ -962,7 +980,7 @@ def _judge_by_class(direction: str, dtype: str, slot, judged: tuple, shapes: tup
         return Finding(direction, dtype, "ok", "probed", f"{PROBED_OK[status]}; {note}", src)
     if status == "unknown":
         return Finding(direction, dtype, "unknown", "probed", note, src)
-    why = f": {slot.why}" if slot.why and case == slot.case else ""
+    why = f": {slot.why}" if slot.why and case == slot.case else _fell_alike(status, slot, case, op)
     if status == "mismatch":
         return Finding(
             direction,
