@@ -471,6 +471,15 @@ def test_canaries_catch_silent_narrowing():
         )
         assert judge(right.clone(), right, None, dtype=dt, mode="canary", family="pointwise")["status"] == "pass"
         assert judge(wrong, right, None, dtype=dt, mode="canary", family="pointwise")["status"] == "mismatch", cid
+    # a device that divides int64 through float32 (PyTorch/XLA's div with a rounding mode, floor_divide) rounds a
+    # hash bucket's values past 2**24: the division canaries see it, by a tensor and by a scalar
+    for cid in ("canary.int64_div_floor", "canary.int64_div_trunc", "canary.int64_floor_divide"):
+        dt, fn, samples = _canaries()[cid]
+        for inp, args, kwargs in samples:
+            right = fn(inp, *args, **kwargs)
+            via_float = fn(inp.float(), *[a.float() if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+            status = judge(via_float.to(right.dtype), right, None, dtype=dt, mode="canary", family="pointwise")
+            assert status["status"] == "mismatch", (cid, args)
 
 
 def test_no_reference_when_cpu_fails_and_cells_take_the_worst():

@@ -15,7 +15,8 @@
 #   scripts/envs/xla-data.sh intpaths # those OpInfos' int64 and bool cases
 #   scripts/envs/xla-data.sh sweep    # every OpInfo's calls in the argument classes no case had yet
 #   scripts/envs/xla-data.sh factories # the factory OpInfos, made on the device (earlier probes made them on CPU)
-#   scripts/envs/xla-data.sh          # all thirteen
+#   scripts/envs/xla-data.sh division # the int64 division and shift canaries (values past 2**24), added later
+#   scripts/envs/xla-data.sh          # all fourteen
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -206,6 +207,14 @@ factories() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The int64 division and shift canaries (div floor and trunc, floor_divide, >> of values past float32's 2**24), added
+# to opcov after the 'probe' stage ran: probed and merged in.
+division() {
+    shard division --ops '^canary\.int64_(div_floor|div_trunc|floor_divide|rshift)$' --dtypes int64 --directions forward
+    "$OPCOV" merge "$PROBED" "$WORK/division.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -220,6 +229,7 @@ case "${1:-all}" in
     intpaths) intpaths ;;
     sweep) sweep ;;
     factories) factories ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|all]" >&2; exit 2 ;;
+    division) division ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories; division ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|division|all]" >&2; exit 2 ;;
 esac

@@ -83,7 +83,23 @@ def _canaries():
     fine = torch.tensor([1 + 2**-40, 2**25 + 0.5, -(1 + 2**-30), 1e-300], dtype=torch.float64)
     fine2 = torch.tensor([2**-45, 0.25, 2**-33, 3.0], dtype=torch.float64)
     mat = torch.arange(16, dtype=torch.float64).reshape(4, 4) * (1 + 2**-35)
+    # integer division and shifts of values past float32's 2**24 (a hash bucket, an index's row): a device that
+    # divides through float32 (PyTorch/XLA's int64 div, floor_divide and >>) rounds them; by a tensor and a scalar
+    hashed = torch.tensor([2**31 + 7, -(2**33) - 5, 2**40 + 3, 218962583], dtype=torch.int64)
+    by = torch.tensor([3, 7, 1000, 16], dtype=torch.int64)
     return {
+        "canary.int64_div_floor": (
+            "int64",
+            torch.div,
+            [(hashed, (by,), {"rounding_mode": "floor"}), (hashed, (16,), {"rounding_mode": "floor"})],
+        ),
+        "canary.int64_div_trunc": (
+            "int64",
+            torch.div,
+            [(hashed, (by,), {"rounding_mode": "trunc"}), (hashed, (7,), {"rounding_mode": "trunc"})],
+        ),
+        "canary.int64_floor_divide": ("int64", torch.floor_divide, [(hashed, (by,), {}), (hashed, (16,), {})]),
+        "canary.int64_rshift": ("int64", torch.bitwise_right_shift, [(hashed, (4,), {}), (hashed, (by % 8,), {})]),
         "canary.int64_add": ("int64", torch.add, [(big, (small,), {})]),
         "canary.int64_mul": ("int64", torch.mul, [(big, (torch.tensor([3, 2, -1, 2**20]),), {})]),
         "canary.int64_sum": ("int64", torch.sum, [(big, (), {})]),
@@ -99,6 +115,10 @@ def _canaries():
 
 
 _CANARY_ATEN = {
+    "div_floor": "aten::div",
+    "div_trunc": "aten::div",
+    "floor_divide": "aten::floor_divide",
+    "rshift": "aten::bitwise_right_shift",
     "add": "aten::add",
     "mul": "aten::mul",
     "sum": "aten::sum",
@@ -112,7 +132,8 @@ def canary_ids() -> dict:
     """Canary id -> (dtype, aten base name), without building tensors."""
     out = {}
     for dt in ("int64", "float64"):
-        for name in ("add", "mul", "sum", "cumsum", "clone") + (("mm",) if dt == "float64" else ()):
+        division = ("div_floor", "div_trunc", "floor_divide", "rshift") if dt == "int64" else ()
+        for name in ("add", "mul", "sum", "cumsum", "clone") + division + (("mm",) if dt == "float64" else ()):
             out[f"{CANARY_PREFIX}{dt}_{name}"] = (dt, _CANARY_ATEN[name])
     return out
 
