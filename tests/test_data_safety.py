@@ -7,7 +7,7 @@ import os
 import shutil
 
 import pytest
-from conftest import ROOT, opcov_here, run_opcov
+from conftest import ROOT, load_yaml, opcov_here, run_opcov
 
 from opcov.errors import UsageError
 from opcov.store import output
@@ -514,6 +514,31 @@ def base_exception():
 def closes_stdout():
     sys.stdout.close()
     return torch.nn.Linear(4, 4), (torch.randn(2, 4),)
+
+class _AbortsOffCpu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        if g.device.type != "cpu":  # as torch 2.13 does for an error raised in a backward on a Python device
+            os.abort()
+        return g * 2
+
+class _Twice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return _AbortsOffCpu.apply(self.lin(x))
+
+def aborts_off_cpu():
+    return _Twice(), (torch.randn(2, 4),)
+
+def aborts_always():
+    os.abort()
 """
 
 
@@ -521,6 +546,7 @@ def closes_stdout():
     "factory,words",
     [
         ("segfault", "crashed the tracing process (SIGSEGV)"),
+        ("aborts_always", "crashed the tracing process (SIGABRT)"),  # on CPU too: no second answer
         ("exits", "exit status 0"),
         ("no_inputs", "returned inputs of type NoneType"),
         ("base_exception", "raised BadExit"),
@@ -539,6 +565,22 @@ def test_a_factory_that_crashes_or_exits_is_one_line_naming_it(tmp_path, factory
     )
     one_line_error(proc, words, f"userfactories:{factory}" if factory in ("segfault", "exits") else "")
     assert not out.exists()
+
+
+def test_a_factory_that_aborts_on_the_stand_in_is_traced_on_cpu_and_says_so(tmp_path):
+    """torch 2.13 aborts a process where an error is raised inside a backward on a Python-defined device (a
+    gradient-checkpointed block's recompute on the stand-in did): a factory whose step runs on CPU is traced
+    there, with real values, the op set naming why and the command that made it."""
+    (tmp_path / "userfactories.py").write_text(FACTORIES)
+    out = tmp_path / "x.yaml"
+    proc = run_opcov(
+        "trace", "userfactories:aborts_off_cpu", "--mode", "training", "--out", str(out),
+        PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    doc = load_yaml(str(out))
+    assert any("traced on CPU itself, with real values" in n and "SIGABRT" in n for n in doc["provenance"]["notes"])
+    assert "--device cpu --real" in doc["provenance"]["command"] and "aten::addmm" in doc["ops"]
 
 
 def test_a_good_factory_is_traced_in_a_child_and_written(tmp_path):

@@ -386,3 +386,26 @@ def test_default_spec_backward(default):
     assert default["grad_device"] == "opcovtest:0"
     assert default["grad_ok"]
     assert default["relu_autograd_line"].endswith("[kernel]")
+
+
+def test_a_checkpointed_block_runs_its_backward_on_the_device():
+    """Gradient checkpointing (``torch.utils.checkpoint``, reentrant or not) recomputes the block in the backward
+    inside an autocast region, which asks the device module for its AMP dtypes: without them the process aborted
+    (the real-valued tracer and the planted reality runs use this backend). The gradients are CPU's."""
+    got = _results(
+        """
+        import torch.utils.checkpoint as ckpt
+        torch.manual_seed(0)
+        lin, x = torch.nn.Linear(4, 4), torch.randn(2, 4)
+        want = torch.autograd.grad(lin(x).tanh().sum(), lin.weight)[0]
+        dlin = torch.nn.Linear(4, 4).to(dev)
+        dlin.load_state_dict(lin.state_dict())
+        for reentrant in (False, True):
+            dlin.zero_grad()
+            xd = x.to(dev).requires_grad_()
+            ckpt.checkpoint(lambda t: dlin(t).tanh(), xd, use_reentrant=reentrant).sum().backward()
+            res[f"reentrant={reentrant}"] = torch.allclose(dlin.weight.grad.cpu(), want, atol=1e-6)
+        """,
+        {"kernels": {}, "fallback": "cpu"},
+    )
+    assert got == {"reentrant=False": True, "reentrant=True": True}

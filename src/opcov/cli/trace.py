@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
+from opcov import children
 from opcov.activity import activity
 from opcov.backends import record as backend_record
 from opcov.cli import common, options
@@ -273,17 +275,38 @@ def _recorded_out(args):
 
 
 def _in_child(args):
-    """The op set of a user's factory, traced by 'opcov trace' in a child process (common.in_child)."""
+    """The op set of a user's factory, traced by 'opcov trace' in a child process (common.in_child). A child
+    that aborts on the stand-in device (``_STAND_IN_ABORT``) is traced once more on CPU itself, with real
+    values, and the op set says so."""
     from opcov.store import opset
 
-    return common.in_child(
-        args,
-        "opset.yaml",
-        lambda out: opset.OpSet(opset.load(out)),
-        what=f"factory {args.model}",
-        process="the tracing process",
-        env={**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""},
+    def traced(argv):
+        return common.in_child(
+            argparse.Namespace(**{**vars(args), "argv": argv}),
+            "opset.yaml",
+            lambda out: opset.OpSet(opset.load(out)),
+            what=f"factory {args.model}",
+            process="the tracing process",
+            env={**os.environ, _ISOLATED: "1", _RECORDED_OUT: args.out or ""},
+        )
+
+    try:
+        return traced(args.argv)
+    except UsageError as exc:
+        if args.device == "cpu" or args.autocast or _STAND_IN_ABORT not in str(exc):
+            raise
+    result = traced(children.with_option(args.argv, "--device", "cpu", "--real"))
+    result.doc["provenance"].setdefault("notes", []).append(
+        "traced on CPU itself, with real values: tracing on the stand-in device aborted the process (SIGABRT; "
+        "torch 2.13 aborts where an error is raised inside a backward on a Python-defined device), so its "
+        "device-type branches are CPU's"
     )
+    return result
+
+
+# How a factory's child ends when torch aborts it on the stand-in device (an error inside a backward there:
+# a gradient-checkpointed block's recompute, a custom Function's hook), where CPU runs the same step.
+_STAND_IN_ABORT = "crashed the tracing process (SIGABRT)"
 
 
 def _next_check(opset_file: str, device: str) -> str:

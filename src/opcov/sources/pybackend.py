@@ -746,6 +746,11 @@ class _BackendModule:
     def manual_seed_all(self, seed: int) -> None:
         pass
 
+    def get_amp_supported_dtype(self) -> list:
+        """What autocast asks, and gradient checkpointing's recompute enters an autocast region for (without
+        it a checkpointed block's backward aborted the process, raising inside the autograd engine)."""
+        return [torch.float16, torch.bfloat16]
+
 
 def _resolve(qualname: str):
     """``"aten::add.out"`` -> ``torch.ops.aten.add.out`` (``.default`` optional)."""
