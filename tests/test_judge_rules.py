@@ -681,3 +681,35 @@ def test_a_fallback_on_a_sibling_case_names_what_the_cells_cases_fell_through(op
     other = {**cell, "failed": ["mismatch o|float32|0 float32:0d;", f"fallback o|float32|1 {call}"]}
     assert fell(other) == []  # not every failing case fell back: the representative's text says nothing of this one
     assert fell({**cell, "case": "another|float32|0"}) == []  # another OpInfo's sample
+
+
+@pytest.mark.parametrize(
+    "op,call,canary",
+    [
+        # a hashed embedding's bucket: int64 floor division by a scalar
+        ("aten::div.Tensor_mode", "int64:1;rounding_mode=floor", "canary.int64_div_floor|int64|1"),
+        # an MoE router's expert id (another family): floor_divide of two int64 tensors
+        ("aten::floor_divide", "int64:1,int64:1;", "canary.int64_floor_divide|int64|0"),
+    ],
+)
+def test_an_int64_canary_mismatch_is_said_not_counted(op, call, canary):
+    """PyTorch/XLA divides int64 through float32: values past 2**24 come out rounded, smaller ones exact. The
+    canary of the call's class shows it, but no op set records how large a model's values are: the call runs,
+    with a note naming the canary; a mismatch on an ordinary case of the class still counts."""
+    from test_check import tree_opset
+
+    from opcov.verdict import judge
+
+    cell = {"fwd": "mismatch", "cases": 6, "fails": 1, "case": canary, "ran": [call],
+            "why": "output: values differ at index (0,): 715827904, cpu gives 715827885 (exact)",
+            "failed": [f"mismatch {canary} {call}"]}  # fmt: skip
+    tree = [f"1 forward kernel {op} int64 x1 | shape=[11] | sig={call}"]
+
+    def found(cell):
+        cov = judge.Coverage("fake", registered(ops={op: kernel()}), probed(ops={op: {"int64": cell}}), ["r", "p"])
+        return judge.judge(tree_opset(tree), cov).ops[0].findings[0]
+
+    ok = found(cell)
+    assert ok.outcome == "ok" and canary in ok.why and "past float32's exact integers" in ok.why, ok
+    both = {**cell, "fails": 2, "failed": [*cell["failed"], f"mismatch o|int64|2 {call}"]}
+    assert found(both).outcome == "value_note"
