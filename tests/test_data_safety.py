@@ -567,14 +567,15 @@ def test_a_factory_that_crashes_or_exits_is_one_line_naming_it(tmp_path, factory
     assert not out.exists()
 
 
-def test_a_factory_that_aborts_on_the_stand_in_is_traced_on_cpu_and_says_so(tmp_path):
+@pytest.mark.parametrize("real", [(), ("--real",)])  # the fake trace's process aborts; the real-valued one's
+def test_a_factory_that_aborts_on_the_stand_in_is_traced_on_cpu_and_says_so(tmp_path, real):
     """torch 2.13 aborts a process where an error is raised inside a backward on a Python-defined device (a
     gradient-checkpointed block's recompute on the stand-in did): a factory whose step runs on CPU is traced
     there, with real values, the op set naming why and the command that made it."""
     (tmp_path / "userfactories.py").write_text(FACTORIES)
     out = tmp_path / "x.yaml"
     proc = run_opcov(
-        "trace", "userfactories:aborts_off_cpu", "--mode", "training", "--out", str(out),
+        "trace", "userfactories:aborts_off_cpu", "--mode", "training", *real, "--out", str(out),
         PYTHONPATH=os.path.join(ROOT, "src") + os.pathsep + str(tmp_path),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-1500:]

@@ -219,6 +219,11 @@ def trace_real(model: str, *, sizes, mode: str, dtype: str | None, optimizer: st
     return OpSet(result["doc"])
 
 
+# How a real-valued trace ends when torch aborts the stand-in's process (an error raised inside a backward on a
+# Python-defined device, torch 2.13): the model is then traced on CPU itself (opcov.tracing.spec).
+STAND_IN_ABORT = "its process crashed (SIGABRT)"
+
+
 class LayoutError(UsageError):
     """The computing stand-in has no kernels for a layout the model uses (``layout``: 'sparse', 'quantized', 'nested'):
     its PrivateUse1 device registers strided kernels alone, so such a model is traced on CPU itself."""

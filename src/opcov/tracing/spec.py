@@ -136,19 +136,27 @@ def _real(model: str, *, sizes, mode: str, dtype, optimizer: str, out) -> OpSet:
         return realtrace.trace_real(model, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
     except realtrace.LayoutError as exc:
         return _on_cpu(model, exc, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
+    except UsageError as exc:
+        if realtrace.STAND_IN_ABORT not in str(exc):
+            raise
+        return _on_cpu(model, exc, sizes=sizes, mode=mode, dtype=dtype, optimizer=optimizer, out=out)
 
 
 def _on_cpu(model: str, exc, *, sizes, mode: str, dtype, optimizer: str, out) -> OpSet:
     """A model whose tensors take a layout the computing stand-in has no kernels for (sparse, quantized: its
-    device registers strided kernels alone; fake tensors lose the layout) traced with real values on CPU
-    itself, the op set saying why (its own device-type branches are CPU's then)."""
+    device registers strided kernels alone; fake tensors lose the layout), or whose real-valued trace aborted
+    the stand-in's process, traced with real values on CPU itself, the op set saying why (its own
+    device-type branches are CPU's then)."""
     on_cpu = trace_spec(
         model, mode=mode, dtype=dtype, device="cpu", optimizer=optimizer, real=True, sizes=sizes, out=out
     )
-    on_cpu.doc["provenance"].setdefault("notes", []).append(
-        f"traced on CPU itself, with real values: the computing stand-in has no {exc.layout} kernels "
-        f"({ladder.one_line(exc.failure, 160)})"
+    why = (
+        f"the computing stand-in has no {exc.layout} kernels ({ladder.one_line(exc.failure, 160)})"
+        if isinstance(exc, realtrace.LayoutError)
+        else "the real-valued trace aborted the computing stand-in's process (SIGABRT; torch 2.13 aborts where "
+        "an error is raised inside a backward on a Python-defined device)"
     )
+    on_cpu.doc["provenance"].setdefault("notes", []).append(f"traced on CPU itself, with real values: {why}")
     return on_cpu
 
 
