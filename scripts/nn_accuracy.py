@@ -35,7 +35,6 @@ previous run left there instead of tracing again: for a change to the verdict al
 from __future__ import annotations
 
 import argparse
-import ast
 import concurrent.futures as cf
 import datetime
 import json
@@ -49,24 +48,11 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REALITY = os.path.join(ROOT, "scripts", "reality")
+sys.path.insert(0, REALITY)
+from sets import REAL_RUNS, SETS, models_of  # noqa: E402 - the sets' one table (scripts/reality/sets.py)
+
 MAIN_BIN = os.path.join(ROOT, ".venv", "bin")
 XLA_BIN = os.path.join(ROOT, ".envs", "xla", "bin")
-SETS = {
-    "tuning": "nn_models",
-    "heldout": "nn_heldout",
-    "fresh": "nn_fresh",
-    "unseen": "nn_unseen",
-    "fifth": "nn_fifth",
-    "sixth": "nn_sixth",
-}
-REAL_FILES = {
-    "tuning": "docs/reality/nn-xla.json",
-    "heldout": "docs/reality/nn-xla-heldout.json",
-    "fresh": "docs/reality/nn-xla-fresh.json",
-    "unseen": "docs/reality/nn-xla-unseen.json",
-    "fifth": "docs/reality/nn-xla-fifth.json",
-    "sixth": "docs/reality/nn-xla-sixth.json",
-}
 PAGE = os.path.join(ROOT, "docs", "accuracy.md")
 
 VERDICTS = ("runs", "runs_with_fallback", "runs_with_value_note", "unknown", "fails", "not traced", "error")
@@ -96,20 +82,11 @@ def sub_markers(set_name: str, way: str) -> tuple[str, str]:
 # ---------------------------------------------------------------- the set and its real runs
 
 
-def models_of(set_name: str) -> dict:
-    """The MODELS table of a set (name -> (family, description)), read without importing torch."""
-    src = open(os.path.join(REALITY, SETS[set_name] + ".py")).read()
-    for node in ast.parse(src).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODELS" for t in node.targets):
-            return ast.literal_eval(node.value)
-    raise SystemExit(f"{SETS[set_name]}.py has no MODELS table")
-
-
 def real_runs(set_name: str) -> dict:
-    path = os.path.join(ROOT, REAL_FILES[set_name])
+    path = os.path.join(ROOT, REAL_RUNS[set_name])
     if not os.path.exists(path):
         raise SystemExit(
-            f"{REAL_FILES[set_name]}: no real runs yet; make them with "
+            f"{REAL_RUNS[set_name]}: no real runs yet; make them with "
             f"'PJRT_DEVICE=CPU .envs/xla/bin/python scripts/envs/nn_reality.py --set {set_name}'"
         )
     with open(path) as f:
@@ -339,7 +316,7 @@ def section(set_name: str, way: str, rows: list, meta: dict) -> str:
         *figures(s),
         "",
         f"Measured {meta['date']} by `{meta['command']}`; {meta['versions']}; real runs from "
-        f"`{REAL_FILES[set_name]}` ({meta['real_versions']}); {meta['machine']}; {meta['seconds']:.0f} s.",
+        f"`{REAL_RUNS[set_name]}` ({meta['real_versions']}); {meta['machine']}; {meta['seconds']:.0f} s.",
         "",
     ]
     if off:

@@ -53,22 +53,10 @@ REALITY = os.path.join(ROOT, "scripts", "reality")
 sys.path.insert(0, HERE)
 from xla_reality import HOST_READS  # noqa: E402 - the one list of host reads both scripts keep apart
 
-SETS = {
-    "tuning": "nn_models",
-    "heldout": "nn_heldout",
-    "fresh": "nn_fresh",
-    "unseen": "nn_unseen",
-    "fifth": "nn_fifth",
-    "sixth": "nn_sixth",
-}
-RESULTS = {
-    "tuning": os.path.join(ROOT, "docs", "reality", "nn-xla.json"),
-    "heldout": os.path.join(ROOT, "docs", "reality", "nn-xla-heldout.json"),
-    "fresh": os.path.join(ROOT, "docs", "reality", "nn-xla-fresh.json"),
-    "unseen": os.path.join(ROOT, "docs", "reality", "nn-xla-unseen.json"),
-    "fifth": os.path.join(ROOT, "docs", "reality", "nn-xla-fifth.json"),
-    "sixth": os.path.join(ROOT, "docs", "reality", "nn-xla-sixth.json"),
-}
+sys.path.insert(0, REALITY)
+from sets import REAL_RUNS, SETS, models_of  # noqa: E402 - the sets' one table (scripts/reality/sets.py)
+
+RESULTS = {name: os.path.join(ROOT, path) for name, path in REAL_RUNS.items()}
 OUTCOMES = ("ran", "fallback", "wrong", "raised", "cpu_failed")
 LR = 0.01  # the SGD step's learning rate
 
@@ -317,15 +305,7 @@ def describe(rec: dict) -> str:
 
 
 def names_of(set_name: str) -> list[str]:
-    sys.path.insert(0, REALITY)
-    import ast
-
-    # the MODELS table, read without importing torch in the parent
-    src = open(os.path.join(REALITY, SETS[set_name] + ".py")).read()
-    for node in ast.parse(src).body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "MODELS" for t in node.targets):
-            return [k.value for k in node.value.keys]
-    raise SystemExit(f"{SETS[set_name]}.py has no MODELS table")
+    return list(models_of(set_name))
 
 
 def main() -> None:
