@@ -29,9 +29,9 @@ the file's own build; nothing else in the file changes.
 from __future__ import annotations
 
 import functools
-import sys
 from collections import Counter
 
+from opcov.scan.amend import amend
 from opcov.store.data import LAYOUT_FAMILIES, LAYOUT_STATES
 from opcov.store.layouts import RUNS, derived
 
@@ -150,34 +150,30 @@ def said(block: dict | None, backend: str) -> str:
     return ", ".join(parts)
 
 
-def main(argv=None) -> int:
-    """Add the layout keys' states to registered files made before they were recorded."""
+def _block(doc: dict, path: str) -> dict:
     from opcov import backends as _backends
     from opcov.catalog import import_catalog_modules, structured_delegates
     from opcov.scan.dispatch import dispatch_table
-    from opcov.store import data
 
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: {COMMAND} REGISTERED_FILE...  (each made with the torch build installed here)")
-        return 0 if argv else 2
-    for path in argv:
-        doc = data.load(path)
-        backend = _backends.get_backend(doc["backend"]["name"])
-        torch = _backends.load(backend)
-        import_catalog_modules(tuple(doc["provenance"].get("catalog_modules") or ()))  # the ops they register
-        made = str(doc["provenance"].get("torch"))
-        if made != str(torch.__version__):
-            raise SystemExit(f"opcov: {path} was made with torch {made}; this is {torch.__version__}: kernels differ")
-        C = torch._C
-        tables = functools.lru_cache(maxsize=None)(functools.partial(dispatch_table, C))
-        block = record(C, doc["backend"]["dispatch_key"], doc["ops"], tables, structured_delegates())
-        block["command"] = f"{COMMAND} {path}"
-        doc["provenance"]["layouts"] = block
-        data.save(doc, path)
-        counts = Counter(s for r in doc["ops"].values() for f, s in (r.get("layouts") or {}).items() if f != ONLY)
-        print(f"{path}: {said(block, backend.name)}; {block['ops_with_layouts']} ops record layouts ({dict(counts)})")
-    return 0
+    backend = _backends.get_backend(doc["backend"]["name"])
+    torch = _backends.load(backend)
+    import_catalog_modules(tuple(doc["provenance"].get("catalog_modules") or ()))  # the ops they register
+    made = str(doc["provenance"].get("torch"))
+    if made != str(torch.__version__):
+        raise SystemExit(f"opcov: {path} was made with torch {made}; this is {torch.__version__}: kernels differ")
+    C = torch._C
+    tables = functools.lru_cache(maxsize=None)(functools.partial(dispatch_table, C))
+    return record(C, doc["backend"]["dispatch_key"], doc["ops"], tables, structured_delegates())
+
+
+def _said(doc: dict, block: dict) -> str:
+    counts = Counter(s for r in doc["ops"].values() for f, s in (r.get("layouts") or {}).items() if f != ONLY)
+    return f"{said(block, doc['backend']['name'])}; {block['ops_with_layouts']} ops record layouts ({dict(counts)})"
+
+
+def main(argv=None) -> int:
+    """Add the layout keys' states to registered files made before they were recorded."""
+    return amend(argv, command=COMMAND, key="layouts", make=_block, said=_said)
 
 
 if __name__ == "__main__":

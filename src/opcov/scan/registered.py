@@ -20,7 +20,7 @@ from collections import Counter
 from opcov import backends as _backends
 from opcov import provenance
 from opcov.catalog import Catalog, build_catalog
-from opcov.scan import generated, layouts
+from opcov.scan import devicemodule, generated, layouts
 from opcov.scan.derivatives import Derivatives
 from opcov.scan.dispatch import dispatch_table
 from opcov.scan.reach import record
@@ -264,6 +264,8 @@ def scan(
     if type(scanner) is Scanner:  # declared data reads no build of the key: its layout keys are not read here
         delegates = {op.name: op.structured_delegate for op in catalog if op.structured_delegate}
         prov["layouts"] = layouts.record(scanner.C, scanner.key, ops, scanner.table, delegates)
+    if type(scanner) is Scanner or not backend.package:  # core torch's device modules are in every build
+        prov["device_module"] = devicemodule.record(torch, backend.device_type)
     return {
         "schema_version": SCHEMA_VERSION,
         "evidence": "registered",

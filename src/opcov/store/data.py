@@ -135,6 +135,7 @@ PROVENANCE_TYPES = {
     "declared": "data",
     "sdpa": "data",  # the kernel scaled_dot_product_attention dispatches to (opcov.scan.sdpa)
     "layouts": "data",  # which Sparse*/Quantized* keys the scan read, and their kernels (opcov.scan.layouts)
+    "device_module": "data",  # whether torch.<device> is registered, as checkpointing looks it up (opcov.scan.devicemodule)
 }
 PROVENANCE_KEYS = set(PROVENANCE_TYPES)
 

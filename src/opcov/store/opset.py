@@ -106,8 +106,13 @@ TOP_KEYS = {
     "graph_breaks",
     "serve",
     "parallel",
+    "device_module",
     data.INTEGRITY,
 }
+# Each lookup of the device's own module (torch.<device>) the run made through a torch API, such as gradient
+# checkpointing: [{via: API module, at: the model's file:line, calls: N}] (opcov.tracing.devicemodule).
+DEVICE_MODULE = "device_module"
+DEVICE_MODULE_KEYS = {"via": str, "at": str, "calls": int}
 # Which path an op set records (``path``; absent: eager): what eager dispatches, or what torch.compile hands
 # a backend's compiler (opcov.tracing.compiled: ``compile`` says which backend's recipe, ``graph_breaks``
 # where Dynamo broke the graph).
@@ -511,6 +516,7 @@ def validate(doc, path: str) -> list[Problem]:
             raw.append((("provenance", key) + bad[0], bad[1]))
     raw.extend(_compile_problems(doc))
     raw.extend(parallel.problems(doc))
+    raw.extend(_device_module_problems(doc))
     if "parents" in doc and not isinstance(doc["parents"], dict):
         raw.append((("parents",), "parents must be a mapping of op name to record"))
     elif isinstance(doc.get("parents"), dict):
@@ -539,6 +545,25 @@ def validate(doc, path: str) -> list[Problem]:
 def path_of(doc: dict) -> str:
     """The path an op set records: eager (no ``path`` key) or compile."""
     return doc.get("path") or EAGER
+
+
+def _device_module_problems(doc: dict):
+    """Problems of the ``device_module`` list: each entry names its API (``via``) and may give a line and a count."""
+    entries = doc.get(DEVICE_MODULE)
+    if entries is None:
+        return
+    if not isinstance(entries, list):
+        yield (DEVICE_MODULE,), f"{DEVICE_MODULE} must be a list of {{via: API, at: FILE:LINE, calls: N}}"
+        return
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("via"), str) or not e["via"]:
+            yield (DEVICE_MODULE,), f"{DEVICE_MODULE} entry {i + 1} must be a mapping naming its API: {{via: API, ...}}"
+        elif bad := [k for k, v in e.items() if not isinstance(v, DEVICE_MODULE_KEYS.get(k, type(None))) or v is True]:
+            yield (
+                (DEVICE_MODULE,),
+                f"{DEVICE_MODULE} entry {i + 1}: {', '.join(map(repr, bad))} unknown or of the wrong type; "
+                f"expected {', '.join(DEVICE_MODULE_KEYS)}",
+            )
 
 
 def _compile_problems(doc: dict):

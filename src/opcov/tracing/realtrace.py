@@ -42,7 +42,7 @@ from opcov.sources import models
 from opcov.sources.step import input_variants
 from opcov.store import opset
 from opcov.store.opset import OpSet
-from opcov.tracing import calltree, ladder
+from opcov.tracing import calltree, devicemodule, ladder
 from opcov.tracing.command import command_line
 
 MAX_PARAMS = 50_000_000
@@ -276,6 +276,9 @@ def merge_runs(doc: dict, others: list[dict], *, seen: bool = False) -> list[dic
                 for cell in cells.values():
                     cell.pop("seen", None)
     doc["calltree"] = [opset.node_text(row) for row in merged]
+    lookups = devicemodule.merged(doc.get(devicemodule.KEY), *(o.get(devicemodule.KEY) for o in others))
+    if lookups:
+        doc[devicemodule.KEY] = lookups
     doc["summary"] = {
         "distinct_ops": len(doc["ops"]),
         "calls": opset.phase_calls(

@@ -56,7 +56,7 @@ from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.sources.step import default_loss, tensors_of
 from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, PHASES, SCHEMA_VERSION, OpSet, node_text, phase_calls
 from opcov.torchenv import import_torch
-from opcov.tracing import calltree, cpukernel, serve, target
+from opcov.tracing import calltree, cpukernel, devicemodule, serve, target
 from opcov.version import __version__
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -509,7 +509,10 @@ def trace(
     opts.check()
     torch = import_torch()
     _check_arguments(torch, model, inputs, loss, notes, name=name, source=source, command=command)
-    doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing, on=on)
+    with devicemodule.watch(torch, []) as lookups:
+        doc = _run(torch, opts, Traced(model, inputs, loss), computing=computing, on=on)
+    if lookups:
+        doc[devicemodule.KEY] = devicemodule.records(lookups)
     params = sum(p.numel() for p in _unique_params(model))
     header = {
         "name": name or type(model).__name__,

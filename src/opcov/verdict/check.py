@@ -20,7 +20,7 @@ from opcov.activity import activity
 from opcov.backends import get_backend
 from opcov.errors import UsageError
 from opcov.store import data, layout, opset, parallel, vendor
-from opcov.verdict import distributed, judge, observed, reports, serve
+from opcov.verdict import devicemodule, distributed, judge, observed, reports, serve
 
 
 def load_opsets(paths, modes) -> list[tuple[str, dict]]:
@@ -341,6 +341,7 @@ def judge_variants(doc: dict, parts: dict, cov, coverage_dir: str | None = None)
         v = judge.judge(doc, cov)
         v.notes[0:0] = [NOT_RECORDED, *serve.notes(v, doc)]
         distributed.judge_sharded(v, doc, cov, coverage_dir)
+        devicemodule.judge_lookups(v, doc, cov)
         return v
     names = list(parts)
     v = judge.judge(parts[names[0]], cov)
@@ -351,6 +352,7 @@ def judge_variants(doc: dict, parts: dict, cov, coverage_dir: str | None = None)
         v.variants[name] = judge.judge(parts[name], cov)
         v.variants[name].variant = name
         distributed.judge_sharded(v.variants[name], parts[name], cov, coverage_dir)
+    devicemodule.judge_lookups(v, doc, cov)  # the model's, whichever inputs: every variant's verdict
     return v
 
 

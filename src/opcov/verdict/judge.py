@@ -61,6 +61,11 @@ def rests_on(judged) -> str:
     return _summarize(judged)[1]
 
 
+def summarize(judged) -> tuple[str, str]:
+    """(the worst outcome, the evidence it rests on) of (outcome, evidence) pairs: a verdict's two words."""
+    return _summarize(judged)
+
+
 def _summarize(judged) -> tuple[str, str]:
     """(the worst outcome, ``rests_on`` the pairs) in one pass over (outcome, evidence) pairs:
     asked for every op of every verdict, where two passes and their lists were a tenth of judging.
