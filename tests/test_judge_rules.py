@@ -713,3 +713,31 @@ def test_an_int64_canary_mismatch_is_said_not_counted(op, call, canary):
     assert ok.outcome == "ok" and canary in ok.why and "past float32's exact integers" in ok.why, ok
     both = {**cell, "fails": 2, "failed": [*cell["failed"], f"mismatch o|int64|2 {call}"]}
     assert found(both).outcome == "value_note"
+
+
+@pytest.mark.parametrize(
+    "item, call",
+    [
+        # a selective scan's cumulative count of a 4-d mask; the probe replayed a transformer's 2-d one
+        ("mismatch trace.gpt2|float32|0 bool:2; values=equal", "bool:4;"),
+        # a segmentation head counting a 3-d mask's pixels per class; the probe's sample was 2-d
+        ("mismatch sum|bool|3 bool:2;dim=1 values=equal", "bool:3;dim=1"),
+    ],
+)
+def test_a_dtype_only_difference_at_another_rank_is_the_calls_and_a_note_not_a_value_note(item, call):
+    """An output's dtype is type promotion's, not the shape's (PyTorch/XLA's cumsum of bool stays bool, CPU's
+    is int64, at every rank): a mismatch of the dtype alone (values equal) at another rank decides a call of its
+    arguments as it would at the call's own, a pass with a note that names the dtype difference (never a value
+    note, never 'unknown' for want of a case of the call's rank); a mismatch of values stays bound to its rank."""
+    from opcov.store import cells
+    from opcov.verdict import signature
+
+    slot = cells.ProbedSlot(status="mismatch", failed=(item,), ran=(), cases=1, fails=1, case=item.split()[1])
+    status, _, note = signature.by_class(slot, (call,))
+    assert status == "pass" and "dtype differs from CPU's, its values do not" in note, note
+    same_rank = item.replace(item.split()[2], call, 1)
+    slot = cells.ProbedSlot(status="mismatch", failed=(same_rank,), ran=(), cases=1, fails=1, case=item.split()[1])
+    assert signature.by_class(slot, (call,))[0] == "pass"
+    values = item.replace(" values=equal", "")
+    slot = cells.ProbedSlot(status="mismatch", failed=(values,), ran=(), cases=1, fails=1, case=item.split()[1])
+    assert signature.by_class(slot, (call,))[0] == "unknown"

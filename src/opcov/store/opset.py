@@ -30,7 +30,8 @@ autograd node made the call. Calls with the same ancestors, op, phase, kind and 
 one node with their count. The verdict resolves the tree per backend (``opcov.verdict.resolve``).
 
 A node is one quoted string (``node_text`` / ``parse_node``): ``ID PHASE KIND OP DTYPE xCALLS``, then
-any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, ``variant=NAMES``, ``reads=OUTPUTS``, then
+any of ``parent=ID``, ``issued_by=ID``, ``grad``, ``seen=WHERE``, ``variant=NAMES``, ``reads=OUTPUTS``,
+``returns=OUTPUTS``, then
 ``| args=TEXT``, ``| shape=TEXT`` and ``| sig=CLASSES``.
 A string, not a mapping, because YAML builds a mapping's dozen scalars ~25x slower than one quoted
 scalar, and ``opcov check`` reads the whole tree of a saved op set on every run.
@@ -50,6 +51,12 @@ index counts the op's returned values in order, a list's items one by one, as th
 "output N". A probe value mismatch only on outputs no call of the model reads is a note, not a value
 note (``opcov.verdict.signature``). Absent: not recorded (op sets traced before it was): every output
 counts as read.
+
+``returns`` (a sorted comma list of output indices) says which of the node's outputs the model's return
+value holds (its storage: through views and in-place ops too): what the model's caller receives. An output
+whose dtype alone differs from CPU's on a backend (values equal) is a note where only the model's own ops
+consume it, a value note where the caller receives it. Recorded where ``provenance.returns`` says
+``recorded``; a node without the word returns none of its outputs there.
 
 ``sig`` (space-separated signature classes, opcov.sigclass; ``...`` last where more were left out) says
 which paths the node's calls take: tensor dtypes, ranks, layouts, emptiness, contiguity, which require
@@ -147,8 +154,10 @@ PARENT_KEYS: dict[str, Any] = {"calls": int, "shape": str, "args": str, "traced_
 MAX_DEPTH = 100
 MAX_CALLS = 10**15
 # What header values must be (data.type_problem's kinds); other provenance and model keys: plain data.
+RETURNS_RECORDED = "recorded"  # provenance.returns: the nodes say which outputs the model returns (returns=)
 PROVENANCE_TYPES = {
     **data.HEADER_TYPES,
+    "returns": str,
     "tracing": str,
     "target_device": str,
     "traced_on": str,
@@ -206,6 +215,9 @@ class Node(NamedTuple):
     variants: tuple[str, ...] = ()  # input variants that made it (vocab.INPUT_VARIANTS); () = not recorded
     reads: tuple[int, ...] | None = None  # indices of its outputs something later read; None = not recorded
     sig: str = ""  # its calls' distinct signature classes (opcov.sigclass), space-separated; "" = not recorded
+    returns: tuple[
+        int, ...
+    ] = ()  # indices of its outputs the model's return value holds (provenance.returns)  # its calls' distinct signature classes (opcov.sigclass), space-separated; "" = not recorded
 
 
 def node_text(row: dict) -> str:
@@ -220,6 +232,8 @@ def node_text(row: dict) -> str:
         words.append(f"variant={','.join(sorted(set(row['variants'])))}")
     if row.get("reads") is not None:
         words.append(f"reads={reads_text(row['reads'])}")
+    if row.get("returns"):
+        words.append(f"returns={reads_text(row['returns'])}")
     return " | ".join([" ".join(words)] + [f"{k}={row[k]}" for k in NODE_TEXTS if row.get(k)])
 
 
@@ -252,6 +266,7 @@ _HEAD = re.compile(
     r"([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
     r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?(?: variant=(\S+))?"
     r"(?: reads=(none|(?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
+    r"(?: returns=((?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
 )
 
 
@@ -261,7 +276,7 @@ def _parse_node(text: str) -> Node:
     head, *tail = text.split(" | ")
     m = _HEAD.fullmatch(head)
     if m is not None and len(tail) <= 3:
-        nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads = m.groups()
+        nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, returns = m.groups()
         args = shape = sig = ""
         if tail and tail[0].startswith("args="):
             args = tail.pop(0)[5:]
@@ -271,7 +286,22 @@ def _parse_node(text: str) -> Node:
             sig = tail.pop(0)[4:]
         if not tail:
             return _node(
-                nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape, sig
+                nid,
+                phase,
+                kind,
+                op,
+                dtype,
+                calls,
+                parent,
+                issued,
+                grad,
+                seen,
+                variant,
+                reads,
+                returns,
+                args,
+                shape,
+                sig,
             )
     return _parse_node_words(text)
 
@@ -282,6 +312,7 @@ _NODE_LINE = re.compile(
     r"^([1-9][0-9]*) (\S+) (\S+) (\S+) (\S+) x([1-9][0-9]*)(?: parent=([1-9][0-9]*))?"
     r"(?: issued_by=([1-9][0-9]*))?( grad)?(?: seen=(\S+))?(?: variant=(\S+))?"
     r"(?: reads=(none|(?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
+    r"(?: returns=((?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*))?"
     r"(?: \| args=((?:(?! \| )[^\n])*))?(?: \| shape=((?:(?! \| )[^\n])*))?(?: \| sig=((?:(?! \| )[^\n])*))?$",
     re.M,
 )
@@ -309,7 +340,9 @@ def _nodes_of(rows: list) -> list[Node]:
     return [_node(*row) for row in rows]
 
 
-def _node(nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, args, shape, sig) -> Node:
+def _node(
+    nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, variant, reads, returns, args, shape, sig
+) -> Node:
     """The Node of the fields node_text writes, as _HEAD or _NODE_LINE matched them: an optional field that is
     absent is None in a match and '' in findall's rows, and reads as absent either way."""
     return Node(
@@ -328,6 +361,7 @@ def _node(nid, phase, kind, op, dtype, calls, parent, issued, grad, seen, varian
         tuple(variant.split(",")) if variant else (),
         parse_reads(reads) if reads else None,
         sig,
+        parse_reads(returns) if returns else (),
     )
 
 
@@ -361,10 +395,12 @@ def _parse_node_words(text: str) -> Node:
             fields["variants"] = tuple(value.split(","))
         elif key == "reads" and eq:
             fields["reads"] = parse_reads(value)
+        elif key == "returns" and eq and value != "none":
+            fields["returns"] = parse_reads(value)
         else:
             raise ValueError(
                 f"unknown word {word!r}; expected {', '.join(k + '=ID' for k in NODE_IDS)}, grad, seen=WHERE, "
-                "variant=NAMES, reads=OUTPUTS"
+                "variant=NAMES, reads=OUTPUTS, returns=OUTPUTS"
             )
     for part in tail:
         key, eq, value = part.partition("=")
@@ -629,7 +665,7 @@ def _tree_problems(tree, ops):
             continue
         if parsed is not None:
             parsed.append(node)
-        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants, _, _ = node
+        nid, op, phase, kind, dtype, calls, parent, issued, _, _, _, seen, variants, _, _, _ = node
         with_variants += bool(variants)
         depth[nid] = level = depth.get(parent, 0) + 1 if parent is not None else 1
         if level > MAX_DEPTH or calls > MAX_CALLS:

@@ -36,6 +36,7 @@ class _Call:
     kept: bool = True  # composites and calls: decided when they return
     has_kept_child: bool = False
     reads: set | None = None  # indices of its outputs something later read (``read``); None: not tracked
+    returns: set | None = None  # indices of its outputs the model's return value holds (``returned``)
     sig: str = ""  # its signature class (opcov.sigclass), made when the call is seen
 
 
@@ -106,6 +107,13 @@ class Builder:
         if reads is not None:
             reads.add(output)
 
+    def returned(self, idx: int, output: int) -> None:
+        """Output ``output`` of call ``idx`` is held by the model's return value: its caller receives it."""
+        call = self.calls[idx]
+        if call.returns is None:
+            call.returns = set()
+        call.returns.add(output)
+
     def created_node(self, sequence_nr: int, idx: int) -> None:
         """Forward call ``idx`` ran just after autograd made the node numbered ``sequence_nr``
         (the first call after it is the one that made it)."""
@@ -169,6 +177,8 @@ class Builder:
                 row["reads"] = None if call.reads is None else set(call.reads)
             elif row.get("reads") is not None:
                 row["reads"] = None if call.reads is None else row["reads"] | call.reads
+            if call.returns:
+                row["returns"] = row.get("returns", set()) | call.returns
             row["calls"] += 1
             if call.grad:
                 row["grad"] = True
@@ -177,6 +187,8 @@ class Builder:
             reads = row.pop("reads", None)
             if reads is not None:
                 row["reads"] = tuple(sorted(reads))
+            if row.get("returns"):
+                row["returns"] = tuple(sorted(row["returns"]))
             sigs = row.pop("sig", None)
             if sigs:
                 row["sig"] = " ".join(sigs) + (" " + MORE if row.pop("sig_more", False) else "")
@@ -235,6 +247,8 @@ def merge(fake: list[dict], reals: list[list[dict]]) -> list[dict]:
                 known["reads"] = None if None in both else tuple(sorted({*both[0], *both[1]}))  # type: ignore[misc]
                 if known["reads"] is None:
                     del known["reads"]
+                if row.get("returns"):  # what the caller receives: any run's
+                    known["returns"] = tuple(sorted({*known.get("returns", ()), *row["returns"]}))
                 new_id[row["id"]] = known["id"]
                 continue
             added = {k: v for k, v in row.items() if v not in (None, "", False) or k == "calls"}

@@ -54,7 +54,18 @@ from opcov import dtypes as _dtypes
 from opcov.catalog import NO_KERNEL_NAMESPACES, NO_KERNEL_OPS, overload_name
 from opcov.errors import OpcovError, UsageError, checked_arguments
 from opcov.sources.step import default_loss, tensors_of
-from opcov.store.opset import CALL, COMPOSITE, KIND, MODES, PHASES, SCHEMA_VERSION, OpSet, node_text, phase_calls
+from opcov.store.opset import (
+    CALL,
+    COMPOSITE,
+    KIND,
+    MODES,
+    PHASES,
+    RETURNS_RECORDED,
+    SCHEMA_VERSION,
+    OpSet,
+    node_text,
+    phase_calls,
+)
 from opcov.torchenv import import_torch
 from opcov.tracing import calltree, cpukernel, devicemodule, serve, target
 from opcov.version import __version__
@@ -132,6 +143,7 @@ class _Reads:
         self.tree = tree
         self.weak = StorageWeakRef
         self.filed: dict = {}  # storage address -> (its weak reference, [(call index, output index)] not yet read)
+        self.made: dict = {}  # storage address -> every (call index, output index) filed there, read or not
 
     @staticmethod
     def _address(t):
@@ -177,6 +189,13 @@ class _Reads:
             if entry is None:
                 entry = self.filed[address] = (self.weak(t.untyped_storage()), [])
             entry[1].append((idx, i))
+            self.made.setdefault(address, []).append((idx, i))
+
+    def returned(self, tensors) -> None:
+        """``tensors`` are the model's return value: every output made on their storages reaches its caller."""
+        for t in tensors:
+            for idx, i in self.made.get(self._address(t), ()):
+                self.tree.returned(idx, i)
 
 
 @dataclass
@@ -749,6 +768,8 @@ def _phases(torch, opts, traced, params, buffers, args, kwargs, rec, dev_type):
         with grad, amp:
             out = functional_call(module, {**buffers, **params}, args, kwargs, tie_weights=False)
             _outlive(torch, rec, out)  # the model's return value is read by its caller
+            if rec.reads is not None:
+                rec.reads.returned(list(_held(out, torch)))
             if opts.mode == "inference":
                 return
             loss = traced.loss(out) if traced.loss else default_loss(torch, out)
@@ -949,4 +970,6 @@ def _document(torch, opts, rec: Recording, dev_type, stand_in, notes) -> dict:
     }
     if rec.serve_steps:
         doc["serve"] = serve.header(rec.serve_steps)
+    elif rec.reads is not None:  # each node's returns= says which outputs the caller receives
+        doc["provenance"]["returns"] = RETURNS_RECORDED
     return doc

@@ -28,6 +28,7 @@ from opcov.errors import DataError, UsageError
 from opcov.sigclass import CONVERSIONS, with_targets
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, ProbedSlot, record_cells
+from opcov.store.opset import RETURNS_RECORDED
 from opcov.verdict import contributed, layouts, resolve, signature
 from opcov.verdict.finding import Finding
 
@@ -420,14 +421,17 @@ def judge_requirement(
     shapes: tuple = (),
     model: str = "",
     reads: frozenset | None = None,
+    returns: frozenset | None = None,
 ) -> Finding:
     """One requirement judged: from the probe's cell when it has a status, else from the static
     document (a registered scan, or declared data with what the backend's test suite says of dtypes).
     ``shapes``: the shapes of the model's calls (an op set's ``shape``), against which a probe failure's
     signature class is matched; ``model``: the op set's model, whose own replayed calls are preferred;
     ``reads``: the outputs the model's calls read (None: not recorded), so that a value mismatch only on
-    others is a note. Pure in the Coverage's documents and paths: memoized where the Coverage was ``share``d."""
-    args = (op, dtype, direction, torch_version, shapes, model, reads)
+    others is a note; ``returns``: the outputs the model returns to its caller (None: not recorded), so that
+    a difference of an output's dtype alone is a value note only where the caller receives it. Pure in the
+    Coverage's documents and paths: memoized where the Coverage was ``share``d."""
+    args = (op, dtype, direction, torch_version, shapes, model, reads, returns)
     memo = cov._judged
     if memo is None:
         return _judge_with_declared_dtypes(cov, args)
@@ -487,6 +491,7 @@ class _Req:
     shapes: tuple
     model: str
     reads: frozenset | None
+    returns: frozenset | None  # the outputs the model returns to its caller; None: not recorded
     cells: dict
     slot: ProbedSlot | None
     src: str
@@ -499,9 +504,19 @@ def _requirement(cov: Coverage, args: tuple) -> _Req:
     cells = cov.cells(op)
     cell = cells.get(dtype)
     slot = cell.slot(direction) if cell else None
-    torch_version, shapes, model, reads = args[3:]
+    torch_version, shapes, model, reads, returns = args[3:]
     return _Req(
-        op, dtype, direction, torch_version, shapes, model, reads, cells, slot, cov.paths[-1] if cov.probed else ""
+        op,
+        dtype,
+        direction,
+        torch_version,
+        shapes,
+        model,
+        reads,
+        returns,
+        cells,
+        slot,
+        cov.paths[-1] if cov.probed else "",
     )
 
 
@@ -605,6 +620,8 @@ def _from_own_calls(cov: Coverage, req: _Req) -> Finding | None:
             where, fell = "this model's own calls, replayed", signature.fell_back(slot, mine)
             return _unread_finding(req.direction, req.dtype, slot, off, where, req.src, fell)
         if signature.all_values_equal(slot, mine) and not signature.fell_back(slot, mine):
+            if _returned(req):
+                return _dtype_returned(req, f"{own[1]}, this model's own call replayed")
             return _judge_own(req.direction, req.dtype, own, slot, req.model, req.src, dtype_only=True)
     return _judge_own(req.direction, req.dtype, own, slot, req.model, req.src)
 
@@ -622,9 +639,11 @@ def _from_call_classes(cov: Coverage, req: _Req) -> Finding | None:
     ======================================  ==========================================
     """
     slot = _ran(req)
-    judged = signature.by_class(slot, req.shapes, req.reads) if slot else None
+    judged = signature.by_class(slot, req.shapes, req.reads, dtype_note=not _returned(req)) if slot else None
     if slot is None or judged is None:
         return None
+    if judged[0] == "mismatch" and _returned(req) and signature.all_values_equal(slot, lambda s, c: s == "mismatch"):
+        return _dtype_returned(req, judged[1])
     if judged[0] == "pass" and _uncovered(slot, req):
         judged = ("unknown", "", f"{judged[2]}; the cases that ran had other arguments than this model's")
     return _judge_by_class(req.direction, req.dtype, slot, judged, req.op, req.src)
@@ -681,6 +700,8 @@ def _from_probe_status(cov: Coverage, req: _Req) -> Finding | None:
     if status == "fallback":  # ran on the device, with an op through its CPU fallback (probe.xla)
         said = f"{direction} {vocab.PROBED[status].label} in {dtype}{why_line}"
         return Finding(direction, dtype, "fallback", "probed", said, src)
+    if status == "mismatch" and signature.dtype_only(slot.why) and _returned(req):
+        return _dtype_returned(req, case)
     if status == "mismatch" and signature.dtype_only(slot.why):  # same values, another dtype: a note
         return Finding(
             direction,
@@ -927,6 +948,19 @@ def _unread_finding(
     return Finding(direction, dtype, "ok", "probed", f"{direction} runs; {unread}", src)
 
 
+def _returned(req: _Req) -> bool:
+    """Whether the model returns some output of the call to its caller (False where the op set does not
+    record it: a difference of a dtype alone is then a note, as where only the model's own ops consume it)."""
+    return bool(req.returns)
+
+
+def _dtype_returned(req: _Req, case: str) -> Finding:
+    """A difference of an output's dtype alone on a call whose output the model returns: its caller receives
+    another dtype than CPU's (a value note; where only the model's own ops consume it, a note)."""
+    said = f"values equal CPU's but an output's dtype differs (case {case}), and this model returns that output to its caller"
+    return Finding(req.direction, req.dtype, VALUE_NOTE, "probed", f"{req.direction} runs; {said}", req.src)
+
+
 def _judge_own(
     direction: str, dtype: str, own: tuple, slot, model: str, src: str, *, dtype_only: bool = False
 ) -> Finding:
@@ -1061,16 +1095,18 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
     )
 
 
-def requirements(calls, training: bool) -> list[tuple]:
+def requirements(calls, training: bool, returns_known: bool = False) -> list[tuple]:
     """Per op, in the order the calls first name it: (op, calls, phases, dtypes (frozensets, as an OpResult
-    holds them), [(dtype, direction, shapes, reads)]): what ``judge`` judges of resolved ``calls``, each requirement once, in call order, with the
-    shapes of its calls (their signature class: a probe finding counts only against calls of its class) and,
-    for the forward, the outputs any of them had read (``reads=``; None where a call did not record it: a
-    value mismatch on an output no call reads is a note). Backends that resolve an op set alike share this
-    (resolve.Resolved.shared): only the findings differ."""
+    holds them), [(dtype, direction, shapes, reads, returns)]): what ``judge`` judges of resolved ``calls``,
+    each requirement once, in call order, with the shapes of its calls (their signature class: a probe finding
+    counts only against calls of its class) and, for the forward, the outputs any of them had read (``reads=``;
+    None where a call did not record it: a value mismatch on an output no call reads is a note) and those the
+    model returns to its caller (``returns=``; None where the op set does not record them, ``returns_known``
+    False). Backends that resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
     out: dict = {}
     seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     read: dict = {}  # (op, dtype) -> the outputs the forward calls read (None: one did not record it)
+    back: dict = {}  # (op, dtype) -> the outputs the model returns (recorded where returns_known)
     calls = tuple(calls)
     held = frozenset(call.dtype for call in calls)  # a conversion's target is one of these (sigclass.to=)
     for call in calls:
@@ -1090,7 +1126,10 @@ def requirements(calls, training: bool) -> list[tuple]:
             shapes = seen[key] = {}
             entry[4].append(key)
             read[op, dtype] = frozenset()
+            back[op, dtype] = frozenset()
         shapes.update(dict.fromkeys(classes))
+        if getattr(call, "returns", None):
+            back[op, dtype] = back[op, dtype].union(call.returns)
         reads = getattr(call, "reads", None)  # a schema 1 op set's opset.Call records none
         was = read[op, dtype]
         read[op, dtype] = None if reads is None or was is None else was.union(reads)
@@ -1107,7 +1146,21 @@ def requirements(calls, training: bool) -> list[tuple]:
             n,
             _frozen(tuple(phases)),
             _frozen(tuple(dtypes)),
-            tuple([(k[2], k[1], tuple(seen[k]), read[op, k[2]] if k[1] == "forward" else None) for k in reqs]),
+            tuple(
+                [
+                    (
+                        k[2],
+                        k[1],
+                        tuple(seen[k]),
+                        *(
+                            (read[op, k[2]], back[op, k[2]] if returns_known else None)
+                            if k[1] == "forward"
+                            else (None, None)
+                        ),
+                    )
+                    for k in reqs
+                ]
+            ),
         )
         for op, n, phases, dtypes, reqs in out.values()
     ]
@@ -1126,8 +1179,10 @@ def _judge_op(cov: Coverage, op: str, reqs: tuple, fake: bool, torch_version: st
     r = OpResult(
         op,
         findings=[
-            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model, reads=reads)
-            for dtype, direction, shapes, reads in reqs
+            judge_requirement(
+                cov, op, dtype, direction, torch_version, shapes=shapes, model=model, reads=reads, returns=returns
+            )
+            for dtype, direction, shapes, reads, returns in reqs
         ],
     )
     rec = (cov.registered or {}).get("ops", {}).get(op) or {}
@@ -1163,19 +1218,26 @@ def _relevant(cov: Coverage, op: str, reqs: tuple, model: str) -> tuple:
 def _reduced(cells: dict, reqs: tuple) -> tuple:
     """(_relevant's reqs, the models with their own replayed calls in a cell that ``reqs`` reach)."""
     if not cells:
-        return tuple((dtype, direction, layouts.special(shapes), None) for dtype, direction, shapes, _ in reqs), ()
+        return tuple(
+            (dtype, direction, layouts.special(shapes), None, None) for dtype, direction, shapes, _, _ in reqs
+        ), ()
     out: list = []
     replayed: set[str] = set()
-    for dtype, direction, shapes, reads in reqs:
+    for dtype, direction, shapes, reads, returns in reqs:
         cell = cells.get(dtype)
         slot = cell.slot(direction) if cell else None
         if slot is None or not (slot.failed or slot.ran):
             shapes = layouts.special(shapes)  # a sparse or quantized call is judged by its layout's key
         if slot is None or not any(" out=" in str(t) for t in slot.failed or ()):
             reads = None  # no mismatch names its outputs: what the calls read changes nothing
+        if slot is None or not (
+            any(signature.failed_values_equal(t) for t in slot.failed or ())
+            or signature.dtype_only(str(slot.why or ""))
+        ):
+            returns = None  # no difference of a dtype alone: what the caller receives changes nothing
         if slot is not None and isinstance(slot.traced, dict):
             replayed.update(slot.traced)
-        out.append((dtype, direction, shapes, reads))
+        out.append((dtype, direction, shapes, reads, returns))
     return tuple(out), frozenset(replayed)
 
 
@@ -1193,7 +1255,8 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     resolved = resolve.resolve(doc, cov)  # the calls the backend's dispatcher really makes
     wanted = resolved.shared.get(training) if resolved.shared is not None else None
     if wanted is None:
-        wanted = requirements(resolved.calls, training)
+        known = (doc.get("provenance") or {}).get("returns") == RETURNS_RECORDED
+        wanted = requirements(resolved.calls, training, known)
         if resolved.shared is not None:
             resolved.shared[training] = wanted
     # A fake-tensor trace (no ShapeEnv) raises on a data-dependent shape or value, so an op it
@@ -1247,8 +1310,10 @@ def judge_calls(calls, cov: Coverage, mode: str, torch_version: str, model: str 
     rows = []
     for op, n, phases, dtypes, reqs in requirements(calls, False):
         findings = [
-            judge_requirement(cov, op, dtype, direction, torch_version, shapes=shapes, model=model, reads=reads)
-            for dtype, direction, shapes, reads in reqs
+            judge_requirement(
+                cov, op, dtype, direction, torch_version, shapes=shapes, model=model, reads=reads, returns=returns
+            )
+            for dtype, direction, shapes, reads, returns in reqs
         ]
         r = OpResult(op, n, phases, dtypes, findings)
         rows.append(((_OUTCOME_RANK.get(r.outcome, len(OUTCOMES)), -n, op), r))

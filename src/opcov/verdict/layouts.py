@@ -61,10 +61,10 @@ def special(shapes: tuple) -> tuple:
 
 
 def judged(cov, args: tuple, plain):
-    """The finding of requirement ``args`` (judge's (op, dtype, direction, torch, shapes, model, reads)):
+    """The finding of requirement ``args`` (judge's (op, dtype, direction, torch, shapes, model, reads, returns)):
     ``plain(cov, args)`` where no call has a sparse or quantized tensor, else from the layout keys (for
     calls of both kinds, the worse of the two)."""
-    op, dtype, direction, _, shapes, model, _ = args
+    op, dtype, direction, _, shapes, model, _, _ = args
     rec = ((cov.registered or {}).get("ops") or {}).get(op)
     only = _only(rec)
     needed: dict = {}  # kind -> the families its calls may dispatch on

@@ -238,13 +238,15 @@ def own_calls(slot, model: str, shapes: tuple = ()) -> tuple | None:
     return status, case, why or ""
 
 
-def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | None:
+def by_class(slot, shapes: tuple, reads: frozenset | None = None, *, dtype_note: bool = True) -> tuple | None:
     """How the cell's failing cases bear on calls of ``shapes`` that read outputs ``reads`` (None: not
     recorded): None when the cell keeps no classes (an older file), its status is not a failure, or its
     list may be cut short (then the cell is judged as a whole); else (status, case, note): the worst status
     among failing cases of the calls' class, but for value mismatches only on outputs the calls never
     read (each a note), or, when none is left, 'pass' (its other cases ran; the note says what failed and
-    why it does not count) or 'unknown' (no case of this class ran)."""
+    why it does not count) or 'unknown' (no case of this class ran). Mismatches of an output's dtype alone
+    (values equal) are a pass with a note where ``dtype_note`` (no call returns the output to the model's
+    caller), else a mismatch."""
     status = slot.status
     failed = slot.failed
     if status not in NOTED or not failed or cut(slot) or not shapes:
@@ -300,6 +302,8 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None) -> tuple | Non
     said = "; ".join(filter(None, (fell_note, unread_note, scalar_note, magnitude_note)))
     if hit:
         s, c = min(hit, key=lambda sc: (PROBED_RANK.get(sc[0], 99), sc[1]))
+        if dtype_note and s == "mismatch" and all(failed_values_equal(t) for t, s1, _, _ in like if s1 == "mismatch"):
+            return "pass", "", "; ".join(filter(None, (_dtype_note(like), said)))
         return s, c, said
     if said:
         return "pass", "", said
@@ -339,15 +343,28 @@ def newest(failed) -> list:
     return [t for t, (_, c, sig) in zip(failed, items) if ";" in sig or c not in whole]
 
 
+def _dtype_note(like: list) -> str:
+    """The words for mismatches of an output's dtype alone (each item tagged values=equal)."""
+    _, _, c, sig = next(item for item in like if item[1] == "mismatch")
+    return (
+        f"an output's dtype differs from CPU's, its values do not (case {c}, {sig}): only a consumer that "
+        "relies on CPU's dtype would see it"
+    )
+
+
 def _fell_at_other_ranks(failed, items, shapes: tuple) -> list:
-    """The fallback items whose class is the calls' but for the ranks of their tensors (each of some elements and
-    at least one dimension on both sides), where no case of the calls' own class failed or ran: whether an op
-    has a kernel of its own does not hang on the rank (PyTorch/XLA runs huber_loss and the cumulative
-    minimum through the CPU fallback at every rank probed), and a pass at another rank would otherwise decide
-    alone. Errors and value mismatches stay rank-bound: a 0-d reduction's error says nothing of a 2-d one."""
+    """The fallback items, and the mismatches of an output's dtype alone (values=equal), whose class is the
+    calls' but for the ranks of their tensors (each of some elements and at least one dimension on both sides),
+    where no case of the calls' own class failed or ran: whether an op has a kernel of its own does not hang on
+    the rank (PyTorch/XLA runs huber_loss and the cumulative minimum through the CPU fallback at every rank
+    probed), nor does the dtype type promotion gives its result (its cumsum of bool stays bool, CPU's is int64,
+    at every rank), and a pass at another rank would otherwise decide alone. Errors and value mismatches stay
+    rank-bound: a 0-d reduction's error says nothing of a 2-d one."""
     out = []
     for text, (s, c, sig) in zip(failed, items):
-        if s != "fallback" or not is_class(sig) or any(r < 1 or "empty" in f for _, r, f in parse(sig)[0]):
+        if not (s == "fallback" or s == "mismatch" and failed_values_equal(text)):
+            continue
+        if not is_class(sig) or any(r < 1 or "empty" in f for _, r, f in parse(sig)[0]):
             continue
         if any(is_class(call) and covers(sig, call) and _ranked(call) for call in shapes):
             out.append((text, s, c, sig))
