@@ -17,6 +17,7 @@ SETS = {
     "unseen": "nn_unseen",
     "fifth": "nn_fifth",
     "sixth": "nn_sixth",
+    "seventh": "nn_seventh",
 }
 # where each set's real runs are recorded, relative to the repository root
 REAL_RUNS = {name: f"docs/reality/nn-xla{'' if name == 'tuning' else '-' + name}.json" for name in SETS}
