@@ -44,6 +44,8 @@ def covered(cases, op, call_sig):
         # a summed 2-d loss with weights: another family, another reduction
         ("nn.functional.nll_loss", "aten::nll_loss2d_forward",
          (aten.nll_loss2d_forward.default, torch.rand(2, 3, 4, 4), torch.zeros(2, 4, 4, dtype=torch.long), None, 2, -100)),
+        # masked assignment over rows (x[keep] = v, a mask over the first dimension): the samples index by integers
+        ("index_put", "aten::index_put", (aten.index_put.default, torch.rand(5, 4), [torch.rand(5) > 0.5], torch.rand(1), False)),
     ],
 )  # fmt: skip
 def test_a_sweep_reaches_a_class_the_capped_samples_miss(opinfo, op, call):

@@ -741,3 +741,28 @@ def test_a_dtype_only_difference_at_another_rank_is_the_calls_and_a_note_not_a_v
     values = item.replace(" values=equal", "")
     slot = cells.ProbedSlot(status="mismatch", failed=(values,), ran=(), cases=1, fails=1, case=item.split()[1])
     assert signature.by_class(slot, (call,))[0] == "unknown"
+
+
+@pytest.mark.parametrize(
+    "item, mask_call, int_call",
+    [
+        # a detection loss keeping the scores a mask selects (x[mask], 2-d) vs gathering rows by index
+        ("fallback sweep.__getitem__|float32|0 float32:3!rg,bool:1;", "float32:2,bool:2;", "float32:2,int64:1;"),
+        # masked assignment (x[mask] = v) vs scattering by index: another family, index_put
+        (
+            "fallback sweep.index_put|float32|0 float32:2,bool:1,float32:1;",
+            "float32:3,bool:3,float32:1;",
+            "float32:3,int64:1,float32:1;",
+        ),
+    ],
+)
+def test_a_boolean_mask_index_is_a_path_apart_from_an_integer_index(item, mask_call, int_call):
+    """A bool index is a mask: its result's size hangs on its values, and PyTorch/XLA sizes it through nonzero,
+    which runs through its CPU fallback (docs/reality/nn-xla-seventh.json: a detection head's focal[valid]). A
+    fallback of a mask case decides the model's mask calls at any rank, never its integer-index calls."""
+    from opcov.store import cells
+    from opcov.verdict import signature
+
+    slot = cells.ProbedSlot(status="fallback", failed=(item,), ran=(), cases=2, fails=0, case=item.split()[1])
+    assert signature.by_class(slot, (mask_call,))[0] == "fallback"
+    assert signature.by_class(slot, (int_call,))[0] != "fallback"

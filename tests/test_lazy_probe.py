@@ -177,7 +177,7 @@ def test_the_cap_keeps_one_sample_per_class_the_common_path_first(monkeypatch):
     monkeypatch.delenv("OPCOV_XLA_MAX_SAMPLES", raising=False)
     plain, kept = _kept_classes("amax")
     assert len(plain) > 3 and len(kept) == 3
-    zero_d = [any(z for _, (shape, _) in k for z, _, _ in shape) for k in kept]
+    zero_d = [any(z for _, (shape, _) in k for z, *_ in shape) for k in kept]
     assert zero_d[:2] == [False, False]  # dimensions first; a 0-d case still runs, last
     kinds = {kinds for k in kept[:2] for _, (_, kinds) in k}
     assert kinds == {(), (("keepdim", "True"),)}
@@ -192,7 +192,7 @@ def test_the_cap_runs_a_plain_call_before_an_empty_tensor_or_unusual_arguments(m
         _, kept = _kept_classes(source)
         assert len(kept) == 3 and len(set().union(*kept)) >= 3, source
         _, (shape, _) = next(iter(kept[0]))
-        assert not any(empty or zero for zero, empty, _ in shape), source
+        assert not any(empty or zero for zero, empty, *_ in shape), source
         assert all(len(kinds) <= 1 for _, (_, kinds) in kept[0]), (source, kept[0])
 
 

@@ -16,7 +16,8 @@
 #   scripts/envs/xla-data.sh sweep    # every OpInfo's calls in the argument classes no case had yet
 #   scripts/envs/xla-data.sh factories # the factory OpInfos, made on the device (earlier probes made them on CPU)
 #   scripts/envs/xla-data.sh division # the int64 division and shift canaries (values past 2**24), added later
-#   scripts/envs/xla-data.sh          # all fourteen
+#   scripts/envs/xla-data.sh masks    # indexing by a boolean mask (the sweep's mask change), added later
+#   scripts/envs/xla-data.sh          # all fifteen
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -215,6 +216,14 @@ division() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# Indexing by a boolean mask (x[mask], x[mask] = v): the sweep's change of an integer index into a mask, added
+# to opcov after the 'sweep' stage ran: probed and merged in.
+masks() {
+    shard masks --sweep "$PROBED" --ops '^(__getitem__|index_put)$' --dtypes float32 --timeout 120
+    "$OPCOV" merge "$PROBED" "$WORK/masks.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 case "${1:-all}" in
     scan) scan ;;
     probe) probe ;;
@@ -230,6 +239,7 @@ case "${1:-all}" in
     sweep) sweep ;;
     factories) factories ;;
     division) division ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories; division ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|division|all]" >&2; exit 2 ;;
+    masks) masks ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories; division; masks ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|division|masks|all]" >&2; exit 2 ;;
 esac

@@ -359,29 +359,38 @@ def abstract(name: str, value: str | None) -> str:
 
 def same_path(case_sig: str, call_sig: str) -> bool:
     """Whether a probe case of class ``case_sig`` took the path a call of class ``call_sig`` takes: the
-    same number of tensors, each of the same rank, emptiness and layout, and every selector known on
-    both sides of the same kind (``abstract``); what one side does not know matches."""
+    same number of tensors, each of the same rank, emptiness and layout, bool or not (``_mask_apart``), and
+    every selector known on both sides of the same kind (``abstract``); what one side does not know matches."""
     case_t, case_s = parse(case_sig)
     call_t, call_s = parse(call_sig)
     if len(case_t) != len(call_t):
         return False
-    for (_, r1, f1), (_, r2, f2) in zip(case_t, call_t):
+    for (d1, r1, f1), (d2, r2, f2) in zip(case_t, call_t):
         if r1 != r2 or ("empty" in f1) != ("empty" in f2) or ("sparse" in f1) != ("sparse" in f2):
+            return False
+        if _mask_apart(d1, d2):
             return False
     return _same_selectors(case_s, call_s)
 
 
+def _mask_apart(d1: str, d2: str) -> bool:
+    """Whether one tensor is bool and the other another known dtype: a bool index is a mask, whose result's
+    size hangs on its values (``x[mask]``: PyTorch/XLA sizes it through nonzero on the host), an integer one
+    is not; what one side does not name matches."""
+    return bool(d1) and bool(d2) and (d1 == "bool") != (d2 == "bool")
+
+
 def covers(ran_sig: str, call_sig: str) -> bool:
     """Whether a case that ran with class ``ran_sig`` exercised the path a call of ``call_sig`` takes, as far
-    as the arguments go: as many tensors, the same layouts, and every selector of the same kind. Ranks and
+    as the arguments go: as many tensors, the same layouts, bool or not, and every selector of the same kind. Ranks and
     sizes are left to the probe's own spread of samples; the arguments are what a pass on others misses."""
     ran_t, ran_s = parse(ran_sig)
     call_t, call_s = parse(call_sig)
     if len(ran_t) != len(call_t):
         return False
     if any(
-        ("sparse" in f1) != ("sparse" in f2) or ("q" in f1) != ("q" in f2)
-        for (_, _, f1), (_, _, f2) in zip(ran_t, call_t)
+        ("sparse" in f1) != ("sparse" in f2) or ("q" in f1) != ("q" in f2) or _mask_apart(d1, d2)
+        for (d1, _, f1), (d2, _, f2) in zip(ran_t, call_t)
     ):
         return False
     return _same_selectors(ran_s, call_s)

@@ -10,7 +10,8 @@ about; its cases are those calls (every class, no cap), then calls made from the
 that selects a path (opcov.sigclass) to a value of another kind: a bool flipped; an optional argument left
 out, or given where it was left out; an integer or float moved to each other kind (0, 1, -1, a whole
 number, a fraction); a reduction to each of none/mean/sum; a list of amounts to none or some; an output
-size to a whole multiple, one more, and half of the input's; an optional tensor left out; then each of
+size to a whole multiple, one more, and half of the input's; an optional tensor left out; an integer index
+into a boolean mask (over the first dimension, and of the whole shape); then each of
 those with one more argument set back to its default (a model's call sets fewer arguments than OpInfo's
 samples). A changed call CPU rejects is tried once more with the other optional non-tensor arguments left
 out (a resize takes an output size or scale factors, not both), else dropped. Only classes the probed
@@ -225,12 +226,29 @@ def changes(torch, func, args, kwargs):
         current = named.get(arg.name, arg.default_value if arg.has_default_value() else None)
         if arg.name == "output_size":  # the size a result is made to picks the path (scale=, bins=)
             values = _sizes(torch, named, current)
+        elif _kind_of(arg) == "List[Optional[Tensor]]":  # an index: integers, or a boolean mask
+            values = _masks(torch, named, current)
         elif arg.name in sigclass.NOT_SELECTORS or arg.name in sigclass.VALUES_ONLY:
             continue
         else:
             values = _others(arg, current, torch)
         for value in values:
             yield _set(func, args, kwargs, arg, value)
+
+
+def _masks(torch, named: dict, current) -> list:
+    """For a list of index tensors with an integer one (``x[idx]``): boolean masks instead, of the indexed
+    tensor's whole shape (``x[mask]``, the common use) and over its first dimension: a mask's result size hangs
+    on its values, a path of its own (a device that sizes it on the host, through ``nonzero``)."""
+    first = next((v for v in named.values() if isinstance(v, torch.Tensor)), None)
+    given = [t for t in current or () if isinstance(t, torch.Tensor)]
+    if first is None or first.dim() < 1 or not given or given[0].dtype == torch.bool:
+        return []
+
+    def every_other(shape):
+        return (torch.arange(math.prod(shape)) % 2 == 0).reshape(shape)
+
+    return [[every_other(tuple(first.shape))], [every_other(tuple(first.shape[:1]))]]
 
 
 def _sizes(torch, named: dict, current) -> list:

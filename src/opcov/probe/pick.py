@@ -59,10 +59,11 @@ def classes(sample, fn, bases, torch) -> frozenset:
 
 
 def path(sig: str) -> tuple:
-    """What of a class picks a backend's path: per tensor, 0-d, empty and layout (ranks above 0 and dtypes
-    are the group's or the probe's spread), and each selector's kind (opcov.sigclass.abstract)."""
+    """What of a class picks a backend's path: per tensor, 0-d, empty, layout and whether it is bool (ranks
+    above 0 and other dtypes are the group's or the probe's spread; a bool index is a mask, whose result's
+    size hangs on its values), and each selector's kind (opcov.sigclass.abstract)."""
     tensors, selectors = sigclass.parse(sig)
-    shape = tuple((r == 0, "empty" in f, "sparse" in f) for _, r, f in tensors)
+    shape = tuple((r == 0, "empty" in f, "sparse" in f, d == "bool") for d, r, f in tensors)
     kinds = tuple(sorted((k, sigclass.abstract(k, v)) for k, v in (selectors or {}).items() if k != "__old__"))
     return shape, kinds
 
@@ -72,5 +73,5 @@ def rank(keys: frozenset) -> tuple:
     by the number of selectors away from their defaults."""
     if not keys:
         return (2, 0)
-    odd = any(zero or empty for _, (shape, _) in keys for zero, empty, _ in shape)
+    odd = any(zero or empty for _, (shape, _) in keys for zero, empty, *_ in shape)
     return (int(odd), max(len(kinds) for _, (_, kinds) in keys))
