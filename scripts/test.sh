@@ -31,7 +31,7 @@ if [ -z "${OPCOV_NO_INSTALL:-}" ]; then
     fi
 fi
 # One worker per core (OPCOV_TEST_JOBS=1 for one process); each test file stays in one worker, and the
-# files start in collection order, the costliest first (tests/conftest.py SLOW_FILES), so that both workers
-# finish together. -m slow or -m "not slow" runs the costly files or the others alone.
+# files start in collection order, the costliest first (tests/conftest.py COSTLY_FIRST), so that both
+# workers finish together. -m slow or -m "not slow" runs the costly files or the others alone.
 TORCH_DEVICE_BACKEND_AUTOLOAD=0 .venv/bin/python -m pytest -q -n "${OPCOV_TEST_JOBS:-auto}" --dist loadfile \
     --no-loadscope-reorder --durations=20 "$@"

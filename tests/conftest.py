@@ -352,47 +352,94 @@ def bundled_slice(root, models=SLICE) -> str:
 collect_ignore = ["data/vendortests"]
 
 
-# The test files whose tests run probes, scans, traces, zoo runs or models in child processes, costliest
-# first (CPU seconds of each file alone, measured here): each test in them is marked 'slow', so that
-# `pytest -m "not slow"` is a quick run without them (CI runs both sets), and they are collected first, so
-# that xdist, which scripts/test.sh tells to schedule whole files in collection order (--dist loadfile
-# --no-loadscope-reorder), starts them first: the last files a worker starts are short, and both finish
-# together. Left to itself xdist starts the files with the most tests first, and these few-test files last.
-SLOW_FILES = (
-    "test_observed_serve.py",
-    "test_probe.py",
-    "test_compile_probe.py",
-    "test_reality.py",
-    "test_trace.py",
-    "test_probe_depth.py",
-    "test_scan_paths.py",
-    "test_zoo.py",
-    "test_neuron_path.py",
-    "test_run_child.py",
-    "test_data_safety_writers.py",
-    "test_serve.py",
-    "test_distributed.py",
-    "test_data_safety.py",
-    "test_ondevice.py",
-    "test_plan.py",
-    "test_sigclass.py",
-    "test_replay_ondevice.py",
-    "test_branches.py",
-    "test_replay_calls.py",
-    "test_observed.py",
+# The test files whose tests run probes, scans, traces, zoo runs or models in child processes: each test in
+# them is marked 'slow', so that `pytest -m "not slow"` is a quick run without them (CI runs both sets).
+SLOW_FILES = frozenset(
+    {
+        "test_branches.py",
+        "test_compile_probe.py",
+        "test_data_safety.py",
+        "test_data_safety_writers.py",
+        "test_distributed.py",
+        "test_isolation.py",
+        "test_layouts.py",
+        "test_neuron_path.py",
+        "test_observed.py",
+        "test_observed_serve.py",
+        "test_ondevice.py",
+        "test_patched_above.py",
+        "test_plan.py",
+        "test_probe.py",
+        "test_probe_depth.py",
+        "test_reality.py",
+        "test_replay_calls.py",
+        "test_replay_ondevice.py",
+        "test_run_child.py",
+        "test_scan_paths.py",
+        "test_serve.py",
+        "test_sigclass.py",
+        "test_trace.py",
+        "test_zoo.py",
+    }
+)
+
+# The costly files, slow or not, costliest first (seconds their tests took in a whole run on 2 cores, without
+# PyTorch/XLA as CI runs it, from --durations=0): collected first, so that xdist, which scripts/test.sh tells
+# to schedule whole files in collection order (--dist loadfile --no-loadscope-reorder), starts them first and
+# the last files each worker starts are short ones: both finish together. Left to itself xdist starts the
+# files with the most tests first, and these few-test files last; alphabetical order put test_site_browser.py
+# and test_wheel.py (a minute each) among the last. Files that share a recording made once a run (the reach
+# of test_scan_paths.py and test_neuron_path.py, the whole probe of test_probe.py and test_plan.py) stand
+# apart, so the second starts once the first has made it instead of waiting on its lock with a core idle.
+COSTLY_FIRST = (
+    "test_probe_depth.py",  # 150 to 250
+    "test_probe.py",  # 195, makes whole_probe
+    "test_trace.py",  # 160
+    "test_reality.py",  # 135
+    "test_zoo.py",  # 105
+    "test_data_safety.py",  # 100
+    "test_observed_serve.py",  # 90
+    "test_run_child.py",  # 80
+    "test_scan_paths.py",  # 50, records the tests' reach
+    "test_data_safety_writers.py",  # 70
+    "test_site_browser.py",  # 60
+    "test_wheel.py",  # 60
+    "test_sigclass.py",  # 50
+    "test_serve.py",  # 45
+    "test_neuron_path.py",  # 45, reads the reach
+    "test_site.py",  # 35
+    "test_replay_calls.py",  # 35
+    "test_bundle.py",  # 35
+    "test_consistency.py",  # 30
+    "test_observed.py",  # 30
+    "test_compile_probe.py",  # 30
+    "test_isolation.py",  # 30
+    "test_lineyaml.py",  # 25
+    "test_plan.py",  # 25, reads whole_probe
+    "test_data_lint.py",  # 20
+    "test_branches.py",  # 20
+    "test_recall.py",  # 20
+    "test_distributed.py",  # 20
+    "test_data_safety_children.py",  # 20
     "test_patched_above.py",
-    "test_isolation.py",
+    "test_ondevice.py",  # these three run PyTorch/XLA, where it is there, at a cost
+    "test_replay_ondevice.py",
     "test_layouts.py",
 )
 
 
 def pytest_collection_modifyitems(config, items):
     here = os.path.dirname(os.path.abspath(__file__))
-    gone = [name for name in SLOW_FILES if not os.path.exists(os.path.join(here, name))]
+    gone = [name for name in SLOW_FILES | set(COSTLY_FIRST) if not os.path.exists(os.path.join(here, name))]
     if gone:
-        raise pytest.UsageError(f"tests/conftest.py: SLOW_FILES names files that are not there: {', '.join(gone)}")
-    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+        raise pytest.UsageError(
+            f"tests/conftest.py: SLOW_FILES or COSTLY_FIRST names files not there: {', '.join(gone)}"
+        )
+    unordered = sorted(SLOW_FILES - set(COSTLY_FIRST))
+    if unordered:
+        raise pytest.UsageError(f"tests/conftest.py: COSTLY_FIRST leaves out slow files: {', '.join(unordered)}")
+    rank = {name: i for i, name in enumerate(COSTLY_FIRST)}
     for item in items:
-        if item.path.name in rank:
+        if item.path.name in SLOW_FILES:
             item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the other files keep their order

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from conftest import ROOT, load_yaml, opcov_here, run_opcov
@@ -59,6 +60,34 @@ def test_a_hang_after_other_cases_is_re_run_alone_and_hanging_again_is_a_real_ha
     assert neg["case"] == "neg|float32|0", neg
     assert doc["ops"]["aten::exp"]["float32"]["fwd"] == "pass"
     assert "(2 groups, 2 worker restarts)" in proc.stdout, proc.stdout
+
+
+def test_a_hang_the_worker_reaches_before_the_parent_notes_the_group_is_timed_by_the_case_timeout():
+    """The parent noted when it gave a worker its group only after sending it: a worker that began its
+    case first (the parent descheduled on a loaded machine) had its hang timed by the 120 s group deadline,
+    not by --timeout (a hang test with --timeout 3 took 170 s)."""
+    import multiprocessing as mp
+
+    from opcov.probe.flight import Flight
+    from opcov.probe.pool import Pool, _Slot
+
+    pool = Pool({}, 1, timeout=3.0)
+    pool.done_ids = {}
+    slot = _Slot(0)
+    slot.flight = Flight(ctx=mp.get_context("spawn"))
+
+    class Worker:  # begins the group's first case as the message arrives, before the parent runs again
+        def send(self, msg):
+            slot.flight.write({"case": msg[1]["id"] + "|0", "phase": "fwd"}, pool.timeout)
+            time.sleep(0.01)
+
+    slot.conn = Worker()
+    try:
+        pool.assign(slot, {"id": "exp|float32", "source": "exp"})
+        began, end = slot.flight.deadline()
+        assert end == began + 3.0 and pool.deadline(slot) == end
+    finally:
+        pool.stop()
 
 
 def test_a_ledger_forgets_a_group_that_runs_clean(tmp_path):

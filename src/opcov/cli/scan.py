@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from opcov.cli import common, options
 from opcov.errors import EXIT_OK, UsageError
 from opcov.store import layout, output
@@ -52,6 +54,8 @@ def run(args) -> int:
     if args.out:
         output.check_output(args.out, kind=output.COVERAGE, evidence=evidence)
     backend = get_backend(args.backend, args.import_module)
+    if not args.out:  # the default folder, coverage/BACKEND, refused before the scan's minutes, not after
+        output.check_inside(layout.DEFAULT_COVERAGE, os.path.join(layout.DEFAULT_COVERAGE, backend.name, evidence))
     if args.declared:  # the key's build is not loaded (it cannot be): torch's sources are read instead
         from opcov.scan import declared
         from opcov.torchenv import import_torch

@@ -199,10 +199,12 @@ class Pool:
         slot.fresh = False
         if group["source"] in self.host_free:
             group = dict(group, host_free=True)
+        # noted before the worker can begin a step: a step begun before this note is taken for the last
+        # group's, and timed by the group's deadline (GROUP_TIMEOUT_MIN), not by the case's --timeout
+        slot.assigned_at = time.monotonic()
         slot.conn.send(("group", group, skip))
         slot.state, slot.group = "busy", group
         slot.generated, slot.case_ids = False, None
-        slot.assigned_at = time.monotonic()
 
     def deadline(self, slot: _Slot) -> float:
         """When the slot's worker must have answered: a busy worker's step (sample generation, or

@@ -19,6 +19,7 @@ child goes on without that call), and is cached per torch and opcov version.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import re
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from opcov.catalog import import_catalog_modules, overload_name, resolve_overload
 from opcov.scan import recipes
+from opcov.sources.opinfo import opinfo_samples
 from opcov.torchenv import AUTOLOAD_ENV, cache_lock, import_torch, read_cache, write_cache
 from opcov.version import __version__
 
@@ -126,7 +128,7 @@ def real_inputs(torch, names) -> dict[str, list]:
     warnings.simplefilter("ignore")
     for op in op_db:
         try:
-            samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=op.supports_autograd))[:2]
+            samples = list(itertools.islice(opinfo_samples(op, torch.float32, op.supports_autograd), 2))
         except Exception:  # noqa: BLE001 - an OpInfo that cannot make float32 samples
             continue
         for sample in samples:
@@ -147,7 +149,7 @@ def real_inputs(torch, names) -> dict[str, list]:
         base = name.split("::", 1)[-1].split(".")[0]
         for op in by_base.get(base, ())[:2]:
             try:
-                samples = list(op.sample_inputs("cpu", torch.float32))[:MAX_REAL]
+                samples = list(itertools.islice(opinfo_samples(op, torch.float32, False), MAX_REAL))
             except Exception:  # noqa: BLE001
                 continue
             for sample in samples:
@@ -671,7 +673,7 @@ _REAL_FILE = "OPCOV_REACH_REAL_INPUTS"  # where a child keeps real_inputs for th
 
 
 def _real_inputs_once(torch, names) -> dict:
-    """real_inputs, computed by the first child of a recording (over a minute) and kept for the child
+    """real_inputs, computed by the first child of a recording (about 8 s of CPU) and kept for the child
     that goes on after a call crashed the first (the names asked only shrink)."""
     path = os.environ.get(_REAL_FILE)
     if path and os.path.exists(path):
