@@ -581,13 +581,21 @@ def test_zoo_is_committed_and_lints_clean():
 
 
 def test_zoo_trace_reproduces_the_committed_files(opcov, tmp_path):
+    from opcov.store import opset
+
     r = opcov("zoo", "trace", "--only", "nn-convnet,gpt2", "--mode", "training", "--root", str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert "2/2 traced" in r.stderr
     for name in ("nn-convnet", "gpt2"):
         new = load_yaml(tmp_path / name / "training.yaml")
         old = load_yaml(os.path.join(ZOO_DIR, name, "training.yaml"))
+        assert new["provenance"].get("returns") == opset.RETURNS_RECORDED
+        if "returns" not in old["provenance"]:  # committed before the tracer recorded returns=: all else the same
+            new["calltree"] = [RETURNS_WORD.sub("", node) for node in new["calltree"]]
         assert new["ops"] == old["ops"] and new["calltree"] == old["calltree"]
+
+
+RETURNS_WORD = re.compile(r" returns=[0-9,]+(?= |$)")
 
 
 def test_zoo_unknown_name_is_a_usage_error():
