@@ -28,7 +28,6 @@ from opcov.errors import DataError, UsageError
 from opcov.sigclass import CONVERSIONS, with_targets
 from opcov.store import layout, lineyaml
 from opcov.store.cells import ProbedCell, ProbedSlot, record_cells
-from opcov.store.opset import RETURNS_RECORDED
 from opcov.verdict import contributed, layouts, resolve, signature
 from opcov.verdict.finding import Finding
 
@@ -491,7 +490,7 @@ class _Req:
     shapes: tuple
     model: str
     reads: frozenset | None
-    returns: frozenset | None  # the outputs the model returns to its caller; None: not recorded
+    returns: frozenset | None  # the outputs the model returns to its caller; None or empty: none known
     cells: dict
     slot: ProbedSlot | None
     src: str
@@ -1095,18 +1094,18 @@ def _judge_backward_path(cov: Coverage, path: str, dtype: str, note: str, src: s
     )
 
 
-def requirements(calls, training: bool, returns_known: bool = False) -> list[tuple]:
+def requirements(calls, training: bool) -> list[tuple]:
     """Per op, in the order the calls first name it: (op, calls, phases, dtypes (frozensets, as an OpResult
     holds them), [(dtype, direction, shapes, reads, returns)]): what ``judge`` judges of resolved ``calls``,
     each requirement once, in call order, with the shapes of its calls (their signature class: a probe finding
     counts only against calls of its class) and, for the forward, the outputs any of them had read (``reads=``;
     None where a call did not record it: a value mismatch on an output no call reads is a note) and those the
-    model returns to its caller (``returns=``; None where the op set does not record them, ``returns_known``
-    False). Backends that resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
+    model returns to its caller (``returns=``; none where the op set does not record them: a dtype-only
+    difference is then a note). Backends that resolve an op set alike share this (resolve.Resolved.shared): only the findings differ."""
     out: dict = {}
     seen: dict = {}  # (op, direction, dtype) -> the calls' shapes, as an ordered set
     read: dict = {}  # (op, dtype) -> the outputs the forward calls read (None: one did not record it)
-    back: dict = {}  # (op, dtype) -> the outputs the model returns (recorded where returns_known)
+    back: dict = {}  # (op, dtype) -> the outputs the model returns
     calls = tuple(calls)
     held = frozenset(call.dtype for call in calls)  # a conversion's target is one of these (sigclass.to=)
     for call in calls:
@@ -1152,11 +1151,7 @@ def requirements(calls, training: bool, returns_known: bool = False) -> list[tup
                         k[2],
                         k[1],
                         tuple(seen[k]),
-                        *(
-                            (read[op, k[2]], back[op, k[2]] if returns_known else None)
-                            if k[1] == "forward"
-                            else (None, None)
-                        ),
+                        *((read[op, k[2]], back[op, k[2]]) if k[1] == "forward" else (None, None)),
                     )
                     for k in reqs
                 ]
@@ -1255,8 +1250,7 @@ def judge(doc: dict, cov: Coverage) -> BackendVerdict:
     resolved = resolve.resolve(doc, cov)  # the calls the backend's dispatcher really makes
     wanted = resolved.shared.get(training) if resolved.shared is not None else None
     if wanted is None:
-        known = (doc.get("provenance") or {}).get("returns") == RETURNS_RECORDED
-        wanted = requirements(resolved.calls, training, known)
+        wanted = requirements(resolved.calls, training)
         if resolved.shared is not None:
             resolved.shared[training] = wanted
     # A fake-tensor trace (no ShapeEnv) raises on a data-dependent shape or value, so an op it
