@@ -151,3 +151,23 @@ def opcov_json(path, root, backend):
     r = opcov_here("check", path, "--backend", backend, "--coverage", str(root), "--format", "json")
     assert r.returncode in (0, 1), r.stdout + r.stderr
     return json.loads(r.stdout)["verdicts"][0]
+
+
+@pytest.mark.parametrize("text", ["a: [1\n", None])
+def test_adding_the_record_to_a_wrong_file_is_one_line_and_writes_nothing(tmp_path, text):
+    """A file that is not YAML, or an op set instead of registered data: one line naming it, exit 2, unchanged."""
+    import shutil
+    import subprocess
+    import sys
+
+    path = tmp_path / "x.yaml"
+    if text is None:
+        shutil.copy(pathlib.Path(ROOT, "coverage", "models", "gpt2", "inference.yaml"), path)
+    else:
+        path.write_text(text)
+    before = path.read_bytes()
+    r = subprocess.run(
+        [sys.executable, "-m", "opcov.scan.devicemodule", str(path)], capture_output=True, text=True, timeout=300
+    )
+    assert r.returncode == 2 and "Traceback" not in r.stderr and str(path) in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and path.read_bytes() == before
