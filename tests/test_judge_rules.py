@@ -766,3 +766,26 @@ def test_a_boolean_mask_index_is_a_path_apart_from_an_integer_index(item, mask_c
     slot = cells.ProbedSlot(status="fallback", failed=(item,), ran=(), cases=2, fails=0, case=item.split()[1])
     assert signature.by_class(slot, (mask_call,))[0] == "fallback"
     assert signature.by_class(slot, (int_call,))[0] != "fallback"
+
+
+@pytest.mark.parametrize(
+    "failed,ran,call",
+    [
+        # PyTorch/XLA's selu backward (an activation) differed at ranks 1 and 0-d; an MLP's call is 2-d
+        (("mismatch selu|float32|0 float32:1!rg;",), ("float32:3!empty!rg;",), "float32:2!rg;"),
+        # a special function's values differed on a 1-d case; a distribution head's call is 3-d
+        (("mismatch digamma|float32|0 float32:1;",), ("float32:0d;",), "float32:3;"),
+    ],
+)
+def test_a_pointwise_ops_value_mismatch_at_another_rank_is_the_calls(failed, ran, call):
+    """A pointwise op computes each element alike at every rank: a value mismatch on a case of the call's
+    arguments at another rank (of one dimension or more) decides the call, though a 0-d or empty case ran
+    clean; an op without the tag keeps value mismatches bound to their rank."""
+    from opcov.store import cells
+    from opcov.verdict import signature
+
+    slot = cells.ProbedSlot(status="mismatch", failed=failed, ran=ran, cases=2, fails=1, case="c|float32|0")
+    assert signature.by_class(slot, (call,), pointwise=True)[0] == "mismatch"
+    assert signature.by_class(slot, (call,))[0] == "pass"
+    own = cells.ProbedSlot(status="mismatch", failed=failed, ran=(call,), cases=2, fails=1, case="c|float32|0")
+    assert signature.by_class(own, (call,), pointwise=True)[0] == "pass"  # a case of its own class ran clean

@@ -579,3 +579,14 @@ def test_the_name_a_linalg_op_gives_its_error_check_is_no_path():
         assert sigclass.covers(case, f"int32:0d;api_name={caller},is_matrix=True")
         assert sigclass.same_path(case, f"int32:0d;api_name={caller},is_matrix=True")
         assert not sigclass.same_path(case, f"int32:0d;api_name={caller},is_matrix=False")
+
+
+def test_an_einsum_equation_selects_a_path_by_its_structure_not_its_letters():
+    """Attention's 'bhqd_bhkd->bhqk' and OpInfo's 'aij_ajk->aik' are both plain contractions (PyTorch/XLA lowers
+    them as XLA's einsum); a broadcast ('...') or a diagonal (a letter twice in one operand) takes another path."""
+    plain = "float32:4,float32:4;equation=bhqd_bhkd->bhqk"
+    assert sigclass.same_path("float32:4,float32:4;equation=aij_ajk->aik", plain)
+    assert sigclass.covers("float32:3,float32:3;equation=aij_ajk->aik", plain)
+    assert not sigclass.same_path("float32:4,float32:4;equation=...ij_...jk->...ik", plain)
+    assert not sigclass.same_path("float32:4,float32:4;equation=bii_bij->bj", plain)
+    assert sigclass.same_path("float32:3;equation=bii->bi", "float32:3;equation=ajj->a")

@@ -340,6 +340,8 @@ def abstract(name: str, value: str | None) -> str:
         return "default"
     if name in INDICES:
         return "given"
+    if name == "equation":
+        return _equation_kind(value)
     if name in AMOUNTS:  # none, some (whatever sides), or a crop (a negative padding): three paths
         try:
             amounts = [float(p) for p in value.split("x")]
@@ -355,6 +357,19 @@ def abstract(name: str, value: str | None) -> str:
             return value
         kinds.append("0" if f == 0 else "1" if f == 1 else "-1" if f == -1 else "int" if f.is_integer() else "frac")
     return "/".join(sorted(set(kinds)))
+
+
+def _equation_kind(text: str) -> str:
+    """The path an einsum equation selects, by its structure rather than its letters: a broadcast ('...'), a
+    diagonal (a letter twice in one operand), else a plain contraction. PyTorch/XLA lowers a plain one as
+    XLA's einsum and decomposes the others (its kernel calls at::native::einsum); CPU's path differs the same
+    way. The text is as a class keeps it: ',' and ' ' written '_'."""
+    if "." in text:
+        return "einsum:broadcast"
+    operands = text.split("->", 1)[0].replace(" ", "").split("_")
+    if any(len(set(o)) < len(o) for o in operands if o):
+        return "einsum:diagonal"
+    return "einsum:plain"
 
 
 def same_path(case_sig: str, call_sig: str) -> bool:

@@ -47,7 +47,8 @@ def add_probe(sub) -> None:
 
 
 def _case_options(pr) -> None:
-    """--traces, --opsets, --resume, --tiers, --all-samples, --exhaustive, --calls-only, --no-schema, --sweep,
+    """--traces, --opsets, --resume, --tiers, --all-samples, --exhaustive, --calls-only, --composites-only,
+    --no-schema, --sweep,
     --manifest and --out."""
     pr.add_argument(
         "--traces",
@@ -87,6 +88,13 @@ def _case_options(pr) -> None:
         action="store_true",
         help="with --traces or --opsets: run the replayed calls alone, no OpInfo, canary or schema case (--ops then "
         "selects which calls), so that merging the file adds no second count of cases already merged",
+    )
+    pr.add_argument(
+        "--composites-only",
+        action="store_true",
+        help="run only the cases of the composite ops the backend overrides with its own kernel, each called as "
+        "itself with the arguments its OpInfo's samples give it, forward and backward (groups 'composite.<opinfo>'; "
+        "--ops selects the OpInfos)",
     )
     pr.add_argument(
         "--no-schema",
@@ -214,6 +222,7 @@ def run_probe(args) -> int:
         tiers=tiers,
         schema=args.schema,
         calls_only=args.calls_only,
+        composites_only=args.composites_only,
         manifest=manifest,
         all_samples=args.all_samples,
         sweep_of=os.path.abspath(args.sweep) if args.sweep else "",

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from opcov.errors import UsageError
-from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, argsweep, replay, schemacases
+from opcov.probe import DEFAULT_DTYPES, DIRECTIONS, argsweep, composites, replay, schemacases
 from opcov.probe.sample import Loaded, Sample, factory_device_kw
 from opcov.probe.tiers import TIERS, tier_samples
 from opcov.sources.opinfo import aten_names, opinfo_index, opinfo_samples, opinfos, seed_all, seed_of
@@ -35,6 +35,7 @@ class Group:
     spec: str = ""  # a replayed op set's model (replay.Target): what rebuilds it
     modes: tuple = ()  # and the modes of its op sets (the steps captured); () with spec: both
     known: str = ""  # a sweep group (probe.argsweep): the probed file whose classes it leaves out
+    composites: tuple = ()  # a trace group's overridden composite ops (probe.composites): their calls kept too
 
     def as_dict(self) -> dict:
         d = {
@@ -54,6 +55,8 @@ class Group:
             d["spec"], d["modes"] = self.spec, list(self.modes)
         if self.known:
             d["known"] = self.known
+        if self.composites:
+            d["composites"] = list(self.composites)
         return d
 
 
@@ -148,6 +151,8 @@ def load_group(group: dict) -> Loaded:
         return replay.load(group)
     if source.startswith(schemacases.SCHEMA_PREFIX):
         return schemacases.load(group)
+    if source.startswith(composites.PREFIX):
+        return composites.load(group)
     if source.startswith(argsweep.PREFIX):
         return argsweep.load(group)
     if source.startswith(CANARY_PREFIX):
@@ -309,6 +314,7 @@ def select_groups(
     all_samples=False,
     ondevice=None,
     sweep_of: str = "",
+    composite_ops=(),
 ) -> list[Group]:
     """The groups a probe runs, sorted by id. ``pattern`` is searched in the OpInfo id and in
     ``aten::<aten_name>`` (for a schema case, in the overload's name, ``aten::add.Scalar``);
@@ -318,7 +324,8 @@ def select_groups(
     sample the tier changes); ``schema_ops`` (overload names,
     ``probe.schemacases.targets``) get one case each made from their schemas. ``sweep_of`` (a probed
     file): each selected OpInfo's group is its argument sweep instead (probe.argsweep), leaving out the
-    classes that file holds."""
+    classes that file holds. ``composite_ops`` (``probe.composites.overridden``): each selected OpInfo about
+    one of them also gets a ``composite.<opinfo>`` group, its samples' calls of those overloads as cases."""
     rx = None
     if pattern:
         try:
@@ -350,6 +357,10 @@ def select_groups(
                         all_samples=bool(all_samples and tiers and "forward" in directions),
                     )
                 )
+            overloads = composites.of_opinfo(op["aten_names"], composite_ops) if dt in cpu and not sweep_of else ()
+            if overloads and "forward" in directions:
+                sid = composites.PREFIX + oid
+                groups.append(Group(f"{sid}|{dt}", sid, dt, dt in bwd, (), overloads))
     if canaries:
         for cid, (dt, aten) in sorted(canary_ids().items()):
             if dt not in dtypes or "forward" not in directions:
@@ -382,6 +393,7 @@ def select_groups(
                         device=on.get("device", ""),
                         spec=target.spec if target else "",
                         modes=target.modes if target else (),
+                        composites=tuple(composite_ops),
                     )
                 )
     if schema_ops and "forward" in directions:

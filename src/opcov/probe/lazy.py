@@ -142,9 +142,9 @@ def cap(loaded, device_type: str, source: str = ""):
     """On a lazy backend, keep at most ``max_samples()`` of an OpInfo group's samples, one per signature class
     with the common path first, at least ``pick.PAD`` (opcov.probe.pick), input-tier samples after them. A replayed trace
     (``trace.<model>``) keeps every call: each of its samples is another op; an OpInfo's argument sweep
-    (``sweep.<opinfo>``) each: one per class already."""
+    (``sweep.<opinfo>``) and an overridden composite's calls (``composite.<opinfo>``) each: one per class already."""
     rec = record_for(device_type)
-    if rec is None or source.startswith(("trace.", "sweep.")):
+    if rec is None or source.startswith(("trace.", "sweep.", "composite.")):
         return loaded
     n = max_samples(rec)
     plain = [s for s in loaded.samples if s.tier is None]

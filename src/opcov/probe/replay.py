@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from opcov import backends
 from opcov.dtypes import call_dtype, dtype_name
 from opcov.errors import UsageError
+from opcov.probe import composites as composite_calls
 from opcov.probe.record import signature
 from opcov.probe.sample import Loaded, factory_device_kw, op_call
 from opcov.sources import generate, models, zoo
@@ -118,7 +119,7 @@ def ondevice(name: str, backend: str, device_type: str, coverage_dir: str | None
     return {"device": device_type, "modes": modes} if modes else {}
 
 
-def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dtype: str = "", modes=()):
+def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dtype: str = "", modes=(), composites=()):
     """[(OpOverload, args, kwargs, device_kw)] of one zoo model's steps on CPU (arguments copied): each
     distinct call signature (op, dtype key, signature class: opcov.probe.record.signature) once, over an
     inference forward and a training step (forward, loss, backward, one AdamW step), each with every
@@ -126,7 +127,9 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
     model takes one). With ``on`` (``ondevice``): then each of its modes run on the device the same way,
     adding the calls of that mode's op set's ops that no CPU step made (copied to CPU; ``device_kw``
     names a factory's device argument, which the replay sets to the device). ``only`` (a compiled
-    pattern): keep only the calls of the ops it finds (on the device, nothing else is copied)."""
+    pattern): keep only the calls of the ops it finds (on the device, nothing else is copied). ``composites``: the
+    composite ops the backend overrides (probe.composites.overridden), whose calls CPU's steps decompose before the
+    mode sees them: caught at CPU's autograd key and kept as calls of their own (the backend runs its kernel)."""
     import torch
     import torch.utils._pytree as pytree
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -157,6 +160,23 @@ def capture(name: str, on: dict | None = None, only=None, *, spec: str = "", dty
         def __init__(self, dev=None, ops=frozenset()):
             super().__init__()
             self.dev, self.ops = dev, ops
+            self.catch = None
+
+        def __enter__(self):
+            if self.dev is None and composites:  # CPU's step: the overridden composites' calls too
+                self.catch = composite_calls.catching(torch, composites)
+                self.caught = self.catch.__enter__()
+            return super().__enter__()
+
+        def __exit__(self, *exc):
+            out = super().__exit__(*exc)
+            if self.catch is not None:
+                self.catch.__exit__(*exc)
+                self.catch = None
+                for func, a, k in self.caught:
+                    if selected(func.name()):
+                        self.keep(func, func.name(), a, k)
+            return out
 
         def __torch_dispatch__(self, func, types, a=(), k=None):
             k = k or {}
@@ -277,7 +297,8 @@ def load(group: dict):
         "dtype": group["dtype"] if group.get("spec") else "",
         "modes": group.get("modes", ()),
     }
-    for func, args, kwargs, device_kw in capture(name, group.get("on"), only, **target):
+    found = capture(name, group.get("on"), only, composites=tuple(group.get("composites", ())), **target)
+    for func, args, kwargs, device_kw in found:
         sample = op_call(func, args, kwargs)
         sample.device_kw = device_kw
         samples.append(sample)

@@ -14,8 +14,8 @@ import time
 
 from opcov import backends as _backends
 from opcov.catalog import build_catalog
-from opcov.errors import OpcovError
-from opcov.probe import cases, disposition, lazy, plan, replay, results, schemacases
+from opcov.errors import OpcovError, UsageError
+from opcov.probe import cases, composites, disposition, lazy, plan, replay, results, schemacases
 from opcov.probe.compare import CPU_MARGIN, SCALED_FAMILIES, TOLERANCES, USABLE
 from opcov.probe.journal import Journal, journal_path
 from opcov.probe.ledger import Ledger, ledger_path, version_key
@@ -49,6 +49,7 @@ def probe(
     tiers=(),
     schema=True,
     calls_only=False,
+    composites_only=False,
     manifest=None,
     all_samples=False,
     sweep_of="",
@@ -62,7 +63,8 @@ def probe(
     ``exhaustive``: run every case of a group after one crashed or timed out (by default the rest
     are recorded as not run after it). ``tiers``: the input tiers (probe.tiers) each OpInfo group
     gets one harder case of (``all_samples``: one per sample the tier changes). ``schema``: also cases made from the schemas of functional overloads
-    (probe.schemacases); ``calls_only``: the replayed calls' groups alone; ``sweep_of`` (a probed file): the
+    (probe.schemacases); ``calls_only``: the replayed calls' groups alone; ``composites_only``: the groups of
+    the composite ops the backend overrides alone (probe.composites); ``sweep_of`` (a probed file): the
     selected OpInfos' argument sweep instead of their samples (probe.argsweep). ``manifest``: a backend manifest (probe.manifest.Manifest): cells counted as
     claimed or not, ops it rules out given the disposition ``excluded``. ``shard`` (I, N): part I of
     the plan balanced by the recorded group times of ``times`` (default: the times sidecar of the
@@ -100,6 +102,12 @@ def probe(
         )
         if calls_only:  # the replayed calls alone (--calls-only): no OpInfo, canary or schema group
             groups = [g for g in groups if g.source.startswith(replay.TRACE_PREFIX)]
+        if composites_only:  # as calls_only, the overridden composites' own calls
+            groups = [g for g in groups if g.source.startswith(composites.PREFIX)]
+            if not groups:
+                raise UsageError(
+                    f"--composites-only: {backend.name} overrides no composite op that the selection's OpInfos are about"
+                )
         times_file = times if times is not None else plan.default_times(backend)
         groups = plan.pick(groups, plan.load_times(times_file, required=times is not None), shard)
         settings = {
@@ -121,6 +129,8 @@ def probe(
             settings["all_samples"] = True
         if calls_only:  # as all_samples
             settings["calls_only"] = True
+        if composites_only:  # as all_samples
+            settings["composites_only"] = True
         if sweep_of:  # as all_samples
             settings["sweep_of"] = sweep_of
         traces_on = {g.source[len(replay.TRACE_PREFIX) :]: [m for m, _ in g.on] for g in groups if g.on}
@@ -223,7 +233,8 @@ def probe(
 
 def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema, all_samples, sweep_of=""):
     """(torch, catalogue, op facts, every group of the selection, unsharded): what a probe, and
-    'opcov plan' before it, derive the groups from."""
+    'opcov plan' before it, derive the groups from. The composite ops the backend overrides get groups of
+    their own calls (probe.composites) beside their OpInfos'."""
     torch = _backends.load(backend)
     catalog = build_catalog((backend.module,) if backend.module else (), _backends.added_ops(backend))
     core_bases = {op.base for op in catalog.core} if core else None
@@ -232,8 +243,10 @@ def select(backend, *, pattern, core, dtypes, directions, traces, tiers, schema,
     # a traced model recorded on this backend itself: its trace group replays the device's own calls too
     zoo_traces = [n for n in traces if isinstance(n, str)]  # a replayed op set (replay.Target) has no own-path op set
     ondevice = {n: on for n in zoo_traces if (on := replay.ondevice(n, backend.name, backend.device_type))}
+    overridden = composites.overridden(torch, catalog, backend.dispatch_key) if backend.dispatch_key else []
     groups = cases.select_groups(
         pattern,
+        composite_ops=overridden,
         core_bases=core_bases,
         dtypes=dtypes,
         directions=directions,

@@ -638,7 +638,12 @@ def _from_call_classes(cov: Coverage, req: _Req) -> Finding | None:
     ======================================  ==========================================
     """
     slot = _ran(req)
-    judged = signature.by_class(slot, req.shapes, req.reads, dtype_note=not _returned(req)) if slot else None
+    tags = ((cov.registered or {}).get("ops", {}).get(req.op) or {}).get("tags") or ()
+    judged = (
+        signature.by_class(slot, req.shapes, req.reads, dtype_note=not _returned(req), pointwise="pointwise" in tags)
+        if slot
+        else None
+    )
     if slot is None or judged is None:
         return None
     if judged[0] == "mismatch" and _returned(req) and signature.all_values_equal(slot, lambda s, c: s == "mismatch"):

@@ -238,7 +238,9 @@ def own_calls(slot, model: str, shapes: tuple = ()) -> tuple | None:
     return status, case, why or ""
 
 
-def by_class(slot, shapes: tuple, reads: frozenset | None = None, *, dtype_note: bool = True) -> tuple | None:
+def by_class(
+    slot, shapes: tuple, reads: frozenset | None = None, *, dtype_note: bool = True, pointwise: bool = False
+) -> tuple | None:
     """How the cell's failing cases bear on calls of ``shapes`` that read outputs ``reads`` (None: not
     recorded): None when the cell keeps no classes (an older file), its status is not a failure, or its
     list may be cut short (then the cell is judged as a whole); else (status, case, note): the worst status
@@ -246,7 +248,8 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None, *, dtype_note:
     read (each a note), or, when none is left, 'pass' (its other cases ran; the note says what failed and
     why it does not count) or 'unknown' (no case of this class ran). Mismatches of an output's dtype alone
     (values equal) are a pass with a note where ``dtype_note`` (no call returns the output to the model's
-    caller), else a mismatch."""
+    caller), else a mismatch. ``pointwise`` (the op's tag): a value mismatch at another rank counts too
+    (``_fell_at_other_ranks``)."""
     status = slot.status
     failed = slot.failed
     if status not in NOTED or not failed or cut(slot) or not shapes:
@@ -260,7 +263,7 @@ def by_class(slot, shapes: tuple, reads: frozenset | None = None, *, dtype_note:
         if any(matches(sig, shape) for shape in shapes) and not (ran_alike and ";" not in sig)
     ]
     if not like and not ran_alike:
-        like = _fell_at_other_ranks(failed, items, shapes)
+        like = _fell_at_other_ranks(failed, items, shapes, pointwise)
     pinned = [item for item in like if not failed_localized(item[0])]
     if like and not pinned:  # failures only pinned here by replaying another op's failed case: not proof
         _, s0, c0, sig0 = like[0]
@@ -352,17 +355,19 @@ def _dtype_note(like: list) -> str:
     )
 
 
-def _fell_at_other_ranks(failed, items, shapes: tuple) -> list:
+def _fell_at_other_ranks(failed, items, shapes: tuple, pointwise: bool = False) -> list:
     """The fallback items, and the mismatches of an output's dtype alone (values=equal), whose class is the
     calls' but for the ranks of their tensors (each of some elements and at least one dimension on both sides),
     where no case of the calls' own class failed or ran: whether an op has a kernel of its own does not hang on
     the rank (PyTorch/XLA runs huber_loss and the cumulative minimum through the CPU fallback at every rank
     probed), nor does the dtype type promotion gives its result (its cumsum of bool stays bool, CPU's is int64,
     at every rank), and a pass at another rank would otherwise decide alone. Errors and value mismatches stay
-    rank-bound: a 0-d reduction's error says nothing of a 2-d one."""
+    rank-bound: a 0-d reduction's error says nothing of a 2-d one; but a pointwise op (``pointwise``, its tag)
+    computes each element alike at every rank, so its value mismatches count at the calls' ranks too
+    (PyTorch/XLA's selu and celu backward differ from CPU at ranks 1 and 2 alike)."""
     out = []
     for text, (s, c, sig) in zip(failed, items):
-        if not (s == "fallback" or s == "mismatch" and failed_values_equal(text)):
+        if not (s == "fallback" or s == "mismatch" and (pointwise or failed_values_equal(text))):
             continue
         if not is_class(sig) or any(r < 1 or "empty" in f for _, r, f in parse(sig)[0]):
             continue
