@@ -2,11 +2,11 @@
 
 Usage, in the main venv (the judge needs no torch_xla unless --on-xla or --replay):
 
-    .venv/bin/python scripts/nn_accuracy.py --set tuning|heldout|fresh|unseen|fifth|sixth|seventh [--on-xla] [--replay] [--models a,b]
+    .venv/bin/python scripts/nn_accuracy.py --set tuning|heldout|fresh|unseen|fifth|sixth|seventh|eighth [--on-xla] [--replay] [--models a,b]
         [--modes inference,training] [--jobs 2] [--reuse-traces] [--write-docs]
 
 For each (model, mode) of the set (scripts/reality/nn_models.py, nn_heldout.py, nn_fresh.py, nn_unseen.py,
-nn_fifth.py, nn_sixth.py or nn_seventh.py) it traces the model with the opcov CLI, as a user would:
+nn_fifth.py, nn_sixth.py, nn_seventh.py or nn_eighth.py) it traces the model with the opcov CLI, as a user would:
 
     traced here   PYTHONPATH=scripts/reality .venv/bin/opcov trace nn_models:NAME --mode MODE --out W/NAME/MODE.yaml
     --on-xla      the same with .envs/xla/bin/opcov ... --on xla (PJRT_DEVICE=CPU): recorded on the device
@@ -14,7 +14,7 @@ nn_fifth.py, nn_sixth.py or nn_seventh.py) it traces the model with the opcov CL
 (training with --optimizer sgd: the real run's step is one SGD step)
 then judges it with ``opcov check W/NAME -b xla --mode MODE --format json`` (main venv, --no-replay; with
 --replay in the xla venv, where the model's own calls are replayed on the device) and compares the verdict
-with the real outcome that scripts/envs/nn_reality.py recorded in docs/reality/nn-xla[-heldout|-fresh|-unseen|-fifth|-sixth|-seventh].json
+with the real outcome that scripts/envs/nn_reality.py recorded in docs/reality/nn-xla[-heldout|-fresh|-unseen|-fifth|-sixth|-seventh|-eighth].json
 (never run here). A verdict agrees when
 
     runs                  <->  ran: values match CPU, no op through the CPU fallback
@@ -336,7 +336,7 @@ def section(set_name: str, way: str, rows: list, meta: dict) -> str:
 
 INTRO = """## Plain torch.nn models on PyTorch/XLA (the nn reality sets)
 
-Seven sets of small plain `torch.nn` user models, made to find where the verdicts fail outside the curated
+Eight sets of small plain `torch.nn` user models, made to find where the verdicts fail outside the curated
 zoo: `scripts/reality/nn_models.py` (the tuning set), `scripts/reality/nn_heldout.py` (a held-out set of the
 same kind, for measuring only, since seen by those who tune the rules), `scripts/reality/nn_fresh.py` (a
 fresh set of whole small architectures and unused layer arguments, written after both, since seen too),
@@ -344,9 +344,10 @@ fresh set of whole small architectures and unused layer arguments, written after
 all three without reading how opcov judges), `scripts/reality/nn_fifth.py` (a fifth set of small models
 of kinds none of the others holds, written after all four without reading how opcov judges, for measuring
 only), `scripts/reality/nn_sixth.py` (a sixth set of the same kind, of kinds none of the five holds,
-written after all five without reading how opcov judges, for measuring only) and `scripts/reality/nn_seventh.py`
+written after all five without reading how opcov judges, for measuring only), `scripts/reality/nn_seventh.py`
 (a seventh set of kinds none of the six holds, written after all six without reading how opcov judges, for
-measuring only).
+measuring only) and `scripts/reality/nn_eighth.py` (an eighth set of kinds none of the seven holds, written
+after all seven without reading how opcov judges, for measuring only).
 Each (model, mode) ran for real on PyTorch/XLA 2.9's CPU client against CPU
 (`scripts/envs/nn_reality.py`, records in `docs/reality/nn-xla*.json`): `ran` (every value matched CPU,
 nothing through the CPU fallback), `fallback` (matched, with the ops that fell back named), `wrong`, or

@@ -1,8 +1,8 @@
-"""Run the nn reality sets (scripts/reality/nn_models.py, nn_heldout.py, nn_fresh.py, nn_unseen.py, nn_fifth.py, nn_sixth.py, nn_seventh.py) on PyTorch/XLA's CPU client.
+"""Run the nn reality sets (scripts/reality/nn_models.py, nn_heldout.py, nn_fresh.py, nn_unseen.py, nn_fifth.py, nn_sixth.py, nn_seventh.py, nn_eighth.py) on PyTorch/XLA's CPU client.
 
 Usage, in the venv scripts/envs/xla.sh makes (torch 2.9 + torch-xla 2.9):
 
-    PJRT_DEVICE=CPU .envs/xla/bin/python scripts/envs/nn_reality.py --set tuning|heldout|fresh|unseen|fifth|sixth|seventh
+    PJRT_DEVICE=CPU .envs/xla/bin/python scripts/envs/nn_reality.py --set tuning|heldout|fresh|unseen|fifth|sixth|seventh|eighth
         [--models a,b] [--modes inference,training] [--results FILE] [--rerun] [--timeout S]
 
 Each (model, mode) runs in two child processes. First on the CPU, in a process that never imports torch_xla
@@ -29,9 +29,10 @@ CPU fallback; aten::_local_scalar_dense (item(), a host read) is kept apart. The
 (cpu_failed: the CPU reference itself failed, a bug of the model, not of the backend). Records go to
 docs/reality/nn-xla.json (tuning), docs/reality/nn-xla-heldout.json (heldout), docs/reality/nn-xla-fresh.json
 (fresh), docs/reality/nn-xla-unseen.json (unseen), docs/reality/nn-xla-fifth.json (fifth),
-docs/reality/nn-xla-sixth.json (sixth) or docs/reality/nn-xla-seventh.json (seventh), with the versions, the host
-and the date; a (model, mode) already there is not run again unless --rerun. scripts/nn_accuracy.py reads these
-files to judge opcov's verdicts; it never runs the models.
+docs/reality/nn-xla-sixth.json (sixth), docs/reality/nn-xla-seventh.json (seventh) or
+docs/reality/nn-xla-eighth.json (eighth), with the versions, the host and the date; a (model, mode) already there
+is not run again unless --rerun. scripts/nn_accuracy.py reads these files to judge opcov's verdicts; it never
+runs the models.
 """
 
 from __future__ import annotations
@@ -318,7 +319,7 @@ def main() -> None:
     p.add_argument("--modes", default="inference,training")
     p.add_argument(
         "--results",
-        help="the JSON file of real runs (default: docs/reality/nn-xla[-heldout|-fresh|-unseen|-fifth|-sixth|-seventh].json)",
+        help="the JSON file of real runs (default: docs/reality/nn-xla[-heldout|-fresh|-unseen|-fifth|-sixth|-seventh|-eighth].json)",
     )
     p.add_argument("--rerun", action="store_true", help="run again (model, mode) pairs the file already holds")
     p.add_argument("--timeout", type=int, default=300, help="seconds per phase of one run (default: %(default)s)")

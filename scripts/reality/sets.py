@@ -18,6 +18,7 @@ SETS = {
     "fifth": "nn_fifth",
     "sixth": "nn_sixth",
     "seventh": "nn_seventh",
+    "eighth": "nn_eighth",
 }
 # where each set's real runs are recorded, relative to the repository root
 REAL_RUNS = {name: f"docs/reality/nn-xla{'' if name == 'tuning' else '-' + name}.json" for name in SETS}
