@@ -17,8 +17,9 @@
 #   scripts/envs/xla-data.sh factories # the factory OpInfos, made on the device (earlier probes made them on CPU)
 #   scripts/envs/xla-data.sh division # the int64 division and shift canaries (values past 2**24), added later
 #   scripts/envs/xla-data.sh masks    # indexing by a boolean mask (the sweep's mask change), added later
+#   scripts/envs/xla-data.sh maskints # the same for int64 and bool tensors, added later
 #   scripts/envs/xla-data.sh composites # the composite ops xla overrides, called as themselves, added later
-#   scripts/envs/xla-data.sh          # all sixteen
+#   scripts/envs/xla-data.sh          # all seventeen
 #
 # The probe covers the OpInfos of every core ATen op (--core) and of every other op the zoo's op sets
 # call (scripts/envs/xla_zoo_ops.py), in float32, bfloat16, int64 and bool, forward and backward, at
@@ -225,6 +226,13 @@ masks() {
     mv "$WORK/merged.yaml" "$PROBED"
 }
 
+# The same for int64 and bool tensors indexed by a mask (counts, label maps, flags), added after float32's.
+maskints() {
+    shard masks-int --sweep "$PROBED" --ops '^(__getitem__|index_put)$' --dtypes int64,bool --timeout 120
+    "$OPCOV" merge "$PROBED" "$WORK/masks-int.yaml" --out "$WORK/merged.yaml"
+    mv "$WORK/merged.yaml" "$PROBED"
+}
+
 # The composite ops PyTorch/XLA overrides with its own kernel (kl_div, selu, std.dim, diag, einsum...), each
 # called as itself with its OpInfo's arguments, forward and backward (opcov.probe.composites): the OpInfo
 # cases file these under the decomposition CPU runs, so the backend's kernel, and the backward its autograd
@@ -251,7 +259,8 @@ case "${1:-all}" in
     factories) factories ;;
     division) division ;;
     masks) masks ;;
+    maskints) maskints ;;
     composites) composites ;;
-    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories; division; masks; composites ;;
-    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|division|masks|composites|all]" >&2; exit 2 ;;
+    all) scan; probe; reprobe; ondevice; onreprobe; nnreplay; classes; servereplay; picked; opinfos; intpaths; sweep; factories; division; masks; maskints; composites ;;
+    *) echo "usage: $0 [scan|probe|reprobe|ondevice|onreprobe|nnreplay|classes|servereplay|picked|opinfos|intpaths|sweep|factories|division|masks|maskints|composites|all]" >&2; exit 2 ;;
 esac
